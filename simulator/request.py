@@ -1,0 +1,60 @@
+"""The immutable description of one request as the workload declares it.
+
+A :class:`RequestSpec` is what a trace row or a synthetic generator produces. The simulator
+never mutates it; the replica keeps its own mutable progress state (see
+``simulator/scheduling/state.py``).
+
+Oracle boundary (DESIGN.md invariant 8): ``num_output_tokens`` is the *true* output length,
+known to the simulator only. Routing and admission control may read ``max_tokens`` (the
+declared limit a real client sends), never ``num_output_tokens``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request of the workload.
+
+    Attributes
+    ----------
+    request_id : int
+        Unique, dense id within a run (0..N-1 in arrival order).
+    arrival_time_s : float
+        Arrival time in seconds from the start of the run (>= 0).
+    num_prompt_tokens : int
+        Prompt (input) length in tokens (>= 1).
+    num_output_tokens : int
+        True output length in tokens (>= 1). Oracle: only the engine's token accounting reads it.
+    max_tokens : int or None
+        Declared output limit (what a client sends); ``None`` when the workload has none.
+    tenant : str
+        Tenant / client name (for per-tenant metrics and fair share).
+    priority : int
+        Priority class; lower value = more important (vLLM's convention).
+    slice : str
+        Workload slice name (e.g. ``code``, ``chat``) for per-slice metrics and acceptance.
+    cancel_after_s : float or None
+        Client patience in seconds after arrival: a request still without its first token at
+        ``arrival_time_s + cancel_after_s`` is cancelled.
+    prefix_hash_ids : tuple of int or None
+        Ids of the prompt's prefix blocks (Mooncake ``hash_ids``); equal ids share KV.
+    prefix_block_tokens : int
+        Tokens covered by one entry of ``prefix_hash_ids`` (512 in the Mooncake traces).
+    source_line : int or None
+        Line number in the source trace file (1-based, header = line 1), for error messages.
+    """
+
+    request_id: int
+    arrival_time_s: float
+    num_prompt_tokens: int
+    num_output_tokens: int
+    max_tokens: int | None = None
+    tenant: str = "default"
+    priority: int = 0
+    slice: str = "default"
+    cancel_after_s: float | None = None
+    prefix_hash_ids: tuple[int, ...] | None = None
+    prefix_block_tokens: int = 512
+    source_line: int | None = None
