@@ -1,0 +1,165 @@
+"""``servesim`` command line.
+
+Subcommands: ``run``, ``compare``, ``sweep``, ``plan``, ``trace``, ``kv``, ``spec``,
+``profiles``, ``calibrate``, ``validate``. Bad input exits 2 with one readable line on
+stderr (no traceback; set ``SERVESIM_DEBUG=1`` to see one).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+class CLIError(ValueError):
+    """A user error the CLI reports in one line (exit 2)."""
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None, None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    prog = Progress("[progress.description]{task.description}", BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
+                    console=None)
+    task = prog.add_task("simulating arrivals", total=total)
+    prog.start()
+
+    def cb(n, _tot):
+        prog.update(task, completed=n)
+    return prog, cb
+
+
+def cmd_run(args) -> int:
+    from rich.console import Console
+
+    from .config import load_scenario
+    from .report.markdown import print_summary_table
+    from .run import run_scenario
+    from .workload import load_workload
+    overrides = list(args.set or [])
+    if args.trace:
+        overrides += [f"workload.trace={args.trace}", "workload.synthetic=null"]
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    scenario, base = load_scenario(args.scenario, overrides)
+    specs = load_workload(scenario.workload, scenario.seed, base)
+    show = (not args.quiet) and (args.progress or (sys.stderr.isatty() and len(specs) > 2000))
+    prog, cb = _progress_bar(len(specs), show)
+    try:
+        res = run_scenario(scenario, base, specs=specs, outdir=args.output,
+                           figures=not args.no_figures, progress=cb)
+    finally:
+        if prog is not None:
+            prog.stop()
+    if not args.quiet:
+        console = Console()
+        print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}")
+        console.print(f"outputs: {res.outdir}/ (summary.json, requests.csv, steps.csv, report.md)")
+    return 0
+
+
+def cmd_trace(args) -> int:
+    import json
+
+    from .workload import describe_workload, read_trace
+    reqs = read_trace(args.path, format=args.format)
+    print(json.dumps(describe_workload(reqs), indent=2))
+    return 0
+
+
+def cmd_profiles(args) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from .hardware import gpu_catalog
+    from .models import CATALOG
+    c = Console()
+    t = Table(title="GPUs (hardware_profiles/)")
+    for col in ("name", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB", "HBM TB/s", "$/GPU-h", "tables"):
+        t.add_column(col)
+    for g in gpu_catalog().values():
+        tables = sorted(p.name for p in (g.profile_dir or Path(".")).glob("*.csv"))
+        t.add_row(g.name, f"{g.bf16_flops_per_s / 1e12:.0f}",
+                  f"{g.fp8_flops_per_s / 1e12:.0f}" if g.fp8_flops_per_s else "-",
+                  f"{g.hbm_bytes / 1e9:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
+                  f"{g.usd_per_gpu_hour:.2f}", ", ".join(tables) or "(datasheet only)")
+    c.print(t)
+    t = Table(title="Models")
+    for col in ("id", "Hugging Face id", "params (B)", "layers", "kv heads", "KV B/token (bf16)"):
+        t.add_column(col)
+    for m in CATALOG.values():
+        t.add_row(m.name, m.hf_id or "", f"{m.num_params() / 1e9:.2f}", str(m.num_layers),
+                  str(m.num_kv_heads), f"{m.kv_bytes_per_token('bf16'):,}")
+    c.print(t)
+    return 0
+
+
+def _register_optional(sub, module: str) -> None:
+    import importlib
+    try:
+        mod = importlib.import_module(module, __package__)
+    except ImportError:
+        return
+    mod.register(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servesim", description=__doc__.splitlines()[0])
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"servesim {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    r = sub.add_parser("run", help="simulate one scenario and write its report")
+    r.add_argument("scenario", help="scenario YAML (path, or a name under scenarios/)")
+    r.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
+    r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a scenario field (repeatable)")
+    r.add_argument("--seed", type=int, help="override the scenario seed")
+    r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
+    r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    r.add_argument("--progress", action="store_true", help="always show a progress bar")
+    r.add_argument("-q", "--quiet", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    t = sub.add_parser("trace", help="statistics of a trace file")
+    t.add_argument("path")
+    t.add_argument("--format", default="auto")
+    t.set_defaults(func=cmd_trace)
+
+    pr = sub.add_parser("profiles", help="list the GPU profiles and models in the catalog")
+    pr.set_defaults(func=cmd_profiles)
+
+    for mod in (".speculative.cli", ".kv.cli", ".compare", ".planner.cli", ".calibrate_cli"):
+        _register_optional(sub, mod)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        if os.environ.get("SERVESIM_DEBUG"):
+            raise
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        print(f"servesim: error: {msg}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("servesim: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - last-resort one-line report
+        if os.environ.get("SERVESIM_DEBUG"):
+            raise
+        print(f"servesim: internal error: {type(e).__name__}: {e} "
+              "(set SERVESIM_DEBUG=1 for a traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

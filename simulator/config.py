@@ -1,0 +1,273 @@
+"""Scenario schema (pydantic), loading, validation and ``--set a.b=v`` overrides.
+
+A scenario is one YAML file describing what to simulate: model, hardware, cluster,
+scheduler, KV cache, workload, SLOs, cost, seed and output folder. Unknown keys and bad
+values raise :class:`ScenarioError` with one line naming the key path, the value and what
+is allowed (the CLI prints it and exits 2).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .speculative.config import SpeculativeConfig
+from .workload.config import WorkloadConfig
+
+
+class ScenarioError(ValueError):
+    """A scenario file or override is invalid (message: one readable line)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class HardwareConfig(_Strict):
+    """GPU type: a catalog name (``h100-sxm``, ``a100-sxm-80gb``, ``h200-sxm``, aliases such
+    as ``h100``) or a path to a spec YAML. ``num_gpus_per_replica`` defaults to
+    ``cluster.tensor_parallel_size``."""
+
+    gpu: str = "h100-sxm"
+    num_gpus_per_replica: int | None = Field(default=None, ge=1)
+
+
+class ClusterConfig(_Strict):
+    """Replicas behind a router; each replica is one TP group."""
+
+    num_replicas: int = Field(default=1, ge=1)
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    router: Literal["round_robin", "least_outstanding", "least_kv", "random"] = "round_robin"
+
+
+class AdmissionConfig(_Strict):
+    """Bounded scheduler (seed 001: shed or degrade before memory is exhausted)."""
+
+    max_waiting: int | None = Field(default=None, ge=0, description="max waiting-queue length")
+    max_queue_delay_s: float | None = Field(default=None, gt=0)
+    tenant_max_share: float | None = Field(default=None, gt=0, le=1,
+                                           description="max share of running seqs per tenant")
+
+
+class SchedulerConfigModel(_Strict):
+    """Replica scheduler (vLLM names)."""
+
+    policy: Literal["continuous", "static"] = "continuous"
+    queue_policy: Literal["fcfs", "priority"] = "fcfs"
+    max_num_seqs: int = Field(default=256, ge=1)
+    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    enable_chunked_prefill: bool = True
+    max_model_len: int | None = Field(default=None, ge=2)
+    preemption_mode: Literal["recompute", "swap"] = "recompute"
+    max_batch_size: int = Field(default=32, ge=1, description="static batching: batch size")
+    batch_timeout_s: float = Field(default=0.05, ge=0, description="static batching wait")
+    admission: AdmissionConfig = AdmissionConfig()
+
+
+class KVCacheConfig(_Strict):
+    """KV cache (vLLM names; ``allocation`` is ours: paged vs contiguous reservation)."""
+
+    block_size: int = Field(default=16, ge=1)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8"] = "auto"
+    num_gpu_blocks: int | None = Field(default=None, ge=1)
+    enable_prefix_caching: bool = False
+    allocation: Literal["paged", "contiguous"] = "paged"
+    swap_space_gb: float = Field(default=4.0, ge=0)
+    watermark: float = Field(default=0.0, ge=0, lt=1)
+
+
+class PerfConfig(_Strict):
+    """Execution-time model: ``auto`` uses the GPU profile's latency tables when present."""
+
+    source: Literal["auto", "roofline", "table"] = "auto"
+    weight_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+
+
+class SLOConfig(_Strict):
+    """Per-request SLOs (seconds; None = not checked) and the attainment target."""
+
+    ttft_s: float | None = Field(default=None, gt=0)
+    tpot_s: float | None = Field(default=None, gt=0)
+    e2e_s: float | None = Field(default=None, gt=0)
+    attainment_target: float = Field(default=0.9, gt=0, le=1)
+
+
+class CostConfig(_Strict):
+    usd_per_gpu_hour: float | None = Field(default=None, ge=0)
+
+
+class Scenario(_Strict):
+    """A complete what-if: see the README's scenario reference for every field."""
+
+    name: str = "scenario"
+    model: str = "llama-3.1-8b"
+    hardware: HardwareConfig = HardwareConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    scheduler: SchedulerConfigModel = SchedulerConfigModel()
+    kv_cache: KVCacheConfig = KVCacheConfig()
+    perf: PerfConfig = PerfConfig()
+    workload: WorkloadConfig
+    slo: SLOConfig = SLOConfig()
+    cost: CostConfig = CostConfig()
+    speculative: SpeculativeConfig | None = None
+    seed: int = 0
+    output_dir: str = "reports/{name}"
+
+    @model_validator(mode="after")
+    def _check(self):
+        hw = self.hardware
+        if hw.num_gpus_per_replica is not None and \
+                hw.num_gpus_per_replica != self.cluster.tensor_parallel_size:
+            raise ValueError(
+                f"hardware.num_gpus_per_replica ({hw.num_gpus_per_replica}) must equal "
+                f"cluster.tensor_parallel_size ({self.cluster.tensor_parallel_size})")
+        return self
+
+    @property
+    def gpus_per_replica(self) -> int:
+        return self.cluster.tensor_parallel_size
+
+    @property
+    def num_gpus(self) -> int:
+        return self.cluster.tensor_parallel_size * self.cluster.num_replicas
+
+
+# ---------------------------------------------------------------------- error formatting
+def _allowed_fields(model_cls, loc: tuple) -> list[str] | None:
+    cls = model_cls
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        f = getattr(cls, "model_fields", {}).get(part)
+        if f is None:
+            return None
+        ann = f.annotation
+        sub = _first_model(ann)
+        if sub is None:
+            return None
+        cls = sub
+    return sorted(getattr(cls, "model_fields", {}))
+
+
+def _first_model(ann):
+    import typing
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for a in typing.get_args(ann):
+        m = _first_model(a)
+        if m is not None:
+            return m
+    return None
+
+
+def format_validation_error(e: ValidationError, source: str = "scenario") -> str:
+    """One line per the first error: ``source: key.path: value X: what is allowed``."""
+    err = e.errors()[0]
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    path = ".".join(str(p) for p in loc) or "(top level)"
+    val = err.get("input")
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_fields(Scenario, loc)
+        hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+        return f"{source}: unknown key '{path}'{hint}"
+    if err["type"] == "missing":
+        return f"{source}: missing required key '{path}'"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    vs = repr(val) if not isinstance(val, dict) else "{...}"
+    if len(vs) > 60:
+        vs = vs[:57] + "..."
+    return f"{source}: {path}: value {vs}: {msg}"
+
+
+# ---------------------------------------------------------------------- loading
+def parse_override(item: str) -> tuple[list[str], Any]:
+    """Parse ``a.b.c=value`` (value parsed as YAML: numbers, booleans, lists, null).
+
+    Raises
+    ------
+    ScenarioError
+        If there is no ``=`` or the key is empty.
+    """
+    if "=" not in item:
+        raise ScenarioError(f"--set {item!r}: expected key.path=value")
+    key, _, raw = item.partition("=")
+    key = key.strip()
+    if not key or any(not p for p in key.split(".")):
+        raise ScenarioError(f"--set {item!r}: empty key")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() != "" else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.split("."), value
+
+
+def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
+    """Return a copy of ``raw`` with each ``a.b=v`` override applied."""
+    out = copy.deepcopy(raw)
+    for item in overrides or []:
+        path, value = parse_override(item)
+        d = out
+        for p in path[:-1]:
+            nxt = d.get(p)
+            if nxt is None:
+                nxt = {}
+                d[p] = nxt
+            elif not isinstance(nxt, dict):
+                raise ScenarioError(f"--set {item}: '{p}' is not a section")
+            d = nxt
+        d[path[-1]] = value
+    return out
+
+
+def read_scenario_yaml(path: str | Path) -> dict:
+    """Read a scenario file into a dict (raises :class:`ScenarioError` on I/O or YAML errors)."""
+    p = Path(path)
+    if not p.is_file():
+        from .resources import resolve_path
+        try:
+            p = resolve_path(path, "scenarios")
+        except FileNotFoundError as e:
+            raise ScenarioError(str(e)) from None
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ScenarioError(f"{p}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    except OSError as e:
+        raise ScenarioError(f"{p}: cannot read ({e.strerror})") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{p}: a scenario must be a YAML mapping")
+    raw.setdefault("__file__", str(p.resolve()))
+    return raw
+
+
+def validate_scenario(raw: dict, source: str = "scenario") -> Scenario:
+    """Validate a raw dict (raises :class:`ScenarioError` with a one-line message)."""
+    data = {k: v for k, v in raw.items() if k != "__file__"}
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ScenarioError(format_validation_error(e, source)) from None
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, Path]:
+    """Load, override and validate a scenario file.
+
+    Returns
+    -------
+    (Scenario, Path)
+        The scenario and the folder relative paths in it are resolved against.
+    """
+    raw = read_scenario_yaml(path)
+    base = Path(raw.get("__file__", path)).parent
+    raw = apply_overrides(raw, overrides)
+    return validate_scenario(raw, source=str(path)), base

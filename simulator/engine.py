@@ -1,0 +1,288 @@
+"""SimPy wiring: the arrival process, one process per replica, and the clock.
+
+SimPy owns only time and processes (DESIGN.md section 2). The scheduler, KV manager,
+router and performance model are plain objects. An idle replica sleeps on an event that
+the next arrival routed to it triggers (no polling). A fast-forwarded decode run sleeps on
+``timeout | wake``: an arrival cuts the run at the end of the step in progress, so results
+equal those of stepping one iteration at a time.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import simpy
+
+from .cluster import Router
+from .config import Scenario
+from .hardware import GPUSpec, get_gpu
+from .kv import KVCacheManager, MemoryPlan, plan_memory
+from .metrics.records import RunRecorder
+from .models import ModelSpec, get_model
+from .perf import build_perf_model
+from .request import RequestSpec
+from .scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from .scheduling.state import REJECTED, ReqState
+
+
+@dataclass
+class ReplicaSetup:
+    """Everything one replica needs (identical for every replica of a scenario)."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    tensor_parallel_size: int
+    perf: object
+    memory: MemoryPlan | None
+    num_gpu_blocks: int
+    block_size: int
+    sched_cfg: SchedulerConfig
+    kv_cache_dtype: str
+    weight_dtype: str
+    usd_per_gpu_hour: float
+    extra: dict = field(default_factory=dict)
+
+
+class Replica:
+    """One model replica (a TP group) with its scheduler and KV cache."""
+
+    def __init__(self, idx: int, setup: ReplicaSetup, scenario: Scenario, rec: RunRecorder):
+        kvc = scenario.kv_cache
+        self.idx = idx
+        self.setup = setup
+        self.kv = KVCacheManager(setup.num_gpu_blocks, setup.block_size,
+                                 enable_prefix_caching=kvc.enable_prefix_caching,
+                                 allocation=kvc.allocation,
+                                 max_model_len=setup.sched_cfg.max_model_len,
+                                 watermark=kvc.watermark)
+        self.sched = make_scheduler(scenario, setup, self.kv, rec, idx)
+        self.perf = setup.perf
+        self.wake: simpy.Event | None = None
+        self.step_index = 0
+
+    def notify(self) -> None:
+        w = self.wake
+        if w is not None and not w.triggered:
+            w.succeed()
+
+
+def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):
+    """The replica scheduler the scenario asks for."""
+    if scenario.scheduler.policy == "static":
+        from .scheduling.static import StaticScheduler
+        return StaticScheduler(setup.sched_cfg, kv, rec, idx,
+                               max_batch_size=scenario.scheduler.max_batch_size,
+                               batch_timeout_s=scenario.scheduler.batch_timeout_s)
+    return ContinuousScheduler(setup.sched_cfg, kv, rec, idx)
+
+
+def resolve_kv_dtype(scenario: Scenario) -> str:
+    d = scenario.kv_cache.kv_cache_dtype
+    if d == "auto":
+        return "fp8" if scenario.perf.weight_dtype == "fp8" and False else "bf16"
+    return "bf16" if d == "fp16" else d
+
+
+def build_setup(scenario: Scenario) -> ReplicaSetup:
+    """Resolve model, GPU, performance model, memory plan and scheduler limits.
+
+    Raises
+    ------
+    ValueError
+        Unknown model or GPU, or a model that does not fit (message says why).
+    """
+    model = get_model(scenario.model)
+    gpu = get_gpu(scenario.hardware.gpu)
+    tp = scenario.cluster.tensor_parallel_size
+    kv_dtype = resolve_kv_dtype(scenario)
+    wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype
+    sc = scenario.scheduler
+    max_model_len = sc.max_model_len or model.max_position_embeddings
+    draft = None
+    spec = scenario.speculative
+    if spec is not None and spec.method == "draft_model" and spec.draft_model:
+        draft = get_model(spec.draft_model)
+    mem = plan_memory(model, gpu.hbm_bytes, tensor_parallel_size=tp,
+                      gpu_memory_utilization=scenario.kv_cache.gpu_memory_utilization,
+                      block_size=scenario.kv_cache.block_size, weight_dtype=wdt,
+                      kv_cache_dtype=kv_dtype, max_num_batched_tokens=sc.max_num_batched_tokens,
+                      max_num_seqs=sc.max_num_seqs, draft_model=draft)
+    num_blocks = scenario.kv_cache.num_gpu_blocks or mem.num_gpu_blocks
+    perf = build_perf_model(model, gpu, tp, wdt, kv_dtype, source=scenario.perf.source)
+    price = scenario.cost.usd_per_gpu_hour
+    if price is None:
+        price = gpu.usd_per_gpu_hour
+    cfg = SchedulerConfig(max_num_seqs=sc.max_num_seqs,
+                          max_num_batched_tokens=sc.max_num_batched_tokens,
+                          enable_chunked_prefill=sc.enable_chunked_prefill,
+                          max_model_len=max_model_len, policy=sc.queue_policy,
+                          preemption_mode=sc.preemption_mode)
+    return ReplicaSetup(model, gpu, tp, perf, mem, num_blocks, scenario.kv_cache.block_size, cfg,
+                        kv_dtype, wdt, price, extra={"draft_model": draft})
+
+
+@dataclass
+class SimOutput:
+    """Raw output of :func:`simulate`."""
+
+    recorder: RunRecorder
+    replicas: list
+    end_time_s: float
+    sim_wall_s: float
+
+    def requests(self) -> pd.DataFrame:
+        return self.recorder.requests_frame()
+
+    def steps(self) -> pd.DataFrame:
+        return self.recorder.steps_frame()
+
+
+def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder):
+    sch, perf, kv = rep.sched, rep.perf, rep.kv
+    rid = rep.idx
+    nblocks = kv.num_gpu_blocks
+    while True:
+        if not sch.has_work():
+            rep.wake = env.event()
+            yield rep.wake
+            rep.wake = None
+            continue
+        now = env.now
+        out = sch.schedule(now)
+        if out is None:
+            wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
+            if wait is None and not sch.running and sch.num_waiting:
+                # nothing can ever start: the head request does not fit an empty replica
+                head = sch._peek_waiting()
+                sch._remove_waiting(head)
+                rec.reject(head, now, "kv_capacity")
+                continue
+            rep.wake = env.event()
+            if wait is not None:
+                yield env.timeout(wait - now) | rep.wake
+            else:
+                yield rep.wake
+            rep.wake = None
+            continue
+        k = sch.plan_decode_run(out)
+        if k == 1:
+            dt = perf.step_time(out.shape) + getattr(out, "extra_time_s", 0.0)
+            yield env.timeout(dt)
+            end = now + dt
+            rec.add_step((rid, rep.step_index, now, dt, end, out.batch_size,
+                          out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
+                          out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, nblocks,
+                          len(out.preempted)))
+            rep.step_index += 1
+            sch.update(out, now, end)
+            continue
+        ctx, used = sch.decode_run_arrays(out, k)
+        times = perf.decode_step_times(out.num_decode_seqs, ctx)
+        ends = now + np.cumsum(times)
+        rep.wake = env.event()
+        yield env.timeout(float(ends[-1]) - now) | rep.wake
+        wake = rep.wake
+        rep.wake = None
+        if wake.triggered and env.now < ends[-1]:
+            t = env.now
+            done = int(np.searchsorted(ends, t, side="right"))  # steps ended by t
+            if done and ends[done - 1] == t:
+                kk = done
+            else:
+                kk = done + 1  # the step in progress completes
+            kk = max(1, min(kk, k))
+            if ends[kk - 1] > t:
+                yield env.timeout(float(ends[kk - 1]) - t)
+            k = kk
+        starts = np.concatenate(([now], ends[:k - 1]))
+        idx = np.arange(rep.step_index, rep.step_index + k)
+        B = out.batch_size
+        rec.add_step_chunk({
+            "replica_id": np.full(k, rid), "step_index": idx, "start_time_s": starts,
+            "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": np.full(k, B),
+            "num_prefill_tokens": np.zeros(k, dtype=np.int64),
+            "num_decode_tokens": np.full(k, out.num_decode_tokens),
+            "num_prefill_seqs": np.zeros(k, dtype=np.int64),
+            "num_decode_seqs": np.full(k, out.num_decode_seqs),
+            "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": used[:k],
+            "num_gpu_blocks": np.full(k, nblocks), "num_preempted": np.zeros(k, dtype=np.int64)})
+        rep.step_index += k
+        sch.commit_decode_run(out, k, now, ends)
+
+
+def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
+             check_transitions: bool = False,
+             progress: Callable[[int, int], None] | None = None,
+             until_s: float | None = None) -> SimOutput:
+    """Run the discrete-event simulation of ``specs`` on the scenario's cluster.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    setup : ReplicaSetup
+        From :func:`build_setup`.
+    specs : list of RequestSpec
+        Sorted by arrival time.
+    check_transitions : bool
+        Verify lifecycle transitions as they happen (tests).
+    progress : callable, optional
+        ``progress(num_arrived, num_total)`` called every 500 arrivals and at the end.
+    until_s : float, optional
+        Stop the clock at this time (requests still in flight are reported as such).
+    """
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+    rec = RunRecorder(check_transitions=check_transitions)
+    replicas = [Replica(i, setup, scenario, rec) for i in range(scenario.cluster.num_replicas)]
+    router = Router(scenario.cluster.router, scenario.seed)
+    admission = scenario.scheduler.admission
+    for rep in replicas:
+        env.process(_replica_process(env, rep, rec))
+    n_total = len(specs)
+
+    def _cancel_cb(r, rep):
+        def cb(_ev):
+            rep.sched.cancel(r, env.now)
+        return cb
+
+    def _timeout_cb(r, rep):
+        def cb(_ev):
+            if r.status == "waiting" and r.first_scheduled_time_s != r.first_scheduled_time_s:
+                if rep.sched._remove_waiting(r):
+                    rec.finish(r, env.now, REJECTED, "queue_timeout")
+        return cb
+
+    def arrivals():
+        for n, spec in enumerate(specs):
+            dt = spec.arrival_time_s - env.now
+            if dt > 0:
+                yield env.timeout(dt)
+            r = ReqState(spec)
+            rec.all_requests.append(r)
+            i = router.route(spec, replicas)
+            rep = replicas[i]
+            r.replica_id = i
+            if admission.max_waiting is not None and rep.sched.num_waiting >= admission.max_waiting:
+                rec.reject(r, env.now, "queue_full")
+                continue
+            if rep.sched.add_request(r, env.now):
+                if spec.cancel_after_s is not None:
+                    env.timeout(spec.cancel_after_s).callbacks.append(_cancel_cb(r, rep))
+                if admission.max_queue_delay_s is not None:
+                    env.timeout(admission.max_queue_delay_s).callbacks.append(_timeout_cb(r, rep))
+                rep.notify()
+            if progress is not None and (n + 1) % 500 == 0:
+                progress(n + 1, n_total)
+        if progress is not None:
+            progress(n_total, n_total)
+
+    env.process(arrivals())
+    if until_s is not None:
+        env.run(until=until_s)
+    else:
+        env.run()
+    return SimOutput(rec, replicas, env.now, time.perf_counter() - t0)

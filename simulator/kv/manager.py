@@ -1,0 +1,214 @@
+"""KV cache manager: which blocks each request holds, prefix hits, and allocation modes.
+
+The scheduler talks to it through a narrow interface (DESIGN.md section 2): ``allocate``
+returns True (the request now holds blocks for the asked tokens) or False (does not fit:
+the caller preempts or waits); misuse raises.
+
+Allocation modes
+----------------
+``paged``
+    Blocks on demand (Kwon et al., "Efficient Memory Management for LLM Serving with
+    PagedAttention", SOSP 2023): a request holds ``ceil(tokens / block_size)`` blocks, so
+    internal fragmentation is confined to its last block.
+``contiguous``
+    The whole maximum length is reserved at admission (``max_model_len`` tokens, or prompt +
+    declared ``max_tokens`` when the request declares one), as pre-paging engines did.
+
+Prefix sharing: a request's shareable prefix (``RequestSpec.prefix_hash_ids``) maps to KV
+block keys: block ``j`` (tokens ``[j*bs, (j+1)*bs)``) is shareable when it lies wholly inside
+the declared prefix, and its key chains the ids of every prefix block overlapping
+``[0, (j+1)*bs)``: two requests share block ``j`` iff their prefixes agree up to its end.
+"""
+from __future__ import annotations
+
+from .block_pool import BlockPool
+
+
+class KVCacheManager:
+    """Per-replica KV cache bookkeeping.
+
+    Parameters
+    ----------
+    num_gpu_blocks : int
+        Blocks in the pool.
+    block_size : int
+        Tokens per block.
+    enable_prefix_caching : bool
+        Share full prefix blocks between requests (hash + ref count + LRU eviction).
+    allocation : {"paged", "contiguous"}
+    max_model_len : int
+        Tokens reserved per request in ``contiguous`` mode (unless it declares max_tokens).
+    watermark : float
+        Fraction of blocks kept free when admitting a *new* request (vLLM's ``watermark``).
+
+    Raises
+    ------
+    ValueError
+        On a non-positive block size or an unknown allocation mode.
+    """
+
+    def __init__(self, num_gpu_blocks: int, block_size: int, enable_prefix_caching: bool = False,
+                 allocation: str = "paged", max_model_len: int = 1 << 30, watermark: float = 0.0):
+        if block_size < 1:
+            raise ValueError(f"block_size must be >= 1, got {block_size}")
+        if allocation not in ("paged", "contiguous"):
+            raise ValueError(f"allocation must be 'paged' or 'contiguous', got {allocation!r}")
+        self.block_size = int(block_size)
+        self.num_gpu_blocks = int(num_gpu_blocks)
+        self.pool = BlockPool(num_gpu_blocks)
+        self.enable_prefix_caching = bool(enable_prefix_caching)
+        self.allocation = allocation
+        self.max_model_len = int(max_model_len)
+        self.watermark_blocks = int(watermark * num_gpu_blocks)
+        # prefix-cache statistics (blocks)
+        self.num_prefix_queries = 0
+        self.num_prefix_hits = 0
+
+    # ------------------------------------------------------------------ helpers
+    def blocks_for(self, num_tokens: int) -> int:
+        """Blocks needed to hold ``num_tokens`` tokens: ceil(num_tokens / block_size)."""
+        return -(-num_tokens // self.block_size)
+
+    def reserve_tokens(self, req) -> int:
+        """Tokens reserved for ``req`` in contiguous mode (reads the declared max_tokens only)."""
+        mt = req.spec.max_tokens
+        if mt is not None:
+            return min(self.max_model_len, req.num_prompt_tokens + mt)
+        return self.max_model_len
+
+    def max_tokens_ever(self, req) -> int:
+        """The tokens a request must be able to hold to make any progress (for rejection)."""
+        if self.allocation == "contiguous":
+            return self.reserve_tokens(req)
+        return req.num_prompt_tokens + 1
+
+    def can_ever_fit(self, req) -> bool:
+        return self.blocks_for(self.max_tokens_ever(req)) <= self.num_gpu_blocks
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.pool.num_free_blocks
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.pool.num_used_blocks
+
+    # ------------------------------------------------------------------ prefix keys
+    def _prefix_keys(self, req) -> list:
+        keys = req.prefix_keys
+        if keys is not None:
+            return keys
+        keys = []
+        ids = req.spec.prefix_hash_ids
+        if ids and self.enable_prefix_caching:
+            pbt = req.spec.prefix_block_tokens
+            shared = min(len(ids) * pbt, req.num_prompt_tokens)
+            bs = self.block_size
+            prev = None
+            for j in range(shared // bs):
+                end = (j + 1) * bs
+                hi = -(-end // pbt)  # prefix blocks overlapping [0, end)
+                lo = -(-(j * bs) // pbt) if j else 0
+                prev = (prev, tuple(ids[lo:hi]), j)
+                keys.append(hash(prev))
+        req.prefix_keys = keys
+        return keys
+
+    def get_computed_blocks(self, req) -> list[int]:
+        """Cached blocks matching ``req``'s prefix (longest chain), without taking them.
+
+        At most ``(prompt - 1) // block_size`` blocks hit, so at least one prompt token is
+        computed (it yields the first output token).
+        """
+        if not self.enable_prefix_caching:
+            return []
+        keys = self._prefix_keys(req)
+        limit = min(len(keys), (req.num_prompt_tokens - 1) // self.block_size)
+        out = []
+        lookup = self.pool.hash_to_block
+        for j in range(limit):
+            b = lookup.get(keys[j])
+            if b is None:
+                break
+            out.append(b)
+        return out
+
+    # ------------------------------------------------------------------ allocation
+    def allocate(self, req, num_tokens: int, new_request: bool = False,
+                 hit_blocks: list[int] | None = None) -> bool:
+        """Make ``req`` hold blocks for its first ``num_tokens`` tokens.
+
+        Parameters
+        ----------
+        req : ReqState
+        num_tokens : int
+            Tokens that must have KV slots after the coming step (computed + scheduled).
+        new_request : bool
+            Admission of a waiting request: the watermark applies.
+        hit_blocks : list of int, optional
+            Prefix-cache blocks to share (from :meth:`get_computed_blocks`), only when
+            ``req`` holds no blocks yet.
+
+        Returns
+        -------
+        bool
+            False when the pool cannot supply the blocks (nothing changed).
+        """
+        blocks = req.blocks
+        if self.allocation == "contiguous":
+            if blocks:
+                return True
+            num_tokens = max(num_tokens, self.reserve_tokens(req))
+        need = -(-num_tokens // self.block_size) - len(blocks)
+        pool = self.pool
+        if hit_blocks:
+            ref = pool.ref_cnt
+            free_hits = sum(1 for b in hit_blocks if ref[b] == 0)
+            need -= len(hit_blocks)
+        else:
+            free_hits = 0
+        if need <= 0 and not hit_blocks:
+            return True
+        avail = pool.num_free_blocks - free_hits - (self.watermark_blocks if new_request else 0)
+        if need > avail:
+            return False
+        if hit_blocks:
+            pool.touch(hit_blocks)
+            blocks.extend(hit_blocks)
+            req.num_cached_blocks = len(hit_blocks)
+        if need > 0:
+            blocks.extend(pool.allocate(need))
+        return True
+
+    def trim(self, req, num_tokens: int) -> None:
+        """Release blocks beyond what ``num_tokens`` tokens need (paged mode; rollback)."""
+        if self.allocation == "contiguous":
+            return
+        keep = -(-num_tokens // self.block_size)
+        blocks = req.blocks
+        if len(blocks) > keep:
+            extra = blocks[keep:]
+            del blocks[keep:]
+            extra.reverse()
+            self.pool.free(extra)
+
+    def free(self, req) -> None:
+        """Release every block ``req`` holds (tail first, so its tail is evicted first)."""
+        blocks = req.blocks
+        if blocks:
+            blocks.reverse()
+            self.pool.free(blocks)
+            req.blocks = []
+        req.num_cached_blocks = 0
+
+    def cache_full_blocks(self, req) -> None:
+        """Register the hashes of ``req``'s newly computed full shareable blocks."""
+        keys = req.prefix_keys
+        if not keys:
+            return
+        upto = min(len(keys), req.num_computed_tokens // self.block_size, len(req.blocks))
+        pool = self.pool
+        for j in range(req.num_cached_blocks, upto):
+            pool.cache_block(req.blocks[j], keys[j])
+        if upto > req.num_cached_blocks:
+            req.num_cached_blocks = upto

@@ -1,0 +1,563 @@
+"""Summarise one run's records into a flat, JSON-safe dictionary of metrics.
+
+Inputs are the engine's two tidy tables (one row per request, one row per engine step) and the
+inter-token-latency samples; the output is what reports, golden files and the planner read.
+Every definition follows the glossary in ``DESIGN.md`` §4.
+
+Choices made here (each one also stated where it is implemented):
+
+* **Measurement window.** Unless ``window`` is given it runs from the first arrival to the
+  latest time the records show: the last finish time or the end of the last engine step,
+  whichever is later (so a run that ends with unfinished work is measured to its end, not to
+  its last completion).
+* **Which requests count where.** Counts, SLO attainment and latency statistics cover the
+  requests that *arrived* inside the window; throughput and goodput count completions that
+  *finished* inside it. With the default window both sets are every request of the run.
+* **Latency populations.** TTFT covers every request that got a first token (a request still
+  running at the end has one); queue delay covers every request that was scheduled; TPOT and
+  E2E cover completed requests only (they need a finish time). TPOT is undefined, and left
+  out, for requests that emitted fewer than 2 tokens.
+* **Percentiles** use the inverse-CDF definition (:func:`weighted_percentiles`), so every
+  reported percentile is an observed value and weighted ITL samples give the same answer as
+  the expanded sample would.
+* **KV usage and batch size** are averaged over *busy* time: each step is weighted by its
+  duration ``step_time_s``; idle gaps between steps are not counted.
+* **ITL** samples come aggregated for the whole run, so the window does not filter them.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "STAT_KEYS",
+    "latency_stats",
+    "per_request_latencies",
+    "slo_mask",
+    "summarize",
+    "weighted_percentiles",
+]
+
+#: Keys of every statistics dictionary returned by :func:`latency_stats`.
+STAT_KEYS: tuple[str, ...] = ("mean", "p50", "p90", "p99", "max", "count")
+
+_PERCENTILES = (50.0, 90.0, 99.0)
+
+_UNFINISHED = ("waiting", "running")
+
+
+# --------------------------------------------------------------------------------------------
+# percentiles and statistics
+# --------------------------------------------------------------------------------------------
+def weighted_percentiles(values, weights, qs) -> np.ndarray:
+    """Percentiles of a weighted sample by the inverse of its empirical CDF.
+
+    For a percentile ``q`` (in percent) the result is the smallest value ``v`` whose cumulative
+    weight reaches the fraction ``q / 100`` of the total weight::
+
+        P(q) = min { v_k : sum_{j <= k} w_j >= (q / 100) * sum_j w_j }   (values sorted)
+
+    with ``P(0)`` the smallest value of positive weight. With integer weights this equals
+    ``np.percentile`` of the sample in which each value is repeated ``weight`` times, using
+    ``method="inverted_cdf"``; with equal weights it equals ``np.percentile(values, qs,
+    method="inverted_cdf")`` exactly (Hyndman & Fan definition 1).
+
+    Parameters
+    ----------
+    values : array_like of float, shape (n,)
+        Sample values (any unit; the result has the same unit). NaN values are ignored.
+    weights : array_like of float, shape (n,) or None
+        Non-negative weight (multiplicity) of each value; ``None`` means all ones. Values with
+        zero weight are ignored.
+    qs : float or array_like of float, shape (m,)
+        Percentiles in percent, each in ``[0, 100]``.
+
+    Returns
+    -------
+    ndarray of float, shape (m,)
+        One percentile per entry of ``qs`` (shape ``(1,)`` for a scalar ``qs``); all NaN when
+        no value has positive weight.
+
+    Raises
+    ------
+    ValueError
+        If shapes differ, a weight is negative or not finite, or a percentile is outside
+        ``[0, 100]``.
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    q = np.atleast_1d(np.asarray(qs, dtype=float))
+    if q.ndim != 1:
+        raise ValueError("qs must be a scalar or a 1-D array of percentiles")
+    if np.any(~np.isfinite(q)) or np.any(q < 0.0) or np.any(q > 100.0):
+        raise ValueError(f"percentiles must lie in [0, 100], got {q.tolist()}")
+    if weights is None:
+        w = np.ones_like(v)
+    else:
+        w = np.asarray(weights, dtype=float).ravel()
+        if w.shape != v.shape:
+            raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
+        if np.any(~np.isfinite(w)) or np.any(w < 0.0):
+            raise ValueError("weights must be finite and non-negative")
+    keep = ~np.isnan(v) & (w > 0.0)
+    v, w = v[keep], w[keep]
+    if v.size == 0:
+        return np.full(q.shape, np.nan)
+    if np.all(w == w[0]):
+        # Equal weights: use unit weights so the float arithmetic below is the same as
+        # numpy's (target = n * q / 100) and results match np.percentile bit for bit.
+        w = np.ones_like(w)
+    order = np.argsort(v, kind="stable")
+    v, w = v[order], w[order]
+    cum = np.cumsum(w)
+    target = (q / 100.0) * cum[-1]
+    idx = np.searchsorted(cum, target, side="left")
+    return v[np.clip(idx, 0, v.size - 1)]
+
+
+def latency_stats(values, weights=None) -> dict[str, float | int | None]:
+    """Mean, percentiles, maximum and count of a sample of latencies.
+
+    Parameters
+    ----------
+    values : array_like of float, shape (n,)
+        Latencies in seconds. NaN values are ignored.
+    weights : array_like of float, shape (n,), optional
+        Multiplicity of each value (e.g. the engine's aggregated ITL gaps). ``None`` means one.
+
+    Returns
+    -------
+    dict
+        ``{"mean", "p50", "p90", "p99", "max"}`` in seconds (Python floats) and ``"count"``
+        (the number of samples, the sum of the weights). Percentiles follow
+        :func:`weighted_percentiles`. With no samples every value is ``None`` except
+        ``count``, which is 0.
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float).ravel()
+    if w.shape != v.shape:
+        raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
+    keep = ~np.isnan(v) & (w > 0.0)
+    v, w = v[keep], w[keep]
+    if v.size == 0:
+        return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None, "count": 0}
+    total = float(w.sum())
+    p50, p90, p99 = weighted_percentiles(v, w, _PERCENTILES)
+    count: float | int = int(total) if float(total).is_integer() else total
+    return {
+        "mean": float(np.dot(v, w) / total),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(v.max()),
+        "count": count,
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# per-request quantities
+# --------------------------------------------------------------------------------------------
+def _num(df: pd.DataFrame, col: str, default: float = np.nan) -> np.ndarray:
+    """Column ``col`` as a float array (``default`` everywhere when the column is missing)."""
+    if col in df.columns:
+        return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+    return np.full(len(df), default, dtype=float)
+
+
+def _str(df: pd.DataFrame, col: str, default: str = "") -> np.ndarray:
+    """Column ``col`` as an object array of str (``default`` when missing or null)."""
+    if col in df.columns:
+        return df[col].fillna(default).astype(str).to_numpy(dtype=object)
+    return np.full(len(df), default, dtype=object)
+
+
+def per_request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per-request latencies by the glossary definitions.
+
+    Parameters
+    ----------
+    requests : pandas.DataFrame
+        The engine's request table (see :func:`summarize`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Same index as ``requests`` with float columns, in seconds, NaN where undefined:
+
+        * ``ttft_s`` = first token time - arrival time;
+        * ``tpot_s`` = (finish time - first token time) / (emitted tokens - 1), only for
+          completed requests with at least 2 emitted tokens;
+        * ``e2e_latency_s`` = finish time - arrival time, only for completed requests;
+        * ``queue_delay_s`` = first scheduled time - arrival time.
+    """
+    arrival = _num(requests, "arrival_time_s")
+    first_sched = _num(requests, "first_scheduled_time_s")
+    first_tok = _num(requests, "first_token_time_s")
+    finish = _num(requests, "finish_time_s")
+    emitted = _num(requests, "num_emitted_tokens", 0.0)
+    completed = _str(requests, "status") == "completed"
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(
+            completed & (emitted >= 2), (finish - first_tok) / (emitted - 1.0), np.nan
+        )
+    e2e = np.where(completed, finish - arrival, np.nan)
+    return pd.DataFrame(
+        {
+            "ttft_s": first_tok - arrival,
+            "tpot_s": tpot,
+            "e2e_latency_s": e2e,
+            "queue_delay_s": first_sched - arrival,
+        },
+        index=requests.index,
+    )
+
+
+def slo_mask(requests: pd.DataFrame, slo: Mapping[str, Any] | None,
+             latencies: pd.DataFrame | None = None) -> np.ndarray:
+    """Which requests met every configured SLO.
+
+    A request meets the SLOs when it completed and each configured bound holds (``<=``):
+    ``ttft_s`` on TTFT, ``tpot_s`` on TPOT and ``e2e_s`` on E2E latency. A bound that is
+    ``None`` (or absent) is not checked. The TPOT check passes when TPOT is undefined (fewer
+    than 2 emitted tokens), as vLLM's benchmark does. Rejected, cancelled and unfinished
+    requests never meet the SLOs.
+
+    Parameters
+    ----------
+    requests : pandas.DataFrame
+        The engine's request table.
+    slo : mapping or None
+        Bounds in seconds under keys ``ttft_s``, ``tpot_s``, ``e2e_s``; other keys ignored.
+    latencies : pandas.DataFrame, optional
+        The result of :func:`per_request_latencies` for ``requests`` (computed if omitted).
+
+    Returns
+    -------
+    ndarray of bool, shape (len(requests),)
+    """
+    lat = per_request_latencies(requests) if latencies is None else latencies
+    ok = _str(requests, "status") == "completed"
+    slo = slo or {}
+    ttft_b, tpot_b, e2e_b = slo.get("ttft_s"), slo.get("tpot_s"), slo.get("e2e_s")
+    if ttft_b is not None:
+        ok &= lat["ttft_s"].to_numpy() <= float(ttft_b)
+    if tpot_b is not None:
+        tpot = lat["tpot_s"].to_numpy()
+        ok &= np.isnan(tpot) | (tpot <= float(tpot_b))
+    if e2e_b is not None:
+        ok &= lat["e2e_latency_s"].to_numpy() <= float(e2e_b)
+    return np.asarray(ok, dtype=bool)
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+def _json_safe(x: Any) -> Any:
+    """Recursively turn numpy scalars into Python ones and NaN/inf into ``None``."""
+    if isinstance(x, Mapping):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_json_safe(v) for v in x.tolist()]
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    return x
+
+
+def _ratio(num: float, den: float) -> float | None:
+    """``num / den``, or ``None`` when the denominator is zero or not finite."""
+    if den is None or not math.isfinite(den) or den <= 0:
+        return None
+    return float(num) / float(den)
+
+
+def _nansum(x: np.ndarray) -> float:
+    """Sum ignoring NaN, as a Python float."""
+    return float(np.nansum(x))
+
+
+def _time_weighted(values: np.ndarray, durations: np.ndarray) -> float | None:
+    """Mean of ``values`` weighted by ``durations`` (plain mean if all durations are 0)."""
+    keep = ~np.isnan(values)
+    values, durations = values[keep], np.nan_to_num(durations[keep], nan=0.0)
+    if values.size == 0:
+        return None
+    total = durations.sum()
+    if total > 0:
+        return float(np.dot(values, durations) / total)
+    return float(values.mean())
+
+
+def _measurement_window(requests: pd.DataFrame, steps: pd.DataFrame,
+                        window: tuple[float, float] | None) -> tuple[float, float]:
+    """The window ``(start_s, end_s)``: given, or first arrival to the last recorded time."""
+    if window is not None:
+        start, end = float(window[0]), float(window[1])
+        if not end >= start:
+            raise ValueError(f"window end must be >= start, got {window}")
+        return start, end
+    def finite(df: pd.DataFrame, col: str) -> np.ndarray:
+        x = _num(df, col)
+        return x[np.isfinite(x)]
+
+    arrivals = finite(requests, "arrival_time_s")
+    step_starts = finite(steps, "start_time_s")
+    if arrivals.size:
+        start = float(arrivals.min())
+    elif step_starts.size:
+        start = float(step_starts.min())
+    else:
+        start = 0.0
+    ends = np.concatenate(
+        [arrivals, finite(requests, "finish_time_s"), finite(steps, "end_time_s"), [start]]
+    )
+    return start, float(ends.max())
+
+
+def _group_summary(req: pd.DataFrame, lat: pd.DataFrame, met: np.ndarray,
+                   finished_in_window: np.ndarray, duration_s: float) -> dict[str, Any]:
+    """Per-group metrics (``by_slice`` / ``by_tenant`` entries)."""
+    status = _str(req, "status")
+    completed = status == "completed"
+    n = len(req)
+    out_tokens = _num(req, "num_emitted_tokens", 0.0)
+    return {
+        "num_requests": n,
+        "num_completed": int(completed.sum()),
+        "num_rejected": int((status == "rejected").sum()),
+        "ttft_s": latency_stats(lat["ttft_s"].to_numpy()),
+        "tpot_s": latency_stats(lat["tpot_s"].to_numpy()),
+        "e2e_latency_s": latency_stats(lat["e2e_latency_s"].to_numpy()),
+        "slo_attainment": _ratio(int(met.sum()), n),
+        "goodput_rps": _ratio(int((met & finished_in_window).sum()), duration_s),
+        "output_token_throughput_tps": _ratio(
+            float(out_tokens[completed & finished_in_window].sum()), duration_s
+        ),
+    }
+
+
+def _by_group(requests: pd.DataFrame, lat: pd.DataFrame, met: np.ndarray,
+              finished_in_window: np.ndarray, duration_s: float,
+              col: str) -> dict[str, dict[str, Any]]:
+    """Per-group summaries keyed by the group's name, sorted by name."""
+    keys = _str(requests, col, "default")
+    out: dict[str, dict[str, Any]] = {}
+    for key in sorted(set(keys.tolist())):
+        m = keys == key
+        out[str(key)] = _group_summary(
+            requests.loc[m], lat.loc[m], met[m], finished_in_window[m], duration_s
+        )
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# summary
+# --------------------------------------------------------------------------------------------
+def summarize(
+    requests: pd.DataFrame,
+    steps: pd.DataFrame,
+    itl_values_s=None,
+    itl_weights=None,
+    *,
+    slo: Mapping[str, Any] | None = None,
+    usd_per_gpu_hour: float = 0.0,
+    num_gpus: int = 1,
+    sim_wall_s: float | None = None,
+    window: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """Summarise one run: request accounting, latencies, throughput, SLOs, KV use and cost.
+
+    Parameters
+    ----------
+    requests : pandas.DataFrame
+        One row per request that entered the run, with columns ``request_id``, ``replica_id``,
+        ``tenant``, ``slice``, ``priority``, ``arrival_time_s``, ``num_prompt_tokens``,
+        ``num_output_tokens``, ``num_emitted_tokens``, ``num_cached_prompt_tokens``,
+        ``status`` (``completed``, ``rejected``, ``cancelled``, ``waiting``, ``running``),
+        ``reject_reason`` (``''`` if none), ``first_scheduled_time_s``,
+        ``first_token_time_s``, ``finish_time_s`` (seconds, NaN when not reached) and
+        ``num_preemptions``.
+    steps : pandas.DataFrame
+        One row per engine iteration, with columns ``replica_id``, ``step_index``,
+        ``start_time_s``, ``step_time_s``, ``end_time_s`` (seconds), ``batch_size``,
+        ``num_prefill_tokens``, ``num_decode_tokens``, ``num_prefill_seqs``,
+        ``num_decode_seqs``, ``num_waiting``, ``kv_blocks_used``, ``num_gpu_blocks``,
+        ``num_preempted``.
+    itl_values_s : array_like of float, shape (k,), optional
+        Distinct inter-token gaps in seconds (whole run).
+    itl_weights : array_like of int, shape (k,), optional
+        Multiplicity of each gap (``None``: one each).
+    slo : mapping, optional
+        ``ttft_s``, ``tpot_s``, ``e2e_s`` (seconds) and ``attainment_target`` (fraction in
+        [0, 1]); any may be ``None`` or absent, meaning not checked / no target.
+    usd_per_gpu_hour : float, default 0.0
+        GPU price in US dollars per GPU-hour.
+    num_gpus : int, default 1
+        GPUs the run occupies (replicas x tensor-parallel degree).
+    sim_wall_s : float, optional
+        Wall-clock seconds the simulation took (reported as is).
+    window : tuple of (float, float), optional
+        Measurement window ``(start_s, end_s)`` in simulated seconds. Default: from the first
+        arrival to the latest of the last finish time and the last step's end (the end of the
+        run when work remains unfinished).
+
+    Returns
+    -------
+    dict
+        JSON-safe (Python scalars, ``None`` for undefined values, never NaN). Keys:
+
+        * ``num_requests``, ``num_completed``, ``num_rejected``, ``num_cancelled``,
+          ``num_unfinished`` (``waiting`` + ``running`` at the end): requests that arrived
+          in the window; ``reject_reasons``: ``{reason: count}`` over those requests.
+        * ``ttft_s``, ``tpot_s``, ``itl_s``, ``e2e_latency_s``, ``queue_delay_s``: statistics
+          dicts (:func:`latency_stats`, seconds). TTFT covers requests with a first token,
+          queue delay requests that were scheduled, TPOT and E2E completed requests (TPOT
+          only those with >= 2 emitted tokens); ITL the whole run's samples.
+        * ``request_throughput_rps``, ``output_token_throughput_tps``,
+          ``total_token_throughput_tps``: completed requests, their emitted tokens, and their
+          prompt + emitted tokens, finishing inside the window, per second of ``duration_s``.
+        * ``goodput_rps``: completed requests finishing inside the window that met every
+          configured SLO, per second.
+        * ``slo_attainment``: fraction of the window's requests meeting every SLO (rejected,
+          cancelled and unfinished requests count as misses; see :func:`slo_mask`);
+          ``slo_attainment_target``; ``slo_met``: attainment >= target (``None`` without a
+          target); ``slo``: the bounds used.
+        * ``num_preemptions``: sum of ``num_preemptions`` over the window's requests.
+        * ``mean_kv_cache_usage``, ``max_kv_cache_usage``: ``kv_blocks_used /
+          num_gpu_blocks`` per step (fraction), the mean weighted by ``step_time_s`` over the
+          steps starting in the window, i.e. averaged over *busy* time only (idle gaps,
+          when nothing runs, are not counted); ``mean_batch_size``, ``mean_num_waiting``:
+          the same busy-time weighting; ``num_steps``.
+        * ``window_start_s``, ``window_end_s``, ``duration_s`` (seconds).
+        * ``num_input_tokens``, ``num_output_tokens``: prompt and emitted tokens of the
+          completed requests finishing in the window; ``num_cached_prompt_tokens`` and
+          ``prefix_cache_hit_rate`` (cached / prompt tokens) over the same requests.
+        * ``num_gpus``, ``usd_per_gpu_hour``, ``gpu_hours`` (= ``num_gpus x duration_s /
+          3600``), ``cost_usd`` (= ``gpu_hours x usd_per_gpu_hour``).
+        * ``cost_per_1m_output_tokens_usd``: ``cost_usd / num_output_tokens x 1e6``, i.e. the
+          cost per 1M output tokens if *all* GPU time is charged to output tokens;
+          ``cost_per_1m_input_tokens_usd``: likewise if all GPU time is charged to input
+          (prompt) tokens; ``cost_per_1m_tokens_usd``: the cost per 1M tokens of input and
+          output together. The three are alternative views of the same cost, not a split:
+          they must not be added. ``None`` when the token count is zero.
+        * ``sim_wall_s``; ``sim_speedup`` (simulated ``duration_s`` / ``sim_wall_s``).
+        * ``by_slice``, ``by_tenant``: ``{name: {num_requests, num_completed, num_rejected,
+          ttft_s, tpot_s, e2e_latency_s, slo_attainment, goodput_rps,
+          output_token_throughput_tps}}`` with the same definitions per group; a group's
+          rates count its requests that arrived *and* finished in the window, per second of
+          the run's ``duration_s``. Groups are sorted by name.
+
+    Raises
+    ------
+    ValueError
+        If ``window`` ends before it starts or ``num_gpus`` is negative.
+    """
+    if num_gpus < 0:
+        raise ValueError(f"num_gpus must be >= 0, got {num_gpus}")
+    slo = dict(slo or {})
+    start_s, end_s = _measurement_window(requests, steps, window)
+    duration_s = end_s - start_s
+
+    # ---- requests: those that arrived in the window ------------------------------------
+    arrival = _num(requests, "arrival_time_s")
+    in_window = (arrival >= start_s) & (arrival <= end_s)
+    req = requests.loc[in_window] if len(requests) else requests
+    lat = per_request_latencies(req)
+    status = _str(req, "status")
+    completed = status == "completed"
+    met = slo_mask(req, slo, lat)
+    finish = _num(req, "finish_time_s")
+    finished_in_window = completed & (finish >= start_s) & (finish <= end_s)
+    # Completions finishing in the window that arrived before it are still throughput.
+    all_status = _str(requests, "status")
+    all_finish = _num(requests, "finish_time_s")
+    all_done = (all_status == "completed") & (all_finish >= start_s) & (all_finish <= end_s)
+    if window is not None and len(requests):
+        all_lat = per_request_latencies(requests)
+        all_met = slo_mask(requests, slo, all_lat)
+    else:
+        all_met = met if len(requests) else np.zeros(0, dtype=bool)
+
+    reasons = _str(req, "reject_reason")
+    reasons = reasons[reasons != ""]
+    reject_reasons = {str(k): int(v) for k, v in sorted(pd.Series(reasons).value_counts()
+                                                        .items())} if reasons.size else {}
+
+    done_req = requests.loc[all_done] if len(requests) else requests
+    n_in = _nansum(_num(done_req, "num_prompt_tokens", 0.0))
+    n_out = _nansum(_num(done_req, "num_emitted_tokens", 0.0))
+    n_cached = _nansum(_num(done_req, "num_cached_prompt_tokens", 0.0))
+
+    # ---- steps starting in the window ----------------------------------------------------
+    st_start = _num(steps, "start_time_s")
+    st = steps.loc[(st_start >= start_s) & (st_start <= end_s)] if len(steps) else steps
+    dt = _num(st, "step_time_s", 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        usage = _num(st, "kv_blocks_used") / _num(st, "num_gpu_blocks")
+    usage[~np.isfinite(usage)] = np.nan
+
+    # ---- cost ----------------------------------------------------------------------------
+    gpu_hours = num_gpus * duration_s / 3600.0
+    cost_usd = gpu_hours * float(usd_per_gpu_hour)
+
+    target = slo.get("attainment_target")
+    attainment = _ratio(int(met.sum()), len(req))
+    summary: dict[str, Any] = {
+        "num_requests": len(req),
+        "num_completed": int(completed.sum()),
+        "num_rejected": int((status == "rejected").sum()),
+        "num_cancelled": int((status == "cancelled").sum()),
+        "num_unfinished": int(np.isin(status, _UNFINISHED).sum()),
+        "reject_reasons": reject_reasons,
+        "ttft_s": latency_stats(lat["ttft_s"].to_numpy()),
+        "tpot_s": latency_stats(lat["tpot_s"].to_numpy()),
+        "itl_s": latency_stats(
+            np.zeros(0) if itl_values_s is None else itl_values_s,
+            None if itl_values_s is None else itl_weights,
+        ),
+        "e2e_latency_s": latency_stats(lat["e2e_latency_s"].to_numpy()),
+        "queue_delay_s": latency_stats(lat["queue_delay_s"].to_numpy()),
+        "request_throughput_rps": _ratio(int(all_done.sum()), duration_s),
+        "output_token_throughput_tps": _ratio(n_out, duration_s),
+        "total_token_throughput_tps": _ratio(n_in + n_out, duration_s),
+        "goodput_rps": _ratio(int((all_met & all_done).sum()), duration_s),
+        "slo": {k: slo.get(k) for k in ("ttft_s", "tpot_s", "e2e_s")},
+        "slo_attainment": attainment,
+        "slo_attainment_target": target,
+        "slo_met": (None if target is None or attainment is None
+                    else bool(attainment >= float(target))),
+        "num_preemptions": int(_nansum(_num(req, "num_preemptions", 0.0))),
+        "mean_kv_cache_usage": _time_weighted(usage, dt),
+        "max_kv_cache_usage": float(np.nanmax(usage)) if np.any(~np.isnan(usage)) else None,
+        "mean_batch_size": _time_weighted(_num(st, "batch_size"), dt),
+        "mean_num_waiting": _time_weighted(_num(st, "num_waiting"), dt),
+        "num_steps": len(st),
+        "window_start_s": start_s,
+        "window_end_s": end_s,
+        "duration_s": duration_s,
+        "num_input_tokens": int(n_in),
+        "num_output_tokens": int(n_out),
+        "num_cached_prompt_tokens": int(n_cached),
+        "prefix_cache_hit_rate": _ratio(n_cached, n_in),
+        "num_gpus": int(num_gpus),
+        "usd_per_gpu_hour": float(usd_per_gpu_hour),
+        "gpu_hours": gpu_hours,
+        "cost_usd": cost_usd,
+        "cost_per_1m_output_tokens_usd": _ratio(cost_usd * 1e6, n_out),
+        "cost_per_1m_input_tokens_usd": _ratio(cost_usd * 1e6, n_in),
+        "cost_per_1m_tokens_usd": _ratio(cost_usd * 1e6, n_in + n_out),
+        "sim_wall_s": sim_wall_s,
+        "sim_speedup": (_ratio(duration_s, sim_wall_s) if sim_wall_s is not None else None),
+        "by_slice": _by_group(req, lat, met, finished_in_window, duration_s, "slice"),
+        "by_tenant": _by_group(req, lat, met, finished_in_window, duration_s, "tenant"),
+    }
+    return _json_safe(summary)

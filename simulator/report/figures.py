@@ -1,0 +1,384 @@
+"""Matplotlib figures of one run: latency CDFs and per-replica time series.
+
+Every function takes the engine's tables and an output path, writes one PNG and returns the
+path. Figures are built with the object-oriented API (:class:`matplotlib.figure.Figure`
+rendered by the Agg canvas): nothing goes through ``pyplot``, so no window opens, no global
+figure list grows, and the caller's interactive backend is left alone. Output is
+deterministic: the default style is used regardless of the user's ``matplotlibrc``, and the
+PNG carries no ``Software`` (version) entry and no timestamp, so the same data gives
+byte-identical files with the same matplotlib and fonts.
+
+Large runs stay fast: a CDF is drawn through at most :data:`MAX_CDF_POINTS` points, and a time
+series with many steps is binned by time (each bin shows the step-time-weighted mean of the
+steps starting in it), so a 300k-step run plots in well under a second per figure.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib.style as mpl_style
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+__all__ = [
+    "FIGURE_FILES",
+    "MAX_CDF_POINTS",
+    "MAX_REPLICA_LINES",
+    "MAX_TIME_BINS",
+    "plot_batch_size",
+    "plot_e2e_cdf",
+    "plot_kv_usage",
+    "plot_queue_length",
+    "plot_ttft_cdf",
+    "write_figures",
+]
+
+#: File name of each figure :func:`write_figures` writes, keyed by figure name.
+FIGURE_FILES: dict[str, str] = {
+    "ttft_cdf": "ttft_cdf.png",
+    "e2e_cdf": "e2e_cdf.png",
+    "queue_length": "queue_length.png",
+    "batch_size": "batch_size.png",
+    "kv_usage": "kv_usage.png",
+}
+
+#: Most points drawn per CDF line (quantiles of the sample beyond that).
+MAX_CDF_POINTS = 2000
+#: Most time bins per time-series figure.
+MAX_TIME_BINS = 400
+#: Up to this many replicas get one line each; beyond, the figure shows the mean over
+#: replicas with a min-max band.
+MAX_REPLICA_LINES = 8
+#: Steps per replica up to which the raw step series is drawn instead of time bins.
+_RAW_STEPS_LIMIT = 2 * MAX_TIME_BINS
+#: Most groups (slices) drawn as separate CDF lines.
+_MAX_GROUP_LINES = 8
+
+_FIGSIZE = (7.0, 3.6)  # inches
+_DPI = 100
+_PNG_METADATA = {"Software": None}
+
+
+# --------------------------------------------------------------------------------------------
+# common helpers
+# --------------------------------------------------------------------------------------------
+def _new_figure() -> tuple[Figure, object]:
+    fig = Figure(figsize=_FIGSIZE, dpi=_DPI, layout="constrained")
+    ax = fig.add_subplot()
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=_DPI, metadata=_PNG_METADATA)
+    return path
+
+
+def _no_data(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=ax.transAxes,
+            color="0.4")
+
+
+def _col(df: pd.DataFrame, name: str) -> np.ndarray:
+    if name in df.columns:
+        return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
+    return np.full(len(df), np.nan)
+
+
+# --------------------------------------------------------------------------------------------
+# CDFs
+# --------------------------------------------------------------------------------------------
+def _cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical CDF through at most :data:`MAX_CDF_POINTS` points (x sorted, y in (0, 1])."""
+    v = np.sort(values[np.isfinite(values)])
+    n = v.size
+    if n == 0:
+        return v, v
+    if n > MAX_CDF_POINTS:
+        idx = np.unique(np.linspace(0, n - 1, MAX_CDF_POINTS).round().astype(np.int64))
+    else:
+        idx = np.arange(n)
+    return v[idx], (idx + 1) / n
+
+
+def _plot_cdf(values: np.ndarray, groups: np.ndarray | None, path: str | Path, *,
+              xlabel: str, title: str, slo_s: float | None) -> Path:
+    with mpl_style.context("default"):
+        fig, ax = _new_figure()
+        x, y = _cdf_points(values)
+        if x.size == 0:
+            _no_data(ax, "samples")
+        else:
+            ax.plot(x, y, drawstyle="steps-post", color="black", lw=1.6, label="all", zorder=3)
+            names = [] if groups is None else sorted(set(groups.tolist()))
+            if 1 < len(names) <= _MAX_GROUP_LINES:
+                for name in names:
+                    gx, gy = _cdf_points(values[groups == name])
+                    if gx.size:
+                        ax.plot(gx, gy, drawstyle="steps-post", lw=1.0, label=str(name))
+            for q in (0.5, 0.9, 0.99):
+                ax.axhline(q, color="0.6", lw=0.6, ls=":")
+            if slo_s is not None:
+                ax.axvline(float(slo_s), color="tab:red", lw=1.0, ls="--",
+                           label=f"SLO {float(slo_s) * 1e3:g} ms")
+            ax.set_xlim(left=0.0)
+            ax.legend(loc="lower right", fontsize="small")
+        ax.set_ylim(0.0, 1.01)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("fraction of requests")
+        ax.set_title(title)
+        return _save(fig, path)
+
+
+def plot_ttft_cdf(requests: pd.DataFrame, path: str | Path, *, slo_s: float | None = None,
+                  by: str | None = "slice") -> Path:
+    """Empirical CDF of time to first token.
+
+    Parameters
+    ----------
+    requests : pandas.DataFrame
+        The engine's request table (``arrival_time_s``, ``first_token_time_s`` in seconds).
+        Requests without a first token are left out.
+    path : str or pathlib.Path
+        Output PNG file (parent folders are created).
+    slo_s : float, optional
+        TTFT bound in seconds, drawn as a vertical line.
+    by : str or None, default "slice"
+        Column whose groups get their own line when there are 2 to 8 of them.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    ttft = _col(requests, "first_token_time_s") - _col(requests, "arrival_time_s")
+    groups = (requests[by].astype(str).to_numpy(dtype=object)
+              if by is not None and by in requests.columns else None)
+    return _plot_cdf(ttft, groups, path, xlabel="TTFT (s)", title="Time to first token",
+                     slo_s=slo_s)
+
+
+def plot_e2e_cdf(requests: pd.DataFrame, path: str | Path, *, slo_s: float | None = None,
+                 by: str | None = "slice") -> Path:
+    """Empirical CDF of end-to-end latency of completed requests.
+
+    Parameters
+    ----------
+    requests : pandas.DataFrame
+        The engine's request table (``status``, ``arrival_time_s``, ``finish_time_s`` in
+        seconds).
+    path : str or pathlib.Path
+        Output PNG file (parent folders are created).
+    slo_s : float, optional
+        E2E bound in seconds, drawn as a vertical line.
+    by : str or None, default "slice"
+        Column whose groups get their own line when there are 2 to 8 of them.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    done = (requests["status"].astype(str) == "completed").to_numpy() \
+        if "status" in requests.columns else np.zeros(len(requests), dtype=bool)
+    e2e = np.where(done, _col(requests, "finish_time_s") - _col(requests, "arrival_time_s"),
+                   np.nan)
+    groups = (requests[by].astype(str).to_numpy(dtype=object)
+              if by is not None and by in requests.columns else None)
+    return _plot_cdf(e2e, groups, path, xlabel="end-to-end latency (s)",
+                     title="End-to-end latency (completed requests)", slo_s=slo_s)
+
+
+# --------------------------------------------------------------------------------------------
+# time series
+# --------------------------------------------------------------------------------------------
+def _binned(t: np.ndarray, dt: np.ndarray, v: np.ndarray, rep_idx: np.ndarray, n_rep: int,
+            t0: float, t1: float, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Step-time-weighted mean of ``v`` per (time bin, replica); NaN where a bin is empty.
+
+    Returns bin centres (seconds, shape ``(n_bins,)``) and the means (shape
+    ``(n_bins, n_rep)``).
+    """
+    width = (t1 - t0) / n_bins if t1 > t0 else 1.0
+    b = np.clip(((t - t0) / width).astype(np.int64), 0, n_bins - 1)
+    w = np.where(np.isfinite(dt) & (dt > 0), dt, 0.0)
+    if not np.any(w > 0):
+        w = np.ones_like(w)
+    key = rep_idx * n_bins + b
+    size = n_bins * n_rep
+    num = np.bincount(key, weights=v * w, minlength=size)
+    den = np.bincount(key, weights=w, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(den > 0, num / den, np.nan)
+    centres = t0 + (np.arange(n_bins) + 0.5) * width
+    return centres, mean.reshape(n_rep, n_bins).T
+
+
+def _plot_series(steps: pd.DataFrame, values: np.ndarray, path: str | Path, *, ylabel: str,
+                 title: str, ylim: tuple[float, float] | None = None) -> Path:
+    with mpl_style.context("default"):
+        fig, ax = _new_figure()
+        t = _col(steps, "start_time_s")
+        ok = np.isfinite(t) & np.isfinite(values)
+        if not np.any(ok):
+            _no_data(ax, "steps")
+        else:
+            t, v = t[ok], values[ok]
+            dt = _col(steps, "step_time_s")[ok]
+            end = _col(steps, "end_time_s")[ok]
+            reps = (steps["replica_id"].to_numpy()[ok] if "replica_id" in steps.columns
+                    else np.zeros(t.size, dtype=np.int64))
+            rep_ids, rep_idx = np.unique(reps, return_inverse=True)
+            n_rep = rep_ids.size
+            t0 = float(t.min())
+            t1 = float(np.nanmax(np.concatenate([t, end[np.isfinite(end)]])))
+            per_rep = np.bincount(rep_idx, minlength=n_rep)
+            if n_rep <= MAX_REPLICA_LINES and per_rep.max() <= _RAW_STEPS_LIMIT:
+                for i, rid in enumerate(rep_ids):
+                    m = rep_idx == i
+                    order = np.argsort(t[m], kind="stable")
+                    ax.plot(t[m][order], v[m][order], drawstyle="steps-post", lw=1.0,
+                            label=f"replica {rid}")
+            else:
+                n_bins = int(min(MAX_TIME_BINS, max(1, per_rep.max() // 2)))
+                x, mean = _binned(t, dt, v, rep_idx, n_rep, t0, t1, n_bins)
+                if n_rep <= MAX_REPLICA_LINES:
+                    for i, rid in enumerate(rep_ids):
+                        ax.plot(x, mean[:, i], lw=1.0, label=f"replica {rid}")
+                else:
+                    filled = np.isfinite(mean).any(axis=1)
+                    lo = np.full(n_bins, np.nan)
+                    hi = np.full(n_bins, np.nan)
+                    avg = np.full(n_bins, np.nan)
+                    lo[filled] = np.nanmin(mean[filled], axis=1)
+                    hi[filled] = np.nanmax(mean[filled], axis=1)
+                    avg[filled] = np.nanmean(mean[filled], axis=1)
+                    ax.fill_between(x, lo, hi, color="tab:blue", alpha=0.25, lw=0,
+                                    label=f"min-max over {n_rep} replicas")
+                    ax.plot(x, avg, color="tab:blue", lw=1.2, label="mean over replicas")
+            if n_rep > 1:
+                ax.legend(loc="upper right", fontsize="small", ncols=2)
+            ax.set_xlim(t0, t1 if t1 > t0 else t0 + 1.0)
+        if ylim is not None:
+            ax.set_ylim(*ylim)
+        else:
+            ax.set_ylim(bottom=0.0)
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        return _save(fig, path)
+
+
+def plot_queue_length(steps: pd.DataFrame, path: str | Path) -> Path:
+    """Waiting-queue length over time, per replica.
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        The engine's step table (``replica_id``, ``start_time_s``, ``step_time_s``,
+        ``end_time_s`` in seconds, ``num_waiting`` in requests).
+    path : str or pathlib.Path
+        Output PNG file (parent folders are created).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Notes
+    -----
+    With few steps each replica's series is drawn step by step. Otherwise time is cut into at
+    most :data:`MAX_TIME_BINS` bins and each bin shows the mean over the steps starting in it,
+    weighted by step time; bins in which a replica ran no step are left empty (idle).
+    """
+    return _plot_series(steps, _col(steps, "num_waiting"), path,
+                        ylabel="waiting requests", title="Queue length")
+
+
+def plot_batch_size(steps: pd.DataFrame, path: str | Path) -> Path:
+    """Batch size (sequences per step) over time, per replica.
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        The engine's step table (``replica_id``, ``start_time_s``, ``step_time_s``,
+        ``end_time_s`` in seconds, ``batch_size`` in sequences).
+    path : str or pathlib.Path
+        Output PNG file (parent folders are created).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Notes
+    -----
+    Binning as in :func:`plot_queue_length`.
+    """
+    return _plot_series(steps, _col(steps, "batch_size"), path,
+                        ylabel="sequences per step", title="Batch size")
+
+
+def plot_kv_usage(steps: pd.DataFrame, path: str | Path) -> Path:
+    """KV-cache usage (``kv_blocks_used / num_gpu_blocks``, percent) over time, per replica.
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        The engine's step table (``replica_id``, ``start_time_s``, ``step_time_s``,
+        ``end_time_s`` in seconds, ``kv_blocks_used``, ``num_gpu_blocks`` in blocks).
+    path : str or pathlib.Path
+        Output PNG file (parent folders are created).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+
+    Notes
+    -----
+    Binning as in :func:`plot_queue_length`.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        usage = 100.0 * _col(steps, "kv_blocks_used") / _col(steps, "num_gpu_blocks")
+    usage[~np.isfinite(usage)] = np.nan
+    return _plot_series(steps, usage, path, ylabel="KV blocks used (%)",
+                        title="KV-cache usage", ylim=(0.0, 105.0))
+
+
+def write_figures(outdir: str | Path, requests: pd.DataFrame, steps: pd.DataFrame, *,
+                  slo: Mapping[str, object] | None = None) -> dict[str, Path]:
+    """Write every figure of a run report into ``outdir``.
+
+    Parameters
+    ----------
+    outdir : str or pathlib.Path
+        Output folder (created if missing).
+    requests : pandas.DataFrame
+        The engine's request table.
+    steps : pandas.DataFrame
+        The engine's step table.
+    slo : mapping, optional
+        SLO bounds in seconds (``ttft_s``, ``e2e_s``) drawn on the CDFs.
+
+    Returns
+    -------
+    dict of str to pathlib.Path
+        Figure name (keys of :data:`FIGURE_FILES`) to the file written.
+    """
+    out = Path(outdir)
+    slo = slo or {}
+    ttft_b, e2e_b = slo.get("ttft_s"), slo.get("e2e_s")
+    return {
+        "ttft_cdf": plot_ttft_cdf(requests, out / FIGURE_FILES["ttft_cdf"],
+                                  slo_s=None if ttft_b is None else float(ttft_b)),
+        "e2e_cdf": plot_e2e_cdf(requests, out / FIGURE_FILES["e2e_cdf"],
+                                slo_s=None if e2e_b is None else float(e2e_b)),
+        "queue_length": plot_queue_length(steps, out / FIGURE_FILES["queue_length"]),
+        "batch_size": plot_batch_size(steps, out / FIGURE_FILES["batch_size"]),
+        "kv_usage": plot_kv_usage(steps, out / FIGURE_FILES["kv_usage"]),
+    }

@@ -1,0 +1,110 @@
+"""Run one scenario end to end: workload -> simulation -> summary -> outputs.
+
+Outputs written to ``OUTDIR`` (``scenario.output_dir``, ``{name}`` expanded):
+``summary.json``, ``requests.csv``, ``steps.csv`` (or ``steps.parquet`` when large),
+``scenario.yaml`` (the resolved scenario), ``report.md`` and its PNG figures.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from .config import Scenario
+from .engine import ReplicaSetup, SimOutput, build_setup, simulate
+from .metrics.summary import summarize
+from .request import RequestSpec
+from .workload import load_workload
+
+
+@dataclass
+class RunResult:
+    """Everything a run produced."""
+
+    scenario: Scenario
+    setup: ReplicaSetup
+    summary: dict
+    requests: pd.DataFrame
+    steps: pd.DataFrame
+    itl_values_s: np.ndarray
+    itl_weights: np.ndarray
+    sim: SimOutput
+    outdir: Path | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def scenario_dict(scenario: Scenario) -> dict:
+    """The resolved scenario as plain data (JSON/YAML safe)."""
+    return json.loads(scenario.model_dump_json())
+
+
+def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
+                 specs: list[RequestSpec] | None = None, write: bool = True,
+                 outdir: str | Path | None = None, figures: bool = True,
+                 progress: Callable[[int, int], None] | None = None,
+                 check_transitions: bool = False, setup: ReplicaSetup | None = None) -> RunResult:
+    """Simulate ``scenario`` and (optionally) write its outputs.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    base_dir : Path, optional
+        Folder relative paths in the scenario are resolved against (the scenario file's).
+    specs : list of RequestSpec, optional
+        Use these requests instead of loading the scenario's workload (sweeps, compare).
+    write : bool
+        Write the output files.
+    outdir : path, optional
+        Overrides ``scenario.output_dir``.
+    """
+    if specs is None:
+        specs = load_workload(scenario.workload, scenario.seed, base_dir)
+    setup = setup or build_setup(scenario)
+    sim = simulate(scenario, setup, specs, check_transitions=check_transitions,
+                   progress=progress)
+    requests = sim.requests()
+    steps = sim.steps()
+    itl_v, itl_w = sim.recorder.itl_samples()
+    slo = scenario.slo.model_dump()
+    summary = summarize(requests, steps, itl_v, itl_w, slo=slo,
+                        usd_per_gpu_hour=setup.usd_per_gpu_hour, num_gpus=scenario.num_gpus,
+                        sim_wall_s=sim.sim_wall_s)
+    summary["num_gpu_blocks"] = setup.num_gpu_blocks
+    summary["kv_cache_tokens"] = setup.num_gpu_blocks * setup.block_size
+    summary["perf_model"] = getattr(setup.perf, "kind", "roofline")
+    summary["provenance"] = setup.perf.provenance()
+    summary["prefix_cache_hit_tokens"] = int(sim.recorder.prefix_hit_tokens)
+    summary["num_steps"] = int(len(steps))
+    res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
+    if write:
+        res.outdir = write_outputs(res, outdir, figures=figures)
+    return res
+
+
+def resolve_outdir(scenario: Scenario, outdir: str | Path | None = None) -> Path:
+    p = Path(outdir) if outdir is not None else Path(scenario.output_dir.format(name=scenario.name))
+    return p
+
+
+def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: bool = True) -> Path:
+    """Write summary.json, requests.csv, steps.csv, scenario.yaml and report.md."""
+    from .report.markdown import write_run_report
+    out = resolve_outdir(res.scenario, outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    sd = scenario_dict(res.scenario)
+    summary = dict(res.summary)
+    summary.pop("sim_wall_s_note", None)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    res.requests.to_csv(out / "requests.csv", index=False, float_format="%.9g")
+    res.steps.to_csv(out / "steps.csv", index=False, float_format="%.9g")
+    (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
+    sd_report = dict(sd)
+    sd_report["provenance"] = res.summary.get("provenance", {})
+    write_run_report(out, res.summary, res.requests, res.steps, sd_report,
+                     title=f"servesim run: {res.scenario.name}", figures=figures)
+    return out

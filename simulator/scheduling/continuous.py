@@ -1,0 +1,452 @@
+"""Continuous (iteration-level) batching scheduler, vLLM v1-like.
+
+Each call to :meth:`ContinuousScheduler.schedule` builds one engine iteration under a token
+budget ``max_num_batched_tokens`` and a sequence limit ``max_num_seqs`` (Yu et al., "Orca",
+OSDI 2022; vLLM v1's scheduler, whose structure we follow):
+
+1. running requests first, in order: each asks for ``num_tokens - num_computed_tokens``
+   tokens (1 for a decode, the rest of the prompt for a prefill), capped by the budget;
+   when the KV pool cannot supply its blocks, a victim is preempted (FCFS: the tail of the
+   running queue; priority policy: the least important, latest arrival) until it fits or the
+   request itself was the victim;
+2. then waiting requests in queue order, while the budget, ``max_num_seqs`` and the KV pool
+   allow (and only when nothing was preempted in this step). Without chunked prefill a
+   waiting prompt is admitted only whole; with ``enable_chunked_prefill`` it may be split.
+   A preempted request being recomputed may always be chunked (otherwise a long
+   recompute could never fit the budget).
+
+The scheduler is a plain object (no SimPy): the replica process asks it for a step, costs
+the step with the performance model, advances the clock and calls :meth:`update`.
+
+Fast-forward: a pure-decode step after which nothing can change (no request finishes, no
+waiting request becomes admissible, no block shortage) repeats identically but for the
+context lengths; :meth:`plan_decode_run` returns how many such steps can run back to back
+and :meth:`commit_decode_run` applies ``k`` of them at once (numpy, O(batch) per run), with
+results identical to stepping one by one.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..perf.roofline import StepShape
+from .state import CANCELLED, COMPLETED, REJECTED, RUNNING, WAITING, ReqState
+
+
+@dataclass
+class SchedulerConfig:
+    """Scheduler limits (vLLM names).
+
+    Attributes
+    ----------
+    max_num_seqs : int
+        Sequences in one iteration.
+    max_num_batched_tokens : int
+        Tokens (prefill + decode) in one iteration.
+    enable_chunked_prefill : bool
+        Split prompts across iterations.
+    max_model_len : int
+        Longest sequence (prompt + output) in tokens.
+    policy : {"fcfs", "priority"}
+        Queue order; ``priority`` orders by (priority, arrival) and preempts the least
+        important running request first.
+    preemption_mode : {"recompute", "swap"}
+    """
+
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    enable_chunked_prefill: bool = True
+    max_model_len: int = 131072
+    policy: str = "fcfs"
+    preemption_mode: str = "recompute"
+
+
+class StepOutput:
+    """One scheduled iteration."""
+
+    __slots__ = ("reqs", "ntoks", "preempted", "shape", "num_prefill_tokens",
+                 "num_decode_tokens", "num_prefill_seqs", "num_decode_seqs", "num_waiting",
+                 "jumpable", "swap_bytes")
+
+    def __init__(self):
+        self.reqs: list[ReqState] = []
+        self.ntoks: list[int] = []
+        self.preempted: list[ReqState] = []
+        self.shape = StepShape()
+        self.num_prefill_tokens = 0
+        self.num_decode_tokens = 0
+        self.num_prefill_seqs = 0
+        self.num_decode_seqs = 0
+        self.num_waiting = 0
+        self.jumpable = False
+        self.swap_bytes = 0.0
+
+    @property
+    def batch_size(self) -> int:
+        return len(self.reqs)
+
+
+class ContinuousScheduler:
+    """Iteration-level scheduler for one replica.
+
+    Parameters
+    ----------
+    config : SchedulerConfig
+    kv : KVCacheManager
+    recorder : RunRecorder
+        Collects finished requests, ITL samples and transitions.
+    replica_id : int
+    """
+
+    def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0):
+        if config.policy not in ("fcfs", "priority"):
+            raise ValueError(f"scheduler.policy must be fcfs or priority, got {config.policy!r}")
+        self.cfg = config
+        self.kv = kv
+        self.rec = recorder
+        self.replica_id = replica_id
+        self.priority = config.policy == "priority"
+        self.waiting: deque[ReqState] = deque()
+        self._heap: list = []  # priority policy: (priority, arrival, id, req)
+        self.running: list[ReqState] = []
+        self.num_preemptions = 0
+
+    # ------------------------------------------------------------------ queue helpers
+    @property
+    def num_waiting(self) -> int:
+        return len(self._heap) if self.priority else len(self.waiting)
+
+    def has_work(self) -> bool:
+        return bool(self.running) or self.num_waiting > 0
+
+    def num_outstanding(self) -> int:
+        """Requests routed here and not finished (what a real router can count)."""
+        return len(self.running) + self.num_waiting
+
+    def _peek_waiting(self):
+        if self.priority:
+            return self._heap[0][3] if self._heap else None
+        return self.waiting[0] if self.waiting else None
+
+    def _pop_waiting(self):
+        if self.priority:
+            return heapq.heappop(self._heap)[3]
+        return self.waiting.popleft()
+
+    def _push_waiting(self, r: ReqState, front: bool = False):
+        if self.priority:
+            heapq.heappush(self._heap, (r.priority, r.arrival_time_s, r.request_id, r))
+        elif front:
+            self.waiting.appendleft(r)
+        else:
+            self.waiting.append(r)
+
+    def _remove_waiting(self, r: ReqState) -> bool:
+        if self.priority:
+            for i, item in enumerate(self._heap):
+                if item[3] is r:
+                    self._heap[i] = self._heap[-1]
+                    self._heap.pop()
+                    heapq.heapify(self._heap)
+                    return True
+            return False
+        try:
+            self.waiting.remove(r)
+            return True
+        except ValueError:
+            return False
+
+    def waiting_requests(self) -> list[ReqState]:
+        if self.priority:
+            return [it[3] for it in sorted(self._heap, key=lambda x: x[:3])]
+        return list(self.waiting)
+
+    # ------------------------------------------------------------------ admission
+    def add_request(self, r: ReqState, now: float) -> bool:
+        """Queue ``r``; reject it (returns False) when it can never be served here."""
+        r.replica_id = self.replica_id
+        reason = self.never_fits_reason(r)
+        if reason:
+            self.rec.reject(r, now, reason)
+            return False
+        self.rec.transition(r, WAITING, now)
+        self._push_waiting(r)
+        return True
+
+    def never_fits_reason(self, r: ReqState) -> str:
+        """Why ``r`` can never run on this replica ('' if it can). Reads declared data only."""
+        cfg = self.cfg
+        if r.num_prompt_tokens + 1 > cfg.max_model_len:
+            return "prompt_too_long"
+        if not self.kv.can_ever_fit(r):
+            return "kv_capacity"
+        if not cfg.enable_chunked_prefill and r.num_prompt_tokens > cfg.max_num_batched_tokens:
+            return "prompt_exceeds_max_num_batched_tokens"
+        return ""
+
+    def cancel(self, r: ReqState, now: float) -> None:
+        """Client cancellation (only requests without a first token are cancelled)."""
+        if r.is_finished or r.num_emitted > 0:
+            return
+        if r.status == WAITING:
+            self._remove_waiting(r)
+            self.kv.free(r)
+            self.rec.finish(r, now, CANCELLED, "cancelled")
+        elif r.status == RUNNING:
+            r.cancel_requested = True  # applied at the end of the current step
+            r.finish_time_s = now
+
+    # ------------------------------------------------------------------ preemption
+    def _preempt(self, victim: ReqState, now: float, out: StepOutput) -> None:
+        self.running.remove(victim)
+        self.kv.free(victim)
+        victim.num_computed_tokens = 0
+        victim.num_preemptions += 1
+        self.num_preemptions += 1
+        self.rec.transition(victim, WAITING, now)
+        self._push_waiting(victim, front=True)
+        out.preempted.append(victim)
+
+    def _pick_victim(self) -> ReqState:
+        if self.priority:
+            return max(self.running, key=lambda r: (r.priority, r.arrival_time_s, r.request_id))
+        return self.running[-1]
+
+    # ------------------------------------------------------------------ one iteration
+    def schedule(self, now: float) -> StepOutput | None:
+        """Build the next iteration; None when nothing can run."""
+        cfg, kv = self.cfg, self.kv
+        out = StepOutput()
+        budget = cfg.max_num_batched_tokens
+        sched: dict[ReqState, int] = {}
+        running = self.running
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n = r.num_tokens - r.num_computed_tokens
+            if n > budget:
+                n = budget
+            while not kv.allocate(r, r.num_computed_tokens + n):
+                victim = self._pick_victim()
+                if victim in sched:
+                    budget += sched.pop(victim)
+                if victim is r and len(running) == 1:
+                    # alone and still does not fit: it never will
+                    running.remove(r)
+                    kv.free(r)
+                    self.rec.finish(r, now, REJECTED, "kv_capacity")
+                    r = None
+                    break
+                idx = running.index(victim)
+                self._preempt(victim, now, out)
+                if idx < i:
+                    i -= 1
+                if victim is r:
+                    r = None
+                    break
+            if r is None:
+                continue
+            sched[r] = n
+            budget -= n
+            i += 1
+        # waiting requests
+        blocked = True  # admission stopped for a reason that persists through decode steps
+        if not out.preempted:
+            while budget > 0 and len(running) < cfg.max_num_seqs:
+                r = self._peek_waiting()
+                if r is None:
+                    break
+                hits = kv.get_computed_blocks(r) if r.num_computed_tokens == 0 else []
+                computed = len(hits) * kv.block_size if hits else r.num_computed_tokens
+                n = r.num_tokens - computed
+                if n > budget:
+                    if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
+                        break
+                    n = budget
+                if not kv.allocate(r, computed + n, new_request=True, hit_blocks=hits):
+                    break
+                self._pop_waiting()
+                if hits:
+                    r.num_computed_tokens = computed
+                    if r.num_emitted == 0 and r.num_preemptions == 0:
+                        r.num_cached_prompt_tokens = computed
+                    self.rec.prefix_hit_tokens += computed
+                if r.first_scheduled_time_s != r.first_scheduled_time_s:  # NaN: first time
+                    r.first_scheduled_time_s = now
+                self.rec.transition(r, RUNNING, now)
+                running.append(r)
+                sched[r] = n
+                budget -= n
+        else:
+            blocked = False
+        if not sched:
+            return None
+        # shape of the step
+        shape = out.shape
+        pq, ps = shape.prefill_q, shape.prefill_start
+        nd = ctx = nsamp = ntok_p = 0
+        for r, n in sched.items():
+            c = r.num_computed_tokens
+            emits = c + n == r.num_tokens
+            if emits:
+                nsamp += 1
+            if n == 1 and emits and r.num_emitted > 0:
+                nd += 1
+                ctx += c + 1
+            else:
+                pq.append(n)
+                ps.append(c)
+                ntok_p += n
+            out.reqs.append(r)
+            out.ntoks.append(n)
+        shape.num_decode = nd
+        shape.decode_ctx_total = ctx
+        shape.num_sampled = nsamp
+        out.num_decode_seqs = out.num_decode_tokens = nd
+        out.num_prefill_tokens = ntok_p
+        out.num_prefill_seqs = len(pq)
+        out.num_waiting = self.num_waiting
+        out.jumpable = (blocked and not pq and not out.preempted
+                        and not any(r.cancel_requested for r in out.reqs))
+        return out
+
+    def update(self, out: StepOutput, start: float, end: float) -> None:
+        """Apply a finished iteration: advance counters, emit tokens, finish requests."""
+        kv, rec = self.kv, self.rec
+        max_len = self.cfg.max_model_len
+        prefix = kv.enable_prefix_caching
+        done = False
+        same_gap = 0
+        for r, n in zip(out.reqs, out.ntoks):
+            if r.status != RUNNING:
+                continue
+            r.num_computed_tokens += n
+            if r.cancel_requested:
+                self.running.remove(r)
+                kv.free(r)
+                rec.finish(r, r.finish_time_s, CANCELLED, "cancelled")
+                continue
+            if prefix:
+                kv.cache_full_blocks(r)
+            if r.num_computed_tokens == r.num_tokens:
+                if r.num_emitted == 0:
+                    r.first_token_time_s = end
+                elif r.last_token_time_s == start:
+                    same_gap += 1
+                else:
+                    rec.add_itl(end - r.last_token_time_s, 1)
+                r.num_emitted += 1
+                r.last_token_time_s = end
+                if r.num_emitted >= r.num_output_tokens:
+                    kv.free(r)
+                    rec.finish(r, end, COMPLETED, "")
+                    done = True
+                elif r.num_tokens >= max_len:
+                    kv.free(r)
+                    rec.finish(r, end, REJECTED, "max_model_len_reached")
+                    done = True
+        if same_gap:
+            rec.add_itl(end - start, same_gap)
+        if done or any(r.status != RUNNING for r in self.running):
+            self.running = [r for r in self.running if r.status == RUNNING]
+
+    # ------------------------------------------------------------------ fast-forward
+    def plan_decode_run(self, out: StepOutput) -> int:
+        """How many identical-shape decode steps (this one included) can run back to back.
+
+        Limits: the first request to finish (it finishes at the last step), the first step
+        whose new KV blocks the pool cannot supply, and ``max_model_len``.
+        """
+        if not out.jumpable:
+            return 1
+        reqs = out.reqs
+        bs = self.kv.block_size
+        c = np.fromiter((r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
+        held = np.fromiter((len(r.blocks) for r in reqs), dtype=np.int64, count=len(reqs))
+        remaining = np.fromiter((r.num_output_tokens - r.num_emitted for r in reqs),
+                                dtype=np.int64, count=len(reqs))
+        k_max = int(remaining.min())
+        ntoks = c + 1  # num_tokens of each request (decode: computed = tokens - 1)
+        k_len = int(self.cfg.max_model_len - ntoks.max()) + 1
+        k_max = max(1, min(k_max, k_len))
+        if k_max <= 1:
+            return 1
+        if self.kv.allocation == "contiguous":
+            return k_max
+        free = self.kv.num_free_blocks
+
+        def extra(k: int) -> int:
+            return int(np.maximum(0, -(-(c + k) // bs) - held).sum())
+
+        if extra(k_max) <= free:
+            return k_max
+        lo, hi = 1, k_max  # extra(lo) <= free (step 1 already allocated), extra(hi) > free
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if extra(mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def decode_run_arrays(self, out: StepOutput, k: int):
+        """Per-step total context and KV blocks used for ``k`` decode steps.
+
+        Returns
+        -------
+        ctx_totals : ndarray (k,)
+            Attended tokens summed over the batch at each step.
+        blocks_used : ndarray (k,)
+            Blocks held in the pool during each step.
+        """
+        reqs = out.reqs
+        bs = self.kv.block_size
+        c = np.fromiter((r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
+        held = np.fromiter((len(r.blocks) for r in reqs), dtype=np.int64, count=len(reqs))
+        j = np.arange(k, dtype=np.int64)
+        ctx_totals = int(c.sum() + len(reqs)) + j * len(reqs)
+        used0 = self.kv.num_used_blocks
+        if self.kv.allocation == "contiguous" or k == 1:
+            return ctx_totals, np.full(k, used0, dtype=np.int64)
+        need = -(-(c[None, :] + j[:, None] + 1) // bs) - held[None, :]
+        blocks_used = used0 + np.maximum(need, 0).sum(axis=1)
+        return ctx_totals, blocks_used
+
+    def commit_decode_run(self, out: StepOutput, k: int, start: float, ends: np.ndarray) -> None:
+        """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times)."""
+        if k == 1:
+            self.update(out, start, float(ends[0]))
+            return
+        kv, rec = self.kv, self.rec
+        end = float(ends[k - 1])
+        # ITL: first gap per request, then k-1 step durations for every request
+        first_end = float(ends[0])
+        same = 0
+        finished = False
+        for r in out.reqs:
+            if r.last_token_time_s == start:
+                same += 1
+            else:
+                rec.add_itl(first_end - r.last_token_time_s, 1)
+            r.num_computed_tokens += k
+            r.num_emitted += k
+            r.last_token_time_s = end
+            if kv.allocation == "paged":
+                kv.allocate(r, r.num_computed_tokens)
+            if r.num_emitted >= r.num_output_tokens:
+                kv.free(r)
+                rec.finish(r, end, COMPLETED, "")
+                finished = True
+            elif r.num_tokens >= self.cfg.max_model_len:
+                kv.free(r)
+                rec.finish(r, end, REJECTED, "max_model_len_reached")
+                finished = True
+        if same:
+            rec.add_itl(first_end - start, same)
+        gaps = np.diff(ends[:k])
+        rec.add_itl_array(gaps, len(out.reqs))
+        if finished:
+            self.running = [r for r in self.running if r.status == RUNNING]

@@ -1,0 +1,76 @@
+"""Mutable per-request progress state kept by a replica.
+
+One progress counter per request (vLLM v1's idea): ``num_computed_tokens`` catches up with
+``num_tokens = num_prompt_tokens + num_emitted``. Prefill, chunked prefill, recompute after
+preemption and prefix-cache hits all just move that counter. When a step brings it level with
+``num_tokens``, the request emits one token (``num_emitted += 1``).
+"""
+from __future__ import annotations
+
+import math
+
+from ..request import RequestSpec
+
+WAITING, RUNNING, COMPLETED, REJECTED, CANCELLED = (
+    "waiting", "running", "completed", "rejected", "cancelled")
+FINAL = (COMPLETED, REJECTED, CANCELLED)
+#: legal status transitions (DESIGN.md invariant 2); "new" is the state before admission
+LEGAL_TRANSITIONS = {
+    ("new", WAITING), ("new", REJECTED),
+    (WAITING, RUNNING), (WAITING, REJECTED), (WAITING, CANCELLED),
+    (RUNNING, WAITING),  # preemption
+    (RUNNING, COMPLETED), (RUNNING, REJECTED), (RUNNING, CANCELLED),
+}
+NaN = math.nan
+
+
+class ReqState:
+    """Progress and timestamps of one request on a replica (times in seconds)."""
+
+    __slots__ = ("spec", "request_id", "num_prompt_tokens", "num_output_tokens",
+                 "num_computed_tokens", "num_emitted", "status", "reject_reason", "replica_id",
+                 "arrival_time_s", "first_scheduled_time_s", "first_token_time_s",
+                 "finish_time_s", "last_token_time_s", "num_preemptions", "blocks",
+                 "prefix_keys", "num_cached_blocks", "num_cached_prompt_tokens",
+                 "cancel_requested", "priority", "swapped_blocks", "spec_accepted",
+                 "spec_drafts")
+
+    def __init__(self, spec: RequestSpec):
+        self.spec = spec
+        self.request_id = spec.request_id
+        self.num_prompt_tokens = spec.num_prompt_tokens
+        self.num_output_tokens = spec.num_output_tokens
+        self.num_computed_tokens = 0
+        self.num_emitted = 0
+        self.status = "new"
+        self.reject_reason = ""
+        self.replica_id = -1
+        self.arrival_time_s = spec.arrival_time_s
+        self.first_scheduled_time_s = NaN
+        self.first_token_time_s = NaN
+        self.finish_time_s = NaN
+        self.last_token_time_s = NaN
+        self.num_preemptions = 0
+        self.blocks: list[int] = []
+        self.prefix_keys = None
+        self.num_cached_blocks = 0
+        self.num_cached_prompt_tokens = 0
+        self.cancel_requested = False
+        self.priority = spec.priority
+        self.swapped_blocks = 0
+        self.spec_accepted = 0
+        self.spec_drafts = 0
+
+    @property
+    def num_tokens(self) -> int:
+        """Prompt plus emitted tokens: what must be computed before the next emission."""
+        return self.num_prompt_tokens + self.num_emitted
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINAL
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return (f"ReqState(id={self.request_id}, {self.status}, computed="
+                f"{self.num_computed_tokens}/{self.num_tokens}, emitted={self.num_emitted}/"
+                f"{self.num_output_tokens}, blocks={len(self.blocks)})")

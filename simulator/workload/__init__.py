@@ -1,0 +1,41 @@
+"""Workload subsystem: trace readers, synthetic generators and post-processing.
+
+Public API::
+
+    WorkloadConfig, load_workload(cfg, seed, base_dir=None) -> list[RequestSpec]
+    read_trace(path, format="auto", columns=None, time_unit="s") -> list[RequestSpec]
+    describe_workload(reqs) -> dict
+    WorkloadError (a ValueError)
+
+Formats and examples: ``traces/README.md``.
+"""
+from __future__ import annotations
+
+from simulator.workload.config import (
+    ArrivalConfig,
+    LengthDist,
+    PatienceConfig,
+    SharedPrefix,
+    SyntheticConfig,
+    WorkloadConfig,
+)
+from simulator.workload.describe import describe_workload
+from simulator.workload.errors import WorkloadError
+from simulator.workload.loader import assign_by_share, load_workload, stable_int_hash
+from simulator.workload.readers import detect_format, read_trace
+
+__all__ = [
+    "ArrivalConfig",
+    "LengthDist",
+    "PatienceConfig",
+    "SharedPrefix",
+    "SyntheticConfig",
+    "WorkloadConfig",
+    "WorkloadError",
+    "assign_by_share",
+    "describe_workload",
+    "detect_format",
+    "load_workload",
+    "read_trace",
+    "stable_int_hash",
+]

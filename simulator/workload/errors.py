@@ -1,0 +1,10 @@
+"""The workload subsystem's error type."""
+from __future__ import annotations
+
+
+class WorkloadError(ValueError):
+    """A trace file or workload configuration that cannot be turned into requests.
+
+    Messages about a trace row name the file and the 1-based line number (a CSV header is
+    line 1), e.g. ``traces/x.csv:17: GeneratedTokens 'abc' is not an integer``.
+    """

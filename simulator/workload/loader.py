@@ -1,0 +1,230 @@
+"""Turn a :class:`~simulator.workload.config.WorkloadConfig` into request specs."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from simulator.request import RequestSpec
+from simulator.resources import resolve_path
+from simulator.workload.config import WorkloadConfig
+from simulator.workload.errors import WorkloadError
+from simulator.workload.readers import TraceColumns, read_columns
+from simulator.workload.synthetic import (
+    STREAM_PATIENCE,
+    STREAM_PRIORITIES,
+    STREAM_SLICES,
+    STREAM_TENANTS,
+    generate_synthetic,
+    rng_stream,
+    sample_patience,
+)
+
+
+def stable_int_hash(name: str) -> int:
+    """A process-independent 63-bit non-negative integer id for ``name``.
+
+    BLAKE2b (8-byte digest) of the UTF-8 name, shifted right one bit. Unlike ``hash()`` it does
+    not change between Python processes (no hash randomisation).
+
+    Returns
+    -------
+    int
+        In ``[0, 2**63)``.
+    """
+    digest = hashlib.blake2b(name.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def assign_by_share(shares: dict, n: int, rng: np.random.Generator) -> list:
+    """Labels for ``n`` requests in exact proportions, in random order.
+
+    Each label gets ``floor(share * n)`` requests; the remaining ones go to the labels with the
+    largest fractional parts (ties: the smaller label first). The labels are then shuffled
+    with ``rng``. Labels are taken in sorted order, so the result does not depend on the
+    order of the ``shares`` mapping.
+
+    Parameters
+    ----------
+    shares : dict
+        Label -> share (non-negative, summing to 1).
+    n : int
+        Number of requests.
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    list
+        ``n`` labels.
+    """
+    keys = sorted(shares)
+    exact = np.asarray([shares[k] for k in keys], dtype=np.float64) * n
+    counts = np.floor(exact + 1e-9).astype(np.int64)
+    rest = n - int(counts.sum())
+    if rest > 0:
+        frac = exact - counts
+        # Largest fractional part first; stable sort keeps the sorted-label order on ties.
+        order = np.argsort(-frac, kind="stable")
+        counts[order[:rest]] += 1
+    elif rest < 0:  # pragma: no cover - shares are validated to sum to 1
+        raise WorkloadError("shares sum above 1")
+    idx = np.repeat(np.arange(len(keys)), counts)
+    idx = rng.permutation(idx)
+    return [keys[i] for i in idx.tolist()]
+
+
+def _trace_lengths_loader(base_dir: Path | None):
+    cache: dict[str, TraceColumns] = {}
+
+    def load(path: str, column: str) -> np.ndarray:
+        if path not in cache:
+            cache[path] = read_columns(_resolve(path, base_dir))
+        cols = cache[path]
+        return cols.prompt if column == "prompt" else cols.output
+
+    return load
+
+
+def _resolve(path: str, base_dir: Path | None) -> Path:
+    try:
+        return resolve_path(path, "traces", base_dir)
+    except FileNotFoundError as e:
+        raise WorkloadError(str(e)) from e
+
+
+def load_workload(cfg: WorkloadConfig, seed: int,
+                  base_dir: Path | None = None) -> list[RequestSpec]:
+    """Build the request list of a workload.
+
+    Steps, in order:
+
+    1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``) or
+       generate the synthetic workload;
+    2. keep arrivals in ``[start_s, end_s)`` on the trace's clock, sort by arrival time
+       (stable: ties keep file order) and keep the first ``max_requests``;
+    3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds;
+    4. assign ``slices`` / ``tenants`` / ``priorities`` by share (exact proportions, random
+       order; see :func:`assign_by_share`);
+    5. sample ``cancel_after_s`` from ``patience`` for requests without one;
+    6. give ``max_tokens`` to requests without one, clipping their output length to it;
+    7. attach declared ``shared_prefixes``: the first matching entry sets
+       ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``.
+
+    Randomness comes only from ``numpy.random.default_rng([seed, k])`` with a fixed ``k`` per
+    purpose (arrivals 1, prompt 2, output 3, slices 4, tenants 5, priorities 6, patience 7),
+    so the same config and seed give an identical list. Labels and patience depend on the
+    number of kept requests, not on ``rate_scale``: a rate sweep keeps each request's labels.
+
+    Parameters
+    ----------
+    cfg : WorkloadConfig
+    seed : int
+        Non-negative run seed.
+    base_dir : pathlib.Path or None
+        Folder that relative trace paths are resolved against first (e.g. the scenario's).
+
+    Returns
+    -------
+    list of RequestSpec
+        Sorted by ``arrival_time_s`` (seconds from the window start), ``request_id`` 0..N-1.
+
+    Raises
+    ------
+    WorkloadError
+        If the trace is not found or malformed (message ``file:line: ...``), no request falls
+        in the window, a share table names a field the trace already has, a declared shared
+        prefix meets a request that already has prefix ids, or the seed is negative.
+    """
+    if cfg.trace is not None:
+        path = _resolve(cfg.trace, base_dir)
+        cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit)
+        source = str(cfg.trace)
+    else:
+        rng_stream(seed, 0)  # validates the seed
+        cols = generate_synthetic(cfg.synthetic, seed, _trace_lengths_loader(base_dir))
+        source = "synthetic workload"
+
+    # 2. window, sort, cap
+    t = cols.arrival_s
+    keep = t >= cfg.start_s
+    if cfg.end_s is not None:
+        keep &= t < cfg.end_s
+    idx = np.flatnonzero(keep)
+    idx = idx[np.argsort(t[idx], kind="stable")]
+    if cfg.max_requests is not None:
+        idx = idx[: cfg.max_requests]
+    if idx.size == 0:
+        window = f"[{cfg.start_s}, {cfg.end_s if cfg.end_s is not None else 'end'})"
+        raise WorkloadError(f"{source}: no requests in the window {window} s "
+                            f"({len(cols)} in the trace)")
+    cols = cols.take(idx)
+    n = len(cols)
+
+    # 3. re-base and rescale
+    cols.arrival_s = (cols.arrival_s - cfg.start_s) / cfg.rate_scale
+
+    # 4. shares
+    for fld, shares, key in (("slice", cfg.slices, STREAM_SLICES),
+                             ("tenant", cfg.tenants, STREAM_TENANTS),
+                             ("priority", cfg.priorities, STREAM_PRIORITIES)):
+        if shares is None:
+            continue
+        if getattr(cols, fld) is not None:
+            raise WorkloadError(f"{source}: the trace has a {fld!r} column; remove the "
+                                f"workload's share table for it")
+        labels = assign_by_share(shares, n, rng_stream(seed, key))
+        if fld == "priority":
+            cols.priority = np.asarray(labels, dtype=np.int64)
+        else:
+            setattr(cols, fld, [str(x) for x in labels])
+
+    # 5. patience
+    if cfg.patience is not None:
+        drawn = sample_patience(cfg.patience, n, rng_stream(seed, STREAM_PATIENCE))
+        if cols.cancel_after_s is None:
+            cols.cancel_after_s = drawn
+        else:
+            cols.cancel_after_s = np.where(np.isnan(cols.cancel_after_s), drawn,
+                                           cols.cancel_after_s)
+
+    # 6. declared max_tokens
+    if cfg.max_tokens is not None:
+        if cols.max_tokens is None:
+            cols.max_tokens = np.zeros(n, dtype=np.int64)
+        missing = cols.max_tokens <= 0
+        cols.max_tokens = np.where(missing, cfg.max_tokens, cols.max_tokens)
+        cols.output = np.where(missing, np.minimum(cols.output, cfg.max_tokens), cols.output)
+
+    # 7. declared shared prefixes
+    if cfg.shared_prefixes:
+        _attach_prefixes(cols, cfg, source)
+
+    return cols.to_specs()
+
+
+def _attach_prefixes(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> None:
+    n = len(cols)
+    tenants = cols.tenant or ["default"] * n
+    slices = cols.slice or ["default"] * n
+    ids = list(cols.prefix_hash_ids) if cols.prefix_hash_ids is not None else [None] * n
+    bt = cols.prefix_block_tokens
+    block = list(bt) if isinstance(bt, list) else [bt] * n
+    hashed = [(p, (stable_int_hash(p.name),)) for p in cfg.shared_prefixes]
+    for i in range(n):
+        for p, h in hashed:
+            if (p.tenant is None or p.tenant == tenants[i]) and (
+                    p.slice is None or p.slice == slices[i]):
+                if ids[i] is not None:
+                    where = (f"{source}:{int(cols.lines[i])}" if cols.lines[i] > 0
+                             else source)
+                    raise WorkloadError(f"{where}: shared prefix {p.name!r} matches a request "
+                                        f"that already has prefix hash ids")
+                ids[i] = h
+                block[i] = p.num_tokens
+                break
+    cols.prefix_hash_ids = ids
+    cols.prefix_block_tokens = block
+
+
+__all__ = ["assign_by_share", "load_workload", "stable_int_hash"]

@@ -1,0 +1,651 @@
+"""Trace readers: Azure LLM inference 2023 CSV, Vidur processed CSV, Mooncake JSONL, and
+generic CSV / JSONL with a column mapping.
+
+Every reader produces a :class:`TraceColumns` (numpy columns + the source line of each row),
+validated as a whole with numpy; only when a column fails is the first offending row located,
+so that the :class:`~simulator.workload.errors.WorkloadError` names ``file:line``.
+Line numbers are 1-based and count every physical line (a CSV header is line 1; a JSONL file
+has no header, so its first record is line 1). Blank lines are skipped.
+
+Formats (see ``traces/README.md`` for examples):
+
+- ``azure``: ``TIMESTAMP,ContextTokens,GeneratedTokens``; ``TIMESTAMP`` is
+  ``YYYY-MM-DD HH:MM:SS[.f…]`` (up to 9 fractional digits, parsed exactly as integer
+  nanoseconds); arrival times are seconds after the earliest row (the first row of a sorted file).
+- ``vidur``: ``arrived_at`` (s), ``num_prefill_tokens``, ``num_decode_tokens``; other columns
+  are ignored.
+- ``mooncake``: JSON Lines with ``timestamp`` (ms), ``input_length``, ``output_length`` and
+  optional ``hash_ids`` (ids of 512-token prefix blocks). Equal timestamps are kept as they
+  are (no spreading); ties keep file order.
+- ``generic_csv`` / ``generic_jsonl``: our field names (``arrival_time_s``,
+  ``num_prompt_tokens``, ``num_output_tokens``), or the file's names via ``columns``;
+  ``time_unit`` ``s`` or ``ms``.
+
+Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
+``cancel_after_s`` (s) and ``max_tokens``; an empty cell (or JSON ``null``) means "not given".
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from simulator.request import RequestSpec
+from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
+from simulator.workload.errors import WorkloadError
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
+MOONCAKE_BLOCK_TOKENS = 512
+OPTIONAL_FIELDS = ("tenant", "priority", "slice", "cancel_after_s", "max_tokens")
+
+_JSON_EXTS = {".jsonl", ".json", ".ndjson"}
+_CSV_EXTS = {".csv", ".txt"}
+_TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?")
+
+
+@dataclass
+class TraceColumns:
+    """A parsed trace, column-wise, in file order.
+
+    Attributes
+    ----------
+    path : str
+        The file, as named in error messages.
+    format : str
+        The format it was read as.
+    arrival_s : numpy.ndarray of float64
+        Arrival times in seconds on the trace's own clock (>= 0).
+    prompt, output : numpy.ndarray of int64
+        Prompt and true output lengths in tokens (>= 1).
+    lines : numpy.ndarray of int64
+        1-based source line of each row (0 for generated rows).
+    tenant, slice : list of str, or None
+        Per-row names (``None`` when the trace has no such column; ``"default"`` for empty cells).
+    priority : numpy.ndarray of int64, or None
+    cancel_after_s : numpy.ndarray of float64, or None
+        Patience in seconds; NaN where not given.
+    max_tokens : numpy.ndarray of int64, or None
+        Declared limit; 0 where not given.
+    prefix_hash_ids : list of (tuple of int or None), or None
+    prefix_block_tokens : int or list of int
+        Tokens per prefix id: one value for all rows, or one per row.
+    """
+
+    path: str
+    format: str
+    arrival_s: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    lines: np.ndarray
+    tenant: list[str] | None = None
+    priority: np.ndarray | None = None
+    slice: list[str] | None = None
+    cancel_after_s: np.ndarray | None = None
+    max_tokens: np.ndarray | None = None
+    prefix_hash_ids: list[tuple[int, ...] | None] | None = None
+    prefix_block_tokens: int | list[int] = MOONCAKE_BLOCK_TOKENS
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.shape[0])
+
+    def take(self, idx: np.ndarray) -> TraceColumns:
+        """Rows ``idx`` (an index array), in that order."""
+        idx = np.asarray(idx, dtype=np.int64)
+
+        def pick_list(v):
+            return None if v is None else [v[i] for i in idx.tolist()]
+
+        def pick_arr(v):
+            return None if v is None else v[idx]
+
+        return TraceColumns(
+            path=self.path, format=self.format, arrival_s=self.arrival_s[idx],
+            prompt=self.prompt[idx], output=self.output[idx], lines=self.lines[idx],
+            tenant=pick_list(self.tenant), priority=pick_arr(self.priority),
+            slice=pick_list(self.slice), cancel_after_s=pick_arr(self.cancel_after_s),
+            max_tokens=pick_arr(self.max_tokens), prefix_hash_ids=pick_list(self.prefix_hash_ids),
+            prefix_block_tokens=(pick_list(self.prefix_block_tokens)
+                                 if isinstance(self.prefix_block_tokens, list)
+                                 else self.prefix_block_tokens))
+
+    def to_specs(self) -> list[RequestSpec]:
+        """One :class:`RequestSpec` per row, ``request_id`` = row index."""
+        n = len(self)
+        arr = self.arrival_s.tolist()
+        pr = self.prompt.tolist()
+        out = self.output.tolist()
+        lines = [ln if ln > 0 else None for ln in self.lines.tolist()]
+        tenant = self.tenant or ["default"] * n
+        slc = self.slice or ["default"] * n
+        prio = self.priority.tolist() if self.priority is not None else [0] * n
+        if self.cancel_after_s is not None:
+            cancel = [None if math.isnan(c) else c for c in self.cancel_after_s.tolist()]
+        else:
+            cancel = [None] * n
+        if self.max_tokens is not None:
+            mt = [m if m > 0 else None for m in self.max_tokens.tolist()]
+        else:
+            mt = [None] * n
+        pref = self.prefix_hash_ids or [None] * n
+        bt = self.prefix_block_tokens
+        if not isinstance(bt, list):
+            bt = [bt] * n
+        return [
+            RequestSpec(request_id=i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
+                        num_output_tokens=out[i], max_tokens=mt[i], tenant=tenant[i],
+                        priority=prio[i], slice=slc[i], cancel_after_s=cancel[i],
+                        prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i])
+            for i in range(n)
+        ]
+
+
+# --------------------------------------------------------------------------- validation
+
+@dataclass
+class _Errors:
+    """Collects the first bad row per column; raises the one on the earliest line."""
+
+    path: str
+    found: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, line: int, msg: str) -> None:
+        self.found.append((line, msg))
+
+    def raise_if_any(self) -> None:
+        if self.found:
+            line, msg = min(self.found, key=lambda e: e[0])
+            raise WorkloadError(f"{self.path}:{line}: {msg}")
+
+
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, str) and not v.strip())
+
+
+def _to_float_array(vals: list) -> np.ndarray | None:
+    """Vectorised conversion; ``None`` when some element does not convert."""
+    if any(v is True or v is False for v in vals):
+        return None
+    try:
+        return np.asarray(vals, dtype=np.float64)
+    except (ValueError, TypeError):
+        return None
+
+
+def _scalar_float(v) -> float | None:
+    if _is_missing(v) or isinstance(v, bool):
+        return None
+    try:
+        return float(np.asarray([v], dtype=np.float64)[0])
+    except (ValueError, TypeError):
+        return None
+
+
+def _describe_bad_number(v, name: str, kind: str) -> str:
+    if _is_missing(v):
+        return f"{name} is missing"
+    return f"{name} {v!r} is not {kind}"
+
+
+def _int_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *, min_value: int | None,
+                optional: bool = False) -> np.ndarray:
+    """Integer column (tokens, priority). Optional columns map missing cells to 0."""
+    arr = None
+    if not optional:
+        arr = _to_float_array(vals)
+    if arr is None:
+        # Slow path (or optional column): element-wise, to find the first bad row.
+        out = np.zeros(len(vals), dtype=np.float64)
+        for i, v in enumerate(vals):
+            if optional and _is_missing(v):
+                out[i] = np.nan
+                continue
+            f = _scalar_float(v)
+            if f is None or not math.isfinite(f) or f != int(f):
+                errors.add(int(lines[i]), _describe_bad_number(v, name, "an integer"))
+                return np.zeros(len(vals), dtype=np.int64)
+            out[i] = f
+        arr = out
+    present = ~np.isnan(arr) if optional else np.ones(arr.shape, dtype=bool)
+    bad = present & (~np.isfinite(arr) | (np.floor(arr) != arr))
+    if min_value is not None:
+        bad |= present & np.isfinite(arr) & (arr < min_value)
+    if bad.any():
+        i = int(np.argmax(bad))
+        v, f = vals[i], arr[i]
+        if math.isfinite(f) and f == math.floor(f):
+            errors.add(int(lines[i]), f"{name} {int(f)} must be >= {min_value}")
+        else:
+            errors.add(int(lines[i]), _describe_bad_number(v, name, "an integer"))
+        return np.zeros(len(vals), dtype=np.int64)
+    return np.where(present, arr, 0).astype(np.int64)
+
+
+def _float_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
+                  positive: bool, optional: bool = False) -> np.ndarray:
+    """Finite float column, >= 0 (or > 0 when ``positive``); optional -> NaN where missing."""
+    arr = None if optional else _to_float_array(vals)
+    if arr is None:
+        out = np.empty(len(vals), dtype=np.float64)
+        for i, v in enumerate(vals):
+            if optional and _is_missing(v):
+                out[i] = np.nan
+                continue
+            f = _scalar_float(v)
+            if f is None or not math.isfinite(f):
+                errors.add(int(lines[i]), _describe_bad_number(v, name, "a finite number"))
+                return np.zeros(len(vals), dtype=np.float64)
+            out[i] = f
+        arr = out
+    present = ~np.isnan(arr) if optional else np.ones(arr.shape, dtype=bool)
+    bad = present & ~np.isfinite(arr)
+    bad |= present & np.isfinite(arr) & ((arr <= 0) if positive else (arr < 0))
+    if bad.any():
+        i = int(np.argmax(bad))
+        if math.isfinite(arr[i]):
+            rel = "> 0" if positive else ">= 0"
+            errors.add(int(lines[i]), f"{name} {vals[i]!r} must be {rel}")
+        else:
+            errors.add(int(lines[i]), _describe_bad_number(vals[i], name, "a finite number"))
+        return np.zeros(len(vals), dtype=np.float64)
+    return arr
+
+
+def _str_column(vals: list) -> list[str]:
+    return ["default" if _is_missing(v) else str(v).strip() for v in vals]
+
+
+def _azure_timestamps_ns(vals: list[str], lines: np.ndarray, name: str,
+                         errors: _Errors) -> np.ndarray:
+    """Exact integer nanoseconds since the epoch of ``YYYY-MM-DD HH:MM:SS[.f…]`` strings."""
+    match = _TIMESTAMP_RE.fullmatch
+    for i, v in enumerate(vals):
+        if v is None or not match(v):
+            if _is_missing(v):
+                msg = f"{name} is missing"
+            else:
+                msg = f"{name} {v!r} is not YYYY-MM-DD HH:MM:SS[.fffffff]"
+            errors.add(int(lines[i]), msg)
+            return np.zeros(len(vals), dtype=np.int64)
+    try:
+        return np.asarray(vals, dtype="datetime64[ns]").astype(np.int64)
+    except ValueError:  # pragma: no cover - impossible dates such as 2023-13-45
+        for i, v in enumerate(vals):
+            try:
+                np.datetime64(v, "ns")
+            except ValueError:
+                errors.add(int(lines[i]), f"{name} {v!r} is not a valid date and time")
+                break
+        return np.zeros(len(vals), dtype=np.int64)
+
+
+def _check_max_tokens(cols: TraceColumns, errors: _Errors) -> None:
+    if cols.max_tokens is None:
+        return
+    bad = (cols.max_tokens > 0) & (cols.max_tokens < cols.output)
+    if bad.any():
+        i = int(np.argmax(bad))
+        errors.add(int(cols.lines[i]), f"max_tokens {int(cols.max_tokens[i])} is below the "
+                                       f"output length {int(cols.output[i])}")
+
+
+# --------------------------------------------------------------------------- raw tables
+
+def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]], np.ndarray]:
+    """Header, rows (lists of strings) and their 1-based line numbers."""
+    try:
+        f = open(path, newline="", encoding="utf-8-sig")
+    except OSError as e:
+        raise WorkloadError(f"{shown}: cannot open ({e})") from e
+    with f:
+        reader = csv.reader(f)
+        header = None
+        rows: list[list[str]] = []
+        lines: list[int] = []
+        prev = 0
+        try:
+            for row in reader:
+                start = prev + 1
+                prev = reader.line_num
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue
+                if header is None:
+                    header = [h.strip() for h in row]
+                    header_line = start
+                    continue
+                rows.append(row)
+                lines.append(start)
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise WorkloadError(f"{shown}:{prev + 1}: cannot parse CSV ({e})") from e
+    if header is None:
+        raise WorkloadError(f"{shown}: empty file (no header)")
+    dup = sorted({h for h in header if header.count(h) > 1})
+    if dup:
+        raise WorkloadError(f"{shown}:{header_line}: duplicate column(s) {dup}")
+    if rows:
+        lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        bad = lens != len(header)
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise WorkloadError(f"{shown}:{lines[i]}: {lens[i]} fields, but the header has "
+                                f"{len(header)}")
+    return header, rows, np.asarray(lines, dtype=np.int64)
+
+
+def _read_jsonl_table(path: Path, shown: str) -> tuple[list[dict], np.ndarray]:
+    try:
+        f = open(path, encoding="utf-8-sig")
+    except OSError as e:
+        raise WorkloadError(f"{shown}: cannot open ({e})") from e
+    objs: list[dict] = []
+    lines: list[int] = []
+    loads = json.loads
+    with f:
+        try:
+            for no, text in enumerate(f, start=1):
+                if not text.strip():
+                    continue
+                try:
+                    obj = loads(text)
+                except json.JSONDecodeError as e:
+                    raise WorkloadError(f"{shown}:{no}: invalid JSON ({e.msg})") from None
+                if not isinstance(obj, dict):
+                    raise WorkloadError(f"{shown}:{no}: expected a JSON object, got "
+                                        f"{type(obj).__name__}")
+                objs.append(obj)
+                lines.append(no)
+        except UnicodeDecodeError as e:
+            raise WorkloadError(f"{shown}: not UTF-8 text ({e})") from e
+    return objs, np.asarray(lines, dtype=np.int64)
+
+
+def _csv_col(header: list[str], rows: list[list[str]], name: str) -> list[str]:
+    j = header.index(name)
+    return [r[j] for r in rows]
+
+
+def _json_col(objs: list[dict], name: str) -> list:
+    return [o.get(name) for o in objs]
+
+
+def _optional_columns(cols: TraceColumns, get, have, names: dict[str, str],
+                      errors: _Errors) -> None:
+    """Fill the optional fields whose (mapped) column exists."""
+    lines = cols.lines
+    for fld in OPTIONAL_FIELDS:
+        src = names.get(fld, fld)
+        if not have(src):
+            continue
+        vals = get(src)
+        if fld in ("tenant", "slice"):
+            setattr(cols, fld, _str_column(vals))
+        elif fld == "priority":
+            pr = _int_column(vals, lines, src, errors, min_value=None, optional=True)
+            cols.priority = pr
+        elif fld == "cancel_after_s":
+            cols.cancel_after_s = _float_column(vals, lines, src, errors, positive=True,
+                                                optional=True)
+        elif fld == "max_tokens":
+            cols.max_tokens = _int_column(vals, lines, src, errors, min_value=1, optional=True)
+
+
+# --------------------------------------------------------------------------- readers
+
+def _need(header_or_keys, required, shown: str, fmt: str, where: str) -> None:
+    missing = [c for c in required if c not in header_or_keys]
+    if missing:
+        raise WorkloadError(f"{shown}: format {fmt!r} needs column(s) "
+                            f"{', '.join(map(repr, missing))}; {where} has "
+                            f"{', '.join(map(repr, header_or_keys))}")
+
+
+def _read_azure(path: Path, shown: str) -> TraceColumns:
+    header, rows, lines = _read_csv_table(path, shown)
+    _need(header, AZURE_COLUMNS, shown, "azure", "the header")
+    errors = _Errors(shown)
+    ts, ctx, gen = AZURE_COLUMNS
+    ns = _azure_timestamps_ns(_csv_col(header, rows, ts), lines, ts, errors)
+    prompt = _int_column(_csv_col(header, rows, ctx), lines, ctx, errors, min_value=1)
+    output = _int_column(_csv_col(header, rows, gen), lines, gen, errors, min_value=1)
+    # Relative to the earliest row, exactly in integer ns, then one rounding to float seconds.
+    arrival = (ns - ns.min()) / 1e9 if len(ns) else np.zeros(0)
+    cols = TraceColumns(shown, "azure", arrival, prompt, output, lines)
+    _optional_columns(cols, lambda c: _csv_col(header, rows, c), header.__contains__, {},
+                      errors)
+    _check_max_tokens(cols, errors)
+    errors.raise_if_any()
+    return cols
+
+
+def _read_vidur(path: Path, shown: str) -> TraceColumns:
+    header, rows, lines = _read_csv_table(path, shown)
+    _need(header, VIDUR_COLUMNS, shown, "vidur", "the header")
+    errors = _Errors(shown)
+    ta, pf, dc = VIDUR_COLUMNS
+    arrival = _float_column(_csv_col(header, rows, ta), lines, ta, errors, positive=False)
+    prompt = _int_column(_csv_col(header, rows, pf), lines, pf, errors, min_value=1)
+    output = _int_column(_csv_col(header, rows, dc), lines, dc, errors, min_value=1)
+    cols = TraceColumns(shown, "vidur", arrival, prompt, output, lines)
+    _optional_columns(cols, lambda c: _csv_col(header, rows, c), header.__contains__, {},
+                      errors)
+    _check_max_tokens(cols, errors)
+    errors.raise_if_any()
+    return cols
+
+
+def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors) -> list[tuple[int, ...] | None]:
+    out: list[tuple[int, ...] | None] = []
+    for i, v in enumerate(vals):
+        if v is None:
+            out.append(None)
+            continue
+        if not isinstance(v, list) or not all(
+                isinstance(h, int) and not isinstance(h, bool) for h in v):
+            errors.add(int(lines[i]), f"hash_ids {str(v)[:60]!r} is not a list of integers")
+            return [None] * len(vals)
+        out.append(tuple(v) if v else None)
+    return out
+
+
+def _read_mooncake(path: Path, shown: str) -> TraceColumns:
+    objs, lines = _read_jsonl_table(path, shown)
+    errors = _Errors(shown)
+    ts = _float_column(_json_col(objs, "timestamp"), lines, "timestamp", errors, positive=False)
+    prompt = _int_column(_json_col(objs, "input_length"), lines, "input_length", errors,
+                         min_value=1)
+    output = _int_column(_json_col(objs, "output_length"), lines, "output_length", errors,
+                         min_value=1)
+    cols = TraceColumns(shown, "mooncake", ts / 1000.0, prompt, output, lines)
+    if any("hash_ids" in o for o in objs):
+        cols.prefix_hash_ids = _hash_ids(_json_col(objs, "hash_ids"), lines, errors)
+        cols.prefix_block_tokens = MOONCAKE_BLOCK_TOKENS
+    _optional_columns(cols, lambda c: _json_col(objs, c),
+                      lambda c: any(c in o for o in objs), {}, errors)
+    _check_max_tokens(cols, errors)
+    errors.raise_if_any()
+    return cols
+
+
+def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: int,
+             lines: np.ndarray, columns: dict[str, str] | None, time_unit: str) -> TraceColumns:
+    names = dict(columns or {})
+    for fld, src in names.items():
+        if n_rows and not have(src):
+            raise WorkloadError(f"{shown}: column {src!r} (mapped from {fld!r}) not found; "
+                                f"the file has {', '.join(map(repr, present_names))}")
+    missing = [f for f in REQUIRED_GENERIC_FIELDS if not have(names.get(f, f))]
+    if missing and n_rows:
+        raise WorkloadError(
+            f"{shown}: format {fmt!r} needs a column for {', '.join(map(repr, missing))} "
+            f"(map it with columns: {{field: file_column}}); the file has "
+            f"{', '.join(map(repr, present_names))}")
+    errors = _Errors(shown)
+    a_src = names.get("arrival_time_s", "arrival_time_s")
+    p_src = names.get("num_prompt_tokens", "num_prompt_tokens")
+    o_src = names.get("num_output_tokens", "num_output_tokens")
+    arrival = _float_column(get(a_src), lines, a_src, errors, positive=False)
+    if time_unit == "ms":
+        arrival = arrival / 1000.0
+    prompt = _int_column(get(p_src), lines, p_src, errors, min_value=1)
+    output = _int_column(get(o_src), lines, o_src, errors, min_value=1)
+    cols = TraceColumns(shown, fmt, arrival, prompt, output, lines)
+    _optional_columns(cols, get, have, names, errors)
+    _check_max_tokens(cols, errors)
+    errors.raise_if_any()
+    return cols
+
+
+def _read_generic_csv(path: Path, shown: str, columns, time_unit) -> TraceColumns:
+    header, rows, lines = _read_csv_table(path, shown)
+    return _generic(shown, "generic_csv", lambda c: _csv_col(header, rows, c),
+                    header.__contains__, header, len(rows) or 1, lines, columns, time_unit)
+
+
+def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColumns:
+    objs, lines = _read_jsonl_table(path, shown)
+    keys: list[str] = []
+    for o in objs:
+        for k in o:
+            if k not in keys:
+                keys.append(k)
+    return _generic(shown, "generic_jsonl", lambda c: _json_col(objs, c),
+                    lambda c: any(c in o for o in objs), keys, len(objs), lines, columns,
+                    time_unit)
+
+
+# --------------------------------------------------------------------------- detection
+
+def _first_nonblank_line(path: Path, shown: str) -> str:
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            for text in f:
+                if text.strip():
+                    return text.strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise WorkloadError(f"{shown}: cannot read ({e})") from e
+    raise WorkloadError(f"{shown}: empty file")
+
+
+def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None) -> str:
+    """Detect a trace file's format from its extension and first line.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The trace file.
+    columns : dict or None
+        A generic column mapping; when given, the result is ``generic_csv`` or
+        ``generic_jsonl``.
+
+    Returns
+    -------
+    str
+        ``azure``, ``vidur``, ``mooncake``, ``generic_csv`` or ``generic_jsonl``.
+
+    Raises
+    ------
+    WorkloadError
+        If the file cannot be read or is empty.
+    """
+    p = Path(path)
+    shown = str(path)
+    first = _first_nonblank_line(p, shown)
+    ext = p.suffix.lower()
+    is_json = ext in _JSON_EXTS or (ext not in _CSV_EXTS and first.startswith("{"))
+    if is_json:
+        if columns is not None:
+            return "generic_jsonl"
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError:
+            return "generic_jsonl"  # the reader reports the line
+        if isinstance(obj, dict) and all(k in obj for k in MOONCAKE_FIELDS):
+            return "mooncake"
+        return "generic_jsonl"
+    if columns is not None:
+        return "generic_csv"
+    header = [h.strip() for h in next(csv.reader([first]))]
+    if all(c in header for c in AZURE_COLUMNS):
+        return "azure"
+    if all(c in header for c in VIDUR_COLUMNS):
+        return "vidur"
+    if all(c in header for c in REQUIRED_GENERIC_FIELDS):
+        return "generic_csv"
+    raise WorkloadError(
+        f"{shown}: cannot detect the trace format from the header {header}; expected Azure "
+        f"({','.join(AZURE_COLUMNS)}), Vidur ({','.join(VIDUR_COLUMNS)}) or generic "
+        f"({','.join(REQUIRED_GENERIC_FIELDS)}); set format and/or columns")
+
+
+def read_columns(path: str | os.PathLike, format: str = "auto",
+                 columns: dict[str, str] | None = None, time_unit: str = "s") -> TraceColumns:
+    """Read a trace into a :class:`TraceColumns` (file order). See :func:`read_trace`."""
+    shown = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise WorkloadError(f"{shown}: trace file not found")
+    if columns is not None:
+        unknown = sorted(set(columns) - set(GENERIC_FIELDS))
+        if unknown:
+            raise WorkloadError(f"columns: unknown field(s) {unknown}; known: {GENERIC_FIELDS}")
+    if time_unit not in ("s", "ms"):
+        raise WorkloadError(f"time_unit must be 's' or 'ms', got {time_unit!r}")
+    fmt = detect_format(p, columns) if format == "auto" else format
+    generic = fmt in ("generic_csv", "generic_jsonl")
+    if not generic and (columns is not None or time_unit != "s"):
+        raise WorkloadError(f"{shown}: columns/time_unit apply to generic formats, not {fmt!r}")
+    if fmt == "azure":
+        return _read_azure(p, shown)
+    if fmt == "vidur":
+        return _read_vidur(p, shown)
+    if fmt == "mooncake":
+        return _read_mooncake(p, shown)
+    if fmt == "generic_csv":
+        return _read_generic_csv(p, shown, columns, time_unit)
+    if fmt == "generic_jsonl":
+        return _read_generic_jsonl(p, shown, columns, time_unit)
+    raise WorkloadError(f"unknown trace format {format!r}")
+
+
+def read_trace(path: str | os.PathLike, format: str = "auto",
+               columns: dict[str, str] | None = None, time_unit: str = "s") -> list[RequestSpec]:
+    """Read a trace file into request specs.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file (used as given; :func:`load_workload` resolves scenario paths first).
+    format : str
+        ``auto`` (by extension and header), ``azure``, ``vidur``, ``mooncake``,
+        ``generic_csv`` or ``generic_jsonl``.
+    columns : dict of str to str, or None
+        Generic formats: our field name (``arrival_time_s``, ``num_prompt_tokens``,
+        ``num_output_tokens``, ``tenant``, ``priority``, ``slice``, ``cancel_after_s``,
+        ``max_tokens``) -> the file's column name. Unmapped fields use their own name.
+    time_unit : ``"s"`` or ``"ms"``
+        Unit of a generic trace's arrival time column.
+
+    Returns
+    -------
+    list of RequestSpec
+        Sorted by arrival time in seconds on the trace's clock (stable: ties keep file
+        order), ``request_id`` 0..N-1 in that order, ``source_line`` the file line. Azure
+        times are relative to the earliest row; the other formats keep the file's clock.
+
+    Raises
+    ------
+    WorkloadError
+        If the file is missing, the format cannot be detected, a column is missing, or a row
+        is malformed (missing or non-numeric field, token count < 1, negative time,
+        ``max_tokens`` below the output length); the message names ``file:line``.
+    """
+    cols = read_columns(path, format, columns, time_unit)
+    order = np.argsort(cols.arrival_s, kind="stable")
+    return cols.take(order).to_specs()
