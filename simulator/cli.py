@@ -42,7 +42,8 @@ def cmd_run(args) -> int:
     from .workload import load_workload
     overrides = list(args.set or [])
     if args.trace:
-        overrides += [f"workload.trace={args.trace}", "workload.synthetic=null"]
+        overrides += [f"workload.trace={args.trace}", "workload.synthetic=null",
+                      "workload.format=auto", "workload.columns=null"]
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
     scenario, base = load_scenario(args.scenario, overrides)

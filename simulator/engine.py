@@ -72,6 +72,10 @@ class Replica:
 
 def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):
     """The replica scheduler the scenario asks for."""
+    if scenario.speculative is not None and scenario.scheduler.policy == "continuous":
+        from .speculative.scheduler import SpeculativeScheduler
+        return SpeculativeScheduler(setup.sched_cfg, kv, rec, idx, scenario=scenario,
+                                    setup=setup)
     if scenario.scheduler.policy == "static":
         from .scheduling.static import StaticScheduler
         return StaticScheduler(setup.sched_cfg, kv, rec, idx,
@@ -176,7 +180,7 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder):
             rec.add_step((rid, rep.step_index, now, dt, end, out.batch_size,
                           out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
                           out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, nblocks,
-                          len(out.preempted)))
+                          len(out.preempted), out.kv_tokens, out.num_padding_seqs))
             rep.step_index += 1
             sch.update(out, now, end)
             continue
@@ -209,7 +213,9 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder):
             "num_prefill_seqs": np.zeros(k, dtype=np.int64),
             "num_decode_seqs": np.full(k, out.num_decode_seqs),
             "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": used[:k],
-            "num_gpu_blocks": np.full(k, nblocks), "num_preempted": np.zeros(k, dtype=np.int64)})
+            "num_gpu_blocks": np.full(k, nblocks), "num_preempted": np.zeros(k, dtype=np.int64),
+            "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * B,
+            "num_padding_seqs": np.zeros(k, dtype=np.int64)})
         rep.step_index += k
         sch.commit_decode_run(out, k, now, ends)
 

@@ -31,9 +31,9 @@ try:
 except ImportError:  # running from a source checkout without an install
     sys.path.insert(0, str(HERE.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from simulator.workload import WorkloadConfig, load_workload  # noqa: E402
+from simulator.workload import WorkloadConfig, load_workload
 
 DEFAULT_SEED = 20231116
 MOONCAKE_SEED = 2025
@@ -77,13 +77,13 @@ def write_tiny_mooncake(path: Path, n: int = 50) -> None:
     request's own blocks after it, Poisson arrivals at 2 req/s in integer ms, and every 8th
     request arriving on the same millisecond as the one before it."""
     rng = np.random.default_rng(MOONCAKE_SEED)
-    prefixes = [list(range(0, 2)), list(range(2, 6)), list(range(6, 12))]
+    prefixes = [list(range(2)), list(range(2, 6)), list(range(6, 12))]
     next_id = 100
     t_ms = 0
     lines = []
     for i in range(n):
         if i > 0 and i % 8 != 0:
-            t_ms += int(round(rng.exponential(500.0)))
+            t_ms += round(float(rng.exponential(500.0)))
         group = int(rng.integers(0, len(prefixes) + 1))  # len(prefixes) = no shared prefix
         shared = prefixes[group] if group < len(prefixes) else []
         own_tokens = int(rng.integers(1, 3 * 512))

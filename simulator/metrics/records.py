@@ -15,7 +15,7 @@ from ..scheduling.state import FINAL, LEGAL_TRANSITIONS
 STEP_COLUMNS = ["replica_id", "step_index", "start_time_s", "step_time_s", "end_time_s",
                 "batch_size", "num_prefill_tokens", "num_decode_tokens", "num_prefill_seqs",
                 "num_decode_seqs", "num_waiting", "kv_blocks_used", "num_gpu_blocks",
-                "num_preempted"]
+                "num_preempted", "kv_tokens_used", "num_padding_seqs"]
 
 REQUEST_COLUMNS = ["request_id", "replica_id", "tenant", "slice", "priority", "arrival_time_s",
                    "num_prompt_tokens", "num_output_tokens", "num_emitted_tokens",

@@ -69,7 +69,7 @@ class StepOutput:
 
     __slots__ = ("reqs", "ntoks", "preempted", "shape", "num_prefill_tokens",
                  "num_decode_tokens", "num_prefill_seqs", "num_decode_seqs", "num_waiting",
-                 "jumpable", "swap_bytes")
+                 "jumpable", "swap_bytes", "kv_tokens", "num_padding_seqs", "extra_time_s")
 
     def __init__(self):
         self.reqs: list[ReqState] = []
@@ -83,6 +83,9 @@ class StepOutput:
         self.num_waiting = 0
         self.jumpable = False
         self.swap_bytes = 0.0
+        self.kv_tokens = 0  # tokens held in KV after the step (sum over running requests)
+        self.num_padding_seqs = 0  # slots doing no useful work (static batching)
+        self.extra_time_s = 0.0  # added to the step time (swap transfers, drafting)
 
     @property
     def batch_size(self) -> int:
@@ -302,6 +305,10 @@ class ContinuousScheduler:
                 ntok_p += n
             out.reqs.append(r)
             out.ntoks.append(n)
+        kvt = 0
+        for r in running:
+            kvt += r.num_computed_tokens + sched.get(r, 0)
+        out.kv_tokens = kvt
         shape.num_decode = nd
         shape.decode_ctx_total = ctx
         shape.num_sampled = nsamp

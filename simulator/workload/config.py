@@ -92,10 +92,9 @@ class LengthDist(BaseModel):
                 raise ValueError(f"LengthDist: lognormal median must be > 0, got {self.median}")
             if not self.sigma >= 0:
                 raise ValueError(f"LengthDist: lognormal sigma must be >= 0, got {self.sigma}")
-        if self.dist == "uniform":
-            if self.low < 1 or self.high < self.low:
-                raise ValueError(f"LengthDist: uniform needs 1 <= low <= high, "
-                                 f"got low={self.low}, high={self.high}")
+        if self.dist == "uniform" and (self.low < 1 or self.high < self.low):
+            raise ValueError(f"LengthDist: uniform needs 1 <= low <= high, "
+                             f"got low={self.low}, high={self.high}")
         if self.dist == "empirical":
             if (self.values is None) == (self.from_trace is None):
                 raise ValueError("LengthDist: dist='empirical' needs exactly one of "

@@ -300,17 +300,14 @@ def _check_max_tokens(cols: TraceColumns, errors: _Errors) -> None:
 
 def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]], np.ndarray]:
     """Header, rows (lists of strings) and their 1-based line numbers."""
+    header = None
+    header_line = 1
+    rows: list[list[str]] = []
+    lines: list[int] = []
+    prev = 0
     try:
-        f = open(path, newline="", encoding="utf-8-sig")
-    except OSError as e:
-        raise WorkloadError(f"{shown}: cannot open ({e})") from e
-    with f:
-        reader = csv.reader(f)
-        header = None
-        rows: list[list[str]] = []
-        lines: list[int] = []
-        prev = 0
-        try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.reader(f)
             for row in reader:
                 start = prev + 1
                 prev = reader.line_num
@@ -322,8 +319,10 @@ def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]],
                     continue
                 rows.append(row)
                 lines.append(start)
-        except (csv.Error, UnicodeDecodeError) as e:
-            raise WorkloadError(f"{shown}:{prev + 1}: cannot parse CSV ({e})") from e
+    except (csv.Error, UnicodeDecodeError) as e:
+        raise WorkloadError(f"{shown}:{prev + 1}: cannot parse CSV ({e})") from e
+    except OSError as e:
+        raise WorkloadError(f"{shown}: cannot open ({e})") from e
     if header is None:
         raise WorkloadError(f"{shown}: empty file (no header)")
     dup = sorted({h for h in header if header.count(h) > 1})
@@ -340,15 +339,11 @@ def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]],
 
 
 def _read_jsonl_table(path: Path, shown: str) -> tuple[list[dict], np.ndarray]:
-    try:
-        f = open(path, encoding="utf-8-sig")
-    except OSError as e:
-        raise WorkloadError(f"{shown}: cannot open ({e})") from e
     objs: list[dict] = []
     lines: list[int] = []
     loads = json.loads
-    with f:
-        try:
+    try:
+        with open(path, encoding="utf-8-sig") as f:
             for no, text in enumerate(f, start=1):
                 if not text.strip():
                     continue
@@ -361,8 +356,10 @@ def _read_jsonl_table(path: Path, shown: str) -> tuple[list[dict], np.ndarray]:
                                         f"{type(obj).__name__}")
                 objs.append(obj)
                 lines.append(no)
-        except UnicodeDecodeError as e:
-            raise WorkloadError(f"{shown}: not UTF-8 text ({e})") from e
+    except UnicodeDecodeError as e:
+        raise WorkloadError(f"{shown}: not UTF-8 text ({e})") from e
+    except OSError as e:
+        raise WorkloadError(f"{shown}: cannot open ({e})") from e
     return objs, np.asarray(lines, dtype=np.int64)
 
 

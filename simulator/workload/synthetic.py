@@ -84,7 +84,7 @@ def generate_arrivals(cfg: ArrivalConfig, rng: np.random.Generator,
     if duration_s is None:
         raise WorkloadError("synthetic arrivals need num_requests or duration_s")
     # Draw in chunks whose sizes depend only on the config (deterministic for a seed).
-    chunk = int(math.ceil(cfg.rate_rps * duration_s * 1.25)) + 64
+    chunk = math.ceil(cfg.rate_rps * duration_s * 1.25) + 64
     parts: list[np.ndarray] = []
     last = 0.0
     while last < duration_s:

@@ -107,7 +107,7 @@ def test_corollary_3_9_gamma_one_gain():
 
 def test_optimal_k_brute_force_and_edges():
     for a, c in [(0.6, 0.05), (0.8, 0.02), (0.9, 0.1), (0.5, 0.3)]:
-        best = max(range(0, 17), key=lambda k: (expected_speedup(a, k, c), -k))
+        best = max(range(17), key=lambda k: (expected_speedup(a, k, c), -k))
         assert optimal_k(a, c, 16) == best
     assert optimal_k(0.9, 0.0, 12) == 12  # free drafts: longer is better
     assert optimal_k(0.2, 0.5, 16) == 0  # never pays off

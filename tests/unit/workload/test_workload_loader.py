@@ -18,7 +18,6 @@ from simulator.workload import (
     stable_int_hash,
 )
 
-
 REPO = Path(__file__).resolve().parents[3]
 VIDUR_HEADER = "arrived_at,num_prefill_tokens,num_decode_tokens\n"
 
@@ -118,8 +117,8 @@ def test_shares_conflict_with_trace_column(write):
 
 
 def test_labels_do_not_depend_on_rate_scale(six):
-    base = dict(trace=str(six), tenants={"a": 0.5, "b": 0.5},
-                patience={"dist": "exponential", "mean_s": 3.0})
+    base = {"trace": str(six), "tenants": {"a": 0.5, "b": 0.5},
+            "patience": {"dist": "exponential", "mean_s": 3.0}}
     r1 = load_workload(cfg(**base), seed=5)
     r2 = load_workload(cfg(**base, rate_scale=4.0), seed=5)
     assert [(r.tenant, r.cancel_after_s) for r in r1] == [(r.tenant, r.cancel_after_s)

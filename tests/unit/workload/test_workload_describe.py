@@ -1,0 +1,46 @@
+"""describe_workload on hand-made request lists."""
+from __future__ import annotations
+
+import math
+
+from simulator.request import RequestSpec
+from simulator.workload import describe_workload
+
+
+def req(i, t, p=10, o=5, **kw):
+    return RequestSpec(request_id=i, arrival_time_s=t, num_prompt_tokens=p,
+                       num_output_tokens=o, **kw)
+
+
+def test_describe_small():
+    # gaps 0.5, 0.5, 1.0, 2.0 -> mean 1.0, population sd sqrt(0.375)
+    times = [0.0, 0.5, 1.0, 2.0, 4.0]
+    reqs = [req(i, t, p=10 * (i + 1), o=i + 1, tenant="a" if i < 2 else "b",
+                cancel_after_s=1.0 if i == 0 else None) for i, t in enumerate(times)]
+    d = describe_workload(reqs)
+    assert d["count"] == 5
+    assert d["duration_s"] == 4.0
+    assert d["mean_rate_rps"] == 1.0
+    assert math.isclose(d["interarrival_cv"], math.sqrt(0.375))
+    assert d["peak_requests_in_1s"] == 2        # [0, 1) holds 0.0 and 0.5
+    assert d["peak_requests_any_1s"] == 2
+    assert d["prompt_tokens"]["p50"] == 30.0
+    assert math.isclose(d["prompt_tokens"]["p90"], 46.0)   # linear: 40 + 0.6 * 10
+    assert d["prompt_tokens"]["max"] == 50
+    assert d["output_tokens"]["min"] == 1
+    assert d["tenants"] == {"a": 2, "b": 3}
+    assert d["slices"] == {"default": 5}
+    assert d["with_cancel_after"] == 1
+
+
+def test_describe_sliding_peak_differs_from_calendar_seconds():
+    reqs = [req(i, t) for i, t in enumerate([0.6, 0.9, 1.1, 1.4])]
+    d = describe_workload(reqs)
+    assert d["peak_requests_in_1s"] == 2
+    assert d["peak_requests_any_1s"] == 4
+
+
+def test_describe_edge_cases():
+    assert describe_workload([])["count"] == 0
+    d = describe_workload([req(0, 3.0)])
+    assert d["duration_s"] == 0.0 and d["mean_rate_rps"] is None and d["interarrival_cv"] is None
