@@ -101,16 +101,20 @@ class RunRecorder:
         self._step_chunks.append(chunk)
 
     def steps_frame(self) -> pd.DataFrame:
-        parts = []
+        """All steps as one DataFrame sorted by (replica_id, step_index)."""
+        cols: dict[str, list] = {c: [] for c in STEP_COLUMNS}
         if self._steps:
-            parts.append(pd.DataFrame.from_records(self._steps, columns=STEP_COLUMNS))
+            arr = list(zip(*self._steps))
+            for c, v in zip(STEP_COLUMNS, arr):
+                cols[c].append(np.asarray(v))
         for ch in self._step_chunks:
-            parts.append(pd.DataFrame({c: ch[c] for c in STEP_COLUMNS}))
-        if not parts:
+            for c in STEP_COLUMNS:
+                cols[c].append(np.asarray(ch[c]))
+        if not cols["step_index"]:
             return pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS})
-        df = pd.concat(parts, ignore_index=True)
-        df = df.sort_values(["replica_id", "step_index"], kind="stable").reset_index(drop=True)
-        return df
+        data = {c: np.concatenate(v) for c, v in cols.items()}
+        order = np.lexsort((data["step_index"], data["replica_id"]))
+        return pd.DataFrame({c: v[order] for c, v in data.items()})
 
     # ------------------------------------------------------------------ requests
     def requests_frame(self) -> pd.DataFrame:

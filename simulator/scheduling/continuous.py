@@ -116,6 +116,10 @@ class ContinuousScheduler:
         self._heap: list = []  # priority policy: (priority, arrival, id, req)
         self.running: list[ReqState] = []
         self.num_preemptions = 0
+        #: draft tokens verified per decode step (speculative decoding); 0 = plain decoding.
+        #: A decode then schedules ``1 + num_lookahead_tokens`` tokens and allocates KV slots
+        #: for them (rolled back on rejection by the speculative scheduler's ``update``).
+        self.num_lookahead_tokens = 0
 
     # ------------------------------------------------------------------ queue helpers
     @property
@@ -226,10 +230,13 @@ class ContinuousScheduler:
         budget = cfg.max_num_batched_tokens
         sched: dict[ReqState, int] = {}
         running = self.running
+        la = self.num_lookahead_tokens
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
             n = r.num_tokens - r.num_computed_tokens
+            if la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
+                n += la
             if n > budget:
                 n = budget
             while not kv.allocate(r, r.num_computed_tokens + n):
@@ -293,13 +300,14 @@ class ContinuousScheduler:
         nd = ctx = nsamp = ntok_p = 0
         for r, n in sched.items():
             c = r.num_computed_tokens
-            emits = c + n == r.num_tokens
-            if emits:
-                nsamp += 1
-            if n == 1 and emits and r.num_emitted > 0:
+            if r.num_emitted > 0 and c == r.num_tokens - 1 and (n == 1 or n == 1 + la):
+                # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
-                ctx += c + 1
+                ctx += c + n
+                nsamp += n
             else:
+                if c + n == r.num_tokens:
+                    nsamp += 1
                 pq.append(n)
                 ps.append(c)
                 ntok_p += n
@@ -311,12 +319,13 @@ class ContinuousScheduler:
         out.kv_tokens = kvt
         shape.num_decode = nd
         shape.decode_ctx_total = ctx
+        shape.decode_q_per_seq = 1 + la if (la and nd) else 1
         shape.num_sampled = nsamp
         out.num_decode_seqs = out.num_decode_tokens = nd
         out.num_prefill_tokens = ntok_p
         out.num_prefill_seqs = len(pq)
         out.num_waiting = self.num_waiting
-        out.jumpable = (blocked and not pq and not out.preempted
+        out.jumpable = (blocked and not pq and not la and not out.preempted
                         and not any(r.cancel_requested for r in out.reqs))
         return out
 

@@ -1,0 +1,176 @@
+"""Field-path grids: expand a base scenario over lists of values, flatten nested results.
+
+A *field path* names one scenario field with dots, as ``--set`` does: ``hardware.gpu``,
+``cluster.tensor_parallel_size``, ``scheduler.enable_chunked_prefill``. A value may be any
+YAML value; a mapping (or ``null``) replaces the whole sub-tree, so
+``speculative: [null, {method: draft_model, ...}]`` switches speculative decoding off and on.
+"""
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "config_label",
+    "expand_grid",
+    "flatten_inputs",
+    "flatten_summary",
+    "get_path",
+    "set_path",
+]
+
+
+def set_path(raw: dict, path: str, value: Any) -> dict:
+    """Set ``raw[a][b][c] = value`` for ``path = "a.b.c"`` in place and return ``raw``.
+
+    Intermediate sections that are missing or ``None`` are created as empty mappings.
+
+    Parameters
+    ----------
+    raw : dict
+        A raw (not yet validated) scenario mapping.
+    path : str
+        Dotted field path.
+    value : any
+        The value (deep-copied, so later edits of ``raw`` never alias the grid's lists).
+
+    Raises
+    ------
+    ValueError
+        If the path is empty or an intermediate key holds a non-mapping value.
+    """
+    parts = path.split(".")
+    if not path or any(not p for p in parts):
+        raise ValueError(f"field path {path!r}: empty component")
+    d = raw
+    for i, p in enumerate(parts[:-1]):
+        nxt = d.get(p)
+        if nxt is None:
+            nxt = {}
+            d[p] = nxt
+        elif not isinstance(nxt, dict):
+            where = ".".join(parts[: i + 1])
+            raise ValueError(f"field path {path!r}: '{where}' is not a section")
+        d = nxt
+    d[parts[-1]] = copy.deepcopy(value)
+    return raw
+
+
+def get_path(raw: Mapping, path: str, default: Any = None) -> Any:
+    """The value at dotted ``path`` in ``raw`` (``default`` when any component is missing)."""
+    d: Any = raw
+    for p in path.split("."):
+        if not isinstance(d, Mapping) or p not in d:
+            return default
+        d = d[p]
+    return d
+
+
+def expand_grid(grid: Mapping[str, list] | None,
+                points: list[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """All override sets of a grid: ``points`` (or one empty point) x the Cartesian product.
+
+    Parameters
+    ----------
+    grid : mapping of str to list, optional
+        Field path -> values. The product varies the *last* path fastest (like nested loops
+        in the order the paths were written).
+    points : list of mapping, optional
+        Explicit override sets (field path -> value); each is combined with every product
+        point (the product's values win on a shared path).
+
+    Returns
+    -------
+    list of dict
+        Field path -> value, one dict per configuration, in a deterministic order.
+
+    Raises
+    ------
+    ValueError
+        If a grid entry is not a non-empty list.
+    """
+    grid = dict(grid or {})
+    for k, v in grid.items():
+        if not isinstance(v, list) or not v:
+            raise ValueError(f"grid '{k}': expected a non-empty list of values, got {v!r}")
+    keys = list(grid)
+    prod = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
+    base_points = [dict(p) for p in points] if points else [{}]
+    return [{**p, **g} for p in base_points for g in prod]
+
+
+def _short(path: str) -> str:
+    last = path.split(".")[-1]
+    return {
+        "tensor_parallel_size": "tp",
+        "num_replicas": "replicas",
+        "max_num_seqs": "seqs",
+        "max_num_batched_tokens": "tokens",
+        "enable_chunked_prefill": "chunked",
+        "kv_cache_dtype": "kv",
+        "gpu": "gpu",
+        "router": "router",
+        "enable_prefix_caching": "prefix_cache",
+        "weight_dtype": "w",
+    }.get(last, last)
+
+
+def _fmt_value(v: Any) -> str:
+    if v is None:
+        return "off"
+    if isinstance(v, bool):
+        return "on" if v else "off"
+    if isinstance(v, Mapping):
+        if "method" in v:
+            k = v.get("num_speculative_tokens")
+            return f"{v['method']}" + (f"x{k}" if k is not None else "")
+        s = json.dumps(v, sort_keys=True, separators=(",", ":"))
+        return s if len(s) <= 24 else s[:21] + "..."
+    return str(v)
+
+
+def config_label(overrides: Mapping[str, Any]) -> str:
+    """A short human label of an override set: ``gpu=h100-sxm tp=1 seqs=128``.
+
+    ``None``/``False`` show as ``off``, ``True`` as ``on``; a mapping with a ``method`` key
+    (speculative decoding) shows its method and ``num_speculative_tokens``.
+    """
+    if not overrides:
+        return "base"
+    return " ".join(f"{_short(k)}={_fmt_value(v)}" for k, v in overrides.items())
+
+
+def _flatten(d: Any, prefix: str, sep: str, out: dict) -> None:
+    if isinstance(d, Mapping):
+        if not d and prefix:
+            out[prefix] = None
+        for k, v in d.items():
+            _flatten(v, f"{prefix}{sep}{k}" if prefix else str(k), sep, out)
+    elif isinstance(d, (list, tuple)):
+        out[prefix] = json.dumps(d, sort_keys=True)
+    else:
+        if isinstance(d, float) and not math.isfinite(d):
+            d = None
+        out[prefix] = d
+
+
+def flatten_inputs(scenario: Mapping[str, Any]) -> dict[str, Any]:
+    """Flatten a resolved scenario to ``{"cluster.tensor_parallel_size": 1, ...}``.
+
+    Lists become JSON strings; an empty or ``None`` section stays one column (``speculative``).
+    """
+    out: dict[str, Any] = {}
+    _flatten(scenario, "", ".", out)
+    return out
+
+
+def flatten_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Flatten a run summary with ``_``: ``ttft_s.p99`` -> ``ttft_s_p99``,
+    ``by_slice.chat.ttft_s.p99`` -> ``by_slice_chat_ttft_s_p99``."""
+    out: dict[str, Any] = {}
+    _flatten(summary, "", "_", out)
+    return out

@@ -1,0 +1,9 @@
+"""Test-suite wide setup: make ``tests/helpers.py`` importable as ``helpers``."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+_HERE = str(Path(__file__).resolve().parent)
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)

@@ -1,0 +1,234 @@
+"""Shared factories for the core-simulator tests (invariants, unit, property, fidelity).
+
+Everything here builds *inputs* (scenarios, request lists, a constant-time performance model)
+or *checks* state; nothing here computes an expected value from the code under test.
+
+Import with ``from helpers import ...`` (``tests/conftest.py`` puts this folder on the path).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+
+import numpy as np
+
+from simulator.config import Scenario, validate_scenario
+from simulator.engine import SimOutput, build_setup, simulate
+from simulator.kv import KVCacheManager
+from simulator.metrics.records import RunRecorder
+from simulator.request import RequestSpec
+from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from simulator.scheduling.state import ReqState
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: the project's shared folder (traces, reference); lives next to the repository
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+UNFINISHED = ("waiting", "running")
+FINAL = ("completed", "rejected", "cancelled")
+
+
+# ---------------------------------------------------------------------------- scenarios
+def synthetic_workload(n: int = 200, rate_rps: float = 20.0, *, prompt_median: float = 300,
+                       prompt_sigma: float = 0.8, prompt_max: int = 3000,
+                       output_median: float = 100, output_sigma: float = 0.8,
+                       output_max: int = 1000, **extra) -> dict:
+    """A raw ``workload`` section: Poisson arrivals x lognormal prompt and output lengths."""
+    w = {"synthetic": {
+        "arrival": {"process": "poisson", "rate_rps": rate_rps},
+        "num_requests": n,
+        "prompt_tokens": {"dist": "lognormal", "median": prompt_median, "sigma": prompt_sigma,
+                          "max": prompt_max},
+        "output_tokens": {"dist": "lognormal", "median": output_median, "sigma": output_sigma,
+                          "max": output_max},
+    }}
+    w.update(extra)
+    return w
+
+
+def deep_update(base: dict, upd: dict) -> dict:
+    """Recursively merge ``upd`` into a copy of ``base`` (dicts merge, other values replace)."""
+    out = copy.deepcopy(base)
+    for k, v in upd.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_update(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def make_scenario(overrides: dict | None = None, *, workload: dict | None = None) -> Scenario:
+    """A validated scenario: Llama-3.1-8B on one H100 SXM, roofline perf, plus ``overrides``."""
+    raw = {"name": "test", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+           "perf": {"source": "roofline"}, "seed": 0,
+           "workload": workload if workload is not None else synthetic_workload()}
+    return validate_scenario(deep_update(raw, overrides or {}))
+
+
+def load_specs(scenario: Scenario) -> list[RequestSpec]:
+    from simulator.workload import load_workload
+    return load_workload(scenario.workload, scenario.seed, REPO_ROOT)
+
+
+def run_sim(scenario: Scenario, specs: list[RequestSpec] | None = None, *, perf=None,
+            check_transitions: bool = True, until_s: float | None = None) -> SimOutput:
+    """``simulate`` with transitions checked; ``perf`` replaces the performance model."""
+    setup = build_setup(scenario)
+    if perf is not None:
+        setup.perf = perf
+    if specs is None:
+        specs = load_specs(scenario)
+    return simulate(scenario, setup, specs, check_transitions=check_transitions,
+                    until_s=until_s)
+
+
+# ---------------------------------------------------------------------------- requests
+def spec(request_id: int, arrival: float, prompt: int, output: int, **kw) -> RequestSpec:
+    return RequestSpec(request_id=request_id, arrival_time_s=float(arrival),
+                       num_prompt_tokens=int(prompt), num_output_tokens=int(output), **kw)
+
+
+def specs_from_rows(rows) -> list[RequestSpec]:
+    """Rows of (arrival_s, prompt, output[, kwargs dict]) -> specs with ids 0..n-1."""
+    out = []
+    for i, row in enumerate(rows):
+        kw = row[3] if len(row) > 3 else {}
+        out.append(spec(i, row[0], row[1], row[2], **kw))
+    return out
+
+
+def poisson_specs(n: int, rate_rps: float, prompt: int, output: int, seed: int = 0,
+                  **kw) -> list[RequestSpec]:
+    """``n`` requests with exponential gaps (mean 1/rate) and fixed lengths."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    return [spec(i, float(t[i]), prompt, output, **kw) for i in range(n)]
+
+
+# ---------------------------------------------------------------------------- perf stub
+class ConstantStepPerf:
+    """Every engine step takes ``step_s`` seconds, whatever its shape."""
+
+    kind = "constant"
+
+    def __init__(self, step_s: float):
+        self.step_s = float(step_s)
+
+    def step_time(self, shape) -> float:
+        return self.step_s
+
+    def decode_step_times(self, num_seqs, ctx_totals):
+        return np.full(len(ctx_totals), self.step_s)
+
+    def provenance(self) -> dict:
+        return {}
+
+
+# ---------------------------------------------------------------------------- scheduler factory
+def make_scheduler(*, num_blocks: int = 64, block_size: int = 4, prefix: bool = False,
+                   allocation: str = "paged", watermark: float = 0.0,
+                   **cfg) -> ContinuousScheduler:
+    """A bare scheduler (no SimPy) with its own KV manager and a checking recorder."""
+    cfg.setdefault("max_model_len", 1 << 20)
+    sc = SchedulerConfig(**cfg)
+    kv = KVCacheManager(num_blocks, block_size, enable_prefix_caching=prefix,
+                        allocation=allocation, max_model_len=sc.max_model_len,
+                        watermark=watermark)
+    return ContinuousScheduler(sc, kv, RunRecorder(check_transitions=True), 0)
+
+
+def req(request_id: int, prompt: int, output: int, arrival: float = 0.0, **kw) -> ReqState:
+    return ReqState(spec(request_id, arrival, prompt, output, **kw))
+
+
+# ---------------------------------------------------------------------------- KV audit
+class KVAudit:
+    """Checks DESIGN.md invariant 4 after every scheduler call that moves KV blocks.
+
+    Installed with ``monkeypatch`` around ``ContinuousScheduler.schedule``, ``update`` and
+    ``commit_decode_run``. After each call, for the scheduler's pool:
+
+    - ``BlockPool.check_invariants()`` (free + held == total, no negative ref, no block
+      both free and held);
+    - ownership: each block's ref count equals the number of live requests (running or
+      waiting on that replica) listing it, so no finished request still holds a block and
+      no block is referenced by nobody;
+    - a waiting request holds no blocks (preemption and cancellation free everything);
+    - after ``schedule``: every scheduled request holds the blocks for the tokens it will
+      have computed after the step (paged: ceil((computed + n) / block_size)).
+
+    Counters (for non-vacuity): ``checks``, ``max_ref`` (largest ref count seen),
+    ``preempted`` (victims seen in step outputs), ``full_steps`` (checks where the pool had
+    no free block).
+    """
+
+    def __init__(self):
+        self.checks = 0
+        self.max_ref = 0
+        self.preempted = 0
+        self.full_steps = 0
+        self.decode_runs = 0
+
+    def install(self, monkeypatch) -> KVAudit:
+        orig_schedule = ContinuousScheduler.schedule
+        orig_update = ContinuousScheduler.update
+        orig_commit = ContinuousScheduler.commit_decode_run
+        audit = self
+
+        def schedule(sched, now):
+            out = orig_schedule(sched, now)
+            if out is not None:
+                audit.preempted += len(out.preempted)
+                kv = sched.kv
+                for r, n in zip(out.reqs, out.ntoks):
+                    need = kv.blocks_for(r.num_computed_tokens + n)
+                    assert len(r.blocks) >= need, (r, n)
+            audit.check(sched)
+            return out
+
+        def update(sched, out, start, end):
+            orig_update(sched, out, start, end)
+            audit.check(sched)
+
+        def commit(sched, out, k, start, ends):
+            orig_commit(sched, out, k, start, ends)
+            if k > 1:
+                audit.decode_runs += 1
+            audit.check(sched)
+
+        monkeypatch.setattr(ContinuousScheduler, "schedule", schedule)
+        monkeypatch.setattr(ContinuousScheduler, "update", update)
+        monkeypatch.setattr(ContinuousScheduler, "commit_decode_run", commit)
+        return self
+
+    def check(self, sched) -> None:
+        pool = sched.kv.pool
+        pool.check_invariants()
+        owners = [0] * pool.num_blocks
+        waiting = sched.waiting_requests()
+        for r in waiting:
+            assert not r.blocks, f"waiting request {r.request_id} holds blocks {r.blocks}"
+        for r in sched.running:
+            assert r.status == "running", r
+            for b in r.blocks:
+                owners[b] += 1
+        assert owners == pool.ref_cnt, "ref counts differ from the requests holding blocks"
+        free = set(pool.free_block_ids())
+        held = {b for b, c in enumerate(pool.ref_cnt) if c > 0}
+        assert not (free & held)
+        assert len(free) + len(held) == pool.num_blocks
+        self.max_ref = max(self.max_ref, max(pool.ref_cnt))
+        if not free:
+            self.full_steps += 1
+        self.checks += 1
+
+
+# ---------------------------------------------------------------------------- record checks
+def isnan(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def summary_without_wall(summary: dict) -> dict:
+    """A run summary minus the wall-clock figures (the only non-deterministic ones)."""
+    return {k: v for k, v in summary.items() if k not in ("sim_wall_s", "sim_speedup")}
