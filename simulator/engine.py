@@ -120,11 +120,18 @@ def build_setup(scenario: Scenario) -> ReplicaSetup:
     price = scenario.cost.usd_per_gpu_hour
     if price is None:
         price = gpu.usd_per_gpu_hour
+    block_bytes = float(model.kv_bytes_per_token(kv_dtype, tp) * scenario.kv_cache.block_size)
+    share = sc.admission.tenant_max_share
     cfg = SchedulerConfig(max_num_seqs=sc.max_num_seqs,
                           max_num_batched_tokens=sc.max_num_batched_tokens,
                           enable_chunked_prefill=sc.enable_chunked_prefill,
                           max_model_len=max_model_len, policy=sc.queue_policy,
-                          preemption_mode=sc.preemption_mode)
+                          preemption_mode=sc.preemption_mode,
+                          swap_space_blocks=int(scenario.kv_cache.swap_space_gb * 1e9 // block_bytes),
+                          swap_block_bytes=block_bytes,
+                          host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
+                          tenant_max_seqs=(max(1, int(share * sc.max_num_seqs))
+                                           if share is not None else None))
     return ReplicaSetup(model, gpu, tp, perf, mem, num_blocks, scenario.kv_cache.block_size, cfg,
                         kv_dtype, wdt, price, extra={"draft_model": draft})
 

@@ -17,7 +17,7 @@ import yaml
 
 from .config import Scenario
 from .engine import ReplicaSetup, SimOutput, build_setup, simulate
-from .metrics.summary import summarize
+from .metrics.summary import kv_and_batching_stats, summarize
 from .request import RequestSpec
 from .workload import load_workload
 
@@ -80,6 +80,18 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["provenance"] = setup.perf.provenance()
     summary["prefix_cache_hit_tokens"] = int(sim.recorder.prefix_hit_tokens)
     summary["num_steps"] = int(len(steps))
+    summary.update(kv_and_batching_stats(
+        steps, setup.block_size,
+        setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)))
+    summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
+    summary["kv_cache_dtype"] = setup.kv_cache_dtype
+    if scenario.speculative is not None:
+        try:
+            from .speculative.metrics import speculative_summary
+        except ImportError:  # pragma: no cover - module added with the speculative engine
+            speculative_summary = None
+        if speculative_summary is not None:
+            summary["speculative"] = speculative_summary(sim)
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures)

@@ -232,3 +232,82 @@ def isnan(x) -> bool:
 def summary_without_wall(summary: dict) -> dict:
     """A run summary minus the wall-clock figures (the only non-deterministic ones)."""
     return {k: v for k, v in summary.items() if k not in ("sim_wall_s", "sim_speedup")}
+
+
+# ---------------------------------------------------------------------------- scenario suite
+def prefix_specs(n: int = 200, rate_rps: float = 20.0, seed: int = 1, *, groups: int = 5,
+                 block_tokens: int = 16) -> list[RequestSpec]:
+    """Requests sharing prompt prefixes: group ``g`` declares prefix ids ``(g*100, g*100+1,
+    ...)`` of 4..12 blocks of ``block_tokens`` tokens (sometimes truncated, so chains diverge
+    part-way), followed by a private suffix."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1.0 / rate_rps, n))
+    plen = [int(x) for x in rng.integers(4, 13, groups)]
+    out = []
+    for i in range(n):
+        g = int(rng.integers(groups))
+        k = plen[g] if rng.random() < 0.7 else int(rng.integers(1, plen[g] + 1))
+        ids = tuple(g * 100 + j for j in range(k))
+        if rng.random() < 0.2:  # diverge after the first half
+            ids = ids[: max(1, k // 2)] + tuple(9000 + i * 50 + j for j in range(k - k // 2))
+        prompt = k * block_tokens + int(rng.integers(1, 200))
+        out.append(spec(i, float(t[i]), prompt, int(rng.integers(1, 150)),
+                        prefix_hash_ids=ids, prefix_block_tokens=block_tokens))
+    return out
+
+
+#: name -> (scenario overrides, workload section or a spec factory, until_s). Small scenarios
+#: (<= 400 requests) that drive the engine through preemption, chunking, priorities, prefix
+#: caching, several replicas, cancellations, admission limits, contiguous allocation,
+#: max_model_len and the sequence limit. Shared by the invariant tests.
+SUITE = {
+    "preempt_chunked": ({"kv_cache": {"num_gpu_blocks": 120},
+                         "scheduler": {"max_num_batched_tokens": 512}},
+                        synthetic_workload(200, 20), None),
+    "no_chunking": ({"kv_cache": {"num_gpu_blocks": 200},
+                     "scheduler": {"enable_chunked_prefill": False,
+                                   "max_num_batched_tokens": 2048}},
+                    synthetic_workload(200, 20), None),
+    "priority": ({"kv_cache": {"num_gpu_blocks": 120},
+                  "scheduler": {"queue_policy": "priority", "max_num_batched_tokens": 1024}},
+                 synthetic_workload(200, 25, priorities={0: 0.3, 1: 0.3, 2: 0.4}), None),
+    "prefix_caching": ({"kv_cache": {"num_gpu_blocks": 90, "enable_prefix_caching": True},
+                        "scheduler": {"max_num_batched_tokens": 1024}},
+                       "prefix_specs", None),
+    "prefix_mooncake": ({"kv_cache": {"num_gpu_blocks": 330, "enable_prefix_caching": True}},
+                        {"trace": "traces/tiny_mooncake_like.jsonl", "format": "mooncake",
+                         "rate_scale": 4.0}, None),
+    "multi_replica": ({"cluster": {"num_replicas": 3, "router": "least_kv"},
+                       "kv_cache": {"num_gpu_blocks": 100}},
+                      synthetic_workload(300, 60), None),
+    "cancel_admission": ({"kv_cache": {"num_gpu_blocks": 150},
+                          "scheduler": {"max_num_batched_tokens": 256,
+                                        "admission": {"max_waiting": 30,
+                                                      "max_queue_delay_s": 5.0}}},
+                         synthetic_workload(200, 8, prompt_median=600, output_median=50,
+                                            patience={"dist": "uniform", "low": 0.01,
+                                                      "high": 2.0, "fraction": 0.5}), None),
+    "contiguous": ({"kv_cache": {"num_gpu_blocks": 600, "allocation": "contiguous"}},
+                   synthetic_workload(200, 20, max_tokens=400), None),
+    "max_model_len": ({"kv_cache": {"num_gpu_blocks": 200},
+                       "scheduler": {"max_model_len": 700}},
+                      synthetic_workload(200, 20), None),
+    "light_load": ({"cluster": {"num_replicas": 2, "router": "least_outstanding"}},
+                   synthetic_workload(150, 3), None),
+    "seq_limit_until": ({"cluster": {"num_replicas": 2, "router": "round_robin"},
+                         "kv_cache": {"num_gpu_blocks": 150},
+                         "scheduler": {"max_num_seqs": 4}},
+                        synthetic_workload(300, 40), 6.0),
+}
+
+
+def suite_case(name: str):
+    """(scenario, specs, until_s) of ``SUITE[name]``."""
+    overrides, workload, until = SUITE[name]
+    if workload == "prefix_specs":
+        sc = make_scenario(overrides)
+        specs = prefix_specs()
+    else:
+        sc = make_scenario(overrides, workload=workload)
+        specs = load_specs(sc)
+    return sc, specs, until

@@ -561,3 +561,53 @@ def summarize(
         "by_tenant": _by_group(req, lat, met, finished_in_window, duration_s, "tenant"),
     }
     return _json_safe(summary)
+
+
+def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
+                          kv_bytes_per_token: float) -> dict[str, Any]:
+    """KV waste and batching figures from the steps frame (time-weighted over busy time).
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        The engine's step table (needs ``kv_blocks_used``, ``kv_tokens_used``,
+        ``num_padding_seqs``, ``batch_size``, ``step_time_s``).
+    block_size : int
+        Tokens per KV block.
+    kv_bytes_per_token : float
+        KV bytes of one token on one GPU of a replica.
+
+    Returns
+    -------
+    dict
+        ``max_concurrency`` (largest batch), ``padding_waste`` (share of slot-steps doing no
+        useful work: sum of padding slots / sum of batch slots), ``kv_reserved_bytes_mean``,
+        ``kv_used_bytes_mean``, ``kv_wasted_bytes_mean`` (per GPU, mean over a replica's busy
+        time, averaged over replicas), ``mean_kv_fragmentation`` (time-weighted share of
+        reserved KV bytes holding no token: 1 - tokens / (blocks x block_size)).
+    """
+    if steps is None or len(steps) == 0:
+        return {"max_concurrency": 0, "padding_waste": None, "kv_reserved_bytes_mean": None,
+                "kv_used_bytes_mean": None, "kv_wasted_bytes_mean": None,
+                "mean_kv_fragmentation": None}
+    w = steps["step_time_s"].to_numpy(dtype=float)
+    wsum = w.sum() or 1.0
+    blocks = steps["kv_blocks_used"].to_numpy(dtype=float)
+    tokens = steps["kv_tokens_used"].to_numpy(dtype=float) if "kv_tokens_used" in steps else blocks * block_size
+    reserved = blocks * block_size
+    tokens = np.minimum(tokens, reserved)
+    n_rep = max(1, steps["replica_id"].nunique())
+    reserved_b = float((reserved * w).sum() / wsum) * kv_bytes_per_token
+    used_b = float((tokens * w).sum() / wsum) * kv_bytes_per_token
+    frag = float(((reserved - tokens) * w).sum() / max((reserved * w).sum(), 1e-300))
+    batch = steps["batch_size"].to_numpy(dtype=float)
+    pad = steps["num_padding_seqs"].to_numpy(dtype=float) if "num_padding_seqs" in steps else 0 * batch
+    return {
+        "max_concurrency": int(batch.max()),
+        "padding_waste": float(pad.sum() / batch.sum()) if batch.sum() else None,
+        "kv_reserved_bytes_mean": reserved_b,
+        "kv_used_bytes_mean": used_b,
+        "kv_wasted_bytes_mean": reserved_b - used_b,
+        "mean_kv_fragmentation": frag if reserved.sum() else None,
+        "num_replicas_with_steps": int(n_rep),
+    }

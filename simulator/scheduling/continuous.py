@@ -62,6 +62,14 @@ class SchedulerConfig:
     max_model_len: int = 131072
     policy: str = "fcfs"
     preemption_mode: str = "recompute"
+    #: host swap space in KV blocks (``preemption_mode: swap``)
+    swap_space_blocks: int = 0
+    #: bytes of one KV block on one GPU (swap transfer size per GPU)
+    swap_block_bytes: float = 0.0
+    #: host link (PCIe) bandwidth per direction, bytes/s
+    host_link_bandwidth_bytes_per_s: float = 32e9
+    #: max running sequences per tenant (``admission.tenant_max_share x max_num_seqs``)
+    tenant_max_seqs: int | None = None
 
 
 class StepOutput:
@@ -120,6 +128,9 @@ class ContinuousScheduler:
         #: A decode then schedules ``1 + num_lookahead_tokens`` tokens and allocates KV slots
         #: for them (rolled back on rejection by the speculative scheduler's ``update``).
         self.num_lookahead_tokens = 0
+        self.swap_used_blocks = 0
+        self.num_swap_outs = 0
+        self.num_swap_ins = 0
 
     # ------------------------------------------------------------------ queue helpers
     @property
@@ -209,8 +220,21 @@ class ContinuousScheduler:
     # ------------------------------------------------------------------ preemption
     def _preempt(self, victim: ReqState, now: float, out: StepOutput) -> None:
         self.running.remove(victim)
-        self.kv.free(victim)
-        victim.num_computed_tokens = 0
+        cfg = self.cfg
+        nb = len(victim.blocks)
+        if (cfg.preemption_mode == "swap" and victim.num_computed_tokens > 0 and nb
+                and self.swap_used_blocks + nb <= cfg.swap_space_blocks
+                and self.kv.allocation == "paged"):
+            # swap out: KV copied to host memory over the host link; progress kept
+            victim.swapped_blocks = nb
+            self.swap_used_blocks += nb
+            out.extra_time_s += nb * cfg.swap_block_bytes / cfg.host_link_bandwidth_bytes_per_s
+            out.swap_bytes += nb * cfg.swap_block_bytes
+            self.num_swap_outs += 1
+            self.kv.free(victim)
+        else:
+            self.kv.free(victim)
+            victim.num_computed_tokens = 0
         victim.num_preemptions += 1
         self.num_preemptions += 1
         self.rec.transition(victim, WAITING, now)
@@ -265,31 +289,7 @@ class ContinuousScheduler:
         # waiting requests
         blocked = True  # admission stopped for a reason that persists through decode steps
         if not out.preempted:
-            while budget > 0 and len(running) < cfg.max_num_seqs:
-                r = self._peek_waiting()
-                if r is None:
-                    break
-                hits = kv.get_computed_blocks(r) if r.num_computed_tokens == 0 else []
-                computed = len(hits) * kv.block_size if hits else r.num_computed_tokens
-                n = r.num_tokens - computed
-                if n > budget:
-                    if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
-                        break
-                    n = budget
-                if not kv.allocate(r, computed + n, new_request=True, hit_blocks=hits):
-                    break
-                self._pop_waiting()
-                if hits:
-                    r.num_computed_tokens = computed
-                    if r.num_emitted == 0 and r.num_preemptions == 0:
-                        r.num_cached_prompt_tokens = computed
-                    self.rec.prefix_hit_tokens += computed
-                if r.first_scheduled_time_s != r.first_scheduled_time_s:  # NaN: first time
-                    r.first_scheduled_time_s = now
-                self.rec.transition(r, RUNNING, now)
-                running.append(r)
-                sched[r] = n
-                budget -= n
+            budget = self._admit_waiting(now, out, sched, budget)
         else:
             blocked = False
         if not sched:
@@ -328,6 +328,84 @@ class ContinuousScheduler:
         out.jumpable = (blocked and not pq and not la and not out.preempted
                         and not any(r.cancel_requested for r in out.reqs))
         return out
+
+    def _admission_order(self):
+        """Waiting requests in admission order (a snapshot when skipping is possible)."""
+        if self.cfg.tenant_max_seqs is None:
+            while True:
+                r = self._peek_waiting()
+                if r is None:
+                    return
+                yield r
+        else:
+            yield from self.waiting_requests()
+
+    def _preempt_for(self, r: ReqState, now: float, out: StepOutput, sched: dict) -> int:
+        """Priority policy: preempt the least important running request if it is strictly
+        less important than ``r``. Returns the budget it gave back (-1: nothing preempted)."""
+        if not self.priority or not self.running:
+            return -1
+        victim = self._pick_victim()
+        if victim.priority <= r.priority:
+            return -1
+        back = sched.pop(victim, 0)
+        self._preempt(victim, now, out)
+        return back
+
+    def _admit_waiting(self, now: float, out: StepOutput, sched: dict, budget: int) -> int:
+        cfg, kv, running = self.cfg, self.kv, self.running
+        cap = cfg.tenant_max_seqs
+        counts: dict[str, int] = {}
+        if cap is not None:
+            for q in running:
+                counts[q.spec.tenant] = counts.get(q.spec.tenant, 0) + 1
+        for r in self._admission_order():
+            if budget <= 0:
+                break
+            if cap is not None and counts.get(r.spec.tenant, 0) >= cap:
+                continue  # tenant at its share: let other tenants' requests pass
+            while len(running) >= cfg.max_num_seqs:
+                back = self._preempt_for(r, now, out, sched)
+                if back < 0:
+                    return budget
+                budget += back
+            swapped = r.swapped_blocks
+            hits = kv.get_computed_blocks(r) if r.num_computed_tokens == 0 else []
+            computed = len(hits) * kv.block_size if hits else r.num_computed_tokens
+            n = r.num_tokens - computed
+            if n > budget:
+                if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
+                    break
+                n = budget
+            while not kv.allocate(r, computed + n, new_request=True, hit_blocks=hits):
+                back = self._preempt_for(r, now, out, sched)
+                if back < 0:
+                    return budget
+                budget += back
+                hits = kv.get_computed_blocks(r) if r.num_computed_tokens == 0 else []
+            if cap is None:
+                self._pop_waiting()
+            else:
+                self._remove_waiting(r)
+                counts[r.spec.tenant] = counts.get(r.spec.tenant, 0) + 1
+            if hits:
+                r.num_computed_tokens = computed
+                if r.num_emitted == 0 and r.num_preemptions == 0:
+                    r.num_cached_prompt_tokens = computed
+                self.rec.prefix_hit_tokens += computed
+            if swapped:
+                out.extra_time_s += swapped * cfg.swap_block_bytes / cfg.host_link_bandwidth_bytes_per_s
+                out.swap_bytes += swapped * cfg.swap_block_bytes
+                self.swap_used_blocks -= swapped
+                r.swapped_blocks = 0
+                self.num_swap_ins += 1
+            if r.first_scheduled_time_s != r.first_scheduled_time_s:  # NaN: first time
+                r.first_scheduled_time_s = now
+            self.rec.transition(r, RUNNING, now)
+            running.append(r)
+            sched[r] = n
+            budget -= n
+        return budget
 
     def update(self, out: StepOutput, start: float, end: float) -> None:
         """Apply a finished iteration: advance counters, emit tokens, finish requests."""

@@ -1,0 +1,424 @@
+"""Schemas of sweep and plan files (pydantic, unknown keys forbidden) and their loading.
+
+A bad file raises :class:`PlanError` with one line naming the key path, the value and what is
+allowed, in the style of the scenario loader (``plan.yaml: search.rel_tol: value 0: ...``).
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
+    model_validator
+
+from ..config import ScenarioError, apply_overrides, parse_override, read_scenario_yaml
+
+__all__ = [
+    "BaselineSpec",
+    "GateSettings",
+    "PlanError",
+    "PlanSpec",
+    "SLOOverride",
+    "SearchSettings",
+    "SweepSpec",
+    "format_spec_error",
+    "load_plan_spec",
+    "load_sweep_spec",
+    "resolve_base",
+]
+
+
+class PlanError(ScenarioError):
+    """A sweep or plan file is invalid (message: one readable line)."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _check_paths(d: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
+    if d is None:
+        return d
+    for k in d:
+        if not isinstance(k, str) or not k or any(not p for p in k.split(".")):
+            raise ValueError(f"{what}: field path {k!r} is not of the form a.b.c")
+    return d
+
+
+class SweepSpec(_Strict):
+    """A sweep file.
+
+    Attributes
+    ----------
+    name : str
+        Used in the default output folder.
+    base : str or dict
+        Base scenario: a path (relative to the sweep file, the working directory, or a name
+        under ``scenarios/``) or an inline scenario mapping.
+    set : dict
+        Field path -> value applied to the base before the grid.
+    grid : dict
+        Field path -> list of values; the sweep runs their Cartesian product.
+    points : list of dict, optional
+        Explicit override sets, each combined with every grid point.
+    output_dir : str
+        Where ``sweep.parquet``, ``sweep.csv`` and the cache (``.cache/``) go; ``{name}``
+        is replaced by ``name``.
+    """
+
+    name: str = "sweep"
+    base: str | dict[str, Any]
+    set: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]] = Field(default_factory=dict)
+    points: list[dict[str, Any]] | None = None
+    output_dir: str = "reports/sweep_{name}"
+
+    @field_validator("set", "grid")
+    @classmethod
+    def _paths(cls, v, info):
+        return _check_paths(v, info.field_name)
+
+    @field_validator("grid")
+    @classmethod
+    def _nonempty(cls, v):
+        for k, vals in v.items():
+            if not vals:
+                raise ValueError(f"grid: '{k}' has no values")
+        return v
+
+    @field_validator("points")
+    @classmethod
+    def _points(cls, v):
+        for p in v or []:
+            _check_paths(p, "points")
+        return v
+
+
+class SearchSettings(_Strict):
+    """How the capacity of one configuration is searched (one replica, rate-scaled trace).
+
+    Attributes
+    ----------
+    window_s : float or None
+        Seconds of the trace (from ``start_s``, on the trace's clock) that form the request
+        pool; ``None``: the whole workload.
+    start_s : float
+        Start of the window on the trace's clock (added to the workload's own ``start_s``).
+    max_requests : int
+        Requests per capacity probe (the first ones of the pool). The main speed knob.
+    confirm_max_requests : int or None
+        Requests in the cluster confirmation run; default ``max_requests x replicas``
+        (at most the pool).
+    initial_rate_scale : float
+        First probe, as a multiple of the pool's own arrival rate.
+    growth : float
+        Bracketing factor: double (by default) while feasible, halve while not.
+    rel_tol : float
+        Bisection (geometric) stops when ``high / low - 1 <= rel_tol``.
+    max_probes : int
+        Probes per configuration at most.
+    min_rate_scale, max_rate_scale : float
+        Bracketing limits: below ``min_rate_scale`` the configuration has no capacity; at
+        ``max_rate_scale`` the search stops and reports that bound.
+    """
+
+    window_s: float | None = Field(default=600.0, gt=0)
+    start_s: float = Field(default=0.0, ge=0)
+    max_requests: int = Field(default=1000, ge=10)
+    confirm_max_requests: int | None = Field(default=None, ge=10)
+    initial_rate_scale: float = Field(default=1.0, gt=0)
+    growth: float = Field(default=2.0, gt=1)
+    rel_tol: float = Field(default=0.1, gt=0, le=1)
+    max_probes: int = Field(default=12, ge=2, le=64)
+    min_rate_scale: float = Field(default=1.0 / 64, gt=0)
+    max_rate_scale: float = Field(default=1024.0, gt=0)
+
+    @model_validator(mode="after")
+    def _limits(self):
+        if not self.min_rate_scale <= self.initial_rate_scale <= self.max_rate_scale:
+            raise ValueError(f"initial_rate_scale {self.initial_rate_scale} must lie in "
+                             f"[min_rate_scale, max_rate_scale] = [{self.min_rate_scale}, "
+                             f"{self.max_rate_scale}]")
+        return self
+
+
+class GateSettings(_Strict):
+    """Quality gates every candidate must pass (besides fitting in memory).
+
+    Attributes
+    ----------
+    slo_attainment : bool
+        SLO attainment >= ``slo.attainment_target`` (capacity probes and the confirmation).
+    slice_ttft_p99 : bool
+        Every workload slice's p99 TTFT <= its bound: ``slice_ttft_p99_s[slice]``, else
+        ``slo.ttft_s`` (no bound: not checked).
+    slice_ttft_p99_s : dict of str to float
+        Per-slice p99 TTFT bounds in seconds.
+    max_rejected_fraction : float or None
+        Rejected + cancelled requests as a fraction of all, at most this.
+    max_preemptions_per_request : float or None
+        KV-capacity preemptions per request, at most this.
+    max_gpus : int or None
+        GPUs of the sized deployment, at most this.
+    max_usd_per_hour : float or None
+        Price of the sized deployment, at most this.
+    """
+
+    slo_attainment: bool = True
+    slice_ttft_p99: bool = True
+    slice_ttft_p99_s: dict[str, float] = Field(default_factory=dict)
+    max_rejected_fraction: float | None = Field(default=None, ge=0, le=1)
+    max_preemptions_per_request: float | None = Field(default=None, ge=0)
+    max_gpus: int | None = Field(default=None, ge=1)
+    max_usd_per_hour: float | None = Field(default=None, gt=0)
+
+    @field_validator("slice_ttft_p99_s")
+    @classmethod
+    def _positive(cls, v):
+        for k, b in v.items():
+            if not b > 0:
+                raise ValueError(f"slice {k!r}: bound must be > 0 s, got {b}")
+        return v
+
+
+class SLOOverride(_Strict):
+    """SLO fields to override in the base scenario (``None``: keep the base's value)."""
+
+    ttft_s: float | None = Field(default=None, gt=0)
+    tpot_s: float | None = Field(default=None, gt=0)
+    e2e_s: float | None = Field(default=None, gt=0)
+    attainment_target: float | None = Field(default=None, gt=0, le=1)
+
+
+class BaselineSpec(_Strict):
+    """The named configuration the plan falls back to when no candidate passes the gates."""
+
+    name: str = Field(default="baseline", min_length=1)
+    set: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("set")
+    @classmethod
+    def _paths(cls, v):
+        return _check_paths(v, "set")
+
+
+class PlanSpec(_Strict):
+    """A capacity plan file.
+
+    Attributes
+    ----------
+    name : str
+    base : str or dict
+        Base scenario path or inline mapping (as in a sweep).
+    set : dict
+        Field path -> value applied to the base first.
+    target_rate_rps : float, optional
+        Arrival rate (requests/s) the deployment must sustain.
+    rate_scale : float, optional
+        Alternatively: the target as a multiple of the pool's own rate (default 1).
+    slo : SLOOverride
+        SLO fields overriding the base scenario's ``slo:``.
+    search_space : dict
+        Field path -> list of values; candidates are their Cartesian product (replicas are
+        not a search dimension: the planner sizes them).
+    candidates : list of dict, optional
+        Explicit override sets, each combined with every ``search_space`` point.
+    prices : dict of str to float
+        GPU name (or alias) -> US dollars per GPU-hour. Default: the GPU profile's price.
+    baseline : BaselineSpec
+        Named fallback configuration (overrides of the base; default: the base itself).
+    gates : GateSettings
+    headroom : float
+        Capacity margin when sizing: replicas = ceil(target x (1 + headroom) / capacity).
+    max_extra_replicas : int
+        Replicas added one at a time when the cluster confirmation fails.
+    search : SearchSettings
+    top_k : int
+        Runners-up listed and configurations drawn in the latency-vs-load figure.
+    output_dir : str
+        Report folder (``{name}`` expanded); the cache is ``OUTDIR/.cache/``.
+    """
+
+    name: str = "plan"
+    base: str | dict[str, Any]
+    set: dict[str, Any] = Field(default_factory=dict)
+    target_rate_rps: float | None = Field(default=None, gt=0)
+    rate_scale: float | None = Field(default=None, gt=0)
+    slo: SLOOverride = Field(default_factory=SLOOverride)
+    search_space: dict[str, list[Any]] = Field(default_factory=dict)
+    candidates: list[dict[str, Any]] | None = None
+    prices: dict[str, float] = Field(default_factory=dict)
+    baseline: BaselineSpec = Field(default_factory=BaselineSpec)
+    gates: GateSettings = Field(default_factory=GateSettings)
+    headroom: float = Field(default=0.1, ge=0, le=10)
+    max_extra_replicas: int = Field(default=4, ge=0, le=64)
+    search: SearchSettings = Field(default_factory=SearchSettings)
+    top_k: int = Field(default=5, ge=1, le=50)
+    output_dir: str = "reports/plan_{name}"
+
+    @field_validator("set", "search_space")
+    @classmethod
+    def _paths(cls, v, info):
+        return _check_paths(v, info.field_name)
+
+    @field_validator("search_space")
+    @classmethod
+    def _space(cls, v):
+        for k, vals in v.items():
+            if not vals:
+                raise ValueError(f"'{k}' has no values")
+            if k == "cluster.num_replicas":
+                raise ValueError("cluster.num_replicas is sized by the planner, "
+                                 "not searched")
+            if k == "workload" or k.startswith("workload."):
+                raise ValueError(f"'{k}': the workload is fixed for a plan "
+                                 "(use a sweep to vary it)")
+        return v
+
+    @field_validator("candidates")
+    @classmethod
+    def _cands(cls, v):
+        for p in v or []:
+            _check_paths(p, "candidates")
+            for k in p:
+                if k == "cluster.num_replicas" or k.startswith("workload"):
+                    raise ValueError(f"'{k}' cannot vary between candidates")
+        return v
+
+    @field_validator("prices")
+    @classmethod
+    def _prices(cls, v):
+        for k, p in v.items():
+            if not p >= 0:
+                raise ValueError(f"price of {k!r} must be >= 0 USD/GPU-hour, got {p}")
+        return v
+
+    @model_validator(mode="after")
+    def _target(self):
+        if self.target_rate_rps is not None and self.rate_scale is not None:
+            raise ValueError("give target_rate_rps or rate_scale, not both")
+        return self
+
+
+# ---------------------------------------------------------------------- errors and loading
+def _allowed(model_cls, loc: tuple) -> list[str] | None:
+    import typing
+    cls = model_cls
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        f = getattr(cls, "model_fields", {}).get(part)
+        if f is None:
+            return None
+        sub = None
+        for a in (f.annotation, *typing.get_args(f.annotation)):
+            if isinstance(a, type) and issubclass(a, BaseModel):
+                sub = a
+                break
+        if sub is None:
+            return None
+        cls = sub
+    return sorted(getattr(cls, "model_fields", {}))
+
+
+def format_spec_error(e: ValidationError, model_cls, source: str) -> str:
+    """One line for the first validation error: ``source: key.path: value X: reason``
+    (unknown keys list the allowed ones), like :func:`simulator.config.format_validation_error`.
+    """
+    err = e.errors()[0]
+    loc = tuple(p for p in err["loc"]
+                if not (isinstance(p, str) and (p.startswith("function-") or p in ("str",
+                                                                                  "dict"))))
+    path = ".".join(str(p) for p in loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed(model_cls, loc)
+        hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
+        return f"{source}: unknown key '{path}'{hint}"
+    if err["type"] == "missing":
+        return f"{source}: missing required key '{path}'"
+    msg = err["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    val = err.get("input")
+    vs = repr(val) if not isinstance(val, dict) else "{...}"
+    if len(vs) > 60:
+        vs = vs[:57] + "..."
+    return f"{source}: {path}: value {vs}: {msg}"
+
+
+def _read_yaml(path: str | Path, what: str) -> tuple[dict, Path]:
+    p = Path(path)
+    if not p.is_file():
+        from ..resources import resolve_path
+        try:
+            p = resolve_path(path, "scenarios")
+        except FileNotFoundError as e:
+            raise PlanError(str(e).replace("scenarios file", f"{what} file")) from None
+    try:
+        raw = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise PlanError(f"{p}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    except OSError as e:
+        raise PlanError(f"{p}: cannot read ({e.strerror})") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise PlanError(f"{p}: a {what} file must be a YAML mapping")
+    return raw, p.resolve().parent
+
+
+def _apply_spec_overrides(raw: dict, overrides: list[str] | None) -> dict:
+    """``--plan-set a.b=v`` on the spec itself; ``set.x.y`` / ``search_space.x.y`` style keys
+    address the dotted field paths inside those mappings."""
+    out = copy.deepcopy(raw)
+    for item in overrides or []:
+        path, value = parse_override(item)
+        if path[0] in ("set", "search_space", "grid", "prices") and len(path) > 1:
+            out.setdefault(path[0], {})
+            out[path[0]][".".join(path[1:])] = value
+        else:
+            out = apply_overrides(out, [item])
+    return out
+
+
+def load_sweep_spec(path: str | Path, overrides: list[str] | None = None) -> tuple[SweepSpec,
+                                                                                   Path]:
+    """Read and validate a sweep file; returns the spec and the folder of the file."""
+    raw, folder = _read_yaml(path, "sweep")
+    raw = _apply_spec_overrides(raw, overrides)
+    try:
+        return SweepSpec.model_validate(raw), folder
+    except ValidationError as e:
+        raise PlanError(format_spec_error(e, SweepSpec, str(path))) from None
+
+
+def load_plan_spec(path: str | Path, overrides: list[str] | None = None) -> tuple[PlanSpec,
+                                                                                 Path]:
+    """Read and validate a plan file; returns the spec and the folder of the file."""
+    raw, folder = _read_yaml(path, "plan")
+    raw = _apply_spec_overrides(raw, overrides)
+    try:
+        return PlanSpec.model_validate(raw), folder
+    except ValidationError as e:
+        raise PlanError(format_spec_error(e, PlanSpec, str(path))) from None
+
+
+def resolve_base(base: str | dict, spec_dir: Path | None) -> tuple[dict, Path]:
+    """The base scenario as a raw dict and the folder its relative paths resolve against.
+
+    A path is tried relative to the spec file's folder first, then as the scenario loader
+    does (working directory, ``scenarios/``). An inline mapping resolves against the spec's
+    folder.
+    """
+    if isinstance(base, dict):
+        return copy.deepcopy(base), (spec_dir or Path.cwd())
+    p = Path(base)
+    if not p.is_absolute() and spec_dir is not None and (spec_dir / p).is_file():
+        p = spec_dir / p
+    raw = read_scenario_yaml(p)
+    folder = Path(raw.pop("__file__", p)).parent
+    return raw, folder

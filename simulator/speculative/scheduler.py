@@ -1,0 +1,477 @@
+"""Speculative decoding inside the engine: draft cost, verification, acceptance, rollback.
+
+:class:`SpeculativeScheduler` is the continuous (vLLM v1-like) scheduler with a lookahead:
+every decode schedules ``1 + k`` query tokens (the last emitted token plus ``k`` draft
+tokens to verify; ``k * width`` for a tree) and KV slots for them, so the target's
+verification pass is costed by the performance model like any other step shape
+(:class:`~simulator.perf.roofline.StepShape` with ``decode_q_per_seq = 1 + k``). This module
+adds what the parent does not know about:
+
+1. **Draft cost** (:class:`DraftCostModel`), added to the step as ``out.extra_time_s``:
+   ``k`` sequential draft decode steps over the step's speculating decodes, plus the
+   draft's own prefill of the prompt chunks in the step (the draft keeps its own KV cache
+   of the prompt; EAGLE heads read the target's hidden states of every prompt token).
+2. **Verification outcome**: after the step, per speculating request, the number of
+   accepted drafts ``a`` in ``0..k`` is drawn from the acceptance model of the request's
+   slice (``SpeculativeConfig.acceptance_model(spec.slice)``) using the replica's own
+   stream ``numpy.random.default_rng([seed, 11, replica_idx])``. The request emits
+   ``min(a + 1, remaining)`` tokens (the accepted drafts plus the bonus/corrected token,
+   never past its output length or ``max_model_len``).
+3. **KV rollback**: afterwards ``num_computed_tokens == num_tokens - 1`` (the KV of the
+   accepted drafts exists; that of the bonus token is computed by the next step) and the
+   blocks held beyond the computed tokens (rejected drafts' slots) go back to the pool.
+4. **Counters** for :mod:`simulator.speculative.metrics` (per slice and per replica).
+
+One speculative step is one inter-token gap per request, whatever it emits (DESIGN.md
+glossary, ITL).
+
+Cost assumptions (each one documented where it is used)
+-------------------------------------------------------
+- ``draft_model``: the draft model's own step time from the performance model on the same
+  GPUs and TP degree (``build_perf_model(draft, gpu, tp)``), ``k`` decode steps whose
+  context grows by one token per step. Drafting runs inside the engine iteration (one
+  scheduler pass, CUDA graphs), so the per-iteration CPU overhead of the draft's
+  performance model is not charged again. The first draft pass, which in a real engine
+  also re-reads the tokens accepted in the previous step, is costed as a 1-token decode.
+- ``eagle`` / ``medusa``: one draft position costs one transformer layer of the target
+  plus its LM head (an EAGLE head is one decoder layer feeding the target's LM head; a
+  Medusa head is a residual block plus an LM head, which this overstates slightly by the
+  attention). Costed as a 1-layer copy of the target on the performance model, ``k``
+  positions in sequence.
+- ``ngram`` (prompt lookup): a fixed CPU cost of :data:`NGRAM_COST_PER_SEQ_S` per
+  speculating sequence and step, independent of ``k``; no draft prefill.
+- ``draft_cost_ratio`` (``c``) overrides all of the above: one draft step costs ``c`` times
+  the target's plain decode step of the same batch (Leviathan et al.'s ``c``), and the
+  draft prefill costs ``c`` times the target's prefill of the same chunks.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..perf.roofline import StepShape
+from ..scheduling.continuous import ContinuousScheduler, SchedulerConfig, StepOutput
+from ..scheduling.state import COMPLETED, REJECTED, RUNNING
+
+__all__ = ["NGRAM_COST_PER_SEQ_S", "DraftCostModel", "SliceCounters", "SpeculativeScheduler",
+           "spec_rng"]
+
+#: RNG stream key of the speculative subsystem: ``default_rng([seed, 11, replica_idx])``.
+SPEC_STREAM = 11
+#: n-gram (prompt-lookup) proposer CPU cost per speculating sequence and step, seconds. An
+#: assumption (a suffix match over the request's tokens on the host), small next to a step.
+NGRAM_COST_PER_SEQ_S = 1.0e-5
+
+
+def spec_rng(seed: int, replica_idx: int) -> np.random.Generator:
+    """The speculative sampling stream of one replica.
+
+    Parameters
+    ----------
+    seed : int
+        The scenario's seed.
+    replica_idx : int
+        Replica index.
+
+    Returns
+    -------
+    numpy.random.Generator
+        ``numpy.random.default_rng([seed, 11, replica_idx])``.
+    """
+    return np.random.default_rng([int(seed), SPEC_STREAM, int(replica_idx)])
+
+
+def _gpu_time(perf, num_seqs: int, times):
+    """Subtract the performance model's per-iteration CPU overhead (when it has one)."""
+    cpu = getattr(perf, "cpu_overhead_time", None)
+    if cpu is None:
+        return times
+    return np.maximum(np.asarray(times, dtype=float) - float(cpu(num_seqs)), 0.0)
+
+
+class DraftCostModel:
+    """Time one engine step spends drafting (seconds), by speculative method.
+
+    Parameters
+    ----------
+    method : {"draft_model", "ngram", "eagle", "medusa"}
+        The proposer.
+    num_draft_steps : int
+        ``k``: sequential draft passes per step (tree depth for trees).
+    target_perf : object
+        The target's performance model (``step_time(shape)``, ``decode_step_times(n, ctx)``).
+    draft_perf : object, optional
+        Performance model of the draft (``draft_model``) or of the 1-layer head
+        (``eagle``/``medusa``); unused with ``draft_cost_ratio`` or ``ngram``.
+    draft_cost_ratio : float, optional
+        ``c``: one draft step = ``c`` x the target's plain decode step of the same batch.
+
+    Notes
+    -----
+    See the module docstring for the assumptions behind each method.
+    """
+
+    def __init__(self, method: str, num_draft_steps: int, target_perf, draft_perf=None,
+                 draft_cost_ratio: float | None = None):
+        self.method = method
+        self.k = int(num_draft_steps)
+        self.target_perf = target_perf
+        self.draft_perf = draft_perf
+        self.ratio = draft_cost_ratio
+        self._steps = np.arange(self.k, dtype=np.int64)
+
+    @classmethod
+    def for_scenario(cls, scenario, setup) -> DraftCostModel:
+        """Build the cost model of ``scenario.speculative`` on ``setup``'s GPUs.
+
+        Parameters
+        ----------
+        scenario : Scenario
+            With a ``speculative`` block.
+        setup : ReplicaSetup
+            ``setup.perf`` is the target's model; ``setup.extra["draft_model"]`` the draft's
+            :class:`~simulator.models.ModelSpec` (``draft_model`` method).
+
+        Returns
+        -------
+        DraftCostModel
+        """
+        spec = scenario.speculative
+        k = spec.num_speculative_tokens
+        if spec.draft_cost_ratio is not None:
+            return cls(spec.method, k, setup.perf, draft_cost_ratio=float(spec.draft_cost_ratio))
+        if spec.method == "ngram":
+            return cls("ngram", k, setup.perf)
+        if spec.method == "draft_model":
+            draft = setup.extra.get("draft_model")
+            if draft is None:
+                from ..models import get_model
+                draft = get_model(spec.draft_model)
+        else:  # eagle / medusa: one layer of the target + its LM head
+            draft = dataclasses.replace(setup.model, num_layers=1,
+                                        name=f"{setup.model.name}-{spec.method}-head",
+                                        aliases=())
+        return cls(spec.method, k, setup.perf,
+                   draft_perf=_build_draft_perf(draft, scenario, setup))
+
+    def decode_cost(self, num_seqs: int, ctx_total: int) -> float:
+        """Drafting time for ``num_seqs`` speculating sequences (seconds).
+
+        Parameters
+        ----------
+        num_seqs : int
+            Speculating decode sequences in the step.
+        ctx_total : int
+            Their summed context (tokens) at the first draft pass (prompt + emitted).
+
+        Returns
+        -------
+        float
+            ``k`` sequential draft passes (0 when ``num_seqs == 0``).
+        """
+        if num_seqs <= 0 or self.k <= 0:
+            return 0.0
+        if self.ratio is not None:
+            if self.ratio == 0.0:
+                return 0.0
+            t = self.target_perf.decode_step_times(num_seqs, np.array([ctx_total]))
+            return float(self.k * self.ratio * float(np.asarray(t).reshape(-1)[0]))
+        if self.method == "ngram":
+            return NGRAM_COST_PER_SEQ_S * num_seqs
+        ctx = ctx_total + self._steps * num_seqs
+        t = self.draft_perf.decode_step_times(num_seqs, ctx)
+        return float(np.sum(_gpu_time(self.draft_perf, num_seqs, t)))
+
+    def prefill_cost(self, prefill_q: list, prefill_start: list, num_sampled: int) -> float:
+        """The draft's own prefill of the step's prompt chunks (seconds).
+
+        Parameters
+        ----------
+        prefill_q, prefill_start : list of int
+            Query tokens and cached tokens of each prefill chunk (as in ``StepShape``).
+        num_sampled : int
+            Chunks that complete their prompt (rows through the draft's LM head).
+
+        Returns
+        -------
+        float
+            0 for ``ngram`` or without prefill chunks.
+        """
+        if not prefill_q or self.method == "ngram":
+            return 0.0
+        shape = StepShape(prefill_q=list(prefill_q), prefill_start=list(prefill_start),
+                          num_sampled=int(num_sampled))
+        if self.ratio is not None:
+            if self.ratio == 0.0:
+                return 0.0
+            return float(self.ratio * self.target_perf.step_time(shape))
+        t = self.draft_perf.step_time(shape)
+        return float(_gpu_time(self.draft_perf, len(prefill_q), t))
+
+
+def _build_draft_perf(model, scenario, setup):
+    from ..perf import build_perf_model
+    try:
+        return build_perf_model(model, setup.gpu, setup.tensor_parallel_size,
+                                setup.weight_dtype, setup.kv_cache_dtype,
+                                source=scenario.perf.source)
+    except ValueError:
+        # no latency tables for the draft: the roofline (labelled so in the summary)
+        return build_perf_model(model, setup.gpu, setup.tensor_parallel_size,
+                                setup.weight_dtype, setup.kv_cache_dtype, source="roofline")
+
+
+@dataclass
+class SliceCounters:
+    """Speculative counters of one workload slice on one replica.
+
+    Attributes
+    ----------
+    num_drafts : int
+        Speculating (request, step) pairs: vLLM's ``num_drafts``.
+    num_draft_tokens : int
+        Draft tokens verified (``k`` per draft; ``width * depth`` for a tree).
+    num_accepted_tokens : int
+        Draft tokens accepted by verification (before capping at the output length).
+    num_emitted_tokens : int
+        Tokens the speculating steps emitted (accepted + bonus, capped).
+    accepted_hist : ndarray of int64, shape (k + 1,)
+        Drafts that accepted exactly ``n`` tokens, ``n = 0..k``.
+    num_plain_decodes : int
+        Decodes that ran without drafts (the token budget had no room for the lookahead).
+    draft_time_s : float
+        Drafting time attributed to the slice: each speculating step's drafting time split
+        by the slice's share of the step's speculating sequences (seconds).
+    step_time_s : float
+        Speculating steps' time attributed the same way (seconds).
+    """
+
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_emitted_tokens: int = 0
+    accepted_hist: np.ndarray = field(default_factory=lambda: np.zeros(1, dtype=np.int64))
+    num_plain_decodes: int = 0
+    draft_time_s: float = 0.0
+    step_time_s: float = 0.0
+
+
+class SpeculativeScheduler(ContinuousScheduler):
+    """Continuous batching with speculative decoding (draft, verify, accept, roll back).
+
+    Parameters
+    ----------
+    config : SchedulerConfig
+        Scheduler limits.
+    kv : KVCacheManager
+        The replica's KV cache (lookahead slots are allocated by the parent's ``schedule``
+        and released here on rejection).
+    recorder : RunRecorder
+        Run records (finished requests, ITL samples).
+    replica_id : int
+        Replica index (also selects the RNG stream).
+    scenario : Scenario
+        Must have ``speculative`` set.
+    setup : ReplicaSetup
+        Target performance model, GPU, TP and the draft model spec.
+
+    Attributes
+    ----------
+    k : int
+        ``num_speculative_tokens`` (tree depth for trees).
+    num_lookahead_tokens : int
+        Draft tokens verified per decode (``k``, or ``width * depth`` for a tree).
+    slices : dict of str to SliceCounters
+        Counters per workload slice.
+    draft_decode_time_s, draft_prefill_time_s : float
+        Total drafting time and the draft's prefill time (seconds).
+    busy_time_s, spec_step_time_s : float
+        Time of all steps, and of the steps that drafted (seconds).
+    num_steps, num_spec_steps : int
+        Steps, and steps that drafted.
+    step_log : dict of str to list
+        One entry per drafting step: ``num_seqs`` (speculating sequences), ``ctx_total``
+        (their summed context before the step, tokens), ``prefill_tokens``, ``step_time_s``
+        and ``draft_time_s`` (drafting + draft prefill, seconds); the verification cost
+        analysis of :mod:`simulator.speculative.metrics` reads it.
+    """
+
+    def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0, *,
+                 scenario, setup):
+        super().__init__(config, kv, recorder, replica_id)
+        spec = scenario.speculative
+        if spec is None:
+            raise ValueError("SpeculativeScheduler needs scenario.speculative")
+        self.spec_cfg = spec
+        self.k = int(spec.num_speculative_tokens)
+        self.num_lookahead_tokens = int(spec.num_verified_tokens)
+        self.rng = spec_rng(scenario.seed, replica_id)
+        self.cost = DraftCostModel.for_scenario(scenario, setup)
+        self.target_perf = setup.perf
+        self._slice_row: dict[str, int] = {}
+        self._slice_names: list[str] = []
+        self._cdf = np.zeros((0, self.k + 1))
+        self.slices: dict[str, SliceCounters] = {}
+        self.draft_decode_time_s = 0.0
+        self.draft_prefill_time_s = 0.0
+        self.busy_time_s = 0.0
+        self.spec_step_time_s = 0.0
+        self.num_steps = 0
+        self.num_spec_steps = 0
+        self.step_log: dict[str, list] = {"num_seqs": [], "ctx_total": [], "prefill_tokens": [],
+                                          "step_time_s": [], "draft_time_s": []}
+        self._pending = None
+
+    # ------------------------------------------------------------------ acceptance models
+    def _row(self, slice_name: str) -> int:
+        row = self._slice_row.get(slice_name)
+        if row is None:
+            model = self.spec_cfg.acceptance_model(slice_name)
+            pmf = np.asarray(model.pmf(self.k), dtype=float)
+            cdf = np.cumsum(pmf)
+            # from the last length of positive probability on the cdf is exactly 1, so a
+            # uniform in [0, 1) never lands on a zero-probability tail (as the models do)
+            cdf[int(np.flatnonzero(pmf > 0.0)[-1]):] = 1.0
+            row = len(self._slice_names)
+            self._slice_row[slice_name] = row
+            self._slice_names.append(slice_name)
+            self._cdf = np.vstack([self._cdf, cdf[None, :]])
+        return row
+
+    def _counters(self, slice_name: str) -> SliceCounters:
+        c = self.slices.get(slice_name)
+        if c is None:
+            c = SliceCounters(accepted_hist=np.zeros(self.k + 1, dtype=np.int64))
+            self.slices[slice_name] = c
+        return c
+
+    def sample_accepted(self, rows: np.ndarray) -> np.ndarray:
+        """Accepted drafts for one step: one uniform per speculating request.
+
+        Parameters
+        ----------
+        rows : ndarray of int
+            Acceptance-model row (slice) of each speculating request, in batch order.
+
+        Returns
+        -------
+        ndarray of int64
+            Accepted drafts per request, in ``0..k`` (inverse-CDF sampling, as
+            :meth:`AcceptanceModel.sample_num_accepted` does).
+        """
+        u = self.rng.random(len(rows))
+        return (self._cdf[rows] <= u[:, None]).sum(axis=1).astype(np.int64)
+
+    # ------------------------------------------------------------------ one iteration
+    def schedule(self, now: float) -> StepOutput | None:
+        """Build the next iteration and add the drafting time to ``out.extra_time_s``."""
+        out = super().schedule(now)
+        self._pending = None
+        if out is None:
+            return None
+        la = self.num_lookahead_tokens
+        spec_reqs = []
+        ctx = 0
+        prefill_done = 0  # prefill chunks that complete their prompt
+        for r, n in zip(out.reqs, out.ntoks):
+            c = r.num_computed_tokens
+            if r.num_emitted > 0 and c == r.num_tokens - 1:
+                if n == 1 + la:
+                    spec_reqs.append(r)
+                    ctx += r.num_tokens
+            elif c + n == r.num_tokens:
+                prefill_done += 1
+        shape = out.shape
+        d_dec = self.cost.decode_cost(len(spec_reqs), ctx)
+        d_pre = self.cost.prefill_cost(shape.prefill_q, shape.prefill_start, prefill_done)
+        out.extra_time_s += d_dec + d_pre
+        self._pending = (out, spec_reqs, ctx, d_dec, d_pre)
+        return out
+
+    def update(self, out: StepOutput, start: float, end: float) -> None:
+        """Apply a finished iteration: verification outcome, emissions, KV rollback."""
+        pending, self._pending = self._pending, None
+        dt = end - start
+        self.num_steps += 1
+        self.busy_time_s += dt
+        if pending is None or pending[0] is not out:
+            super().update(out, start, end)
+            return
+        _, spec_reqs, ctx, d_dec, d_pre = pending
+        self.draft_decode_time_s += d_dec
+        self.draft_prefill_time_s += d_pre
+        # decodes that got no lookahead (no budget left for it)
+        for r, n in zip(out.reqs, out.ntoks):
+            if n == 1 and r.num_emitted > 0 and r.num_computed_tokens == r.num_tokens - 1:
+                self._counters(r.spec.slice).num_plain_decodes += 1
+        if spec_reqs:
+            self.num_spec_steps += 1
+            self.spec_step_time_s += dt
+            log = self.step_log
+            log["num_seqs"].append(len(spec_reqs))
+            log["ctx_total"].append(ctx)
+            log["prefill_tokens"].append(out.num_prefill_tokens)
+            log["step_time_s"].append(dt)
+            log["draft_time_s"].append(d_dec + d_pre)
+            self._verify(spec_reqs, start, end, dt, d_dec)
+        spec_set = {id(r) for r in spec_reqs}
+        rest = [(r, n) for r, n in zip(out.reqs, out.ntoks) if id(r) not in spec_set]
+        saved = out.reqs, out.ntoks
+        out.reqs = [r for r, _ in rest]
+        out.ntoks = [n for _, n in rest]
+        try:
+            super().update(out, start, end)
+        finally:
+            out.reqs, out.ntoks = saved
+        if spec_reqs and any(r.status != RUNNING for r in self.running):
+            self.running = [r for r in self.running if r.status == RUNNING]
+
+    def _verify(self, spec_reqs: list, start: float, end: float, dt: float,
+                d_dec: float) -> None:
+        kv, rec = self.kv, self.rec
+        max_len = self.cfg.max_model_len
+        prefix = kv.enable_prefix_caching
+        nver = self.num_lookahead_tokens
+        rows = np.fromiter((self._row(r.spec.slice) for r in spec_reqs), dtype=np.int64,
+                           count=len(spec_reqs))
+        accepted = self.sample_accepted(rows)
+        share = 1.0 / len(spec_reqs)
+        same_gap = 0
+        for r, a in zip(spec_reqs, accepted.tolist()):
+            if r.status != RUNNING or r.cancel_requested:  # pragma: no cover - defensive
+                continue
+            c = self._counters(r.spec.slice)
+            remaining = min(r.num_output_tokens - r.num_emitted, max_len - r.num_tokens)
+            e = min(a + 1, max(1, remaining))
+            c.num_drafts += 1
+            c.num_draft_tokens += nver
+            c.num_accepted_tokens += a
+            c.num_emitted_tokens += e
+            c.accepted_hist[a] += 1
+            c.draft_time_s += d_dec * share
+            c.step_time_s += dt * share
+            r.spec_drafts += 1
+            r.spec_accepted += a
+            # one gap per request per step, whatever it emits
+            if r.last_token_time_s == start:
+                same_gap += 1
+            else:
+                rec.add_itl(end - r.last_token_time_s, 1)
+            r.num_emitted += e
+            r.last_token_time_s = end
+            # the accepted drafts' KV exists; the bonus token's is computed next step
+            r.num_computed_tokens = r.num_tokens - 1
+            if r.num_emitted >= r.num_output_tokens:
+                kv.free(r)
+                rec.finish(r, end, COMPLETED, "")
+            elif r.num_tokens >= max_len:
+                kv.free(r)
+                rec.finish(r, end, REJECTED, "max_model_len_reached")
+            else:
+                kv.trim(r, r.num_computed_tokens)  # roll back the rejected drafts' slots
+                if prefix:
+                    kv.cache_full_blocks(r)
+        if same_gap:
+            rec.add_itl(end - start, same_gap)
