@@ -33,27 +33,35 @@ class BlockPool:
     """
 
     __slots__ = ("num_blocks", "_free", "ref_cnt", "block_hash", "hash_to_block",
-                 "num_evictions")
+                 "num_evictions", "_stack")
 
-    def __init__(self, num_blocks: int):
+    def __init__(self, num_blocks: int, enable_caching: bool = True):
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
         self.num_blocks = int(num_blocks)
-        self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self.ref_cnt = [0] * num_blocks
         self.block_hash: list = [None] * num_blocks
         self.hash_to_block: dict = {}
         self.num_evictions = 0
+        if enable_caching:
+            self._free: OrderedDict[int, None] | None = OrderedDict(
+                (i, None) for i in range(num_blocks))
+            self._stack = None
+        else:
+            # no prefix caching: no block ever carries a hash, so the free queue is a plain
+            # LIFO stack (same order as the OrderedDict discipline, faster); top = end
+            self._free = None
+            self._stack = list(range(num_blocks - 1, -1, -1))
 
     # ------------------------------------------------------------------ queries
     @property
     def num_free_blocks(self) -> int:
         """Blocks with ref count 0 (cached-but-unreferenced blocks count as free)."""
-        return len(self._free)
+        return len(self._stack) if self._free is None else len(self._free)
 
     @property
     def num_used_blocks(self) -> int:
-        return self.num_blocks - len(self._free)
+        return self.num_blocks - self.num_free_blocks
 
     def usage(self) -> float:
         """Fraction of blocks held (0..1)."""
@@ -61,6 +69,8 @@ class BlockPool:
 
     def free_block_ids(self) -> list[int]:
         """Free blocks in allocation order (front first): exposes eviction order for tests."""
+        if self._free is None:
+            return self._stack[::-1]
         return list(self._free)
 
     # ------------------------------------------------------------------ operations
@@ -73,6 +83,17 @@ class BlockPool:
             If fewer than ``n`` blocks are free (callers check ``num_free_blocks`` first).
         """
         free = self._free
+        if free is None:
+            st = self._stack
+            if n > len(st):
+                raise BlockPoolError(f"allocate({n}) with only {len(st)} free blocks")
+            out = st[len(st) - n:]
+            del st[len(st) - n:]
+            out.reverse()
+            ref = self.ref_cnt
+            for b in out:
+                ref[b] = 1
+            return out
         if n > len(free):
             raise BlockPoolError(f"allocate({n}) with only {len(free)} free blocks")
         out = []
@@ -92,6 +113,8 @@ class BlockPool:
     def touch(self, blocks: list[int]) -> None:
         """Add a reference to each (cached) block; a free one leaves the free queue."""
         ref, free = self.ref_cnt, self._free
+        if free is None:
+            raise BlockPoolError("touch() needs a pool built with enable_caching=True")
         for b in blocks:
             if ref[b] == 0:
                 del free[b]
@@ -106,6 +129,16 @@ class BlockPool:
             On a block whose ref count is already 0.
         """
         ref, free, bh = self.ref_cnt, self._free, self.block_hash
+        if free is None:
+            st = self._stack
+            for b in blocks:
+                c = ref[b] - 1
+                if c < 0:
+                    raise BlockPoolError(f"block {b} freed with ref count 0")
+                ref[b] = c
+                if c == 0:
+                    st.append(b)
+            return
         for b in blocks:
             c = ref[b] - 1
             if c < 0:
@@ -118,6 +151,8 @@ class BlockPool:
 
     def cache_block(self, block: int, block_hash) -> None:
         """Register a full block's prefix hash so later requests can share it."""
+        if self._free is None:
+            return
         if self.block_hash[block] is not None:
             return
         if block_hash in self.hash_to_block:
@@ -135,8 +170,11 @@ class BlockPool:
         held = sum(1 for c in self.ref_cnt if c > 0)
         if any(c < 0 for c in self.ref_cnt):
             raise BlockPoolError("negative ref count")
-        if held + len(self._free) != self.num_blocks:
-            raise BlockPoolError(f"free {len(self._free)} + held {held} != {self.num_blocks}")
-        for b in self._free:
+        free = self._free if self._free is not None else self._stack
+        if len(set(free)) != len(free):
+            raise BlockPoolError("a block appears twice in the free queue")
+        if held + len(free) != self.num_blocks:
+            raise BlockPoolError(f"free {len(free)} + held {held} != {self.num_blocks}")
+        for b in free:
             if self.ref_cnt[b] != 0:
                 raise BlockPoolError(f"block {b} is free but has ref count {self.ref_cnt[b]}")

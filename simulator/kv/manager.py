@@ -55,7 +55,7 @@ class KVCacheManager:
             raise ValueError(f"allocation must be 'paged' or 'contiguous', got {allocation!r}")
         self.block_size = int(block_size)
         self.num_gpu_blocks = int(num_gpu_blocks)
-        self.pool = BlockPool(num_gpu_blocks)
+        self.pool = BlockPool(num_gpu_blocks, enable_caching=bool(enable_prefix_caching))
         self.enable_prefix_caching = bool(enable_prefix_caching)
         self.allocation = allocation
         self.max_model_len = int(max_model_len)

@@ -254,6 +254,7 @@ class ContinuousScheduler:
         budget = cfg.max_num_batched_tokens
         sched: dict[ReqState, int] = {}
         running = self.running
+        bs = kv.block_size
         la = self.num_lookahead_tokens
         i = 0
         while i < len(running) and budget > 0:
@@ -263,7 +264,8 @@ class ContinuousScheduler:
                 n += la
             if n > budget:
                 n = budget
-            while not kv.allocate(r, r.num_computed_tokens + n):
+            while (r.num_computed_tokens + n > len(r.blocks) * bs
+                   and not kv.allocate(r, r.num_computed_tokens + n)):
                 victim = self._pick_victim()
                 if victim in sched:
                     budget += sched.pop(victim)
@@ -518,6 +520,9 @@ class ContinuousScheduler:
         end = float(ends[k - 1])
         # ITL: first gap per request, then k-1 step durations for every request
         first_end = float(ends[0])
+        paged = kv.allocation == "paged"
+        bs = kv.block_size
+        pool = kv.pool
         same = 0
         finished = False
         for r in out.reqs:
@@ -528,8 +533,10 @@ class ContinuousScheduler:
             r.num_computed_tokens += k
             r.num_emitted += k
             r.last_token_time_s = end
-            if kv.allocation == "paged":
-                kv.allocate(r, r.num_computed_tokens)
+            if paged:
+                need = -(-r.num_computed_tokens // bs) - len(r.blocks)
+                if need > 0:
+                    r.blocks.extend(pool.allocate(need))
             if r.num_emitted >= r.num_output_tokens:
                 kv.free(r)
                 rec.finish(r, end, COMPLETED, "")

@@ -292,7 +292,8 @@ class SpeculativeScheduler(ContinuousScheduler):
     num_steps, num_spec_steps : int
         Steps, and steps that drafted.
     step_log : dict of str to list
-        One entry per drafting step: ``num_seqs`` (speculating sequences), ``ctx_total``
+        One entry per drafting step: ``num_seqs`` (speculating sequences), ``batch_size``
+        (all sequences of the step), ``ctx_total``
         (their summed context before the step, tokens), ``prefill_tokens``, ``step_time_s``
         and ``draft_time_s`` (drafting + draft prefill, seconds); the verification cost
         analysis of :mod:`simulator.speculative.metrics` reads it.
@@ -320,8 +321,9 @@ class SpeculativeScheduler(ContinuousScheduler):
         self.spec_step_time_s = 0.0
         self.num_steps = 0
         self.num_spec_steps = 0
-        self.step_log: dict[str, list] = {"num_seqs": [], "ctx_total": [], "prefill_tokens": [],
-                                          "step_time_s": [], "draft_time_s": []}
+        self.step_log: dict[str, list] = {"num_seqs": [], "batch_size": [], "ctx_total": [],
+                                          "prefill_tokens": [], "step_time_s": [],
+                                          "draft_time_s": []}
         self._pending = None
 
     # ------------------------------------------------------------------ acceptance models
@@ -411,6 +413,7 @@ class SpeculativeScheduler(ContinuousScheduler):
             self.spec_step_time_s += dt
             log = self.step_log
             log["num_seqs"].append(len(spec_reqs))
+            log["batch_size"].append(len(out.reqs))
             log["ctx_total"].append(ctx)
             log["prefill_tokens"].append(out.num_prefill_tokens)
             log["step_time_s"].append(dt)

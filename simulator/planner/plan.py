@@ -1,0 +1,429 @@
+"""Capacity plans: search every candidate configuration, size it, pick the cheapest that
+passes every gate, or fall back to the named baseline.
+
+For each candidate (a point of ``search_space``; one replica) the planner searches the
+capacity under the SLOs (:mod:`simulator.planner.search`), sizes the replicas for the target
+rate with the headroom, confirms the sized cluster by simulation and prices it:
+
+* ``usd_per_hour = gpus x usd_per_gpu_hour`` (``gpus = replicas x tensor_parallel_size``);
+* ``cost_per_1m_input_tokens_usd = usd_per_hour / (target x mean prompt tokens x 3600) x 1e6``
+  and likewise for output tokens and for both together: at a fixed target rate the whole
+  GPU cost is divided by one token kind at a time, as the run summary does (DESIGN.md
+  glossary: input and output shown apart; the figures are alternative views, not a split).
+
+The recommendation is the passing candidate with the lowest ``usd_per_hour`` (ties: fewer
+GPUs, then more capacity). With no passing candidate the plan recommends the baseline and
+lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
+output tokens/s per GPU against tokens/s per user (``1 / mean TPOT``).
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..config import ScenarioError, apply_overrides, validate_scenario
+from .backends import run_tasks
+from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from .grid import config_label, expand_grid, set_path
+from .search import evaluate_candidate
+from .simulate import specs_rate
+from .spec import PlanError, PlanSpec, resolve_base
+from .sweep import _factory_id, prepare_points
+
+__all__ = ["PlanResult", "pareto_front", "run_plan"]
+
+
+@dataclass
+class PlanResult:
+    """What :func:`run_plan` produced (see :meth:`to_json`)."""
+
+    plan: PlanSpec
+    status: str
+    recommendation: dict
+    candidates: list[dict]
+    baseline: dict
+    pareto: list[dict]
+    workload: dict
+    stats: dict
+    base_scenario: dict
+    outdir: Path | None = None
+    files: dict[str, Path] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The plan as JSON-safe data (what ``plan.json`` holds)."""
+        return _json_safe({
+            "name": self.plan.name,
+            "status": self.status,
+            "recommendation": self.recommendation,
+            "baseline": _strip(self.baseline),
+            "candidates": [_strip(c) for c in self.candidates],
+            "pareto_front": self.pareto,
+            "workload": self.workload,
+            "settings": json.loads(self.plan.model_dump_json()),
+            "stats": self.stats,
+        })
+
+
+def _strip(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in ("confirm_extra",)}
+
+
+def _json_safe(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        f = float(x)
+        return f if math.isfinite(f) else None
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+# ---------------------------------------------------------------------- helpers
+def pareto_front(points: list[dict], x: str, y: str) -> list[dict]:
+    """Points not dominated in (``x`` up, ``y`` up), sorted by ``x`` ascending.
+
+    A point is dominated when another is at least as good on both axes and better on one.
+    Points missing either value are ignored.
+    """
+    pts = [p for p in points if p.get(x) is not None and p.get(y) is not None]
+    pts.sort(key=lambda p: (-p[x], -p[y]))
+    front, best_y = [], -math.inf
+    for p in pts:
+        if p[y] > best_y:
+            front.append(p)
+            best_y = p[y]
+    return sorted(front, key=lambda p: p[x])
+
+
+def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None,
+           base_gpu: str) -> tuple[float, str]:
+    from ..hardware import get_gpu
+    g = get_gpu(gpu_name)
+    for k, v in prices.items():
+        if get_gpu(k).name == g.name:
+            return float(v), "plan prices"
+    if scenario_price is not None and g.name == base_gpu:
+        return float(scenario_price), "scenario cost.usd_per_gpu_hour"
+    return float(g.usd_per_gpu_hour), f"{g.name} profile"
+
+
+def _load_pool(base: dict, search, base_dir: Path):
+    from ..workload import WorkloadConfig, load_workload
+    w = dict(base["workload"])
+    start = float(w.get("start_s") or 0.0) + search.start_s
+    w["start_s"] = start
+    if search.window_s is not None:
+        end = start + search.window_s
+        if w.get("end_s") is not None:
+            end = min(end, float(w["end_s"]))
+        w["end_s"] = end
+    cfg = WorkloadConfig.model_validate(w)
+    return load_workload(cfg, int(base["seed"]), base_dir), w
+
+
+# ---------------------------------------------------------------------- the plan
+def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
+             scenario_overrides: list[str] | None = None, trace: str | None = None,
+             jobs: int = 1, backend: str = "local", address: str | None = None,
+             use_cache: bool = True, outdir: str | Path | None = None, write: bool = True,
+             figures: bool = True, progress: Callable[[int, int], None] | None = None,
+             setup_factory: Callable | None = None) -> PlanResult:
+    """Run a capacity plan and (optionally) write its report.
+
+    Parameters
+    ----------
+    plan : PlanSpec
+    spec_dir : Path, optional
+        Folder of the plan file (relative ``base`` paths resolve against it).
+    scenario_overrides : list of str, optional
+        ``a.b=v`` overrides of the base scenario (after ``plan.set``).
+    trace : str, optional
+        Replay this trace file instead of the base workload's.
+    jobs, backend, address
+        See :func:`simulator.planner.backends.run_tasks`.
+    use_cache : bool
+        Reuse cached simulations and candidate results from ``OUTDIR/.cache/``.
+    outdir : path, optional
+        Overrides ``plan.output_dir``.
+    write, figures : bool
+        Write ``plan.md``, ``plan.html``, ``plan.json`` and the tables; draw figures.
+    progress : callable, optional
+        ``progress(done, total)`` over the candidates.
+    setup_factory : callable, optional
+        Replaces :func:`simulator.engine.build_setup` (tests).
+
+    Raises
+    ------
+    PlanError
+        Invalid base scenario, candidate, price, or an empty workload window.
+    """
+    from ..hardware import get_gpu
+    t0 = time.perf_counter()
+    base_raw, base_dir = resolve_base(plan.base, spec_dir)
+    try:
+        for k, v in plan.set.items():
+            set_path(base_raw, k, v)
+        ovr = list(scenario_overrides or [])
+        if trace:
+            ovr += [f"workload.trace={trace}", "workload.synthetic=null"]
+        base_raw = apply_overrides(base_raw, ovr)
+        slo_raw = dict(base_raw.get("slo") or {})
+        slo_raw.update({k: v for k, v in plan.slo.model_dump().items() if v is not None})
+        base_raw["slo"] = slo_raw
+        base_raw.setdefault("cluster", {})
+        base_raw["cluster"] = {**(base_raw["cluster"] or {}), "num_replicas": 1}
+        base_sc = validate_scenario(base_raw, source="plan base scenario")
+    except ScenarioError as e:
+        raise PlanError(str(e)) from None
+    for k in plan.prices:
+        try:
+            get_gpu(k)
+        except ValueError as e:
+            raise PlanError(f"plan prices: {e}") from None
+    base_dict = json.loads(base_sc.model_dump_json())
+    try:
+        pool, pool_w = _load_pool(base_dict, plan.search, base_dir)
+    except ValueError as e:
+        raise PlanError(f"plan workload: {e}") from None
+    if len(pool) < 2:
+        raise PlanError(f"plan workload: the window holds {len(pool)} request(s); need >= 2")
+    pool_rate = specs_rate(pool)
+    target = plan.target_rate_rps if plan.target_rate_rps is not None else \
+        (plan.rate_scale or 1.0) * pool_rate
+    mean_in = float(np.mean([s.num_prompt_tokens for s in pool]))
+    mean_out = float(np.mean([s.num_output_tokens for s in pool]))
+    pool_fp = specs_fingerprint(pool)
+
+    overrides = expand_grid(plan.search_space, plan.candidates)
+    configs = prepare_points(base_raw, overrides, source="plan candidate")
+    base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline")
+    all_ov = overrides + [plan.baseline.set]
+    all_cfg = configs + base_configs
+    base_gpu = get_gpu(base_sc.hardware.gpu).name
+    scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
+        base_raw.get("cost"), dict) else None
+
+    out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
+    cache = ResultCache(out / ".cache", enabled=use_cache)
+    factory_id = _factory_id(setup_factory)
+    search_d = plan.search.model_dump()
+    gates_d = plan.gates.model_dump()
+    slo_d = base_dict["slo"]
+
+    tasks, task_keys, row_task, meta = [], [], [], []
+    key_to_task: dict[str, int] = {}
+    results_by_key: dict[str, dict] = {}
+    for i, (ov, cfg) in enumerate(zip(all_ov, all_cfg)):
+        gname = get_gpu(cfg["hardware"]["gpu"]).name
+        price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
+        cfg = json.loads(json.dumps(cfg))
+        cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
+        meta.append({"gpu": gname, "price": price, "price_source": price_src,
+                     "tp": int(cfg["cluster"]["tensor_parallel_size"])})
+        key = cache_key("candidate", {
+            "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
+            "gates": gates_d, "slo": slo_d, "target": target, "headroom": plan.headroom,
+            "max_extra": plan.max_extra_replicas, "setup": factory_id})
+        row_task.append(key)
+        if key in key_to_task or key in results_by_key:
+            continue
+        hit = cache.get(key)
+        if hit is not None:
+            hit = dict(hit)
+            hit["num_simulations"] = 0
+            hit["cached"] = True
+            results_by_key[key] = hit
+            continue
+        key_to_task[key] = len(tasks)
+        task_keys.append(key)
+        tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
+                      "slo": slo_d, "target_rate_rps": target, "headroom": plan.headroom,
+                      "max_extra_replicas": plan.max_extra_replicas,
+                      "cache_dir": str(cache.folder), "use_cache": use_cache,
+                      "setup_factory": setup_factory, "factory_id": factory_id})
+
+    new = run_tasks(evaluate_candidate, tasks, shared={"pool": pool}, backend=backend,
+                    jobs=jobs, address=address, progress=progress)
+    for key, r in zip(task_keys, new):
+        for k, v in (r.pop("new_cache", None) or {}).items():
+            cache.put(k, v)
+        r["cached"] = False
+        if r.get("failed_gates") != ["error"]:
+            cache.put(key, r)
+        results_by_key[key] = r
+
+    rows = []
+    for i, (ov, key, m) in enumerate(zip(all_ov, row_task, meta)):
+        r = results_by_key[key]
+        is_base = i == len(all_ov) - 1
+        rows.append(_row(i, ov, r, m, plan, target, mean_in, mean_out,
+                         name=plan.baseline.name if is_base else None, is_baseline=is_base))
+    cand_rows, base_row = rows[:-1], rows[-1]
+    ranked = sorted(cand_rows, key=_rank_key)
+    for r_i, row in enumerate(ranked):
+        row["rank"] = r_i + 1 if row["passed"] else None
+    passing = [r for r in ranked if r["passed"]]
+    if passing:
+        status, chosen = "candidate", passing[0]
+        runners = passing[1: 1 + plan.top_k]
+        reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(cand_rows)}")
+    else:
+        status, chosen = "baseline_fallback", base_row
+        runners = []
+        counts = Counter(g for r in cand_rows for g in r["failed_gates"])
+        top = ", ".join(f"{g} ({n})" for g, n in counts.most_common(6))
+        reason = (f"no candidate passed every gate (failed gates, by candidates: {top}); "
+                  f"falling back to baseline '{plan.baseline.name}'")
+        if not base_row["passed"]:
+            reason += (f"; the baseline itself fails {', '.join(base_row['failed_gates'])}: "
+                       "keep the last known-good deployment")
+    rec = {"status": status, "reason": reason, "config": _strip(chosen),
+           "runners_up": [_strip(r) for r in runners],
+           "target_rate_rps": target, "bottleneck": _bottleneck_note(chosen)}
+
+    points = []
+    for row in rows:
+        for p in row["probes"]:
+            if p["feasible"]:
+                points.append({"config_index": row["index"], "label": row["label"],
+                               "rate_rps": p["rate_rps"],
+                               "output_tps_per_gpu": p["output_tps_per_gpu"],
+                               "tps_per_user": p["tps_per_user"]})
+    front = pareto_front(points, "output_tps_per_gpu", "tps_per_user")
+
+    n_sims = sum(r.get("num_simulations", 0) for r in new)
+    n_hits = sum(r.get("num_cache_hits", 0) for r in new) + \
+        sum(1 for k in set(row_task) if results_by_key[k].get("cached"))
+    stats = {"num_candidates": len(cand_rows), "num_configurations_evaluated":
+             len(set(row_task)), "num_simulations": n_sims, "num_cache_hits": n_hits,
+             "wall_s": time.perf_counter() - t0, "jobs": jobs, "backend": backend}
+    workload = {"num_requests_pool": len(pool), "pool_rate_rps": pool_rate,
+                "target_rate_rps": target, "mean_prompt_tokens": mean_in,
+                "mean_output_tokens": mean_out, "window": {k: pool_w.get(k) for k in
+                                                          ("start_s", "end_s")},
+                "source": base_dict["workload"].get("trace") or "synthetic",
+                "probe_requests": min(len(pool), plan.search.max_requests)}
+    res = PlanResult(plan, status, rec, ranked, base_row, front, workload, stats, base_dict,
+                     out)
+    if write:
+        from .report import write_plan_report
+        out.mkdir(parents=True, exist_ok=True)
+        res.files = write_plan_report(res, out, figures=figures)
+        res.stats["wall_s"] = time.perf_counter() - t0
+    return res
+
+
+def _rank_key(r: dict):
+    inf = math.inf
+    return (not r["passed"], r["usd_per_hour"] if r["usd_per_hour"] is not None else inf,
+            r["gpus"] if r["gpus"] is not None else inf, -(r["capacity_rps"] or 0.0),
+            r["index"])
+
+
+def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean_in: float,
+         mean_out: float, *, name: str | None, is_baseline: bool) -> dict:
+    cap = float(r.get("capacity_rps") or 0.0)
+    replicas = r.get("replicas")
+    gpus = replicas * m["tp"] if replicas else None
+    usd_h = gpus * m["price"] if gpus else None
+    fails = list(r.get("failed_gates") or [])
+    if gpus is not None and plan.gates.max_gpus is not None and gpus > plan.gates.max_gpus:
+        fails.append("max_gpus")
+    if usd_h is not None and plan.gates.max_usd_per_hour is not None and \
+            usd_h > plan.gates.max_usd_per_hour:
+        fails.append("max_usd_per_hour")
+    passed = r.get("status") == "ok" and not fails
+    conf = (r.get("confirmations") or [None])[-1] or {}
+    tok_h = target * 3600.0
+
+    def per_m(tokens: float) -> float | None:
+        return usd_h / (tok_h * tokens) * 1e6 if (usd_h is not None and tokens > 0) else None
+
+    return {
+        "index": i,
+        "label": name or config_label(ov),
+        "is_baseline": is_baseline,
+        "overrides": ov,
+        "gpu": m["gpu"],
+        "tensor_parallel_size": m["tp"],
+        "usd_per_gpu_hour": m["price"],
+        "price_source": m["price_source"],
+        "passed": passed,
+        "failed_gates": fails,
+        "error": r.get("error"),
+        "capacity_rps": cap,
+        "capacity_rps_per_gpu": cap / m["tp"],
+        "capacity_rate_scale": r.get("capacity_rate_scale"),
+        "search_note": r.get("search_note"),
+        "replicas": replicas,
+        "gpus": gpus,
+        "headroom": (replicas * cap / target - 1.0) if (replicas and cap) else None,
+        "usd_per_hour": usd_h,
+        "cost_per_1m_input_tokens_usd": per_m(mean_in),
+        "cost_per_1m_output_tokens_usd": per_m(mean_out),
+        "cost_per_1m_tokens_usd": per_m(mean_in + mean_out),
+        "slo_attainment_at_target": conf.get("slo_attainment"),
+        "ttft_p99_s_at_target": conf.get("ttft_p99_s"),
+        "tpot_p99_s_at_target": conf.get("tpot_p99_s"),
+        "slice_ttft_p99_s_at_target": conf.get("slice_ttft_p99_s"),
+        "output_tps_per_gpu_at_capacity": _at_capacity(r, "output_tps_per_gpu"),
+        "tps_per_user_at_capacity": _at_capacity(r, "tps_per_user"),
+        "probes": r.get("probes") or [],
+        "confirmations": r.get("confirmations") or [],
+        "confirm_summary": r.get("confirm_summary"),
+        "confirm_extra": r.get("confirm_extra"),
+        "num_simulations": r.get("num_simulations", 0),
+        "cached": bool(r.get("cached")),
+    }
+
+
+def _at_capacity(r: dict, key: str):
+    s = r.get("capacity_rate_scale")
+    for p in r.get("probes") or []:
+        if s is not None and p.get("rate_scale") == s:
+            return p.get(key)
+    return None
+
+
+def _bottleneck_note(row: dict) -> dict:
+    ex = row.get("confirm_extra") or {}
+    cs = row.get("confirm_summary") or {}
+    b = ex.get("bottleneck")
+    note: dict[str, Any] = {
+        "shares": b,
+        "mean_step_shape": ex.get("mean_step_shape"),
+        "busy_fraction": ex.get("busy_fraction"),
+        "queue_share_of_ttft": ex.get("queue_share_of_ttft"),
+        "num_preemptions": cs.get("num_preemptions"),
+        "kv_capacity_rejections": ex.get("kv_capacity_rejections"),
+        "mean_kv_cache_usage": cs.get("mean_kv_cache_usage"),
+        "max_kv_cache_usage": cs.get("max_kv_cache_usage"),
+    }
+    parts = []
+    if b:
+        dom = max(("compute_bound", "memory_bound", "overhead"), key=lambda k: b.get(k, 0))
+        parts.append(f"step time: {b.get('compute_bound', 0):.0%} compute-bound operators, "
+                     f"{b.get('memory_bound', 0):.0%} memory-bound operators, "
+                     f"{b.get('overhead', 0):.0%} overheads (all-reduce, CPU) for the mean "
+                     f"step; mostly {dom.replace('_', '-')}")
+    if note["num_preemptions"] is not None:
+        parts.append(f"{note['num_preemptions']} KV-capacity preemption(s) at the target rate"
+                     + (f", peak KV use {note['max_kv_cache_usage']:.0%}"
+                        if note["max_kv_cache_usage"] is not None else ""))
+    if note["queue_share_of_ttft"] is not None:
+        parts.append(f"queueing is {note['queue_share_of_ttft']:.0%} of the mean TTFT")
+    note["text"] = "; ".join(parts) if parts else "no bottleneck data"
+    return note

@@ -1,0 +1,346 @@
+"""SLO-constrained capacity search and replica sizing for one configuration.
+
+Capacity (DESIGN.md glossary): the highest arrival rate whose SLO attainment stays at or above
+the target. Here it is searched on **one replica** by replaying the first ``max_requests``
+requests of a trace window with their arrival times divided by a rate scale ``s`` (the
+workload's ``rate_scale``): a probe at ``s`` is *feasible* when its SLO attainment reaches
+the target and every enabled quality gate holds. Assuming feasibility falls as the rate
+rises, the search
+
+1. probes ``initial_rate_scale``; then multiplies by ``growth`` while feasible, or divides
+   by it while not, until one feasible and one infeasible scale bracket the capacity (or a
+   limit is reached);
+2. bisects the bracket geometrically (``sqrt(low x high)``) until
+   ``high / low - 1 <= rel_tol`` or ``max_probes`` probes were spent.
+
+The capacity reported is the feasible end of the bracket (never an infeasible rate), in
+requests per second: ``s x`` the arrival rate of the probe's requests.
+
+Sizing for a target rate ``T`` assumes a load-balancing router spreads load evenly:
+``replicas = ceil(T x (1 + headroom) / capacity)``; a full cluster simulation at ``T``
+confirms it, adding one replica at a time (up to ``max_extra_replicas``) until it passes.
+
+A finite probe measures a transient: above the true capacity queues grow during the probe,
+so attainment falls as the rate rises; more requests per probe make the edge sharper.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+__all__ = [
+    "check_gates",
+    "evaluate_candidate",
+    "find_capacity",
+    "probe_record",
+    "replicas_for",
+]
+
+
+# ---------------------------------------------------------------------- the search algorithm
+def find_capacity(probe: Callable[[float], Mapping[str, Any]], *, start: float = 1.0,
+                  growth: float = 2.0, rel_tol: float = 0.1, max_probes: int = 12,
+                  min_scale: float = 1.0 / 64, max_scale: float = 1024.0
+                  ) -> tuple[float | None, list[dict], str]:
+    """Bracket and bisect the largest feasible rate scale.
+
+    Parameters
+    ----------
+    probe : callable
+        ``probe(scale) -> record`` with a boolean ``"feasible"``.
+    start, growth, rel_tol, max_probes, min_scale, max_scale
+        See :class:`simulator.planner.spec.SearchSettings`.
+
+    Returns
+    -------
+    (scale or None, records, note)
+        The largest feasible scale found (``None``: none down to ``min_scale``), every
+        probe's record in the order run, and a note: ``converged``, ``max_probes``,
+        ``at_max_scale`` or ``infeasible``.
+    """
+    records: list[dict] = []
+
+    def ev(s: float) -> bool:
+        r = dict(probe(s))
+        r["rate_scale"] = s
+        records.append(r)
+        return bool(r["feasible"])
+
+    lo: float | None = None
+    hi: float | None = None
+    s = min(max(start, min_scale), max_scale)
+    if ev(s):
+        lo = s
+    else:
+        hi = s
+    while lo is None:
+        s = hi / growth
+        if s < min_scale * (1 - 1e-12):
+            return None, records, "infeasible"
+        if len(records) >= max_probes:
+            return None, records, "max_probes"
+        if ev(s):
+            lo = s
+        else:
+            hi = s
+    while hi is None:
+        s = lo * growth
+        if s > max_scale * (1 + 1e-12):
+            return lo, records, "at_max_scale"
+        if len(records) >= max_probes:
+            return lo, records, "max_probes"
+        if ev(s):
+            lo = s
+        else:
+            hi = s
+    while hi / lo - 1.0 > rel_tol:
+        if len(records) >= max_probes:
+            return lo, records, "max_probes"
+        s = math.sqrt(lo * hi)
+        if ev(s):
+            lo = s
+        else:
+            hi = s
+    return lo, records, "converged"
+
+
+def replicas_for(target_rps: float, capacity_rps: float, headroom: float) -> int:
+    """Replicas so that each runs at most ``1 / (1 + headroom)`` of its capacity:
+    ``ceil(target x (1 + headroom) / capacity)`` (at least 1)."""
+    if not capacity_rps > 0:
+        raise ValueError("capacity must be > 0 to size replicas")
+    need = target_rps * (1.0 + headroom) / capacity_rps
+    return max(1, math.ceil(need - 1e-9))
+
+
+# ---------------------------------------------------------------------- gates
+def check_gates(summary: Mapping[str, Any], gates: Mapping[str, Any],
+                slo: Mapping[str, Any]) -> list[str]:
+    """Names of the request-level gates a run's summary fails (empty: all pass).
+
+    Gate names: ``slo_attainment``, ``slice_ttft_p99[<slice>]``, ``rejected_fraction``,
+    ``preemptions_per_request``. See :class:`simulator.planner.spec.GateSettings`.
+    """
+    fails: list[str] = []
+    n = summary.get("num_requests") or 0
+    if gates.get("slo_attainment", True):
+        att = summary.get("slo_attainment")
+        target = slo.get("attainment_target")
+        if att is None or (target is not None and att < float(target)):
+            fails.append("slo_attainment")
+    if gates.get("slice_ttft_p99", True):
+        per = gates.get("slice_ttft_p99_s") or {}
+        for name, g in sorted((summary.get("by_slice") or {}).items()):
+            bound = per.get(name, slo.get("ttft_s"))
+            if bound is None:
+                continue
+            p99 = (g.get("ttft_s") or {}).get("p99")
+            if p99 is None or p99 > float(bound):
+                fails.append(f"slice_ttft_p99[{name}]")
+    mrf = gates.get("max_rejected_fraction")
+    if mrf is not None and n:
+        bad = (summary.get("num_rejected") or 0) + (summary.get("num_cancelled") or 0)
+        if bad / n > float(mrf):
+            fails.append("rejected_fraction")
+    mpp = gates.get("max_preemptions_per_request")
+    if mpp is not None and n:
+        if (summary.get("num_preemptions") or 0) / n > float(mpp):
+            fails.append("preemptions_per_request")
+    return fails
+
+
+def _get(d: Mapping | None, *keys):
+    for k in keys:
+        if not isinstance(d, Mapping):
+            return None
+        d = d.get(k)
+    return d
+
+
+def probe_record(summary: Mapping[str, Any], extra: Mapping[str, Any] | None, *,
+                 rate_rps: float, gpus: int, gates: Mapping[str, Any],
+                 slo: Mapping[str, Any]) -> dict[str, Any]:
+    """The compact record of one probe or confirmation run (what reports and curves use)."""
+    fails = check_gates(summary, gates, slo)
+    tpot_mean = _get(summary, "tpot_s", "mean")
+    out_tps = summary.get("output_token_throughput_tps")
+    extra = extra or {}
+    return {
+        "rate_rps": rate_rps,
+        "feasible": not fails,
+        "failed_gates": fails,
+        "slo_attainment": summary.get("slo_attainment"),
+        "ttft_p50_s": _get(summary, "ttft_s", "p50"),
+        "ttft_p99_s": _get(summary, "ttft_s", "p99"),
+        "tpot_mean_s": tpot_mean,
+        "tpot_p99_s": _get(summary, "tpot_s", "p99"),
+        "e2e_p99_s": _get(summary, "e2e_latency_s", "p99"),
+        "output_tps": out_tps,
+        "output_tps_per_gpu": (out_tps / gpus) if (out_tps is not None and gpus) else None,
+        "tps_per_user": (1.0 / tpot_mean) if tpot_mean else None,
+        "num_requests": summary.get("num_requests"),
+        "num_preemptions": summary.get("num_preemptions"),
+        "num_rejected": summary.get("num_rejected"),
+        "slice_ttft_p99_s": {k: _get(v, "ttft_s", "p99")
+                             for k, v in sorted((summary.get("by_slice") or {}).items())},
+        "busy_fraction": extra.get("busy_fraction"),
+        "queue_share_of_ttft": extra.get("queue_share_of_ttft"),
+    }
+
+
+# ---------------------------------------------------------------------- one candidate
+def _first_line(e: BaseException) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0] if s else type(e).__name__
+
+
+def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
+    """Search one configuration's capacity, size its replicas and confirm (runs in a worker).
+
+    ``task`` keys: ``index``, ``scenario`` (resolved dict, one replica), ``search``
+    (:class:`SearchSettings` as a dict), ``gates``, ``slo``, ``target_rate_rps``,
+    ``headroom``, ``max_extra_replicas``, ``cache_dir``, ``use_cache``, ``setup_factory``,
+    ``factory_id``. ``shared["pool"]`` is the request pool (a list of RequestSpec at the
+    workload's own rate).
+
+    Returns a JSON-safe dict; never raises (errors become a failed ``error`` gate). New
+    simulation results come back under ``new_cache`` for the driver to store.
+    """
+    from ..config import validate_scenario
+    from ..engine import build_setup
+    from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+    from .simulate import rescale_specs, simulate_summary, specs_rate
+
+    t0 = time.perf_counter()
+    pool = shared["pool"]
+    st = task["search"]
+    gates, slo = task["gates"], task["slo"]
+    cache = ResultCache(task.get("cache_dir"), enabled=task.get("use_cache", True))
+    new_cache: dict[str, dict] = {}
+    sims = 0
+    hits = 0
+    base = dict(task["scenario"])
+    tp = int(base["cluster"]["tensor_parallel_size"])
+    out: dict[str, Any] = {"index": task["index"], "probes": [], "confirmations": [],
+                           "new_cache": new_cache, "error": None}
+    setup_holder: dict[str, Any] = {}
+
+    def get_setup(sc_dict):
+        if "setup" not in setup_holder:
+            sc = validate_scenario(dict(sc_dict))
+            f = task.get("setup_factory")
+            setup_holder["setup"] = f(sc) if f is not None else build_setup(sc)
+        return setup_holder["setup"]
+
+    def run(sc_dict: dict, specs: list) -> dict:
+        nonlocal sims, hits
+        key = cache_key("sim", {"scenario": scenario_identity(sc_dict),
+                                "specs": specs_fingerprint(specs),
+                                "setup": task.get("factory_id")})
+        if key in new_cache:
+            return new_cache[key]
+        hit = cache.get(key)
+        if hit is not None:
+            hits += 1
+            return hit
+        r = simulate_summary(sc_dict, specs, setup=get_setup(sc_dict))
+        sims += 1
+        new_cache[key] = r
+        return r
+
+    def with_workload(replicas: int, scale: float, n: int) -> dict:
+        d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+        d["cluster"] = {**base["cluster"], "num_replicas": replicas}
+        w = dict(base["workload"])
+        w["rate_scale"] = float(w.get("rate_scale", 1.0)) * scale
+        w["max_requests"] = n
+        d["workload"] = w
+        return d
+
+    try:
+        probe_specs = pool[: st["max_requests"]]
+        probe_rate = specs_rate(probe_specs)
+        out["probe_base_rate_rps"] = probe_rate
+
+        def probe(scale: float) -> dict:
+            specs = rescale_specs(probe_specs, scale)
+            r = run(with_workload(1, scale, len(specs)), specs)
+            return probe_record(r["summary"], r["extra"], rate_rps=scale * probe_rate,
+                                gpus=tp, gates=gates, slo=slo)
+
+        try:
+            get_setup(base)
+        except ValueError as e:
+            out.update(status="failed", failed_gates=["fits"], error=_first_line(e),
+                       capacity_rps=0.0, capacity_rate_scale=None, search_note="not built")
+            return _finish(out, sims, hits, t0)
+        cap_scale, records, note = find_capacity(
+            probe, start=st["initial_rate_scale"], growth=st["growth"], rel_tol=st["rel_tol"],
+            max_probes=st["max_probes"], min_scale=st["min_rate_scale"],
+            max_scale=st["max_rate_scale"])
+        out["probes"] = sorted(records, key=lambda r: r["rate_scale"])
+        out["search_note"] = note
+        out["capacity_rate_scale"] = cap_scale
+        cap = cap_scale * probe_rate if cap_scale is not None else 0.0
+        out["capacity_rps"] = cap
+        if cap_scale is None:
+            worst = [r for r in records if not r["feasible"]]
+            why = sorted({g for r in worst[-1:] for g in r["failed_gates"]})
+            out.update(status="failed", failed_gates=["capacity"] + why)
+            return _finish(out, sims, hits, t0)
+
+        target = float(task["target_rate_rps"])
+        n = replicas_for(target, cap, float(task["headroom"]))
+        out["replicas_initial"] = n
+        confirm_n = st.get("confirm_max_requests")
+        passed = False
+        fails: list[str] = []
+        for _ in range(int(task["max_extra_replicas"]) + 1):
+            m = min(len(pool), confirm_n if confirm_n else st["max_requests"] * n)
+            specs_c = pool[:m]
+            scale_c = target / specs_rate(specs_c)
+            specs_c = rescale_specs(specs_c, scale_c)
+            r = run(with_workload(n, scale_c, m), specs_c)
+            rec = probe_record(r["summary"], r["extra"], rate_rps=target, gpus=tp * n,
+                               gates=gates, slo=slo)
+            rec["replicas"] = n
+            out["confirmations"].append(rec)
+            out["confirm_extra"] = r["extra"]
+            out["confirm_summary"] = _compact_summary(r["summary"])
+            fails = rec["failed_gates"]
+            if not fails:
+                passed = True
+                break
+            n += 1
+        if not passed:
+            n -= 1
+        out["replicas"] = n
+        out["status"] = "ok" if passed else "failed"
+        out["failed_gates"] = [] if passed else [f"confirmation:{g}" for g in fails]
+    except Exception as e:  # noqa: BLE001 - report, do not crash the plan
+        out.update(status="failed", failed_gates=["error"],
+                   error=f"{type(e).__name__}: {_first_line(e)}")
+        out.setdefault("capacity_rps", 0.0)
+    return _finish(out, sims, hits, t0)
+
+
+def _compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("num_requests", "num_completed", "num_rejected", "num_cancelled",
+            "num_preemptions", "slo_attainment", "ttft_s", "tpot_s", "e2e_latency_s",
+            "queue_delay_s", "output_token_throughput_tps", "mean_batch_size",
+            "mean_kv_cache_usage", "max_kv_cache_usage", "num_gpu_blocks", "kv_cache_tokens",
+            "perf_model", "reject_reasons", "duration_s")
+    out = {k: s.get(k) for k in keep}
+    out["by_slice"] = {k: {"ttft_s": v.get("ttft_s"), "slo_attainment": v.get("slo_attainment"),
+                           "num_requests": v.get("num_requests")}
+                       for k, v in (s.get("by_slice") or {}).items()}
+    return out
+
+
+def _finish(out: dict, sims: int, hits: int, t0: float) -> dict:
+    out["num_simulations"] = sims
+    out["num_cache_hits"] = hits
+    out["wall_s"] = time.perf_counter() - t0
+    return out
