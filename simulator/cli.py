@@ -135,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("profiles", help="list the GPU profiles and models in the catalog")
     pr.set_defaults(func=cmd_profiles)
 
-    for mod in (".speculative.cli", ".kv.cli", ".compare", ".planner.cli", ".calibrate_cli"):
+    for mod in (".speculative.cli", ".speculative.economics", ".kv.cli", ".compare",
+                ".planner.cli", ".calibrate_cli"):
         _register_optional(sub, mod)
     return p
 

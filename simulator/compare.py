@@ -30,9 +30,10 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -75,6 +76,15 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("cost_per_1m_tokens_usd", "cost per 1M tokens ($)", "{:,.4f}"),
 )
 
+_ROWS_NOTE = (
+    "Rows: TTFT and TPOT percentiles over the requests that reached them; throughput counts "
+    "completed requests (and their output tokens) per second of the measured duration; "
+    "goodput counts those that met every SLO; *max concurrency* is the largest batch of any "
+    "step (static: slots, padding included); *KV fragmentation* is wasted / reserved KV over "
+    "busy time (reserved = blocks held x block size, used = tokens of requests in flight); "
+    "*KV wasted* is the busy-time mean of reserved - used per GPU; *padding waste* is padding "
+    "slot-steps / slot-steps (static batching's bubbles); *cost per 1M tokens* charges all GPU "
+    "time to input + output tokens.")
 _SAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
 _MAX_CDF_POINTS = 2000
 _MAX_TIME_BINS = 400
@@ -574,9 +584,9 @@ def render_compare_markdown(cr: CompareResult, figures: dict[str, Path] | None =
         src = w.trace if w.trace else "synthetic"
         n_req = len(first.requests)
         lines += [
-            f"Model `{sc.model}` on `{sc.hardware.gpu}` "
+            (f"Model `{sc.model}` on `{sc.hardware.gpu}` "
             f"({sc.cluster.num_replicas} replica(s) x TP {sc.cluster.tensor_parallel_size}); "
-            f"workload `{src}`: {n_req:,} requests; seed {sc.seed}.", ""]
+            f"workload `{src}`: {n_req:,} requests; seed {sc.seed}."), ""]
     lines.append("Varied: " + "; ".join(
         f"`{k}` in {{{', '.join(_fmt_value(v) for v in vals)}}}" for k, vals in cr.varies) + ".")
     lines.append("")
@@ -586,22 +596,13 @@ def render_compare_markdown(cr: CompareResult, figures: dict[str, Path] | None =
     else:
         lines.append(f"The varied keys change the workload: {cr.num_workloads} distinct "
                      "request lists were replayed (rows are not on identical requests).")
-    lines += ["", markdown_table(cr.table), "",
-              "Rows: TTFT and TPOT percentiles over the requests that reached them; "
-              "throughput counts completed requests (and their output tokens) per second of "
-              "the measured duration; goodput counts those that met every SLO; *max concurrency* "
-              "is the largest batch of any step (static: slots, padding included); *KV fragmentation* "
-              "is wasted / reserved KV over busy time (reserved = blocks held x block size, "
-              "used = tokens of requests in flight); *KV wasted* is the busy-time mean of "
-              "reserved - used per GPU; *padding waste* is padding slot-steps / slot-steps (static "
-              "batching's bubbles); *cost per 1M tokens* charges all GPU time to input + output tokens.",
-              ""]
+    lines += ["", markdown_table(cr.table), "", _ROWS_NOTE, ""]
     if any(_fmt_value(v) == "static" for var in cr.variants for _k, v in var.assignments):
-        lines += ["Static batching reserves each slot's full length (`max_model_len`, or "
+        lines += [("Static batching reserves each slot's full length (`max_model_len`, or "
                   "prompt + declared `max_tokens`) at batch formation whatever "
                   "`kv_cache.allocation` says, so its paged and contiguous rows coincide; "
                   "prompts are padded to the batch's longest (prefill padding tokens are in "
-                  "`compare.csv`).", ""]
+                  "`compare.csv`)."), ""]
     if figures:
         lines += ["## Figures", ""]
         for key, title in (("ttft_cdf", "TTFT CDF"), ("e2e_cdf", "E2E latency CDF"),

@@ -80,6 +80,9 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["provenance"] = setup.perf.provenance()
     summary["prefix_cache_hit_tokens"] = int(sim.recorder.prefix_hit_tokens)
     summary["num_steps"] = int(len(steps))
+    if scenario.speculative is not None:
+        from .speculative.metrics import speculative_summary
+        summary["speculative"] = speculative_summary(sim)
     summary.update(kv_and_batching_stats(
         steps, setup.block_size,
         setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)))

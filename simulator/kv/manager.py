@@ -104,13 +104,15 @@ class KVCacheManager:
             pbt = req.spec.prefix_block_tokens
             shared = min(len(ids) * pbt, req.num_prompt_tokens)
             bs = self.block_size
-            prev = None
+            prev = 0
             for j in range(shared // bs):
                 end = (j + 1) * bs
                 hi = -(-end // pbt)  # prefix blocks overlapping [0, end)
                 lo = -(-(j * bs) // pbt) if j else 0
-                prev = (prev, tuple(ids[lo:hi]), j)
-                keys.append(hash(prev))
+                # chained 64-bit key: (key of block j-1, new prefix ids, j); ints hash
+                # deterministically in CPython (no per-process salt)
+                prev = hash((prev, tuple(ids[lo:hi]), j))
+                keys.append(prev)
         req.prefix_keys = keys
         return keys
 

@@ -81,7 +81,7 @@ class StaticStepOutput(StepOutput):
         Members still generating during the step (``batch_size - num_padding_seqs``).
     """
 
-    __slots__ = ("is_prefill", "decode_index", "num_live")
+    __slots__ = ("decode_index", "is_prefill", "num_live")
 
     def __init__(self):
         super().__init__()

@@ -138,7 +138,7 @@ def _run_one(scenario, base_dir, specs=None) -> dict:
 
     res = run_scenario(scenario, base_dir, specs=specs, write=False, figures=False)
     summary = dict(res.summary)
-    if scenario.speculative is not None:
+    if scenario.speculative is not None and not summary.get("speculative"):
         summary["speculative"] = speculative_summary(res.sim)
     if specs:
         last = max(s.arrival_time_s for s in specs)
@@ -459,15 +459,15 @@ def _verify_rows(summary: dict) -> list[list[str]]:
     return rows
 
 
-def _weighted_verify_ratio(summary: dict) -> float | None:
+def _weighted_verify_ratio(summary: dict) -> tuple[float, float] | None:
+    """(verification, drafting) time over plain decode time, over pure-decode drafting steps."""
     bins = (summary.get("speculative") or {}).get("verification_cost_by_batch", [])
-    w = sum(b["num_steps"] for b in bins)
-    if not w:
-        return None
     v = sum(b["mean_verify_time_s"] * b["num_steps"] for b in bins)
     p = sum(b["mean_plain_decode_time_s"] * b["num_steps"] for b in bins)
     d = sum(b["mean_draft_time_s"] * b["num_steps"] for b in bins)
-    return v / p if p else None, d / p if p else None
+    if not p:
+        return None
+    return v / p, d / p
 
 
 def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
