@@ -1,0 +1,173 @@
+"""``servesim sweep`` and ``servesim plan`` (registered by :func:`register`)."""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+
+__all__ = ["cmd_plan", "cmd_sweep", "register"]
+
+
+@contextmanager
+def _progress(description: str, enabled: bool):
+    """A rich progress bar; yields ``callback(done, total)`` (``None`` when disabled)."""
+    if not enabled:
+        yield None
+        return
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn,
+                               TimeRemainingColumn)
+    prog = Progress("[progress.description]{task.description}", BarColumn(),
+                    MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                    transient=True)
+    task = None
+
+    def cb(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            task = prog.add_task(description, total=total)
+        prog.update(task, completed=done, total=total)
+
+    prog.start()
+    try:
+        yield cb
+    finally:
+        prog.stop()
+
+
+def _common(p) -> None:
+    p.add_argument("--trace", help="replay this trace file instead of the base workload's")
+    p.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a field of the base scenario (repeatable)")
+    p.add_argument("-j", "--jobs", type=int, default=None,
+                   help="parallel workers (default: all cores; 1 runs in process)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--address", help="Ray cluster address (default: start a local instance)")
+    p.add_argument("-o", "--output", help="output folder (default: the file's output_dir)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="ignore cached results (new results are still cached)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or tables")
+
+
+def _jobs(args) -> int:
+    from .backends import default_jobs
+    return args.jobs if args.jobs is not None else default_jobs()
+
+
+def cmd_sweep(args) -> int:
+    """Run a sweep file; prints a short table and where the results went."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .spec import load_sweep_spec
+    from .sweep import run_sweep
+    spec, folder = load_sweep_spec(args.sweep, args.sweep_set)
+    show = not args.quiet and sys.stderr.isatty() or getattr(args, "progress", False)
+    with _progress("sweep points", show and not args.quiet) as cb:
+        res = run_sweep(spec, folder, scenario_overrides=args.set, trace=args.trace,
+                        jobs=_jobs(args), backend=args.backend, address=args.address,
+                        use_cache=not args.no_cache, outdir=args.output, progress=cb)
+    if not args.quiet:
+        c = Console()
+        t = Table(title=f"servesim sweep: {spec.name} ({res.num_points} points)")
+        cols = [("label", "point"), ("status", "status"), ("slo_attainment", "attainment"),
+                ("ttft_s_p99", "p99 TTFT s"), ("tpot_s_p99", "p99 TPOT s"),
+                ("output_token_throughput_tps", "out tok/s"),
+                ("cost_per_1m_output_tokens_usd", "USD/1M out")]
+        for _, h in cols:
+            t.add_column(h)
+        for _, row in res.table.head(40).iterrows():
+            t.add_row(*[_cell(row.get(k)) for k, _ in cols])
+        c.print(t)
+        if len(res.table) > 40:
+            c.print(f"... {len(res.table) - 40} more rows")
+        c.print(f"{res.num_simulated} simulated, {res.num_cached} from cache, "
+                f"{res.wall_s:.1f} s; table: {res.files.get('parquet')} and "
+                f"{res.files.get('csv')}")
+    n_err = int((res.table["status"] == "error").sum())
+    if n_err and not args.quiet:
+        print(f"servesim: warning: {n_err} point(s) failed (see the 'error' column)",
+              file=sys.stderr)
+    return 0
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "-" if v != v else f"{v:.4g}"
+    return str(v)
+
+
+def cmd_plan(args) -> int:
+    """Run a plan file; prints the recommendation and where the report went."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from .plan import run_plan
+    from .report import _headline, _usd, _usd4
+    from .spec import load_plan_spec
+    plan_set = list(args.plan_set or [])
+    if args.target_rate is not None:
+        plan_set.append(f"target_rate_rps={args.target_rate}")
+    if args.max_requests is not None:
+        plan_set.append(f"search.max_requests={args.max_requests}")
+    spec, folder = load_plan_spec(args.plan, plan_set)
+    show = not args.quiet and (sys.stderr.isatty() or args.progress)
+    with _progress("plan candidates", show) as cb:
+        res = run_plan(spec, folder, scenario_overrides=args.set, trace=args.trace,
+                       jobs=_jobs(args), backend=args.backend, address=args.address,
+                       use_cache=not args.no_cache, outdir=args.output,
+                       figures=not args.no_figures, progress=cb)
+    c = Console()
+    if args.quiet:
+        print(_headline(res))
+        return 0
+    c.print(f"[bold]servesim plan: {spec.name}[/bold]  target "
+            f"{res.workload['target_rate_rps']:.3f} requests/s, "
+            f"{res.stats['num_candidates']} candidates")
+    style = "green" if res.status == "candidate" else "red"
+    c.print(f"[{style}]{_headline(res)}[/{style}]")
+    c.print(f"{res.recommendation['reason']}")
+    b = res.recommendation.get("bottleneck") or {}
+    if b.get("text"):
+        c.print(f"bottleneck: {b['text']}")
+    rows = [res.recommendation["config"]] + res.recommendation["runners_up"]
+    t = Table(title="recommendation and runners-up")
+    for h in ("configuration", "cap/replica rps", "replicas", "GPUs", "USD/h", "USD/1M in",
+              "USD/1M out", "attainment", "p99 TTFT s"):
+        t.add_column(h)
+    for r in rows:
+        t.add_row(("[baseline] " if r.get("is_baseline") else "") + r["label"],
+                  _cell(r["capacity_rps"]), _cell(r["replicas"]), _cell(r["gpus"]),
+                  _usd(r["usd_per_hour"]), _usd4(r["cost_per_1m_input_tokens_usd"]),
+                  _usd4(r["cost_per_1m_output_tokens_usd"]),
+                  _cell(r["slo_attainment_at_target"]), _cell(r["ttft_p99_s_at_target"]))
+    c.print(t)
+    st = res.stats
+    c.print(f"{st['num_simulations']} simulations, {st['num_cache_hits']} cache hits, "
+            f"{st['wall_s']:.1f} s")
+    c.print(f"report: {res.files.get('md')}, {res.files.get('html')}, {res.files.get('json')}")
+    return 0
+
+
+def register(subparsers) -> None:
+    """Add the ``sweep`` and ``plan`` subcommands to ``servesim``'s parser."""
+    s = subparsers.add_parser("sweep", help="run a base scenario over a grid of field values")
+    s.add_argument("sweep", help="sweep YAML (path, or a name under scenarios/)")
+    _common(s)
+    s.add_argument("--sweep-set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a field of the sweep file itself (repeatable)")
+    s.add_argument("--progress", action="store_true", help="always show the progress bar")
+    s.set_defaults(func=cmd_sweep)
+
+    p = subparsers.add_parser("plan", help="capacity plan: cheapest configuration meeting "
+                                           "the SLOs at a target rate, with a report")
+    p.add_argument("plan", help="plan YAML (path, or a name under scenarios/)")
+    _common(p)
+    p.add_argument("--target-rate", type=float, help="target arrival rate (requests/s)")
+    p.add_argument("--max-requests", type=int, help="requests per capacity probe")
+    p.add_argument("--plan-set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a field of the plan file itself, e.g. search.rel_tol=0.2")
+    p.add_argument("--no-figures", action="store_true", help="skip the figures")
+    p.add_argument("--progress", action="store_true", help="always show the progress bar")
+    p.set_defaults(func=cmd_plan)
