@@ -87,6 +87,7 @@ _ROWS_NOTE = (
     "time to input + output tokens.")
 _SAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
 _MAX_CDF_POINTS = 2000
+_STYLES = ("-", "--", "-.", ":")
 _MAX_TIME_BINS = 400
 
 
@@ -334,6 +335,7 @@ class CompareResult:
 def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
                 overrides: list[str] | None = None, trace: str | None = None,
                 outdir: str | Path | None = None, write: bool = True, figures: bool = True,
+                run_figures: bool | None = None,
                 progress: Callable[[str, int, int], None] | None = None) -> CompareResult:
     """Run every variant of a scenario on the same requests and write the comparison.
 
@@ -352,7 +354,9 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     write : bool
         Write the run folders and the comparison files.
     figures : bool
-        Write PNG figures (the comparison's and each run's).
+        Write the comparison's PNG figures.
+    run_figures : bool, optional
+        Write each variant run's own figures (default: ``figures``).
     progress : callable, optional
         ``progress(variant_name, index, total)`` before each variant runs.
 
@@ -395,7 +399,7 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
         if progress is not None:
             progress(name, i, len(loaded))
         res = run_scenario(sc, base, specs=specs, write=write, outdir=out / name,
-                           figures=figures)
+                           figures=figures if run_figures is None else run_figures)
         variants.append(Variant(name, combo, res, wkey))
     table = pd.DataFrame([variant_row(v.name, v.assignments, v.result) for v in variants])
     cr = CompareResult(base_name, varies, variants, table, same_requests=len(workloads) == 1,
@@ -460,10 +464,12 @@ def write_compare_figures(cr: CompareResult, outdir: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
     for which, label in (("ttft", "TTFT"), ("e2e", "E2E latency")):
         fig, ax = _figure()
-        for v in cr.variants:
+        for i, v in enumerate(cr.variants):
             x, y = _cdf(_latency(v.result.requests, which))
             if x.size:
-                ax.step(x, y, where="post", label=v.name)
+                # line styles keep coinciding variants visible
+                ax.step(x, y, where="post", label=v.name, ls=_STYLES[i % len(_STYLES)],
+                        lw=1.6 if i % len(_STYLES) == 0 else 1.2)
         ax.set_xscale("log")
         ax.set_xlabel(f"{label} (s, log scale)")
         ax.set_ylabel("fraction of requests")
@@ -494,14 +500,14 @@ def write_compare_figures(cr: CompareResult, outdir: Path) -> dict[str, Path]:
     files["kv_memory"] = _save(fig, outdir / FIGURE_FILES["kv_memory"])
 
     fig, ax = _figure()
-    for v, c in zip(cr.variants, colors):
+    for i, (v, c) in enumerate(zip(cr.variants, colors)):
         st = v.result.steps
         if not len(st):
             continue
         x, y = _binned(st["start_time_s"].to_numpy(dtype=float),
                        st["step_time_s"].to_numpy(dtype=float),
                        st["batch_size"].to_numpy(dtype=float))
-        ax.plot(x, y, color=c, lw=1.0, label=v.name)
+        ax.plot(x, y, color=c, lw=1.0, ls=_STYLES[i % len(_STYLES)], label=v.name)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("batch size (sequences per step)")
     ax.set_title("Batch size over time")

@@ -221,8 +221,9 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder):
             "num_decode_seqs": np.full(k, out.num_decode_seqs),
             "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": used[:k],
             "num_gpu_blocks": np.full(k, nblocks), "num_preempted": np.zeros(k, dtype=np.int64),
-            "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * B,
-            "num_padding_seqs": np.zeros(k, dtype=np.int64)})
+            "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * (
+                B - out.num_padding_seqs),
+            "num_padding_seqs": np.full(k, out.num_padding_seqs, dtype=np.int64)})
         rep.step_index += k
         sch.commit_decode_run(out, k, now, ends)
 

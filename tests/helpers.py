@@ -292,7 +292,8 @@ SUITE = {
     "max_model_len": ({"kv_cache": {"num_gpu_blocks": 200},
                        "scheduler": {"max_model_len": 700}},
                       synthetic_workload(200, 20), None),
-    "light_load": ({"cluster": {"num_replicas": 2, "router": "least_outstanding"}},
+    "light_load": ({"cluster": {"num_replicas": 2, "router": "least_outstanding"},
+                    "kv_cache": {"num_gpu_blocks": 1500}},
                    synthetic_workload(150, 3), None),
     "seq_limit_until": ({"cluster": {"num_replicas": 2, "router": "round_robin"},
                          "kv_cache": {"num_gpu_blocks": 150},
@@ -311,3 +312,42 @@ def suite_case(name: str):
         sc = make_scenario(overrides, workload=workload)
         specs = load_specs(sc)
     return sc, specs, until
+
+
+class SuiteRun:
+    """A finished run of a ``SUITE`` scenario with counters taken while it ran."""
+
+    def __init__(self, name, scenario, specs, until, out, decode_runs, decode_run_steps):
+        self.name, self.scenario, self.specs, self.until = name, scenario, specs, until
+        self.out = out
+        self.decode_runs = decode_runs          # fast-forwarded runs of >= 2 steps
+        self.decode_run_steps = decode_run_steps  # steps they covered
+
+
+_SUITE_CACHE: dict[str, SuiteRun] = {}
+
+
+def suite_run(name: str) -> SuiteRun:
+    """Run ``SUITE[name]`` once per test session (transitions checked) and cache it.
+
+    For tests that only *read* records; tests that patch the engine run their own.
+    """
+    if name not in _SUITE_CACHE:
+        sc, specs, until = suite_case(name)
+        counts = [0, 0]
+        orig = ContinuousScheduler.plan_decode_run
+
+        def plan(self, out):
+            k = orig(self, out)
+            if k > 1:
+                counts[0] += 1
+                counts[1] += k
+            return k
+
+        ContinuousScheduler.plan_decode_run = plan
+        try:
+            out = run_sim(sc, specs, until_s=until, check_transitions=True)
+        finally:
+            ContinuousScheduler.plan_decode_run = orig
+        _SUITE_CACHE[name] = SuiteRun(name, sc, specs, until, out, counts[0], counts[1])
+    return _SUITE_CACHE[name]

@@ -1,6 +1,7 @@
 """``servesim sweep`` and ``servesim plan`` (registered by :func:`register`)."""
 from __future__ import annotations
 
+import math
 import sys
 from contextlib import contextmanager
 
@@ -13,8 +14,13 @@ def _progress(description: str, enabled: bool):
     if not enabled:
         yield None
         return
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
     prog = Progress("[progress.description]{task.description}", BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
                     transient=True)
@@ -61,8 +67,8 @@ def cmd_sweep(args) -> int:
     from .spec import load_sweep_spec
     from .sweep import run_sweep
     spec, folder = load_sweep_spec(args.sweep, args.sweep_set)
-    show = not args.quiet and sys.stderr.isatty() or getattr(args, "progress", False)
-    with _progress("sweep points", show and not args.quiet) as cb:
+    show = not args.quiet and (sys.stderr.isatty() or args.progress)
+    with _progress("sweep points", show) as cb:
         res = run_sweep(spec, folder, scenario_overrides=args.set, trace=args.trace,
                         jobs=_jobs(args), backend=args.backend, address=args.address,
                         use_cache=not args.no_cache, outdir=args.output, progress=cb)
@@ -94,7 +100,7 @@ def _cell(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return "-" if v != v else f"{v:.4g}"
+        return "-" if math.isnan(v) else f"{v:.4g}"
     return str(v)
 
 

@@ -12,7 +12,7 @@ rate with the headroom, confirms the sized cluster by simulation and prices it:
   glossary: input and output shown apart; the figures are alternative views, not a split).
 
 The recommendation is the passing candidate with the lowest ``usd_per_hour`` (ties: fewer
-GPUs, then more capacity). With no passing candidate the plan recommends the baseline and
+GPUs, then more headroom, i.e. more deployed capacity). With no passing candidate the plan recommends the baseline and
 lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
 output tokens/s per GPU against tokens/s per user (``1 / mean TPOT``).
 """
@@ -250,7 +250,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         key_to_task[key] = len(tasks)
         task_keys.append(key)
         tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
-                      "slo": slo_d, "target_rate_rps": target, "headroom": plan.headroom,
+                      "target_rate_rps": target, "headroom": plan.headroom,
                       "max_extra_replicas": plan.max_extra_replicas,
                       "cache_dir": str(cache.folder), "use_cache": use_cache,
                       "setup_factory": setup_factory, "factory_id": factory_id})
@@ -329,8 +329,8 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
 def _rank_key(r: dict):
     inf = math.inf
     return (not r["passed"], r["usd_per_hour"] if r["usd_per_hour"] is not None else inf,
-            r["gpus"] if r["gpus"] is not None else inf, -(r["capacity_rps"] or 0.0),
-            r["index"])
+            r["gpus"] if r["gpus"] is not None else inf,
+            -(r["headroom"] if r["headroom"] is not None else -inf), r["index"])
 
 
 def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean_in: float,

@@ -9,7 +9,6 @@ object-oriented matplotlib API (no ``pyplot`` state).
 from __future__ import annotations
 
 import base64
-import io
 import json
 import math
 from pathlib import Path
@@ -268,8 +267,8 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         ("overrides of the base", json.dumps(c.get("overrides", {}), sort_keys=True) or "{}"),
         ("GPU", f"{c['gpu']} at {_usd(c['usd_per_gpu_hour'])}/GPU-hour ({c['price_source']})"),
         ("tensor parallel size", str(c["tensor_parallel_size"])),
-        ("capacity per replica", f"{_f(c['capacity_rps'], '{:.2f}')} requests/s "
-                                 f"({_f(c['capacity_rps_per_gpu'], '{:.2f}')} per GPU)"),
+        ("capacity per replica", (f"{_f(c['capacity_rps'], '{:.2f}')} requests/s "
+                                  f"({_f(c['capacity_rps_per_gpu'], '{:.2f}')} per GPU)")),
         ("replicas", _f(c["replicas"], "{}")),
         ("GPUs needed", _f(c["gpus"], "{}")),
         ("headroom over the target", _f(c["headroom"], "{:.0%}")),
@@ -295,10 +294,10 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
                    for p in result.pareto]
     target_kv = [
         ("target arrival rate", f"{_f(w['target_rate_rps'], '{:.3f}')} requests/s"),
-        ("workload", f"{w['source']} (window {w['window']}, {w['num_requests_pool']} "
-                     f"requests at {_f(w['pool_rate_rps'], '{:.3f}')} requests/s; mean "
-                     f"{w['mean_prompt_tokens']:.0f} prompt / {w['mean_output_tokens']:.0f} "
-                     "output tokens)"),
+        ("workload", (f"{w['source']} ({_window(w['window'])}, {w['num_requests_pool']} "
+                      f"requests at {_f(w['pool_rate_rps'], '{:.3f}')} requests/s; mean "
+                      f"{w['mean_prompt_tokens']:.0f} prompt / {w['mean_output_tokens']:.0f} "
+                      "output tokens)")),
         ("SLOs (per request)", ", ".join(f"{k} <= {_ms(slo[k])}" for k in
                                          ("ttft_s", "tpot_s", "e2e_s") if slo.get(k)) or "none"),
         ("attainment target", _f(slo.get("attainment_target"), "{:.3f}")),
@@ -343,6 +342,13 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
     }
 
 
+def _window(w: dict) -> str:
+    start, end = w.get("start_s") or 0.0, w.get("end_s")
+    if end is None:
+        return f"from {start:g} s to the end" if start else "whole trace"
+    return f"window [{start:g}, {end:g}) s"
+
+
 def _headline(result) -> str:
     c = result.recommendation["config"]
     who = f"baseline '{c['label']}'" if c.get("is_baseline") else c["label"]
@@ -377,14 +383,17 @@ def _markdown(ctx: dict) -> str:
               else "None (no other candidate passed every gate).", ""]
     parts += ["## Baseline", "", _md_table(ctx["head"], ctx["base_rows"]), ""]
     if ctx["gate_rows"]:
-        parts += ["## Failed gates", "", "Candidates failing each gate (a candidate may fail "
-                  "several):", "", _md_table(["gate", "candidates"], ctx["gate_rows"]), ""]
-    parts += ["## All candidates", "", "Ranked by cost at the target rate; failing "
-              "candidates last.", "", _md_table(ctx["head"], ctx["all_rows"]), ""]
+        parts += ["## Failed gates", "",
+                  "Candidates failing each gate (a candidate may fail several):", "",
+                  _md_table(["gate", "candidates"], ctx["gate_rows"]), ""]
+    parts += ["## All candidates", "",
+              "Ranked by cost at the target rate; failing candidates last.", "",
+              _md_table(ctx["head"], ctx["all_rows"]), ""]
     if ctx["more"]:
         parts += [f"... and {ctx['more']} more (see `plan_table.csv`).", ""]
-    parts += ["## Pareto front", "", "Output tokens/s per GPU vs tokens/s per user "
-              "(1 / mean TPOT) over every SLO-feasible capacity probe.", ""]
+    parts += ["## Pareto front", "",
+              ("Output tokens/s per GPU vs tokens/s per user (1 / mean TPOT) over every "
+               "SLO-feasible capacity probe."), ""]
     parts += [_md_table(["configuration", "rate (rps/replica)", "output tok/s/GPU",
                          "tok/s/user"], ctx["pareto_rows"]) if ctx["pareto_rows"] else "Empty.",
               ""]

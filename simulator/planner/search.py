@@ -31,11 +31,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = [
+    "SimRunner",
     "check_gates",
     "evaluate_candidate",
     "find_capacity",
     "probe_record",
     "replicas_for",
+    "scenario_at",
+    "search_capacity",
 ]
 
 
@@ -145,9 +148,8 @@ def check_gates(summary: Mapping[str, Any], gates: Mapping[str, Any],
         if bad / n > float(mrf):
             fails.append("rejected_fraction")
     mpp = gates.get("max_preemptions_per_request")
-    if mpp is not None and n:
-        if (summary.get("num_preemptions") or 0) / n > float(mpp):
-            fails.append("preemptions_per_request")
+    if mpp is not None and n and (summary.get("num_preemptions") or 0) / n > float(mpp):
+        fails.append("preemptions_per_request")
     return fails
 
 
@@ -190,106 +192,191 @@ def probe_record(summary: Mapping[str, Any], extra: Mapping[str, Any] | None, *,
     }
 
 
-# ---------------------------------------------------------------------- one candidate
+# ---------------------------------------------------------------------- simulations
 def _first_line(e: BaseException) -> str:
     s = str(e).strip()
     return s.splitlines()[0] if s else type(e).__name__
 
 
+class SimRunner:
+    """Runs simulations of one configuration: reuses its setup and the result cache.
+
+    Parameters
+    ----------
+    cache : ResultCache, optional
+        Read for hits; new results are kept in :attr:`new_cache` (the caller stores them).
+    setup_factory : callable, optional
+        ``setup_factory(Scenario) -> ReplicaSetup`` instead of ``build_setup``.
+    factory_id : str, optional
+        Identifies ``setup_factory`` in cache keys.
+    """
+
+    def __init__(self, cache=None, setup_factory: Callable | None = None,
+                 factory_id: str | None = None):
+        self.cache = cache
+        self.setup_factory = setup_factory
+        self.factory_id = factory_id
+        self.new_cache: dict[str, dict] = {}
+        self.num_simulations = 0
+        self.num_cache_hits = 0
+        self._setup = None
+
+    def setup(self, scenario: Mapping[str, Any]):
+        """The replica setup (built once; it depends on neither workload nor replicas).
+
+        Raises
+        ------
+        ValueError
+            When the model does not fit or a name is unknown.
+        """
+        if self._setup is None:
+            from ..config import validate_scenario
+            from ..engine import build_setup
+            sc = validate_scenario(dict(scenario))
+            f = self.setup_factory
+            self._setup = f(sc) if f is not None else build_setup(sc)
+        return self._setup
+
+    def run(self, scenario: Mapping[str, Any], specs: list) -> dict:
+        """``{"summary", "extra"}`` of ``scenario`` on ``specs`` (cached when possible)."""
+        from .cache import cache_key, scenario_identity, specs_fingerprint
+        from .simulate import simulate_summary
+        key = cache_key("sim", {"scenario": scenario_identity(scenario),
+                                "specs": specs_fingerprint(specs), "setup": self.factory_id})
+        if key in self.new_cache:
+            return self.new_cache[key]
+        hit = self.cache.get(key) if self.cache is not None else None
+        if hit is not None:
+            self.num_cache_hits += 1
+            return hit
+        r = simulate_summary(scenario, specs, setup=self.setup(scenario))
+        self.num_simulations += 1
+        self.new_cache[key] = r
+        return r
+
+
+def scenario_at(base: Mapping[str, Any], replicas: int, scale: float, n: int) -> dict:
+    """``base`` with ``num_replicas``, the workload's ``rate_scale`` multiplied by ``scale``
+    and ``max_requests = n`` (records what a probe replays)."""
+    d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    d["cluster"] = {**base["cluster"], "num_replicas": int(replicas)}
+    w = dict(base["workload"])
+    w["rate_scale"] = float(w.get("rate_scale") or 1.0) * scale
+    w["max_requests"] = int(n)
+    d["workload"] = w
+    return d
+
+
+def _settings(search) -> dict:
+    """Search settings as a complete dict (a partial mapping is validated and filled)."""
+    from .spec import SearchSettings
+    if search is None:
+        return SearchSettings().model_dump()
+    if hasattr(search, "model_dump"):
+        return search.model_dump()
+    return SearchSettings.model_validate(dict(search)).model_dump()
+
+
+def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
+                    gates: Mapping[str, Any] | None = None, replicas: int | None = None,
+                    runner: SimRunner | None = None,
+                    setup_factory: Callable | None = None) -> dict[str, Any]:
+    """Capacity of a configuration under its SLOs (the largest feasible arrival rate).
+
+    Parameters
+    ----------
+    scenario : mapping
+        A resolved scenario (its ``slo`` section defines the bounds and the target).
+    specs : list of RequestSpec
+        The request pool at the workload's own rate; probes replay its first
+        ``search.max_requests`` requests, rate-scaled.
+    search : SearchSettings or mapping, optional
+        Search settings (defaults of :class:`~simulator.planner.spec.SearchSettings`).
+    gates : mapping, optional
+        Gate settings (defaults of :class:`~simulator.planner.spec.GateSettings`).
+    replicas : int, optional
+        Replicas simulated per probe (default: the scenario's ``num_replicas``); the plan
+        searches one.
+    runner : SimRunner, optional
+        Shares a setup and cache with other calls.
+    setup_factory : callable, optional
+        Used when ``runner`` is not given.
+
+    Returns
+    -------
+    dict
+        ``capacity_rps`` (0.0 when infeasible at ``min_rate_scale``),
+        ``capacity_rate_scale`` (or ``None``), ``probe_base_rate_rps`` (arrival rate of the
+        probe's requests at scale 1), ``probes`` (records sorted by rate), ``search_note``.
+    """
+    from .simulate import rescale_specs, specs_rate
+    from .spec import GateSettings
+    st = _settings(search)
+    gates = GateSettings.model_validate(dict(gates or {})).model_dump()
+    runner = runner or SimRunner(setup_factory=setup_factory)
+    slo = scenario["slo"]
+    reps = int(replicas if replicas is not None else scenario["cluster"]["num_replicas"])
+    gpus = reps * int(scenario["cluster"]["tensor_parallel_size"])
+    probe_specs = list(specs[: st["max_requests"]])
+    rate1 = specs_rate(probe_specs)
+
+    def probe(scale: float) -> dict:
+        sp = rescale_specs(probe_specs, scale)
+        r = runner.run(scenario_at(scenario, reps, scale, len(sp)), sp)
+        return probe_record(r["summary"], r["extra"], rate_rps=scale * rate1, gpus=gpus,
+                            gates=gates, slo=slo)
+
+    cap_scale, records, note = find_capacity(
+        probe, start=st["initial_rate_scale"], growth=st["growth"], rel_tol=st["rel_tol"],
+        max_probes=st["max_probes"], min_scale=st["min_rate_scale"],
+        max_scale=st["max_rate_scale"])
+    return {"capacity_rps": cap_scale * rate1 if cap_scale is not None else 0.0,
+            "capacity_rate_scale": cap_scale, "probe_base_rate_rps": rate1,
+            "probes": sorted(records, key=lambda r: r["rate_scale"]), "search_note": note,
+            "last_failed_gates": sorted({g for r in records[-1:] for g in r["failed_gates"]})}
+
+
+# ---------------------------------------------------------------------- one candidate
 def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
     """Search one configuration's capacity, size its replicas and confirm (runs in a worker).
 
     ``task`` keys: ``index``, ``scenario`` (resolved dict, one replica), ``search``
-    (:class:`SearchSettings` as a dict), ``gates``, ``slo``, ``target_rate_rps``,
-    ``headroom``, ``max_extra_replicas``, ``cache_dir``, ``use_cache``, ``setup_factory``,
+    (:class:`SearchSettings` as a dict), ``gates``, ``target_rate_rps``, ``headroom``,
+    ``max_extra_replicas``, ``cache_dir``, ``use_cache``, ``setup_factory``,
     ``factory_id``. ``shared["pool"]`` is the request pool (a list of RequestSpec at the
     workload's own rate).
 
     Returns a JSON-safe dict; never raises (errors become a failed ``error`` gate). New
     simulation results come back under ``new_cache`` for the driver to store.
     """
-    from ..config import validate_scenario
-    from ..engine import build_setup
-    from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-    from .simulate import rescale_specs, simulate_summary, specs_rate
+    from .cache import ResultCache
+    from .simulate import rescale_specs, specs_rate
 
     t0 = time.perf_counter()
     pool = shared["pool"]
     st = task["search"]
-    gates, slo = task["gates"], task["slo"]
-    cache = ResultCache(task.get("cache_dir"), enabled=task.get("use_cache", True))
-    new_cache: dict[str, dict] = {}
-    sims = 0
-    hits = 0
+    gates = task["gates"]
     base = dict(task["scenario"])
+    slo = base["slo"]
     tp = int(base["cluster"]["tensor_parallel_size"])
+    runner = SimRunner(ResultCache(task.get("cache_dir"), enabled=task.get("use_cache", True)),
+                       task.get("setup_factory"), task.get("factory_id"))
     out: dict[str, Any] = {"index": task["index"], "probes": [], "confirmations": [],
-                           "new_cache": new_cache, "error": None}
-    setup_holder: dict[str, Any] = {}
-
-    def get_setup(sc_dict):
-        if "setup" not in setup_holder:
-            sc = validate_scenario(dict(sc_dict))
-            f = task.get("setup_factory")
-            setup_holder["setup"] = f(sc) if f is not None else build_setup(sc)
-        return setup_holder["setup"]
-
-    def run(sc_dict: dict, specs: list) -> dict:
-        nonlocal sims, hits
-        key = cache_key("sim", {"scenario": scenario_identity(sc_dict),
-                                "specs": specs_fingerprint(specs),
-                                "setup": task.get("factory_id")})
-        if key in new_cache:
-            return new_cache[key]
-        hit = cache.get(key)
-        if hit is not None:
-            hits += 1
-            return hit
-        r = simulate_summary(sc_dict, specs, setup=get_setup(sc_dict))
-        sims += 1
-        new_cache[key] = r
-        return r
-
-    def with_workload(replicas: int, scale: float, n: int) -> dict:
-        d = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
-        d["cluster"] = {**base["cluster"], "num_replicas": replicas}
-        w = dict(base["workload"])
-        w["rate_scale"] = float(w.get("rate_scale", 1.0)) * scale
-        w["max_requests"] = n
-        d["workload"] = w
-        return d
-
+                           "error": None}
     try:
-        probe_specs = pool[: st["max_requests"]]
-        probe_rate = specs_rate(probe_specs)
-        out["probe_base_rate_rps"] = probe_rate
-
-        def probe(scale: float) -> dict:
-            specs = rescale_specs(probe_specs, scale)
-            r = run(with_workload(1, scale, len(specs)), specs)
-            return probe_record(r["summary"], r["extra"], rate_rps=scale * probe_rate,
-                                gpus=tp, gates=gates, slo=slo)
-
         try:
-            get_setup(base)
+            runner.setup(base)
         except ValueError as e:
             out.update(status="failed", failed_gates=["fits"], error=_first_line(e),
                        capacity_rps=0.0, capacity_rate_scale=None, search_note="not built")
-            return _finish(out, sims, hits, t0)
-        cap_scale, records, note = find_capacity(
-            probe, start=st["initial_rate_scale"], growth=st["growth"], rel_tol=st["rel_tol"],
-            max_probes=st["max_probes"], min_scale=st["min_rate_scale"],
-            max_scale=st["max_rate_scale"])
-        out["probes"] = sorted(records, key=lambda r: r["rate_scale"])
-        out["search_note"] = note
-        out["capacity_rate_scale"] = cap_scale
-        cap = cap_scale * probe_rate if cap_scale is not None else 0.0
-        out["capacity_rps"] = cap
-        if cap_scale is None:
-            worst = [r for r in records if not r["feasible"]]
-            why = sorted({g for r in worst[-1:] for g in r["failed_gates"]})
-            out.update(status="failed", failed_gates=["capacity"] + why)
-            return _finish(out, sims, hits, t0)
+            return _finish(out, runner, t0)
+        found = search_capacity(base, pool, search=st, gates=gates, replicas=1, runner=runner)
+        last_fail = found.pop("last_failed_gates")
+        out.update(found)
+        cap = found["capacity_rps"]
+        if found["capacity_rate_scale"] is None:
+            out.update(status="failed", failed_gates=["capacity"] + last_fail)
+            return _finish(out, runner, t0)
 
         target = float(task["target_rate_rps"])
         n = replicas_for(target, cap, float(task["headroom"]))
@@ -302,7 +389,7 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
             specs_c = pool[:m]
             scale_c = target / specs_rate(specs_c)
             specs_c = rescale_specs(specs_c, scale_c)
-            r = run(with_workload(n, scale_c, m), specs_c)
+            r = runner.run(scenario_at(base, n, scale_c, m), specs_c)
             rec = probe_record(r["summary"], r["extra"], rate_rps=target, gpus=tp * n,
                                gates=gates, slo=slo)
             rec["replicas"] = n
@@ -323,7 +410,7 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
         out.update(status="failed", failed_gates=["error"],
                    error=f"{type(e).__name__}: {_first_line(e)}")
         out.setdefault("capacity_rps", 0.0)
-    return _finish(out, sims, hits, t0)
+    return _finish(out, runner, t0)
 
 
 def _compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
@@ -339,8 +426,9 @@ def _compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _finish(out: dict, sims: int, hits: int, t0: float) -> dict:
-    out["num_simulations"] = sims
-    out["num_cache_hits"] = hits
+def _finish(out: dict, runner: SimRunner, t0: float) -> dict:
+    out["new_cache"] = runner.new_cache
+    out["num_simulations"] = runner.num_simulations
+    out["num_cache_hits"] = runner.num_cache_hits
     out["wall_s"] = time.perf_counter() - t0
     return out

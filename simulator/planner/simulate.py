@@ -79,10 +79,10 @@ def mean_step_shape(steps, requests=None):
     if ctx is None and requests is not None and len(requests):
         ctx = float(requests["num_prompt_tokens"].mean()
                     + 0.5 * requests["num_output_tokens"].mean())
-    ndec = int(round(mean_dec))
-    q = int(round(mean_pf))
+    ndec = round(mean_dec)
+    q = round(mean_pf)
     return StepShape(prefill_q=[q] if q > 0 else [], prefill_start=[0] if q > 0 else [],
-                     num_decode=ndec, decode_ctx_total=int(round(ndec * (ctx or 0.0))),
+                     num_decode=ndec, decode_ctx_total=round(ndec * (ctx or 0.0)),
                      num_sampled=ndec + (1 if q > 0 else 0))
 
 

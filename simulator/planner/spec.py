@@ -10,8 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, \
-    model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..config import ScenarioError, apply_overrides, parse_override, read_scenario_yaml
 
@@ -339,8 +345,7 @@ def format_spec_error(e: ValidationError, model_cls, source: str) -> str:
     if err["type"] == "missing":
         return f"{source}: missing required key '{path}'"
     msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+    msg = msg.removeprefix("Value error, ")
     val = err.get("input")
     vs = repr(val) if not isinstance(val, dict) else "{...}"
     if len(vs) > 60:

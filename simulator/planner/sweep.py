@@ -11,6 +11,7 @@ resolved scenario and the exact request list, so a re-run simulates only what ch
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -214,7 +215,7 @@ def _arrow_safe(df: pd.DataFrame) -> pd.DataFrame:
         if df[c].dtype != object:
             continue
         kinds = {type(v) for v in df[c] if v is not None and not (isinstance(v, float)
-                                                                   and v != v)}
+                                                                   and math.isnan(v))}
         if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
             df[c] = [None if v is None else (v if isinstance(v, str) else json.dumps(v))
                      for v in df[c]]

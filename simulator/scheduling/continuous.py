@@ -466,7 +466,7 @@ class ContinuousScheduler:
                                 dtype=np.int64, count=len(reqs))
         k_max = int(remaining.min())
         ntoks = c + 1  # num_tokens of each request (decode: computed = tokens - 1)
-        k_len = int(self.cfg.max_model_len - ntoks.max()) + 1
+        k_len = int(self.cfg.max_model_len - ntoks.max())
         k_max = max(1, min(k_max, k_len))
         if k_max <= 1:
             return 1

@@ -372,7 +372,6 @@ class StaticScheduler(ContinuousScheduler):
     def commit_decode_run(self, out: StaticStepOutput, k: int, start: float,
                           ends: np.ndarray) -> None:
         """Apply ``k`` consecutive decode steps of ``out`` (``ends``: their end times)."""
-        self._fix_step_chunk(out, k, start)
         if k == 1:
             self.update(out, start, float(ends[0]))
             return
@@ -398,26 +397,6 @@ class StaticScheduler(ContinuousScheduler):
         rec.add_itl_array(np.diff(ends[:k]), out.num_live)
         self._j += k
         self._after_step(left)
-
-    def _fix_step_chunk(self, out: StaticStepOutput, k: int, start: float) -> None:
-        """Make the engine's step rows of this run carry the padding and live-token counts.
-
-        The engine writes a fast-forwarded run as one chunk; if it fills
-        ``num_padding_seqs`` with zeros or grows ``kv_tokens_used`` by the batch size (not
-        by the live members), correct that chunk here. A no-op once the engine writes
-        ``out.num_padding_seqs`` and ``out.kv_tokens + j x (batch_size - num_padding_seqs)``.
-        """
-        chunks = getattr(self.rec, "_step_chunks", None)
-        if not chunks:
-            return
-        ch = chunks[-1]
-        try:
-            if len(ch["step_index"]) != k or float(ch["start_time_s"][0]) != start:
-                return
-        except (KeyError, TypeError, IndexError):  # pragma: no cover - unknown layout
-            return
-        ch["num_padding_seqs"] = np.full(k, out.num_padding_seqs, dtype=np.int64)
-        ch["kv_tokens_used"] = out.kv_tokens + np.arange(k, dtype=np.int64) * out.num_live
 
     # ------------------------------------------------------------------ statistics
     def stats(self) -> dict:

@@ -22,6 +22,7 @@ requests and reports the net effect:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -34,6 +35,7 @@ import pandas as pd
 __all__ = [
     "DEFAULT_RATES",
     "compare_with_baseline",
+    "crossovers",
     "find_crossover",
     "net_effect",
     "plot_economics",
@@ -53,6 +55,8 @@ SPEEDUP_METRICS: tuple[tuple[str, str], ...] = (
     ("e2e_speedup", "E2E p50 speedup"),
 )
 ALL = "all"
+#: A gain counts as a loss below ``1 - CROSSOVER_TOLERANCE`` (1%).
+CROSSOVER_TOLERANCE = 0.01
 
 
 # --------------------------------------------------------------------------------------------
@@ -206,6 +210,8 @@ def _rows_for_rate(rate: float, spec: dict, base: dict, k: int) -> list[dict[str
             "num_requests": s.get("num_requests"),
             "mean_batch_size_base": base.get("mean_batch_size"),
             "mean_batch_size_spec": spec.get("mean_batch_size"),
+            "mean_num_waiting_base": base.get("mean_num_waiting"),
+            "mean_num_waiting_spec": spec.get("mean_num_waiting"),
             "tpot_p50_base_s": _stat(b, "tpot_s", "p50"),
             "tpot_p50_spec_s": _stat(s, "tpot_s", "p50"),
             "e2e_p50_base_s": _stat(b, "e2e_latency_s", "p50"),
@@ -304,11 +310,13 @@ def sweep_rates(scenario, base_dir: Path | None = None,
     return df.reset_index(drop=True), results
 
 
-def find_crossover(rates: Iterable[float], gains: Iterable[float | None]) -> dict[str, Any]:
-    """Where a gain first falls below 1 as the load grows.
+def find_crossover(rates: Iterable[float], gains: Iterable[float | None],
+                   tolerance: float = CROSSOVER_TOLERANCE) -> dict[str, Any]:
+    """Where a gain first falls below ``1 - tolerance`` as the load grows.
 
     The crossover is interpolated linearly in ``log(rate)`` between the last rate with a
-    gain >= 1 and the first with a gain < 1.
+    gain >= ``1 - tolerance`` and the first with a gain below it. The tolerance keeps
+    run-to-run noise (a throughput ratio of 0.999 below saturation) from reading as a loss.
 
     Parameters
     ----------
@@ -316,26 +324,30 @@ def find_crossover(rates: Iterable[float], gains: Iterable[float | None]) -> dic
         Rate multipliers (any order; sorted here).
     gains : iterable of float or None
         Gain at each rate (> 1: speculation helps); None values are skipped.
+    tolerance : float, default :data:`CROSSOVER_TOLERANCE`
+        Fraction below 1 a gain must fall to count as a loss (>= 0).
 
     Returns
     -------
     dict
         ``status``: ``"crossover"`` (``rate`` holds the interpolated multiplier),
-        ``"never_pays"`` (below 1 already at the lowest rate), ``"always_pays"`` (never
-        below 1 in the swept range) or ``"no_data"``; ``rate``: float or None.
+        ``"never_pays"`` (below the level already at the lowest rate), ``"always_pays"``
+        (never below it in the swept range) or ``"no_data"``; ``rate``: float or None;
+        ``level``: ``1 - tolerance``.
     """
+    level = 1.0 - float(tolerance)
     pts = sorted((float(r), float(g)) for r, g in zip(rates, gains)
                  if g is not None and math.isfinite(float(g)))
     if not pts:
-        return {"status": "no_data", "rate": None}
-    if pts[0][1] < 1.0:
-        return {"status": "never_pays", "rate": None}
-    for (r0, g0), (r1, g1) in zip(pts, pts[1:]):
-        if g1 < 1.0 <= g0:
-            f = (g0 - 1.0) / (g0 - g1)
-            return {"status": "crossover",
+        return {"status": "no_data", "rate": None, "level": level}
+    if pts[0][1] < level:
+        return {"status": "never_pays", "rate": None, "level": level}
+    for (r0, g0), (r1, g1) in itertools.pairwise(pts):
+        if g1 < level <= g0:
+            f = (g0 - level) / (g0 - g1)
+            return {"status": "crossover", "level": level,
                     "rate": float(math.exp(math.log(r0) + f * (math.log(r1) - math.log(r0))))}
-    return {"status": "always_pays", "rate": None}
+    return {"status": "always_pays", "rate": None, "level": level}
 
 
 def crossovers(df: pd.DataFrame) -> dict[str, dict[str, dict[str, Any]]]:
@@ -520,10 +532,13 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
 
     # ---- headline table
     L += ["## Speedup vs load", "",
-          "Gains are baseline / speculative for latencies (TPOT p50, E2E p50, TTFT p99) and "
-          "speculative / baseline for output throughput; > 1 means speculation helps. Cost is "
-          "per 1M tokens (input + output), speculative vs baseline.", ""]
-    hdr = ["rate x", "req/s", "batch base / spec", "TPOT p50 base / spec (ms)",
+          ("Gains are baseline / speculative for latencies (TPOT p50, E2E p50, TTFT p99) and "
+          "speculative / baseline for output throughput; > 1 means speculation helps. Batch and "
+          "waiting are busy-time means of running and queued requests (a growing queue means "
+          "the replica is overloaded at that rate). Cost is per 1M tokens (input + output)."),
+          ""]
+    hdr = ["rate x", "req/s", "batch base / spec", "waiting base / spec",
+           "TPOT p50 base / spec (ms)",
            "TPOT speedup"] + [f"TPOT speedup {n}" for n in slices] + [
         "E2E p50 speedup", "TTFT p99 gain", "throughput gain", "$ per 1M tok base / spec"]
     rows = []
@@ -531,34 +546,37 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
         g = df[df["rate_scale"] == r].set_index("slice")
         a = g.loc[ALL]
         rows.append([f"{r:g}", _f(a["arrival_rate_rps"], "{:.1f}"),
-                     f"{_f(a['mean_batch_size_base'], '{:.1f}')} / "
-                     f"{_f(a['mean_batch_size_spec'], '{:.1f}')}",
+                     (f"{_f(a['mean_batch_size_base'], '{:.1f}')} / "
+                     f"{_f(a['mean_batch_size_spec'], '{:.1f}')}"),
+                     (f"{_f(a['mean_num_waiting_base'], '{:.1f}')} / "
+                     f"{_f(a['mean_num_waiting_spec'], '{:.1f}')}"),
                      f"{_ms(a['tpot_p50_base_s'])} / {_ms(a['tpot_p50_spec_s'])}",
                      _f(a["tpot_speedup"], "{:.2f}x")]
                     + [_f(g.loc[n, "tpot_speedup"], "{:.2f}x") if n in g.index else "n/a"
                        for n in slices]
                     + [_f(a["e2e_speedup"], "{:.2f}x"), _f(a["ttft_p99_gain"], "{:.2f}x"),
                        _f(a["throughput_gain"], "{:.2f}x"),
-                       f"{_f(a['cost_per_1m_tokens_base_usd'], '${:.4f}')} / "
-                       f"{_f(a['cost_per_1m_tokens_spec_usd'], '${:.4f}')}"])
+                       (f"{_f(a['cost_per_1m_tokens_base_usd'], '${:.4f}')} / "
+                       f"{_f(a['cost_per_1m_tokens_spec_usd'], '${:.4f}')}")])
     L += _table(hdr, rows) + [""]
 
     # ---- crossover
     L += ["## Crossover load", "",
-          "The arrival-rate multiplier beyond which the gain drops below 1 (interpolated in "
-          "log rate between the swept points).", ""]
+          (f"The arrival-rate multiplier beyond which the gain drops below "
+          f"{1 - CROSSOVER_TOLERANCE:g} (a 1% tolerance keeps run-to-run noise from reading as "
+          "a loss; interpolated in log rate between the swept points)."), ""]
     rows = [[n] + [_crossover_text(cross[n][col]) for col, _ in SPEEDUP_METRICS] for n in names
             if n in cross]
     L += _table(["slice"] + [lab for _, lab in SPEEDUP_METRICS], rows) + [""]
 
     # ---- acceptance: closed form vs simulated
     L += ["## Tokens per step: closed form vs simulated", "",
-          "Closed form: the acceptance model's E[tokens per step] = 1 + E[accepted drafts] "
+          ("Closed form: the acceptance model's E[tokens per step] = 1 + E[accepted drafts] "
           "(for i.i.d. acceptance a: (1 - a^(k+1)) / (1 - a), Leviathan et al. 2023, Eq. 1). "
           "Simulated: vLLM's mean acceptance length, 1 + accepted / drafts, from the engine's "
           "counters (pooled over all rates). The batch-1 speedup bound is "
           "E[tokens] / (1 + k c) (Thm 3.8) with the draft cost ratio c measured on the "
-          "performance model at batch 1.", ""]
+          "performance model at batch 1."), ""]
     c1 = (results[lo]["speculative"].get("speculative") or {}).get("draft_cost_ratio_batch1")
     rows = []
     for n in slices:
@@ -586,17 +604,17 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
     L += _table(["slice", "drafts", "E[tokens/step] closed form", "simulated (± 1 s.e.)",
                  "acceptance rate expected", "simulated", "batch-1 bound"], rows) + [""]
     if c1 is not None:
-        L += [f"Draft cost ratio at batch 1: c = {c1:.3f} (one draft pass / one plain target "
-              "decode step).", ""]
+        L += [(f"Draft cost ratio at batch 1: c = {c1:.3f} (one draft pass / one plain target "
+              "decode step)."), ""]
 
     # ---- where the time goes, per rate
     L += ["## Where the step time goes", "",
-          "Per rate, from the speculative run: drafting share of busy step time (drafting + "
+          ("Per rate, from the speculative run: drafting share of busy step time (drafting + "
           "draft prefill), and the verification pass (step time minus drafting) and drafting "
           "relative to the target's plain decode step of the same batch and context, averaged "
           "over pure-decode drafting steps. The per-step estimate of the TPOT gain is "
           "E[tokens/step] / (verify/plain + draft/plain): what speculation earns per unit of "
-          "plain decode time at that batch size.", ""]
+          "plain decode time at that batch size."), ""]
     rows = []
     for r in rates:
         s = results[r]["speculative"]
@@ -608,12 +626,15 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
             e = (spb.get("by_slice", {}).get(n) or {}).get("mean_acceptance_length")
             ests.append(_f(e / (v + d), "{:.2f}x") if (e and v is not None and d is not None)
                         else "n/a")
+        busy = spb.get("busy_time_s")
         rows.append([f"{r:g}", _f(spb.get("mean_spec_batch_size"), "{:.1f}"),
                      _f(spb.get("draft_time_share") and 100 * spb["draft_time_share"],
                         "{:.0f}%"),
+                     _f(busy and 100 * spb["draft_prefill_time_s"] / busy, "{:.1f}%"),
                      _f(v, "{:.2f}x"), _f(d, "{:.2f}x")] + ests)
-    L += _table(["rate x", "mean speculating batch", "draft share", "verify / plain",
-                 "draft / plain"] + [f"est. gain {n}" for n in slices], rows) + [""]
+    L += _table(["rate x", "mean speculating batch", "draft share", "of which draft prefill",
+                 "verify / plain", "draft / plain"] + [f"est. gain {n}" for n in slices],
+                rows) + [""]
     top = results[hi]["speculative"]
     vrows = _verify_rows(top)
     if vrows:
@@ -642,12 +663,15 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
     L.append(
         f"- At the highest load (x{hi:g}) the mean batch is "
         f"{_f(last.loc[ALL, 'mean_batch_size_base'], '{:.0f}')} without speculation; verifying "
-        f"now costs {_f(vr_hi[0], '{:.2f}')}x a plain step (the pass over "
-        f"{k + 1} tokens per sequence is compute-bound) and drafting "
-        f"{_f(vr_hi[1], '{:.2f}')}x, so the tokens gained per step no longer cover the step: "
-        f"TPOT speedup {_f(last.loc[ALL, 'tpot_speedup'], '{:.2f}')}x overall, "
+        f"now costs {_f(vr_hi[0], '{:.2f}')}x a plain step"
+        + (f" (the pass over {k + 1} tokens per sequence has become compute-bound)"
+           if vr_hi[0] is not None and vr_hi[0] > 1.1 else "")
+        + f" and drafting {_f(vr_hi[1], '{:.2f}')}x, so a step must emit more tokens to pay "
+        f"for itself: TPOT speedup {_f(last.loc[ALL, 'tpot_speedup'], '{:.2f}')}x overall, "
         + ", ".join(f"{_f(last.loc[n, 'tpot_speedup'], '{:.2f}')}x for `{n}`" for n in slices)
-        + ".")
+        + ". The closed-form-style per-step estimate in the table above, E[tokens/step] / "
+        "(verify/plain + draft/plain), tracks these numbers; the remainder is queueing and "
+        "the prefill chunks that share the steps.")
     L.append(
         "- All slices share every step: a step costs the same whoever is in the batch, so the "
         "low-acceptance slice pays the same drafting and verification price for fewer tokens "
@@ -656,18 +680,26 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
         "decision (every request in the batch speculates with the same k).")
     L.append(
         "- Throughput: below saturation both runs serve the offered load, so the throughput "
-        "gain stays ~1; it moves only once the baseline (or the speculative run) saturates. "
-        "TTFT p99 reflects queueing: speculation shortens decodes and frees batch slots "
-        "sooner at low load, but the extra verification compute slows prefill-carrying steps "
-        "at high load. Cost per 1M tokens follows the measured duration (GPU-hours) of each "
-        "run.")
+        f"gain stays ~1; once the replica is overloaded (x{hi:g}: throughput gain "
+        f"{_f(last.loc[ALL, 'throughput_gain'], '{:.2f}')}x) the speculative run serves fewer "
+        "tokens per GPU-second, because the verification and drafting work per emitted token "
+        "exceeds a plain decode's; its queue then grows faster, which is why E2E crosses over "
+        "before TPOT. Cost per 1M tokens follows GPU-hours per token, so it rises by the same "
+        f"factor at overload (x{hi:g}: {_f(last.loc[ALL, 'cost_ratio'], '{:.3f}')}x the "
+        "baseline's).")
+    L.append(
+        f"- TTFT p99 is worse with speculation even at low load (x{lo:g}: gain "
+        f"{_f(first.loc[ALL, 'ttft_p99_gain'], '{:.2f}')}x): the draft also prefills every "
+        "prompt (its own KV cache), and a step carrying a prompt chunk also drafts and verifies "
+        "for the running decodes, so it is longer. Speculation buys inter-token latency with "
+        "first-token latency.")
     L.append(
         "- The closed form (Leviathan et al. 2023) is a batch-1 bound: it assumes verification "
         "costs one plain step. The simulated tokens per step match it (table above), the gap "
         "between the bound and the simulated gain is the verification and drafting cost under "
         "batching.")
-    L += ["", "Assumptions: see `simulator/speculative/scheduler.py` (draft cost per method, "
-          "draft prefill, KV rollback) and `simulator/speculative/README_SECTION.md`.", ""]
+    L += ["", ("Assumptions: see `simulator/speculative/scheduler.py` (draft cost per method, "
+          "draft prefill, KV rollback) and `simulator/speculative/README_SECTION.md`."), ""]
     return "\n".join(L)
 
 

@@ -187,7 +187,7 @@ def speculative_summary(sim) -> dict[str, Any]:
     s0 = scheds[0]
     cfg, k = s0.spec_cfg, s0.k
     names = sorted({name for s in scheds for name in s.slices})
-    tot = dict(drafts=0, tokens=0, acc=0, emit=0)
+    tot = {"drafts": 0, "tokens": 0, "acc": 0, "emit": 0}
     hist_all = np.zeros(k + 1, dtype=np.int64)
     by_slice: dict[str, Any] = {}
     for name in names:

@@ -313,6 +313,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         self.target_perf = setup.perf
         self._slice_row: dict[str, int] = {}
         self._slice_names: list[str] = []
+        self._row_counters: list[SliceCounters] = []
         self._cdf = np.zeros((0, self.k + 1))
         self.slices: dict[str, SliceCounters] = {}
         self.draft_decode_time_s = 0.0
@@ -339,6 +340,7 @@ class SpeculativeScheduler(ContinuousScheduler):
             row = len(self._slice_names)
             self._slice_row[slice_name] = row
             self._slice_names.append(slice_name)
+            self._row_counters.append(self._counters(slice_name))
             self._cdf = np.vstack([self._cdf, cdf[None, :]])
         return row
 
@@ -433,48 +435,66 @@ class SpeculativeScheduler(ContinuousScheduler):
 
     def _verify(self, spec_reqs: list, start: float, end: float, dt: float,
                 d_dec: float) -> None:
+        """Draw each speculating request's accepted drafts; emit, roll back, count."""
         kv, rec = self.kv, self.rec
         max_len = self.cfg.max_model_len
         prefix = kv.enable_prefix_caching
-        nver = self.num_lookahead_tokens
-        rows = np.fromiter((self._row(r.spec.slice) for r in spec_reqs), dtype=np.int64,
-                           count=len(spec_reqs))
+        bs = kv.block_size
+        row_of = self._slice_row
+        rows_l = []
+        for r in spec_reqs:
+            row = row_of.get(r.spec.slice)
+            rows_l.append(self._row(r.spec.slice) if row is None else row)
+        rows = np.array(rows_l, dtype=np.int64)
         accepted = self.sample_accepted(rows)
-        share = 1.0 / len(spec_reqs)
+        emitted = np.empty(len(spec_reqs), dtype=np.int64)
         same_gap = 0
-        for r, a in zip(spec_reqs, accepted.tolist()):
-            if r.status != RUNNING or r.cancel_requested:  # pragma: no cover - defensive
-                continue
-            c = self._counters(r.spec.slice)
-            remaining = min(r.num_output_tokens - r.num_emitted, max_len - r.num_tokens)
-            e = min(a + 1, max(1, remaining))
-            c.num_drafts += 1
-            c.num_draft_tokens += nver
-            c.num_accepted_tokens += a
-            c.num_emitted_tokens += e
-            c.accepted_hist[a] += 1
-            c.draft_time_s += d_dec * share
-            c.step_time_s += dt * share
+        for i, (r, a) in enumerate(zip(spec_reqs, accepted.tolist())):
+            ntok = r.num_prompt_tokens + r.num_emitted
+            # never past the output length or max_model_len
+            e = min(a + 1, max(1, min(r.num_output_tokens - r.num_emitted, max_len - ntok)))
+            emitted[i] = e
             r.spec_drafts += 1
             r.spec_accepted += a
             # one gap per request per step, whatever it emits
-            if r.last_token_time_s == start:
+            last = r.last_token_time_s
+            if last == start:
                 same_gap += 1
             else:
-                rec.add_itl(end - r.last_token_time_s, 1)
+                rec.add_itl(end - last, 1)
             r.num_emitted += e
             r.last_token_time_s = end
             # the accepted drafts' KV exists; the bonus token's is computed next step
-            r.num_computed_tokens = r.num_tokens - 1
+            c = ntok + e - 1
+            r.num_computed_tokens = c
             if r.num_emitted >= r.num_output_tokens:
                 kv.free(r)
                 rec.finish(r, end, COMPLETED, "")
-            elif r.num_tokens >= max_len:
+            elif c + 1 >= max_len:
                 kv.free(r)
                 rec.finish(r, end, REJECTED, "max_model_len_reached")
             else:
-                kv.trim(r, r.num_computed_tokens)  # roll back the rejected drafts' slots
+                if len(r.blocks) > -(-c // bs):
+                    kv.trim(r, c)  # roll back the rejected drafts' slots
                 if prefix:
                     kv.cache_full_blocks(r)
         if same_gap:
             rec.add_itl(end - start, same_gap)
+        # counters per slice (vectorised over the batch)
+        nrow, k1 = len(self._slice_names), self.k + 1
+        n = np.bincount(rows, minlength=nrow)
+        acc = np.bincount(rows, weights=accepted, minlength=nrow)
+        emi = np.bincount(rows, weights=emitted, minlength=nrow)
+        hist = np.bincount(rows * k1 + accepted, minlength=nrow * k1).reshape(nrow, k1)
+        nver = self.num_lookahead_tokens
+        share = 1.0 / len(spec_reqs)
+        for row in np.flatnonzero(n).tolist():
+            c = self._row_counters[row]
+            cnt = int(n[row])
+            c.num_drafts += cnt
+            c.num_draft_tokens += cnt * nver
+            c.num_accepted_tokens += int(acc[row])
+            c.num_emitted_tokens += int(emi[row])
+            c.accepted_hist += hist[row]
+            c.draft_time_s += d_dec * share * cnt
+            c.step_time_s += dt * share * cnt

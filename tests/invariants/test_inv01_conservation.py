@@ -17,37 +17,39 @@ from simulator.run import run_scenario
 
 SCENARIOS = {
     # stopped early: work still queued and running at the end
-    "until_s": dict(overrides={"kv_cache": {"num_gpu_blocks": 200}},
-                    workload=synthetic_workload(200, 20), until_s=5.0,
-                    expect={"waiting": 1, "running": 1, "completed": 1}),
+    "until_s": {
+        "overrides": {"kv_cache": {"num_gpu_blocks": 200}},
+        "workload": synthetic_workload(200, 20), "until_s": 5.0,
+        "expect": {"waiting": 1, "running": 1, "completed": 1}},
     # prompts larger than the whole KV pool, and prompts longer than max_model_len
-    "rejections": dict(overrides={"kv_cache": {"num_gpu_blocks": 60},
-                                  "scheduler": {"max_model_len": 1500}},
-                       workload=synthetic_workload(200, 20), until_s=None,
-                       expect={"kv_capacity": 1, "prompt_too_long": 1, "preempted": 1}),
+    "rejections": {
+        "overrides": {"kv_cache": {"num_gpu_blocks": 60}, "scheduler": {"max_model_len": 1500}},
+        "workload": synthetic_workload(200, 20), "until_s": None,
+        "expect": {"kv_capacity": 1, "prompt_too_long": 1, "preempted": 1}},
     # client patience: cancellations of waiting and of running (mid-prefill) requests
-    "cancellations": dict(overrides={"kv_cache": {"num_gpu_blocks": 150},
-                                     "scheduler": {"max_num_batched_tokens": 256}},
-                          workload=synthetic_workload(
-                              200, 5, prompt_median=600, output_median=50,
-                              patience={"dist": "uniform", "low": 0.01, "high": 0.5,
-                                        "fraction": 0.5}),
-                          until_s=None, expect={"cancelled": 1, "completed": 1}),
+    "cancellations": {
+        "overrides": {"kv_cache": {"num_gpu_blocks": 150},
+                      "scheduler": {"max_num_batched_tokens": 256}},
+        "workload": synthetic_workload(200, 5, prompt_median=600, output_median=50,
+                                       patience={"dist": "uniform", "low": 0.01, "high": 0.5,
+                                                 "fraction": 0.5}),
+        "until_s": None, "expect": {"cancelled": 1, "completed": 1}},
     # bounded waiting queue and queueing-delay limit
-    "admission": dict(overrides={"kv_cache": {"num_gpu_blocks": 150},
-                                 "scheduler": {"admission": {"max_waiting": 10,
-                                                             "max_queue_delay_s": 3.0}}},
-                      workload=synthetic_workload(300, 25), until_s=None,
-                      expect={"queue_full": 1, "queue_timeout": 1, "completed": 1}),
+    "admission": {
+        "overrides": {"kv_cache": {"num_gpu_blocks": 150},
+                      "scheduler": {"admission": {"max_waiting": 10, "max_queue_delay_s": 3.0}}},
+        "workload": synthetic_workload(300, 25), "until_s": None,
+        "expect": {"queue_full": 1, "queue_timeout": 1, "completed": 1}},
     # three replicas, stopped early, with everything mixed in
-    "multi_replica_until": dict(
-        overrides={"cluster": {"num_replicas": 3, "router": "least_outstanding"},
-                   "kv_cache": {"num_gpu_blocks": 100},
-                   "scheduler": {"max_model_len": 2500,
-                                 "admission": {"max_queue_delay_s": 4.0}}},
-        workload=synthetic_workload(400, 80, patience={"dist": "fixed", "value": 3.0,
-                                                       "fraction": 0.3}),
-        until_s=4.0, expect={"waiting": 1, "running": 1, "cancelled": 1, "completed": 1}),
+    "multi_replica_until": {
+        "overrides": {"cluster": {"num_replicas": 3, "router": "least_outstanding"},
+                      "kv_cache": {"num_gpu_blocks": 100},
+                      "scheduler": {"max_model_len": 2500,
+                                    "admission": {"max_queue_delay_s": 4.0}}},
+        "workload": synthetic_workload(400, 80, patience={"dist": "fixed", "value": 3.0,
+                                                          "fraction": 0.3}),
+        "until_s": 4.0,
+        "expect": {"waiting": 1, "running": 1, "cancelled": 1, "completed": 1}},
 }
 
 

@@ -13,11 +13,12 @@ deliberately injected illegal transition is shown to raise inside ``simulate``.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter, defaultdict
 
 import pytest
-from helpers import SUITE, make_scenario, run_sim, spec, suite_case, synthetic_workload
+from helpers import SUITE, make_scenario, run_sim, spec, suite_run, synthetic_workload
 
 from simulator.metrics.records import IllegalTransition, RunRecorder
 from simulator.scheduling.continuous import ContinuousScheduler
@@ -37,7 +38,7 @@ def _check_lifecycle(out, until):
     for rid, chain in log.items():
         row = df.loc[rid]
         assert chain[0][1] == "new"
-        for (_, _, to), (_, frm, _) in zip(chain, chain[1:]):
+        for (_, _, to), (_, frm, _) in itertools.pairwise(chain):
             assert frm == to, (rid, chain)  # each transition starts where the last ended
         assert chain[-1][2] == row.status, (rid, chain, row.status)
         # final states are final: nothing after them
@@ -78,17 +79,16 @@ def _check_lifecycle(out, until):
 
 @pytest.mark.parametrize("name", list(SUITE))
 def test_lifecycle(name):
-    sc, specs, until = suite_case(name)
-    out = run_sim(sc, specs, until_s=until, check_transitions=True)
-    _check_lifecycle(out, until)
+    run = suite_run(name)  # simulated with check_transitions=True: illegal moves raise
+    _check_lifecycle(run.out, run.until)
 
 
 def test_lifecycle_edges_exercised():
     """Non-vacuity across the suite: every edge the engine can take was taken."""
     _EDGES.clear()
     for name in SUITE:
-        sc, specs, until = suite_case(name)
-        _check_lifecycle(run_sim(sc, specs, until_s=until), until)
+        run = suite_run(name)
+        _check_lifecycle(run.out, run.until)
     expected = {("new", "waiting"), ("new", "rejected"), ("waiting", "running"),
                 ("running", "waiting"), ("running", "completed"), ("running", "rejected"),
                 ("waiting", "cancelled"), ("running", "cancelled"), ("waiting", "rejected")}

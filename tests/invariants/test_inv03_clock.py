@@ -7,16 +7,16 @@ starts before the previous one ended (one replica runs one iteration at a time).
 transition log (appended as the simulation proceeds) must be in time order too.
 
 Non-vacuity: the scenarios contain idle gaps *and* back-to-back steps, multi-step
-fast-forwarded decode runs (counted by wrapping ``plan_decode_run``), and for the
+fast-forwarded decode runs (counted by ``helpers.suite_run``), and for the
 equal-time test, bursts of simultaneous arrivals that queue.
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
-from helpers import SUITE, make_scenario, run_sim, spec, suite_case
-
-from simulator.scheduling.continuous import ContinuousScheduler
+from helpers import SUITE, make_scenario, run_sim, spec, suite_run
 
 
 def _check_steps(steps, end_time, counters):
@@ -37,32 +37,19 @@ def _check_steps(steps, end_time, counters):
         counters["back_to_back"] += int((gap == 0).sum())
 
 
-def _count_runs(monkeypatch, counters):
-    orig = ContinuousScheduler.plan_decode_run
-
-    def plan(self, out):
-        k = orig(self, out)
-        if k > 1:
-            counters["decode_runs"] += 1
-        return k
-
-    monkeypatch.setattr(ContinuousScheduler, "plan_decode_run", plan)
-
-
 @pytest.mark.parametrize("name", list(SUITE))
-def test_clock_steps(name, monkeypatch):
-    counters = {"idle_gaps": 0, "back_to_back": 0, "decode_runs": 0}
-    _count_runs(monkeypatch, counters)
-    sc, specs, until = suite_case(name)
-    out = run_sim(sc, specs, until_s=until)
+def test_clock_steps(name):
+    run = suite_run(name)
+    out, until = run.out, run.until
+    counters = {"idle_gaps": 0, "back_to_back": 0}
     _check_steps(out.steps(), out.end_time_s, counters)
     if until is not None:
         assert out.end_time_s == until
     # the transition log is written in time order
     times = [t for t, _, frm, to in out.recorder.transitions]
-    bad = [(a, b) for a, b in zip(times, times[1:]) if b < a]
+    bad = [(a, b) for a, b in itertools.pairwise(times) if b < a]
     assert not bad, bad[:3]
-    assert counters["back_to_back"] > 0 and counters["decode_runs"] > 0, counters
+    assert counters["back_to_back"] > 0 and run.decode_runs > 0, (counters, run.decode_runs)
     if name == "light_load":  # replicas go idle between requests and get woken
         assert counters["idle_gaps"] > 20, counters
 
@@ -100,8 +87,10 @@ def test_running_cancellation_logged_in_time_order():
     specs = [spec(0, 0.0, 2000, 10, cancel_after_s=0.02), spec(1, 0.021, 100, 10)]
     out = run_sim(sc, specs)
     steps = out.steps()
-    # the cancel time 0.02 falls inside the third step, after request 1's arrival is logged
-    assert steps.start_time_s[2] < 0.02 < 0.021 < steps.end_time_s[2]
+    # the cancel time (0.02 s) and request 1's arrival (0.021 s, logged first) both fall
+    # inside the third step
+    cancel_t, arrival_1 = specs[0].cancel_after_s, specs[1].arrival_time_s
+    assert steps.start_time_s[2] < cancel_t < arrival_1 < steps.end_time_s[2]
     tr = out.recorder.transitions
     assert ("running", "cancelled") in [(f, t) for _, _, f, t in tr]
     times = [t for t, *_ in tr]

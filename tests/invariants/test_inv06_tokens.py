@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import SUITE, make_scenario, prefix_specs, run_sim, suite_case, synthetic_workload
+from helpers import SUITE, make_scenario, prefix_specs, run_sim, suite_run, synthetic_workload
 
 
 @pytest.mark.parametrize("name", list(SUITE))
 def test_tokens_emitted(name):
-    sc, specs, until = suite_case(name)
-    out = run_sim(sc, specs, until_s=until)
+    run = suite_run(name)
+    sc, specs, out = run.scenario, run.specs, run.out
     df = out.requests().set_index("request_id")
     want = {s.request_id: s.num_output_tokens for s in specs}
     prompt = {s.request_id: s.num_prompt_tokens for s in specs}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import SUITE, make_scenario, run_sim, suite_case, synthetic_workload
+from helpers import SUITE, make_scenario, run_sim, suite_run, synthetic_workload
 
 from simulator.scheduling.continuous import ContinuousScheduler
 
@@ -71,8 +71,8 @@ def test_checker_flags_an_idle_replica():
 
 @pytest.mark.parametrize("name", list(SUITE))
 def test_no_idle_with_work(name):
-    sc, specs, until = suite_case(name)
-    out = run_sim(sc, specs, until_s=until)
+    run = suite_run(name)
+    out, until = run.out, run.until
     req, steps = out.requests(), out.steps()
     assert idle_violations(req, steps, out.end_time_s, drained=until is None) == []
     if name == "light_load":

@@ -1,0 +1,37 @@
+"""Sweeps and SLO-constrained capacity planning (local process pool or Ray).
+
+Public API::
+
+    run_sweep(spec, spec_dir, ...) -> SweepResult        # servesim sweep
+    run_plan(spec, spec_dir, ...) -> PlanResult          # servesim plan
+    search_capacity(scenario_dict, specs, ...) -> dict   # SLO-constrained capacity
+    find_capacity(probe, ...) -> (scale, records, note)  # the search algorithm
+    load_sweep_spec(path), load_plan_spec(path)          # validated files (PlanError)
+    run_tasks(fn, tasks, backend=..., jobs=...)          # the execution backends
+"""
+from __future__ import annotations
+
+from .backends import run_tasks
+from .plan import PlanResult, pareto_front, run_plan
+from .search import SimRunner, check_gates, find_capacity, replicas_for, search_capacity
+from .spec import PlanError, PlanSpec, SweepSpec, load_plan_spec, load_sweep_spec
+from .sweep import SweepResult, run_sweep
+
+__all__ = [
+    "PlanError",
+    "PlanResult",
+    "PlanSpec",
+    "SimRunner",
+    "SweepResult",
+    "SweepSpec",
+    "check_gates",
+    "find_capacity",
+    "load_plan_spec",
+    "load_sweep_spec",
+    "pareto_front",
+    "replicas_for",
+    "run_plan",
+    "run_sweep",
+    "run_tasks",
+    "search_capacity",
+]
