@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)
         return 130
-    except Exception as e:  # noqa: BLE001 - last-resort one-line report
+    except Exception as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise
         print(f"servesim: internal error: {type(e).__name__}: {e} "

@@ -177,8 +177,7 @@ def format_validation_error(e: ValidationError, source: str = "scenario") -> str
     if err["type"] == "missing":
         return f"{source}: missing required key '{path}'"
     msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
+    msg = msg.removeprefix("Value error, ")
     vs = repr(val) if not isinstance(val, dict) else "{...}"
     if len(vs) > 60:
         vs = vs[:57] + "..."

@@ -9,9 +9,8 @@ equal those of stepping one iteration at a time.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -86,8 +85,8 @@ def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):
 
 def resolve_kv_dtype(scenario: Scenario) -> str:
     d = scenario.kv_cache.kv_cache_dtype
-    if d == "auto":
-        return "fp8" if scenario.perf.weight_dtype == "fp8" and False else "bf16"
+    if d == "auto":  # vLLM: "auto" = the model's dtype; our weights are bf16 or fp8, KV bf16
+        return "bf16"
     return "bf16" if d == "fp16" else d
 
 
@@ -265,9 +264,9 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
 
     def _timeout_cb(r, rep):
         def cb(_ev):
-            if r.status == "waiting" and r.first_scheduled_time_s != r.first_scheduled_time_s:
-                if rep.sched._remove_waiting(r):
-                    rec.finish(r, env.now, REJECTED, "queue_timeout")
+            never_scheduled = r.first_scheduled_time_s != r.first_scheduled_time_s  # NaN
+            if r.status == "waiting" and never_scheduled and rep.sched._remove_waiting(r):
+                rec.finish(r, env.now, REJECTED, "queue_timeout")
         return cb
 
     def arrivals():

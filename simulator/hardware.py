@@ -85,7 +85,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
-        raise ValueError(f"{p}: a GPU spec must be a mapping")
+        raise ValueError(f"{p}: a GPU spec must be a mapping")  # noqa: TRY004 - user input
     missing = [k for k in _REQUIRED if raw.get(k) in (None, "")]
     if missing:
         raise ValueError(f"{p}: GPU spec lacks required key(s) {', '.join(missing)}")

@@ -7,9 +7,9 @@ Outputs written to ``OUTDIR`` (``scenario.output_dir``, ``{name}`` expanded):
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -79,7 +79,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["perf_model"] = getattr(setup.perf, "kind", "roofline")
     summary["provenance"] = setup.perf.provenance()
     summary["prefix_cache_hit_tokens"] = int(sim.recorder.prefix_hit_tokens)
-    summary["num_steps"] = int(len(steps))
+    summary["num_steps"] = len(steps)
     if scenario.speculative is not None:
         from .speculative.metrics import speculative_summary
         summary["speculative"] = speculative_summary(sim)

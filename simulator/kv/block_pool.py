@@ -32,8 +32,15 @@ class BlockPool:
         If ``num_blocks < 1``.
     """
 
-    __slots__ = ("num_blocks", "_free", "ref_cnt", "block_hash", "hash_to_block",
-                 "num_evictions", "_stack")
+    __slots__ = (
+        "_free",
+        "_stack",
+        "block_hash",
+        "hash_to_block",
+        "num_blocks",
+        "num_evictions",
+        "ref_cnt",
+    )
 
     def __init__(self, num_blocks: int, enable_caching: bool = True):
         if num_blocks < 1:

@@ -212,5 +212,4 @@ class KVCacheManager:
         pool = self.pool
         for j in range(req.num_cached_blocks, upto):
             pool.cache_block(req.blocks[j], keys[j])
-        if upto > req.num_cached_blocks:
-            req.num_cached_blocks = upto
+        req.num_cached_blocks = max(req.num_cached_blocks, upto)

@@ -75,9 +75,22 @@ class SchedulerConfig:
 class StepOutput:
     """One scheduled iteration."""
 
-    __slots__ = ("reqs", "ntoks", "preempted", "shape", "num_prefill_tokens",
-                 "num_decode_tokens", "num_prefill_seqs", "num_decode_seqs", "num_waiting",
-                 "jumpable", "swap_bytes", "kv_tokens", "num_padding_seqs", "extra_time_s")
+    __slots__ = (
+        "extra_time_s",
+        "jumpable",
+        "kv_tokens",
+        "ntoks",
+        "num_decode_seqs",
+        "num_decode_tokens",
+        "num_padding_seqs",
+        "num_prefill_seqs",
+        "num_prefill_tokens",
+        "num_waiting",
+        "preempted",
+        "reqs",
+        "shape",
+        "swap_bytes",
+    )
 
     def __init__(self):
         self.reqs: list[ReqState] = []
@@ -262,8 +275,7 @@ class ContinuousScheduler:
             n = r.num_tokens - r.num_computed_tokens
             if la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
                 n += la
-            if n > budget:
-                n = budget
+            n = min(n, budget)
             while (r.num_computed_tokens + n > len(r.blocks) * bs
                    and not kv.allocate(r, r.num_computed_tokens + n)):
                 victim = self._pick_victim()

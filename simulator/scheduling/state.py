@@ -27,13 +27,32 @@ NaN = math.nan
 class ReqState:
     """Progress and timestamps of one request on a replica (times in seconds)."""
 
-    __slots__ = ("spec", "request_id", "num_prompt_tokens", "num_output_tokens",
-                 "num_computed_tokens", "num_emitted", "status", "reject_reason", "replica_id",
-                 "arrival_time_s", "first_scheduled_time_s", "first_token_time_s",
-                 "finish_time_s", "last_token_time_s", "num_preemptions", "blocks",
-                 "prefix_keys", "num_cached_blocks", "num_cached_prompt_tokens",
-                 "cancel_requested", "priority", "swapped_blocks", "spec_accepted",
-                 "spec_drafts")
+    __slots__ = (
+        "arrival_time_s",
+        "blocks",
+        "cancel_requested",
+        "finish_time_s",
+        "first_scheduled_time_s",
+        "first_token_time_s",
+        "last_token_time_s",
+        "num_cached_blocks",
+        "num_cached_prompt_tokens",
+        "num_computed_tokens",
+        "num_emitted",
+        "num_output_tokens",
+        "num_preemptions",
+        "num_prompt_tokens",
+        "prefix_keys",
+        "priority",
+        "reject_reason",
+        "replica_id",
+        "request_id",
+        "spec",
+        "spec_accepted",
+        "spec_drafts",
+        "status",
+        "swapped_blocks",
+    )
 
     def __init__(self, spec: RequestSpec):
         self.spec = spec
