@@ -88,13 +88,6 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
-    if scenario.speculative is not None:
-        try:
-            from .speculative.metrics import speculative_summary
-        except ImportError:  # pragma: no cover - module added with the speculative engine
-            speculative_summary = None
-        if speculative_summary is not None:
-            summary["speculative"] = speculative_summary(sim)
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures)

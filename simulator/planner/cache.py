@@ -115,7 +115,7 @@ class ResultCache:
         fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump(value, f, sort_keys=True, default=_json_default)
+                json.dump(value, f, default=_json_default)  # keep key order (table columns)
             os.replace(tmp, p)
         except BaseException:
             try:

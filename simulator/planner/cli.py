@@ -75,14 +75,17 @@ def cmd_sweep(args) -> int:
     if not args.quiet:
         c = Console()
         t = Table(title=f"servesim sweep: {spec.name} ({res.num_points} points)")
-        cols = [("label", "point"), ("status", "status"), ("slo_attainment", "attainment"),
-                ("ttft_s_p99", "p99 TTFT s"), ("tpot_s_p99", "p99 TPOT s"),
+        cols = [("point_id", "#"), ("slo_attainment", "attain."),
+                ("ttft_s_p99", "TTFT p99"), ("tpot_s_p99", "TPOT p99"),
                 ("output_token_throughput_tps", "out tok/s"),
-                ("cost_per_1m_output_tokens_usd", "USD/1M out")]
-        for _, h in cols:
-            t.add_column(h)
+                ("cost_per_1m_output_tokens_usd", "$/1M out"), ("label", "point")]
+        for k, h in cols:
+            t.add_column(h, no_wrap=k != "label", ratio=1 if k == "label" else None)
         for _, row in res.table.head(40).iterrows():
-            t.add_row(*[_cell(row.get(k)) for k, _ in cols])
+            cells = [_cell(row.get(k)) for k, _ in cols]
+            if row.get("status") != "ok":
+                cells[1] = "[red]error[/red]"
+            t.add_row(*cells)
         c.print(t)
         if len(res.table) > 40:
             c.print(f"... {len(res.table) - 40} more rows")
@@ -139,15 +142,14 @@ def cmd_plan(args) -> int:
         c.print(f"bottleneck: {b['text']}")
     rows = [res.recommendation["config"]] + res.recommendation["runners_up"]
     t = Table(title="recommendation and runners-up")
-    for h in ("configuration", "cap/replica rps", "replicas", "GPUs", "USD/h", "USD/1M in",
-              "USD/1M out", "attainment", "p99 TTFT s"):
-        t.add_column(h)
+    for h in ("cap rps", "GPUs", "$/h", "$/1M in", "$/1M out", "TTFT p99"):
+        t.add_column(h, no_wrap=True)
+    t.add_column("configuration", ratio=1)
     for r in rows:
-        t.add_row(("[baseline] " if r.get("is_baseline") else "") + r["label"],
-                  _cell(r["capacity_rps"]), _cell(r["replicas"]), _cell(r["gpus"]),
+        t.add_row(_cell(r["capacity_rps"]), f"{_cell(r['replicas'])}x{r['tensor_parallel_size']}",
                   _usd(r["usd_per_hour"]), _usd4(r["cost_per_1m_input_tokens_usd"]),
-                  _usd4(r["cost_per_1m_output_tokens_usd"]),
-                  _cell(r["slo_attainment_at_target"]), _cell(r["ttft_p99_s_at_target"]))
+                  _usd4(r["cost_per_1m_output_tokens_usd"]), _cell(r["ttft_p99_s_at_target"]),
+                  ("[baseline] " if r.get("is_baseline") else "") + r["label"])
     c.print(t)
     st = res.stats
     c.print(f"{st['num_simulations']} simulations, {st['num_cache_hits']} cache hits, "

@@ -197,7 +197,8 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     try:
         pool, pool_w = _load_pool(base_dict, plan.search, base_dir)
     except ValueError as e:
-        raise PlanError(f"plan workload: {e}") from None
+        hint = " (pass the trace with --trace PATH)" if "not found" in str(e) else ""
+        raise PlanError(f"plan workload: {e}{hint}") from None
     if len(pool) < 2:
         raise PlanError(f"plan workload: the window holds {len(pool)} request(s); need >= 2")
     pool_rate = specs_rate(pool)

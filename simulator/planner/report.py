@@ -122,7 +122,8 @@ def _fig_cost(result, path: Path) -> Path:
     ax.set_ylabel("SLO attainment at the target rate")
     ax.set_title("Cost vs SLO attainment (sized deployments)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="lower right")
     return _save(fig, path)
 
 
@@ -167,7 +168,11 @@ def _fig_pareto(result, path: Path) -> Path:
     ax.set_ylabel("tokens/s per user (1 / mean TPOT)")
     ax.set_title("Throughput per GPU vs speed per user (SLO-feasible probes)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no SLO-feasible probe", ha="center", va="center",
+                transform=ax.transAxes)
     return _save(fig, path)
 
 
@@ -200,7 +205,8 @@ def _fig_latency(result, path: Path) -> Path:
         ax.set_ylabel(f"{title} (s)")
         ax.set_title(f"{title} vs load")
         ax.grid(alpha=0.3, which="both")
-    axes[1].legend(fontsize=6)
+    if axes[1].get_legend_handles_labels()[0]:
+        axes[1].legend(fontsize=6)
     return _save(fig, path)
 
 

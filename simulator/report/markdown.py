@@ -506,9 +506,42 @@ def write_run_report(outdir: Path, summary: dict, requests: pd.DataFrame, steps:
         written = write_figures(out, requests, steps, slo=summary.get("slo"))
         names = tuple(written)
     text = render_run_report(summary, scenario, title=title, figures=names)
+    extra = _extra_sections(summary)
+    if extra:
+        text = text.rstrip("\n") + "\n\n" + extra + "\n"
     path = out / REPORT_FILE
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _extra_sections(summary: Mapping[str, Any]) -> str:
+    """Report sections owned by optional subsystems (speculative decoding, KV waste)."""
+    parts = []
+    kv_keys = ("max_concurrency", "mean_kv_fragmentation", "kv_reserved_bytes_mean",
+               "kv_used_bytes_mean", "kv_wasted_bytes_mean", "padding_waste", "num_swap_outs",
+               "prefix_cache_hit_tokens", "num_gpu_blocks", "kv_cache_tokens")
+    rows = [(k, summary[k]) for k in kv_keys if summary.get(k) is not None]
+    if rows:
+        lines = ["## KV memory and batching", "", "| Metric | Value |", "|---|---|"]
+        for k, v in rows:
+            if k.endswith("_bytes_mean"):
+                val = f"{v / 1e9:.3f} GB"
+            elif k in ("mean_kv_fragmentation", "padding_waste"):
+                val = f"{100 * v:.1f}%"
+            else:
+                val = f"{v:,}" if isinstance(v, int) else f"{v}"
+            lines.append(f"| `{k}` | {val} |")
+        lines.append("")
+        lines.append("Fragmentation: share of reserved KV bytes holding no token (busy-time mean); "
+                     "padding waste: share of batch slot-steps doing no useful work (static "
+                     "batching). Bytes are per GPU.")
+        parts.append("\n".join(lines))
+    if summary.get("speculative"):
+        from ..speculative.economics import speculative_report_section
+        sec = speculative_report_section(summary.get("speculative"))
+        if sec:
+            parts.append(sec.strip())
+    return "\n\n".join(parts)
 
 
 def print_summary_table(summary: Mapping[str, Any], console=None, *,

@@ -42,6 +42,7 @@ __all__ = [
     "register",
     "render_economics_markdown",
     "run_spec_sweep",
+    "speculative_report_section",
     "sweep_rates",
     "write_economics_report",
 ]
@@ -421,6 +422,10 @@ def plot_economics(df: pd.DataFrame, path: str | Path, title: str = "") -> Path:
                     color="black" if name == ALL else None)
         ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
         ax.set_xscale("log", base=2)
+        rates = sorted(df["rate_scale"].unique())
+        ax.set_xticks(rates)
+        ax.set_xticklabels([f"{r:g}" for r in rates])
+        ax.minorticks_off()
         ax.set_xlabel("arrival rate multiplier (workload.rate_scale)")
         ax.set_ylabel(f"{label} (x)")
         ax.set_title(label, fontsize=10)
@@ -681,18 +686,24 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
     L.append(
         "- Throughput: below saturation both runs serve the offered load, so the throughput "
         f"gain stays ~1; once the replica is overloaded (x{hi:g}: throughput gain "
-        f"{_f(last.loc[ALL, 'throughput_gain'], '{:.2f}')}x) the speculative run serves fewer "
-        "tokens per GPU-second, because the verification and drafting work per emitted token "
-        "exceeds a plain decode's; its queue then grows faster, which is why E2E crosses over "
-        "before TPOT. Cost per 1M tokens follows GPU-hours per token, so it rises by the same "
-        f"factor at overload (x{hi:g}: {_f(last.loc[ALL, 'cost_ratio'], '{:.3f}')}x the "
+        f"{_f(last.loc[ALL, 'throughput_gain'], '{:.2f}')}x, mean queue "
+        f"{_f(last.loc[ALL, 'mean_num_waiting_base'], '{:.0f}')} without and "
+        f"{_f(last.loc[ALL, 'mean_num_waiting_spec'], '{:.0f}')} with speculation) the "
+        "speculative run serves fewer tokens per GPU-second: the verification and drafting "
+        "work per emitted token exceeds a plain decode's once steps are compute-bound, so it "
+        "saturates at a lower rate and its queue grows faster. Cost per 1M tokens follows "
+        f"GPU-hours per token (x{hi:g}: {_f(last.loc[ALL, 'cost_ratio'], '{:.3f}')}x the "
         "baseline's).")
+    ttft = df[df["slice"] == ALL].set_index("rate_scale")["ttft_p99_gain"].astype(float)
+    worst_r = float(ttft.idxmin()) if ttft.notna().any() else lo
     L.append(
         f"- TTFT p99 is worse with speculation even at low load (x{lo:g}: gain "
         f"{_f(first.loc[ALL, 'ttft_p99_gain'], '{:.2f}')}x): the draft also prefills every "
         "prompt (its own KV cache), and a step carrying a prompt chunk also drafts and verifies "
-        "for the running decodes, so it is longer. Speculation buys inter-token latency with "
-        "first-token latency.")
+        "for the running decodes, so it is longer. It is worst near the knee of the load "
+        f"curve (x{worst_r:g}: {_f(ttft.get(worst_r), '{:.2f}')}x), where the speculative "
+        "run starts queueing before the baseline does. Speculation buys inter-token latency "
+        "with first-token latency.")
     L.append(
         "- The closed form (Leviathan et al. 2023) is a batch-1 bound: it assumes verification "
         "costs one plain step. The simulated tokens per step match it (table above), the gap "
@@ -700,6 +711,45 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
         "batching.")
     L += ["", ("Assumptions: see `simulator/speculative/scheduler.py` (draft cost per method, "
           "draft prefill, KV rollback) and `simulator/speculative/README_SECTION.md`."), ""]
+    return "\n".join(L)
+
+
+def speculative_report_section(spec: dict | None) -> str:
+    """A run report's "Speculative decoding" section from ``summary["speculative"]``.
+
+    Parameters
+    ----------
+    spec : dict or None
+        The block :func:`simulator.speculative.metrics.speculative_summary` returns.
+
+    Returns
+    -------
+    str
+        Markdown (empty when ``spec`` is empty or None).
+    """
+    if not spec:
+        return ""
+    draft = spec.get("draft_model") or spec.get("method")
+    L = ["## Speculative decoding", "",
+         (f"Method `{spec.get('method')}` (draft `{draft}`), k = "
+         f"{spec.get('num_speculative_tokens')} ({spec.get('num_verified_tokens')} draft "
+         f"tokens verified per step). Drafting took "
+         f"{_f(spec.get('draft_time_share') and 100 * spec['draft_time_share'], '{:.1f}%')} of "
+         f"busy time (draft prefill included); draft cost ratio at batch 1 c = "
+         f"{_f(spec.get('draft_cost_ratio_batch1'), '{:.3f}')}."), ""]
+    rows = []
+    blocks = [("all", spec)] + sorted((spec.get("by_slice") or {}).items())
+    for name, b in blocks:
+        share = b.get("drafting_share_of_spec_steps" if b is spec else "draft_time_share")
+        rows.append([name, f"{b.get('num_drafts', 0):,}", _f(b.get("acceptance_rate"), "{:.3f}"),
+                     _f(b.get("mean_acceptance_length"), "{:.3f}"),
+                     _f(b.get("expected_tokens_per_step"), "{:.3f}"),
+                     _f(b.get("accepted_tokens_per_draft"), "{:.3f}"),
+                     _f(share and 100 * share, "{:.1f}%")])
+    L += _table(["slice", "drafts", "acceptance rate", "mean acceptance length",
+                 "closed form", "accepted / draft", "drafting share of its steps"], rows)
+    L += ["", ("Mean acceptance length = 1 + accepted / drafts (bonus token included); closed "
+          "form = E[tokens per step] of the slice's acceptance model."), ""]
     return "\n".join(L)
 
 

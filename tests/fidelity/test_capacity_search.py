@@ -57,7 +57,7 @@ def md1_wait_cdf(t: float, lam: float, d: float = D) -> float:
     """``P(W <= t)`` of the M/D/1 queue (Erlang's formula)."""
     rho = lam * d
     total = 0.0
-    for k in range(int(math.floor(t / d + 1e-12)) + 1):
+    for k in range(math.floor(t / d + 1e-12) + 1):
         x = t - k * d
         total += math.exp(lam * x) * (-lam * x) ** k / math.factorial(k)
     return (1.0 - rho) * total

@@ -197,3 +197,12 @@ def test_shipped_scenario_runs_on_the_default_trace(tmp_path):
     out = compare_with_baseline(sc, base)
     assert out["speculative"]["speculative"]["by_slice"].keys() == {"code", "chat"}
     assert out["net"]["overall"]["tpot_p50_s"]["ratio"] > 1.0
+
+
+def test_run_report_section(sweep):
+    from simulator.speculative.economics import speculative_report_section
+    _, results = sweep
+    text = speculative_report_section(results[0.5]["speculative"]["speculative"])
+    assert text.startswith("## Speculative decoding")
+    assert "| all |" in text and "| code |" in text and "| chat |" in text
+    assert speculative_report_section({}) == "" and speculative_report_section(None) == ""

@@ -346,3 +346,18 @@ def test_run_without_speculation_has_no_block():
     res = run_scenario(sc.model_copy(update={"speculative": None}), write=False)
     assert "speculative" not in res.summary
     assert speculative_summary(res.sim) == {}
+
+
+def test_draft_weights_and_kv_shrink_the_target_kv_pool():
+    sc = make_scenario(kv_cache={"num_gpu_blocks": None, "block_size": 16})
+    spec_setup = build_setup(sc)
+    base_setup = build_setup(sc.model_copy(update={"speculative": None}))
+    draft = spec_setup.extra["draft_model"]
+    assert draft.name == "llama-3.2-1b"
+    mb, ms = base_setup.memory, spec_setup.memory
+    assert ms.draft_bytes == pytest.approx(draft.weight_bytes("bf16"))
+    per_tok = (spec_setup.model.kv_bytes_per_token("bf16")
+               + draft.kv_bytes_per_token("bf16"))
+    assert ms.kv_bytes_per_token == per_tok
+    want = int((mb.kv_bytes - ms.draft_bytes) // (16 * per_tok))
+    assert spec_setup.num_gpu_blocks == want < base_setup.num_gpu_blocks

@@ -1,0 +1,66 @@
+"""Benchmark: a capacity plan over >= 50 configurations on the Azure conversation trace.
+
+Runs ``scenarios/plan_azure_conv.yaml`` (54 candidates + the baseline: GPU type x tensor
+parallelism x max_num_seqs x max_num_batched_tokens, Llama-3.1-8B, target 30 requests/s) from
+a cold cache and prints the wall-clock time, the number of simulations and the
+recommendation. The target is <= 300 s on a 2-core machine.
+
+Usage::
+
+    python benchmarks/bench_plan.py PATH/AzureLLMInferenceTrace_conv.csv [--jobs N]
+        [--plan scenarios/plan_azure_conv.yaml] [--output DIR] [--budget-s 300]
+
+Exit status 0 when the plan finished within the budget, 1 otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from simulator.planner.backends import default_jobs
+    from simulator.planner.plan import run_plan
+    from simulator.planner.report import _headline
+    from simulator.planner.spec import load_plan_spec
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("trace", help="AzureLLMInferenceTrace_conv.csv")
+    ap.add_argument("--plan", default=str(REPO / "scenarios" / "plan_azure_conv.yaml"))
+    ap.add_argument("--jobs", type=int, default=default_jobs())
+    ap.add_argument("--output", help="report folder (default: a temporary folder)")
+    ap.add_argument("--budget-s", type=float, default=300.0)
+    ap.add_argument("--no-figures", action="store_true")
+    args = ap.parse_args(argv)
+    if not Path(args.trace).is_file():
+        print(f"bench_plan: trace not found: {args.trace}", file=sys.stderr)
+        return 2
+    spec, folder = load_plan_spec(args.plan)
+    out = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="bench_plan_"))
+    t0 = time.perf_counter()
+    res = run_plan(spec, folder, trace=args.trace, jobs=args.jobs, use_cache=False,
+                   outdir=out, figures=not args.no_figures)
+    wall = time.perf_counter() - t0
+    st = res.stats
+    print(f"plan: {spec.name}  trace: {args.trace}")
+    print(f"cpu cores: {os.cpu_count()}  jobs: {args.jobs}")
+    print(f"configurations: {st['num_candidates']} candidates + baseline, "
+          f"{st['num_simulations']} simulations "
+          f"({st['num_simulations'] / max(1, st['num_configurations_evaluated']):.1f} per "
+          f"configuration), probe size {res.workload['probe_requests']} requests")
+    print(_headline(res))
+    print(f"report: {out / 'plan.html'}")
+    ok = wall <= args.budget_s and st["num_candidates"] >= 50
+    print(f"time: {wall:.1f} s (budget {args.budget_s:.0f} s for >= 50 configurations): "
+          f"{'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,119 @@
+"""Golden test: a small deterministic scenario's summary against a reviewed expected file.
+
+Scenario: 200 synthetic requests (Poisson 12 req/s, lognormal prompts median 300 and outputs
+median 100 tokens), Llama-3.1-8B on one H100 SXM with the roofline model, a 500-block KV
+cache (some preemption), SLOs TTFT 0.25 s and TPOT 20 ms.
+
+The expected file ``expected/small_summary.json`` is the summary minus the wall-clock
+figures. Refresh it only on purpose::
+
+    SERVESIM_UPDATE_GOLDEN=1 python -m pytest tests/golden
+
+Reviewed by hand when written (figures from the file): duration_s 23.568216 s, so
+gpu_hours = 23.568216 / 3600 = 0.0065467 and cost_usd = 0.0065467 x 2.99 = 0.0195747;
+200 completed with 29,582 output tokens: output_token_throughput_tps = 29,582 / 23.568216
+= 1,255.16 and cost_per_1m_output_tokens_usd = 0.0195747 / 29,582 x 1e6 = 0.66171; the ITL
+count is 29,582 - 200 = 29,382 (one gap fewer than tokens per request); slo_attainment 0.37
+gives goodput 0.37 x 200 / 23.568216 = 3.13982 req/s; num_steps 2,756 and 49 preemptions
+in a 500-block pool (max_kv_cache_usage 1.0).
+
+``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the
+run's request and step records with plain numpy (definitions of DESIGN.md's glossary), so
+the file is checked, not just snapshotted.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import make_scenario, summary_without_wall, synthetic_workload
+
+from simulator.run import run_scenario
+
+EXPECTED = Path(__file__).parent / "expected" / "small_summary.json"
+UPDATE = os.environ.get("SERVESIM_UPDATE_GOLDEN") == "1"
+
+
+def _scenario():
+    return make_scenario({"name": "golden_small", "seed": 42,
+                          "kv_cache": {"num_gpu_blocks": 500},
+                          "scheduler": {"max_num_seqs": 64},
+                          "slo": {"ttft_s": 0.25, "tpot_s": 0.02},
+                          "cost": {"usd_per_gpu_hour": 2.99}},
+                         workload=synthetic_workload(200, 12, output_median=100))
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_scenario(_scenario(), write=False)
+
+
+def _compare(got, want, path="summary"):
+    if isinstance(want, dict):
+        assert isinstance(got, dict), path
+        assert sorted(got) == sorted(want), (path, sorted(set(got) ^ set(want)))
+        for k in want:
+            _compare(got[k], want[k], f"{path}.{k}")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert isinstance(got, (int, float)), path
+        assert math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12), (path, got, want)
+    else:
+        assert got == want, (path, got, want)
+
+
+def test_golden_summary(run):
+    got = json.loads(json.dumps(summary_without_wall(run.summary)))
+    if UPDATE:
+        EXPECTED.parent.mkdir(parents=True, exist_ok=True)
+        EXPECTED.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    want = json.loads(EXPECTED.read_text())
+    _compare(got, want)
+
+
+def test_golden_file_numbers_hand_checked(run):
+    """Several numbers of the expected file, recomputed from the records.
+
+    For the reviewed file: 200 requests, all completed; num_output_tokens is the sum of
+    emitted tokens; output_token_throughput_tps = that sum / duration_s, where duration_s =
+    max(last finish, last step end) - first arrival; cost_usd = duration_s / 3600 x 2.99;
+    TTFT p50 = the 100th smallest TTFT (inverse CDF); mean TPOT over requests with >= 2
+    tokens; SLO attainment = share of requests with TTFT <= 0.25 s and TPOT <= 20 ms.
+    """
+    want = json.loads(EXPECTED.read_text())
+    req, steps = run.requests, run.steps
+    done = req[req.status == "completed"]
+    assert want["num_requests"] == len(req) == 200
+    assert want["num_completed"] == len(done)
+    assert want["num_output_tokens"] == int(done.num_emitted_tokens.sum())
+    assert want["num_input_tokens"] == int(done.num_prompt_tokens.sum())
+    assert want["num_preemptions"] == int(req.num_preemptions.sum()) > 0
+    start = req.arrival_time_s.min()
+    end = max(req.finish_time_s.max(), steps.end_time_s.max())
+    assert want["duration_s"] == pytest.approx(end - start, rel=1e-12)
+    assert want["output_token_throughput_tps"] == pytest.approx(
+        done.num_emitted_tokens.sum() / (end - start), rel=1e-12)
+    assert want["request_throughput_rps"] == pytest.approx(len(done) / (end - start), rel=1e-12)
+    assert want["cost_usd"] == pytest.approx((end - start) / 3600 * 2.99, rel=1e-12)
+    ttft = np.sort((req.first_token_time_s - req.arrival_time_s).to_numpy())
+    assert want["ttft_s"]["p50"] == pytest.approx(ttft[99], rel=1e-12)  # ceil(0.5 * 200)
+    assert want["ttft_s"]["max"] == pytest.approx(ttft[-1], rel=1e-12)
+    assert want["ttft_s"]["mean"] == pytest.approx(ttft.mean(), rel=1e-12)
+    multi = done[done.num_emitted_tokens >= 2]
+    tpot = (multi.finish_time_s - multi.first_token_time_s) / (multi.num_emitted_tokens - 1)
+    assert want["tpot_s"]["mean"] == pytest.approx(tpot.mean(), rel=1e-12)
+    assert want["tpot_s"]["count"] == len(multi)
+    e2e = (done.finish_time_s - done.arrival_time_s).to_numpy()
+    assert want["e2e_latency_s"]["mean"] == pytest.approx(e2e.mean(), rel=1e-12)
+    ttft_all = req.first_token_time_s - req.arrival_time_s
+    tpot_all = ((req.finish_time_s - req.first_token_time_s)
+                / (req.num_emitted_tokens - 1)).where(req.num_emitted_tokens >= 2, 0.0)
+    met = (req.status == "completed") & (ttft_all <= 0.25) & (tpot_all <= 0.02)
+    assert want["slo_attainment"] == pytest.approx(met.mean(), rel=1e-12)
+    assert 0 < want["slo_attainment"] < 1  # the SLOs bind for some requests
+    assert want["num_steps"] == len(steps)
+    assert want["num_gpu_blocks"] == 500 and want["kv_cache_tokens"] == 500 * 16
+    assert want["perf_model"] == "roofline"

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import yaml
+from planner_testlib import tiny_plan
+
+from simulator.cli import main
+from simulator.planner.plan import run_plan
+from simulator.planner.spec import PlanSpec
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan")
+    spec = PlanSpec.model_validate(tiny_plan())
+    first = run_plan(spec, None, outdir=out, jobs=1)
+    second = run_plan(spec, None, outdir=out, jobs=1)
+    return out, first, second
+
+
+def test_plan_recommends_cheapest_passing(planned):
+    _out, res, _ = planned
+    assert res.status == "candidate"
+    c = res.recommendation["config"]
+    passing = [r for r in res.candidates if r["passed"]]
+    assert c["label"] == passing[0]["label"]
+    assert c["usd_per_hour"] == min(r["usd_per_hour"] for r in passing)
+    # sizing: replicas x capacity covers the target with the headroom
+    assert c["replicas"] * c["capacity_rps"] >= 20.0 * 1.1 - 1e-9
+    assert c["gpus"] == c["replicas"] * c["tensor_parallel_size"]
+    assert c["usd_per_hour"] == pytest.approx(c["gpus"] * c["usd_per_gpu_hour"])
+    assert c["usd_per_gpu_hour"] in (3.0, 2.0)  # plan prices, matched by alias
+    tok_h = 20.0 * 3600
+    assert c["cost_per_1m_input_tokens_usd"] == pytest.approx(
+        c["usd_per_hour"] / (tok_h * res.workload["mean_prompt_tokens"]) * 1e6)
+    assert c["confirmations"][-1]["feasible"]
+    assert len(res.recommendation["runners_up"]) <= 2
+    assert res.baseline["label"] == "today" and res.baseline["is_baseline"]
+    assert res.recommendation["bottleneck"]["shares"] is not None
+    assert res.pareto and all(p["tps_per_user"] > 0 for p in res.pareto)
+
+
+def test_plan_files(planned):
+    out, _res, _ = planned
+    for name in ("plan.md", "plan.html", "plan.json", "plan_table.csv", "plan_table.parquet",
+                 "pareto.csv", "probes.csv"):
+        assert (out / name).is_file(), name
+    for fig in ("cost_vs_attainment", "capacity", "pareto", "latency_vs_load", "bottleneck"):
+        assert (out / "figures" / f"{fig}.png").is_file(), fig
+    html = (out / "plan.html").read_text()
+    assert html.count("data:image/png;base64,") == 5
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+    md = (out / "plan.md").read_text()
+    assert "## Runners-up" in md and "## Pareto front" in md and "### Bottleneck" in md
+    doc = json.loads((out / "plan.json").read_text())
+    assert doc["status"] == "candidate" and doc["recommendation"]["config"]["gpus"] >= 1
+    assert len(doc["candidates"]) == 4
+    table = pd.read_csv(out / "plan_table.csv")
+    assert len(table) == 5 and "cost_per_1m_output_tokens_usd" in table.columns
+
+
+def test_second_run_performs_no_simulation(planned):
+    _, first, second = planned
+    assert first.stats["num_simulations"] > 0
+    assert second.stats["num_simulations"] == 0
+    assert second.recommendation["config"]["label"] == first.recommendation["config"]["label"]
+    assert second.recommendation["config"]["capacity_rps"] == \
+        first.recommendation["config"]["capacity_rps"]
+
+
+def test_probe_cache_is_shared_when_only_the_target_changes(planned, tmp_path):
+    out, _first, _ = planned
+    spec = PlanSpec.model_validate(tiny_plan(target_rate_rps=15.0))
+    res = run_plan(spec, None, outdir=out, jobs=1, write=False)
+    # the capacity probes hit the cache; only confirmations at the new rate may run
+    n_probes = sum(len(r["probes"]) for r in res.candidates)
+    assert res.stats["num_simulations"] < n_probes
+    assert res.stats["num_cache_hits"] >= n_probes
+
+
+def test_unsafe_release_degrades_to_the_baseline(tmp_path):
+    spec = PlanSpec.model_validate(tiny_plan(
+        slo={"ttft_s": 1e-4}, search_space={"scheduler.max_num_seqs": [16, 64]},
+        search={"window_s": None, "max_requests": 60, "rel_tol": 0.5, "max_probes": 4,
+                "min_rate_scale": 0.25}))
+    res = run_plan(spec, None, outdir=tmp_path, jobs=1)
+    assert res.status == "baseline_fallback"
+    assert res.recommendation["config"]["label"] == "today"
+    assert "no candidate passed every gate" in res.recommendation["reason"]
+    assert "capacity" in res.recommendation["reason"]
+    assert all("capacity" in r["failed_gates"] for r in res.candidates)
+    md = (tmp_path / "plan.md").read_text()
+    assert "baseline_fallback" in md and "## Failed gates" in md
+
+
+def test_model_that_does_not_fit_fails_the_fits_gate(tmp_path):
+    spec = PlanSpec.model_validate(tiny_plan(
+        search_space={"model": ["llama-3.1-8b", "llama-3.1-405b"]},
+        search={"window_s": None, "max_requests": 60, "rel_tol": 0.5, "max_probes": 4}))
+    res = run_plan(spec, None, outdir=tmp_path, jobs=1, write=False)
+    big = next(r for r in res.candidates if "405b" in r["label"])
+    assert big["failed_gates"] == ["fits"] and not big["passed"] and big["error"]
+    assert res.status == "candidate"
+
+
+def test_cli_plan(tmp_path, capsys):
+    p = tmp_path / "plan.yaml"
+    p.write_text(yaml.safe_dump(tiny_plan(
+        search_space={"scheduler.max_num_seqs": [32]},
+        search={"window_s": None, "max_requests": 80, "rel_tol": 0.5, "max_probes": 5})))
+    out = tmp_path / "out"
+    assert main(["plan", str(p), "-j", "1", "-o", str(out), "--no-figures"]) == 0
+    text = capsys.readouterr().out
+    assert "Recommend" in text and "plan.html" in text
+    assert (out / "plan.html").is_file() and not (out / "figures").exists()
+    assert main(["plan", str(p), "-j", "1", "-o", str(out), "-q", "--target-rate", "5"]) == 0
+    assert capsys.readouterr().out.startswith("Recommend")
