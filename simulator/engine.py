@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -90,16 +91,32 @@ def resolve_kv_dtype(scenario: Scenario) -> str:
     return "bf16" if d == "fp16" else d
 
 
-def build_setup(scenario: Scenario) -> ReplicaSetup:
+def _user_path(value: str, base_dir: Path | None) -> str:
+    """A model/GPU given as a relative path is looked up next to the scenario file first."""
+    if base_dir is not None and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
+        p = Path(value).expanduser()
+        if not p.is_absolute() and (base_dir / p).exists():
+            return str(base_dir / p)
+    return value
+
+
+def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetup:
     """Resolve model, GPU, performance model, memory plan and scheduler limits.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    base_dir : Path, optional
+        The scenario file's folder: relative paths to a model ``config.json`` or a GPU spec
+        YAML are tried there before the working directory.
 
     Raises
     ------
     ValueError
         Unknown model or GPU, or a model that does not fit (message says why).
     """
-    model = get_model(scenario.model)
-    gpu = get_gpu(scenario.hardware.gpu)
+    model = get_model(_user_path(scenario.model, base_dir))
+    gpu = get_gpu(_user_path(scenario.hardware.gpu, base_dir))
     tp = scenario.cluster.tensor_parallel_size
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype

@@ -64,7 +64,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     """
     if specs is None:
         specs = load_workload(scenario.workload, scenario.seed, base_dir)
-    setup = setup or build_setup(scenario)
+    setup = setup or build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, check_transitions=check_transitions,
                    progress=progress)
     requests = sim.requests()

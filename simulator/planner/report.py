@@ -307,8 +307,7 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         ("SLOs (per request)", ", ".join(f"{k} <= {_ms(slo[k])}" for k in
                                          ("ttft_s", "tpot_s", "e2e_s") if slo.get(k)) or "none"),
         ("attainment target", _f(slo.get("attainment_target"), "{:.3f}")),
-        ("gates", ", ".join(k for k, v in plan.gates.model_dump().items()
-                            if v not in (None, False, {})) or "none"),
+        ("gates", _gates_text(plan.gates.model_dump())),
         ("headroom", f"{plan.headroom:.0%}"),
         ("candidates", str(len(result.candidates))),
     ]
@@ -346,6 +345,22 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
                        "latency_vs_load": "Latency vs load (top configurations)",
                        "bottleneck": "Bottleneck of the recommendation"},
     }
+
+
+def _gates_text(g: dict) -> str:
+    parts = []
+    if g.get("slo_attainment"):
+        parts.append("SLO attainment >= target")
+    if g.get("slice_ttft_p99"):
+        per = g.get("slice_ttft_p99_s") or {}
+        extra = f" ({', '.join(f'{k} <= {_ms(v)}' for k, v in per.items())})" if per else ""
+        parts.append(f"every slice's p99 TTFT <= its SLO{extra}")
+    for key, text in (("max_rejected_fraction", "rejected fraction <= {}"),
+                      ("max_preemptions_per_request", "preemptions per request <= {}"),
+                      ("max_gpus", "GPUs <= {}"), ("max_usd_per_hour", "USD per hour <= {}")):
+        if g.get(key) is not None:
+            parts.append(text.format(g[key]))
+    return "; ".join(parts) or "none"
 
 
 def _window(w: dict) -> str:

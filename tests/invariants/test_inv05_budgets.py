@@ -81,3 +81,32 @@ def test_sequence_limit_is_reached(monkeypatch):
     assert full.sum() > 100
     assert (full & (steps.num_waiting > 0)).sum() > 100  # work waited because of the limit
     assert len(steps) > seen["scheduled"]
+
+
+def test_tenant_share_limit(monkeypatch):
+    """``admission.tenant_max_share`` 0.5 of 8 sequences: at most 4 running per tenant;
+    the limit binds (tenant a, 70% of the traffic, sits at 4 with requests waiting) and the
+    other tenants' requests pass a's queued ones."""
+    seen = {"at_cap_with_queue": 0, "overtaken": 0}
+    orig = ContinuousScheduler.schedule
+
+    def schedule(self, now):
+        before = [r.request_id for r in self.waiting_requests()]
+        out = orig(self, now)
+        per = {}
+        for r in self.running:
+            per[r.spec.tenant] = per.get(r.spec.tenant, 0) + 1
+        assert max(per.values(), default=0) <= 4, per
+        waiting_a = [r for r in self.waiting_requests() if r.spec.tenant == "a"]
+        if per.get("a", 0) == 4 and waiting_a:
+            seen["at_cap_with_queue"] += 1
+            admitted = {r.request_id for r in self.running} & set(before)
+            if any(rid > waiting_a[0].request_id for rid in admitted):
+                seen["overtaken"] += 1
+        return out
+
+    monkeypatch.setattr(ContinuousScheduler, "schedule", schedule)
+    sc, specs, _ = suite_case("tenant_share")
+    steps = run_sim(sc, specs).steps()
+    _check_steps(steps, sc)
+    assert seen["at_cap_with_queue"] > 20 and seen["overtaken"] > 0, seen

@@ -153,9 +153,6 @@ def _xfail(reason):
 
 
 _FF_BUGS = {
-    "max_model_len": _xfail(
-        "plan_decode_run's k_len (simulator/scheduling/continuous.py) lets a fast-forwarded "
-        "run overshoot max_model_len by one token"),
     "prefix_caching": _xfail(
         "commit_decode_run frees a finishing request's blocks before allocating the last-step "
         "blocks of the requests after it in the batch, so with prefix caching they reuse "
