@@ -36,7 +36,7 @@ from .grid import config_label, expand_grid, set_path
 from .search import evaluate_candidate
 from .simulate import specs_rate
 from .spec import PlanError, PlanSpec, resolve_base
-from .sweep import _factory_id, prepare_points
+from .sweep import _absolute_spec_paths, _factory_id, prepare_points
 
 __all__ = ["PlanResult", "pareto_front", "run_plan"]
 
@@ -185,6 +185,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         base_raw["slo"] = slo_raw
         base_raw.setdefault("cluster", {})
         base_raw["cluster"] = {**(base_raw["cluster"] or {}), "num_replicas": 1}
+        _absolute_spec_paths(base_raw, (base_dir, spec_dir))
         base_sc = validate_scenario(base_raw, source="plan base scenario")
     except ScenarioError as e:
         raise PlanError(str(e)) from None
@@ -209,8 +210,10 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     pool_fp = specs_fingerprint(pool)
 
     overrides = expand_grid(plan.search_space, plan.candidates)
-    configs = prepare_points(base_raw, overrides, source="plan candidate")
-    base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline")
+    folders = (base_dir, spec_dir)
+    configs = prepare_points(base_raw, overrides, source="plan candidate", folders=folders)
+    base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline",
+                                  folders=folders)
     all_ov = overrides + [plan.baseline.set]
     all_cfg = configs + base_configs
     base_gpu = get_gpu(base_sc.hardware.gpu).name

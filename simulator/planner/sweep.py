@@ -49,9 +49,36 @@ def _scenario_dict(sc) -> dict:
     return json.loads(sc.model_dump_json())
 
 
+def _absolute_spec_paths(raw: dict, folders: Sequence[Path]) -> None:
+    """Make relative model / GPU spec file paths absolute (workers may run elsewhere).
+
+    A value that looks like a path (has a ``/`` or a ``.yaml``/``.yml``/``.json`` suffix) and
+    exists relative to one of ``folders`` is replaced by that absolute path; catalog names are
+    left alone.
+    """
+    def fix(value):
+        if not isinstance(value, str) or Path(value).is_absolute():
+            return value
+        if "/" not in value and not value.endswith((".yaml", ".yml", ".json")):
+            return value
+        for d in folders:
+            if d is not None and (Path(d) / value).exists():
+                return str((Path(d) / value).resolve())
+        return value
+
+    if "model" in raw:
+        raw["model"] = fix(raw["model"])
+    hw = raw.get("hardware")
+    if isinstance(hw, dict) and "gpu" in hw:
+        hw["gpu"] = fix(hw["gpu"])
+
+
 def prepare_points(base_raw: dict, overrides: Sequence[Mapping[str, Any]],
-                   source: str = "sweep") -> list[dict]:
+                   source: str = "sweep", folders: Sequence[Path] = ()) -> list[dict]:
     """Apply each override set to ``base_raw`` and validate; returns resolved scenario dicts.
+
+    ``folders``: where relative model / GPU spec paths are looked up (the base scenario's
+    folder, then the sweep or plan file's).
 
     Raises
     ------
@@ -64,6 +91,7 @@ def prepare_points(base_raw: dict, overrides: Sequence[Mapping[str, Any]],
         try:
             for k, v in ov.items():
                 set_path(raw, k, v)
+            _absolute_spec_paths(raw, folders)
             sc = validate_scenario(raw, source=f"{source} point {i} ({config_label(ov)})")
         except ScenarioError as e:
             raise PlanError(str(e)) from None
@@ -151,7 +179,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     except ScenarioError as e:
         raise PlanError(str(e)) from None
     overrides = expand_grid(spec.grid, spec.points)
-    points = prepare_points(base_raw, overrides)
+    points = prepare_points(base_raw, overrides, folders=(base_dir, spec_dir))
     wids, workloads = _load_workloads(points, base_dir)
     fps = {w: specs_fingerprint(s) for w, s in workloads.items()}
 

@@ -95,3 +95,17 @@ def test_cli_sweep(tmp_path, capsys):
     assert "2 simulated" in text and (out / "sweep.csv").is_file()
     assert main(["sweep", str(p), "-j", "1", "-o", str(out)]) == 0
     assert "0 simulated, 2 from cache" in capsys.readouterr().out
+
+
+def test_relative_gpu_spec_path_resolves_against_the_sweep_file(tmp_path):
+    import shutil
+
+    from simulator.resources import data_dir
+    (tmp_path / "gpus").mkdir()
+    shutil.copy(data_dir("hardware_profiles") / "h100-sxm" / "spec.yaml",
+                tmp_path / "gpus" / "my_gpu.yaml")
+    res = run_sweep(sweep_spec(grid={"hardware.gpu": ["gpus/my_gpu.yaml"]}), tmp_path,
+                    outdir=tmp_path / "o", write=False)
+    assert list(res.table["status"]) == ["ok"], res.table["error"].tolist()
+    assert res.table["hardware.gpu"].iloc[0] == str((tmp_path / "gpus" / "my_gpu.yaml")
+                                                    .resolve())
