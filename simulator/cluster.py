@@ -56,7 +56,9 @@ class Router:
                 kv = rep.sched.kv
                 queued = sum(kv.blocks_for(r.num_prompt_tokens)
                              for r in rep.sched.waiting_requests())
-                v = (kv.num_used_blocks + queued) / kv.num_gpu_blocks
+                used = rep.kv_blocks_used() if hasattr(rep, "kv_blocks_used") else \
+                    kv.num_used_blocks
+                v = (used + queued) / kv.num_gpu_blocks
                 if best_v is None or v < best_v:
                     best, best_v = i, v
             return best

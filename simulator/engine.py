@@ -63,6 +63,19 @@ class Replica:
         self.perf = setup.perf
         self.wake: simpy.Event | None = None
         self.step_index = 0
+        #: (out, start, ends, times, kv_blocks_used) of the fast-forwarded run in progress
+        self.run_state = None
+        self.env: simpy.Environment | None = None
+
+    def kv_blocks_used(self) -> int:
+        """Blocks held now, as stepping one iteration at a time would show them (during a
+        fast-forwarded run, the blocks of the step in progress)."""
+        st = self.run_state
+        if st is None or self.env is None:
+            return self.kv.num_used_blocks
+        ends, used = st[2], st[4]
+        i = min(int(np.searchsorted(ends, self.env.now, side="right")), len(ends) - 1)
+        return int(used[i])
 
     def notify(self) -> None:
         w = self.wake
@@ -210,6 +223,7 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder):
         ctx, used = sch.decode_run_arrays(out, k)
         times = perf.decode_step_times(out.num_decode_seqs, ctx)
         ends = now + np.cumsum(times)
+        rep.run_state = (out, now, ends, times, used)
         rep.wake = env.event()
         yield env.timeout(float(ends[-1]) - now) | rep.wake
         wake = rep.wake
@@ -225,23 +239,31 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder):
             if ends[kk - 1] > t:
                 yield env.timeout(float(ends[kk - 1]) - t)
             k = kk
-        starts = np.concatenate(([now], ends[:k - 1]))
-        idx = np.arange(rep.step_index, rep.step_index + k)
-        B = out.batch_size
-        rec.add_step_chunk({
-            "replica_id": np.full(k, rid), "step_index": idx, "start_time_s": starts,
-            "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": np.full(k, B),
-            "num_prefill_tokens": np.zeros(k, dtype=np.int64),
-            "num_decode_tokens": np.full(k, out.num_decode_tokens),
-            "num_prefill_seqs": np.zeros(k, dtype=np.int64),
-            "num_decode_seqs": np.full(k, out.num_decode_seqs),
-            "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": used[:k],
-            "num_gpu_blocks": np.full(k, nblocks), "num_preempted": np.zeros(k, dtype=np.int64),
-            "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * (
-                B - out.num_padding_seqs),
-            "num_padding_seqs": np.full(k, out.num_padding_seqs, dtype=np.int64)})
-        rep.step_index += k
-        sch.commit_decode_run(out, k, now, ends)
+        rep.run_state = None
+        _commit_run(rep, rec, out, k, now, ends, times, used)
+
+
+def _commit_run(rep: Replica, rec: RunRecorder, out, k: int, now: float, ends, times,
+                used) -> None:
+    """Record and apply the first ``k`` steps of a fast-forwarded decode run."""
+    starts = np.concatenate(([now], ends[:k - 1]))
+    idx = np.arange(rep.step_index, rep.step_index + k)
+    B = out.batch_size
+    rec.add_step_chunk({
+        "replica_id": np.full(k, rep.idx), "step_index": idx, "start_time_s": starts,
+        "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": np.full(k, B),
+        "num_prefill_tokens": np.zeros(k, dtype=np.int64),
+        "num_decode_tokens": np.full(k, out.num_decode_tokens),
+        "num_prefill_seqs": np.zeros(k, dtype=np.int64),
+        "num_decode_seqs": np.full(k, out.num_decode_seqs),
+        "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": used[:k],
+        "num_gpu_blocks": np.full(k, rep.kv.num_gpu_blocks),
+        "num_preempted": np.zeros(k, dtype=np.int64),
+        "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * (
+            B - out.num_padding_seqs),
+        "num_padding_seqs": np.full(k, out.num_padding_seqs, dtype=np.int64)})
+    rep.step_index += k
+    rep.sched.commit_decode_run(out, k, now, ends)
 
 
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
@@ -268,6 +290,8 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions)
     replicas = [Replica(i, setup, scenario, rec) for i in range(scenario.cluster.num_replicas)]
+    for rep in replicas:
+        rep.env = env
     router = Router(scenario.cluster.router, scenario.seed)
     admission = scenario.scheduler.admission
     for rep in replicas:
@@ -276,7 +300,10 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
 
     def _cancel_cb(r, rep):
         def cb(_ev):
+            was_waiting = r.status == "waiting"
             rep.sched.cancel(r, env.now)
+            if was_waiting and r.status != "waiting":
+                rep.notify()  # the queue changed: cut a decode run so step rows stay exact
         return cb
 
     def _timeout_cb(r, rep):
@@ -284,6 +311,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
             never_scheduled = r.first_scheduled_time_s != r.first_scheduled_time_s  # NaN
             if r.status == "waiting" and never_scheduled and rep.sched._remove_waiting(r):
                 rec.finish(r, env.now, REJECTED, "queue_timeout")
+                rep.notify()
         return cb
 
     def arrivals():
@@ -313,6 +341,14 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     env.process(arrivals())
     if until_s is not None:
         env.run(until=until_s)
+        for rep in replicas:  # credit the steps of a decode run that ended before the stop
+            st = rep.run_state
+            if st is not None:
+                out, start, ends, times, used = st
+                done = int(np.searchsorted(ends, until_s, side="left"))
+                rep.run_state = None
+                if done:
+                    _commit_run(rep, rec, out, done, start, ends, times, used)
     else:
         env.run()
     return SimOutput(rec, replicas, env.now, time.perf_counter() - t0)

@@ -83,7 +83,9 @@ class KVCacheManager:
         return req.num_prompt_tokens + 1
 
     def can_ever_fit(self, req) -> bool:
-        return self.blocks_for(self.max_tokens_ever(req)) <= self.num_gpu_blocks
+        """Whether ``req`` could be admitted into an empty pool (watermark included)."""
+        return (self.blocks_for(self.max_tokens_ever(req))
+                <= self.num_gpu_blocks - self.watermark_blocks)
 
     @property
     def num_free_blocks(self) -> int:

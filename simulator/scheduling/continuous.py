@@ -435,7 +435,7 @@ class ContinuousScheduler:
             if r.cancel_requested:
                 self.running.remove(r)
                 kv.free(r)
-                rec.finish(r, r.finish_time_s, CANCELLED, "cancelled")
+                rec.finish(r, end, CANCELLED, "cancelled")  # leaves at the end of the step
                 continue
             if prefix:
                 kv.cache_full_blocks(r)
@@ -468,7 +468,7 @@ class ContinuousScheduler:
         Limits: the first request to finish (it finishes at the last step), the first step
         whose new KV blocks the pool cannot supply, and ``max_model_len``.
         """
-        if not out.jumpable:
+        if not out.jumpable or out.extra_time_s:
             return 1
         reqs = out.reqs
         bs = self.kv.block_size
@@ -549,6 +549,9 @@ class ContinuousScheduler:
                 need = -(-r.num_computed_tokens // bs) - len(r.blocks)
                 if need > 0:
                     r.blocks.extend(pool.allocate(need))
+        # finish only after every request took its blocks (as stepping does: frees happen
+        # at the end of the last step, after that step's allocations)
+        for r in out.reqs:
             if r.num_emitted >= r.num_output_tokens:
                 kv.free(r)
                 rec.finish(r, end, COMPLETED, "")

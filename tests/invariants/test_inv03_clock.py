@@ -75,11 +75,6 @@ def test_equal_time_arrivals_keep_request_order():
     assert a.groupby("arrival_time_s").size().max() == 40
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (minor): a request cancelled while running leaves at the end of the step in "
-    "progress, but ContinuousScheduler.update logs its running->cancelled transition (and "
-    "exit time) at the earlier cancel-request time (rec.finish(r, r.finish_time_s, ...)), "
-    "so the transition log goes back in time when another event was logged in between"))
 def test_running_cancellation_logged_in_time_order():
     # request 0: a 2000-token prompt chunked 256 tokens per step, cancelled mid-step 3;
     # request 1 arrives during that step, before it ends

@@ -152,30 +152,7 @@ def _xfail(reason):
     return pytest.mark.xfail(strict=True, reason="BUG: " + reason)
 
 
-_FF_BUGS = {
-    "prefix_caching": _xfail(
-        "commit_decode_run frees a finishing request's blocks before allocating the last-step "
-        "blocks of the requests after it in the batch, so with prefix caching they reuse "
-        "those blocks instead of evicting cached ones (stepping allocates all, then frees): "
-        "different evictions, different prefix hits"),
-    "prefix_mooncake": _xfail("same as prefix_caching (commit_decode_run alloc/free order)"),
-    "cancel_admission": _xfail(
-        "fast-forwarded step rows record num_waiting frozen at the run's start "
-        "(engine._replica_process: np.full(k, out.num_waiting)); waiting requests cancelled "
-        "or timed out during the run do not cut it, so later rows overstate the queue"),
-    "seq_limit_until": _xfail(
-        "with until_s, a fast-forwarded decode run still in progress at the stop time is "
-        "dropped: the steps it completed before until_s are not recorded and their tokens are "
-        "not credited (stepping records and credits them)"),
-    "swap_preemption": _xfail(
-        "a swapped-out request re-admitted as a pure decode makes the step jumpable, and the "
-        "fast-forward path (engine._replica_process, perf.decode_step_times) drops the "
-        "step's out.extra_time_s: the swap-in transfer time is lost"),
-    "multi_replica": _xfail(
-        "the least_kv router reads kv.num_used_blocks, which lags during a fast-forwarded "
-        "decode run (its blocks are only allocated at commit_decode_run), so arrivals during "
-        "a run are routed on stale KV usage"),
-}
+_FF_BUGS: dict = {}  # fast-forward divergences found earlier are fixed; keep as regression
 FF_CASES = [pytest.param(n, marks=_FF_BUGS[n]) if n in _FF_BUGS else n
             for n in [*SUITE, "multi_replica_least_outstanding"]]
 
@@ -226,7 +203,6 @@ def test_fast_forward_equals_stepping(name, monkeypatch):
 
 
 # ---------------------------------------------------------------------------- targeted repros
-@_xfail("with until_s, the decode run in progress at the stop is dropped (see _FF_BUGS)")
 def test_until_credits_decode_steps_before_the_stop():
     """One request, constant 10 ms steps, stopped at 0.505 s: the prefill step ends at
     0.01 s and decode steps at 0.02, 0.03, ..., so 50 steps ended and 50 tokens were
@@ -239,7 +215,6 @@ def test_until_credits_decode_steps_before_the_stop():
     assert out.requests().num_emitted_tokens[0] == 50
 
 
-@_xfail("fast-forwarded rows freeze num_waiting (see _FF_BUGS)")
 def test_num_waiting_drops_when_a_waiting_request_cancels_mid_run():
     """max_num_seqs=1: B waits behind A and cancels at 0.505 s; every step starting after
     that sees an empty queue."""
@@ -255,7 +230,6 @@ def test_num_waiting_drops_when_a_waiting_request_cancels_mid_run():
     assert len(after) > 100 and (after.num_waiting == 0).all()
 
 
-@_xfail("least_kv routes on KV usage that lags during fast-forwarded runs (see _FF_BUGS)")
 def test_least_kv_sees_current_kv_usage_during_decode_runs():
     """Replica 0 holds one long request (100 blocks), replica 1 twenty-five small ones
     (3 blocks each, 75 blocks) whose decoding adds 25 tokens (~1.6 blocks) per 10 ms step.
@@ -273,7 +247,6 @@ def test_least_kv_sees_current_kv_usage_during_decode_runs():
     assert rep[26] == 0
 
 
-@_xfail("fast-forwarded runs drop out.extra_time_s (swap-in transfer) (see _FF_BUGS)")
 def test_swap_in_time_charged_to_its_step(monkeypatch):
     """Swap preemption on Llama-3.1-8B / H100: one KV block is 16 x 131,072 = 2,097,152 bytes
     and crosses the 64 GB/s host link in 32.768 us. With a constant 10 ms step, every step

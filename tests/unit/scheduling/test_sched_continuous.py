@@ -231,7 +231,7 @@ def test_cancel_waiting_and_running():
     assert a.status == RUNNING and a.cancel_requested
     s.update(o, 0.0, 1.0)
     assert a.status == CANCELLED and s.running == [] and s.kv.num_used_blocks == 0
-    assert s.rec.exit_time == {1: 0.5, 0: 0.5}
+    assert s.rec.exit_time == {1: 0.5, 0: 1.0}  # running: exits at the end of its step
     # a request that already has its first token is not cancelled
     c = req(2, 4, 5)
     s.add_request(c, 1.0)
@@ -293,3 +293,12 @@ def test_not_jumpable_with_waiting_work_or_prefill():
     o = s.schedule(0.0)
     assert plan(o) == [(0, 4), (1, 2)] and not o.jumpable  # prefill in the batch
     assert s.plan_decode_run(o) == 1
+
+
+def test_prompt_beyond_watermark_rejected_at_admission():
+    """10 blocks of 16, watermark 0.2 (2 blocks): a new request may take at most 8 blocks,
+    so a 140-token prompt (141 tokens = 9 blocks) can never be admitted (vLLM: NEVER)."""
+    s = make_scheduler(num_blocks=10, block_size=16, watermark=0.2)
+    r = req(0, 140, 5)
+    ok = s.add_request(r, 0.0)
+    assert not ok and r.reject_reason == "kv_capacity"

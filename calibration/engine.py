@@ -1,0 +1,224 @@
+"""A real iteration-level continuous-batching engine, for measuring the simulator against.
+
+The loop is the simulator's own scheduling policy executed on real tensors: each iteration asks
+:class:`simulator.scheduling.continuous.ContinuousScheduler` (running requests first, then
+waiting ones within ``max_num_seqs`` and ``max_num_batched_tokens``, chunked prefill as
+configured, recompute on preemption) which requests run and how many tokens each computes,
+executes that batch on :class:`calibration.tiny_model.TinyLlama` (per-request KV cache, one
+SDPA call per sequence) and reports the step back with its wall-clock end time. Reusing the
+scheduler object (a plain class, no SimPy) makes the batch compositions of the real run and of
+a simulation identical by construction whenever the step times agree, so a comparison isolates
+the step-time model.
+
+Times are wall-clock seconds from the start of the run (``time.perf_counter``); arrivals are
+released in real time (sleep, then spin for the last 2 ms for accuracy). A step's end is taken
+after the sampled tokens reach the host (``.tolist()`` synchronises a CUDA device) and the
+scheduler has been updated; the next step starts right then.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from simulator.kv import KVCacheManager
+from simulator.metrics.records import RunRecorder
+from simulator.request import RequestSpec
+from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from simulator.scheduling.state import ReqState
+
+from .kernels import SeqSlice
+
+STEP_COLUMNS = ["step_index", "start_time_s", "end_time_s", "step_time_s", "forward_time_s",
+                "num_seqs", "num_tokens", "num_prefill_seqs", "num_prefill_tokens",
+                "num_decode_seqs", "decode_ctx_total", "num_sampled", "prefill_q",
+                "prefill_start", "composition"]
+
+
+@dataclass
+class EngineRun:
+    """What one real run measured.
+
+    Attributes
+    ----------
+    steps : DataFrame
+        One row per iteration (``STEP_COLUMNS``); ``prefill_q``/``prefill_start`` are
+        space-separated lists, ``composition`` is ``id:tokens`` pairs.
+    requests : DataFrame
+        The simulator's request columns (``simulator.metrics.records.REQUEST_COLUMNS``).
+    wall_s : float
+        Duration of the run.
+    """
+
+    steps: pd.DataFrame
+    requests: pd.DataFrame
+    wall_s: float
+    meta: dict = field(default_factory=dict)
+
+
+def prompt_tokens(request_id: int, n: int, vocab: int, seed: int = 0) -> list[int]:
+    """Deterministic random prompt token ids of one request."""
+    rng = np.random.default_rng([seed, request_id])
+    return rng.integers(0, vocab, size=n).tolist()
+
+
+class RealEngine:
+    """Continuous batching on a real model (see module docstring).
+
+    Parameters
+    ----------
+    model : TinyLlama
+    sched : SchedulerConfig
+        The same limits the simulated scenario uses.
+    block_size : int
+        KV block size of the (accounting-only) block pool the scheduler consults.
+    num_gpu_blocks : int
+        Pool size; large, so that memory never limits the batch (the caches themselves are
+        per-request tensors sized to prompt + output).
+    seed : int
+        Prompt token seed.
+    """
+
+    def __init__(self, model, sched: SchedulerConfig, block_size: int = 16,
+                 num_gpu_blocks: int = 1_000_000, seed: int = 0):
+        self.model = model
+        self.cfg = sched
+        self.block_size = block_size
+        self.num_gpu_blocks = num_gpu_blocks
+        self.seed = seed
+        self.torch = model.torch
+
+    def run(self, specs: list[RequestSpec], realtime: bool = True) -> EngineRun:
+        """Serve ``specs`` (sorted by arrival) to completion and return the measurements.
+
+        With ``realtime=False`` every request is released at time 0 (calibration runs).
+        """
+        torch = self.torch
+        model = self.model
+        vocab = model.cfg.vocab_size
+        dev = model.device
+        kv = KVCacheManager(self.num_gpu_blocks, self.block_size, enable_prefix_caching=False,
+                            allocation="paged", max_model_len=self.cfg.max_model_len,
+                            watermark=0.0)
+        rec = RunRecorder()
+        sch = ContinuousScheduler(self.cfg, kv, rec, 0)
+        pending = deque(sorted(specs, key=lambda s: (s.arrival_time_s, s.request_id)))
+        toks: dict[int, list[int]] = {}
+        caches: dict[int, list] = {}
+        rows: list[tuple] = []
+        step = 0
+        gc_was = gc.isenabled()
+        gc.disable()
+        t0 = time.perf_counter()
+        clock = (lambda: time.perf_counter() - t0)
+        try:
+            t_prev = None
+            while pending or sch.has_work():
+                now = clock()
+                while pending and (not realtime or pending[0].arrival_time_s <= now):
+                    spec = pending.popleft()
+                    r = ReqState(spec)
+                    rec.all_requests.append(r)
+                    sch.add_request(r, now)
+                if not sch.has_work():
+                    if pending:
+                        self._wait_until(pending[0].arrival_time_s, clock)
+                    t_prev = None
+                    continue
+                start = now if t_prev is None else t_prev
+                out = sch.schedule(now)
+                if out is None:
+                    if not pending:
+                        raise RuntimeError("real engine: work remains but nothing can be scheduled")
+                    self._wait_until(pending[0].arrival_time_s, clock)
+                    t_prev = None
+                    continue
+                # ---- inputs of this step
+                tok_ids: list[int] = []
+                pos: list[int] = []
+                prefill_groups: list[list[SeqSlice]] = []
+                decodes: list[SeqSlice] = []
+                sample_rows: list[int] = []
+                comp = []
+                off = 0
+                for r, n in zip(out.reqs, out.ntoks):
+                    rid = r.request_id
+                    seq = toks.get(rid)
+                    if seq is None:
+                        seq = prompt_tokens(rid, r.num_prompt_tokens, vocab, self.seed)
+                        toks[rid] = seq
+                    cache = caches.get(rid)
+                    if cache is None:
+                        cache = model.new_cache(r.num_prompt_tokens + r.num_output_tokens + 1)
+                        caches[rid] = cache
+                    c = r.num_computed_tokens
+                    tok_ids.extend(seq[c:c + n])
+                    pos.extend(range(c, c + n))
+                    sl = SeqSlice(off, n, c, cache)
+                    emits = c + n == r.num_tokens
+                    if n == 1 and emits and r.num_emitted > 0:
+                        decodes.append(sl)
+                    else:
+                        prefill_groups.append([sl])
+                    if emits:
+                        sample_rows.append(off + n - 1)
+                    comp.append(f"{rid}:{n}")
+                    off += n
+                tokens_t = torch.tensor(tok_ids, dtype=torch.long, device=dev)
+                pos_t = torch.tensor(pos, dtype=torch.long, device=dev)
+                rows_t = torch.tensor(sample_rows, dtype=torch.long, device=dev)
+                f0 = clock()
+                new = model.forward(tokens_t, pos_t, prefill_groups, decodes, rows_t)
+                fwd_end = clock()
+                # ---- emitted tokens
+                j = 0
+                for r, n in zip(out.reqs, out.ntoks):
+                    if r.num_computed_tokens + n == r.num_tokens:
+                        toks[r.request_id].append(int(new[j]) if j < len(new) else 0)
+                        j += 1
+                sch.update(out, start, fwd_end)
+                for r in out.reqs:
+                    if r.is_finished:
+                        caches.pop(r.request_id, None)
+                end = clock()
+                sh = out.shape
+                rows.append((step, start, end, end - start, fwd_end - f0, out.batch_size,
+                             sh.num_tokens, len(sh.prefill_q), int(sum(sh.prefill_q)),
+                             sh.num_decode, sh.decode_ctx_total, sh.num_sampled,
+                             " ".join(map(str, sh.prefill_q)),
+                             " ".join(map(str, sh.prefill_start)), " ".join(comp)))
+                step += 1
+                t_prev = end
+        finally:
+            if gc_was:
+                gc.enable()
+        wall = clock()
+        steps = pd.DataFrame.from_records(rows, columns=STEP_COLUMNS)
+        return EngineRun(steps, rec.requests_frame(), wall,
+                         {"num_preemptions": sch.num_preemptions})
+
+    @staticmethod
+    def _wait_until(t: float, clock) -> None:
+        dt = t - clock()
+        if dt > 0.003:
+            time.sleep(dt - 0.002)
+        while clock() < t:
+            pass
+
+
+def steps_to_shapes(steps: pd.DataFrame):
+    """The :class:`~simulator.perf.roofline.StepShape` of every recorded step."""
+    from simulator.perf.roofline import StepShape
+    out = []
+    for q, s, nd, ctx, ns in zip(steps["prefill_q"], steps["prefill_start"],
+                                 steps["num_decode_seqs"], steps["decode_ctx_total"],
+                                 steps["num_sampled"]):
+        pq = [int(v) for v in str(q).split()] if isinstance(q, str) and q.strip() else []
+        ps = [int(v) for v in str(s).split()] if isinstance(s, str) and s.strip() else []
+        out.append(StepShape(prefill_q=pq, prefill_start=ps, num_decode=int(nd),
+                             decode_ctx_total=int(ctx), num_sampled=int(ns)))
+    return out
