@@ -36,17 +36,11 @@ def _progress_bar(total: int, enabled: bool):
 def cmd_run(args) -> int:
     from rich.console import Console
 
-    from .config import load_scenario
+    from .config import cli_overrides, load_scenario
     from .report.markdown import print_summary_table
     from .run import run_scenario
     from .workload import load_workload
-    overrides = list(args.set or [])
-    if args.trace:
-        overrides += [f"workload.trace={args.trace}", "workload.synthetic=null",
-                      "workload.format=auto", "workload.columns=null"]
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
-    scenario, base = load_scenario(args.scenario, overrides)
+    scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
     show = (not args.quiet) and (args.progress or (sys.stderr.isatty() and len(specs) > 2000))
     prog, cb = _progress_bar(len(specs), show)

@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from .config import ScenarioError, load_scenario
+from .config import ScenarioError, cli_overrides, load_scenario
+from .metrics.summary import json_safe as _json_safe
 from .request import RequestSpec
 
 #: The comparison ``servesim compare`` runs when no ``--vary`` is given.
@@ -180,10 +181,7 @@ def expand_variants(varies: list[tuple[str, list]]) -> list[list[tuple[str, Any]
 
 def trace_overrides(trace: str | None) -> list[str]:
     """The overrides that replace a scenario's workload by the trace file ``trace``."""
-    if not trace:
-        return []
-    return [f"workload.trace={trace}", "workload.synthetic=null", "workload.format=auto",
-            "workload.columns=null"]
+    return cli_overrides(trace=trace)
 
 
 def _override(key: str, value: Any) -> str:
@@ -565,19 +563,6 @@ def print_compare_table(table: pd.DataFrame, console=None, *, title: str = "serv
     return t
 
 
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
 
 
 def render_compare_markdown(cr: CompareResult, figures: dict[str, Path] | None = None) -> str:

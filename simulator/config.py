@@ -206,6 +206,19 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     return key.split("."), value
 
 
+def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
+                  seed: int | None = None) -> list[str]:
+    """The ``--set`` overrides of a CLI call plus those implied by ``--trace`` (replace the
+    scenario's workload source by that trace file, format auto-detected) and ``--seed``."""
+    out = list(sets or [])
+    if trace:
+        out += [f"workload.trace={trace}", "workload.synthetic=null", "workload.format=auto",
+                "workload.columns=null"]
+    if seed is not None:
+        out.append(f"seed={seed}")
+    return out
+
+
 def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
     """Return a copy of ``raw`` with each ``a.b=v`` override applied."""
     out = copy.deepcopy(raw)
@@ -224,28 +237,47 @@ def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
     return out
 
 
-def read_scenario_yaml(path: str | Path) -> dict:
-    """Read a scenario file into a dict (raises :class:`ScenarioError` on I/O or YAML errors)."""
+def read_yaml_mapping(path: str | Path, what: str = "scenario",
+                      error: type[Exception] | None = None) -> tuple[dict, Path]:
+    """Read a YAML file holding a mapping (looked up as given, then under ``scenarios/``).
+
+    Returns
+    -------
+    (dict, Path)
+        The mapping (empty for an empty file) and the resolved file path.
+
+    Raises
+    ------
+    ScenarioError (or ``error``)
+        One line: file not found, not valid YAML (with its line), unreadable, or not a mapping.
+    """
+    err = error or ScenarioError
     p = Path(path)
     if not p.is_file():
         from .resources import resolve_path
         try:
             p = resolve_path(path, "scenarios")
         except FileNotFoundError as e:
-            raise ScenarioError(str(e)) from None
+            raise err(str(e).replace("scenarios file", f"{what} file")) from None
     try:
         raw = yaml.safe_load(p.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
-        raise ScenarioError(f"{p}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        raise err(f"{p}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
     except OSError as e:
-        raise ScenarioError(f"{p}: cannot read ({e.strerror})") from None
+        raise err(f"{p}: cannot read ({e.strerror})") from None
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ScenarioError(f"{p}: a scenario must be a YAML mapping")
-    raw.setdefault("__file__", str(p.resolve()))
+        raise err(f"{p}: a {what} file must be a YAML mapping")
+    return raw, p.resolve()
+
+
+def read_scenario_yaml(path: str | Path) -> dict:
+    """Read a scenario file into a dict (raises :class:`ScenarioError` on I/O or YAML errors)."""
+    raw, p = read_yaml_mapping(path, "scenario")
+    raw.setdefault("__file__", str(p))
     return raw
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any
 
 import numpy as np
@@ -255,8 +256,9 @@ def slo_mask(requests: pd.DataFrame, slo: Mapping[str, Any] | None,
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
-def _json_safe(x: Any) -> Any:
-    """Recursively turn numpy scalars into Python ones and NaN/inf into ``None``."""
+def json_safe(x: Any) -> Any:
+    """Recursively make ``x`` JSON-safe: numpy scalars and arrays become Python values,
+    NaN/inf become ``None``, paths become strings, mapping keys become strings."""
     if isinstance(x, Mapping):
         return {str(k): _json_safe(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -270,7 +272,12 @@ def _json_safe(x: Any) -> Any:
     if isinstance(x, (float, np.floating)):
         f = float(x)
         return f if math.isfinite(f) else None
+    if isinstance(x, PurePath):
+        return str(x)
     return x
+
+
+_json_safe = json_safe
 
 
 def _ratio(num: float, den: float) -> float | None:

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..config import ScenarioError, apply_overrides, validate_scenario
+from ..metrics.summary import json_safe as _json_safe
 from .backends import run_tasks
 from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from .grid import config_label, expand_grid, set_path
@@ -76,19 +77,6 @@ def _strip(row: dict) -> dict:
     return {k: v for k, v in row.items() if k not in ("confirm_extra",)}
 
 
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    if isinstance(x, Path):
-        return str(x)
-    return x
 
 
 # ---------------------------------------------------------------------- helpers

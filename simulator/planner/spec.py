@@ -9,7 +9,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -354,26 +353,9 @@ def format_spec_error(e: ValidationError, model_cls, source: str) -> str:
 
 
 def _read_yaml(path: str | Path, what: str) -> tuple[dict, Path]:
-    p = Path(path)
-    if not p.is_file():
-        from ..resources import resolve_path
-        try:
-            p = resolve_path(path, "scenarios")
-        except FileNotFoundError as e:
-            raise PlanError(str(e).replace("scenarios file", f"{what} file")) from None
-    try:
-        raw = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise PlanError(f"{p}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
-    except OSError as e:
-        raise PlanError(f"{p}: cannot read ({e.strerror})") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise PlanError(f"{p}: a {what} file must be a YAML mapping")
-    return raw, p.resolve().parent
+    from ..config import read_yaml_mapping
+    raw, p = read_yaml_mapping(path, what, PlanError)
+    return raw, p.parent
 
 
 def _apply_spec_overrides(raw: dict, overrides: list[str] | None) -> dict:

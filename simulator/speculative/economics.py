@@ -862,18 +862,12 @@ def run_spec_sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..config import load_scenario
+    from ..config import cli_overrides, load_scenario
 
     rates = _parse_rates(args.rates)
     if args.jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {args.jobs}")
-    overrides = list(args.set or [])
-    if args.trace:
-        overrides += [f"workload.trace={args.trace}", "workload.synthetic=null",
-                      "workload.format=auto", "workload.columns=null"]
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
-    scenario, base = load_scenario(args.scenario, overrides)
+    scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     if scenario.speculative is None:
         raise ValueError(f"{args.scenario}: no speculative: block (nothing to sweep)")
     console = Console(stderr=False, quiet=args.quiet)

@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from ..metrics.summary import json_safe as _json_safe
+
 __all__ = ["BATCH_BINS", "draft_cost_ratio", "speculative_summary", "verification_cost_table"]
 
 #: Batch-size bin edges (inclusive lower, inclusive upper) of the verification cost table.
@@ -246,14 +248,3 @@ def speculative_summary(sim) -> dict[str, Any]:
     return _json_safe(out)
 
 
-def _json_safe(x: Any) -> Any:
-    if isinstance(x, dict):
-        return {str(k): _json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_json_safe(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        f = float(x)
-        return f if math.isfinite(f) else None
-    return x
