@@ -72,7 +72,7 @@ def cmd_profiles(args) -> int:
 
     from .hardware import gpu_catalog
     from .models import CATALOG
-    c = Console()
+    c = Console() if sys.stdout.isatty() else Console(width=200)
     t = Table(title="GPUs (hardware_profiles/)")
     for col in ("name", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB", "HBM TB/s", "$/GPU-h", "tables"):
         t.add_column(col)

@@ -23,7 +23,8 @@ class ScenarioError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # strict: no silent coercion (``max_num_seqs: true`` or ``"64"`` are errors, not 1 / 64)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
 
 
 class HardwareConfig(_Strict):
@@ -46,7 +47,7 @@ class ClusterConfig(_Strict):
 class AdmissionConfig(_Strict):
     """Bounded scheduler (seed 001: shed or degrade before memory is exhausted)."""
 
-    max_waiting: int | None = Field(default=None, ge=0, description="max waiting-queue length")
+    max_waiting: int | None = Field(default=None, ge=1, description="max waiting-queue length")
     max_queue_delay_s: float | None = Field(default=None, gt=0)
     tenant_max_share: float | None = Field(default=None, gt=0, le=1,
                                            description="max share of running seqs per tenant")
@@ -114,11 +115,20 @@ class Scenario(_Strict):
     slo: SLOConfig = SLOConfig()
     cost: CostConfig = CostConfig()
     speculative: SpeculativeConfig | None = None
-    seed: int = 0
+    seed: int = Field(default=0, ge=0)
     output_dir: str = "reports/{name}"
 
     @model_validator(mode="after")
     def _check(self):
+        if self.speculative is not None and self.scheduler.policy == "static":
+            raise ValueError("speculative decoding needs scheduler.policy: continuous "
+                             "(static batching does not speculate); remove speculative or "
+                             "use continuous batching")
+        try:
+            self.output_dir.format(name=self.name)
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(f"output_dir {self.output_dir!r}: only the placeholder {{name}} is "
+                             f"allowed ({type(e).__name__}: {e})") from None
         hw = self.hardware
         if hw.num_gpus_per_replica is not None and \
                 hw.num_gpus_per_replica != self.cluster.tensor_parallel_size:
@@ -237,6 +247,31 @@ def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects duplicate mapping keys (PyYAML keeps the last one)."""
+
+
+def _construct_unique_mapping(loader, node, deep=False):
+    seen = {}
+    for key_node, _value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})",
+                key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                 _construct_unique_mapping)
+
+
+def load_yaml_text(text: str):
+    """Parse YAML like ``yaml.safe_load`` but reject duplicate keys."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
 def read_yaml_mapping(path: str | Path, what: str = "scenario",
                       error: type[Exception] | None = None) -> tuple[dict, Path]:
     """Read a YAML file holding a mapping (looked up as given, then under ``scenarios/``).
@@ -258,13 +293,19 @@ def read_yaml_mapping(path: str | Path, what: str = "scenario",
         try:
             p = resolve_path(path, "scenarios")
         except FileNotFoundError as e:
-            raise err(str(e).replace("scenarios file", f"{what} file")) from None
+            if p.suffix not in (".yaml", ".yml"):  # `servesim run default`
+                try:
+                    p = resolve_path(f"{path}.yaml", "scenarios")
+                except FileNotFoundError:
+                    raise err(str(e).replace("scenarios file", f"{what} file")) from None
+            else:
+                raise err(str(e).replace("scenarios file", f"{what} file")) from None
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = load_yaml_text(p.read_text())
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
-        raise err(f"{p}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        raise err(f"{p}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
     except OSError as e:
         raise err(f"{p}: cannot read ({e.strerror})") from None
     if raw is None:

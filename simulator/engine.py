@@ -104,6 +104,23 @@ def resolve_kv_dtype(scenario: Scenario) -> str:
     return "bf16" if d == "fp16" else d
 
 
+def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
+    """Megatron-style TP splits attention heads evenly; KV heads are split or replicated
+    (vLLM's rule: heads % TP == 0, and KV heads % TP == 0 or TP % KV heads == 0).
+
+    Raises
+    ------
+    ValueError
+        When ``tp`` cannot shard ``model``.
+    """
+    h, kv = model.num_attention_heads, model.num_kv_heads
+    if h % tp or (kv % tp and tp % kv):
+        ok = [t for t in (1, 2, 4, 8, 16) if h % t == 0 and (kv % t == 0 or t % kv == 0)]
+        raise ValueError(f"cluster.tensor_parallel_size={tp} cannot shard {model.name} "
+                         f"({h} attention heads, {kv} KV heads); allowed: "
+                         + ", ".join(map(str, ok)))
+
+
 def _user_path(value: str, base_dir: Path | None) -> str:
     """A model/GPU given as a relative path is looked up next to the scenario file first."""
     if base_dir is not None and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
@@ -131,6 +148,7 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
     model = get_model(_user_path(scenario.model, base_dir))
     gpu = get_gpu(_user_path(scenario.hardware.gpu, base_dir))
     tp = scenario.cluster.tensor_parallel_size
+    check_tensor_parallel(model, tp)
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype
     sc = scenario.scheduler
@@ -139,6 +157,11 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
     spec = scenario.speculative
     if spec is not None and spec.method == "draft_model" and spec.draft_model:
         draft = get_model(spec.draft_model)
+        if draft.vocab_size != model.vocab_size:
+            raise ValueError(
+                f"speculative.draft_model {draft.name} has a {draft.vocab_size:,}-token vocabulary "
+                f"but {model.name} has {model.vocab_size:,}: a draft model must share the "
+                "target's tokenizer (e.g. llama-3.2-1b for Llama-3.x targets)")
     mem = plan_memory(model, gpu.hbm_bytes, tensor_parallel_size=tp,
                       gpu_memory_utilization=scenario.kv_cache.gpu_memory_utilization,
                       block_size=scenario.kv_cache.block_size, weight_dtype=wdt,

@@ -86,6 +86,14 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
         raise ValueError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{p}: a GPU spec must be a mapping")  # noqa: TRY004 - user input
+    known = {"name", "aliases", "bf16_flops_per_s", "fp8_flops_per_s", "hbm_bytes",
+             "hbm_bandwidth_bytes_per_s", "interconnect", "interconnect_bandwidth_bytes_per_s",
+             "host_link", "host_link_bandwidth_bytes_per_s", "usd_per_gpu_hour", "price_source",
+             "source", "notes", "device_name", "device_type", "kind", "provenance"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"{p}: unknown GPU spec key(s) {', '.join(unknown)}; allowed: "
+                         + ", ".join(sorted(known)))
     missing = [k for k in _REQUIRED if raw.get(k) in (None, "")]
     if missing:
         raise ValueError(f"{p}: GPU spec lacks required key(s) {', '.join(missing)}")

@@ -216,11 +216,15 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         raise ValueError(f"{path}: cannot read Hugging Face config: {e}") from None
     if "text_config" in cfg and "num_hidden_layers" not in cfg:
         cfg = {**cfg, **cfg["text_config"]}
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path}: a Hugging Face config.json must hold a JSON object")  # noqa: TRY004
     try:
         heads = int(cfg["num_attention_heads"])
         hidden = int(cfg["hidden_size"])
+        if heads < 1:
+            raise ValueError(f"num_attention_heads={heads} must be a positive integer")
         spec = ModelSpec(
-            name=name or str(cfg.get("_name_or_path") or path.parent.name).lower(),
+            name=name or str(cfg.get("_name_or_path") or path.parent.name or path.stem).lower(),
             hf_id=cfg.get("_name_or_path"),
             num_layers=int(cfg["num_hidden_layers"]),
             hidden_size=hidden,
@@ -241,6 +245,14 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         raise ValueError(f"{path}: Hugging Face config lacks required field {e.args[0]!r}") from None
     except (TypeError, ValueError) as e:
         raise ValueError(f"{path}: bad value in Hugging Face config: {e}") from None
+    for f in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
+              "intermediate_size", "vocab_size", "max_position_embeddings"):
+        if getattr(spec, f) < 1:
+            raise ValueError(f"{path}: Hugging Face config has {f}={getattr(spec, f)}; "
+                             "it must be a positive integer")
+    if spec.num_attention_heads % spec.num_kv_heads:
+        raise ValueError(f"{path}: num_attention_heads ({spec.num_attention_heads}) is not a "
+                         f"multiple of num_key_value_heads ({spec.num_kv_heads})")
     if spec.num_experts and not spec.experts_per_token:
         spec = replace(spec, experts_per_token=2)
     return spec

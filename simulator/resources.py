@@ -65,9 +65,6 @@ def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = Non
             if q.exists():
                 return q
             tried.append(q)
-            q2 = d / p.name
-            if q2.exists():
-                return q2
         except FileNotFoundError:
             pass
     raise FileNotFoundError(f"{kind} file {str(path)!r} not found (looked in: "

@@ -64,6 +64,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     """
     if specs is None:
         specs = load_workload(scenario.workload, scenario.seed, base_dir)
+    check_slices(scenario, specs)
     setup = setup or build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, check_transitions=check_transitions,
                    progress=progress)
@@ -94,6 +95,26 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     return res
 
 
+def check_slices(scenario: Scenario, specs: list[RequestSpec]) -> None:
+    """Slices named in ``speculative.acceptance_by_slice`` must occur in the workload (a typo
+    would otherwise fall back to the default acceptance model silently).
+
+    Raises
+    ------
+    ValueError
+        Naming the unknown slices and the workload's slices.
+    """
+    spec = scenario.speculative
+    if spec is None or not spec.acceptance_by_slice:
+        return
+    present = {s.slice for s in specs}
+    unknown = sorted(set(spec.acceptance_by_slice) - present)
+    if unknown:
+        raise ValueError(f"speculative.acceptance_by_slice names slice(s) {', '.join(unknown)} "
+                         f"that the workload does not have; its slices: "
+                         + ", ".join(sorted(present)))
+
+
 def resolve_outdir(scenario: Scenario, outdir: str | Path | None = None) -> Path:
     p = Path(outdir) if outdir is not None else Path(scenario.output_dir.format(name=scenario.name))
     return p
@@ -103,7 +124,12 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     """Write summary.json, requests.csv, steps.csv, scenario.yaml and report.md."""
     from .report.markdown import write_run_report
     out = resolve_outdir(res.scenario, outdir)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output folder {str(out)!r} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create output folder {str(out)!r}: {e.strerror}") from None
     sd = scenario_dict(res.scenario)
     summary = dict(res.summary)
     summary.pop("sim_wall_s_note", None)

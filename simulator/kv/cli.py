@@ -224,6 +224,11 @@ def cmd_kv(args) -> int:
     c.print(t)
     for line in verdict_lines(e):
         c.print(line)
+    from ..models import get_model
+    mpe = get_model(args.model).max_position_embeddings
+    if e.context > mpe:
+        c.print(f"warning: a context of {e.context:,} tokens exceeds {e.model}'s "
+                f"max_position_embeddings ({mpe:,}); the model cannot serve it.")
     return 0
 
 

@@ -65,14 +65,9 @@ class RunRecorder:
 
     def finish(self, r, now: float, status: str, reason: str) -> None:
         self.transition(r, status, now)
-        r.reject_reason = reason if status != "completed" else ""
-        if status == "completed":
-            r.finish_time_s = now
-        elif not math.isnan(r.finish_time_s) and status == "cancelled":
-            pass
+        r.reject_reason = reason if status == "rejected" else ""
+        r.finish_time_s = now if status == "completed" else math.nan
         self.exit_time[r.request_id] = now
-        if status != "completed":
-            r.finish_time_s = math.nan
         self.num_finished += 1
 
     # ------------------------------------------------------------------ ITL

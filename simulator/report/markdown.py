@@ -137,6 +137,10 @@ Latencies in ms.
 {% endfor %}
 
 {% endif %}
+{% if extra_sections %}
+{{ extra_sections }}
+
+{% endif %}
 ---
 Cost figures charge all GPU time to one kind of token each: "per 1M output tokens" is the cost
 if every GPU-hour is billed to output, "per 1M input tokens" likewise to input, and
@@ -459,13 +463,16 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "title": title,
         "scenario_rows": _scenario_rows(sc, summary),
         "settings": settings,
-        "headline": format_summary_rows(summary),
+        # the wall time is the one non-deterministic figure: kept out of report.md
+        "headline": [row for row in format_summary_rows(summary)
+                     if row[0] != "Simulation wall time"],
         "latency_rows": [_latency_row(label, summary.get(key)) for key, label in _LATENCIES],
         "slo_text": _slo_text(summary),
         "reject_rows": sorted((summary.get("reject_reasons") or {}).items()),
         "groups": groups,
         "figures": [(_FIGURE_TITLES.get(f, f), FIGURE_FILES[f]) for f in figures],
         "provenance_rows": _provenance_rows(sc),
+        "extra_sections": _extra_sections(summary),
         "version": __version__,
     }
     return _environment().from_string(_TEMPLATE).render(**context)
@@ -506,9 +513,6 @@ def write_run_report(outdir: Path, summary: dict, requests: pd.DataFrame, steps:
         written = write_figures(out, requests, steps, slo=summary.get("slo"))
         names = tuple(written)
     text = render_run_report(summary, scenario, title=title, figures=names)
-    extra = _extra_sections(summary)
-    if extra:
-        text = text.rstrip("\n") + "\n\n" + extra + "\n"
     path = out / REPORT_FILE
     path.write_text(text, encoding="utf-8")
     return path

@@ -163,8 +163,9 @@ class SpeculativeConfig(BaseModel):
     def _consistent(self) -> SpeculativeConfig:
         if self.method == "draft_model" and self.draft_model is None:
             raise ValueError("method 'draft_model' needs draft_model (a model catalog name)")
-        if self.method == "ngram" and self.draft_model is not None:
-            raise ValueError("method 'ngram' uses no draft model; remove draft_model")
+        if self.method != "draft_model" and self.draft_model is not None:
+            raise ValueError(f"method '{self.method}' uses no separate draft model; remove "
+                             "draft_model (or use method: draft_model)")
         tree_slices = [name for name, a in self._all_acceptance() if a.model == "tree"]
         if tree_slices and self.tree is None:
             raise ValueError(

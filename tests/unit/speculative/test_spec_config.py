@@ -86,7 +86,8 @@ def test_acceptance_config_errors(acceptance, match):
     ("kw", "match"),
     [
         ({"method": "draft_model"}, "needs draft_model"),
-        ({"method": "ngram", "draft_model": "llama-3.2-1b"}, "no draft model"),
+        ({"method": "ngram", "draft_model": "llama-3.2-1b"}, "no separate draft model"),
+        ({"method": "eagle", "draft_model": "llama-3.2-1b"}, "no separate draft model"),
         ({"num_speculative_tokens": 0}, "greater than or equal"),
         ({"num_speculative_tokens": True}, "boolean"),
         ({"draft_cost_ratio": -0.1}, "greater than or equal"),
