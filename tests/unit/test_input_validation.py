@@ -54,15 +54,18 @@ def test_bare_scenario_name_is_found(tmp_path, capsys):
     (["output_dir=x_{nam}"], "only the placeholder {name}"),
     (["scheduler.max_num_seqs=true"], "scheduler.max_num_seqs"),
     (["scheduler.admission.max_waiting=0"], "max_waiting"),
-    (["scheduler.policy=static", "speculative={method: ngram, num_speculative_tokens: 2, acceptance: {acceptance_rate: 0.6}}"],
+    (["scheduler.policy=static",
+      "speculative={method: ngram, num_speculative_tokens: 2, acceptance: {acceptance_rate: 0.6}}"],
      "static batching does not speculate"),
-    (["speculative={method: draft_model, draft_model: mistral-7b, num_speculative_tokens: 2, acceptance: {acceptance_rate: 0.6}}"],
+    (["speculative={method: draft_model, draft_model: mistral-7b, num_speculative_tokens: 2, "
+      "acceptance: {acceptance_rate: 0.6}}"],
      "vocabulary"),
-    (["speculative={method: eagle, draft_model: llama-3.2-1b, num_speculative_tokens: 2, acceptance: {acceptance_rate: 0.6}}"],
+    (["speculative={method: eagle, draft_model: llama-3.2-1b, num_speculative_tokens: 2, "
+      "acceptance: {acceptance_rate: 0.6}}"],
      "no separate draft model"),
-    (["speculative={method: ngram, num_speculative_tokens: 2, acceptance: {acceptance_rate: 0.6}, "
-      "acceptance_by_slice: "
-      "{cod: {acceptance_rate: 0.8}}}"], "slice(s) cod"),
+    ([("speculative={method: ngram, num_speculative_tokens: 2, "
+       "acceptance: {acceptance_rate: 0.6}, acceptance_by_slice: {cod: {acceptance_rate: 0.8}}}")],
+     "slice(s) cod"),
 ])
 def test_bad_settings_exit_2(capsys, scen, tmp_path, sets, needle):
     argv = ["run", scen(), "-q", "--no-figures", "-o", str(tmp_path / "o")]
