@@ -57,11 +57,11 @@ def test_bare_scenario_name_is_found(tmp_path, capsys):
     (["scheduler.policy=static",
       "speculative={method: ngram, num_speculative_tokens: 2, acceptance: {acceptance_rate: 0.6}}"],
      "static batching does not speculate"),
-    (["speculative={method: draft_model, draft_model: mistral-7b, num_speculative_tokens: 2, "
-      "acceptance: {acceptance_rate: 0.6}}"],
+    ([("speculative={method: draft_model, draft_model: mistral-7b, num_speculative_tokens: 2, "
+       "acceptance: {acceptance_rate: 0.6}}")],
      "vocabulary"),
-    (["speculative={method: eagle, draft_model: llama-3.2-1b, num_speculative_tokens: 2, "
-      "acceptance: {acceptance_rate: 0.6}}"],
+    ([("speculative={method: eagle, draft_model: llama-3.2-1b, num_speculative_tokens: 2, "
+       "acceptance: {acceptance_rate: 0.6}}")],
      "no separate draft model"),
     ([("speculative={method: ngram, num_speculative_tokens: 2, "
        "acceptance: {acceptance_rate: 0.6}, acceptance_by_slice: {cod: {acceptance_rate: 0.8}}}")],
