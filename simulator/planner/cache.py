@@ -25,7 +25,7 @@ import numpy as np
 __all__ = ["CACHE_FORMAT", "ResultCache", "cache_key", "scenario_identity", "specs_fingerprint"]
 
 #: Bumped when the layout of cached entries changes (old entries then miss).
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: per-step bottleneck shares in run extras
 
 #: Scenario keys that do not change a simulation's result.
 _NON_RESULT_KEYS = ("name", "output_dir", "__file__")

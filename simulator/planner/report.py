@@ -3,7 +3,9 @@
 Figures (PNG under ``figures/``, embedded as base64 in the HTML): cost vs SLO attainment at
 the target rate, capacity per configuration, the Pareto front (output tokens/s per GPU vs
 tokens/s per user), latency vs load (p99 TTFT and p99 TPOT against the probe rate) for the
-top configurations, and the step-time bottleneck of the recommendation. Figures use the
+top configurations, and the busy-time bottleneck of the recommendation (compute-bound,
+memory-bound and overhead shares over all steps, steps with prefill work and pure-decode
+steps, each step classified on its own shape). Figures use the
 object-oriented matplotlib API (no ``pyplot`` state).
 """
 from __future__ import annotations
@@ -210,22 +212,40 @@ def _fig_latency(result, path: Path) -> Path:
     return _save(fig, path)
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def _fig_bottleneck(result, path: Path) -> Path | None:
     b = (result.recommendation.get("bottleneck") or {}).get("shares")
     if not b:
         return None
-    fig = _fig(7.0, 1.8)
+    # one bar per group, each as long as the group's share of busy time
+    bars = [("all steps", 1.0, b)]
+    for key, label in (("prefill_steps", "steps with prefill"),
+                       ("decode_steps", "pure-decode steps")):
+        g = b.get(key) or {}
+        if g.get("time_share"):
+            bars.append((f"{label}\n({g.get('step_share', 0):.0%} of steps)",
+                         float(g["time_share"]), g))
+    fig = _fig(7.0, 1.0 + 0.55 * len(bars))
     ax = fig.add_subplot(1, 1, 1)
-    left = 0.0
-    for k, color in (("compute_bound", "tab:orange"), ("memory_bound", "tab:blue"),
-                     ("overhead", "tab:grey")):
-        v = float(b.get(k, 0.0))
-        ax.barh([0], [v], left=left, color=color, label=f"{k.replace('_', '-')} {v:.0%}")
-        left += v
+    colors = (("compute_bound", "tab:orange"), ("memory_bound", "tab:blue"),
+              ("overhead", "tab:grey"))
+    for y, (_, width, g) in enumerate(bars):
+        left = 0.0
+        for k, color in colors:
+            v = float(g.get(k) or 0.0) * width
+            ax.barh([y], [v], left=left, color=color,
+                    label=(f"{k.replace('_', '-')} {float(b.get(k, 0.0)):.0%}"
+                           if y == 0 else None))
+            left += v
     ax.set_xlim(0, 1)
-    ax.set_yticks([])
-    ax.set_xlabel("share of the mean step's time")
-    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, 1.6))
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels([lab for lab, _, _ in bars], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("share of busy time (each step classified on its own shape)")
+    ax.legend(fontsize=8, ncol=3, loc="lower center", bbox_to_anchor=(0.5, 1.0))
     return _save(fig, path)
 
 
@@ -328,7 +348,9 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         "reason": rec["reason"],
         "target_kv": target_kv,
         "chosen_kv": chosen_kv,
-        "bottleneck_text": (rec.get("bottleneck") or {}).get("text", ""),
+        "bottleneck_text": ((rec.get("bottleneck") or {}).get("summary")
+                            or (rec.get("bottleneck") or {}).get("text", "")),
+        "bottleneck_advice": list((rec.get("bottleneck") or {}).get("advice") or []),
         "head": head,
         "runner_rows": runner_rows,
         "base_rows": base_rows,
@@ -398,7 +420,10 @@ def _markdown(ctx: dict) -> str:
              "## Target", "", _md_table(kv, [list(x) for x in ctx["target_kv"]]), "",
              "## Recommended configuration", "",
              _md_table(kv, [list(x) for x in ctx["chosen_kv"]]), "",
-             "### Bottleneck", "", ctx["bottleneck_text"] + ".", ""]
+             "### Bottleneck", "", _capital(ctx["bottleneck_text"]) + ".", ""]
+    if ctx["bottleneck_advice"]:
+        parts += ["What the numbers suggest:", ""]
+        parts += [f"- {_capital(a)}." for a in ctx["bottleneck_advice"]] + [""]
     parts += ["## Runners-up", ""]
     parts += [_md_table(ctx["head"], ctx["runner_rows"]) if ctx["runner_rows"]
               else "None (no other candidate passed every gate).", ""]
@@ -448,7 +473,9 @@ img{max-width:100%;border:1px solid #eee}
 <h2>Recommended configuration</h2>
 <table>{% for k, v in c.chosen_kv %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}
 </table>
-<h3>Bottleneck</h3><p>{{ c.bottleneck_text }}.</p>
+<h3>Bottleneck</h3><p>{{ c.bottleneck_text[:1] | upper }}{{ c.bottleneck_text[1:] }}.</p>
+{% if c.bottleneck_advice %}<p>What the numbers suggest:</p><ul>{% for a in c.bottleneck_advice
+%}<li>{{ a[:1] | upper }}{{ a[1:] }}.</li>{% endfor %}</ul>{% endif %}
 {% macro table(head, rows) %}<table><tr>{% for h in head %}<th>{{ h }}</th>{% endfor %}</tr>
 {% for r in rows %}<tr>{% for v in r %}<td{% if loop.last %} class="{{ 'ok' if v == 'pass'
 else 'bad' }}"{% endif %}>{{ v }}</td>{% endfor %}</tr>{% endfor %}</table>{% endmacro %}

@@ -1,9 +1,16 @@
 """One simulation as sweeps and plans use it: a resolved scenario + requests -> summary.
 
 Besides the run summary, :func:`simulate_summary` returns a few extra figures the plan report
-needs and the summary does not carry: the busy fraction of the replicas, the mean step shape
-and, where the performance model offers ``bottleneck_shares``, the share of step time in
-compute-bound operators, memory-bound operators and overheads for that shape.
+needs and the summary does not carry: the busy fraction of the replicas, the mean step shape,
+how often the batch sits at ``max_num_seqs`` and, where the performance model offers
+``bottleneck_shares``, the share of busy time in compute-bound operators, memory-bound
+operators and overheads (:func:`step_bottleneck`).
+
+The bottleneck is classified per step and weighted by step time, not on one averaged step:
+a run mixes a few long prefill-heavy steps (compute-bound) with many short pure-decode steps
+(memory-bound), and the average of the two shapes is neither. Steps are binned by prefill
+tokens and decode sequences (powers of two); each bin is evaluated once, on its mean shape,
+and weighted by the bin's total step time, so a 300k-step run costs a few dozen evaluations.
 """
 from __future__ import annotations
 
@@ -12,7 +19,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["mean_step_shape", "rescale_specs", "run_extras", "simulate_summary", "specs_rate"]
+__all__ = ["BOTTLENECK_KEYS", "mean_step_shape", "rescale_specs", "run_extras",
+           "simulate_summary", "specs_rate", "step_bottleneck"]
+
+#: Shares :meth:`RooflinePerfModel.bottleneck_shares` returns (they sum to 1).
+BOTTLENECK_KEYS = ("compute_bound", "memory_bound", "overhead")
 
 
 def rescale_specs(specs: Sequence, scale: float, limit: int | None = None) -> list:
@@ -86,6 +97,129 @@ def mean_step_shape(steps, requests=None):
                      num_sampled=ndec + (1 if q > 0 else 0))
 
 
+def _log2_bucket(x: np.ndarray) -> np.ndarray:
+    """0 for 0, else ``1 + floor(log2(x))`` (1, 2-3, 4-7, ...)."""
+    out = np.zeros(x.shape, dtype=np.int64)
+    pos = x > 0
+    out[pos] = 1 + np.floor(np.log2(x[pos])).astype(np.int64)
+    return out
+
+
+def step_bottleneck(steps, perf) -> dict[str, Any] | None:
+    """Compute-bound / memory-bound / overhead shares of a run's busy time, step by step.
+
+    Each step is classified on a representative :class:`~simulator.perf.roofline.StepShape`
+    of its own composition: its prefill tokens split evenly over ``num_prefill_seqs`` chunks
+    starting at position 0, and its decode sequences attending ``kv_tokens_used`` minus the
+    step's prefill tokens (at least one token each). The step's time is split by
+    ``perf.bottleneck_shares(shape)`` and the splits are summed, weighted by ``step_time_s``.
+    To stay fast on long runs, steps are binned by (prefill tokens, decode sequences) in
+    powers of two and each bin is evaluated once on its mean shape, weighted by its total
+    step time.
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        The run's step table (``step_time_s``, ``num_prefill_tokens``, ``num_prefill_seqs``,
+        ``num_decode_seqs``; ``num_decode_tokens`` and ``kv_tokens_used`` when present).
+    perf : object
+        A performance model with ``bottleneck_shares(StepShape) -> dict``.
+
+    Returns
+    -------
+    dict or None
+        ``compute_bound``, ``memory_bound``, ``overhead``: shares of busy time (sum 1);
+        ``prefill_steps`` and ``decode_steps``: for the steps with prefill work and the
+        pure-decode steps, ``time_share`` (of busy time), ``step_share`` (of steps), the
+        three shares within that group's time, ``mean_prefill_tokens`` and
+        ``mean_decode_seqs``; ``busy_time_s``, ``num_steps``, ``num_bins``, ``method``.
+        None without steps, without step time or when the model cannot classify a shape.
+    """
+    from ..perf.roofline import StepShape
+    if steps is None or len(steps) == 0 or not hasattr(perf, "bottleneck_shares"):
+        return None
+
+    def col(name, default=0.0):
+        if name in steps.columns:
+            return np.nan_to_num(steps[name].to_numpy(dtype=float), nan=default)
+        return np.full(len(steps), default, dtype=float)
+
+    t = col("step_time_s")
+    pf = col("num_prefill_tokens")
+    nps = col("num_prefill_seqs")
+    nd = col("num_decode_seqs")
+    ndt = col("num_decode_tokens", np.nan) if "num_decode_tokens" in steps.columns else nd
+    kvt = col("kv_tokens_used", np.nan) if "kv_tokens_used" in steps.columns else None
+    busy = float(t.sum())
+    if not busy > 0:
+        return None
+    ctx = np.maximum(kvt - pf, nd) if kvt is not None else None
+    key = _log2_bucket(pf) * 64 + _log2_bucket(nd)
+    order = np.argsort(key, kind="stable")
+    k_sorted = key[order]
+    cuts = np.flatnonzero(np.diff(k_sorted)) + 1
+    groups = np.split(order, cuts)
+    acc = {"all": np.zeros(3), "prefill": np.zeros(3), "decode": np.zeros(3)}
+    for idx in groups:
+        w = float(t[idx].sum())
+        if w <= 0:
+            continue
+        q = float(pf[idx].mean())
+        n_dec = round(float(nd[idx].mean()))
+        if q > 0:
+            n_chunks = max(1, round(float(nps[idx].mean())))
+            qi = max(1, round(q / n_chunks))
+            pq, ps = [qi] * n_chunks, [0] * n_chunks
+        else:
+            pq, ps = [], []
+        q_per = 1
+        if n_dec > 0:
+            d_tok = ndt[idx]
+            d_seq = nd[idx]
+            ok = np.isfinite(d_tok) & (d_seq > 0)
+            if ok.any():
+                q_per = max(1, round(float(d_tok[ok].sum() / d_seq[ok].sum())))
+        if ctx is not None and n_dec > 0:
+            c = ctx[idx]
+            c = c[np.isfinite(c)]
+            ctx_total = round(float(c.mean())) if c.size else n_dec
+        else:
+            ctx_total = n_dec
+        shape = StepShape(prefill_q=pq, prefill_start=ps, num_decode=n_dec,
+                          decode_ctx_total=max(ctx_total, n_dec), decode_q_per_seq=q_per,
+                          num_sampled=n_dec * q_per + len(pq))
+        if shape.num_tokens <= 0:
+            continue
+        try:
+            sh = perf.bottleneck_shares(shape)
+        except Exception:  # noqa: BLE001 - a perf model without the method's inputs
+            return None
+        v = np.array([float(sh.get(k, 0.0)) for k in BOTTLENECK_KEYS]) * w
+        acc["all"] += v
+        acc["prefill" if q > 0 else "decode"] += v
+    tot = float(acc["all"].sum())
+    if not tot > 0:
+        return None
+    has_pf = pf > 0
+
+    def group(mask, a):
+        gt = float(t[mask].sum())
+        s = float(a.sum())
+        out = {"time_share": gt / busy, "step_share": float(mask.mean()),
+               "mean_prefill_tokens": float(pf[mask].mean()) if mask.any() else None,
+               "mean_decode_seqs": float(nd[mask].mean()) if mask.any() else None}
+        out.update({k: (float(a[i]) / s if s > 0 else None)
+                    for i, k in enumerate(BOTTLENECK_KEYS)})
+        return out
+
+    out: dict[str, Any] = {k: float(acc["all"][i]) / tot for i, k in enumerate(BOTTLENECK_KEYS)}
+    out.update({"prefill_steps": group(has_pf, acc["prefill"]),
+                "decode_steps": group(~has_pf, acc["decode"]),
+                "busy_time_s": busy, "num_steps": len(steps), "num_bins": len(groups),
+                "method": "time-weighted per step (binned)"})
+    return out
+
+
 def run_extras(res) -> dict[str, Any]:
     """Extra figures of a :class:`~simulator.run.RunResult` (see the module docstring)."""
     steps, summary = res.steps, res.summary
@@ -104,18 +238,21 @@ def run_extras(res) -> dict[str, Any]:
     out["queue_share_of_ttft"] = (qd / ttft) if (ttft and qd is not None and ttft > 0) else None
     reasons = summary.get("reject_reasons") or {}
     out["kv_capacity_rejections"] = int(reasons.get("kv_capacity", 0))
+    sch = res.scenario.scheduler
+    out["scheduler"] = {"max_num_seqs": getattr(sch, "max_num_seqs", None),
+                        "max_num_batched_tokens": getattr(sch, "max_num_batched_tokens", None),
+                        "enable_chunked_prefill": getattr(sch, "enable_chunked_prefill", None)}
+    cap = out["scheduler"]["max_num_seqs"]
+    out["batch_at_cap_time_share"] = (
+        float(steps.loc[steps["batch_size"] >= cap, "step_time_s"].sum()) / busy
+        if (cap and busy > 0 and "batch_size" in steps.columns) else None)
     shape = mean_step_shape(steps, res.requests)
     perf = res.setup.perf
-    if shape is not None and hasattr(perf, "bottleneck_shares") and shape.num_tokens > 0:
-        try:
-            out["bottleneck"] = {k: float(v) for k, v in perf.bottleneck_shares(shape).items()}
-        except Exception:  # noqa: BLE001 - a perf model without the method's inputs
-            out["bottleneck"] = None
+    out["bottleneck"] = step_bottleneck(steps, perf)
+    if shape is not None:
         out["mean_step_shape"] = {
             "prefill_tokens": int(sum(shape.prefill_q)), "num_decode": shape.num_decode,
             "decode_ctx_total": shape.decode_ctx_total}
-    else:
-        out["bottleneck"] = None
     return out
 
 

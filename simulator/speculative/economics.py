@@ -32,10 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .metrics import configured_alpha
+
 __all__ = [
     "DEFAULT_RATES",
     "compare_with_baseline",
     "crossovers",
+    "explain_sweep",
     "find_crossover",
     "net_effect",
     "plot_economics",
@@ -58,6 +61,14 @@ SPEEDUP_METRICS: tuple[tuple[str, str], ...] = (
 ALL = "all"
 #: A gain counts as a loss below ``1 - CROSSOVER_TOLERANCE`` (1%).
 CROSSOVER_TOLERANCE = 0.01
+#: Why the two "acceptance" figures of a report differ (one sentence, used in both reports).
+ALPHA_VS_DRAFT_RATE = (
+    "Two different acceptance figures: the configured per-token acceptance α is the i.i.d. "
+    "model's probability that a draft token is accepted given that the drafts before it "
+    "were; the draft acceptance rate (accepted / proposed, vLLM's metric) is lower because "
+    "after the first rejection the step's remaining drafts are discarded yet still count as "
+    "proposed (for i.i.d. acceptance it is (α - α^(k+1)) / ((1 - α) k), e.g. 0.292 for "
+    "α = 0.5, k = 3).")
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,8 +236,10 @@ def _rows_for_rate(rate: float, spec: dict, base: dict, k: int) -> list[dict[str
             "cost_per_1m_tokens_spec_usd": spec.get("cost_per_1m_tokens_usd"),
             "mean_acceptance_length": sps.get("mean_acceptance_length"),
             "expected_tokens_per_step": sps.get("expected_tokens_per_step"),
-            "acceptance_rate": sps.get("acceptance_rate"),
+            "draft_acceptance_rate": sps.get("acceptance_rate"),
+            "configured_acceptance_alpha": sps.get("configured_acceptance_alpha"),
             "draft_time_share": sps.get("draft_time_share"),
+            "draft_cost_ratio_batch1": sp.get("draft_cost_ratio_batch1"),
             "num_speculative_tokens": k,
         }
         row["tpot_speedup"] = _ratio(row["tpot_p50_base_s"], row["tpot_p50_spec_s"])
@@ -487,6 +500,434 @@ def _weighted_verify_ratio(summary: dict) -> tuple[float, float] | None:
     return v / p, d / p
 
 
+#: Relative margin beyond which a measured gain counts as above the batch-1 bound, and within
+#: which the per-step estimate "tracks" a measured speedup.
+BOUND_TOLERANCE = 0.02
+#: Busy-time mean of waiting requests from which a run counts as queueing.
+QUEUE_MIN = 1.0
+#: Gain metrics named in the best/worst sentence: (column, label).
+_EXPLAINED_METRICS: tuple[tuple[str, str], ...] = (
+    ("tpot_speedup", "TPOT p50 speedup"),
+    ("e2e_speedup", "E2E p50 speedup"),
+    ("ttft_p99_gain", "TTFT p99 gain"),
+    ("throughput_gain", "output throughput gain"),
+)
+
+
+def _num(x) -> float | None:
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _series(df: pd.DataFrame, name: str, col: str) -> pd.Series:
+    """``col`` of slice ``name`` indexed by rate (finite values only, sorted by rate)."""
+    if col not in df.columns:
+        return pd.Series(dtype=float)
+    g = df[df["slice"] == name]
+    sr = pd.Series(pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=float),
+                   index=g["rate_scale"].astype(float).to_numpy()).sort_index()
+    return sr[np.isfinite(sr)]
+
+
+def _val(df: pd.DataFrame, name: str, rate: float, col: str) -> float | None:
+    sr = _series(df, name, col)
+    return _num(sr.get(rate)) if rate in sr.index else None
+
+
+def _x(v, fmt: str = "{:.2f}x") -> str:
+    return _f(v, fmt)
+
+
+def _rate_list(rs: Sequence[float]) -> str:
+    rs = [f"x{r:g}" for r in rs]
+    return rs[0] if len(rs) == 1 else ", ".join(rs[:-1]) + " and " + rs[-1]
+
+
+def _change(g: float | None, tol: float, better: str = "improves",
+            worse: str = "worsens") -> str:
+    """``"improves 1.65x"`` / ``"worsens (0.92x)"`` / ``"is unchanged (1.00x)"``."""
+    if g is None:
+        return "is not measured"
+    if g > 1.0 + tol:
+        return f"{better} {g:.2f}x"
+    if g < 1.0 - tol:
+        return f"{worse} ({g:.2f}x)"
+    return f"is unchanged ({g:.2f}x)"
+
+
+def _batch1_cost_ratio(df: pd.DataFrame) -> float | None:
+    """``c`` at batch 1 of the lowest rate (what the tokens-per-step table uses)."""
+    sr = _series(df, ALL, "draft_cost_ratio_batch1")
+    return float(sr.iloc[0]) if len(sr) else None
+
+
+def _batch1_bound(df: pd.DataFrame, name: str, k: int) -> tuple[float | None, float | None]:
+    """(E[tokens/step], E / (1 + k c)) of a slice; Nones where unknown."""
+    e = _series(df, name, "expected_tokens_per_step")
+    c = _batch1_cost_ratio(df)
+    ev = float(e.iloc[0]) if len(e) else None
+    return ev, (ev / (1.0 + k * c) if (ev is not None and c is not None) else None)
+
+
+def explain_sweep(df: pd.DataFrame, k: int, *,
+                  verify: dict[float, tuple[float, float] | None] | None = None,
+                  draft_prefill_share: dict[float, float] | None = None,
+                  step_counts: dict[float, tuple[int, int]] | None = None,
+                  tolerance: float = CROSSOVER_TOLERANCE) -> list[str]:
+    """The "Reading the numbers" bullets, every claim derived from the sweep's own numbers.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        From :func:`sweep_rates` (or a table with the same columns; missing columns and
+        None values drop the sentences that need them).
+    k : int
+        Draft tokens per step.
+    verify : dict, optional
+        ``{rate: (verify / plain, draft / plain)}`` of pure-decode drafting steps
+        (:func:`_weighted_verify_ratio`); without it the per-step cost clauses are left out.
+    draft_prefill_share : dict, optional
+        ``{rate: draft prefill time / busy time}`` of the speculative run.
+    step_counts : dict, optional
+        ``{rate: (pure-decode drafting steps, all steps)}`` of the speculative run.
+    tolerance : float
+        A gain within ``1 +- tolerance`` reads as unchanged.
+
+    Returns
+    -------
+    list of str
+        Markdown bullets (``"- ..."``).
+    """
+    verify = verify or {}
+    draft_prefill_share = draft_prefill_share or {}
+    tol = float(tolerance)
+    rates = sorted(float(r) for r in df["rate_scale"].unique())
+    if not rates:
+        return ["- No data: the sweep table is empty."]
+    slices = sorted(n for n in df["slice"].unique() if n != ALL)
+    lo, hi = rates[0], rates[-1]
+
+    def v(col, rate, name=ALL):
+        return _val(df, name, rate, col)
+
+    def vr(rate):
+        x = verify.get(rate)
+        return (None, None) if not x else (_num(x[0]), _num(x[1]))
+
+    def queueing(rate):
+        wb, ws = v("mean_num_waiting_base", rate), v("mean_num_waiting_spec", rate)
+        return wb, ws
+
+    out: list[str] = []
+
+    # ---- 1. where each gain is best and worst
+    parts = []
+    for col, label in _EXPLAINED_METRICS:
+        sr = _series(df, ALL, col)
+        if sr.empty:
+            continue
+        if len(sr) == 1:
+            parts.append(f"{label} {_x(sr.iloc[0])} at x{sr.index[0]:g}")
+            continue
+        parts.append(f"{label} best at x{sr.idxmax():g} ({_x(sr.max())}), worst at "
+                     f"x{sr.idxmin():g} ({_x(sr.min())})")
+    if parts:
+        out.append("- Over the swept rates (whole run): " + "; ".join(parts) + ".")
+
+    # ---- 2. lowest load: per-step economics
+    bb, bs = v("mean_batch_size_base", lo), v("mean_batch_size_spec", lo)
+    vl, dl = vr(lo)
+    s = (f"- At the lowest load (x{lo:g}) the mean batch is {_f(bb, '{:.1f}')} without "
+         f"speculation and {_f(bs, '{:.1f}')} with it")
+    if vl is not None:
+        s += (f"; verifying {k + 1} tokens per sequence costs {vl:.2f}x a plain decode step"
+              + (" (the step is memory-bound, so the extra tokens are nearly free)"
+                 if vl < 1.1 else " (already more than a plain step: compute starts to bind)")
+              + (f" and drafting adds {dl:.2f}x" if dl is not None else ""))
+    s += "."
+    order = sorted(slices, key=lambda n: -(v("tpot_speedup", lo, n) or 0.0))
+    with_tokens = [n for n in order if v("mean_acceptance_length", lo, n) is not None]
+    if with_tokens:
+        s += (" Each speculating sequence emits "
+              + " and ".join(f"{v('mean_acceptance_length', lo, n):.2f} tokens per step for "
+                             f"`{n}`" for n in with_tokens) + ";")
+    tl = v("tpot_speedup", lo)
+    s += f" TPOT p50 {_change(tl, tol)} overall"
+    if order:
+        s += " (" + ", ".join(f"{_x(v('tpot_speedup', lo, n))} for `{n}`" for n in order) + ")"
+    s += "."
+    out.append(s)
+
+    # ---- 3. highest load: verification turns expensive; per-step estimate vs measured
+    if hi != lo:
+        bb, bs = v("mean_batch_size_base", hi), v("mean_batch_size_spec", hi)
+        vh, dh = vr(hi)
+        s = (f"- At the highest load (x{hi:g}) the mean batch is {_f(bb, '{:.0f}')} without "
+             f"speculation and {_f(bs, '{:.0f}')} with it")
+        if vh is not None:
+            s += (f"; verifying costs {vh:.2f}x a plain step"
+                  + (f" (the pass over {k + 1} tokens per sequence has become compute-bound)"
+                     if vh > 1.1 else " (still close to one plain step)")
+                  + (f" and drafting {dh:.2f}x" if dh is not None else ""))
+        s += f". TPOT p50 {_change(v('tpot_speedup', hi), tol)} overall"
+        if slices:
+            s += " (" + ", ".join(f"{_x(v('tpot_speedup', hi, n))} for `{n}`"
+                                  for n in slices) + ")"
+        s += "."
+        if vh is not None and dh is not None and (vh + dh) > 0:
+            est = {n: (v("mean_acceptance_length", hi, n) or 0.0) / (vh + dh)
+                   for n in slices if v("mean_acceptance_length", hi, n)}
+            meas = {n: v("tpot_speedup", hi, n) for n in est}
+            pairs = [(n, est[n], meas[n]) for n in est if meas[n] is not None]
+            if pairs:
+                s += (" The per-step estimate E[tokens/step] / (verify/plain + draft/plain) "
+                      "is " + ", ".join(f"{e:.2f}x for `{n}`" for n, e, _ in pairs) + "; ")
+                rel = [m / e - 1.0 for _, e, m in pairs]
+                if all(abs(r) <= 0.1 for r in rel):
+                    s += "the measured speedups track it (within 10%)."
+                elif all(r < 0 for r in rel):
+                    n_pure, n_all = (step_counts or {}).get(hi, (None, None))
+                    s += ("the measured speedups fall below it. The estimate covers "
+                          "pure-decode steps only"
+                          + (f" ({n_pure:,} of the {n_all:,} steps of the speculative run at x{hi:g})"
+                             if n_pure is not None and n_all else "")
+                          + "; the steps that also carry prompt chunks (which the draft "
+                          "prefills too) are outside it.")
+                elif all(r > 0 for r in rel):
+                    s += ("the measured speedups exceed it: the estimate compares steps of "
+                          "equal batch, while the speculative run's batch is "
+                          + ("smaller, so its steps are cheaper." if (bs is not None and bb
+                                                                      is not None and bs < bb)
+                             else "not smaller; the excess is outside the per-step model."))
+                else:
+                    s += "the measured speedups fall on both sides of it."
+        out.append(s)
+
+    # ---- 4. the batch-1 bound vs the measured gains
+    c1 = _batch1_cost_ratio(df)
+    names = slices or [ALL]
+    items, above = [], []
+    for n in names:
+        e, bound = _batch1_bound(df, n, k)
+        sr = _series(df, n, "tpot_speedup")
+        if bound is None or sr.empty:
+            continue
+        r_best, g_best = float(sr.idxmax()), float(sr.max())
+        txt = f"`{n}` up to {g_best:.2f}x (x{r_best:g}) against a bound of {bound:.2f}x"
+        if g_best > bound * (1 + BOUND_TOLERANCE):
+            above.append((n, r_best))
+            if e is not None and g_best > e * 1.005:
+                txt += f", above even its {e:.2f} tokens per step"
+        items.append(txt)
+    if items:
+        s = ("- The closed form E[tokens/step] / (1 + k c)"
+             + (f" (c = {c1:.3f})" if c1 is not None else "")
+             + " is a batch-1 bound (Leviathan et al. 2023): it prices verification at one "
+             "plain step and compares runs of the same batch. Measured TPOT p50 speedup: "
+             + "; ".join(items) + ".")
+        if above:
+            # the reason, checked on the data at each rate where a slice beats its bound
+            rs = sorted({r for _, r in above})
+            smaller = [r for r in rs if (v("mean_batch_size_spec", r) is not None
+                                         and v("mean_batch_size_base", r) is not None
+                                         and v("mean_batch_size_spec", r)
+                                         < 0.9 * v("mean_batch_size_base", r))]
+            if smaller:
+                s += (" " + ("It is" if len(above) == 1 else "They are") + " above the bound "
+                      "because the two runs do not keep the same batch: at "
+                      + ", ".join(f"x{r:g} speculation holds "
+                                  f"{v('mean_batch_size_spec', r):.1f} sequences per step "
+                                  f"against {v('mean_batch_size_base', r):.1f} without it"
+                                  for r in smaller)
+                      + ". Requests finish in fewer steps, so fewer are in flight at once, "
+                      "and the baseline's larger batch makes each of its steps slower: the "
+                      "measured gain multiplies tokens per step by cheaper steps.")
+            others = [r for r in rs if r not in smaller]
+            if others:
+                s += (" At " + _rate_list(others) + " the speculative batch is not "
+                      "smaller, so the excess there is not a batch-size effect (TPOT p50 is a "
+                      "percentile over requests, and the two runs' request mixes per step "
+                      "differ).")
+        else:
+            vmax = [(r, vr(r)[0]) for r in rates if vr(r)[0] is not None]
+            s += (" No slice exceeds its bound: the gap is the verification and drafting "
+                  "cost under batching"
+                  + (f" (verify/plain up to {max(x for _, x in vmax):.2f}x)" if vmax else "")
+                  + ".")
+        out.append(s)
+
+    # ---- 5. queueing compounds into E2E
+    qr = [(r, *queueing(r)) for r in rates]
+    qr = [(r, wb, ws) for r, wb, ws in qr if wb is not None and ws is not None
+          and max(wb, ws) >= QUEUE_MIN]
+    if qr:
+        r, wb, ws = max(qr, key=lambda t: max(t[1], t[2]))
+        e2e, tp = v("e2e_speedup", r), v("tpot_speedup", r)
+        if ws < 0.9 * wb:
+            s = (f"- Queueing: at x{r:g} requests wait (mean queue {wb:.0f} without "
+                 f"speculation, {ws:.0f} with it): speculation drains the queue faster")
+            if e2e is not None and tp is not None and e2e > tp * (1 + tol):
+                s += (f", so E2E p50 gains more than TPOT p50 there ({e2e:.2f}x against "
+                      f"{tp:.2f}x): less waiting adds to the faster decoding.")
+            else:
+                s += f" (E2E p50 {_change(e2e, tol)}, TPOT p50 {_x(tp)})."
+        elif ws > 1.1 * wb:
+            s = (f"- Queueing: at x{r:g} the speculative run queues more ({ws:.0f} waiting "
+                 f"against {wb:.0f} without speculation): it saturates first; E2E p50 "
+                 f"{_change(e2e, tol)} and TPOT p50 {_change(tp, tol)} there.")
+        else:
+            s = (f"- Queueing: at x{r:g} both runs queue about equally ({wb:.0f} and {ws:.0f} "
+                 "waiting).")
+        out.append(s)
+    else:
+        out.append("- Queueing: neither run builds a queue at any swept rate (mean waiting "
+                   f"< {QUEUE_MIN:g}), so the E2E gains come from decoding alone.")
+
+    # ---- 6. slices share every step
+    if len(slices) >= 2:
+        by_e = sorted(slices, key=lambda n: _batch1_bound(df, n, k)[0] or 0.0)
+        low = by_e[0]
+        e_low = _batch1_bound(df, low, k)[0]
+        cross = crossovers(df)
+        s = ("- All slices share every step, and a step costs the same whoever is in the "
+             f"batch: the slice that accepts least (`{low}`"
+             + (f", E[tokens/step] = {e_low:.3f}" if e_low is not None else "")
+             + ") pays the same drafting and verification price for fewer tokens.")
+        crossed = sorted((cross[n]["tpot_speedup"]["rate"], n) for n in slices
+                          if cross.get(n, {}).get("tpot_speedup", {}).get("status")
+                          == "crossover")
+        never = [n for n in slices
+                 if cross.get(n, {}).get("tpot_speedup", {}).get("status") == "never_pays"]
+        if crossed:
+            s += (" TPOT crossover: " + ", ".join(f"`{n}` at x{r:.2f}" for r, n in crossed)
+                  + (f"; `{crossed[0][1]}` crosses first." if len(crossed) > 1 else "."))
+        if never:
+            s += " " + ", ".join(f"`{n}`" for n in never) + " never pays in the swept range."
+        if not crossed and not never:
+            g_hi = {n: v("tpot_speedup", hi, n) for n in slices}
+            g_hi = {n: g for n, g in g_hi.items() if g is not None}
+            if g_hi:
+                closest = min(g_hi, key=g_hi.get)
+                s += (f" No slice's TPOT speedup falls below 1 in the swept range; "
+                      f"`{closest}` comes closest (x{hi:g}: {g_hi[closest]:.2f}x).")
+        s += (" A per-slice crossover is where that slice alone would stop paying, not a "
+              "routing decision (every request in the batch speculates with the same k).")
+        out.append(s)
+
+    # ---- 7. throughput and cost
+    tg = _series(df, ALL, "throughput_gain")
+    if not tg.empty:
+        flat = [float(r) for r, g in tg.items() if abs(g - 1.0) <= tol]
+        dev = tg[(tg - 1.0).abs() > tol]
+        if dev.empty:
+            s = (f"- Output throughput: the gain stays within {tol:.0%} of 1 at every rate, "
+                 "so both runs serve the offered load; speculation changes latency, not the "
+                 "tokens served.")
+        else:
+            r = float((dev - 1.0).abs().idxmax())
+            g = float(tg[r])
+            wb, ws = queueing(r)
+            mal = v("mean_acceptance_length", r)
+            vv, dd = vr(r)
+            over = wb is not None and ws is not None and max(wb, ws) >= QUEUE_MIN
+            s = "- Output throughput: " + (
+                f"at {_rate_list(flat)} the gain stays within {tol:.0%} of 1 (the offered "
+                "load is served either way); " if flat else "")
+            if g > 1.0:
+                s += (f"at x{r:g} speculation serves more output tokens per second than the "
+                      f"baseline ({g:.2f}x)")
+            else:
+                s += (f"at x{r:g} speculation serves fewer output tokens per second than the "
+                      f"baseline ({g:.2f}x)")
+            if over:
+                s += (f", with both runs past saturation (mean queue {wb:.0f} without, "
+                      f"{ws:.0f} with speculation)")
+            if vv is not None and dd is not None and mal is not None and (vv + dd) > 0:
+                per = mal / (vv + dd)
+                s += (f": a speculative step costs {vv:.2f}x + {dd:.2f}x a plain decode step "
+                      f"and emits {mal:.2f} tokens per sequence, {per:.2f}x the tokens per "
+                      "unit of decode time")
+            if g > 1.0:
+                s += (", so the speculative replica saturates at a higher rate"
+                      + (" and its queue grows more slowly." if over and ws < wb else "."))
+            else:
+                s += (", so the speculative replica saturates at a lower rate"
+                      + (" and its queue grows faster." if over and ws > wb else "."))
+        cr = v("cost_ratio", hi)
+        if cr is not None:
+            s += (f" Cost per 1M tokens follows GPU-hours per token: at x{hi:g} speculation "
+                  f"costs {cr:.3f}x the baseline's"
+                  + (" (cheaper)." if cr < 1 - tol else " (dearer)." if cr > 1 + tol
+                     else " (the same within 1%)."))
+        out.append(s)
+
+    # ---- 8. TTFT
+    tt = _series(df, ALL, "ttft_p99_gain")
+    if not tt.empty:
+        g_lo = _num(tt.get(lo))
+        s = f"- TTFT p99 {_change(g_lo, tol)} with speculation at the lowest load (x{lo:g})"
+        if g_lo is not None and g_lo < 1 - tol:
+            share = draft_prefill_share.get(lo)
+            s += (": a step that carries a prompt chunk also drafts and verifies for the "
+                  "running decodes, so it is longer"
+                  + (f", and the draft prefills every prompt too ({share:.1%} of busy time)"
+                     if share else ""))
+        s += "."
+        if len(tt) > 1:
+            rw, gw = float(tt.idxmin()), float(tt.min())
+            rb, gb = float(tt.idxmax()), float(tt.max())
+            if gw < 1 - tol and rw != lo:
+                wb, ws = queueing(rw)
+                s += f" It is worst at x{rw:g} ({gw:.2f}x)"
+                if wb is not None and ws is not None and ws >= QUEUE_MIN and ws > 1.1 * wb:
+                    s += (f", where the speculative run queues more ({ws:.0f} waiting against "
+                          f"{wb:.0f})")
+                s += "."
+            if gb > 1 + tol and rb != lo:
+                wb, ws = queueing(rb)
+                s += f" It is best at x{rb:g} ({gb:.2f}x)"
+                if wb is not None and ws is not None and wb >= QUEUE_MIN and wb > 1.1 * ws:
+                    s += (f", where the baseline queues more ({wb:.0f} waiting against "
+                          f"{ws:.0f} with speculation): less time in the queue outweighs "
+                          "the longer prefill steps")
+                s += "."
+        tp = _series(df, ALL, "tpot_speedup")
+        trade = [r for r in tt.index if tt[r] < 1 - tol and tp.get(r, 0) > 1 + tol]
+        both = [r for r in tt.index if tt[r] > 1 + tol and tp.get(r, 0) > 1 + tol]
+        if trade:
+            s += (f" At {_rate_list(trade)} speculation buys inter-token latency with "
+                  "first-token latency")
+            s += (f"; at {_rate_list(both)} it improves both." if both else ".")
+        elif both:
+            s += f" At {_rate_list(both)} it improves both TTFT p99 and TPOT p50."
+        out.append(s)
+
+    # ---- 9. closed form vs simulated tokens per step
+    devs = []
+    for n in names:
+        e = _series(df, n, "expected_tokens_per_step")
+        m = _series(df, n, "mean_acceptance_length")
+        common = e.index.intersection(m.index)
+        if len(common):
+            devs.append((n, float(((m[common] - e[common]).abs() / e[common]).max())))
+    if devs:
+        worst_n, worst_d = max(devs, key=lambda t: t[1])
+        if worst_d <= 0.02:
+            out.append(f"- The simulated tokens per step match the closed form within "
+                       f"{max(worst_d, 0.001):.1%} at every rate and slice (the engine "
+                       "draws accepted lengths from the configured model).")
+        else:
+            out.append(f"- The simulated tokens per step differ from the closed form by up to "
+                       f"{worst_d:.1%} (`{worst_n}`): output-length caps truncate the last "
+                       "step of a request, and short runs add sampling noise.")
+    return out
+
+
 def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
                               figure: str | None = "acceptance_economics.png",
                               source: str = "") -> str:
@@ -577,12 +1018,16 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
     # ---- acceptance: closed form vs simulated
     L += ["## Tokens per step: closed form vs simulated", "",
           ("Closed form: the acceptance model's E[tokens per step] = 1 + E[accepted drafts] "
-          "(for i.i.d. acceptance a: (1 - a^(k+1)) / (1 - a), Leviathan et al. 2023, Eq. 1). "
+          "(for i.i.d. acceptance with configured per-token acceptance α: "
+          "(1 - α^(k+1)) / (1 - α), Leviathan et al. 2023, Eq. 1). "
           "Simulated: vLLM's mean acceptance length, 1 + accepted / drafts, from the engine's "
           "counters (pooled over all rates). The batch-1 speedup bound is "
           "E[tokens] / (1 + k c) (Thm 3.8) with the draft cost ratio c measured on the "
           "performance model at batch 1."), ""]
-    c1 = (results[lo]["speculative"].get("speculative") or {}).get("draft_cost_ratio_batch1")
+    c1 = _batch1_cost_ratio(df)
+    if c1 is None:
+        c1 = (results[lo]["speculative"].get("speculative") or {}).get(
+            "draft_cost_ratio_batch1")
     rows = []
     for n in slices:
         drafts = acc_t = 0
@@ -603,11 +1048,16 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
         mean = float((ks * hist).sum() / hist.sum())
         se = math.sqrt(float(((ks - mean) ** 2 * hist).sum() / hist.sum()) / hist.sum())
         bound = exp / (1 + k * c1) if (exp is not None and c1 is not None) else None
-        rows.append([n, f"{drafts:,}", _f(exp, "{:.3f}"), f"{1 + acc_t / drafts:.3f} ± {se:.3f}",
+        alpha = configured_alpha(sp.acceptance_model(n))
+        rows.append([n, f"{drafts:,}", _f(alpha, "{:.3f}", na="n/a (not i.i.d.)"),
+                     _f(exp, "{:.3f}"), f"{1 + acc_t / drafts:.3f} ± {se:.3f}",
                      _f(exp_rate, "{:.3f}"), f"{acc_t / (drafts * sp.num_verified_tokens):.3f}",
                      _f(bound, "{:.2f}x")])
-    L += _table(["slice", "drafts", "E[tokens/step] closed form", "simulated (± 1 s.e.)",
-                 "acceptance rate expected", "simulated", "batch-1 bound"], rows) + [""]
+    L += _table(["slice", "drafts", "configured per-token acceptance α",
+                 "E[tokens/step] closed form", "simulated (± 1 s.e.)",
+                 "draft acceptance rate (accepted / proposed, vLLM): closed form", "simulated",
+                 "batch-1 bound"], rows) + [""]
+    L += [ALPHA_VS_DRAFT_RATE, ""]
     if c1 is not None:
         L += [(f"Draft cost ratio at batch 1: c = {c1:.3f} (one draft pass / one plain target "
               "decode step)."), ""]
@@ -649,68 +1099,22 @@ def render_economics_markdown(df: pd.DataFrame, results: dict, scenario, *,
                      "drafting (ms)", "draft share"], vrows) + [""]
 
     # ---- explanation
+    verify = {r: _weighted_verify_ratio(results[r]["speculative"]) for r in rates}
+    prefill_share, counts = {}, {}
+    for r in rates:
+        spb = results[r]["speculative"].get("speculative") or {}
+        busy = spb.get("busy_time_s")
+        if busy:
+            prefill_share[r] = float(spb.get("draft_prefill_time_s") or 0.0) / busy
+        bins = spb.get("verification_cost_by_batch") or []
+        if spb.get("num_steps"):
+            counts[r] = (int(sum(b["num_steps"] for b in bins)), int(spb["num_steps"]))
     L += ["## Reading the numbers", ""]
-    first = df[(df["rate_scale"] == lo)].set_index("slice")
-    last = df[(df["rate_scale"] == hi)].set_index("slice")
-    best = max(slices, key=lambda n: first.loc[n, "tpot_speedup"] or 0) if slices else ALL
-    worst = min(slices, key=lambda n: first.loc[n, "tpot_speedup"] or 0) if slices else ALL
-    vr_lo = _weighted_verify_ratio(results[lo]["speculative"]) or (None, None)
-    vr_hi = _weighted_verify_ratio(results[hi]["speculative"]) or (None, None)
-    L.append(
-        f"- At the lowest load (x{lo:g}) the batch is small and a decode step is memory-bound: "
-        f"verifying {k + 1} tokens per sequence costs {_f(vr_lo[0], '{:.2f}')}x a plain decode "
-        f"step and drafting adds {_f(vr_lo[1], '{:.2f}')}x. Each step then emits "
-        f"{_f(first.loc[best, 'mean_acceptance_length'], '{:.2f}')} tokens for `{best}` and "
-        f"{_f(first.loc[worst, 'mean_acceptance_length'], '{:.2f}')} for `{worst}`, so TPOT p50 "
-        f"improves {_f(first.loc[best, 'tpot_speedup'], '{:.2f}')}x and "
-        f"{_f(first.loc[worst, 'tpot_speedup'], '{:.2f}')}x respectively "
-        f"(overall {_f(first.loc[ALL, 'tpot_speedup'], '{:.2f}')}x).")
-    L.append(
-        f"- At the highest load (x{hi:g}) the mean batch is "
-        f"{_f(last.loc[ALL, 'mean_batch_size_base'], '{:.0f}')} without speculation; verifying "
-        f"now costs {_f(vr_hi[0], '{:.2f}')}x a plain step"
-        + (f" (the pass over {k + 1} tokens per sequence has become compute-bound)"
-           if vr_hi[0] is not None and vr_hi[0] > 1.1 else "")
-        + f" and drafting {_f(vr_hi[1], '{:.2f}')}x, so a step must emit more tokens to pay "
-        f"for itself: TPOT speedup {_f(last.loc[ALL, 'tpot_speedup'], '{:.2f}')}x overall, "
-        + ", ".join(f"{_f(last.loc[n, 'tpot_speedup'], '{:.2f}')}x for `{n}`" for n in slices)
-        + ". The closed-form-style per-step estimate in the table above, E[tokens/step] / "
-        "(verify/plain + draft/plain), tracks these numbers; the remainder is queueing and "
-        "the prefill chunks that share the steps.")
-    L.append(
-        "- All slices share every step: a step costs the same whoever is in the batch, so the "
-        "low-acceptance slice pays the same drafting and verification price for fewer tokens "
-        "and crosses over first; the high-acceptance slice keeps gaining longer. The "
-        "per-slice crossover is where that slice alone would stop paying, not a routing "
-        "decision (every request in the batch speculates with the same k).")
-    L.append(
-        "- Throughput: below saturation both runs serve the offered load, so the throughput "
-        f"gain stays ~1; once the replica is overloaded (x{hi:g}: throughput gain "
-        f"{_f(last.loc[ALL, 'throughput_gain'], '{:.2f}')}x, mean queue "
-        f"{_f(last.loc[ALL, 'mean_num_waiting_base'], '{:.0f}')} without and "
-        f"{_f(last.loc[ALL, 'mean_num_waiting_spec'], '{:.0f}')} with speculation) the "
-        "speculative run serves fewer tokens per GPU-second: the verification and drafting "
-        "work per emitted token exceeds a plain decode's once steps are compute-bound, so it "
-        "saturates at a lower rate and its queue grows faster. Cost per 1M tokens follows "
-        f"GPU-hours per token (x{hi:g}: {_f(last.loc[ALL, 'cost_ratio'], '{:.3f}')}x the "
-        "baseline's).")
-    ttft = df[df["slice"] == ALL].set_index("rate_scale")["ttft_p99_gain"].astype(float)
-    worst_r = float(ttft.idxmin()) if ttft.notna().any() else lo
-    L.append(
-        f"- TTFT p99 is worse with speculation even at low load (x{lo:g}: gain "
-        f"{_f(first.loc[ALL, 'ttft_p99_gain'], '{:.2f}')}x): the draft also prefills every "
-        "prompt (its own KV cache), and a step carrying a prompt chunk also drafts and verifies "
-        "for the running decodes, so it is longer. It is worst near the knee of the load "
-        f"curve (x{worst_r:g}: {_f(ttft.get(worst_r), '{:.2f}')}x), where the speculative "
-        "run starts queueing before the baseline does. Speculation buys inter-token latency "
-        "with first-token latency.")
-    L.append(
-        "- The closed form (Leviathan et al. 2023) is a batch-1 bound: it assumes verification "
-        "costs one plain step. The simulated tokens per step match it (table above), the gap "
-        "between the bound and the simulated gain is the verification and drafting cost under "
-        "batching.")
+    L += explain_sweep(df, k, verify=verify, draft_prefill_share=prefill_share,
+                       step_counts=counts)
     L += ["", ("Assumptions: see `simulator/speculative/scheduler.py` (draft cost per method, "
-          "draft prefill, KV rollback) and `simulator/speculative/README_SECTION.md`."), ""]
+          "draft prefill, KV rollback) and README.md, section \"Speculative decoding and "
+          "acceptance economics\"."), ""]
     return "\n".join(L)
 
 
@@ -741,15 +1145,22 @@ def speculative_report_section(spec: dict | None) -> str:
     blocks = [("all", spec)] + sorted((spec.get("by_slice") or {}).items())
     for name, b in blocks:
         share = b.get("drafting_share_of_spec_steps" if b is spec else "draft_time_share")
-        rows.append([name, f"{b.get('num_drafts', 0):,}", _f(b.get("acceptance_rate"), "{:.3f}"),
+        alpha = (None if b is spec else b.get("configured_acceptance_alpha"))
+        alpha_txt = ("per slice" if b is spec else
+                     _f(alpha, "{:.3f}", na="n/a (not i.i.d.)") if "configured_acceptance_alpha"
+                     in b else "n/a")
+        rows.append([name, f"{b.get('num_drafts', 0):,}", alpha_txt,
+                     _f(b.get("acceptance_rate"), "{:.3f}"),
                      _f(b.get("mean_acceptance_length"), "{:.3f}"),
                      _f(b.get("expected_tokens_per_step"), "{:.3f}"),
                      _f(b.get("accepted_tokens_per_draft"), "{:.3f}"),
                      _f(share and 100 * share, "{:.1f}%")])
-    L += _table(["slice", "drafts", "acceptance rate", "mean acceptance length",
+    L += _table(["slice", "drafts", "configured per-token acceptance α",
+                 "draft acceptance rate (accepted / proposed, vLLM)", "mean acceptance length",
                  "closed form", "accepted / draft", "drafting share of its steps"], rows)
     L += ["", ("Mean acceptance length = 1 + accepted / drafts (bonus token included); closed "
-          "form = E[tokens per step] of the slice's acceptance model."), ""]
+          "form = E[tokens per step] of the slice's acceptance model. " + ALPHA_VS_DRAFT_RATE),
+          ""]
     return "\n".join(L)
 
 

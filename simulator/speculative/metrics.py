@@ -8,15 +8,21 @@ block ``summary["speculative"]``. Definitions (vLLM's spec-decode metrics where 
   verified (``k`` per draft, ``width * depth`` for a tree); ``num_accepted_tokens``: drafts
   the verification accepted (drawn from the slice's acceptance model, before the output
   length cap); ``num_emitted_tokens``: tokens those steps emitted (accepted + bonus, capped).
-- ``acceptance_rate`` = accepted / draft tokens (vLLM's *draft acceptance rate*);
+- ``acceptance_rate`` = accepted / draft tokens (vLLM's *draft acceptance rate*, accepted /
+  proposed). Not the i.i.d. model's configured per-token acceptance ``alpha``
+  (``configured_acceptance_alpha`` per slice): once a draft is rejected the step's later
+  drafts are discarded but still count as proposed, so for i.i.d. acceptance the draft
+  acceptance rate is ``(alpha - alpha^(k+1)) / ((1 - alpha) k)``, below ``alpha`` (0.292
+  for ``alpha = 0.5``, ``k = 3``);
 - ``mean_acceptance_length`` = 1 + accepted / drafts (includes the bonus token; vLLM's
   *mean acceptance length*, i.e. tokens per step per sequence);
 - ``accepted_tokens_per_draft`` = accepted / drafts; ``accepted_tokens_per_draft_pass`` =
   accepted / (drafting steps x k): tokens a batched draft forward pass earns;
 - ``draft_time_share`` = (drafting + draft prefill) / busy step time (all steps);
   ``drafting_share_of_spec_steps`` = drafting / time of the steps that drafted;
-- per slice: the same counters, the closed-form expectation of its acceptance model
-  (``expected_tokens_per_step`` = Leviathan et al.'s (1 - a^(k+1)) / (1 - a) for i.i.d.)
+- per slice: the same counters, the configured per-token acceptance ``alpha`` of an i.i.d.
+  acceptance model (``configured_acceptance_alpha``; None for other models), the closed-form
+  expectation of its acceptance model (``expected_tokens_per_step`` = Leviathan et al.'s (1 - a^(k+1)) / (1 - a) for i.i.d.)
   next to the simulated value with its standard error, and the slice's drafting share
   (each drafting step's time split by the slice's share of its speculating sequences);
 - ``verification_cost_by_batch``: pure-decode drafting steps binned by batch size; for each
@@ -33,7 +39,8 @@ import numpy as np
 
 from ..metrics.summary import json_safe as _json_safe
 
-__all__ = ["BATCH_BINS", "draft_cost_ratio", "speculative_summary", "verification_cost_table"]
+__all__ = ["BATCH_BINS", "configured_alpha", "draft_cost_ratio", "speculative_summary",
+           "verification_cost_table"]
 
 #: Batch-size bin edges (inclusive lower, inclusive upper) of the verification cost table.
 BATCH_BINS: tuple[tuple[int, int], ...] = (
@@ -45,6 +52,16 @@ def _r(num: float, den: float) -> float | None:
         return None
     x = float(num) / float(den)
     return x if math.isfinite(x) else None
+
+
+def configured_alpha(model) -> float | None:
+    """The configured per-token acceptance ``alpha`` of an i.i.d. acceptance model, else None.
+
+    Only :class:`~simulator.speculative.acceptance.IIDAcceptance` has one per-token
+    probability; positional, empirical and tree models have none to report.
+    """
+    from .acceptance import IIDAcceptance
+    return float(model.acceptance_rate) if isinstance(model, IIDAcceptance) else None
 
 
 def _spec_scheds(sim) -> list:
@@ -178,7 +195,8 @@ def speculative_summary(sim) -> dict[str, Any]:
         ``busy_time_s``, ``spec_step_time_s``, ``draft_time_s``, ``draft_prefill_time_s``
         (seconds), ``draft_time_share``, ``drafting_share_of_spec_steps``,
         ``draft_cost_ratio_batch1`` (``c`` at batch 1 and the mean context),
-        ``by_slice`` (per slice: the counter block, ``expected_tokens_per_step`` and
+        ``by_slice`` (per slice: the counter block, ``configured_acceptance_alpha``,
+        ``expected_tokens_per_step`` and
         ``expected_acceptance_rate`` of its acceptance model, ``draft_time_s``,
         ``step_time_s`` and ``draft_time_share``) and ``verification_cost_by_batch``
         (:func:`verification_cost_table`). Empty dict when no replica speculates.
@@ -210,6 +228,7 @@ def speculative_summary(sim) -> dict[str, Any]:
         block = _counter_block(d, t, a, e, hist)
         block.update({
             "acceptance_model": repr(model),
+            "configured_acceptance_alpha": configured_alpha(model),
             "expected_tokens_per_step": model.expected_tokens_per_step(k),
             "expected_acceptance_rate": model.draft_acceptance_rate(k),
             "num_plain_decodes": int(sum(c.num_plain_decodes for c in cs)),

@@ -39,7 +39,16 @@ def test_plan_recommends_cheapest_passing(planned):
     assert c["confirmations"][-1]["feasible"]
     assert len(res.recommendation["runners_up"]) <= 2
     assert res.baseline["label"] == "today" and res.baseline["is_baseline"]
-    assert res.recommendation["bottleneck"]["shares"] is not None
+    note = res.recommendation["bottleneck"]
+    shares = note["shares"]
+    assert shares is not None and shares["method"].startswith("time-weighted")
+    assert sum(shares[k] for k in ("compute_bound", "memory_bound", "overhead")) == \
+        pytest.approx(1.0)
+    assert shares["prefill_steps"]["time_share"] + shares["decode_steps"]["time_share"] == \
+        pytest.approx(1.0)
+    assert "steps with prefill work are" in note["text"] and "for the mean step" not in \
+        note["text"]
+    assert isinstance(note["advice"], list)
     assert res.pareto and all(p["tps_per_user"] > 0 for p in res.pareto)
 
 
@@ -55,6 +64,7 @@ def test_plan_files(planned):
     assert "http://" not in html and "https://" not in html and "<script" not in html
     md = (out / "plan.md").read_text()
     assert "## Runners-up" in md and "## Pareto front" in md and "### Bottleneck" in md
+    assert "each step classified on its own shape, weighted by its duration" in md
     doc = json.loads((out / "plan.json").read_text())
     assert doc["status"] == "candidate" and doc["recommendation"]["config"]["gpus"] >= 1
     assert len(doc["candidates"]) == 4

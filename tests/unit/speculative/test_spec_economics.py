@@ -205,4 +205,116 @@ def test_run_report_section(sweep):
     text = speculative_report_section(results[0.5]["speculative"]["speculative"])
     assert text.startswith("## Speculative decoding")
     assert "| all |" in text and "| code |" in text and "| chat |" in text
+    assert "configured per-token acceptance α" in text
+    assert "draft acceptance rate (accepted / proposed, vLLM)" in text
+    assert "discarded" in text  # the sentence saying why the two differ
+    code_row = next(line for line in text.splitlines() if line.startswith("| code |"))
+    assert "| 0.850 |" in code_row  # the configured alpha of the code slice
     assert speculative_report_section({}) == "" and speculative_report_section(None) == ""
+
+
+# ---------------------------------------------------------------------- generated prose
+def _table_rows(rate, *, tput_gain, wait_base, wait_spec, batch_base, batch_spec, tpot,
+                ttft, e2e, code_tpot, chat_tpot):
+    """One rate of a synthetic sweep table: rows for ``all``, ``code`` and ``chat``."""
+    common = {"rate_scale": rate, "arrival_rate_rps": 5.0 * rate,
+              "mean_batch_size_base": batch_base, "mean_batch_size_spec": batch_spec,
+              "mean_num_waiting_base": wait_base, "mean_num_waiting_spec": wait_spec,
+              "draft_cost_ratio_batch1": 0.1, "num_speculative_tokens": 3,
+              "cost_ratio": 1.0 / tput_gain}
+    rows = []
+    for name, gain, e in (("all", tpot, 2.2), ("code", code_tpot, 2.95), ("chat", chat_tpot,
+                                                                         1.875)):
+        rows.append({**common, "slice": name, "tpot_speedup": gain,
+                     "e2e_speedup": e2e if name == "all" else gain,
+                     "ttft_p99_gain": ttft if name == "all" else None,
+                     "throughput_gain": tput_gain if name == "all" else 1.0,
+                     "expected_tokens_per_step": e, "mean_acceptance_length": e})
+    return rows
+
+
+def _prose(rows, **kw):
+    from simulator.speculative.economics import explain_sweep
+    df = pd.DataFrame(rows)
+    return "\n".join(explain_sweep(df, 3, **kw))
+
+
+def test_prose_says_speculation_serves_more_when_throughput_gains():
+    rows = (_table_rows(1.0, tput_gain=1.0, wait_base=0.0, wait_spec=0.0, batch_base=40,
+                        batch_spec=20, tpot=2.1, ttft=0.9, e2e=2.0, code_tpot=3.0,
+                        chat_tpot=1.9)
+            + _table_rows(4.0, tput_gain=1.2, wait_base=200.0, wait_spec=80.0,
+                          batch_base=230, batch_spec=200, tpot=1.2, ttft=2.5, e2e=1.9,
+                          code_tpot=1.7, chat_tpot=1.05))
+    text = _prose(rows, verify={1.0: (1.02, 0.2), 4.0: (1.3, 0.15)})
+    assert "at x4 speculation serves more output tokens per second than the baseline (1.20x)" \
+        in text
+    assert "serves fewer" not in text
+    assert "queue grows more slowly" in text and "grows faster" not in text
+    assert "at x1 the gain stays within 1% of 1" in text
+    # best / worst rates named from the data
+    assert "TPOT p50 speedup best at x1 (2.10x), worst at x4 (1.20x)" in text
+    assert "TTFT p99 gain best at x4 (2.50x), worst at x1 (0.90x)" in text
+    assert "where the baseline queues more (200 waiting against 80" in text
+    # chat 1.9x and code 3.0x beat their batch-1 bounds (1.875 / 1.3, 2.95 / 1.3):
+    # explained by the smaller speculative batch at x1, which the data show
+    assert "`code` up to 3.00x (x1) against a bound of 2.27x, above even its 2.95 tokens" \
+        in text
+    assert "do not keep the same batch: at x1 speculation holds 20.0 sequences per step " \
+           "against 40.0" in text
+    assert "E2E p50 gains more than TPOT p50 there (1.90x against 1.20x)" in text
+    assert "cheaper" in text
+
+
+def test_prose_says_speculation_serves_fewer_when_throughput_loses():
+    rows = (_table_rows(1.0, tput_gain=1.0, wait_base=0.0, wait_spec=0.0, batch_base=20,
+                        batch_spec=20, tpot=1.3, ttft=1.05, e2e=1.3, code_tpot=1.6,
+                        chat_tpot=1.1)
+            + _table_rows(4.0, tput_gain=0.8, wait_base=50.0, wait_spec=150.0,
+                          batch_base=200, batch_spec=210, tpot=0.85, ttft=0.6, e2e=0.7,
+                          code_tpot=1.02, chat_tpot=0.8))
+    text = _prose(rows, verify={1.0: (1.1, 0.3), 4.0: (2.2, 0.4)})
+    assert "at x4 speculation serves fewer output tokens per second than the baseline (0.80x)" \
+        in text
+    assert "serves more" not in text
+    assert "saturates at a lower rate and its queue grows faster" in text
+    assert "the speculative run queues more (150 waiting against 50" in text
+    assert "TTFT p99 gain best at x1 (1.05x), worst at x4 (0.60x)" in text
+    # no gain above the bound: no batch-size excuse, the gap is the batching cost
+    assert "No slice exceeds its bound" in text and "same batch: at" not in text
+    # a slice whose TPOT speedup drops below 1 is named with its crossover
+    assert "TPOT crossover: `chat` at x" in text
+    assert "(dearer)" in text
+
+
+def test_prose_without_queue_or_throughput_change():
+    rows = (_table_rows(0.5, tput_gain=1.0, wait_base=0.0, wait_spec=0.0, batch_base=4,
+                        batch_spec=3, tpot=1.6, ttft=0.95, e2e=1.6, code_tpot=2.4,
+                        chat_tpot=1.5)
+            + _table_rows(1.0, tput_gain=1.004, wait_base=0.2, wait_spec=0.1, batch_base=8,
+                          batch_spec=6, tpot=1.7, ttft=0.93, e2e=1.7, code_tpot=2.5,
+                          chat_tpot=1.6))
+    text = _prose(rows)
+    assert "neither run builds a queue" in text
+    assert "the gain stays within 1% of 1 at every rate" in text
+    assert "serves more" not in text and "serves fewer" not in text
+    # no verification figures given: no per-step cost claims
+    assert "verifying" not in text
+
+
+def test_report_prose_matches_the_sweep_table(sweep, scenario):
+    df, results = sweep
+    text = render_economics_markdown(df, results, scenario, figure=None)
+    assert "README_SECTION" not in text and "README.md" in text
+    a = df[df["slice"] == "all"].set_index("rate_scale")
+    g = float(a.loc[2.0, "throughput_gain"])
+    if g > 1.01:
+        assert "serves more output tokens" in text
+    elif g < 0.99:
+        assert "serves fewer output tokens" in text
+    else:
+        assert "within 1% of 1 at every rate" in text
+    best = float(a["tpot_speedup"].astype(float).idxmax())
+    assert f"TPOT p50 speedup best at x{best:g}" in text
+    assert "configured per-token acceptance α" in text
+    assert "draft acceptance rate (accepted / proposed, vLLM)" in text
