@@ -11,7 +11,7 @@ a simulation identical by construction whenever the step times agree, so a compa
 the step-time model.
 
 Times are wall-clock seconds from the start of the run (``time.perf_counter``); arrivals are
-released in real time (sleep, then spin for the last 2 ms for accuracy). A step's end is taken
+released in real time (the idle loop polls the clock). A step's end is taken
 after the sampled tokens reach the host (``.tolist()`` synchronises a CUDA device) and the
 scheduler has been updated; the next step starts right then.
 """
@@ -92,10 +92,12 @@ class RealEngine:
         self.seed = seed
         self.torch = model.torch
 
-    def run(self, specs: list[RequestSpec], realtime: bool = True) -> EngineRun:
+    def run(self, specs: list[RequestSpec], realtime: bool = True, probe=None) -> EngineRun:
         """Serve ``specs`` (sorted by arrival) to completion and return the measurements.
 
         With ``realtime=False`` every request is released at time 0 (calibration runs).
+        ``probe`` (a :class:`calibration.timing.Probe`) records per-operator times of every
+        step in ``EngineRun.meta["op_times"]`` (diagnostics; it adds a little overhead).
         """
         torch = self.torch
         model = self.model
@@ -110,6 +112,7 @@ class RealEngine:
         toks: dict[int, list[int]] = {}
         caches: dict[int, list] = {}
         rows: list[tuple] = []
+        op_times: list[dict] = []
         step = 0
         gc_was = gc.isenabled()
         gc.disable()
@@ -172,8 +175,10 @@ class RealEngine:
                 pos_t = torch.tensor(pos, dtype=torch.long, device=dev)
                 rows_t = torch.tensor(sample_rows, dtype=torch.long, device=dev)
                 f0 = clock()
-                new = model.forward(tokens_t, pos_t, prefill_groups, decodes, rows_t)
+                new = model.forward(tokens_t, pos_t, prefill_groups, decodes, rows_t, probe)
                 fwd_end = clock()
+                if probe is not None:
+                    op_times.append(probe.collect())
                 # ---- emitted tokens
                 j = 0
                 for r, n in zip(out.reqs, out.ntoks):
@@ -199,13 +204,19 @@ class RealEngine:
         wall = clock()
         steps = pd.DataFrame.from_records(rows, columns=STEP_COLUMNS)
         return EngineRun(steps, rec.requests_frame(), wall,
-                         {"num_preemptions": sch.num_preemptions})
+                         {"num_preemptions": sch.num_preemptions, "op_times": op_times})
 
     @staticmethod
     def _wait_until(t: float, clock) -> None:
+        """Poll the clock until ``t`` (a busy loop, as a serving engine's polling loop).
+
+        Sleeping would let the core idle; the first step after a wake-up then runs up to
+        ~40% slower on a CPU (caches, clocks), an effect the step-time model does not have.
+        Gaps longer than 0.5 s sleep for all but their last 0.2 s.
+        """
         dt = t - clock()
-        if dt > 0.003:
-            time.sleep(dt - 0.002)
+        if dt > 0.5:
+            time.sleep(dt - 0.2)
         while clock() < t:
             pass
 

@@ -435,15 +435,16 @@ def _check_model_matches_forms(doc: dict, gpu, vspecs: dict, gemm: pd.DataFrame)
 # ------------------------------------------------------------------------------ output
 def loo_markdown(docs: dict) -> str:
     """Markdown table of the cross-validation errors of several fitted profiles."""
-    lines = ["| GPU | operator | rows | CV method | CV median % | CV p90 % | in-sample median % "
-             "| datasheet roofline median % |",
+    lines = [("| GPU | operator | rows | CV method | CV median % | CV p90 % | in-sample median % "
+             "| datasheet roofline median % |"),
              "|---|---|---:|---|---:|---:|---:|---:|"]
     for gpu, doc in docs.items():
         for r in doc["cross_validation"]["table"]:
             lines.append(f"| {gpu} | {r['operator']} | {r['rows']} | {r['cv_method']} | "
                          f"{r['cv_median_abs_pct']:.1f} | {r['cv_p90_abs_pct']:.1f} | "
                          f"{r['in_sample_median_abs_pct']:.1f} | "
-                         f"{r.get('datasheet_median_abs_pct', float('nan')):.1f} |")
+                         + (f"{r['datasheet_median_abs_pct']:.1f} |"
+                            if "datasheet_median_abs_pct" in r else "- |"))
     return "\n".join(lines)
 
 

@@ -115,9 +115,13 @@ class TinyLlama:
         ``torch.float32`` on CPU, ``torch.bfloat16`` on CUDA.
     seed : int
         Weight initialisation seed.
+    embed_rows : int, optional
+        Rows of the embedding table (token ids are taken modulo it); the harness uses a small
+        table for large vocabularies (a lookup's cost does not depend on the table size).
     """
 
-    def __init__(self, cfg: TinyConfig, device: str = "cpu", dtype=None, seed: int = 0):
+    def __init__(self, cfg: TinyConfig, device: str = "cpu", dtype=None, seed: int = 0,
+                 embed_rows: int | None = None):
         import torch
 
         from . import kernels
@@ -136,7 +140,8 @@ class TinyLlama:
         def ones(n):
             return torch.ones(n, device=self.device, dtype=self.dtype)
 
-        self.embed = (torch.randn(cfg.vocab_size, h, generator=g) * 0.02).to(
+        rows = min(cfg.vocab_size, embed_rows) if embed_rows else cfg.vocab_size
+        self.embed = (torch.randn(rows, h, generator=g) * 0.02).to(
             device=self.device, dtype=self.dtype)
         self.layers = [{"w_in": ones(h), "w_qkv": w(h, (nq + 2 * nkv) * d), "w_o": w(nq * d, h),
                         "w_post": ones(h), "w_gu": w(h, 2 * inter), "w_down": w(inter, h)}
@@ -155,7 +160,7 @@ class TinyLlama:
         return [(big[i, 0], big[i, 1]) for i in range(c.num_layers)]
 
     def forward(self, tokens, positions, prefill_groups: list, decode_group: list,
-                sample_rows) -> list[int]:
+                sample_rows, probe=None) -> list[int]:
         """Run one step; return the sampled token of each row in ``sample_rows``.
 
         Parameters
@@ -168,24 +173,34 @@ class TinyLlama:
             All decode sequences (one attention call).
         sample_rows : LongTensor
             Rows whose next token is sampled.
+        probe : calibration.timing.Probe, optional
+            Times every operator call in place (the harness); None in the engine.
         """
+        from .timing import _call
+        run = probe.time if probe is not None else _call
         k, c = self.k, self.cfg
         nq, nkv, d = c.num_attention_heads, c.num_kv_heads, c.head_dim
-        x = self.embed[tokens]
+        x = self.embed[tokens % self.embed.shape[0]]
         T = x.shape[0]
         cos = self.cos[positions].unsqueeze(1)
         sin = self.sin[positions].unsqueeze(1)
         for i, L in enumerate(self.layers):
-            h = k.rmsnorm(x, L["w_in"])
-            qkv = k.gemm(h, L["w_qkv"]).view(T, nq + 2 * nkv, d)
-            q, kk = k.rope(qkv[:, :nq], qkv[:, nq:nq + nkv], cos, sin)
+            if probe is not None:
+                probe.layer = i
+            h = run("rmsnorm", k.rmsnorm, x, L["w_in"])
+            qkv = run("qkv_proj", k.gemm, h, L["w_qkv"]).view(T, nq + 2 * nkv, d)
+            q, kk = run("rope", k.rope, qkv[:, :nq], qkv[:, nq:nq + nkv], cos, sin)
             v = qkv[:, nq + nkv:]
             out = self.torch.empty(T, nq * d, device=self.device, dtype=self.dtype)
             for grp in prefill_groups:
-                k.attention(q, kk, v, grp, out, i)
+                run("attention_prefill", k.attention, q, kk, v, grp, out, i)
             if decode_group:
-                k.attention(q, kk, v, decode_group, out, i)
-            x = k.add(x, k.gemm(out, L["w_o"]))
-            h = k.rmsnorm(x, L["w_post"])
-            x = k.add(x, k.gemm(k.silu_mul(k.gemm(h, L["w_gu"])), L["w_down"]))
-        return k.lm_head(x[sample_rows], self.w_norm, self.w_lm).tolist()
+                run("attention_decode", k.attention, q, kk, v, decode_group, out, i)
+            x = run("add", k.add, x, run("o_proj", k.gemm, out, L["w_o"]))
+            h = run("rmsnorm", k.rmsnorm, x, L["w_post"])
+            a = run("act", k.silu_mul, run("mlp_gate_up", k.gemm, h, L["w_gu"]))
+            x = run("add", k.add, x, run("mlp_down", k.gemm, a, L["w_down"]))
+        if probe is not None:
+            probe.layer = -1
+        toks = run("lm_head", k.lm_head, x[sample_rows], self.w_norm, self.w_lm)
+        return toks.tolist()

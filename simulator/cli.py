@@ -77,7 +77,8 @@ def cmd_profiles(args) -> int:
     for col in ("name", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB", "HBM TB/s", "$/GPU-h", "tables"):
         t.add_column(col)
     for g in gpu_catalog().values():
-        tables = sorted(p.name for p in (g.profile_dir or Path(".")).glob("*.csv"))
+        d = g.profile_dir or Path(".")
+        tables = sorted(p.name for p in [*d.glob("*.csv"), *d.glob("fitted*.yaml")])
         t.add_row(g.name, f"{g.bf16_flops_per_s / 1e12:.0f}",
                   f"{g.fp8_flops_per_s / 1e12:.0f}" if g.fp8_flops_per_s else "-",
                   f"{g.hbm_bytes / 1e9:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",

@@ -82,9 +82,11 @@ class KVCacheConfig(_Strict):
 
 
 class PerfConfig(_Strict):
-    """Execution-time model: ``auto`` uses the GPU profile's latency tables when present."""
+    """Execution-time model. ``auto``: the GPU profile's measured latency tables when it has
+    them for this model/TP, else its fitted efficiencies (``fitted.yaml``), else the datasheet
+    roofline; ``table``, ``fitted``, ``roofline`` force one source."""
 
-    source: Literal["auto", "roofline", "table"] = "auto"
+    source: Literal["auto", "roofline", "fitted", "table"] = "auto"
     weight_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
 
 

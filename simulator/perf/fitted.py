@@ -161,7 +161,8 @@ def load_fitted_profile(gpu: GPUSpec) -> dict | None:
         doc = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {e}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("operators"), dict):
+    ops = doc.get("operators") if isinstance(doc, dict) else None
+    if not ops or not hasattr(ops, "get"):
         raise ValueError(f"{p}: a fitted profile needs an 'operators' mapping")
     doc["_path"] = str(p)
     return doc
@@ -205,7 +206,9 @@ class FittedPerfModel(RooflinePerfModel):
             prov["lm_head"] = f"fitted (GEMM form from {src}; LM-head shape not in the data)"
         if self._ew:
             prov["elementwise"] = f"fitted ({src})"
-        if self._ar:
+        if self.tp <= 1:
+            prov["all_reduce"] = "none (TP=1)"
+        elif self._ar:
             prov["all_reduce"] = f"fitted ({self._ar.get('source', src)})"
         if self._ad:
             prov["attention_decode"] = f"fitted ({self._ad.get('source', src)})"

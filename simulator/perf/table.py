@@ -419,24 +419,35 @@ class TablePerfModel(RooflinePerfModel):
 
 
 def fit_cpu_overhead(rows: pd.DataFrame) -> tuple[float, float, float]:
-    """Least-squares ``residual_s = a + b * num_seqs + c * num_tokens`` (no negative slopes).
+    """Robust fit ``residual_s = a + b * num_seqs + c * num_tokens`` (``a, b, c >= 0``).
 
-    Rows come from ``cpu_overhead.csv`` (one per measured engine step shape: the median of
-    step wall time minus the table-model kernel time).
+    Rows come from ``cpu_overhead.csv``: one per engine step shape, the median over
+    ``num_samples`` steps of (step wall time - the operator times measured in that step).
+    ``scipy.optimize.least_squares`` with a Cauchy loss (scale: 10% of the median residual),
+    each row weighted by ``sqrt(num_samples)``, so that a few steps hit by a page fault or a
+    scheduler hiccup do not pull the line.
     """
-    from scipy.optimize import lsq_linear
+    from scipy.optimize import least_squares
     y = rows["residual_s"].to_numpy(dtype=float)
     s = rows["num_seqs"].to_numpy(dtype=float)
     t = rows["num_tokens"].to_numpy(dtype=float)
-    ok = np.isfinite(y)
-    y, s, t = y[ok], s[ok], t[ok]
+    w = np.sqrt(rows["num_samples"].to_numpy(dtype=float)) if "num_samples" in rows.columns \
+        else np.ones_like(y)
+    ok = np.isfinite(y) & np.isfinite(w)
+    y, s, t, w = y[ok], s[ok], t[ok], w[ok]
     if len(y) == 0:
         return 0.0, 0.0, 0.0
+    med = float(np.median(y))
     if len(y) < 3 or np.ptp(s) == 0:
-        return float(np.median(y)), 0.0, 0.0
-    A = np.column_stack([np.ones_like(s), s, t])
-    res = lsq_linear(A, y, bounds=([-np.inf, 0.0, 0.0], [np.inf, np.inf, np.inf]))
-    a, b, c = (float(v) for v in res.x)
+        return max(med, 0.0), 0.0, 0.0
+    scale = max(abs(med) * 0.1, 1e-6)
+
+    def res(p):
+        return w * (p[0] + p[1] * s + p[2] * t - y) / scale
+
+    sol = least_squares(res, [max(med, 0.0), 0.0, 0.0], bounds=([0.0] * 3, [np.inf] * 3),
+                        loss="cauchy", f_scale=1.0)
+    a, b, c = (float(v) for v in sol.x)
     return a, b, c
 
 

@@ -251,7 +251,7 @@ def test_draft_model_cost_is_k_draft_decode_steps_without_cpu_overhead():
     setup = build_setup(sc)
     cost = DraftCostModel.for_scenario(sc, setup)
     draft = build_perf_model(setup.extra["draft_model"], setup.gpu, 1, "bf16", "bf16",
-                             source="roofline")
+                             source=sc.perf.source)
     n, ctx = 8, 8 * 500
     want = sum(float(draft.decode_step_times(n, np.array([ctx + j * n]))[0]) - _cpu(draft, n)
                for j in range(4))
@@ -272,7 +272,7 @@ def test_eagle_cost_is_one_target_layer_plus_lm_head():
     setup = build_setup(sc)
     cost = DraftCostModel.for_scenario(sc, setup)
     head = build_perf_model(dataclasses.replace(setup.model, num_layers=1), setup.gpu, 1,
-                            "bf16", "bf16", source="roofline")
+                            "bf16", "bf16", source=sc.perf.source)
     want = sum(float(head.decode_step_times(4, np.array([400 + 4 * j]))[0]) - _cpu(head, 4)
                for j in range(3))
     assert cost.decode_cost(4, 400) == pytest.approx(want)

@@ -1,0 +1,877 @@
+"""Calibration harness: time a model's operators on this device and write a profile folder.
+
+``servesim calibrate --device cpu --model servesim-tiny-llama --quick -o hardware_profiles/NAME``
+runs :func:`calibrate`. For the model's shapes at its TP shard it measures, on ``cpu`` or
+``cuda``:
+
+- the QKV, O, gate/up and down GEMMs over a grid of token counts that straddles tile
+  boundaries (63/64/65, 127/128/129, ...);
+- attention prefill over (query tokens x cached context) and decode over (batch x mean
+  context), with uniform and skewed context lengths, through
+  ``torch.nn.functional.scaled_dot_product_attention`` (per-sequence KV caches, as the engine);
+- the layer's elementwise ops (2 RMSNorms, rotary, SwiGLU, 2 residual adds) and the LM head
+  (final norm, GEMM, argmax) over token / row counts;
+- NCCL all-reduce over message sizes when more than one CUDA device is present;
+- the engine's per-step CPU overhead (the ``cpu_overhead`` operator): the real engine
+  (:mod:`calibration.engine`) serves synthetic workloads and each step's wall time minus the
+  operator times measured in that same step is fitted as ``a + b * num_seqs + c * num_tokens``
+  (only when the whole model fits the engine on this device).
+
+Operators are timed inside forward passes of the model over synthetic steps (see
+:mod:`calibration.timing` for why): each grid point runs ``warmup`` untimed passes and
+``repeats`` timed ones; every layer contributes one sample per pass. Tables keep median,
+quartiles, IQR/median, a noisy flag (IQR/median > 0.2) and the raw samples. Large models are
+timed with a truncated stack (``context_layers``) and a small embedding table; the per-layer
+operators are the model's own shapes.
+
+The folder also gets ``provenance.yaml`` (device, driver/CUDA and torch versions, CPU model,
+date, dtype, threads, harness version, grid) and, when it has none, a ``spec.yaml`` whose peak
+FLOP/s and bandwidth are estimated from the measurements (labelled ``measured``), so the folder
+is a usable GPU profile (``hardware.gpu: <folder>``). CPU runs use float32 (bf16 matmul on CPU
+is slow and unrepresentative) and say so; CUDA runs use bfloat16.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import platform
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from simulator.perf.table import (
+    GRID_COLUMNS,
+    KEY_COLUMNS,
+    PROVENANCE_FILE,
+    TABLE_FILES,
+    TablePerfModel,
+    read_profile_tables,
+)
+
+from . import HARNESS_VERSION
+from .timing import Probe, summarize, time_isolated, tune_allocator
+from .tiny_model import TinyConfig, TinyLlama, resolve_model, weight_bytes
+
+ELEMENTWISE_NAMES = {"rmsnorm": "rmsnorm_s", "rope": "rope_s", "act": "act_s", "add": "add_s"}
+GEMM_NAMES = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down")
+#: largest model (bytes of float32 weights) the harness runs whole, and the engine at all
+ENGINE_MAX_WEIGHT_BYTES = 1.5e9
+#: largest LM head timed inside the forward passes (bigger ones are timed apart)
+LM_IN_CONTEXT_MAX_BYTES = 2.56e8
+
+
+@dataclass
+class Grid:
+    """Synthetic steps the harness runs (sizes in tokens)."""
+
+    prefill_q: list[int]
+    prefill_start: list[int]
+    decode_batch: list[int]
+    decode_ctx: list[int]
+    skews: list[str] = field(default_factory=lambda: ["uniform", "skewed"])
+    warmup: int = 1
+    repeats: int = 5
+    max_decode_tokens: int = 1 << 19
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _cap(values, hi) -> list[int]:
+    return sorted({int(v) for v in values if 1 <= v <= hi} | {int(hi)})
+
+
+def default_grid(cfg: TinyConfig, quick: bool, max_num_seqs: int, max_num_batched_tokens: int,
+                 max_context: int, device_type: str = "cpu") -> Grid:
+    """The grid for a model: token counts straddle tile boundaries; ranges cover the limits.
+
+    ``--quick`` keeps fewer points and repeats; on CPU, large models also get a FLOP budget per
+    step so that the whole run stays within about two minutes on 2 cores.
+    """
+    tok = max(1, int(max_num_batched_tokens))
+    ctx = max(16, int(max_context))
+    # token counts: typical (non-aligned) sizes every 8-32 tokens plus the tile-boundary
+    # triples 63/64/65, 127/128/129, ...; the CPU flash-attention kernel is ~10% faster at
+    # multiples of 16 queries, so a grid of aligned sizes only would bias the interpolation
+    q_full = [1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 32, 40, 48, 56, 63, 64, 65, 72, 80, 88, 96,
+              104, 112, 120, 127, 128, 129, 136, 152, 168, 184, 200, 216, 232, 248, 255, 256,
+              257, 280, 312, 344, 376, 408, 440, 472, 511, 512, 513, 600, 700, 800, 900, 1023,
+              1024, 1025, 1300, 1536, 1800, 2047, 2048, 2049, 3072, 4095, 4096, 4097, 6144, 8192]
+    q_quick = [1, 2, 4, 8, 16, 24, 40, 56, 63, 64, 65, 88, 104, 120, 127, 128, 129, 152, 184,
+               216, 248, 255, 256, 257, 312, 376, 440, 511, 512, 513, 700, 1023, 1024, 1025,
+               1536, 2048, 3072, 4096, 8192]
+    s_full = [0, 16, 32, 64, 96, 128, 192, 256, 320, 384, 512, 640, 768, 1024, 1536, 2048, 3072,
+              4096, 8192, 16384]
+    s_quick = [0, 64, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096, 8192, 16384]
+    b_full = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 20, 24, 32, 48, 64, 96, 128,
+              192, 256]
+    b_quick = [1, 2, 3, 4, 6, 8, 10, 12, 14, 16, 24, 32, 64, 128, 256]
+    c_full = [8, 16, 32, 64, 96, 128, 192, 256, 320, 384, 512, 640, 768, 1024, 1536, 2048, 4096,
+              8192, 16384, 32768]
+    c_quick = [16, 64, 128, 256, 384, 512, 768, 1024, 2048, 4096, 8192, 32768]
+    g = Grid(prefill_q=_cap(q_quick if quick else q_full, tok),
+             prefill_start=sorted({v for v in (s_quick if quick else s_full) if v < ctx}),
+             decode_batch=_cap(b_quick if quick else b_full, max_num_seqs),
+             decode_ctx=_cap(c_quick if quick else c_full, ctx),
+             repeats=5 if quick else 10)
+    if device_type == "cpu":
+        # keep big models affordable on a CPU: cap the tokens of one synthetic step by a FLOP
+        # budget per layer (GEMM FLOPs per token per layer = 2 x the layer's parameters)
+        layer_params = (weight_bytes(cfg, 1) - 2 * cfg.vocab_size * cfg.hidden_size) \
+            / max(1, cfg.num_layers)
+        budget = 2e10 if quick else 1e11
+        max_tok = max(8, int(budget / (2.0 * layer_params)))
+        if max_tok < tok:
+            g.prefill_q = [q for q in g.prefill_q if q <= max_tok] or [1]
+            g.decode_batch = [b for b in g.decode_batch if b <= max_tok] or [1]
+            if quick:  # a large model on a CPU: a sparse grid, two timed passes
+                g.prefill_q = sorted({q for q in g.prefill_q if q in (1, 4, 16, 64, 256)}
+                                     | {max(g.prefill_q)})
+                g.prefill_start = [s for s in g.prefill_start if s in (0, 256, 1024)]
+                g.decode_batch = sorted({b for b in g.decode_batch if b in (1, 2, 4, 8, 16)}
+                                        | {max(g.decode_batch)})
+                g.decode_ctx = [c for c in g.decode_ctx if c in (64, 256, 1024)] or \
+                    g.decode_ctx[:1]
+                g.repeats = 2
+    return g
+
+
+def shard_config(cfg: TinyConfig, tp: int) -> TinyConfig:
+    """The per-GPU shape of ``cfg`` at TP ``tp`` (heads, MLP and vocabulary split)."""
+    if tp <= 1:
+        return cfg
+    if cfg.num_attention_heads % tp:
+        raise ValueError(f"{cfg.name}: {cfg.num_attention_heads} heads not divisible by TP {tp}")
+    return TinyConfig(name=cfg.name, num_layers=cfg.num_layers, hidden_size=cfg.hidden_size,
+                      num_attention_heads=cfg.num_attention_heads // tp,
+                      num_kv_heads=max(1, math.ceil(cfg.num_kv_heads / tp)),
+                      head_dim=cfg.head_dim, intermediate_size=cfg.intermediate_size // tp,
+                      vocab_size=cfg.vocab_size // tp,
+                      max_position_embeddings=cfg.max_position_embeddings,
+                      rope_theta=cfg.rope_theta)
+
+
+def skewed_contexts(batch: int, mean: int) -> list[int]:
+    """``batch`` context lengths with the given mean, spread linearly from 0.1x to 1.9x."""
+    if batch == 1:
+        return [mean]
+    w = np.linspace(0.1, 1.9, batch)
+    c = np.maximum(1, np.round(w / w.mean() * mean)).astype(int)
+    c[-1] = max(1, c[-1] + (mean * batch - int(c.sum())))
+    return c.tolist()
+
+
+# ------------------------------------------------------------------------------ device info
+def device_info(device: str, threads: int) -> dict:
+    """Device name, CPU model, versions (what ``provenance.yaml`` records)."""
+    import torch
+    info = {"device": device, "device_type": torch.device(device).type,
+            "torch_version": torch.__version__, "python_version": platform.python_version(),
+            "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "num_threads": threads,
+            "platform": platform.platform()}
+    if info["device_type"] == "cuda":
+        p = torch.cuda.get_device_properties(torch.device(device))
+        info.update({"device_name": torch.cuda.get_device_name(torch.device(device)),
+                     "cuda_version": torch.version.cuda,
+                     "cudnn_version": torch.backends.cudnn.version(),
+                     "driver": _nvidia_driver(),
+                     "device_memory_bytes": int(p.total_memory),
+                     "num_sms": int(p.multi_processor_count),
+                     "device_count": torch.cuda.device_count()})
+    else:
+        info.update({"device_name": f"{info['cpu_model']} ({threads} thread"
+                                    f"{'s' if threads != 1 else ''})",
+                     "cuda_version": None, "driver": None,
+                     "device_memory_bytes": _ram_bytes()})
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _ram_bytes() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return int(16e9)
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        import subprocess
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10, check=False)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout else None
+    except (OSError, IndexError, Exception):  # noqa: BLE001 - optional information
+        return None
+
+
+# ------------------------------------------------------------------------------ measurement
+class _Sink:
+    """Pools samples by (table, key tuple)."""
+
+    def __init__(self):
+        self.samples: dict = {}
+
+    def add(self, table: str, key: tuple, values) -> None:
+        self.samples.setdefault((table, key), []).extend(values)
+
+
+class _Points:
+    """The synthetic steps of a grid, prepared once, and the samples measured on them."""
+
+    def __init__(self, model: TinyLlama, grid: Grid, sample: bool = True):
+        import torch
+
+        from .kernels import SeqSlice
+        self.model, self.grid = model, grid
+        dev = model.device
+        self.L = len(model.layers)
+        self.points: list[tuple] = []
+        for q in grid.prefill_q:
+            for s in grid.prefill_start:
+                self.points.append(("prefill", q, s, None))
+        for b in grid.decode_batch:
+            for c in grid.decode_ctx:
+                if b * c > grid.max_decode_tokens:
+                    continue  # more KV than a device would hold
+                for sk in grid.skews:
+                    if sk == "skewed" and b == 1:
+                        continue
+                    self.points.append(("decode", b, c, sk))
+        # one cache per batch slot, as long as the longest context that slot ever holds
+        caps: dict[int, int] = {0: max(grid.prefill_start) + max(grid.prefill_q) + 1}
+        for kind, a, b, sk in self.points:
+            if kind == "decode":
+                ctxs = [b] * a if sk == "uniform" else skewed_contexts(a, b)
+                for j, c in enumerate(ctxs):
+                    caps[j] = max(caps.get(j, 0), c + 1)
+        pool = [model.new_cache(caps[j]) for j in range(max(caps) + 1)]
+        for c in pool:
+            for kc, vc in c:
+                kc.zero_()
+                vc.zero_()
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        self.prepared = []
+        for kind, a, b, sk in self.points:
+            if kind == "prefill":
+                q, s = a, b
+                seqs_pre = [[SeqSlice(0, q, s, pool[0])]]
+                seqs_dec: list = []
+                T = q
+                pos = torch.arange(s, s + q)
+                rows = torch.tensor([q - 1])
+            else:
+                bsz, mean = a, b
+                ctxs = [mean] * bsz if sk == "uniform" else skewed_contexts(bsz, mean)
+                seqs_pre = []
+                seqs_dec = [SeqSlice(j, 1, c - 1, pool[j]) for j, c in enumerate(ctxs)]
+                T = bsz
+                pos = torch.tensor([c - 1 for c in ctxs])
+                rows = torch.arange(bsz)
+            tokens = torch.randint(0, model.embed.shape[0], (T,), generator=gen).to(dev)
+            if not sample:  # the LM head is timed apart (large vocabularies)
+                rows = rows[:0]
+            self.prepared.append((tokens, pos.to(dev), seqs_pre, seqs_dec, rows.to(dev)))
+        self.per_point: list[dict] = [{} for _ in self.points]
+        self.order_rng = np.random.default_rng(0)
+        self.passes_done = 0
+
+    def pass_order(self) -> list[tuple[int, bool]]:
+        """One pass as (point, record) pairs, ordered the way an engine meets its steps.
+
+        In a serving engine most decode steps follow a decode step of the same batch, and a
+        prefill step usually follows decode steps. So each decode point runs twice in a row
+        (the second run is recorded) and each prefill point follows a decode point; decode
+        points and prefill points are drawn in a fresh random order every pass. (Repeating
+        one step many times keeps its data and code unrealistically hot; a fully shuffled
+        order puts a large prefill before most small steps, which is unrealistically cold.)
+        """
+        kinds = np.array([p[0] for p in self.points])
+        dec = self.order_rng.permutation(np.flatnonzero(kinds == "decode")).tolist()
+        pre = self.order_rng.permutation(np.flatnonzero(kinds == "prefill")).tolist()
+        order: list[tuple[int, bool]] = []
+        while dec or pre:
+            if dec:
+                i = dec.pop()
+                order += [(i, False), (i, True)]
+            elif pre:
+                j = int(self.order_rng.integers(len(self.points)))
+                order.append((j, False))
+            if pre:
+                order.append((pre.pop(), True))
+        return order
+
+    def run(self, probe: Probe, passes: int, record: bool, log, deadline: float | None) -> None:
+        """``passes`` passes over all points (see :meth:`pass_order`).
+
+        A prefill point with no cached context gets a freshly allocated KV cache of a random
+        capacity each time, as a request's first chunk does in the engine (its first writes
+        touch new memory, about 5% slower than writing into a warm cache).
+        """
+        from .kernels import SeqSlice
+        t_start = time.perf_counter()
+        for p in range(passes):
+            if record and deadline is not None and self.passes_done > 0 \
+                    and time.perf_counter() > deadline:
+                log(f"  time budget reached after {self.passes_done} timed passes")
+                break
+            for i, keep in self.pass_order():
+                args = self.prepared[i]
+                kind, q, start, _ = self.points[i]
+                if kind == "prefill" and start == 0:
+                    # a first chunk writes into a cache the engine has just allocated
+                    cap = q + int(self.order_rng.integers(1, 400))
+                    args = (args[0], args[1], [[SeqSlice(0, q, 0, self.model.new_cache(cap))]],
+                            args[3], args[4])
+                self.model.forward(*args, probe)
+                got = probe.collect()
+                if not (record and keep):
+                    continue
+                per = self.per_point[i]
+                for (layer, name), sec in got.items():
+                    per.setdefault(name, [[] for _ in range(self.L + 1)])[layer].append(sec)
+            if record:
+                self.passes_done += 1
+            log(f"  {'timed' if record else 'warm-up'} pass over {len(self.points)} steps "
+                f"({time.perf_counter() - t_start:.0f} s)")
+
+    def to_sink(self) -> _Sink:
+        sink = _Sink()
+        L = self.L
+        for (kind, a, b, sk), per, prep in zip(self.points, self.per_point, self.prepared):
+            if not per:
+                continue
+            T = int(prep[0].shape[0])
+            nrep = len(per["qkv_proj"][0])
+            flat = {n: [v for lay in vals for v in lay] for n, vals in per.items()}
+            for op in GEMM_NAMES:
+                sink.add("gemm", (op, T), flat[op])
+            # one elementwise sample per (layer, pass): sum of that layer's elementwise calls
+            samples = [sum(per[n][j][r] for n in ("rmsnorm", "rope", "act", "add"))
+                       for j in range(L) for r in range(nrep)]
+            sink.add("elementwise", (T,), samples)
+            for n in ELEMENTWISE_NAMES:
+                sink.add("elementwise_part", (n, T), flat[n])
+            if int(prep[4].shape[0]) > 0:
+                sink.add("lm_head", (int(prep[4].shape[0]),), flat["lm_head"])
+            if kind == "prefill":
+                sink.add("attention_prefill", (a, b), flat["attention_prefill"])
+            else:
+                sink.add("attention_decode", (a, b, sk), flat["attention_decode"])
+        return sink
+
+
+def _stats_cols(samples) -> dict:
+    return summarize(samples).as_dict()
+
+
+def build_tables(sink: _Sink, shard: TinyConfig, dtype: str, model_name: str) -> dict:
+    """Turn pooled samples into one DataFrame per table."""
+    sh = {"hidden": shard.hidden_size, "intermediate": shard.intermediate_size,
+          "q_heads": shard.num_attention_heads, "kv_heads": shard.num_kv_heads,
+          "head_dim": shard.head_dim}
+    d, h = shard.head_dim, shard.hidden_size
+    kn = {"qkv_proj": (h, (shard.num_attention_heads + 2 * shard.num_kv_heads) * d),
+          "o_proj": (shard.num_attention_heads * d, h),
+          "mlp_gate_up": (h, 2 * shard.intermediate_size),
+          "mlp_down": (shard.intermediate_size, h)}
+    rows: dict[str, list] = {k: [] for k in TABLE_FILES}
+    parts = {}
+    for (table, key), vals in sink.samples.items():
+        if table == "elementwise_part":
+            parts[key] = summarize(vals).median_s
+    for (table, key), vals in sorted(sink.samples.items(), key=lambda kv: str(kv[0])):
+        st = _stats_cols(vals)
+        base = {"model": model_name, "dtype": dtype}
+        if table == "gemm":
+            op, m = key
+            k, n = kn[op]
+            rows["gemm"].append({**base, "op": op, "k": k, "n": n, "m": m, **st})
+        elif table == "elementwise":
+            (t,) = key
+            extra = {col: parts.get((nm, t), float("nan")) for nm, col in ELEMENTWISE_NAMES.items()}
+            rows["elementwise"].append({**base, **sh, "tokens": t, **st, **extra})
+        elif table == "lm_head":
+            (r,) = key
+            rows["lm_head"].append({**base, "hidden": h, "vocab": shard.vocab_size, "rows": r,
+                                    **st})
+        elif table == "attention_prefill":
+            q, s = key
+            rows["attention_prefill"].append({**base, "q_heads": sh["q_heads"],
+                                              "kv_heads": sh["kv_heads"], "head_dim": d,
+                                              "q": q, "start": s, **st})
+        elif table == "attention_decode":
+            b, c, sk = key
+            ctxs = [c] * b if sk == "uniform" else skewed_contexts(b, c)
+            rows["attention_decode"].append({**base, "q_heads": sh["q_heads"],
+                                             "kv_heads": sh["kv_heads"], "head_dim": d,
+                                             "batch": b, "ctx_mean": c, "ctx_total": int(sum(ctxs)),
+                                             "ctx_max": int(max(ctxs)), "dist": sk, **st})
+    return {k: pd.DataFrame(v) for k, v in rows.items() if v}
+
+
+def merge_table(out_dir: Path, table: str, new: pd.DataFrame) -> pd.DataFrame:
+    """Replace rows of ``new``'s shapes in the folder's table and write it back."""
+    path = out_dir / TABLE_FILES[table]
+    keys = KEY_COLUMNS[table] + GRID_COLUMNS[table] + (["dtype"] if "dtype" in new.columns else [])
+    if table == "attention_decode":
+        keys = keys + ["dist"]
+    if table == "gemm":
+        keys = keys + ["op"]
+    if path.is_file():
+        old = pd.read_csv(path)
+        if set(keys) <= set(old.columns):
+            idx_new = pd.MultiIndex.from_frame(new[keys].astype(str))
+            idx_old = pd.MultiIndex.from_frame(old[keys].astype(str))
+            old = old[~idx_old.isin(idx_new)]
+            new = pd.concat([old, new], ignore_index=True)
+    new = new.sort_values([c for c in keys if c in new.columns], kind="stable")
+    new.to_csv(path, index=False, float_format="%.6g")
+    return new
+
+
+# ------------------------------------------------------------------------------ extras
+def measure_bandwidth(device: str, dtype, nbytes: int = 256 * 2**20) -> float:
+    """Device memory bandwidth (bytes/s) from a large tensor copy (reads + writes)."""
+    import torch
+    n = nbytes // torch.tensor([], dtype=dtype).element_size()
+    a = torch.ones(n, dtype=dtype, device=device)
+    b = torch.empty_like(a)
+    ts = time_isolated(lambda: b.copy_(a), device, warmup=2, repeats=7)
+    return 2.0 * n * a.element_size() / float(np.median(ts))
+
+
+def measure_all_reduce(sizes: list[int], log) -> pd.DataFrame | None:
+    """NCCL all-reduce (bf16) over ``sizes`` bytes for 2, 4, 8 GPUs (when present).
+
+    Runs one process per GPU (``torch.multiprocessing.spawn``); each size: 5 warm-up and 20
+    timed calls (CUDA events on rank 0), median kept with the samples.
+    """
+    import torch
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n < 2:
+        return None
+    import tempfile
+
+    import torch.multiprocessing as mp
+    rows = []
+    for world in [w for w in (2, 4, 8) if w <= n]:
+        with tempfile.TemporaryDirectory() as td:
+            out = Path(td) / "ar.yaml"
+            mp.spawn(_all_reduce_worker, args=(world, sizes, str(out), str(Path(td) / "init")),
+                     nprocs=world, join=True)
+            res = yaml.safe_load(out.read_text())
+        for size, samples in res.items():
+            rows.append({"num_gpus": world, "bytes": int(size), "dtype": "bf16",
+                         **summarize(samples).as_dict()})
+        log(f"  all-reduce: {world} GPUs, {len(sizes)} sizes")
+    return pd.DataFrame(rows)
+
+
+def _all_reduce_worker(rank: int, world: int, sizes: list[int], out: str, init: str) -> None:
+    import torch
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", init_method=f"file://{init}", rank=rank, world_size=world)
+    res = {}
+    for size in sizes:
+        x = torch.ones(max(1, size // 2), dtype=torch.bfloat16, device=f"cuda:{rank}")
+        for _ in range(5):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        ts = []
+        for _ in range(20):
+            dist.barrier()
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            dist.all_reduce(x)
+            e.record()
+            e.synchronize()
+            ts.append(s.elapsed_time(e) * 1e-3)
+        res[int(size)] = ts
+    if rank == 0:
+        Path(out).write_text(yaml.safe_dump(res))
+    dist.destroy_process_group()
+
+
+def probe_overhead_s(device: str, n: int = 20000) -> float:
+    """Seconds a :class:`Probe` adds per timed call outside the call itself (CPU only)."""
+    if not device.startswith("cpu"):
+        return 0.0
+    p = Probe(device)
+    p.layer = 0
+
+    def noop():
+        return None
+
+    t = time.perf_counter()
+    for _ in range(n):
+        noop()
+    base = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(n):
+        p.time("x", noop)
+    inner = p.collect().get((0, "x"), 0.0)
+    return max(0.0, (time.perf_counter() - t - base - inner) / n)
+
+
+def measure_cpu_overhead(model: TinyLlama, max_num_seqs: int, max_num_batched_tokens: int,
+                         quick: bool, log) -> pd.DataFrame:
+    """The engine's per-step time outside its operators (one row per engine step).
+
+    The real engine serves synthetic workloads at fixed concurrencies (``B`` requests released
+    at t = 0, prompts 16-160 tokens, 12-24 output tokens each, for ``B`` = 1, 2, 4, ...,
+    ``max_num_seqs``) with a :class:`Probe` on; a step's residual is its wall time minus the
+    operator times measured *in that step* (minus the probe's own per-call cost), so it holds
+    what the tables do not: scheduling, input preparation, embedding lookup, the layer loop,
+    sampling's device-to-host copy, and the scheduler update. One untimed warm-up workload
+    first.
+    """
+    from simulator.request import RequestSpec
+    from simulator.scheduling.continuous import SchedulerConfig
+
+    from .engine import RealEngine
+    dev = str(model.device)
+    cfg = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                          enable_chunked_prefill=True,
+                          max_model_len=model.cfg.max_position_embeddings)
+    eng = RealEngine(model, cfg, num_gpu_blocks=200_000, seed=1)
+    rng = np.random.default_rng(1)
+    sizes = sorted({b for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256)
+                    if b <= max_num_seqs} | {max_num_seqs})
+    out_len = 12 if quick else 24
+
+    def workload(b: int) -> list:
+        return [RequestSpec(i, 0.0, int(rng.integers(16, 161)), out_len) for i in range(b)]
+
+    po = probe_overhead_s(dev)
+    eng.run(workload(min(4, max_num_seqs)), realtime=False, probe=Probe(dev))  # warm-up
+    parts = []
+    for _ in range(1 if quick else 2):
+        for b in sizes:
+            r = eng.run(workload(b), realtime=False, probe=Probe(dev))
+            st = r.steps
+            ops = np.array([sum(d.values()) for d in r.meta["op_times"]])
+            calls = np.array([len(d) for d in r.meta["op_times"]], dtype=float)
+            parts.append(pd.DataFrame({"num_seqs": st["num_seqs"], "num_tokens": st["num_tokens"],
+                                       "step_s": st["step_time_s"], "kernels_s": ops,
+                                       "probe_s": calls * po}))
+    df = pd.concat(parts, ignore_index=True)
+    df["residual_s"] = df["step_s"] - df["kernels_s"] - df["probe_s"]
+    log(f"  cpu overhead: {len(df)} engine steps, median residual "
+        f"{df['residual_s'].median() * 1e6:.0f} us (probe cost {po * 1e9:.0f} ns/call)")
+    return df
+
+
+def aggregate_overhead(df: pd.DataFrame) -> pd.DataFrame:
+    """Per-step residuals -> one row per (num_seqs, num_tokens): medians and counts."""
+    return df.groupby(["num_seqs", "num_tokens"], as_index=False).agg(
+        residual_s=("residual_s", "median"), step_s=("step_s", "median"),
+        kernels_s=("kernels_s", "median"), num_samples=("residual_s", "size"))
+
+
+# ------------------------------------------------------------------------------ main entry
+class Harness:
+    """A calibration in progress: measure in passes, write the profile when asked.
+
+    :func:`calibrate` runs it start to finish; ``validate`` brackets its real runs with timed
+    passes (half before, half after) so that the tables and the runs see the same machine.
+
+    Parameters are those of :func:`calibrate`.
+    """
+
+    def __init__(self, model: str, out_dir: str | Path, device: str = "cpu", quick: bool = False,
+                 tensor_parallel_size: int = 1, threads: int | None = 1,
+                 max_num_seqs: int = 16, max_num_batched_tokens: int = 256,
+                 max_context: int = 2048, time_budget_s: float | None = None,
+                 log: Callable[[str], None] = print):
+        import torch
+        self.t_begin = time.perf_counter()
+        dev = torch.device(device)
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("--device cuda: no CUDA device is available")
+        if dev.type not in ("cpu", "cuda"):
+            raise ValueError(f"--device must be cpu or cuda, got {device!r}")
+        if dev.type == "cpu" and threads:
+            torch.set_num_threads(int(threads))
+        tune_allocator()
+        self.torch, self.dev, self.log, self.quick = torch, dev, log, quick
+        self.nthreads = torch.get_num_threads()
+        self.tdtype = torch.float32 if dev.type == "cpu" else torch.bfloat16
+        self.dtype = "float32" if dev.type == "cpu" else "bf16"
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.cfg = resolve_model(model)
+        self.tp = int(tensor_parallel_size)
+        self.shard = shard_config(self.cfg, self.tp)
+        self.limits = (int(max_num_seqs), int(max_num_batched_tokens), int(max_context))
+        self.whole = weight_bytes(self.shard, 4 if dev.type == "cpu" else 2) \
+            <= ENGINE_MAX_WEIGHT_BYTES
+        self.ctx_layers = self.shard.num_layers if self.whole else \
+            min(1 if quick else 2, self.shard.num_layers)
+        lm_bytes = self.shard.vocab_size * self.shard.hidden_size * (4 if dev.type == "cpu" else 2)
+        self.lm_in_context = self.whole or lm_bytes <= LM_IN_CONTEXT_MAX_BYTES
+        ctx_cfg = TinyConfig(**{**self.shard.to_dict(), "num_layers": self.ctx_layers,
+                                "max_position_embeddings": max(
+                                    self.shard.max_position_embeddings, 2 * max_context + 2)})
+        self.grid = default_grid(self.shard, quick, max_num_seqs, max_num_batched_tokens,
+                                 max_context, dev.type)
+        self.info = device_info(str(dev), self.nthreads)
+        g = self.grid
+        log(f"calibrating {self.cfg.name} (TP {self.tp}) on {self.info['device_name']} "
+            f"[{self.dtype}], {self.ctx_layers}/{self.shard.num_layers} layers in context, "
+            f"{len(g.prefill_q) * len(g.prefill_start)} prefill + "
+            f"{len(g.decode_batch) * len(g.decode_ctx) * len(g.skews)} decode steps")
+        self.model = TinyLlama(ctx_cfg, str(dev), self.tdtype, seed=0,
+                               embed_rows=None if self.whole else 4096)
+        self.probe = Probe(str(dev))
+        self.points = _Points(self.model, self.grid, sample=self.lm_in_context)
+        self._lm_samples: dict[int, list] = {}
+        self.deadline = self.t_begin + time_budget_s if time_budget_s else None
+        self._warm = False
+        self._overhead: list[pd.DataFrame] = []
+        self._engine_model = None
+
+    def measure(self, passes: int | None = None) -> None:
+        """Run ``passes`` timed passes (default: the grid's repeats); warms up on first use."""
+        if not self._warm:
+            self.points.run(self.probe, self.grid.warmup, False, self.log, None)
+            self._warm = True
+        self.points.run(self.probe, self.grid.repeats if passes is None else passes, True,
+                        self.log, self.deadline)
+        if not self.lm_in_context:
+            self._measure_lm_head_apart()
+
+    def _measure_lm_head_apart(self) -> None:
+        """LM head (final norm, GEMM, argmax) timed in a loop, for large vocabularies."""
+        from .kernels import lm_head
+        torch = self.torch
+        m = self.model
+        for rows in sorted(set(self.grid.decode_batch) | {1}):
+            x = torch.randn(rows, self.shard.hidden_size, device=self.dev, dtype=self.tdtype)
+            ts = time_isolated(lambda x=x: lm_head(x, m.w_norm, m.w_lm), str(self.dev),
+                               warmup=1, repeats=2 if self.quick else 5)
+            self._lm_samples.setdefault(rows, []).extend(ts)
+    @property
+    def can_measure_overhead(self) -> bool:
+        return self.whole and self.tp == 1
+
+    def measure_overhead(self) -> None:
+        """Engine runs for the ``cpu_overhead`` table (small models at TP 1 only)."""
+        if not self.can_measure_overhead:
+            self.log("  cpu overhead not measured (model too large to run whole on this "
+                     "device, or TP > 1)")
+            return
+        if self._engine_model is None:
+            self._engine_model = self.model if self.ctx_layers == self.shard.num_layers \
+                else TinyLlama(self.shard, str(self.dev), self.tdtype)
+        mns, mbt, _ = self.limits
+        self._overhead.append(measure_cpu_overhead(self._engine_model, mns, mbt, self.quick,
+                                                   self.log))
+
+    def write(self) -> Path:
+        """Write tables, ``spec.yaml`` and ``provenance.yaml`` from all samples so far."""
+        out, info = self.out, self.info
+        sink = self.points.to_sink()
+        for rows, ts in self._lm_samples.items():
+            sink.add("lm_head", (rows,), ts)
+        tables = build_tables(sink, self.shard, self.dtype, self.cfg.name)
+        for name, df in tables.items():
+            merge_table(out, name, df)
+        g = tables["gemm"]
+        peak = float((2.0 * g["m"] * g["k"] * g["n"] / g["median_s"]).max())
+        bw = measure_bandwidth(str(self.dev), self.tdtype,
+                               64 * 2**20 if self.quick else 256 * 2**20)
+        ar = None
+        if self.dev.type == "cuda":
+            ar = measure_all_reduce([2**p for p in range(11, 27, 3 if self.quick else 1)],
+                                    self.log)
+            if ar is not None and len(ar):
+                merge_table(out, "all_reduce", ar)
+        spec_path = write_spec(out, info, peak, bw, self.dtype, self.nthreads, ar)
+        cpu_fit = None
+        if self._overhead:
+            from simulator.perf.table import fit_cpu_overhead
+            ov = aggregate_overhead(pd.concat(self._overhead, ignore_index=True))
+            ov.insert(0, "num_layers", self.shard.num_layers)
+            ov.insert(1, "hidden", self.shard.hidden_size)
+            ov.insert(2, "model", self.cfg.name)
+            merge_table(out, "cpu_overhead", ov)
+            a, b, c = fit_cpu_overhead(ov)
+            cpu_fit = {"a_s": a, "b_s_per_seq": b, "c_s_per_token": c, "rows": len(ov)}
+            self.log(f"  cpu overhead fit: {a * 1e6:.0f} us + {b * 1e6:.1f} us/seq + "
+                     f"{c * 1e6:.2f} us/token")
+        write_provenance(out, info, self.cfg, self.tp, self.shard, self.grid, self.dtype,
+                         self.ctx_layers, peak, bw, cpu=cpu_fit,
+                         timed_passes=self.points.passes_done,
+                         elapsed_s=time.perf_counter() - self.t_begin)
+        _check_loads(out, self.cfg, self.tp)  # the folder must load as a table model
+        self.log(f"wrote {out}/ ({', '.join(sorted(TABLE_FILES[k] for k in tables))}"
+                 f"{', cpu_overhead.csv' if cpu_fit else ''}, {PROVENANCE_FILE}, "
+                 f"{spec_path.name}) after {time.perf_counter() - self.t_begin:.0f} s")
+        return out
+
+
+def calibrate(model: str, out_dir: str | Path, device: str = "cpu", quick: bool = False,
+              tensor_parallel_size: int = 1, threads: int | None = 1,
+              max_num_seqs: int = 16, max_num_batched_tokens: int = 256,
+              max_context: int = 2048, time_budget_s: float | None = None,
+              log: Callable[[str], None] = print) -> Path:
+    """Measure the operator tables of ``model`` on ``device`` and write ``out_dir``.
+
+    Parameters
+    ----------
+    model : str
+        ``servesim-tiny-llama`` (alias ``tiny``), a catalog id or a ``config.json`` path.
+    out_dir : path
+        Profile folder (created; tables for other shapes already there are kept).
+    device : str
+        ``cpu`` or ``cuda`` / ``cuda:N``.
+    quick : bool
+        Smaller grid and fewer repeats (about 30 s on 2 CPU cores for the tiny model).
+    tensor_parallel_size : int
+        Shapes are the TP shard's; all-reduce is measured when several GPUs are present.
+    threads : int or None
+        ``torch.set_num_threads`` for CPU runs (recorded; use the same in ``validate``).
+    max_num_seqs, max_num_batched_tokens, max_context : int
+        Ranges of the grid (batch, tokens per step, context per sequence).
+    time_budget_s : float, optional
+        Stop adding timed passes after this many seconds (at least one pass runs).
+
+    Returns
+    -------
+    Path
+        The profile folder.
+    """
+    h = Harness(model, out_dir, device, quick, tensor_parallel_size, threads, max_num_seqs,
+                max_num_batched_tokens, max_context, time_budget_s, log)
+    h.measure()
+    h.measure_overhead()
+    return h.write()
+
+
+def _check_loads(out: Path, cfg: TinyConfig, tp: int) -> TablePerfModel:
+    from simulator.hardware import load_gpu_spec
+    from simulator.perf.table import load_table_perf_model
+    gpu = load_gpu_spec(out)
+    read_profile_tables(out)
+    return load_table_perf_model(cfg.model_spec(), gpu, tp, "bf16", "bf16", required=True)
+
+
+def plain(obj):
+    """Plain YAML-safe data (str subclasses such as torch's version string, numpy scalars)."""
+    if isinstance(obj, dict):
+        return {str(k): plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    if isinstance(obj, bool) or obj is None:
+        return obj
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj)
+    return str(obj)
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name).strip("-").lower()
+
+
+def write_spec(out: Path, info: dict, peak: float, bw: float, dtype: str, threads: int,
+               ar: pd.DataFrame | None) -> Path:
+    """Write ``spec.yaml`` unless the folder has one that is not ours (a datasheet profile)."""
+    p = out / "spec.yaml"
+    if p.is_file():
+        old = yaml.safe_load(p.read_text()) or {}
+        if old.get("kind") != "measured":
+            return p
+    date = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    label = f"measured (servesim calibrate v{HARNESS_VERSION}, {info['device_name']}, {date[:10]})"
+    link = 0.0
+    if ar is not None and len(ar):
+        big = ar[ar["bytes"] == ar["bytes"].max()]
+        link = float((2 * (big["num_gpus"] - 1) / big["num_gpus"] * big["bytes"]
+                      / big["median_s"]).max())
+    doc = {
+        "name": _slug(out.name),
+        "kind": "measured",
+        "device_type": info["device_type"],
+        "device_name": info["device_name"],
+        "bf16_flops_per_s": float(f"{peak:.4g}"),
+        "fp8_flops_per_s": None,
+        "hbm_bytes": float(info.get("device_memory_bytes") or 0) or 1e9,
+        "hbm_bandwidth_bytes_per_s": float(f"{bw:.4g}"),
+        "interconnect": "NVLink/PCIe (measured all-reduce)" if link else "none",
+        "interconnect_bandwidth_bytes_per_s": float(f"{link:.4g}"),
+        "host_link": "host memory" if info["device_type"] == "cpu" else "PCIe",
+        "host_link_bandwidth_bytes_per_s": float(f"{bw:.4g}") if info["device_type"] == "cpu"
+        else 32.0e9,
+        "usd_per_gpu_hour": 0.0,
+        "price_source": "none (a calibrated local device)",
+        "source": [(f"{label}: bf16_flops_per_s = best {dtype} GEMM rate in gemm.csv; "
+                   "hbm_bandwidth_bytes_per_s = large tensor copy (read + write bytes / time); "
+                   "hbm_bytes = device (CPU: system) memory")],
+        "provenance": {"bf16_flops_per_s": label, "hbm_bandwidth_bytes_per_s": label,
+                       "hbm_bytes": "measured (device properties)",
+                       "note": (f"CPU profile: the 'bf16' figure is the {dtype} rate "
+                                f"({threads} threads)") if info["device_type"] == "cpu" else ""},
+    }
+    header = (f"# Device profile written by servesim calibrate (harness v{HARNESS_VERSION}).\n"
+              f"# Figures are measured on this device ({info['device_name']}), not datasheet.\n")
+    p.write_text(header + yaml.safe_dump(plain(doc), sort_keys=False, width=100))
+    return p
+
+
+def write_provenance(out: Path, info: dict, cfg: TinyConfig, tp: int, shard: TinyConfig,
+                     grid: Grid, dtype: str, ctx_layers: int, peak: float, bw: float,
+                     cpu: dict | None, timed_passes: int | None = None,
+                     elapsed_s: float | None = None) -> dict:
+    """Write (merge) ``provenance.yaml``: device, versions, date, dtype, harness, grids."""
+    p = out / PROVENANCE_FILE
+    old = {}
+    if p.is_file():
+        old = yaml.safe_load(p.read_text()) or {}
+    date = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    models = dict(old.get("models") or {})
+    models[f"{cfg.name} tp{tp}"] = {
+        "model": cfg.to_dict(), "tensor_parallel_size": tp, "shard": shard.to_dict(),
+        "context_layers": ctx_layers, "grid": grid.as_dict(), "timed_passes": timed_passes,
+        "date": date,
+        "cpu_overhead_fit": cpu, "elapsed_s": round(elapsed_s, 1) if elapsed_s else None}
+    doc = {
+        "kind": "measured",
+        "harness_version": HARNESS_VERSION,
+        "date": date,
+        **{k: info.get(k) for k in ("device", "device_type", "device_name", "cpu_model",
+                                     "cpu_count", "num_threads", "torch_version",
+                                     "cuda_version", "cudnn_version", "driver",
+                                     "python_version", "platform", "num_sms")
+           if k in info},
+        "dtype": dtype,
+        "dtype_policy": "any" if info["device_type"] == "cpu" else "match",
+        "method": ("operators timed inside forward passes of the model over synthetic steps, "
+                   "in an engine-like order (calibration/harness.py); median of the samples, "
+                   "one per layer and timed pass"),
+        "timer": "CUDA events" if info["device_type"] == "cuda" else "time.perf_counter",
+        "noisy_rule": "iqr_rel = (p75 - p25) / median > 0.2",
+        "estimates": {"peak_flops_per_s": float(f"{peak:.4g}"),
+                      "bandwidth_bytes_per_s": float(f"{bw:.4g}")},
+        "models": models,
+    }
+    p.write_text("# Provenance of the measured tables in this folder (servesim calibrate).\n"
+                 + yaml.safe_dump(plain(doc), sort_keys=False, width=100))
+    return doc
