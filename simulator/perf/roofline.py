@@ -207,19 +207,32 @@ class RooflinePerfModel:
         t = sum(self.gemm_time(op, num_tokens) for op in self.gemms)
         return t + self.elementwise_time(num_tokens) + 2 * self.all_reduce_time(num_tokens)
 
+    def _token_terms(self, T: int) -> dict[str, float]:
+        """Operator times that depend only on the step's token count (memoised per T)."""
+        cache = self.__dict__.setdefault("_tok_cache", {})
+        hit = cache.get(T)
+        if hit is None:
+            L = self.model.num_layers
+            hit = {op: L * self.gemm_time(op, T) for op in self.gemms}
+            hit["elementwise"] = L * self.elementwise_time(T)
+            hit["all_reduce"] = 2 * L * self.all_reduce_time(T)
+            if len(cache) < 65536:
+                cache[T] = hit
+        return hit
+
     def op_times(self, shape: StepShape) -> dict[str, float]:
         """Seconds per operator class for one step (summed over layers)."""
         L = self.model.num_layers
         T = shape.num_tokens
-        out = {op: L * self.gemm_time(op, T) for op in self.gemms} if T else {}
+        out = dict(self._token_terms(T)) if T else {}
         pre = sum(self.attn_prefill_time(int(q), int(s))
                   for q, s in zip(shape.prefill_q, shape.prefill_start))
         out["attention_prefill"] = L * pre
         out["attention_decode"] = (L * float(self.attn_decode_time(
             shape.num_decode, shape.decode_ctx_total, shape.decode_q_per_seq))
             if shape.num_decode else 0.0)
-        out["elementwise"] = L * self.elementwise_time(T) if T else 0.0
-        out["all_reduce"] = 2 * L * self.all_reduce_time(T) if T else 0.0
+        if not T:
+            out["elementwise"] = out["all_reduce"] = 0.0
         out["lm_head"] = self.lm_head_time(shape.num_sampled)
         out["cpu_overhead"] = self.cpu_overhead_time(shape.num_seqs)
         return out
