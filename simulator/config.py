@@ -149,7 +149,9 @@ class Scenario(_Strict):
 
 
 # ---------------------------------------------------------------------- error formatting
-def _allowed_fields(model_cls, loc: tuple) -> list[str] | None:
+def allowed_fields(model_cls, loc: tuple) -> list[str] | None:
+    """Field names valid at the parent of ``loc`` in the pydantic model ``model_cls`` (None
+    when ``loc`` leaves the model tree): what an "unknown key" message lists."""
     cls = model_cls
     for part in loc[:-1]:
         if isinstance(part, int):
@@ -183,7 +185,7 @@ def format_validation_error(e: ValidationError, source: str = "scenario") -> str
     path = ".".join(str(p) for p in loc) or "(top level)"
     val = err.get("input")
     if err["type"] == "extra_forbidden":
-        allowed = _allowed_fields(Scenario, loc)
+        allowed = allowed_fields(Scenario, loc)
         hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
         return f"{source}: unknown key '{path}'{hint}"
     if err["type"] == "missing":

@@ -309,23 +309,9 @@ class PlanSpec(_Strict):
 
 # ---------------------------------------------------------------------- errors and loading
 def _allowed(model_cls, loc: tuple) -> list[str] | None:
-    import typing
-    cls = model_cls
-    for part in loc[:-1]:
-        if isinstance(part, int):
-            continue
-        f = getattr(cls, "model_fields", {}).get(part)
-        if f is None:
-            return None
-        sub = None
-        for a in (f.annotation, *typing.get_args(f.annotation)):
-            if isinstance(a, type) and issubclass(a, BaseModel):
-                sub = a
-                break
-        if sub is None:
-            return None
-        cls = sub
-    return sorted(getattr(cls, "model_fields", {}))
+    """Allowed keys at the location of an unknown key (shared with the scenario loader)."""
+    from ..config import allowed_fields
+    return allowed_fields(model_cls, loc)
 
 
 def format_spec_error(e: ValidationError, model_cls, source: str) -> str:
