@@ -470,8 +470,8 @@ def render_report(res: dict, figs: list[str]) -> str:
         (f"Signed median error {f(res['step_time_median_signed_pct_error'])}%, total busy time "
         f"error {f(res['step_time_total_pct_error'])}% over {res['num_real_steps']} steps; "
         f"{sp.get('step_run2_vs_run1_matched_steps', 0)} steps of run 2 had the same index and "
-        f"batch as in run 1. Simulated and real step {100 * res['step_composition_agreement']:.0f}%"
-        " of step indices have identical batch counts."),
+        f"batch as in run 1. At {100 * res['step_composition_agreement']:.0f}% of step indices the "
+        "simulated and the real step hold the same number of sequences."),
         "",
         "## Per request (signed % error of the percentile; positive = simulator slower)",
         "",

@@ -37,7 +37,8 @@ def cmd_calibrate(args) -> int:
                     or d["max_num_batched_tokens"],
                     max_context=args.max_context or d["max_context"],
                     time_budget_s=args.time_budget, log=log)
-    print(f"profile: {out}/ (use it with --set hardware.gpu={out})")
+    print(f"profile: {out}/ (use it: servesim run scenarios/default.yaml --set hardware.gpu={out} "
+          f"--set model={args.model} --set perf.source=table)")
     return 0
 
 

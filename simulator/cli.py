@@ -79,8 +79,8 @@ def cmd_profiles(args) -> int:
     for g in gpu_catalog().values():
         d = g.profile_dir or Path(".")
         tables = sorted(p.name for p in [*d.glob("*.csv"), *d.glob("fitted*.yaml")])
-        t.add_row(g.name, f"{g.bf16_flops_per_s / 1e12:.0f}",
-                  f"{g.fp8_flops_per_s / 1e12:.0f}" if g.fp8_flops_per_s else "-",
+        t.add_row(g.name, f"{g.bf16_flops_per_s / 1e12:.3g}",
+                  f"{g.fp8_flops_per_s / 1e12:.3g}" if g.fp8_flops_per_s else "-",
                   f"{g.hbm_bytes / 1e9:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
                   f"{g.usd_per_gpu_hour:.2f}", ", ".join(tables) or "(datasheet only)")
     c.print(t)

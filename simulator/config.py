@@ -192,6 +192,8 @@ def format_validation_error(e: ValidationError, source: str = "scenario") -> str
         return f"{source}: missing required key '{path}'"
     msg = err["msg"]
     msg = msg.removeprefix("Value error, ")
+    if not loc:  # a whole-scenario check: its message names the keys itself
+        return f"{source}: {msg}"
     vs = repr(val) if not isinstance(val, dict) else "{...}"
     if len(vs) > 60:
         vs = vs[:57] + "..."

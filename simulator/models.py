@@ -155,6 +155,10 @@ CATALOG: dict[str, ModelSpec] = {m.name: m for m in [
               num_experts=8, experts_per_token=2, aliases=("mixtral-8x7b-v0.1",
                                                            "mistralai/Mixtral-8x7B-Instruct-v0.1"),
               source=_HF + "huggingface.co/mistralai/Mixtral-8x7B-v0.1 config.json; arXiv 2401.04088"),
+    ModelSpec("servesim-tiny-llama", None, 4, 256, 4, 2, 64, 768, 4096, 4096,
+              aliases=("tiny", "servesim-tiny"),
+              source="servesim's own random-weight validation model (calibration/tiny_model.py); "
+                     "the model `servesim calibrate`/`validate` run by default"),
     ModelSpec("qwen2.5-7b", "Qwen/Qwen2.5-7B", 28, 3584, 28, 4, 128, 18944, 152064, 131072,
               qkv_bias=True, source=_HF + "huggingface.co/Qwen/Qwen2.5-7B config.json"),
     ModelSpec("qwen2.5-72b", "Qwen/Qwen2.5-72B", 80, 8192, 64, 8, 128, 29568, 152064, 131072,
