@@ -40,6 +40,7 @@ import pandas as pd
 import yaml
 
 from .config import ScenarioError, cli_overrides, load_scenario
+from .metrics.summary import finite_float as _f
 from .metrics.summary import json_safe as _json_safe
 from .request import RequestSpec
 
@@ -191,16 +192,6 @@ def _override(key: str, value: Any) -> str:
 # --------------------------------------------------------------------------------------------
 # metrics
 # --------------------------------------------------------------------------------------------
-def _f(x: Any) -> float | None:
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _stat_ms(summary: dict, key: str, stat: str) -> float | None:
     v = _f((summary.get(key) or {}).get(stat))
     return None if v is None else v * 1e3

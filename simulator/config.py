@@ -178,14 +178,21 @@ def _first_model(ann):
     return None
 
 
-def format_validation_error(e: ValidationError, source: str = "scenario") -> str:
-    """One line per the first error: ``source: key.path: value X: what is allowed``."""
+def format_validation_error(e: ValidationError, source: str = "scenario",
+                            model_cls: type[BaseModel] | None = None) -> str:
+    """One line per the first error: ``source: key.path: value X: what is allowed``.
+
+    ``model_cls`` (default :class:`Scenario`) is the schema whose allowed keys an "unknown
+    key" message lists. Validator and union tags (``function-...``, ``str``, ``dict``) are
+    dropped from the key path.
+    """
     err = e.errors()[0]
-    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    loc = tuple(p for p in err["loc"]
+                if not (isinstance(p, str) and (p.startswith("function-") or p in ("str", "dict"))))
     path = ".".join(str(p) for p in loc) or "(top level)"
     val = err.get("input")
     if err["type"] == "extra_forbidden":
-        allowed = allowed_fields(Scenario, loc)
+        allowed = allowed_fields(model_cls or Scenario, loc)
         hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
         return f"{source}: unknown key '{path}'{hint}"
     if err["type"] == "missing":

@@ -256,6 +256,17 @@ def slo_mask(requests: pd.DataFrame, slo: Mapping[str, Any] | None,
 # --------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------
+def finite_float(x: Any) -> float | None:
+    """``float(x)`` when it is a finite number, else ``None`` (None, NaN, inf, non-numbers)."""
+    if x is None:
+        return None
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
 def json_safe(x: Any) -> Any:
     """Recursively make ``x`` JSON-safe: numpy scalars and arrays become Python values,
     NaN/inf become ``None``, paths become strings, mapping keys become strings."""
@@ -270,8 +281,7 @@ def json_safe(x: Any) -> Any:
     if isinstance(x, (int, np.integer)):
         return int(x)
     if isinstance(x, (float, np.floating)):
-        f = float(x)
-        return f if math.isfinite(f) else None
+        return finite_float(x)
     if isinstance(x, PurePath):
         return str(x)
     return x

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config import ScenarioError, apply_overrides, validate_scenario
+from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
 from ..metrics.summary import json_safe as _json_safe
 from .backends import run_tasks
 from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
@@ -164,9 +164,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     try:
         for k, v in plan.set.items():
             set_path(base_raw, k, v)
-        ovr = list(scenario_overrides or [])
-        if trace:
-            ovr += [f"workload.trace={trace}", "workload.synthetic=null"]
+        ovr = cli_overrides(scenario_overrides, trace)
         base_raw = apply_overrides(base_raw, ovr)
         slo_raw = dict(base_raw.get("slo") or {})
         slo_raw.update({k: v for k, v in plan.slo.model_dump().items() if v is not None})

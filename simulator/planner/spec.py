@@ -308,34 +308,11 @@ class PlanSpec(_Strict):
 
 
 # ---------------------------------------------------------------------- errors and loading
-def _allowed(model_cls, loc: tuple) -> list[str] | None:
-    """Allowed keys at the location of an unknown key (shared with the scenario loader)."""
-    from ..config import allowed_fields
-    return allowed_fields(model_cls, loc)
-
-
 def format_spec_error(e: ValidationError, model_cls, source: str) -> str:
-    """One line for the first validation error: ``source: key.path: value X: reason``
-    (unknown keys list the allowed ones), like :func:`simulator.config.format_validation_error`.
-    """
-    err = e.errors()[0]
-    loc = tuple(p for p in err["loc"]
-                if not (isinstance(p, str) and (p.startswith("function-") or p in ("str",
-                                                                                  "dict"))))
-    path = ".".join(str(p) for p in loc) or "(top level)"
-    if err["type"] == "extra_forbidden":
-        allowed = _allowed(model_cls, loc)
-        hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
-        return f"{source}: unknown key '{path}'{hint}"
-    if err["type"] == "missing":
-        return f"{source}: missing required key '{path}'"
-    msg = err["msg"]
-    msg = msg.removeprefix("Value error, ")
-    val = err.get("input")
-    vs = repr(val) if not isinstance(val, dict) else "{...}"
-    if len(vs) > 60:
-        vs = vs[:57] + "..."
-    return f"{source}: {path}: value {vs}: {msg}"
+    """One line for the first validation error of a sweep or plan file (the scenario
+    loader's formatter, listing ``model_cls``'s keys for an unknown key)."""
+    from ..config import format_validation_error
+    return format_validation_error(e, source, model_cls)
 
 
 def _read_yaml(path: str | Path, what: str) -> tuple[dict, Path]:

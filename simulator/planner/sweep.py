@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import ScenarioError, apply_overrides, validate_scenario
+from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
 from .backends import run_tasks
 from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from .grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
@@ -171,9 +171,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     base_raw, base_dir = resolve_base(spec.base, spec_dir)
     for k, v in spec.set.items():
         set_path(base_raw, k, v)
-    ovr = list(scenario_overrides or [])
-    if trace:
-        ovr += [f"workload.trace={trace}", "workload.synthetic=null"]
+    ovr = cli_overrides(scenario_overrides, trace)
     try:
         base_raw = apply_overrides(base_raw, ovr)
     except ScenarioError as e:

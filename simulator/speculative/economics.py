@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..metrics.summary import finite_float
 from .metrics import configured_alpha
 
 __all__ = [
@@ -514,16 +515,6 @@ _EXPLAINED_METRICS: tuple[tuple[str, str], ...] = (
 )
 
 
-def _num(x) -> float | None:
-    if x is None:
-        return None
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
 def _series(df: pd.DataFrame, name: str, col: str) -> pd.Series:
     """``col`` of slice ``name`` indexed by rate (finite values only, sorted by rate)."""
     if col not in df.columns:
@@ -536,7 +527,7 @@ def _series(df: pd.DataFrame, name: str, col: str) -> pd.Series:
 
 def _val(df: pd.DataFrame, name: str, rate: float, col: str) -> float | None:
     sr = _series(df, name, col)
-    return _num(sr.get(rate)) if rate in sr.index else None
+    return finite_float(sr.get(rate)) if rate in sr.index else None
 
 
 def _x(v, fmt: str = "{:.2f}x") -> str:
@@ -617,7 +608,7 @@ def explain_sweep(df: pd.DataFrame, k: int, *,
 
     def vr(rate):
         x = verify.get(rate)
-        return (None, None) if not x else (_num(x[0]), _num(x[1]))
+        return (None, None) if not x else (finite_float(x[0]), finite_float(x[1]))
 
     def queueing(rate):
         wb, ws = v("mean_num_waiting_base", rate), v("mean_num_waiting_spec", rate)
@@ -869,7 +860,7 @@ def explain_sweep(df: pd.DataFrame, k: int, *,
     # ---- 8. TTFT
     tt = _series(df, ALL, "ttft_p99_gain")
     if not tt.empty:
-        g_lo = _num(tt.get(lo))
+        g_lo = finite_float(tt.get(lo))
         s = f"- TTFT p99 {_change(g_lo, tol)} with speculation at the lowest load (x{lo:g})"
         if g_lo is not None and g_lo < 1 - tol:
             share = draft_prefill_share.get(lo)
