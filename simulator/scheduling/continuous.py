@@ -88,6 +88,7 @@ class StepOutput:
         "num_waiting",
         "preempted",
         "reqs",
+        "run_arrays",
         "shape",
         "swap_bytes",
     )
@@ -107,6 +108,7 @@ class StepOutput:
         self.kv_tokens = 0  # tokens held in KV after the step (sum over running requests)
         self.num_padding_seqs = 0  # slots doing no useful work (static batching)
         self.extra_time_s = 0.0  # added to the step time (swap transfers, drafting)
+        self.run_arrays = None  # (computed tokens, blocks held) per request, for a decode run
 
     @property
     def batch_size(self) -> int:
@@ -462,6 +464,17 @@ class ContinuousScheduler:
             self.running = [r for r in self.running if r.status == RUNNING]
 
     # ------------------------------------------------------------------ fast-forward
+    def _run_arrays(self, out: StepOutput):
+        """Computed tokens and blocks held per request of ``out`` before its first step
+        (read once per decode run: planning and the per-step arrays share them)."""
+        if out.run_arrays is None:
+            reqs = out.reqs
+            n = len(reqs)
+            out.run_arrays = (
+                np.fromiter((r.num_computed_tokens for r in reqs), dtype=np.int64, count=n),
+                np.fromiter((len(r.blocks) for r in reqs), dtype=np.int64, count=n))
+        return out.run_arrays
+
     def plan_decode_run(self, out: StepOutput) -> int:
         """How many identical-shape decode steps (this one included) can run back to back.
 
@@ -472,8 +485,7 @@ class ContinuousScheduler:
             return 1
         reqs = out.reqs
         bs = self.kv.block_size
-        c = np.fromiter((r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
-        held = np.fromiter((len(r.blocks) for r in reqs), dtype=np.int64, count=len(reqs))
+        c, held = self._run_arrays(out)
         remaining = np.fromiter((r.num_output_tokens - r.num_emitted for r in reqs),
                                 dtype=np.int64, count=len(reqs))
         k_max = int(remaining.min())
@@ -512,8 +524,7 @@ class ContinuousScheduler:
         """
         reqs = out.reqs
         bs = self.kv.block_size
-        c = np.fromiter((r.num_computed_tokens for r in reqs), dtype=np.int64, count=len(reqs))
-        held = np.fromiter((len(r.blocks) for r in reqs), dtype=np.int64, count=len(reqs))
+        c, held = self._run_arrays(out)
         j = np.arange(k, dtype=np.int64)
         ctx_totals = int(c.sum() + len(reqs)) + j * len(reqs)
         used0 = self.kv.num_used_blocks
