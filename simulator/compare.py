@@ -37,9 +37,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from .config import ScenarioError, cli_overrides, load_scenario
+from .config import (
+    ScenarioError,
+    cli_overrides,
+    load_scenario,
+    parse_yaml_value,
+    split_assignment,
+)
 from .metrics.summary import finite_float as _f
 from .metrics.summary import json_safe as _json_safe
 from .request import RequestSpec
@@ -104,22 +109,11 @@ def parse_vary(item: str) -> tuple[str, list]:
     ScenarioError
         Without ``=``, with an empty key or an empty value.
     """
-    if "=" not in item:
-        raise ScenarioError(f"--vary {item!r}: expected key.path=value1,value2,...")
-    key, _, raw = item.partition("=")
-    key = key.strip()
-    if not key or any(not p for p in key.split(".")):
-        raise ScenarioError(f"--vary {item!r}: empty key")
+    key, raw = split_assignment(item, "--vary", "key.path=value1,value2,...")
     parts = [p.strip() for p in raw.split(",")]
     if not parts or any(p == "" for p in parts):
         raise ScenarioError(f"--vary {item!r}: empty value in the list")
-    values = []
-    for p in parts:
-        try:
-            values.append(yaml.safe_load(p))
-        except yaml.YAMLError:
-            values.append(p)
-    return key, values
+    return key, [parse_yaml_value(p) for p in parts]
 
 
 def _fmt_value(v: Any) -> str:

@@ -216,17 +216,33 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     ScenarioError
         If there is no ``=`` or the key is empty.
     """
+    key, raw = split_assignment(item, "--set", "key.path=value")
+    return key.split("."), parse_yaml_value(raw) if raw.strip() != "" else ""
+
+
+def split_assignment(item: str, flag: str, form: str) -> tuple[str, str]:
+    """Split a CLI ``key.path=...`` argument into its key and its raw right-hand side.
+
+    Raises
+    ------
+    ScenarioError
+        Without ``=`` (the message shows ``form``) or with an empty key or key part.
+    """
     if "=" not in item:
-        raise ScenarioError(f"--set {item!r}: expected key.path=value")
+        raise ScenarioError(f"{flag} {item!r}: expected {form}")
     key, _, raw = item.partition("=")
     key = key.strip()
     if not key or any(not p for p in key.split(".")):
-        raise ScenarioError(f"--set {item!r}: empty key")
+        raise ScenarioError(f"{flag} {item!r}: empty key")
+    return key, raw
+
+
+def parse_yaml_value(text: str) -> Any:
+    """``text`` parsed as YAML (numbers, booleans, lists, null), or as-is when not YAML."""
     try:
-        value = yaml.safe_load(raw) if raw.strip() != "" else ""
+        return yaml.safe_load(text)
     except yaml.YAMLError:
-        value = raw
-    return key.split("."), value
+        return text
 
 
 def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
