@@ -81,13 +81,39 @@ class KVCacheConfig(_Strict):
     watermark: float = Field(default=0.0, ge=0, lt=1)
 
 
-class PerfConfig(_Strict):
-    """Execution-time model. ``auto``: the GPU profile's measured latency tables when it has
-    them for this model/TP, else its fitted efficiencies (``fitted.yaml``), else the datasheet
-    roofline; ``table``, ``fitted``, ``roofline`` force one source."""
+class ConstantPerfConfig(_Strict):
+    """Synthetic step time (``perf.source: constant``): ``step_s + per_token_s x tokens +
+    per_seq_s x sequences`` seconds per engine iteration, for what-if studies and for tests
+    that need exact hand-derived times."""
 
-    source: Literal["auto", "roofline", "fitted", "table"] = "auto"
+    step_s: float = Field(default=0.0, ge=0)
+    per_token_s: float = Field(default=0.0, ge=0)
+    per_seq_s: float = Field(default=0.0, ge=0)
+
+
+class PerfConfig(_Strict):
+    """Execution-time model.
+
+    ``source``: ``auto`` uses a measured latency table for every operator that has one (for
+    ``engine_version``), the profile's fitted efficiencies or the datasheet roofline for the
+    rest; ``table`` requires measured tables; ``fitted``, ``roofline`` force one source;
+    ``constant`` uses ``perf.constant``. ``engine`` names the engine profile (per-step
+    overhead, async scheduling, CUDA-graph padding, sampler: ``servesim profiles`` lists them)
+    or a path to one; ``engine_version`` selects the measured tables of that engine version
+    (default: the newest shipped for the GPU)."""
+
+    source: Literal["auto", "roofline", "fitted", "table", "constant"] = "auto"
     weight_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
+    engine: str = "vllm-v1"
+    engine_version: str | None = None
+    constant: ConstantPerfConfig | None = None
+
+    @model_validator(mode="after")
+    def _check_constant(self):
+        if self.source == "constant" and self.constant is None:
+            raise ValueError("perf.source: constant needs perf.constant "
+                             "(step_s, per_token_s, per_seq_s)")
+        return self
 
 
 class SLOConfig(_Strict):
