@@ -9,13 +9,14 @@ figures. Refresh it only on purpose::
 
     SERVESIM_UPDATE_GOLDEN=1 python -m pytest tests/golden
 
-Reviewed by hand when written (figures from the file): duration_s 23.568216 s, so
-gpu_hours = 23.568216 / 3600 = 0.0065467 and cost_usd = 0.0065467 x 2.99 = 0.0195747;
-200 completed with 29,582 output tokens: output_token_throughput_tps = 29,582 / 23.568216
-= 1,255.16 and cost_per_1m_output_tokens_usd = 0.0195747 / 29,582 x 1e6 = 0.66171; the ITL
-count is 29,582 - 200 = 29,382 (one gap fewer than tokens per request); slo_attainment 0.37
-gives goodput 0.37 x 200 / 23.568216 = 3.13982 req/s; num_steps 2,756 and 49 preemptions
-in a 500-block pool (max_kv_cache_usage 1.0).
+Reviewed by hand when written (figures from the file; roofline operators + the vLLM V0 engine
+profile, see ``helpers.make_scenario``): duration_s 24.316289 s, so gpu_hours = 24.316289 /
+3600 = 0.0067545 and cost_usd = 0.0067545 x 2.99 = 0.0201960; 200 completed with 29,582 output
+tokens: output_token_throughput_tps = 29,582 / 24.316289 = 1,216.55 and
+cost_per_1m_output_tokens_usd = 0.0201960 / 29,582 x 1e6 = 0.68271; the ITL count is 29,582 -
+200 = 29,382 (one gap fewer than tokens per request); slo_attainment 0.305 gives goodput
+0.305 x 200 / 24.316289 = 2.50861 req/s; num_steps 2,718 and 50 preemptions in a 500-block
+pool.
 
 ``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the
 run's request and step records with plain numpy (definitions of DESIGN.md's glossary), so
