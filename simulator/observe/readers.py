@@ -97,6 +97,16 @@ _SETTING_TYPES: dict[str, type] = {
 
 
 # --------------------------------------------------------------------------------- helpers
+class _RecErrors(_Errors):
+    """The workload readers' first-bad-row collector, raising :class:`RecordError`."""
+
+    def raise_if_any(self) -> None:
+        try:
+            super().raise_if_any()
+        except WorkloadError as e:
+            raise RecordError(str(e)) from None
+
+
 def _type_ok(value: Any, want: type) -> bool:
     if want is bool:
         return isinstance(value, bool)
@@ -288,7 +298,7 @@ def read_request_stats(path: str | Path, meta_path: str | Path | None = None) ->
         raise RecordError(str(e)) from None
     if not objs:
         raise RecordError(f"{shown}: no requests in the file")
-    errors = _Errors(shown)
+    errors = _RecErrors(shown)
     cols = {}
     for k in _STATS_TIMES:
         cols[k] = _float_column([o.get(k) for o in objs], lines, k, errors, positive=False)
@@ -301,7 +311,8 @@ def read_request_stats(path: str | Path, meta_path: str | Path | None = None) ->
         bad = cols[b] < cols[a]
         if bad.any():
             i = int(np.argmax(bad))
-            errors.add(int(lines[i]), f"{b} {cols[b][i]!r} is before {a} {cols[a][i]!r}")
+            errors.add(int(lines[i]), f"{b} {float(cols[b][i])!r} is before {a} "
+                                      f"{float(cols[a][i])!r}")
     errors.raise_if_any()
     rec_ids = [str(o.get("request_id", f"line-{ln}")) for o, ln in zip(objs, lines.tolist())]
     outcomes, order = _outcomes(rec_ids, cols["queued_ts"], cols["scheduled_ts"],
@@ -566,7 +577,7 @@ def read_timeseries(path: str | Path, *, offset_s: float = 0.0,
     if tcol is None or missing:
         raise RecordError(f"{shown}: a timeseries needs columns t (or time_s), running, waiting; "
                           f"it has {', '.join(header)}")
-    errors = _Errors(shown)
+    errors = _RecErrors(shown)
 
     def col(name):
         j = header.index(name)
@@ -869,7 +880,7 @@ def read_generic_csv(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) 
                           f"the header has {', '.join(header)}")
     if not rows:
         raise RecordError(f"{shown}: no requests in the file")
-    errors = _Errors(shown)
+    errors = _RecErrors(shown)
 
     def col(name):
         j = header.index(name)
