@@ -397,6 +397,10 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
     rows = []
     for key in REPORTED_KEYS:
         rows.append(SettingRow(key, _get(data, key), src.get(key, "servesim default")))
+    for name, st in sorted(run.settings.items()):
+        if name not in RECORD_KEYS and name not in ENGINE_FEATURES:
+            notes.append(f"record setting {name}={st.value!r} ({st.source}) has no servesim "
+                         "equivalent and is not modelled")
     feats = {}
     for name in ENGINE_FEATURES:
         s = run.settings.get(name)

@@ -124,3 +124,11 @@ def test_bad_override_is_a_scenario_error(tmp_path):
     run = read_recorded(write_vllm_run(tmp_path, meta=_meta()))
     with pytest.raises(ScenarioError, match="unknown key 'scheduler.max_seqs'"):
         build_replay_scenario(run, sets=["scheduler.max_seqs=3"])
+
+
+def test_unmodelled_record_settings_are_named(tmp_path):
+    m = _meta(quantization="fp8")
+    rs = build_replay_scenario(read_recorded(write_vllm_run(tmp_path, meta=m)))
+    assert any(n.startswith("record setting quantization='fp8' (meta.json "
+                            "engine_kwargs.quantization) has no servesim equivalent")
+               for n in rs.notes)
