@@ -207,7 +207,19 @@ def plot_timeline(outcomes: pd.DataFrame, steps: pd.DataFrame, path: str | Path,
     from the request timestamps (running: scheduled..last token; waiting: arrival..scheduled;
     without scheduled times one "in flight" curve, arrival..last token, against the
     simulation's running + waiting). The simulated curve is :func:`sim_counts_at` on the same
-    times (the record's sample times, or 400 points over the run).
+    times (the record's sample times, continued on its tick while the simulation runs longer,
+    or 400 points over the run).
+
+    Parameters
+    ----------
+    outcomes : pandas.DataFrame
+        The record's outcomes (seconds from the first arrival).
+    steps : pandas.DataFrame
+        The simulation's step table.
+    path : str or Path
+        Output PNG.
+    timeseries : pandas.DataFrame, optional
+        The record's own samples (:data:`~simulator.observe.record.TIMESERIES_COLUMNS`).
 
     Returns
     -------

@@ -683,6 +683,8 @@ def _bench_arrivals(n: int, rate: Any, burstiness: Any, seed: int) -> np.ndarray
     if not math.isfinite(r):
         return np.zeros(n)
     b = 1.0 if burstiness is None else float(burstiness)
+    if not (r > 0 and b > 0):
+        raise ValueError("request_rate and burstiness must be > 0")
     if not math.isfinite(b):
         gaps = np.full(n, 1.0 / r)
     else:
@@ -767,8 +769,14 @@ def read_bench_json(path: str | Path, *, seed: int = 0) -> RecordedRun:
         notes.append("Arrival = start_times, when the client sent each request (after its "
                      "max_concurrency semaphore): the server-side arrival process is replayed.")
     else:
-        arrival = _bench_arrivals(n, data.get("request_rate"), data.get("burstiness"),
-                                  seed)[keep]
+        try:
+            arrival = _bench_arrivals(n, data.get("request_rate"), data.get("burstiness"),
+                                      seed)[keep]
+        except (TypeError, ValueError):
+            raise RecordError(f"{shown}: no start_times, and request_rate "
+                              f"{data.get('request_rate')!r} / burstiness "
+                              f"{data.get('burstiness')!r} cannot give arrivals (need numbers "
+                              "> 0 or 'inf')") from None
         clock = "drawn send times (the file has no start_times)"
         approximations.append(
             "The record has no start_times (older vllm bench serve): arrivals are drawn from "

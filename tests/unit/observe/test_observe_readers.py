@@ -370,3 +370,12 @@ def test_cli_malformed_record_is_one_line_exit_2(tmp_path, capsys):
     assert len(err.splitlines()) == 1
     assert "requests.jsonl:2: output_toks 'many' is not an integer" in err
     assert "Traceback" not in err
+
+
+def test_bench_json_bad_rate_without_start_times(tmp_path):
+    d = bench_result(request_rate="fast")
+    del d["start_times"]
+    p = tmp_path / "b.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(RecordError, match=r"b\.json: no start_times, and request_rate 'fast'"):
+        read_bench_json(p)
