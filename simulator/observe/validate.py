@@ -64,24 +64,14 @@ class RecordedValidation:
 
 
 def constants_fitted_on(result) -> list[str] | None:
-    """Runs the engine profile's constants were fitted on, when the profile says (hook).
-
-    Looks for an engine profile on the performance model (``perf.engine_profile``) or in
-    ``setup.extra["engine_profile"]`` whose ``provenance`` mapping has ``fitted_on`` (a list
-    of run names): a replay of one of those runs is in-sample. None when no profile states it
-    (the default until engine profiles with fitted constants exist).
-    """
-    setup = result.setup
-    prof = getattr(setup.perf, "engine_profile", None) or setup.extra.get("engine_profile")
-    prov = getattr(prof, "provenance", None)
-    if prov is None and isinstance(prof, dict):
-        prov = prof.get("provenance")
-    if callable(prov):
-        prov = prov()
-    fitted = prov.get("fitted_on") if isinstance(prov, dict) else None
-    if fitted is None:
+    """Recorded runs the engine profile's fitted constants came from (``EngineProfile.fitted_on``
+    of the step-time model), or None when the run's model has no engine profile or the profile
+    fitted nothing. A replay of one of those runs is in-sample."""
+    prof = getattr(result.setup.perf, "engine", None)
+    fitted = getattr(prof, "fitted_on", None)
+    if not fitted:
         return None
-    return [str(x) for x in (fitted if isinstance(fitted, (list, tuple)) else [fitted])]
+    return [str(x) for x in fitted]
 
 
 def _kv_section(run: RecordedRun, replay: ReplayScenario, result) -> dict[str, Any]:

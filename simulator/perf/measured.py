@@ -204,7 +204,7 @@ def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16
             raise ValueError(f"GPU profile {gpu.name!r} table set {ts.name} has no GEMM/"
                              f"attention table for {model.name} in {weight_dtype}")
         return m
-    if engine_version is not None:
+    if engine_version is not None and required:
         raise ValueError(f"GPU profile {gpu.name!r} has no measured tables for engine version "
                          f"{engine_version!r}")
     from .table import load_table_perf_model

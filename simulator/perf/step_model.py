@@ -183,6 +183,8 @@ class StepTimeModel:
     def provenance(self) -> dict[str, str]:
         """Operator class -> where its times come from; plus the engine profile."""
         prov = {k: v for k, v in self.ops.provenance().items() if k != "cpu_overhead"}
+        if self.tp <= 1:
+            prov["all_reduce"] = "none (TP=1)"
         e = self.engine
         prov["engine"] = e.label()
         src = [f"{k}={c['value']:.6g} ({c['source']})" for k, c in e.constants().items()
