@@ -73,7 +73,7 @@ class MeasuredOps(RooflinePerfModel):
         self._has_prefill = ts.has("attention_prefill", **self._akey)
         self._has_decode = ts.has("attention_decode", **self._akey)
         self._has_ar = tp > 1 and ts.has("all_reduce", num_gpus=tp)
-        self._has_nccl = tp > 1 and ts.has("nccl", op="all_reduce", num_gpus=tp)
+        self._has_nccl = tp > 1 and ts.has("nccl", collective="all_reduce", num_gpus=tp)
         self._custom_ar = custom_allreduce_possible(gpu)
         self._has_moe = self._moe and ts.has("moe", dtype=self.wdt)
         self._prefill_cache: dict = {}
@@ -196,7 +196,9 @@ def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16
         select_table_set = None
     ts = None
     if select_table_set is not None:
-        ts = select_table_set(gpu, engine=engine_family, version=engine_version)
+        from .tables import table_sets
+        if any(s.engine == engine_family for s in table_sets(gpu)):
+            ts = select_table_set(gpu, engine=engine_family, version=engine_version)
     if ts is not None:
         fb = build_fitted_or_roofline(model, gpu, tp, weight_dtype, kv_cache_dtype)
         m = MeasuredOps(model, gpu, tp, weight_dtype, kv_cache_dtype, ts, fb)
