@@ -161,12 +161,12 @@ def report_markdown(res: CompareResult) -> str:
     lines = ["# Latency tables: ours / theirs", "",
              f"- ours: `{res.ours.folder}` — {_label(res.ours)}",
              f"- theirs: `{res.theirs.folder}` — {_label(res.theirs)}",
-             f"- pairing: same key columns; the same grid point (*exact*) or the nearest one "
-             f"in log2(1 + size) with every grid coordinate within a factor "
-             f"{res.max_grid_factor:g} (*nearest*); rows with no such partner are unmatched.",
+             (f"- pairing: same key columns; the same grid point (*exact*) or the nearest one "
+              f"in log2(1 + size) with every grid coordinate within a factor "
+              f"{res.max_grid_factor:g} (*nearest*); rows with no such partner are unmatched."),
              "- ratio = ours median_s / theirs median_s (> 1: ours slower).", "",
-             "| family | kernels (ours / theirs) | our rows | matched (exact + nearest) | "
-             "unmatched | ratio median | p10 | p90 | exact-only median |",
+             ("| family | kernels (ours / theirs) | our rows | matched (exact + nearest) | "
+              "unmatched | ratio median | p10 | p90 | exact-only median |"),
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for _, s in res.summary.iterrows():
         kern = f"{s.kernel_ours or '-'} / {s.kernel_theirs or '-'}" \

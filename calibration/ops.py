@@ -166,21 +166,21 @@ class OperatorBench:
                 if self._late("gemm"):
                     return rows
                 xm = x[:m]
-                t = self._time("gemm", lambda xm=xm: F.linear(xm, w))
+                t = self._time("gemm", lambda xm=xm, w=w: F.linear(xm, w))
                 if t is not None:
                     rows.append(self._row({**base, "dtype": self.dtype, "m": m,
                                            "impl": "torch.nn.functional.linear"}, t))
             if fp8_ok and n % FP8_ALIGN == 0 and k % FP8_ALIGN == 0:
                 f8 = torch.float8_e4m3fn
-                wq = w.to(f8)          # (n, k) row-major, so wq.t() is (k, n) column-major
+                wt = w.to(f8).t()      # (n, k) row-major, so its .t() is (k, n) column-major
                 xq = x.to(f8)
                 one = torch.ones((), device=self.dev, dtype=torch.float32)
                 for m in ms:
                     if self._late("gemm"):
                         return rows
                     xm = xq[:m]
-                    t = self._time("gemm", lambda xm=xm: torch._scaled_mm(
-                        xm, wq.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
+                    t = self._time("gemm", lambda xm=xm, wt=wt, one=one: torch._scaled_mm(
+                        xm, wt, scale_a=one, scale_b=one, out_dtype=torch.bfloat16))
                     if t is not None:
                         rows.append(self._row({**base, "dtype": "fp8", "m": m,
                                                "impl": "torch._scaled_mm (per-tensor scales)"},
@@ -293,22 +293,8 @@ class OperatorBench:
         for t in self.grid.gemm_m:
             if self._late("elementwise"):
                 break
-            xs, ys, qs, ks, gs, cs, ss = x[:t], y[:t], q[:t], kk[:t], gu[:t], cos[:t], sin[:t]
-            parts = {
-                "rmsnorm_s": lambda: K.rmsnorm(xs, w),
-                "rope_s": lambda: K.rope(qs, ks, cs, ss),
-                "act_s": lambda: K.silu_mul(gs),
-                "add_s": lambda: K.add(xs, ys),
-            }
-
-            def chain():
-                K.rmsnorm(xs, w)
-                K.rope(qs, ks, cs, ss)
-                r = K.add(xs, ys)
-                K.rmsnorm(r, w)
-                K.silu_mul(gs)
-                return K.add(r, ys)
-
+            parts, chain = _elementwise_calls(K, w, x[:t], y[:t], q[:t], kk[:t], gu[:t],
+                                              cos[:t], sin[:t])
             tot = self._time("elementwise", chain, graph=True)
             if tot is None:
                 continue
@@ -338,6 +324,23 @@ class OperatorBench:
                 rows.append(self._row({"model": self.model_name, "dtype": self.dtype,
                                        "hidden": h, "vocab": vocab, "rows": r}, t))
         return rows
+
+
+def _elementwise_calls(K, w, x, y, q, k, gu, cos, sin):
+    """The parts (column -> call) and the whole layer chain of elementwise calls on these
+    tensors: 2 RMSNorms, rotary, 2 residual adds, SwiGLU (calibration/kernels.py)."""
+    parts = {"rmsnorm_s": lambda: K.rmsnorm(x, w), "rope_s": lambda: K.rope(q, k, cos, sin),
+             "act_s": lambda: K.silu_mul(gu), "add_s": lambda: K.add(x, y)}
+
+    def chain():
+        K.rmsnorm(x, w)
+        K.rope(q, k, cos, sin)
+        r = K.add(x, y)
+        K.rmsnorm(r, w)
+        K.silu_mul(gu)
+        return K.add(r, y)
+
+    return parts, chain
 
 
 def fp8_supported(device) -> bool:

@@ -85,7 +85,7 @@ class PagedLayout:
 
     @property
     def batch(self) -> int:
-        return int(len(self.seq_lens))
+        return len(self.seq_lens)
 
     def blocks_of(self, i: int) -> np.ndarray:
         """Block ids of sequence ``i`` in order (``ceil(seq_len / block_size)`` of them)."""
@@ -205,7 +205,7 @@ class _SdpaPlan:
         import torch
         dev = k_cache.device
         self.k_cache, self.v_cache = k_cache, v_cache
-        nb, bs, kvh, d = k_cache.shape
+        _, bs, kvh, d = k_cache.shape
         lens = [int(x) for x in seq_lens]
         qls = [int(x) for x in q_lens]
         B = len(lens)
@@ -231,7 +231,6 @@ class _SdpaPlan:
         self.mask = mask.unsqueeze(1).to(dev)  # [B, 1, qmax, L]
 
     def __call__(self, q):
-        import torch
         import torch.nn.functional as F
         B, L, kvh, d = self.B, self.L, self.kvh, self.d
         idx = self.bt.reshape(-1)
@@ -274,7 +273,7 @@ def vllm_fa_version() -> int | None:
         try:
             v = importlib.import_module(mod).get_flash_attn_version()
             return int(v) if v is not None else None
-        except Exception:  # noqa: BLE001 - that module or call is not there in this release
+        except Exception:  # noqa: BLE001, S112 - not in this release: try the next place
             continue
     return None
 

@@ -188,7 +188,7 @@ def read_provenance(folder: str | Path) -> dict:
     if doc is None:
         return {}
     if not isinstance(doc, dict):
-        raise ValueError(f"{p}: expected a mapping at the top level")
+        raise ValueError(f"{p}: expected a mapping at the top level")  # noqa: TRY004
     return doc
 
 
@@ -444,9 +444,9 @@ def write_table_set(folder: str | Path, tables: dict, provenance: dict,
     for fam, rec in table_records.items():
         if fam in rows:
             recs[fam] = {**rec, "rows": rows[fam]}
-    for fam in rows:
+    for fam, n in rows.items():
         if fam in recs:
-            recs[fam]["rows"] = rows[fam]
+            recs[fam]["rows"] = n
     doc = {**old_prov, **provenance}
     doc["default_kernel"] = {**(old_prov.get("default_kernel") or {}),
                              **(provenance.get("default_kernel") or {})} or None

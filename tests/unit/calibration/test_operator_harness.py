@@ -231,7 +231,7 @@ def test_cli_rejects_v2_options_with_v1(capsys):
 # ---------------------------------------------------------------------- CUDA
 @pytest.mark.gpu
 def test_installed_attention_kernels_agree_with_sdpa_on_cuda():
-    kernels, skipped = select_kernels("all", "cuda", torch.bfloat16, 8, 2, 128,
+    kernels, _ = select_kernels("all", "cuda", torch.bfloat16, 8, 2, 128,
                                       log=lambda s: None)
     assert kernels[-1] == "sdpa"
     for k in kernels:
@@ -256,8 +256,9 @@ def test_calibrate_v2_on_cuda_end_to_end(micro_config, tmp_path):
     assert d["cuda_graph"].astype(bool).any()
     assert (d["median_s"] > 0).all() and (d["median_s"] < 1.0).all()
     try:  # the simulator's v2 reader, once this checkout has it
-        from simulator.hardware import load_gpu_spec
         from simulator.perf.tables import TableSet
+
+        from simulator.hardware import load_gpu_spec
     except ImportError:
         return
     ts = TableSet(set_dir, load_gpu_spec(out))

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers import REPO_ROOT
 
 from calibration.compare import compare_table_sets, report_markdown, write_compare_report
 from calibration.grids import (
@@ -27,7 +28,6 @@ from calibration.tableset import (
     resolve_table_set,
     write_table_set,
 )
-from helpers import REPO_ROOT
 from simulator.cli import main
 
 
