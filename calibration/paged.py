@@ -29,7 +29,9 @@ drawn in a shuffled order (a pool after many allocations and frees is not contig
 ``sdpa``            fallback: gather each sequence's blocks into a padded batch
                     ``[batch, kv_heads, max_len, head_dim]`` (one ``index_select``) and one
                     ``torch.nn.functional.scaled_dot_product_attention`` call with a boolean
-                    mask (valid keys, causal within the chunk); never a per-sequence loop
+                    mask (valid keys, causal within the chunk), or, when all sequences have
+                    the same lengths, no mask (decode) / ``causal_lower_right`` (chunks);
+                    never a per-sequence loop
 ==================  ==========================================================================
 
 Queries are token-major ``[total_q, q_heads, head_dim]`` (sequence ``i``'s rows are
@@ -229,6 +231,15 @@ class _SdpaPlan:
         mask = (kpos < torch.tensor(lens).view(B, 1, 1)) & (kpos <= start + r)
         mask[:, :, 0] |= ~rows  # padded query rows see key 0 (no all-masked row: no NaN)
         self.mask = mask.unsqueeze(1).to(dev)  # [B, 1, qmax, L]
+        # every sequence alike (the harness's grid points): keys cut to the exact length and
+        # a structured mask instead of a boolean one, so SDPA may pick a fused kernel:
+        # decode (q = 1) sees every key; a chunk sees all keys up to its own position,
+        # i.e. the causal mask aligned to the lower right (torch.nn.attention.bias)
+        self.same_len = lens[0] if self.uniform and len(set(lens)) == 1 else None
+        self.bias = None
+        if self.same_len is not None and 1 < self.qmax:
+            from torch.nn.attention.bias import causal_lower_right
+            self.bias = causal_lower_right(self.qmax, self.same_len)
 
     def __call__(self, q):
         import torch.nn.functional as F
@@ -242,8 +253,13 @@ class _SdpaPlan:
             qp = q.new_zeros(B * self.qmax, self.qh, d)
             qp[self.q_rows] = q
             qp = qp.view(B, self.qmax, self.qh, d)
-        o = F.scaled_dot_product_attention(qp.transpose(1, 2), k, v, attn_mask=self.mask,
-                                           enable_gqa=self.gqa)
+        if self.same_len is not None:
+            k, v = k[:, :, :self.same_len], v[:, :, :self.same_len]
+            o = F.scaled_dot_product_attention(qp.transpose(1, 2), k, v, attn_mask=self.bias,
+                                               enable_gqa=self.gqa)
+        else:
+            o = F.scaled_dot_product_attention(qp.transpose(1, 2), k, v, attn_mask=self.mask,
+                                               enable_gqa=self.gqa)
         o = o.transpose(1, 2).reshape(B * self.qmax, self.qh, d)
         return o if self.uniform else o[self.q_rows]
 

@@ -127,6 +127,12 @@ def test_sdpa_decode_over_paged_cache_equals_per_sequence_reference():
     assert torch.allclose(got.double(), want, atol=1e-5)
     run = make_attention("sdpa", k, v, lay, [1] * len(lens), 4)
     assert torch.allclose(run(q).double(), want, atol=1e-5)
+    # equal lengths (the harness's grid points) take the unmasked path: 20 = 16 + 4 tokens
+    lay3 = build_paged_layout([20, 20, 20], 16, num_blocks=10, seed=8)
+    q3 = torch.randn(3, 4, 8)
+    got3 = make_attention("sdpa", k[:10], v[:10], lay3, [1, 1, 1], 4)(q3)
+    assert torch.allclose(got3.double(), _reference(q3, k[:10], v[:10], lay3, [1, 1, 1]),
+                          atol=1e-5)
 
 
 def test_sdpa_chunked_prefill_with_cached_prefix_equals_reference():
