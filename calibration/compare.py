@@ -3,8 +3,10 @@
 ``servesim calibrate compare OURS THEIRS [-o DIR]`` runs :func:`compare_table_sets` and
 :func:`write_compare_report`. For every operator family present in both sets, each row of
 OURS is paired with a row of THEIRS that has the same key columns (dtype, heads, backend,
-...; ``kernel`` aside, see below) and the same grid point, or else the **nearest** grid
-point: nearest in ``log2(1 + size)`` coordinates (city-block distance over the family's grid
+...; ``kernel`` aside, see below) and the same shape columns (:data:`EXACT_GRID`: a GEMM's
+``n, k``, a collective's ``num_gpus``, an MoE layer's sizes), and the same size point, or
+else the **nearest** size point (GEMM ``m``; attention batch, query and context lengths;
+message bytes; token counts): nearest in ``log2(1 + size)`` coordinates (city-block distance over the family's grid
 columns, ``scipy.spatial.cKDTree``), accepted only when every grid coordinate is within a
 factor ``max_grid_factor`` (default 2) of ours, i.e. ``(1 + a) / (1 + b)`` in
 ``[1/2, 2]``. Both sources grid sizes at least by octaves, so where their ranges overlap the
@@ -31,6 +33,10 @@ from .tableset import GRID, KEYS, TableSetData, read_table_set
 
 #: families whose rows carry a ``kernel`` key
 KERNEL_FAMILIES = ("attention_prefill", "attention_decode", "moe")
+#: grid columns that describe the operator's *shape* rather than its size: they must match
+#: exactly (a GEMM of another width is another operator, not a nearby grid point)
+EXACT_GRID = {"gemm": ["n", "k"], "all_reduce": ["num_gpus"], "nccl": ["num_gpus"],
+              "moe": ["hidden", "inter", "topk", "num_experts", "moe_tp", "moe_ep"]}
 
 
 @dataclass
@@ -56,8 +62,8 @@ def _label(s: TableSetData) -> str:
 def _pair_family(fam: str, a: pd.DataFrame, b: pd.DataFrame, max_factor: float) -> pd.DataFrame:
     """Pairs of ``a`` rows with ``b`` rows (same keys; exact or nearest grid point)."""
     from scipy.spatial import cKDTree
-    keys = [k for k in KEYS[fam] if k != "kernel"]
-    grid = GRID[fam]
+    keys = [k for k in KEYS[fam] if k != "kernel"] + EXACT_GRID.get(fam, [])
+    grid = [c for c in GRID[fam] if c not in EXACT_GRID.get(fam, [])]
     lim = float(np.log2(max_factor))
     out = []
     b_groups = {k: g for k, g in b.groupby(keys, sort=False)} if keys else {(): b}

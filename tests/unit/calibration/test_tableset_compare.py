@@ -187,6 +187,7 @@ def _fake_sets(tmp_path):
     theirs_g = [_gemm(m, t_ours(m) / 2) for m in (1, 2, 4, 8)]
     theirs_g += [_gemm(17, t_ours(16) / 2), _gemm(1024, 1.0)]
     theirs_g += [_gemm(1, 1.0, dtype="fp8")]  # another dtype never pairs
+    theirs_g += [_gemm(64, 1.0, n=256)]       # nor another GEMM width (shape, not size)
     base = {(b, c): 1e-5 * b * c / 64 for b in (1, 4) for c in (64, 256)}
     ours_d = [_attn("flashinfer", b, c, 3 * t) for (b, c), t in base.items()]
     ours_d += [_attn("sdpa", b, c, 10 * t) for (b, c), t in base.items()]
