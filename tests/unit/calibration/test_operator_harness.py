@@ -271,3 +271,13 @@ def test_calibrate_v2_on_cuda_end_to_end(micro_config, tmp_path):
     r = data.tables["gemm"].iloc[0]
     assert ts.gemm(int(r["m"]), int(r["n"]), int(r["k"]), "bf16") > 0
     assert pd.notna(r["median_s"])
+
+
+def test_collective_sizes_and_single_device_skip():
+    from calibration.collectives import elements_for, measure_collectives, world_sizes
+    assert world_sizes(1) == [] and world_sizes(6) == [2, 4] and world_sizes(8) == [2, 4, 8]
+    assert elements_for("all_reduce", 4096, 2) == 2048          # 4096 B of bf16
+    assert elements_for("all_gather", 1000, 3) == 501           # 500 rounded up to 3 | n
+    if torch.cuda.device_count() < 2:
+        res = measure_collectives([1024], log=lambda s: None)
+        assert "all_reduce" not in res and "needs 2+" in res["notes"][0]

@@ -253,3 +253,11 @@ def test_cli_compare(tmp_path, capsys):
     assert main(["calibrate", "compare", str(ours), str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no such folder" in err[0]
+
+
+def test_cli_compare_needs_no_torch(tmp_path, monkeypatch, capsys):
+    import sys
+    ours, theirs = _fake_sets(tmp_path)
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
+    assert main(["calibrate", "compare", str(ours), str(theirs)]) == 0
+    assert "| attention_decode | flashinfer / vllm_flash_attn |" in capsys.readouterr().out
