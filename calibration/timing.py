@@ -338,6 +338,8 @@ class OpTimer:
         e0.record()
         e0.synchronize()
         n = _fit_repeats(n, s0.elapsed_time(e0) * 1e-3, st.max_time_per_point_s)
+        # at most 50 ms of sleep: a host hiccup during the one measured launch must not
+        # stall every repeat (a launch that needs longer is not an operator we time)
         cycles = int(min(2.0 * t_host, 0.05) * self._sleep_cycles_per_s)
         events = []
         for _ in range(n):
