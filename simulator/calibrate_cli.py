@@ -2,7 +2,9 @@
 
 ``calibrate`` measures latency tables of a model on this machine's CPU or CUDA device and
 writes a profile folder (tables, ``provenance.yaml``, ``spec.yaml``) that ``hardware.gpu`` can
-point at (needs ``torch``: ``pip install -e ".[calibrate]"``).
+point at: format v1 (flat, CPU default) or v2 (``tables/servesim-harness-<version>/``, CUDA
+default); needs ``torch`` (``pip install -e ".[calibrate]"``). ``calibrate compare OURS THEIRS``
+compares two table sets (no torch needed).
 
 ``validate --recorded RUN`` replays a real engine's recorded requests (a vLLM run folder or
 ``requests.jsonl``, a ``vllm bench serve`` JSON, or a generic per-request CSV) in the
@@ -38,15 +40,37 @@ def cmd_calibrate(args) -> int:
     d = _device_defaults(args.device)
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     output = args.output or f"hardware_profiles/{args.device.split(':')[0]}-local"
+    v2 = {"attention_backend": args.attention_backend, "fp8": args.fp8,
+          "flush_l2": args.flush_l2, "cuda_graphs": args.cuda_graphs, "warmup": args.warmup,
+          "repeats": args.repeats, "collectives": args.collectives,
+          "file_format": args.table_file_format}
     out = calibrate(args.model, output, device=args.device, quick=args.quick,
                     tensor_parallel_size=args.tensor_parallel_size, threads=args.threads,
                     max_num_seqs=args.max_num_seqs or d["max_num_seqs"],
                     max_num_batched_tokens=args.max_num_batched_tokens
                     or d["max_num_batched_tokens"],
                     max_context=args.max_context or d["max_context"],
-                    time_budget_s=args.time_budget, log=log)
-    print(f"profile: {out}/ (use it: servesim run scenarios/default.yaml --set hardware.gpu={out} "
-          f"--set model={args.model} --set perf.source=table)")
+                    time_budget_s=args.time_budget, log=log, table_format=args.table_format,
+                    **v2)
+    if out.parent.name == "tables":  # a v2 table set
+        print(f"table set: {out}/ (compare it: servesim calibrate compare {out} "
+              f"<another set or profile>)")
+    else:
+        print(f"profile: {out}/ (use it: servesim run scenarios/default.yaml --set "
+              f"hardware.gpu={out} --set model={args.model} --set perf.source=table)")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Compare two latency table sets (no torch needed)."""
+    from calibration.compare import compare_table_sets, report_markdown, write_compare_report
+    res = compare_table_sets(args.ours, args.theirs, max_grid_factor=args.max_grid_factor)
+    if args.output:
+        paths = write_compare_report(res, args.output)
+        print(report_markdown(res), end="")
+        print(f"outputs: {paths['markdown']}, {paths['summary']}, {paths['pairs']}")
+    else:
+        print(report_markdown(res), end="")
     return 0
 
 
@@ -160,8 +184,41 @@ def register(sub) -> None:
     c.add_argument("--max-num-batched-tokens", type=int, help="largest step in the grid")
     c.add_argument("--max-context", type=int, help="longest context in the grid (tokens)")
     c.add_argument("--time-budget", type=float, help="stop measuring after this many seconds")
+    c.add_argument("--format", dest="table_format", choices=("v1", "v2"),
+                   help="v1: flat in-context profile (CPU default; what validate reads); v2: "
+                        "operator-level table set in OUT/tables/servesim-harness-<version>/ "
+                        "(CUDA default)")
+    c.add_argument("--attention-backend", default=None,
+                   help="v2: auto (default: vllm_flash_attn, flashinfer, flash_attn, sdpa, "
+                        "first that works), all, or one of those")
+    c.add_argument("--fp8", action="store_true", default=None,
+                   help="v2: also time FP8 GEMMs (torch._scaled_mm; CUDA compute >= 8.9)")
+    c.add_argument("--no-flush-l2", dest="flush_l2", action="store_false", default=None,
+                   help="v2: keep the L2 warm between timed calls (default: flush)")
+    c.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
+                   help="v2: time decode attention and elementwise eagerly (default: graphs)")
+    c.add_argument("--no-collectives", dest="collectives", action="store_false", default=None,
+                   help="v2: skip NCCL collectives even with several GPUs")
+    c.add_argument("--warmup", type=int, help="v2: untimed calls per point")
+    c.add_argument("--repeats", type=int, help="v2: timed calls per point")
+    c.add_argument("--table-file-format", choices=("parquet", "csv"), default=None,
+                   help="v2: table files (default parquet, zstd)")
     c.add_argument("-q", "--quiet", action="store_true")
     c.set_defaults(func=cmd_calibrate)
+    csub = c.add_subparsers(dest="calibrate_command", metavar="{compare}")
+    csub.required = False
+    cc = csub.add_parser("compare", help="compare two latency table sets (ratio ours/theirs "
+                                         "per operator family)",
+                         description=cmd_compare.__doc__)
+    cc.add_argument("ours", help="table-set folder, profile folder with one set, or flat "
+                                 "profile")
+    cc.add_argument("theirs", help="the same, for the reference")
+    cc.add_argument("-o", "--output", help="write compare.md, compare_summary.csv, "
+                                           "compare_pairs.csv here (default: print only)")
+    cc.add_argument("--max-grid-factor", type=float, default=2.0,
+                    help="pair a row with the nearest grid point only when every grid "
+                         "coordinate is within this factor (default 2)")
+    cc.set_defaults(func=cmd_compare)
 
     v = sub.add_parser(
         "validate", help="replay a real engine's recorded run (--recorded RUN) and report the "
