@@ -579,9 +579,9 @@ def _pad_vocab(vocab_size: int, pad_to: int = 64) -> int:
 _HF = "Hugging Face config.json as compiled in shared/reference/facts.yaml: "
 _GT = ("Hugging Face config.json recorded with the vLLM ground-truth runs "
        "(shared/reference/groundtruth/llmservingsim/configs/model/")
-_QWEN3_MOE = dict(  # Qwen3-30B-A3B: identical in the base and Instruct-2507 configs
-    num_experts=128, experts_per_token=8, model_type="qwen3_moe", dense_intermediate_size=6144,
-    qk_norm=True)
+_QWEN3_MOE = {  # Qwen3-30B-A3B: identical in the base and Instruct-2507 configs
+    "num_experts": 128, "experts_per_token": 8, "model_type": "qwen3_moe", "dense_intermediate_size": 6144,
+    "qk_norm": True}
 
 CATALOG: dict[str, ModelSpec] = {m.name: m for m in [
     ModelSpec("llama-2-7b", "meta-llama/Llama-2-7b-hf", 32, 4096, 32, 32, 128, 11008, 32000, 4096,
@@ -780,7 +780,8 @@ def _check_modellable(cfg: dict, path: Path) -> None:
                 continue
             if _COST_WORDS.search(k):
                 raise ValueError(
-                    f"{path}: model_type {mt!r} is not one servesim knows ({', '.join(sorted(KNOWN_MODEL_TYPES))}) "
+                    f"{path}: model_type {mt!r} is not one servesim knows "
+                    f"({', '.join(sorted(KNOWN_MODEL_TYPES))}) "
                     f"and its field {k!r} changes the cost in a way servesim does not read; "
                     "refusing rather than approximating")
 
@@ -893,8 +894,9 @@ def _spec_from_config(cfg: dict, path: Path, name: str | None) -> ModelSpec:
                                  int(cfg["v_head_dim"]))
         except KeyError as e:
             raise KeyError(f"{e.args[0]} (an MLA config with kv_lora_rank needs it)") from None
-        mla = dict(attention_kind="mla", kv_lora_rank=kv_lora, q_lora_rank=_int_field(cfg, "q_lora_rank"),
-                   qk_rope_head_dim=rope, qk_nope_head_dim=nope, v_head_dim=v_dim)
+        mla = {"attention_kind": "mla", "kv_lora_rank": kv_lora,
+               "q_lora_rank": _int_field(cfg, "q_lora_rank"), "qk_rope_head_dim": rope,
+               "qk_nope_head_dim": nope, "v_head_dim": v_dim}
         head_dim, kv_heads = nope + rope, int(cfg.get("num_key_value_heads") or heads)
     else:
         mla = {}

@@ -15,10 +15,11 @@ and the terms this module estimates instead of measuring:
   under vLLM's sharding (:meth:`simulator.models.ModelSpec.num_params_per_gpu`: vocabulary
   padded to a multiple of 64 and split by TP, untied LM head, replicated norms/routers/MLA
   down-projections) x weight bytes, plus the rotary cos/sin cache created while loading
-  (:meth:`~simulator.models.ModelSpec.rope_cache_bytes`). Llama-3.1-8B: 16,060,522,496 +
-  33,554,432 B = 14.9889 GiB, the "Model loading took 14.9889 GiB" vLLM logs.
+  (:meth:`~simulator.models.ModelSpec.rope_cache_bytes`) and seven fp32 scale scalars per
+  attention layer. Llama-3.1-8B: 16,060,522,496 + 33,554,432 + 114,688 B = 14.9889 GiB, the
+  "Model loading took 14.9889 GiB" vLLM logs.
 - **torch_peak_increase** (peak ``allocated_bytes`` of ``profile_run`` over the bytes held
-  before it): ``max(forward peak, sampler peak) + cuBLAS workspaces``. ``profile_run`` runs
+  before it). ``profile_run`` runs
   ``_dummy_run(max_num_batched_tokens)`` (``min(max_num_batched_tokens, max_num_seqs)``
   dummy requests, no attention metadata, so attention kernels are skipped) and then
   ``_dummy_sampler_run`` on the last token of each request. The sampler peak
@@ -28,12 +29,17 @@ and the terms this module estimates instead of measuring:
   noise tensor of ``random_sample``, plus the dummy hidden states. The forward peak
   (:func:`forward_peak_bytes`) is three hidden-state tensors alive across a layer (attention
   output and residual held by the caller, the new residual) plus the largest transient: the
-  MLP's gate/up output and activation, the fused-MoE workspaces
-  (``TritonExperts.workspace_shapes``: ``T x topk x max(N/2, K)`` and ``T x topk x max(N, K)``
-  + output + router logits), or the attention projections. cuBLAS allocates its workspace
+  MLP's gate/up output and activation, the MoE router logits and output, or the attention
+  projections. MoE models add the fused-MoE workspaces (:func:`moe_workspace_bytes`,
+  ``TritonExperts.workspace_shapes``), which vLLM's ``WorkspaceManager`` keeps allocated from
+  the first MoE layer on, so they sit under the sampler peak too. cuBLAS allocates its workspace
   through the caching allocator on the first GEMM, inside the profiled window
   (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on sm90, else 4096 KiB x 2 +
-  16 KiB x 8, plus a cuBLASLt workspace of ``CUBLASLT_WORKSPACE_SIZE`` = 1 MiB).
+  16 KiB x 8, plus a cuBLASLt workspace of ``CUBLASLT_WORKSPACE_SIZE`` = 1 MiB). So
+  ``torch_peak_increase = MoE workspaces + max(forward, sampler) + cuBLAS``. Against vLLM
+  0.19.0's logged figures on H100 (benchmarks/bench_kv_planner.py) this is within 0.2% for
+  sampler-bound dense models, 5-6% low for forward-bound ones, and within 1% for the three
+  MoE models there.
 - **non_torch_increase** (device memory used outside PyTorch's allocator, from the engine's
   start to the end of profiling: loaded kernels, cuBLAS handles, NCCL and custom all-reduce
   buffers when TP > 1): not derivable from the model; an engine-profile constant measured on
@@ -67,8 +73,16 @@ hold one ``max_model_len`` request (vLLM ``_check_enough_kv_cache_memory``); a
 device's memory next to the weights (vLLM trusts the override and fails with CUDA out of memory
 while allocating the KV cache).
 
-Validation: on the recorded vLLM 0.19 run of Llama-3.1-8B on an RTX 4090 the planner's terms and
-the recorded 2,588 blocks are compared in ``benchmarks/bench_kv_planner.py`` (README, KV memory).
+The one-request check uses the memory (profiled, or ``kv_cache_memory_bytes``), as vLLM does,
+not a ``num_gpu_blocks`` override (a small override only gets a note).
+
+Validation (``benchmarks/bench_kv_planner.py``): the recorded vLLM 0.19.0 run of Llama-3.1-8B on
+an RTX 4090 (util 0.9, 2,048 batched tokens, 256 sequences) profiled 2,588 blocks; the planner
+gives 2,769 (+7.0%). Its weights (14.9889 GiB) and activation peak (0.518 GiB) follow vLLM's
+code and reproduce vLLM's own logged figures elsewhere; the recorded blocks leave 0.604 GiB for
+non-torch memory on that machine against the 0.25 GiB vLLM 0.19 logs on H100, and that term is
+the whole gap. Set ``kv_cache.num_gpu_blocks`` (or ``kv_cache_memory_bytes``) to the figure a
+real engine reported to replay its runs.
 """
 from __future__ import annotations
 
@@ -137,6 +151,11 @@ CUBLAS_WORKSPACE_BYTES_SM90 = 4096 * 8 * 1024
 CUBLAS_WORKSPACE_BYTES_DEFAULT = 4096 * 1024 * 2 + 16 * 1024 * 8
 #: cuBLASLt workspace default ``CUBLASLT_WORKSPACE_SIZE`` = 1024 KiB (same file, #73328)
 CUBLASLT_WORKSPACE_BYTES = 1024 * 1024
+#: Seven fp32 scalars per attention layer (``_k_scale``, ``_v_scale``, ``_q_scale``,
+#: ``_prob_scale``, ``q_range``, ``k_range``, ``v_range``; vLLM attention.py
+#: ``set_default_quant_scales``), each taking one 512-byte block of PyTorch's caching allocator
+#: (``kMinBlockSize``, c10/cuda/CUDACachingAllocator.cpp): 7 x 512 B, allocated while loading.
+ATTENTION_SCALE_BYTES_PER_LAYER = 7 * 512
 #: vLLM's sampler uses the Triton top-k/top-p kernel from this many rows up, PyTorch sort below
 #: (vllm/v1/sample/ops/topk_topp_sampler.py ``apply_top_k_top_p``)
 TRITON_TOPK_MIN_ROWS = 8
@@ -151,7 +170,7 @@ class MemoryPlan:
     budget_bytes : float
         ``requested`` = device memory x ``gpu_memory_utilization``.
     weight_bytes : float
-        Weights one GPU holds, including the rotary cache.
+        Weights one GPU holds, including the rotary cache and attention scale scalars.
     activation_bytes : float
         ``torch_peak_increase`` of the profiling pass.
     reserve_bytes : float
@@ -168,8 +187,8 @@ class MemoryPlan:
         Blocks the engine gets (the override when one is given).
     non_torch_bytes, cudagraph_bytes : float
         The reserve's two parts.
-    forward_peak_bytes, sampler_peak_bytes, cublas_workspace_bytes : float
-        Parts of ``activation_bytes`` (``max(forward, sampler) + cublas``).
+    forward_peak_bytes, sampler_peak_bytes, cublas_workspace_bytes, moe_workspace_bytes : float
+        Parts of ``activation_bytes`` (``moe + max(forward, sampler) + cublas``).
     rope_cache_bytes : float
         Part of ``weight_bytes``.
     planned_num_gpu_blocks : int
@@ -197,6 +216,7 @@ class MemoryPlan:
     forward_peak_bytes: float = 0.0
     sampler_peak_bytes: float = 0.0
     cublas_workspace_bytes: float = 0.0
+    moe_workspace_bytes: float = 0.0
     rope_cache_bytes: float = 0.0
     planned_num_gpu_blocks: int = 0
     kv_source: str = "profile"
@@ -234,6 +254,10 @@ def weights_bytes(model: ModelSpec, weight_dtype: str = "bf16", tensor_parallel_
                   expert_parallel_size: int = 1) -> tuple[int, int]:
     """vLLM's per-GPU "Model loading took" figure and its rotary-cache part, in bytes.
 
+    Parameters one GPU holds x weight bytes + the rotary cos/sin cache + 7 x 512 B of attention
+    scale scalars per layer (:data:`ATTENTION_SCALE_BYTES_PER_LAYER`). Llama-3.1-8B:
+    16,060,522,496 + 33,554,432 + 32 x 3,584 = 16,094,191,616 B = 14.9889 GiB, vLLM's log figure.
+
     Returns
     -------
     (int, int)
@@ -246,7 +270,7 @@ def weights_bytes(model: ModelSpec, weight_dtype: str = "bf16", tensor_parallel_
     """
     rope = model.rope_cache_bytes(_act_dtype(weight_dtype))
     w = model.weight_bytes_per_gpu(weight_dtype, tensor_parallel_size, expert_parallel_size)
-    return w + rope, rope
+    return w + rope + model.num_layers * ATTENTION_SCALE_BYTES_PER_LAYER, rope
 
 
 def cublas_workspace_bytes(compute_capability: tuple[int, int] | None = None) -> int:
@@ -305,10 +329,10 @@ def forward_peak_bytes(model: ModelSpec, max_num_batched_tokens: int,
     the new residual) plus the largest per-layer transient, in the model dtype ``a``:
 
     - dense MLP: gate/up output and activation, ``a x T x 3 x I / tp``;
-    - MoE (vLLM ``TritonExperts.workspace_shapes``, ``N = 2 I_rank``, ``K = h``):
-      ``a x T x topk x (max(N/2, K) + max(N, K))`` + output ``a x T x h`` + router logits
-      ``a x T x E`` + top-k ids/weights ``8 x T x topk`` (+ the shared expert's output
-      ``a x T x h``), or the shared-expert MLP ``a x T x 3 x I_shared / tp`` when larger;
+    - MoE: output ``a x T x h`` + router logits ``a x T x E`` + top-k ids/weights
+      ``8 x T x topk`` (+ the shared expert's output ``a x T x h``), or the shared-expert MLP
+      ``a x T x 3 x I_shared / tp`` when larger (the experts' workspaces are persistent:
+      :func:`moe_workspace_bytes`);
     - GQA attention projections: QKV output, rotated q and k, and the attention output buffer;
     - MLA: the fused down-projection output, q, and the attention output buffer.
 
@@ -325,8 +349,8 @@ def forward_peak_bytes(model: ModelSpec, max_num_batched_tokens: int,
         transients.append(a * t * 3 * (model.dense_mlp_intermediate_size // tp))
     if model.is_moe:
         m = model.moe_shape(tp, int(expert_parallel_size))
-        k, ir, e = m["topk"], m["expert_intermediate_per_rank"], m["num_experts"]
-        routed = (a * t * k * (max(ir, h) + max(2 * ir, h)) + a * t * h + a * t * e + 8 * t * k)
+        k, e = m["topk"], m["num_experts"]
+        routed = a * t * h + a * t * e + 8 * t * k
         shared = m["shared_intermediate_per_rank"]
         if shared:
             routed += a * t * h
@@ -341,13 +365,42 @@ def forward_peak_bytes(model: ModelSpec, max_num_batched_tokens: int,
     return 3 * a * t * h + max(transients)
 
 
+def moe_workspace_bytes(model: ModelSpec, max_num_batched_tokens: int,
+                        tensor_parallel_size: int = 1, expert_parallel_size: int = 1,
+                        weight_dtype: str = "bf16") -> int:
+    """Bytes of the fused-MoE workspaces on one GPU (0 for dense models).
+
+    vLLM 0.19 ``FusedMoEModularKernel._allocate_buffers`` takes one allocation from the
+    persistent ``WorkspaceManager`` (vllm/v1/worker/workspace.py; each part rounded up to 256
+    B) holding ``workspace13`` (shared with the output) and ``workspace2`` for ``M = T`` tokens,
+    with ``TritonExperts.workspace_shapes`` (fused_moe.py): ``M x topk x max(N/2, K)`` and
+    ``M x topk x max(N, K)`` elements of the model dtype, ``N = 2 x I_rank``, ``K = h``; the
+    output ``M x K`` reuses ``workspace13``::
+
+        a x (max(T x topk x max(I_rank, h), T x h) + T x topk x max(2 I_rank, h))
+
+    Raises
+    ------
+    ValueError
+        If the experts cannot be split over ``tensor_parallel_size``/``expert_parallel_size``.
+    """
+    if not model.is_moe:
+        return 0
+    a = _dtype_bytes(_act_dtype(weight_dtype))
+    m = model.moe_shape(int(tensor_parallel_size), int(expert_parallel_size))
+    t, k, ir, h = int(max_num_batched_tokens), m["topk"], m["expert_intermediate_per_rank"], m["hidden"]
+    ws13 = a * max(t * k * max(ir, h), t * h)
+    ws2 = a * t * k * max(2 * ir, h)
+    return -(-ws13 // 256) * 256 + -(-ws2 // 256) * 256
+
+
 def activation_bytes(model: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int,
                      tensor_parallel_size: int, *, expert_parallel_size: int = 1,
                      weight_dtype: str = "bf16", num_sms: int | None = None,
                      compute_capability: tuple[int, int] | None = None) -> float:
-    """vLLM's ``torch_peak_increase`` per GPU (bytes): ``max(forward peak, sampler peak) +
-    cuBLAS workspaces`` (:func:`forward_peak_bytes`, :func:`sampler_peak_bytes`,
-    :func:`cublas_workspace_bytes`).
+    """vLLM's ``torch_peak_increase`` per GPU (bytes): ``MoE workspaces + max(forward peak,
+    sampler peak) + cuBLAS workspaces`` (:func:`moe_workspace_bytes`,
+    :func:`forward_peak_bytes`, :func:`sampler_peak_bytes`, :func:`cublas_workspace_bytes`).
 
     Raises
     ------
@@ -357,7 +410,9 @@ def activation_bytes(model: ModelSpec, max_num_batched_tokens: int, max_num_seqs
     fwd = forward_peak_bytes(model, max_num_batched_tokens, tensor_parallel_size,
                              expert_parallel_size, weight_dtype)
     smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, weight_dtype, num_sms)
-    return float(max(fwd, smp) + cublas_workspace_bytes(compute_capability))
+    moe = moe_workspace_bytes(model, max_num_batched_tokens, tensor_parallel_size,
+                              expert_parallel_size, weight_dtype)
+    return float(moe + max(fwd, smp) + cublas_workspace_bytes(compute_capability))
 
 
 def max_tokens_per_request(model: ModelSpec, num_blocks: int, block_size: int,
@@ -407,27 +462,29 @@ def memory_terms(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: in
     fwd = forward_peak_bytes(model, max_num_batched_tokens, tp, ep, weight_dtype)
     smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, weight_dtype, num_sms)
     cublas = cublas_workspace_bytes(compute_capability)
-    act = float(max(fwd, smp) + cublas)
+    moe = moe_workspace_bytes(model, max_num_batched_tokens, tp, ep, weight_dtype)
+    act = float(moe + max(fwd, smp) + cublas)
     non_torch = float(engine.non_torch_bytes(tp))
     cudagraph = 0.0  # vLLM 0.19 does not subtract its estimate (module docstring)
     notes = []
-    if tp not in dict(engine.non_torch_bytes_by_tp):
+    measured = dict(engine.non_torch_bytes_by_tp)
+    if tp not in measured:
+        used = max((t for t in measured if t <= tp), default=min(measured))
         notes.append(f"non-torch memory at TP={tp} not measured for {engine.engine} "
-                     f"{engine.version}; the TP={max(t for t, _ in engine.non_torch_bytes_by_tp if t <= tp)} "
-                     "figure is used")
+                     f"{engine.version}; the TP={used} figure is used")
     draft = 0.0
     per_token = model.kv_bytes_per_token(kv_cache_dtype, tp)
     if draft_model is not None:
-        draft = float(draft_model.weight_bytes_per_gpu(weight_dtype, tp)
-                      + draft_model.rope_cache_bytes(_act_dtype(weight_dtype)))
+        draft = float(weights_bytes(draft_model, weight_dtype, tp)[0])
         per_token += draft_model.kv_bytes_per_token(kv_cache_dtype, tp)
     kv = budget - weights - act - non_torch - cudagraph - draft
     blocks = int(kv // (int(block_size) * per_token)) if kv > 0 else 0
     return MemoryPlan(budget, float(weights), act, non_torch + cudagraph, draft, kv, int(per_token),
                       int(block_size), blocks, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
                       forward_peak_bytes=float(fwd), sampler_peak_bytes=float(smp),
-                      cublas_workspace_bytes=float(cublas), rope_cache_bytes=float(rope),
-                      planned_num_gpu_blocks=blocks, notes=tuple(notes))
+                      cublas_workspace_bytes=float(cublas), moe_workspace_bytes=float(moe),
+                      rope_cache_bytes=float(rope), planned_num_gpu_blocks=blocks,
+                      notes=tuple(notes))
 
 
 def _gb(x: float) -> str:
@@ -578,12 +635,25 @@ def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int
                       forward_peak_bytes=p.forward_peak_bytes,
                       sampler_peak_bytes=p.sampler_peak_bytes,
                       cublas_workspace_bytes=p.cublas_workspace_bytes,
+                      moe_workspace_bytes=p.moe_workspace_bytes,
                       rope_cache_bytes=p.rope_cache_bytes, planned_num_gpu_blocks=planned,
                       kv_source=source,
                       max_model_len=None if max_model_len is None else int(max_model_len),
                       notes=tuple(notes))
 
 
-__all__ = ["EngineMemoryProfile", "MemoryPlan", "VLLM_0_19", "activation_bytes",
-           "cublas_workspace_bytes", "forward_peak_bytes", "max_tokens_per_request",
-           "memory_terms", "plan_memory", "sampler_peak_bytes", "weights_bytes"]
+__all__ = [
+    "ATTENTION_SCALE_BYTES_PER_LAYER",
+    "VLLM_0_19",
+    "EngineMemoryProfile",
+    "MemoryPlan",
+    "activation_bytes",
+    "cublas_workspace_bytes",
+    "forward_peak_bytes",
+    "max_tokens_per_request",
+    "memory_terms",
+    "moe_workspace_bytes",
+    "plan_memory",
+    "sampler_peak_bytes",
+    "weights_bytes",
+]

@@ -9,7 +9,6 @@ import pytest
 from simulator.cli import main
 from simulator.hardware import get_gpu
 from simulator.kv.cli import kv_estimate
-from simulator.models import get_model
 
 
 def test_llama3_70b_bytes_per_token():
@@ -36,7 +35,7 @@ def test_tp_and_fp8():
 def test_fit_by_formula():
     """Llama-3.1-8B, 32 x 8192 tokens on an H100 (vLLM 0.19 accounting, planner docstring).
 
-    weights     = 8,030,261,248 params x 2 + rotary cache 131,072 x 128 x 2
+    weights     = 8,030,261,248 params x 2 + rotary cache 131,072 x 128 x 2 + 32 x 7 x 512
     activations = max(forward, sampler) + cuBLAS (sm90 32 MiB + cuBLASLt 1 MiB), forward =
                   3 x 2 x 8192 x 4096 + 2 x 8192 x 3 x 14336 (gate/up + activation) with
                   8,192 batched tokens; sampler (32 rows) = 2 x 8192 x 4096 + 2 x 2 x 32 x 4096
@@ -46,7 +45,7 @@ def test_fit_by_formula():
     g = get_gpu("h100-sxm")
     b, s = 32, 8192
     e = kv_estimate("llama-3.1-8b", b, s, gpu_memory_utilization=0.9)
-    weights = 8_030_261_248 * 2 + 131_072 * 128 * 2
+    weights = 8_030_261_248 * 2 + 131_072 * 128 * 2 + 32 * 7 * 512
     forward = 3 * 2 * 8192 * 4096 + 2 * 8192 * 3 * 14336
     sampler = 2 * 8192 * 4096 + 2 * 2 * 32 * 4096 + 2 * 32 * 128256 + 4 * (4 * 32 * 128256)
     act = max(forward, sampler) + 32 * 2**20 + 2**20
