@@ -488,7 +488,7 @@ def memory_terms(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: in
 
 
 def _gb(x: float) -> str:
-    return f"{x / 1e9:.2f} GB"
+    return f"{x / 1e9:,.2f} GB"
 
 
 def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int = 1,
