@@ -170,12 +170,18 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                 f"speculative.draft_model {draft.name} has a {draft.vocab_size:,}-token vocabulary "
                 f"but {model.name} has {model.vocab_size:,}: a draft model must share the "
                 "target's tokenizer (e.g. llama-3.2-1b for Llama-3.x targets)")
+    kvc = scenario.kv_cache
     mem = plan_memory(model, gpu.hbm_bytes, tensor_parallel_size=tp,
-                      gpu_memory_utilization=scenario.kv_cache.gpu_memory_utilization,
-                      block_size=scenario.kv_cache.block_size, weight_dtype=wdt,
+                      gpu_memory_utilization=kvc.gpu_memory_utilization,
+                      block_size=kvc.block_size, weight_dtype=wdt,
                       kv_cache_dtype=kv_dtype, max_num_batched_tokens=sc.max_num_batched_tokens,
-                      max_num_seqs=sc.max_num_seqs, draft_model=draft)
-    num_blocks = scenario.kv_cache.num_gpu_blocks or mem.num_gpu_blocks
+                      max_num_seqs=sc.max_num_seqs, draft_model=draft,
+                      max_model_len=max_model_len,
+                      kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
+                      num_gpu_blocks_override=kvc.num_gpu_blocks,
+                      num_sms=getattr(gpu, "num_sms", None),
+                      compute_capability=getattr(gpu, "compute_capability", None))
+    num_blocks = mem.num_gpu_blocks
     perf = build_perf_model(model, gpu, tp, wdt, kv_dtype, source=scenario.perf.source,
                             engine=_user_path(scenario.perf.engine, base_dir),
                             engine_version=scenario.perf.engine_version,
