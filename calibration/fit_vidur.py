@@ -405,7 +405,9 @@ def _datasheet_ew(tot: pd.DataFrame, vspecs: dict, gpu) -> np.ndarray:
 
 
 def _datasheet_ar(ar: pd.DataFrame, gpu) -> np.ndarray:
-    unit = ModelSpec("unit", None, 1, 1, 1, 1, 1, 1, 1, 1)
+    # hidden 1 (the all-reduce formula reads only the hidden size); 8 heads so every TP degree
+    # of the data (1..8) shards the model
+    unit = ModelSpec("unit", None, 1, 1, 8, 8, 1, 8, 1, 1)
     out = np.empty(len(ar))
     for i, (p, b) in enumerate(zip(ar["p"], ar["bytes"])):
         out[i] = RooflinePerfModel(unit, gpu, int(p)).all_reduce_time(b / 2.0)

@@ -19,8 +19,6 @@ Shapes asked (per GPU of a TP group, one layer):
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .roofline import ACT_BYTES, RooflinePerfModel
@@ -63,15 +61,15 @@ class MeasuredOps(RooflinePerfModel):
         self.wdt = _DT.get(weight_dtype, weight_dtype)
         self.kvdt = _DT.get(kv_cache_dtype, kv_cache_dtype)
         tp = self.tp
-        self.q_heads_i = model.num_attention_heads // tp
-        self.kv_heads_i = max(1, math.ceil(model.num_kv_heads / tp))
-        self._akey = dict(q_heads=self.q_heads_i, kv_heads=self.kv_heads_i,
-                          head_dim=model.head_dim, kv_dtype=self.kvdt)
-        self._moe = bool(model.num_experts)
+        qh, kvh, hd = model.attention_heads(tp)
+        self._akey = dict(q_heads=qh, kv_heads=kvh, head_dim=hd, kv_dtype=self.kvdt)
+        self._moe = bool(model.is_moe)
         ts = tables
         self._has_gemm = ts.has("gemm", dtype=self.wdt)
-        self._has_prefill = ts.has("attention_prefill", **self._akey)
-        self._has_decode = ts.has("attention_decode", **self._akey)
+        # MLA attends over a latent (not a GQA head layout): its kernels are not in the GQA
+        # attention tables, so it stays on the roofline (labelled)
+        self._has_prefill = not self.mla and ts.has("attention_prefill", **self._akey)
+        self._has_decode = not self.mla and ts.has("attention_decode", **self._akey)
         self._has_ar = tp > 1 and ts.has("all_reduce", num_gpus=tp)
         self._has_nccl = tp > 1 and ts.has("nccl", collective="all_reduce", num_gpus=tp)
         self._custom_ar = custom_allreduce_possible(gpu)
@@ -106,25 +104,30 @@ class MeasuredOps(RooflinePerfModel):
         return dict(self._prov)
 
     # ---------------------------------------------------------------- operators
-    def gemm_time(self, op: str, num_tokens: int) -> float:
-        if self._moe and op.startswith("mlp"):
-            return self._moe_op_time(op, num_tokens)
-        if not self._has_gemm or num_tokens <= 0:
-            return self.fallback.gemm_time(op, num_tokens)
-        k, n = self.gemms[op]
-        return float(self.tables.gemm(int(num_tokens), n, k, self.wdt))
+    def gemm_kn_time(self, m_rows: int, k: int, n: int) -> float:
+        if not self._has_gemm or m_rows <= 0:
+            return self.fallback.gemm_kn_time(m_rows, k, n)
+        return float(self.tables.gemm(int(m_rows), n, k, self.wdt))
 
-    def _moe_op_time(self, op: str, num_tokens: int) -> float:
-        """MoE layer: the fused kernel (both expert GEMMs) is charged to ``mlp_gate_up``."""
-        if not self._has_moe or num_tokens <= 0:
-            return self.fallback.gemm_time(op, num_tokens)
-        if op != "mlp_gate_up":
+    def _moe_time(self, op: str, num_tokens: int) -> float:
+        return self.fallback._moe_time(op, num_tokens)
+
+    def moe_layer_time(self, num_tokens: int) -> float:
+        """One MoE layer: the measured fused-MoE kernel (routed experts, both projections)
+        plus shared experts and router from the GEMM table."""
+        if not self.moe or num_tokens <= 0:
             return 0.0
-        m = self.model
-        return float(self.tables.moe(int(num_tokens), hidden=m.hidden_size,
-                                     inter=m.intermediate_size, topk=m.experts_per_token,
-                                     num_experts=m.num_experts, moe_tp=self.tp, moe_ep=1,
-                                     dtype=self.wdt))
+        if not self._has_moe:
+            return super().moe_layer_time(num_tokens)
+        m, sh = self.model, self.moe
+        t = float(self.tables.moe(int(num_tokens), hidden=m.hidden_size,
+                                  inter=sh["expert_intermediate_per_rank"] * self.tp,
+                                  topk=sh["topk"], num_experts=m.num_experts, moe_tp=self.tp,
+                                  moe_ep=1, dtype=self.wdt))
+        for k, n in self.shared_gemms.values():
+            t += self.gemm_kn_time(num_tokens, k, n)
+        k, n = self.router_gemm
+        return t + self.gemm_kn_time(num_tokens, k, n)
 
     def lm_head_time(self, num_rows: int) -> float:
         if num_rows <= 0:

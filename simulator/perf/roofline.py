@@ -118,45 +118,140 @@ class RooflinePerfModel:
         self.wb = _dtype_bytes(weight_dtype)
         self.kvb = _dtype_bytes(kv_cache_dtype)
         m, tp = model, self.tp
+        L = m.num_layers
+        q_heads, kv_heads, head_dim = m.attention_heads(tp)
         self.q_heads = m.num_attention_heads / tp
-        self.kv_heads = max(1, math.ceil(m.num_kv_heads / tp))
+        self.kv_heads = kv_heads
         self.gemm_peak = gpu.flops_per_s(weight_dtype) * self.params.gemm_compute_efficiency
         self.attn_peak = gpu.bf16_flops_per_s * self.params.attention_compute_efficiency
         self.mem_bw = gpu.hbm_bandwidth_bytes_per_s * self.params.memory_efficiency
-        d, h = m.head_dim, m.hidden_size
-        # GEMM shapes (k, n) per GPU
-        self.gemms = {
-            "qkv_proj": (h, int((self.q_heads + 2 * self.kv_heads) * d)),
-            "o_proj": (int(self.q_heads * d), h),
-            "mlp_gate_up": (h, 2 * m.intermediate_size // tp),
-            "mlp_down": (m.intermediate_size // tp, h),
-        }
-        self.kv_bytes_per_token_layer = 2 * self.kv_heads * d * self.kvb
+        h = m.hidden_size
+        # GEMM shapes (k, n) per GPU and how many layers run each (ModelSpec.dense_gemm_shapes)
+        shapes = dict(m.dense_gemm_shapes(tp))
+        #: MLA: ``kv_b_proj`` expands the latents of prefill chunks (context + new tokens)
+        self.kv_b_proj = shapes.pop("kv_b_proj", None)
+        self.gemms = shapes
+        self.gemm_layers = {op: (m.num_dense_layers if op.startswith("mlp") else L)
+                            for op in self.gemms}
+        #: MoE layers: routed experts (per-expert shapes), shared experts, router
+        self.moe = m.moe_shape(tp, 1) if m.is_moe else None
+        self.expert_gemms = {}
+        if self.moe:
+            ei, si = self.moe["expert_intermediate_per_rank"], self.moe[
+                "shared_intermediate_per_rank"]
+            self.expert_gemms = {"mlp_gate_up": (h, 2 * ei), "mlp_down": (ei, h)}
+            self.shared_gemms = ({"shared_gate_up": (h, 2 * si), "shared_down": (si, h)}
+                                 if si else {})
+            self.router_gemm = (h, m.num_experts)
+        self.mla = m.attention_kind == "mla"
+        if self.mla:
+            hq, qk, vd = m.mla_prefill_heads(tp)
+            #: attention FLOPs per (query, key) pair and head are ``2 (d_qk + d_v)``: an
+            #: effective ``d`` of ``(d_qk + d_v) / 2`` in the ``4 d`` formula below
+            self.attn_d_prefill = (qk + vd) / 2.0
+            self.attn_d_decode = (head_dim + m.kv_lora_rank) / 2.0
+            self.mla_bmms = m.mla_absorbed_bmm_shapes(tp)
+        else:
+            self.attn_d_prefill = self.attn_d_decode = float(head_dim)
+            self.mla_bmms = {}
+        self.kv_bytes_per_token_layer = m.kv_bytes_per_token(kv_cache_dtype, tp) / L
+        #: (window or None, layers): sliding-window layers attend at most ``window`` tokens
+        self.attn_groups = m.attention_layer_groups()
         self._decode_cache: dict[int, tuple[float, float, float, float]] = {}
 
     # ------------------------------------------------------------------ operators (per layer)
-    def gemm_time(self, op: str, num_tokens: int) -> float:
-        """Seconds for GEMM ``op`` over ``num_tokens`` rows, one layer, one GPU."""
-        k, n = self.gemms[op]
-        if op.startswith("mlp") and self.model.num_experts:
-            return self._moe_time(op, num_tokens)
-        flops = 2.0 * num_tokens * k * n
-        byts = k * n * self.wb + num_tokens * (k + n) * ACT_BYTES
+    def gemm_kn_time(self, m_rows: int, k: int, n: int) -> float:
+        """Seconds of one ``m_rows x k`` by ``k x n`` GEMM (weights ``k x n``), one GPU."""
+        flops = 2.0 * m_rows * k * n
+        byts = k * n * self.wb + m_rows * (k + n) * ACT_BYTES
         return max(flops / self.gemm_peak, byts / self.mem_bw) + self.params.kernel_overhead_s
 
-    def _moe_time(self, op: str, num_tokens: int) -> float:
-        m = self.model
+    def gemm_time(self, op: str, num_tokens: int) -> float:
+        """Seconds for GEMM ``op`` over ``num_tokens`` rows, one layer, one GPU (the routed
+        experts' projection for ``mlp_*`` of a model without dense MLP layers)."""
+        if op not in self.gemms and op in self.expert_gemms:
+            return self._moe_time(op, num_tokens)
         k, n = self.gemms[op]
+        return self.gemm_kn_time(num_tokens, k, n)
+
+    def _moe_time(self, op: str, num_tokens: int) -> float:
+        """Routed experts' projection ``op`` over ``num_tokens`` tokens: ``topk`` expert rows per
+        token; weights of the experts touched (expected number for uniform routing,
+        ``E (1 - (1 - topk / E) ** tokens)``) are read once."""
+        m = self.model
+        k, n = self.expert_gemms[op]
         e, topk = m.num_experts, m.experts_per_token
         touched = e * (1.0 - (1.0 - topk / e) ** num_tokens)
         flops = 2.0 * num_tokens * topk * k * n
         byts = touched * k * n * self.wb + num_tokens * topk * (k + n) * ACT_BYTES
         return max(flops / self.gemm_peak, byts / self.mem_bw) + self.params.kernel_overhead_s
 
+    def moe_layer_time(self, num_tokens: int) -> float:
+        """One MoE layer: routed experts (both projections), shared experts and router GEMM."""
+        if not self.moe or num_tokens <= 0:
+            return 0.0
+        t = self._moe_time("mlp_gate_up", num_tokens) + self._moe_time("mlp_down", num_tokens)
+        for k, n in self.shared_gemms.values():
+            t += self.gemm_kn_time(num_tokens, k, n)
+        k, n = self.router_gemm
+        return t + self.gemm_kn_time(num_tokens, k, n)
+
+    def token_terms(self, T: int, graph: bool = False) -> dict[str, float]:
+        """Operator times of a step that depend only on its token count, summed over layers:
+        each GEMM x the layers that run it, ``moe`` (MoE layers), ``elementwise`` and
+        ``all_reduce`` (two per layer)."""
+        L = self.model.num_layers
+        out = {op: self.gemm_layers[op] * self.gemm_time(op, T) for op in self.gemms}
+        if self.moe:
+            out["moe"] = self.moe["num_moe_layers"] * self.moe_layer_time(T)
+        out["elementwise"] = L * self.elementwise_time(T)
+        out["all_reduce"] = 2 * L * self.all_reduce_time(T, graph=graph)
+        return out
+
+    def attention_prefill_total(self, prefill_q, prefill_start) -> float:
+        """Prefill attention of a step's chunks summed over layers (sliding-window layers
+        attend to at most ``window`` keys)."""
+        t = 0.0
+        for w, n in self.attn_groups:
+            sub = 0.0
+            for q, s in zip(prefill_q, prefill_start):
+                q, s = int(q), int(s)
+                if w is not None:
+                    s = min(s, max(w - q, 0))
+                sub += self.attn_prefill_time(q, s)
+            t += n * sub
+        return t
+
+    def attention_decode_total(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
+        """Decode attention summed over layers; ``ctx_total`` may be an array (steps). A
+        sliding-window layer attends to at most ``num_seqs x window`` tokens in all."""
+        out = 0.0
+        for w, n in self.attn_groups:
+            c = ctx_total if w is None else np.minimum(ctx_total, num_seqs * w)
+            out = out + n * np.asarray(self.attn_decode_time(num_seqs, c, q_per_seq), dtype=float)
+        return out if np.ndim(ctx_total) else float(out)
+
+    def mla_extra_time(self, prefill_q, prefill_start, num_decode_tokens: int) -> float:
+        """MLA only (0 otherwise): ``kv_b_proj`` over each prefill chunk's latents (context +
+        new tokens) and the absorbed per-head GEMMs of the decode tokens, summed over layers."""
+        if not self.mla:
+            return 0.0
+        L = self.model.num_layers
+        t = 0.0
+        k, n = self.kv_b_proj
+        for q, s in zip(prefill_q, prefill_start):
+            t += self.gemm_kn_time(int(q) + int(s), k, n)
+        if num_decode_tokens:
+            for hq, k2, n2 in self.mla_bmms.values():
+                flops = 2.0 * num_decode_tokens * hq * k2 * n2
+                byts = hq * k2 * n2 * self.wb + num_decode_tokens * hq * (k2 + n2) * ACT_BYTES
+                t += max(flops / self.gemm_peak, byts / self.mem_bw) + self.params.kernel_overhead_s
+        return L * t
+
     def attn_prefill_time(self, q: int, start: int) -> float:
         """Seconds for causal attention of a ``q``-token chunk after ``start`` cached tokens."""
         pairs = q * start + q * (q + 1) / 2.0
-        d = self.model.head_dim
+        d = self.attn_d_prefill
         flops = 4.0 * d * self.q_heads * pairs
         byts = (start + q) * self.kv_bytes_per_token_layer + 2 * q * self.q_heads * d * ACT_BYTES
         return max(flops / self.attn_peak, byts / self.mem_bw) + self.params.kernel_overhead_s
@@ -166,7 +261,7 @@ class RooflinePerfModel:
 
         ``ctx_total`` may be a numpy array (vectorised over steps).
         """
-        d = self.model.head_dim
+        d = self.attn_d_decode
         flops = 4.0 * d * self.q_heads * q_per_seq * np.asarray(ctx_total, dtype=float)
         byts = (np.asarray(ctx_total, dtype=float) * self.kv_bytes_per_token_layer
                 + 2 * num_seqs * q_per_seq * self.q_heads * d * ACT_BYTES)
@@ -175,7 +270,9 @@ class RooflinePerfModel:
     def elementwise_time(self, num_tokens: int) -> float:
         """Norms, rotary, activation and residual adds (memory bound), one layer."""
         h = self.model.hidden_size
-        inter = self.model.intermediate_size // self.tp
+        inter = self.model.dense_mlp_intermediate_size // self.tp
+        if self.moe:  # activations of the routed experts' inner width, topk rows per token
+            inter = self.moe["topk"] * self.moe["expert_intermediate_per_rank"]
         byts = num_tokens * ACT_BYTES * (8 * h + 3 * inter)
         return byts / self.mem_bw + 4 * self.params.kernel_overhead_s
 
@@ -203,34 +300,28 @@ class RooflinePerfModel:
         return self.params.cpu_overhead_base_s + self.params.cpu_overhead_per_seq_s * num_seqs
 
     # ------------------------------------------------------------------ whole steps
-    def _dense_layer_time(self, num_tokens: int) -> float:
-        t = sum(self.gemm_time(op, num_tokens) for op in self.gemms)
-        return t + self.elementwise_time(num_tokens) + 2 * self.all_reduce_time(num_tokens)
-
     def _token_terms(self, T: int) -> dict[str, float]:
-        """Operator times that depend only on the step's token count (memoised per T)."""
+        """:meth:`token_terms` memoised per token count (eager: no graph backend)."""
         cache = self.__dict__.setdefault("_tok_cache", {})
         hit = cache.get(T)
         if hit is None:
-            L = self.model.num_layers
-            hit = {op: L * self.gemm_time(op, T) for op in self.gemms}
-            hit["elementwise"] = L * self.elementwise_time(T)
-            hit["all_reduce"] = 2 * L * self.all_reduce_time(T)
+            hit = self.token_terms(T)
             if len(cache) < 65536:
                 cache[T] = hit
         return hit
 
     def op_times(self, shape: StepShape) -> dict[str, float]:
         """Seconds per operator class for one step (summed over layers)."""
-        L = self.model.num_layers
         T = shape.num_tokens
         out = dict(self._token_terms(T)) if T else {}
-        pre = sum(self.attn_prefill_time(int(q), int(s))
-                  for q, s in zip(shape.prefill_q, shape.prefill_start))
-        out["attention_prefill"] = L * pre
-        out["attention_decode"] = (L * float(self.attn_decode_time(
-            shape.num_decode, shape.decode_ctx_total, shape.decode_q_per_seq))
+        out["attention_prefill"] = self.attention_prefill_total(shape.prefill_q,
+                                                                shape.prefill_start)
+        out["attention_decode"] = (self.attention_decode_total(
+            shape.num_decode, shape.decode_ctx_total, shape.decode_q_per_seq)
             if shape.num_decode else 0.0)
+        if self.mla:
+            out["mla"] = self.mla_extra_time(shape.prefill_q, shape.prefill_start,
+                                             shape.num_decode * shape.decode_q_per_seq)
         if not T:
             out["elementwise"] = out["all_reduce"] = 0.0
         out["lm_head"] = self.lm_head_time(shape.num_sampled)
@@ -258,12 +349,12 @@ class RooflinePerfModel:
         """
         c = self._decode_cache.get(num_seqs)
         if c is None:
-            L = self.model.num_layers
-            fixed = (L * self._dense_layer_time(num_seqs) + self.lm_head_time(num_seqs)
-                     + self.cpu_overhead_time(num_seqs))
+            fixed = (float(sum(self._token_terms(num_seqs).values()))
+                     + self.mla_extra_time((), (), num_seqs)
+                     + self.lm_head_time(num_seqs) + self.cpu_overhead_time(num_seqs))
             c = (fixed,)
             self._decode_cache[num_seqs] = c
-        return c[0] + self.model.num_layers * self.attn_decode_time(num_seqs, ctx_totals)
+        return c[0] + self.attention_decode_total(num_seqs, ctx_totals)
 
     def provenance(self) -> dict[str, str]:
         """Operator class -> provenance label (``measured``, ``fitted`` or ``datasheet``)."""
@@ -271,19 +362,33 @@ class RooflinePerfModel:
 
     def bottleneck_shares(self, shape: StepShape) -> dict[str, float]:
         """Share of step time in compute-bound vs memory-bound operators and overheads."""
-        L, T = self.model.num_layers, shape.num_tokens
+        T = shape.num_tokens
+        times = self.op_times(shape)
+        comp, mem = self.split_gemm_bound(times, T)
+        comp += times["attention_prefill"]
+        mem += (times["attention_decode"] + times["elementwise"] + times["lm_head"]
+                + times.get("mla", 0.0))
+        other = times["all_reduce"] + times["cpu_overhead"]
+        tot = comp + mem + other
+        return {"compute_bound": comp / tot, "memory_bound": mem / tot, "overhead": other / tot}
+
+    def split_gemm_bound(self, times: dict, T: int) -> tuple[float, float]:
+        """(compute-bound, memory-bound) seconds of the GEMM and MoE entries of ``times``,
+        by which roofline bound each operator hits at ``T`` tokens."""
         comp = mem = 0.0
         for op, (k, n) in self.gemms.items():
             flops = 2.0 * T * k * n
             byts = k * n * self.wb + T * (k + n) * ACT_BYTES
-            t = L * self.gemm_time(op, T)
             if flops / self.gemm_peak >= byts / self.mem_bw:
-                comp += t
+                comp += times.get(op, 0.0)
             else:
-                mem += t
-        times = self.op_times(shape)
-        comp += times["attention_prefill"]
-        mem += times["attention_decode"] + times["elementwise"] + times["lm_head"]
-        other = times["all_reduce"] + times["cpu_overhead"]
-        tot = comp + mem + other
-        return {"compute_bound": comp / tot, "memory_bound": mem / tot, "overhead": other / tot}
+                mem += times.get(op, 0.0)
+        if self.moe:
+            k, n = self.expert_gemms["mlp_gate_up"]
+            topk, e = self.moe["topk"], self.model.num_experts
+            touched = e * (1.0 - (1.0 - topk / e) ** max(T, 0))
+            if 2.0 * T * topk * k * n / self.gemm_peak >= touched * k * n * self.wb / self.mem_bw:
+                comp += times.get("moe", 0.0)
+            else:
+                mem += times.get("moe", 0.0)
+        return comp, mem

@@ -91,10 +91,7 @@ class StepTimeModel:
         key = (T, graph)
         hit = self._tok.get(key)
         if hit is None:
-            ops, L = self.ops, self._layers
-            hit = {op: L * ops.gemm_time(op, T) for op in ops.gemms}
-            hit["elementwise"] = L * ops.elementwise_time(T)
-            hit["all_reduce"] = 2 * L * ops.all_reduce_time(T, graph=graph)
+            hit = self.ops.token_terms(T, graph=graph)
             if len(self._tok) < 65536:
                 self._tok[key] = hit
         return hit
@@ -110,16 +107,17 @@ class StepTimeModel:
         pure = not shape.prefill_q
         graph = self.in_graph(T, pure)
         Tp = self.padded_tokens(T, pure) if graph else T
-        ops, L = self.ops, self._layers
+        ops = self.ops
         out = dict(self._token_terms(Tp, graph)) if Tp else {
-            **{op: 0.0 for op in ops.gemms}, "elementwise": 0.0, "all_reduce": 0.0}
-        pre = 0.0
-        for q, s in zip(shape.prefill_q, shape.prefill_start):
-            pre += ops.attn_prefill_time(int(q), int(s))
-        out["attention_prefill"] = L * pre
-        out["attention_decode"] = (L * float(ops.attn_decode_time(
+            k: 0.0 for k in self._token_terms(1, False)}
+        out["attention_prefill"] = ops.attention_prefill_total(shape.prefill_q,
+                                                               shape.prefill_start)
+        out["attention_decode"] = (float(ops.attention_decode_total(
             shape.num_decode, shape.decode_ctx_total, shape.decode_q_per_seq))
             if shape.num_decode else 0.0)
+        if ops.mla:
+            out["mla"] = ops.mla_extra_time(shape.prefill_q, shape.prefill_start,
+                                            shape.num_decode * shape.decode_q_per_seq)
         out["lm_head"] = ops.lm_head_time(shape.num_sampled)
         out["sampler"] = self.sampler_time(shape.num_sampled)
         return out
@@ -156,6 +154,7 @@ class StepTimeModel:
             graph = self.in_graph(num_seqs, True)
             Tp = self.padded_tokens(num_seqs, True) if graph else num_seqs
             c = (float(sum(self._token_terms(Tp, graph).values()))
+                 + self.ops.mla_extra_time((), (), num_seqs)
                  + self.ops.lm_head_time(num_seqs) + self.sampler_time(num_seqs))
             self._fixed_decode[num_seqs] = c
         return c
@@ -171,8 +170,8 @@ class StepTimeModel:
             Total attended context of the batch at each step.
         """
         ctx = np.asarray(ctx_totals)
-        return self._decode_fixed(num_seqs) + self._layers * np.asarray(
-            self.ops.attn_decode_time(num_seqs, ctx), dtype=float)
+        return self._decode_fixed(num_seqs) + np.asarray(
+            self.ops.attention_decode_total(num_seqs, ctx), dtype=float)
 
     def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
         """Wall-clock seconds of consecutive pure-decode steps, shape ``(K,)``."""
@@ -201,20 +200,10 @@ class StepTimeModel:
     def bottleneck_shares(self, shape: StepShape) -> dict[str, float]:
         """Share of step time in compute-bound vs memory-bound operators and overheads."""
         times = self.op_times(shape)
-        ops = self.ops
-        T = shape.num_tokens
-        comp = mem = 0.0
-        for op, (k, n) in ops.gemms.items():
-            t = times[op]
-            flops = 2.0 * T * k * n
-            byts = k * n * ops.wb + T * (k + n) * 2
-            if flops / ops.gemm_peak >= byts / ops.mem_bw:
-                comp += t
-            else:
-                mem += t
+        comp, mem = self.ops.split_gemm_bound(times, shape.num_tokens)
         comp += times["attention_prefill"]
         mem += (times["attention_decode"] + times["elementwise"] + times["lm_head"]
-                + times["sampler"])
+                + times["sampler"] + times.get("mla", 0.0))
         other = times["all_reduce"] + times["engine_overhead"]
         tot = comp + mem + other
         if tot <= 0:
