@@ -533,7 +533,7 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
     commit = commit or _source_commit(src_root)
     out_dir = Path(out_dir)
     available = sorted(p.name for p in root.iterdir() if p.is_dir())
-    rev = {v: k for k, v in GPU_PROFILES.items()}
+    rev = {GPU_PROFILES.get(a, a.replace("_", "-")): a for a in available}
     todo = available
     if gpus:
         todo = []

@@ -30,8 +30,9 @@ family                        key columns                      grid axes (u coor
 ============================  ===============================  ===================================
 
 Grid cells that were not measured are filled first by linear interpolation of ``log e`` in
-``u`` between the nearest measured cells on both sides, averaged over the axes along which a
-cell is bracketed, then (cells outside every bracket) by holding the nearest measured value.
+``u`` between the nearest measured cells on both sides, the median over the axes along which
+a cell is bracketed (the mean for two; the median of three resists a tile-boundary step on
+one axis), then (cells outside every bracket) by holding the nearest measured value.
 A query ``x`` is answered as ``R(x) / exp(L(x))`` where ``L`` is the multilinear interpolant
 of the filled grid at ``u(x)`` clipped to the grid: measured points come back exactly,
 between them the log efficiency is interpolated in log size, and beyond the measured range
@@ -300,7 +301,9 @@ def read_table_file(path: str | Path, op: str) -> pd.DataFrame:
     """Read one table file (Parquet or CSV) of family ``op`` and complete optional columns.
 
     Missing optional columns get their documented defaults (``batch`` 1, ``window`` 0,
-    ``kv_dtype`` = ``dtype``, ``kernel`` empty = single kernel, ``moe_tp``/``moe_ep`` 1).
+    ``kv_dtype`` = ``dtype``, ``kernel`` empty = single kernel, ``moe_tp``/``moe_ep`` 1). Rows
+    with a non-positive or missing time are dropped; a decode table with a ``dist`` column
+    (harness v1: ``uniform`` and ``skewed`` context mixes) keeps its ``uniform`` rows.
 
     Raises
     ------
@@ -329,6 +332,10 @@ def read_table_file(path: str | Path, op: str) -> pd.DataFrame:
             df[c] = v
     if op.startswith("attention") and "kv_dtype" not in df.columns:
         df["kv_dtype"] = df["dtype"]
+    if op == "attention_decode" and "dist" in df.columns and (df["dist"] == "uniform").any():
+        # harness v1 also times skewed context mixes at the same ctx_mean; ctx_mean means
+        # "tokens per sequence" (uniform), so those rows are not averaged in
+        df = df[df["dist"] == "uniform"].reset_index(drop=True)
     if "kernel" not in df.columns:
         df["kernel"] = ""
     df["kernel"] = df["kernel"].fillna("").astype(str)
@@ -357,12 +364,11 @@ def _u(x, zero: bool):
 
 def _fill(g: np.ndarray, us: list[np.ndarray]) -> np.ndarray:
     """Fill the NaN cells of grid ``g`` (see the module docstring: bracketed linear
-    interpolation in ``u`` averaged over axes, then nearest-measured hold)."""
+    interpolation in ``u``, median over axes, then nearest-measured hold)."""
     g = g.copy()
     nd = g.ndim
     while np.isnan(g).any():
-        est = np.zeros_like(g)
-        cnt = np.zeros(g.shape)
+        ests = []
         for a in range(nd):
             n = g.shape[a]
             if n < 3:
@@ -379,15 +385,16 @@ def _fill(g: np.ndarray, us: list[np.ndarray]) -> np.ndarray:
             lo, hi = prev[r, i], nxt[r, i]
             ua = us[a]
             w = (ua[i] - ua[lo]) / (ua[hi] - ua[lo])
-            val = np.zeros_like(x)
+            val = np.full_like(x, np.nan)
             val[r, i] = x[r, lo] * (1.0 - w) + x[r, hi] * w
             shape = list(np.moveaxis(g, a, -1).shape)
-            est += np.moveaxis(val.reshape(shape), -1, a)
-            cnt += np.moveaxis(ok.reshape(shape).astype(float), -1, a)
-        if cnt.any():
-            m = cnt > 0
-            g[m] = est[m] / cnt[m]
-            continue
+            ests.append(np.moveaxis(val.reshape(shape), -1, a))
+        if ests:
+            stack = np.stack(ests)
+            m = np.isfinite(stack).any(axis=0)
+            if m.any():
+                g[m] = np.nanmedian(stack[:, m], axis=0)
+                continue
         for a in range(nd):   # no bracket anywhere: hold the nearest measured cell along an axis
             n = g.shape[a]
             if n < 2:
@@ -414,28 +421,40 @@ def _fill(g: np.ndarray, us: list[np.ndarray]) -> np.ndarray:
 class _Grid:
     """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
 
-    __slots__ = ("names", "vals", "us", "ulists", "zero", "le", "flat", "strides", "shape",
-                 "measured")
+    __slots__ = ("names", "vals", "us", "ulists", "zero", "raw", "le", "flat", "strides",
+                 "shape", "measured")
 
     def __init__(self, names, coords: list[np.ndarray], le_rows: np.ndarray, zero):
-        self.names = tuple(names)
-        self.zero = tuple(bool(z) for z in zero)
         vals, inv = [], []
         for c in coords:
             v, i = np.unique(np.asarray(c, float), return_inverse=True)
             vals.append(v)
             inv.append(i)
-        self.vals = vals
-        self.shape = tuple(len(v) for v in vals)
-        flat_idx = np.ravel_multi_index(inv, self.shape)
-        n = int(np.prod(self.shape))
+        shape = tuple(len(v) for v in vals)
+        flat_idx = np.ravel_multi_index(inv, shape)
+        n = int(np.prod(shape))
         s = np.bincount(flat_idx, weights=le_rows, minlength=n)
         c = np.bincount(flat_idx, minlength=n)
         g = np.full(n, np.nan)
         g[c > 0] = s[c > 0] / c[c > 0]
-        self.measured = int((c > 0).sum())
-        self.us = [_u(v, z) for v, z in zip(vals, self.zero)]
-        self.le = _fill(g.reshape(self.shape), self.us)
+        self._setup(names, vals, zero, g.reshape(shape))
+
+    @classmethod
+    def from_cells(cls, names, vals, zero, raw: np.ndarray) -> "_Grid":
+        """A grid from its axis values and raw (unfilled, NaN = not measured) log efficiency."""
+        self = cls.__new__(cls)
+        self._setup(names, vals, zero, raw)
+        return self
+
+    def _setup(self, names, vals, zero, raw):
+        self.names = tuple(names)
+        self.zero = tuple(bool(z) for z in zero)
+        self.vals = list(vals)
+        self.shape = tuple(len(v) for v in vals)
+        self.raw = raw
+        self.measured = int(np.isfinite(raw).sum())
+        self.us = [_u(v, z) for v, z in zip(self.vals, self.zero)]
+        self.le = _fill(raw, self.us)
         self.flat = self.le.ravel().tolist()
         self.ulists = [u.tolist() for u in self.us]
         st, acc = [], 1
@@ -834,12 +853,13 @@ class TableSet:
         self._res[ck] = hit
         return hit
 
-    def _build(self, fam: _Family, groups, numv: dict, rdt: tuple) -> _Grid:
-        idx = np.concatenate([fam.groups[g] for g in groups])
-        idx.sort()
+    def _build(self, fam: _Family, groups, numv: dict, rdt: tuple, idx=None) -> _Grid:
+        if idx is None:
+            idx = np.concatenate([fam.groups[g] for g in groups])
+            idx.sort()
         s = fam.schema
         coords = [fam.grid_cols[c][idx] for c in s.grid]
-        r = self._roofline(fam.op, dict(zip(s.grid, coords)), numv, rdt, groups[0])
+        r = self._roofline(fam.op, dict(zip(s.grid, coords)), numv, rdt)
         e = r / fam.t[idx]
         ok = np.isfinite(e) & (e > 0)
         if not ok.any():
@@ -847,7 +867,7 @@ class TableSet:
         return _Grid(s.grid, [c[ok] for c in coords], np.log(e[ok]),
                      [c in s.zero for c in s.grid])
 
-    def _roofline(self, op: str, x: dict, numv: dict, rdt: tuple, group=None):
+    def _roofline(self, op: str, x: dict, numv: dict, rdt: tuple):
         """Roofline of family ``op`` at sizes ``x`` (axis name -> value/array), numeric keys
         ``numv`` and dtypes ``rdt`` (``(dtype,)`` or ``(dtype, kv_dtype)``)."""
         g = self.gpu
