@@ -10,8 +10,8 @@ operator family it holds in its own right (a family that only points at another 
 ``reuse_of``, is the donor's table and is listed as such, not measured twice), each measured
 point is held out in turn and predicted from the rest with the query code of
 :mod:`simulator.perf.tables`: the point's grid cell is emptied, the grid refilled exactly as
-when a table is loaded, and the point queried (roofline bound / interpolated efficiency). The
-error is ``|predicted / measured - 1|`` in percent.
+when a table is loaded, and the point queried as any query is. The error is
+``|predicted / measured - 1|`` in percent.
 
 Key groups are the ones queries use (per dtype for GEMM; per dtype, KV dtype, head layout and
 window, vLLM's default kernels, for attention; per shape for MoE; per backend and GPU count
@@ -101,10 +101,10 @@ def _loo_group(ts, op, idx, numv, rdt, sample: int | None, rng) -> pd.DataFrame:
         r[cell] = np.nan
         if not np.isfinite(r).any():
             continue
-        g2 = _Grid.from_cells(grid.names, grid.vals, grid.zero, r)
+        g2 = _Grid.from_cells(grid.names, grid.vals, grid.zero, r, grid.lr)
         x = {c: float(coords[c][j]) for c in s.grid}
-        pred = float(ts._roofline(op, x, numv, rdt)) / math.exp(g2.at([x[c] for c in s.grid]))
-        meas = float(np.exp(-raw[cell]) * ts._roofline(op, x, numv, rdt))
+        pred = ts._eval(op, ts._tgrid(op, g2, numv, rdt, cache=False), x, numv, rdt)
+        meas = float(fam.t[idx][j])
         interior = all(len(v) == 1 or (0 < i < len(v) - 1) for v, i in zip(grid.vals, cell))
         out.append((100.0 * abs(pred / meas - 1.0), interior))
     return pd.DataFrame(out, columns=["abs_pct", "interior"])

@@ -3,8 +3,10 @@
 Synthetic tables with known answers: every table here is generated as ``roofline / e`` with a
 chosen efficiency ``e`` at each grid point, the roofline written out below from its formula
 (the datasheet numbers of the toy GPU), so the expected time of any query follows by hand:
-at a grid point it is the table value; between grid points ``log e`` is linear in
-``log2(size)``; beyond the grid the edge efficiency is held against the roofline.
+at a grid point it is the table value (for another key: that key's bound over the measured
+efficiency); between grid points log time is linear in ``log2(size)`` (log efficiency and log
+bound both interpolated between the nodes); beyond the grid the edge efficiency is held
+against the roofline.
 """
 from __future__ import annotations
 
@@ -108,19 +110,27 @@ def test_gemm_at_grid_points_returns_the_table(profile):
                                                                rel=1e-12)
 
 
-def test_gemm_between_grid_points_is_log_linear_in_efficiency(profile):
+def t_gemm(m, n=1024, k=1024):
+    """Table time at a GEMM grid node of ``toy_set``."""
+    return gemm_r(m, n, k) / E_GEMM[m]
+
+
+def test_gemm_between_grid_points_is_log_linear(profile):
     ts = toy_set(profile)
-    # m = 8 sits halfway (in log2 m) between 4 and 16: log e is the mean of the two logs
-    e8 = math.sqrt(0.30 * 0.60)
-    assert ts.gemm(8, 1024, 1024) == pytest.approx(gemm_r(8, 1024, 1024) / e8, rel=1e-12)
-    # m = 2: log2 2 = 1 is halfway between log2 1 = 0 and log2 4 = 2
-    e2 = math.sqrt(0.10 * 0.30)
-    assert ts.gemm(2, 1024, 1024) == pytest.approx(gemm_r(2, 1024, 1024) / e2, rel=1e-12)
-    # m = 32: log2 32 = 5 lies 1/2 of the way from 4 (log2 16) to 6 (log2 64)
-    e32 = math.exp(0.5 * math.log(0.60) + 0.5 * math.log(0.80))
-    assert ts.gemm(32, 1024, 1024) == pytest.approx(gemm_r(32, 1024, 1024) / e32, rel=1e-12)
-    # n between the two measured n (1024, 2048) with the same efficiency: e unchanged
-    assert ts.gemm(16, 1448, 1024) == pytest.approx(gemm_r(16, 1448, 1024) / 0.60, rel=1e-12)
+    # log e and the log bound are both linear in log2 m between nodes, so log time is: m = 8
+    # is halfway (in log2 m) between the nodes 4 and 16, so t(8) is their geometric mean
+    assert ts.gemm(8, 1024, 1024) == pytest.approx(math.sqrt(t_gemm(4) * t_gemm(16)), rel=1e-12)
+    assert ts.gemm(2, 1024, 1024) == pytest.approx(math.sqrt(t_gemm(1) * t_gemm(4)), rel=1e-12)
+    assert ts.gemm(32, 1024, 1024) == pytest.approx(math.sqrt(t_gemm(16) * t_gemm(64)),
+                                                    rel=1e-12)
+    # a quarter of the way from 4 to 16 in log2 m (m = 4 * 2^0.5)
+    m = 4 * 2 ** 0.5
+    assert ts.gemm(m, 1024, 1024) == pytest.approx(t_gemm(4) ** 0.75 * t_gemm(16) ** 0.25,
+                                                   rel=1e-12)
+    # n = 1024 * sqrt 2, halfway between the measured n = 1024 and 2048
+    n = 1024 * 2 ** 0.5
+    assert ts.gemm(16, n, 1024) == pytest.approx(math.sqrt(t_gemm(16) * t_gemm(16, 2048)),
+                                                 rel=1e-12)
 
 
 def test_gemm_beyond_the_grid_holds_the_edge_efficiency(profile):
@@ -143,8 +153,10 @@ def test_fp8_gemm_uses_the_fp8_roofline(profile):
         lambda m, n, k: 0.5, dtype="fp8", wb=1, peak=PEAK_FP8)
     write_set(profile, "vllm-1.0", {"gemm": rows})
     ts = TableSet(profile / "tables" / "vllm-1.0", load_gpu_spec(profile))
-    assert ts.gemm(8, 1024, 1024, "fp8") == pytest.approx(
-        gemm_r(8, 1024, 1024, wb=1, peak=PEAK_FP8) / 0.5, rel=1e-12)
+    r = [gemm_r(m, 1024, 1024, wb=1, peak=PEAK_FP8) for m in (4, 8, 16)]
+    assert ts.gemm(16, 1024, 1024, "fp8") == pytest.approx(r[2] / 0.5, rel=1e-12)
+    assert ts.gemm(8, 1024, 1024, "fp8") == pytest.approx(math.sqrt(r[0] * r[2]) / 0.5,
+                                                          rel=1e-12)
 
 
 def test_unmeasured_cell_is_filled_from_its_neighbours(profile):
@@ -153,8 +165,10 @@ def test_unmeasured_cell_is_filled_from_its_neighbours(profile):
                                                                    r["n"] == 2048)]
     write_set(profile, "vllm-1.0", {"gemm": rows})
     ts = TableSet(profile / "tables" / "vllm-1.0", load_gpu_spec(profile))
-    e16 = math.sqrt(0.30 * 0.80)   # log2 16 = 4 is halfway between log2 4 = 2 and log2 64 = 6
-    assert ts.gemm(16, 2048, 1024) == pytest.approx(gemm_r(16, 2048, 1024) / e16, rel=1e-12)
+    # log2 16 = 4 is halfway between log2 4 = 2 and log2 64 = 6: the cell gets the geometric
+    # mean of the neighbours' times, what a query at m = 16 would get without that row
+    want = math.sqrt(t_gemm(4, 2048) * t_gemm(64, 2048))
+    assert ts.gemm(16, 2048, 1024) == pytest.approx(want, rel=1e-12)
 
 
 # ---------------------------------------------------------------- attention
@@ -174,15 +188,19 @@ def test_decode_bilinear_in_log_space(profile):
     kw = {"q_heads": 32, "kv_heads": 8, "head_dim": 128, "kv_dtype": "bf16"}
     assert ts.attention_decode(4, 1024, **kw) == pytest.approx(decode_r(4, 1024, 32, 8, 128)
                                                                / 0.8, rel=1e-12)
-    # batch 2, ctx 512: the centre of the cell in (log2 batch, log2 ctx): geometric mean of e
-    e = (0.2 * 0.4 * 0.5 * 0.8) ** 0.25
-    assert ts.attention_decode(2, 512, **kw) == pytest.approx(decode_r(2, 512, 32, 8, 128) / e,
-                                                              rel=1e-12)
+    # batch 2, ctx 512: the centre of the cell in (log2 batch, log2 ctx): geometric mean of
+    # the four corner times
+    t = {bc: decode_r(*bc, 32, 8, 128) / e for bc, e in E_DEC.items()}
+    centre = (t[(1, 256)] * t[(1, 1024)] * t[(4, 256)] * t[(4, 1024)]) ** 0.25
+    assert ts.attention_decode(2, 512, **kw) == pytest.approx(centre, rel=1e-12)
     arr = ts.attention_decode(2, np.array([512.0, 4096.0]), **kw)
-    # ctx 4096 beyond the grid: hold the ctx=1024 edge, interpolate in batch
-    e_edge = math.sqrt(0.4 * 0.8)
-    np.testing.assert_allclose(arr, [decode_r(2, 512, 32, 8, 128) / e,
-                                     decode_r(2, 4096, 32, 8, 128) / e_edge], rtol=1e-12)
+    # ctx 4096 beyond the grid: the time at the edge (2, 1024), scaled by the bound, i.e. the
+    # edge efficiency held against the roofline
+    edge = math.sqrt(t[(1, 1024)] * t[(4, 1024)])
+    far = edge * decode_r(2, 4096, 32, 8, 128) / decode_r(2, 1024, 32, 8, 128)
+    np.testing.assert_allclose(arr, [centre, far], rtol=1e-12)
+    # the bound is linear in batch, so that is R(2, 4096) / sqrt(e(1, 1024) e(4, 1024))
+    assert far == pytest.approx(decode_r(2, 4096, 32, 8, 128) / math.sqrt(0.4 * 0.8), rel=1e-12)
 
 
 def test_unmeasured_head_layout_uses_nearest_key_and_says_so(profile):
@@ -209,9 +227,10 @@ def test_prefill_start_extrapolates_with_held_efficiency(profile):
     # start 2048 (only start = 0 measured): efficiency of the q = 1024 row, bound with start
     assert ts.attention_prefill(1024, 2048, **kw) == pytest.approx(
         prefill_r(1024, 2048, 32, 8, 128) / 0.6, rel=1e-12)
-    e256 = math.exp(0.5 * math.log(0.2) + 0.5 * math.log(0.6))  # log2 256 halfway 6..10
-    assert ts.attention_prefill(256, 0, **kw) == pytest.approx(
-        prefill_r(256, 0, 32, 8, 128) / e256, rel=1e-12)
+    # log2 256 = 8 is halfway between the nodes log2 64 = 6 and log2 1024 = 10
+    t64, t1024 = prefill_r(64, 0, 32, 8, 128) / 0.2, prefill_r(1024, 0, 32, 8, 128) / 0.6
+    assert ts.attention_prefill(256, 0, **kw) == pytest.approx(math.sqrt(t64 * t1024),
+                                                               rel=1e-12)
 
 
 def test_default_kernel_and_explicit_kernel(profile):
@@ -237,8 +256,11 @@ def test_all_reduce_and_nccl_fp16_rows(profile):
              "median_s": (3 * LAT + 0.75 * b / LINK) / 0.5} for b in (1 << 10, 1 << 20)]
     ts = toy_set(profile, all_reduce=ar, nccl=nccl)
     assert ts.all_reduce(1 << 20, 2) == pytest.approx(ar_r(1 << 20, 2) / 0.4, rel=1e-12)
-    assert ts.all_reduce(1 << 15, 2) == pytest.approx(ar_r(1 << 15, 2) / math.sqrt(0.04),
-                                                      rel=1e-12)   # log2 15 halfway 10..20
+    # 2^15 bytes: halfway in log2 between the nodes 2^10 and 2^20
+    assert ts.all_reduce(1 << 15, 2) == pytest.approx(
+        math.sqrt(ar_r(1 << 10, 2) / 0.1 * ar_r(1 << 20, 2) / 0.4), rel=1e-12)
+    # beyond the grid: edge efficiency held against the bound
+    assert ts.all_reduce(1 << 24, 2) == pytest.approx(ar_r(1 << 24, 2) / 0.4, rel=1e-12)
     assert ts.all_reduce(1 << 20, 1) == 0.0
     b = 1 << 20
     assert ts.collective("all_gather", b, 4, "bf16") == pytest.approx((3 * LAT + 0.75 * b / LINK)
@@ -261,7 +283,7 @@ def test_moe_token_interpolation_and_nearest_shape(profile):
     ts = toy_set(profile, moe=rows)
     kw = {"hidden": 4096, "inter": 14336, "topk": 2, "num_experts": 8}
     assert ts.moe(16, **kw) == pytest.approx(r(16) / 0.6, rel=1e-12)
-    assert ts.moe(4, **kw) == pytest.approx(r(4) / math.sqrt(0.2 * 0.6), rel=1e-12)
+    assert ts.moe(4, **kw) == pytest.approx(math.sqrt(r(1) / 0.2 * r(16) / 0.6), rel=1e-12)
     # another intermediate size: nearest measured shape, its efficiency, the query's bound
     assert ts.moe(16, hidden=4096, inter=7168, topk=2, num_experts=8) == pytest.approx(
         r(16, i=7168) / 0.6, rel=1e-12)
@@ -322,8 +344,7 @@ def test_parquet_and_csv_read_the_same(profile, tmp_path_factory):
     rows = gemm_rows(lambda m, n, k: E_GEMM[m])
     write_set(profile, "vllm-1.0", {"gemm": rows}, fmt="parquet")
     ts = TableSet(profile / "tables" / "vllm-1.0", load_gpu_spec(profile))
-    assert ts.gemm(8, 1024, 1024) == pytest.approx(gemm_r(8, 1024, 1024) / math.sqrt(0.18),
-                                                   rel=1e-12)
+    assert ts.gemm(8, 1024, 1024) == pytest.approx(math.sqrt(t_gemm(4) * t_gemm(16)), rel=1e-12)
 
 
 # ---------------------------------------------------------------- bad input
