@@ -42,8 +42,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.hardware import gpu_catalog  # noqa: E402
-from simulator.perf.tables import SCHEMAS, _Grid, table_sets  # noqa: E402
+from simulator.hardware import gpu_catalog
+from simulator.perf.tables import SCHEMAS, _Grid, table_sets
 
 TARGET_MEDIAN_PCT, TARGET_P90_PCT = 3.0, 10.0   # the task's targets per family and GPU
 
@@ -84,7 +84,7 @@ def _loo_group(ts, op, idx, numv, rdt, sample: int | None, rng) -> pd.DataFrame:
     coords = {c: fam.grid_cols[c][idx] for c in s.grid}
     cells = [np.searchsorted(grid.vals[a], coords[c]) for a, c in enumerate(s.grid)]
     flat = np.ravel_multi_index(cells, grid.shape)
-    uniq, first = np.unique(flat, return_index=True)   # one point per measured cell
+    _, first = np.unique(flat, return_index=True)   # one point per measured cell
     pick = first
     if sample is not None and len(first) > sample:
         m_cell = cells[0][first]

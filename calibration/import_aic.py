@@ -185,8 +185,8 @@ def convert(family: str, df: pd.DataFrame, path: Path | str = "<table>") -> tupl
             ch = [ms, "batch_size -> batch, isl -> q, start = 0 (no cached prefix measured)"]
         else:
             out["ctx_mean"] = d["isl"] + d["step"]
-            ch = [ms, "batch_size -> batch; ctx_mean = isl + step (isl 1, step = tokens already "
-                      "generated: the kernel attends isl + step tokens)"]
+            ch = [ms, ("batch_size -> batch; ctx_mean = isl + step (isl 1, step = tokens "
+                       "already generated: the kernel attends isl + step tokens)")]
         out["median_s"] = d["latency"] / 1e3
         ch.append("attn_dtype/kv_cache_dtype bfloat16 -> bf16, fp8 -> fp8; num_heads -> q_heads, "
                   "num_key_value_heads -> kv_heads, window_size -> window"
@@ -203,8 +203,9 @@ def convert(family: str, df: pd.DataFrame, path: Path | str = "<table>") -> tupl
             "num_gpus": d["num_gpus"], "bytes": d["message_size"] * 2,
             "median_s": d["latency"] / 1e3})
         ch = [ms, "message_size (elements of allreduce_dtype) -> bytes (x 2, bf16)",
-              "backend vllm_graph -> graph, vllm_eager -> eager; vLLM's "
-              "tensor_model_parallel_all_reduce as vLLM dispatches it (custom all-reduce or NCCL)"]
+              ("backend vllm_graph -> graph, vllm_eager -> eager; vLLM's "
+               "tensor_model_parallel_all_reduce as vLLM dispatches it (custom all-reduce or "
+               "NCCL)")]
     elif family == "nccl":
         _need(df, ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"], path)
         d = df[df["nccl_dtype"].isin(["half", "float16", "bfloat16"])]
@@ -226,9 +227,9 @@ def convert(family: str, df: pd.DataFrame, path: Path | str = "<table>") -> tupl
             "num_tokens": d["num_tokens"], "hidden": d["hidden_size"], "inter": d["inter_size"],
             "topk": d["topk"], "num_experts": d["num_experts"], "moe_tp": d["moe_tp_size"],
             "moe_ep": d["moe_ep_size"], "median_s": d["latency"] / 1e3})
-        ch = [ms, "moe_dtype bfloat16 -> dtype bf16, fp8 -> fp8; hidden_size -> hidden, "
-                  "inter_size -> inter, moe_tp_size -> moe_tp, moe_ep_size -> moe_ep; "
-                  "kernel_source -> kernel"]
+        ch = [ms, ("moe_dtype bfloat16 -> dtype bf16, fp8 -> fp8; hidden_size -> hidden, "
+                   "inter_size -> inter, moe_tp_size -> moe_tp, moe_ep_size -> moe_ep; "
+                   "kernel_source -> kernel")]
     else:
         raise ImportErrorAIC(f"{path}: unknown family {family!r}")
     dropped = n0 - len(out)
@@ -397,7 +398,7 @@ def _reuse_entries(d: Path) -> list[dict]:
 
 def _versions(root: Path, gpu: str) -> list[str]:
     vs = set()
-    for fam, (opdir, fw, _) in SOURCES.items():
+    for opdir, fw, _ in SOURCES.values():
         d = root / gpu / opdir / fw
         if d.is_dir():
             vs.update(p.name for p in d.iterdir() if p.is_dir())
@@ -487,7 +488,7 @@ def _import_table(family: str, path: Path, src_root: Path, commit: str, sm: int 
         "file": f"{SOURCE_PREFIX}/{rel}", "engine_version": path.parent.name,
         "engine_version_in_file": versions_in, "device": devices[0] if len(devices) == 1
         else devices, "license": LICENSE, "changes": changes,
-        "rows_source": int(len(raw)), "rows": int(len(df)), "outliers_dropped": int(nout),
+        "rows_source": len(raw), "rows": len(df), "outliers_dropped": int(nout),
     }
     if "kernel" in df.columns:
         rec["kernels"] = sorted(set(df["kernel"]))
@@ -579,11 +580,10 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
         for v in want:
             prov_tables, defaults, summary = {}, {}, []
             d = tables_dir / f"vllm-{v}"
-            for fam in SOURCES:
+            for fam, (_, _, table) in SOURCES.items():
                 plan = _plan(root, gpu, fam, v, all_versions)
                 if plan is None:
                     continue
-                opdir, fw, table = SOURCES[fam]
                 if plan.mode in ("native", "fill"):
                     rel = str(plan.native.relative_to(src_root))
                     df, rec, dk, _ = _import_table(fam, plan.native, src_root, commit, sm, rel)

@@ -69,10 +69,20 @@ import yaml
 from ..hardware import GPUSpec
 
 __all__ = [
-    "FAMILIES", "TableSet", "table_sets", "select_table_set", "read_table_file",
-    "gemm_roofline_s", "attention_prefill_roofline_s", "attention_decode_roofline_s",
-    "all_reduce_roofline_s", "collective_roofline_s", "moe_roofline_s",
-    "elementwise_roofline_s", "lm_head_roofline_s", "dtype_bytes",
+    "FAMILIES",
+    "TableSet",
+    "all_reduce_roofline_s",
+    "attention_decode_roofline_s",
+    "attention_prefill_roofline_s",
+    "collective_roofline_s",
+    "dtype_bytes",
+    "elementwise_roofline_s",
+    "gemm_roofline_s",
+    "lm_head_roofline_s",
+    "moe_roofline_s",
+    "read_table_file",
+    "select_table_set",
+    "table_sets",
 ]
 
 PROVENANCE_FILE = "provenance.yaml"
@@ -113,13 +123,13 @@ def _peak(gpu: GPUSpec, dtype: str) -> float:
 def _maximum(a, b):
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.maximum(a, b)
-    return a if a > b else b
+    return max(b, a)
 
 
 def _minimum(a, b):
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.minimum(a, b)
-    return a if a < b else b
+    return min(b, a)
 
 
 # ============================================================================== roofline bounds
@@ -437,8 +447,20 @@ def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None) -> 
 class _Grid:
     """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
 
-    __slots__ = ("names", "vals", "us", "ulists", "zero", "raw", "lr", "le", "flat", "strides",
-                 "shape", "measured")
+    __slots__ = (
+        "flat",
+        "le",
+        "lr",
+        "measured",
+        "names",
+        "raw",
+        "shape",
+        "strides",
+        "ulists",
+        "us",
+        "vals",
+        "zero",
+    )
 
     def __init__(self, names, coords: list[np.ndarray], le_rows: np.ndarray, zero, bound=None):
         vals, inv = [], []
@@ -460,7 +482,7 @@ class _Grid:
         self._setup(names, vals, zero, g.reshape(shape), lr)
 
     @classmethod
-    def from_cells(cls, names, vals, zero, raw: np.ndarray, lr=None) -> "_Grid":
+    def from_cells(cls, names, vals, zero, raw: np.ndarray, lr=None) -> _Grid:
         """A grid from its axis values, raw (unfilled, NaN = not measured) log efficiency and
         log bound at the nodes (``lr``, for the fill; see :func:`_fill`)."""
         self = cls.__new__(cls)
@@ -485,7 +507,7 @@ class _Grid:
             acc *= d
         self.strides = tuple(reversed(st))
 
-    def with_values(self, values: np.ndarray) -> "_Grid":
+    def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
         g = _Grid.__new__(_Grid)
         for a in ("names", "vals", "us", "ulists", "zero", "strides", "shape", "measured"):
@@ -575,7 +597,7 @@ def _read_yaml(p: Path) -> dict:
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):
-        raise ValueError(f"{p}: provenance must be a mapping")
+        raise ValueError(f"{p}: provenance must be a mapping")  # noqa: TRY004 - user input
     return doc
 
 
@@ -803,7 +825,7 @@ class TableSet:
             nrow: dict = {}
             for key in out:
                 nrow[key[-1]] = nrow.get(key[-1], 0) + len(fam.groups[key])
-            best = sorted(nrow, key=lambda k: (-nrow[k], k))[0]
+            best = min(nrow, key=lambda k: (-nrow[k], k))
             out = [key for key in out if key[-1] == best]
         return out
 
@@ -890,8 +912,8 @@ class TableSet:
         got = {c: groups[0][s.cat.index(c)] for c in sub}
         for c in sub:
             if got[c] != cq[c][0]:
-                note = "; ".join(x for x in (note, f"{op}: {c}={got[c]} rows answer "
-                                             f"{c}={cq[c][0]} (same bytes moved)") if x)
+                msg = f"{op}: {c}={got[c]} rows answer {c}={cq[c][0]} (same bytes moved)"
+                note = "; ".join(x for x in (note, msg) if x)
         gk = (op, groups, rdt)
         grid = self._grids.get(gk)
         if grid is None:

@@ -12,6 +12,7 @@ import hashlib
 import pandas as pd
 import pytest
 import yaml
+from helpers import REPO_ROOT, SHARED_DIR
 
 from calibration.import_aic import (
     OUTLIER_FACTOR,
@@ -19,7 +20,6 @@ from calibration.import_aic import (
     drop_outliers,
     import_aic,
 )
-from helpers import REPO_ROOT, SHARED_DIR
 from simulator.cli import main as cli_main
 from simulator.hardware import load_gpu_spec
 from simulator.perf.tables import TableSet, table_sets
