@@ -1037,7 +1037,21 @@ class TableSet:
 
     # ---------------------------------------------------------------- operators
     def gemm(self, m, n: int, k: int, dtype: str = "bf16"):
-        """Seconds of one ``[m, k] x [k, n]`` GEMM (``m`` tokens, scalar or array).
+        """Seconds of one ``[m, k] x [k, n]`` GEMM, one GPU.
+
+        Parameters
+        ----------
+        m : int, float or ndarray
+            Rows (tokens in the step); an array is answered element-wise (vectorised).
+        n, k : int
+            Output and input features at the TP shard.
+        dtype : str
+            ``bf16`` (``fp16`` answers from bf16 rows) or ``fp8``.
+
+        Returns
+        -------
+        float or ndarray
+            Seconds (the shape of ``m``).
 
         Raises
         ------
@@ -1062,8 +1076,28 @@ class TableSet:
 
     def attention_prefill(self, q, start, *, batch=1, q_heads, kv_heads, head_dim,
                           kv_dtype="bf16", dtype="bf16", window=0, kernel=None) -> float:
-        """Seconds of causal prefill attention: ``batch`` chunks of ``q`` new tokens after
-        ``start`` cached tokens each, one layer (``kernel`` None: the engine's default)."""
+        """Seconds of causal prefill attention, one layer, one GPU.
+
+        Parameters
+        ----------
+        q, start : int or float
+            New (query) tokens per sequence and tokens already cached before the chunk.
+        batch : int
+            Sequences with that chunk shape.
+        q_heads, kv_heads, head_dim : int
+            Head layout at the TP shard (an unmeasured one uses the nearest measured).
+        kv_dtype, dtype : str
+            KV-cache dtype (``bf16``, ``fp8``) and compute dtype (``bf16``).
+        window : int
+            Sliding window in tokens (0: full attention).
+        kernel : str or None
+            A kernel named in the table; None: the engine's default (``default_kernel``).
+
+        Raises
+        ------
+        ValueError
+            No prefill table, or no rows for these dtypes / that kernel.
+        """
         num = {"q_heads": float(q_heads), "kv_heads": float(kv_heads),
                "head_dim": float(head_dim), "window": float(window)}
         rdt = (str(dtype).lower(), str(kv_dtype).lower())
@@ -1072,8 +1106,27 @@ class TableSet:
 
     def attention_decode(self, batch: int, ctx_mean, *, q_heads, kv_heads, head_dim,
                          kv_dtype="bf16", dtype="bf16", window=0, kernel=None):
-        """Seconds of one decode attention step of ``batch`` sequences attending ``ctx_mean``
-        tokens each (scalar or array ``ctx_mean``), one layer."""
+        """Seconds of one decode attention step, one layer, one GPU.
+
+        Parameters
+        ----------
+        batch : int
+            Decode sequences (one new token each).
+        ctx_mean : float or ndarray
+            Tokens attended per sequence, the new one included (an array: vectorised).
+        q_heads, kv_heads, head_dim, kv_dtype, dtype, window, kernel
+            As for :meth:`attention_prefill`.
+
+        Returns
+        -------
+        float or ndarray
+            Seconds (the shape of ``ctx_mean``).
+
+        Raises
+        ------
+        ValueError
+            No decode table, or no rows for these dtypes / that kernel.
+        """
         num = {"q_heads": float(q_heads), "kv_heads": float(kv_heads),
                "head_dim": float(head_dim), "window": float(window)}
         rdt = (str(dtype).lower(), str(kv_dtype).lower())
@@ -1084,10 +1137,25 @@ class TableSet:
 
     def all_reduce(self, nbytes, num_gpus: int, backend: str = "graph",
                    dtype: str = "bf16") -> float:
-        """Seconds of one all-reduce of ``nbytes`` over ``num_gpus`` GPUs (0 for one GPU).
+        """Seconds of one all-reduce of ``nbytes`` bytes over ``num_gpus`` GPUs (0 for one).
 
-        ``backend``: ``graph`` (vLLM under CUDA graphs), ``eager``, or ``nccl`` (the NCCL
-        table's all-reduce)."""
+        Parameters
+        ----------
+        nbytes : float
+            Message size in bytes (hidden states: tokens x hidden x 2 for bf16).
+        num_gpus : int
+            GPUs in the group (an unmeasured count uses the nearest measured one).
+        backend : str
+            ``graph`` (vLLM's all-reduce under CUDA graphs), ``eager``, or ``nccl`` (the NCCL
+            table's all-reduce rows).
+        dtype : str
+            Element type (``bf16``; ``fp16`` rows answer it: same bytes).
+
+        Raises
+        ------
+        ValueError
+            No such table or backend.
+        """
         if num_gpus <= 1:
             return 0.0
         if backend == "nccl":
@@ -1097,8 +1165,24 @@ class TableSet:
                           {"num_gpus": float(num_gpus)}, None, (dt,), {"bytes": nbytes})
 
     def collective(self, op: str, nbytes, num_gpus: int, dtype: str = "bf16") -> float:
-        """Seconds of one NCCL collective (``all_gather``, ``all_reduce``, ``reduce_scatter``,
-        ``alltoall``) of ``nbytes`` (as nccl-tests sizes it) over ``num_gpus`` GPUs."""
+        """Seconds of one NCCL collective over ``num_gpus`` GPUs (0 for one GPU).
+
+        Parameters
+        ----------
+        op : str
+            ``all_gather``, ``all_reduce``, ``reduce_scatter`` or ``alltoall``.
+        nbytes : float
+            Message size in bytes as nccl-tests sizes it.
+        num_gpus : int
+            GPUs in the group (nearest measured count when absent).
+        dtype : str
+            Element type (``bf16`` queries read the fp16 rows: same bytes).
+
+        Raises
+        ------
+        ValueError
+            No NCCL table, or no rows for ``op``.
+        """
         if num_gpus <= 1:
             return 0.0
         dt = str(dtype).lower()
@@ -1107,7 +1191,29 @@ class TableSet:
 
     def moe(self, num_tokens, *, hidden, inter, topk, num_experts, moe_tp=1, moe_ep=1,
             dtype="bf16", distribution="balanced") -> float:
-        """Seconds of one fused MoE layer for ``num_tokens`` tokens on one GPU."""
+        """Seconds of one fused MoE layer (experts' GEMMs, routing) on one GPU.
+
+        Parameters
+        ----------
+        num_tokens : int
+            Tokens entering the layer.
+        hidden, inter : int
+            Model hidden size and one expert's intermediate size (before ``moe_tp``).
+        topk, num_experts : int
+            Experts per token and experts in the layer.
+        moe_tp, moe_ep : int
+            Tensor- and expert-parallel degree of the MoE layer.
+        dtype : str
+            ``bf16`` or ``fp8`` weights.
+        distribution : str
+            Token-to-expert routing of the measurement (``balanced``, ``power_law_1.01``,
+            ``power_law_1.2``), matched exactly.
+
+        Raises
+        ------
+        ValueError
+            No MoE table, or no rows for that dtype / distribution.
+        """
         num = {"hidden": float(hidden), "inter": float(inter), "topk": float(topk),
                "num_experts": float(num_experts), "moe_tp": float(moe_tp),
                "moe_ep": float(moe_ep)}
