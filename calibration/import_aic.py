@@ -559,6 +559,9 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
                 raise ImportErrorAIC(f"{root / gpu}: no vLLM version(s) {', '.join(missing)}; "
                                      f"available: {', '.join(all_versions)}")
         tables_dir = out_dir / profile / "tables"
+        if not (out_dir / profile / "spec.yaml").is_file():
+            log(f"note: {out_dir / profile / 'spec.yaml'} is missing; write one (datasheet "
+                "figures with sources) before using these tables")
         nccl_set = None
         ndir = root / gpu / "comm" / "nccl" / nccl_ver
         if nccl_ver and (ndir / "nccl_perf.parquet").is_file():
