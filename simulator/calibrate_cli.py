@@ -165,9 +165,19 @@ def cmd_self_check(args) -> int:
     return 0
 
 
+def cmd_import_aic(args) -> int:
+    """``servesim calibrate import-aic SRC -o DIR``: convert aiconfigurator's measured vLLM
+    kernel tables into table sets (no torch needed; see calibration/import_aic.py)."""
+    from calibration.import_aic import run
+    run(args)
+    return 0
+
+
 def register(sub) -> None:
-    """Add the ``calibrate`` and ``validate`` subcommands to ``servesim``."""
-    c = sub.add_parser("calibrate", help="measure latency tables on this CPU/GPU (needs torch)",
+    """Add the ``calibrate`` (with its ``import-aic`` subcommand) and ``validate`` subcommands
+    to ``servesim``."""
+    c = sub.add_parser("calibrate", help="measure latency tables on this CPU/GPU (needs torch); "
+                                         "'calibrate import-aic' imports public tables",
                        description=cmd_calibrate.__doc__ or __doc__.splitlines()[0])
     c.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
     c.add_argument("--model", default="servesim-tiny-llama",
@@ -205,7 +215,7 @@ def register(sub) -> None:
                    help="v2: table files (default parquet, zstd)")
     c.add_argument("-q", "--quiet", action="store_true")
     c.set_defaults(func=cmd_calibrate)
-    csub = c.add_subparsers(dest="calibrate_command", metavar="{compare}")
+    csub = c.add_subparsers(dest="calibrate_command", metavar="{compare,import-aic}")
     csub.required = False
     cc = csub.add_parser("compare", help="compare two latency table sets (ratio ours/theirs "
                                          "per operator family)",
@@ -219,6 +229,12 @@ def register(sub) -> None:
                     help="pair a row with the nearest grid point only when every grid "
                          "coordinate is within this factor (default 2)")
     cc.set_defaults(func=cmd_compare)
+    ia = csub.add_parser("import-aic", help="convert aiconfigurator's measured vLLM kernel tables "
+                                            "into hardware_profiles/<gpu>/tables/ (no torch)",
+                         description=cmd_import_aic.__doc__)
+    from calibration.import_aic import add_arguments
+    add_arguments(ia)
+    ia.set_defaults(func=cmd_import_aic)
 
     v = sub.add_parser(
         "validate", help="replay a real engine's recorded run (--recorded RUN) and report the "

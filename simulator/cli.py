@@ -76,9 +76,13 @@ def cmd_profiles(args) -> int:
     t = Table(title="GPUs (hardware_profiles/)")
     for col in ("name", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB", "HBM TB/s", "$/GPU-h", "tables"):
         t.add_column(col)
+    from .perf.tables import table_sets
     for g in gpu_catalog().values():
         d = g.profile_dir or Path(".")
         tables = sorted(p.name for p in [*d.glob("*.csv"), *d.glob("fitted*.yaml")])
+        sets = [s.name for s in table_sets(g) if s.folder != d]
+        if sets:
+            tables.append("tables/: " + " ".join(sets))
         t.add_row(g.name, f"{g.bf16_flops_per_s / 1e12:.3g}",
                   f"{g.fp8_flops_per_s / 1e12:.3g}" if g.fp8_flops_per_s else "-",
                   f"{g.hbm_bytes / 1e9:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",

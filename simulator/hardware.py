@@ -1,11 +1,13 @@
 """GPU specifications (from ``hardware_profiles/<gpu>/spec.yaml``).
 
 A profile folder holds ``spec.yaml`` (datasheet figures with sources) and, optionally,
-measured or fitted latency tables written by the calibration harness (``servesim calibrate``)
-or the fitting script (``calibration/fit_vidur.py``). A user can name a GPU the catalog lacks
+measured latency tables (``tables/<engine>-<version>/``: imported public measurements or the
+calibration harness's output, read by :mod:`simulator.perf.tables`; a flat harness folder keeps
+its CSVs next to ``spec.yaml``) or fitted efficiencies (``fitted.yaml``, from
+``calibration/fit_vidur.py``). A user can name a GPU the catalog lacks
 by pointing ``hardware.gpu`` at their own spec YAML (or a folder holding ``spec.yaml``).
 
-Units: FLOP/s, bytes, bytes/s, USD per GPU-hour.
+Units: FLOP/s, bytes, bytes/s, seconds, USD per GPU-hour.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import yaml
 from .resources import data_dir
 
 _REQUIRED = ("name", "bf16_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s")
+#: values of ``interconnect_kind``: NVLink, PCIe between GPUs, or no GPU-to-GPU link
+LINK_KINDS = ("nvlink", "pcie", "none")
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,16 @@ class GPUSpec:
     hbm_bandwidth_bytes_per_s : float
         Peak HBM bandwidth.
     interconnect_bandwidth_bytes_per_s : float
-        GPU-to-GPU bandwidth per direction (NVLink), used for TP all-reduce.
+        GPU-to-GPU bandwidth per direction (NVLink, or the PCIe path between two GPUs), used
+        for TP all-reduce, EP all-to-all, PP activations and P/D KV transfer.
+    interconnect_kind : str
+        GPU-to-GPU link: ``nvlink``, ``pcie`` or ``none`` (no second GPU reachable); empty
+        when a spec does not say (then :attr:`link_kind` infers it, see there).
+    interconnect_latency_s : float
+        One-way latency of one GPU-to-GPU transfer over that link (seconds; 0 = not stated).
+    p2p : bool or None
+        Whether CUDA peer-to-peer access works between two such GPUs (over NVLink, or over
+        PCIe without a bounce through host memory). None: the spec does not say.
     host_link_bandwidth_bytes_per_s : float
         Host link (PCIe) bandwidth per direction, used for KV swapping.
     usd_per_gpu_hour : float
@@ -58,7 +71,28 @@ class GPUSpec:
     price_source: str = ""
     interconnect: str = ""
     host_link: str = ""
+    interconnect_kind: str = ""
+    interconnect_latency_s: float = 0.0
+    p2p: bool | None = None
     profile_dir: Path | None = field(default=None, compare=False)
+
+    @property
+    def link_kind(self) -> str:
+        """GPU-to-GPU link kind: ``interconnect_kind`` when stated, else inferred.
+
+        Inference (for specs written before the key existed): ``nvlink`` when the free-text
+        ``interconnect`` names NVLink, ``pcie`` when it names PCIe, ``none`` when the
+        interconnect bandwidth is 0, else ``nvlink`` (the catalog's GPUs with a non-zero
+        bandwidth and no kind are the NVLink SXM parts).
+        """
+        if self.interconnect_kind:
+            return self.interconnect_kind
+        text = self.interconnect.lower()
+        if "nvlink" in text:
+            return "nvlink"
+        if "pcie" in text:
+            return "pcie"
+        return "none" if self.interconnect_bandwidth_bytes_per_s <= 0 else "nvlink"
 
     def flops_per_s(self, dtype: str) -> float:
         """Peak dense FLOP/s for ``dtype`` (``fp8`` falls back to BF16 without FP8 units)."""
@@ -70,10 +104,18 @@ class GPUSpec:
 def load_gpu_spec(path: str | Path) -> GPUSpec:
     """Read a GPU spec YAML (or a folder holding ``spec.yaml``).
 
+    Keys are the :class:`GPUSpec` attributes (plus ``source``, ``notes``, ``provenance`` and the
+    measured-profile keys ``device_name``, ``device_type``, ``kind``); the GPU-to-GPU link is
+    ``interconnect_kind`` (``nvlink``, ``pcie``, ``none``), ``interconnect_bandwidth_bytes_per_s``
+    (per direction), ``interconnect_latency_s`` and ``p2p`` (true/false); the host link is
+    ``host_link`` / ``host_link_bandwidth_bytes_per_s``.
+
     Raises
     ------
     ValueError
-        If the file is missing, not YAML, lacks a required key or has a non-numeric value.
+        If the file is missing, not YAML, has an unknown key, lacks a required key, has a
+        non-numeric or negative value, an ``interconnect_kind`` outside ``nvlink, pcie, none``
+        (or ``none`` with a non-zero bandwidth), or a ``p2p`` that is not a boolean.
     """
     p = Path(path).expanduser()
     if p.is_dir():
@@ -88,6 +130,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
         raise ValueError(f"{p}: a GPU spec must be a mapping")  # noqa: TRY004 - user input
     known = {"name", "aliases", "bf16_flops_per_s", "fp8_flops_per_s", "hbm_bytes",
              "hbm_bandwidth_bytes_per_s", "interconnect", "interconnect_bandwidth_bytes_per_s",
+             "interconnect_kind", "interconnect_latency_s", "p2p",
              "host_link", "host_link_bandwidth_bytes_per_s", "usd_per_gpu_hour", "price_source",
              "source", "notes", "device_name", "device_type", "kind", "provenance"}
     unknown = sorted(set(raw) - known)
@@ -99,7 +142,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
         raise ValueError(f"{p}: GPU spec lacks required key(s) {', '.join(missing)}")
     num_keys = ("bf16_flops_per_s", "fp8_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s",
                 "interconnect_bandwidth_bytes_per_s", "host_link_bandwidth_bytes_per_s",
-                "usd_per_gpu_hour")
+                "usd_per_gpu_hour", "interconnect_latency_s")
     vals = {}
     for k in num_keys:
         if raw.get(k) is None:
@@ -110,8 +153,19 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
             raise ValueError(f"{p}: {k}={raw[k]!r} is not a number") from None
         if vals[k] < 0 or (k in _REQUIRED and vals[k] == 0):
             raise ValueError(f"{p}: {k}={raw[k]!r} must be positive")
+    kind = raw.get("interconnect_kind")
+    if kind is not None and kind not in LINK_KINDS:
+        raise ValueError(f"{p}: interconnect_kind={kind!r} must be one of "
+                         + ", ".join(LINK_KINDS))
+    p2p = raw.get("p2p")
+    if p2p is not None and not isinstance(p2p, bool):
+        raise ValueError(f"{p}: p2p={p2p!r} must be true or false")
+    if kind == "none" and vals.get("interconnect_bandwidth_bytes_per_s", 0.0) > 0:
+        raise ValueError(f"{p}: interconnect_kind none contradicts "
+                         "interconnect_bandwidth_bytes_per_s > 0")
     src = raw.get("source") or ()
-    return GPUSpec(name=str(raw["name"]), aliases=tuple(raw.get("aliases") or ()),
+    return GPUSpec(name=str(raw["name"]), aliases=tuple(str(a) for a in raw.get("aliases") or ()),
+                   interconnect_kind=str(kind or ""), p2p=p2p,
                    source=tuple([src] if isinstance(src, str) else src),
                    price_source=str(raw.get("price_source", "")),
                    interconnect=str(raw.get("interconnect", "")),
