@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 
 from .speculative.config import SpeculativeConfig
 from .workload.config import WorkloadConfig
@@ -22,9 +24,9 @@ class ScenarioError(ValueError):
     """A scenario file or override is invalid (message: one readable line)."""
 
 
-class _Strict(BaseModel):
-    # strict: no silent coercion (``max_num_seqs: true`` or ``"64"`` are errors, not 1 / 64)
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+#: every scenario section: unknown keys forbidden, no coercion (``max_num_seqs: true`` or
+#: ``"64"`` are errors, not 1 / 64), finite floats (see :mod:`simulator.schema`)
+_Strict = StrictModel
 
 
 class HardwareConfig(_Strict):
@@ -59,9 +61,9 @@ class SchedulerConfigModel(_Strict):
     policy: Literal["continuous", "static"] = "continuous"
     queue_policy: Literal["fcfs", "priority"] = "fcfs"
     max_num_seqs: int = Field(default=256, ge=1)
-    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    max_num_batched_tokens: int = Field(default=8192, ge=1, le=MAX_TOKENS_REPRESENTABLE)
     enable_chunked_prefill: bool = True
-    max_model_len: int | None = Field(default=None, ge=2)
+    max_model_len: int | None = Field(default=None, ge=2, le=MAX_TOKENS_REPRESENTABLE)
     preemption_mode: Literal["recompute", "swap"] = "recompute"
     max_batch_size: int = Field(default=32, ge=1, description="static batching: batch size")
     batch_timeout_s: float = Field(default=0.05, ge=0, description="static batching wait")

@@ -12,6 +12,7 @@ from simulator.workload.config import WorkloadConfig
 from simulator.workload.errors import WorkloadError
 from simulator.workload.readers import TraceColumns, read_columns
 from simulator.workload.synthetic import (
+    STREAM_ARRIVALS,
     STREAM_PATIENCE,
     STREAM_PRIORITIES,
     STREAM_SLICES,
@@ -111,9 +112,10 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     7. attach declared ``shared_prefixes``: the first matching entry sets
        ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``.
 
-    Randomness comes only from ``numpy.random.default_rng([seed, k])`` with a fixed ``k`` per
-    purpose (arrivals 1, prompt 2, output 3, slices 4, tenants 5, priorities 6, patience 7),
-    so the same config and seed give an identical list. Labels and patience depend on the
+    Randomness comes only from the named streams of :mod:`simulator.rng` (``arrivals``,
+    ``prompt_tokens``, ``output_tokens``, ``slices``, ``tenants``, ``priorities``,
+    ``patience``: independent children of ``numpy.random.SeedSequence(seed)``), so the same
+    config and seed give an identical list. Labels and patience depend on the
     number of kept requests, not on ``rate_scale``: a rate sweep keeps each request's labels.
 
     Parameters
@@ -141,7 +143,7 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit)
         source = str(cfg.trace)
     else:
-        rng_stream(seed, 0)  # validates the seed
+        rng_stream(seed, STREAM_ARRIVALS)  # validates the seed
         cols = generate_synthetic(cfg.synthetic, seed, _trace_lengths_loader(base_dir))
         source = "synthetic workload"
 

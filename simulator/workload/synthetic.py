@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from simulator.rng import stream
 from simulator.workload.config import (
     ArrivalConfig,
     LengthDist,
@@ -20,30 +21,31 @@ from simulator.workload.config import (
 from simulator.workload.errors import WorkloadError
 from simulator.workload.readers import TraceColumns
 
-#: Fixed stream keys: ``np.random.default_rng([seed, key])`` for each purpose.
-STREAM_ARRIVALS = 1
-STREAM_PROMPT = 2
-STREAM_OUTPUT = 3
-STREAM_SLICES = 4
-STREAM_TENANTS = 5
-STREAM_PRIORITIES = 6
-STREAM_PATIENCE = 7
+#: Named streams of :mod:`simulator.rng` used by the workload, one per purpose.
+STREAM_ARRIVALS = "arrivals"
+STREAM_PROMPT = "prompt_tokens"
+STREAM_OUTPUT = "output_tokens"
+STREAM_SLICES = "slices"
+STREAM_TENANTS = "tenants"
+STREAM_PRIORITIES = "priorities"
+STREAM_PATIENCE = "patience"
 
 # Upper clip for unbounded length samples (keeps int64 conversion finite).
 _LENGTH_CAP = 2**31 - 1
 
 
-def rng_stream(seed: int, key: int) -> np.random.Generator:
-    """The generator of stream ``key`` for run ``seed``.
+def rng_stream(seed: int, name: str) -> np.random.Generator:
+    """The generator of the named stream ``name`` for run ``seed`` (:func:`simulator.rng.stream`).
 
     Raises
     ------
     WorkloadError
         If ``seed`` is negative or not an integer.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise WorkloadError(f"seed must be a non-negative integer, got {seed!r}")
-    return np.random.default_rng([int(seed), int(key)])
+    try:
+        return stream(seed, name)
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
 
 
 def arrival_gaps(cfg: ArrivalConfig, n: int, rng: np.random.Generator) -> np.ndarray:
