@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
@@ -136,11 +137,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print a warning as one ``servesim: warning:`` line on stderr (no source echo)."""
+    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+    own = category.__module__.startswith("simulator")
+    print(f"servesim: warning: {text if own else f'{category.__name__}: {text}'}",
+          file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, KeyError) as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .config import (
+    Override,
     ScenarioError,
     cli_overrides,
     load_scenario,
@@ -180,7 +181,11 @@ def trace_overrides(trace: str | None) -> list[str]:
 
 
 def _override(key: str, value: Any) -> str:
-    return f"{key}={json.dumps(value) if not isinstance(value, str) else value}"
+    return f"{key}={_spell(value)}"
+
+
+def _spell(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
 
 
 # --------------------------------------------------------------------------------------------
@@ -361,8 +366,9 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     names = variant_names(combos)
     base_over = list(overrides or []) + trace_overrides(trace)
     loaded = []
+    spelled = {k: f"--vary {k}={','.join(_spell(x) for x in vals)}" for k, vals in varies}
     for name, combo in zip(names, combos):
-        over = base_over + [_override(k, v) for k, v in combo]
+        over = base_over + [Override(_override(k, v), spelled[k]) for k, v in combo]
         try:
             sc, base = load_scenario(scenario_path, over)
         except ScenarioError as e:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from .budget import check_run_budget, estimate_scenario_run
 from .cluster import Router
 from .config import Scenario
 from .hardware import GPUSpec, get_gpu
@@ -308,7 +309,14 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         ``progress(num_arrived, num_total)`` called every 500 arrivals and at the end.
     until_s : float, optional
         Stop the clock at this time (requests still in flight are reported as such).
+
+    Raises
+    ------
+    simulator.budget.ResourceError
+        When the run's memory estimate exceeds the budget (:mod:`simulator.budget`); a
+        :class:`simulator.budget.ResourceWarning_` when it may.
     """
+    check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s))
     t0 = time.perf_counter()
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions)

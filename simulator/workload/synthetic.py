@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 
 from simulator.rng import stream
+from simulator.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.config import (
     ArrivalConfig,
     LengthDist,
@@ -30,8 +31,8 @@ STREAM_TENANTS = "tenants"
 STREAM_PRIORITIES = "priorities"
 STREAM_PATIENCE = "patience"
 
-# Upper clip for unbounded length samples (keeps int64 conversion finite).
-_LENGTH_CAP = 2**31 - 1
+# Upper limit of any length sample (simulator.schema.MAX_TOKENS_REPRESENTABLE = 2**31 - 1).
+_LENGTH_CAP = MAX_TOKENS_REPRESENTABLE
 
 
 def rng_stream(seed: int, name: str) -> np.random.Generator:
@@ -119,7 +120,11 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
     Raises
     ------
     WorkloadError
-        If a ``from_trace`` distribution has no loader or its trace has no rows.
+        If a ``from_trace`` distribution has no loader or its trace has no rows, or if,
+        without an explicit ``max``, a sample exceeds 2**31 - 1 tokens
+        (:data:`simulator.schema.MAX_TOKENS_REPRESENTABLE`; e.g. a lognormal with a huge
+        ``median`` or ``sigma``): such lengths are never meant, so they are not clipped
+        silently.
     """
     if dist.dist == "fixed":
         x = np.full(n, float(dist.value))
@@ -142,6 +147,16 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
             if pool.size == 0:
                 raise WorkloadError(f"{dist.from_trace}: no rows to draw lengths from")
             x = rng.choice(pool.astype(np.float64), size=n)
+    if dist.max is None and n:
+        over = ~(x <= _LENGTH_CAP)
+        if over.any():
+            shown = {"fixed": f"value={dist.value}", "lognormal":
+                     f"median={dist.median:g}, sigma={dist.sigma:g}",
+                     "uniform": f"low={dist.low}, high={dist.high}"}.get(dist.dist, "")
+            raise WorkloadError(
+                f"synthetic {default_column}_tokens: {int(over.sum())} of {n} samples of "
+                f"{dist.dist}({shown}) exceed {_LENGTH_CAP:,} tokens (the largest length an "
+                f"engine can hold); set {default_column}_tokens.max, or a smaller median/sigma")
     hi = float(dist.max) if dist.max is not None else float(_LENGTH_CAP)
     return np.clip(x, float(dist.min), hi).astype(np.int64)
 
