@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from simulator.config import validate_scenario  # noqa: E402
-from simulator.engine import build_setup  # noqa: E402
-from simulator.run import run_scenario  # noqa: E402
-from simulator.workload import load_workload  # noqa: E402
+from simulator.config import validate_scenario
+from simulator.engine import build_setup
+from simulator.run import run_scenario
+from simulator.workload import load_workload
 
 
 def _scenario(n: int, *, rate: float, replicas: int = 1, prompt: float = 300,

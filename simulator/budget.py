@@ -46,7 +46,7 @@ class ResourceError(ValueError):
     """A run (or workload) would not fit the memory budget (message: one readable line)."""
 
 
-class ResourceWarning_(UserWarning):  # noqa: N801 - ResourceWarning is a builtin
+class ResourceWarning_(UserWarning):
     """A run may exceed the memory budget (its high estimate does; its low one does not)."""
 
 

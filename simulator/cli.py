@@ -19,38 +19,19 @@ class CLIError(ValueError):
     """A user error the CLI reports in one line (exit 2)."""
 
 
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-    prog = Progress("[progress.description]{task.description}", BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
-                    console=None)
-    task = prog.add_task("simulating arrivals", total=total)
-    prog.start()
-
-    def cb(n, _tot):
-        prog.update(task, completed=n)
-    return prog, cb
-
-
 def cmd_run(args) -> int:
     from rich.console import Console
 
     from .config import cli_overrides, load_scenario
+    from .progress import progress
     from .report.markdown import print_summary_table
     from .run import run_scenario
     from .workload import load_workload
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
-    show = (not args.quiet) and (args.progress or (sys.stderr.isatty() and len(specs) > 2000))
-    prog, cb = _progress_bar(len(specs), show)
-    try:
+    with progress("simulating requests", enabled=not args.quiet, force=args.progress) as cb:
         res = run_scenario(scenario, base, specs=specs, outdir=args.output,
                            figures=not args.no_figures, progress=cb)
-    finally:
-        if prog is not None:
-            prog.stop()
     if not args.quiet:
         console = Console()
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}")
@@ -119,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="override the scenario seed")
     r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
     r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    r.add_argument("--progress", action="store_true", help="always show a progress bar")
+    r.add_argument("--progress", action="store_true",
+                   help="always show progress (a bar on a terminal; plain lines at the start "
+                        "and every 10%% otherwise)")
     r.add_argument("-q", "--quiet", action="store_true")
     r.set_defaults(func=cmd_run)
 

@@ -16,7 +16,6 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
-
 from .speculative.config import SpeculativeConfig
 from .workload.config import WorkloadConfig
 

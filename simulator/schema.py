@@ -48,7 +48,7 @@ def int_keys(v: Any, what: str = "key") -> Any:
     out = {}
     for k, val in v.items():
         if isinstance(k, bool):
-            raise ValueError(f"{what} {k!r} is not an integer")
+            raise ValueError(f"{what} {k!r} is not an integer")  # noqa: TRY004 (pydantic)
         if isinstance(k, int):
             out[k] = val
             continue

@@ -101,8 +101,8 @@ class BlockPool:
     __slots__ = (
         "_back",
         "_front",
-        "_holes",
         "_hash",
+        "_holes",
         "_ref",
         "_stack",
         "fresh",
@@ -202,7 +202,7 @@ class BlockPool:
             if n > have + self.num_blocks - self.fresh:
                 raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free "
                                      "blocks")
-            k = n if n < have else have
+            k = min(have, n)
             out = st[have - k:]
             del st[have - k:]
             out.reverse()

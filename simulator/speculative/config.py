@@ -20,7 +20,6 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from simulator.schema import StrictModel
-
 from simulator.speculative.acceptance import (
     AcceptanceModel,
     EmpiricalAcceptance,

@@ -9,13 +9,14 @@ figures. Refresh it only on purpose::
 
     SERVESIM_UPDATE_GOLDEN=1 python -m pytest tests/golden
 
-Reviewed by hand when written (figures from the file): duration_s 23.568216 s, so
-gpu_hours = 23.568216 / 3600 = 0.0065467 and cost_usd = 0.0065467 x 2.99 = 0.0195747;
-200 completed with 29,582 output tokens: output_token_throughput_tps = 29,582 / 23.568216
-= 1,255.16 and cost_per_1m_output_tokens_usd = 0.0195747 / 29,582 x 1e6 = 0.66171; the ITL
-count is 29,582 - 200 = 29,382 (one gap fewer than tokens per request); slo_attainment 0.37
-gives goodput 0.37 x 200 / 23.568216 = 3.13982 req/s; num_steps 2,756 and 49 preemptions
-in a 500-block pool (max_kv_cache_usage 1.0).
+Reviewed by hand when regenerated for the named random streams of ``simulator.rng``
+(figures from the file): duration_s 21.816003 s, so gpu_hours = 21.816003 / 3600 =
+0.0060600 and cost_usd = 0.0060600 x 2.99 = 0.0181194; 200 completed with 27,301 output
+tokens: output_token_throughput_tps = 27,301 / 21.816003 = 1,251.42 and
+cost_per_1m_output_tokens_usd = 0.0181194 / 27,301 x 1e6 = 0.66369; the ITL count is
+27,301 - 200 = 27,101 (one gap fewer than tokens per request); slo_attainment 0.195 gives
+goodput 0.195 x 200 / 21.816003 = 1.78768 req/s; num_steps 2,486 and 53 preemptions in a
+500-block pool (max_kv_cache_usage 1.0).
 
 ``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the
 run's request and step records with plain numpy (definitions of DESIGN.md's glossary), so
