@@ -328,7 +328,8 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         When the run's memory estimate exceeds the budget (:mod:`simulator.budget`); a
         :class:`simulator.budget.ResourceWarning_` when it may.
     """
-    check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s))
+    check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s),
+                     what=f"scenario '{scenario.name}'")
     t0 = time.perf_counter()
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions)

@@ -31,8 +31,8 @@ from typing import TextIO
 
 ENV_INTERVAL = "SERVESIM_PROGRESS_INTERVAL_S"
 DEFAULT_INTERVAL_S = 10.0
-#: forced plain lines: one per this fraction of the total
-FORCED_STEP = 0.10
+#: forced plain lines: one each time another 1/FORCED_PARTS of the total is done
+FORCED_PARTS = 10
 
 
 def _interval_from_env() -> float:
@@ -88,7 +88,7 @@ class PlainProgress:
         self.lines = 0
         self.done = 0
         self.total: int | None = None
-        self._next_step = 0.0
+        self._part = 0  # tenths of the total reported so far
         if force:
             self._emit("started")
 
@@ -116,10 +116,10 @@ class PlainProgress:
         now = self.clock()
         due = now - self.last_line >= self.interval_s
         if self.force and self.total:
-            frac = self.done / self.total
-            if frac >= self._next_step:
+            part = self.done * FORCED_PARTS // self.total  # exact in integers
+            if part > self._part:
                 due = True
-                self._next_step = (math.floor(frac / FORCED_STEP) + 1) * FORCED_STEP
+                self._part = part
         if due and (self.total is None or self.done < self.total):
             self._emit(self._status(now))
 
