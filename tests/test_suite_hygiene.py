@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-import tomllib
 from helpers import REPO_ROOT, shared_path
 
 TESTS = Path(__file__).resolve().parent
@@ -27,9 +26,9 @@ def test_no_test_reads_the_wall_clock():
 
 
 def test_slow_tests_are_excluded_by_default():
-    cfg = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
-    assert "-m 'not slow'" in cfg["ini_options"]["addopts"]
-    assert any(m.startswith("slow:") for m in cfg["ini_options"]["markers"])
+    text = (REPO_ROOT / "pyproject.toml").read_text()  # (tomllib needs Python 3.11)
+    assert re.search(r"^addopts = \".*-m 'not slow'.*\"$", text, re.MULTILINE), "addopts"
+    assert '"slow: ' in text
 
 
 def test_ci_runs_slow_tests_within_a_budget():
