@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-DATA_DIRS = ("hardware_profiles", "scenarios", "traces")
+DATA_DIRS = ("hardware_profiles", "engine_profiles", "scenarios", "traces")
 
 
 class BuildPyWithData(build_py):

@@ -6,21 +6,27 @@ Modules
     Fits size-dependent roofline efficiencies to Vidur's public A100/H100 operator timings
     (numpy/scipy only) and writes ``hardware_profiles/<gpu>/fitted.yaml``.
 ``harness`` (torch)
-    Times real kernels (GEMMs, attention prefill/decode through
+    ``servesim calibrate``. Format v1 (CPU default): times a model's operators inside
+    forward passes (GEMMs, attention prefill/decode through
     ``torch.nn.functional.scaled_dot_product_attention``, elementwise ops, LM head, all-reduce)
-    on ``cpu`` or ``cuda`` and writes a profile folder (tables + ``provenance.yaml`` +
-    ``spec.yaml``): ``servesim calibrate``.
+    and writes a flat profile folder (tables + ``provenance.yaml`` + ``spec.yaml``).
+``operator_harness``, ``ops``, ``paged``, ``collectives``, ``grids``, ``timing`` (torch)
+    Format v2 (CUDA default): operator-level tables as a serving engine runs the operators
+    (paged-KV attention kernels, CUDA events, L2 flush, CUDA graphs, NCCL collectives) in
+    ``OUT/tables/servesim-harness-<version>/``.
+``tableset``, ``compare`` (no torch)
+    Read, write and check v2 table sets; ``servesim calibrate compare OURS THEIRS``.
 ``tiny_model``, ``engine`` (torch)
     A small Llama-architecture model and a real iteration-level continuous-batching loop that
     follows the simulator's scheduler, for ``servesim validate``.
 ``validate`` (torch)
     Replays a scaled trace on the real engine and in the simulator, and reports the error.
 
-Only ``fit_vidur`` works without torch; the others import it lazily (``pip install -e
+Only ``fit_vidur``, ``grids``, ``tableset`` and ``compare`` work without torch; the others import it lazily (``pip install -e
 ".[calibrate]"``). The simulator itself never imports this package at module level.
 """
 
 #: version of the measurement harness, recorded in every ``provenance.yaml``
-HARNESS_VERSION = "1.0"
+HARNESS_VERSION = "2.0"
 
 __all__ = ["HARNESS_VERSION"]

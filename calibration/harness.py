@@ -456,56 +456,19 @@ def measure_bandwidth(device: str, dtype, nbytes: int = 256 * 2**20) -> float:
 
 
 def measure_all_reduce(sizes: list[int], log) -> pd.DataFrame | None:
-    """NCCL all-reduce (bf16) over ``sizes`` bytes for 2, 4, 8 GPUs (when present).
+    """Eager NCCL all-reduce (bf16) over ``sizes`` bytes for 2, 4, 8 GPUs (when present), in
+    the v1 ``all_reduce.csv`` columns; None with fewer than two GPUs.
 
-    Runs one process per GPU (``torch.multiprocessing.spawn``); each size: 5 warm-up and 20
-    timed calls (CUDA events on rank 0), median kept with the samples.
+    Measured by :func:`calibration.collectives.measure_collectives` (one process per GPU,
+    5 warm-up and 20 timed calls per size, CUDA events on rank 0).
     """
-    import torch
-    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if n < 2:
+    from .collectives import measure_collectives
+    res = measure_collectives(sizes, warmup=5, repeats=20, graph=False, ops=("all_reduce",),
+                              log=log)
+    df = res.get("all_reduce")
+    if df is None or df.empty:
         return None
-    import tempfile
-
-    import torch.multiprocessing as mp
-    rows = []
-    for world in [w for w in (2, 4, 8) if w <= n]:
-        with tempfile.TemporaryDirectory() as td:
-            out = Path(td) / "ar.yaml"
-            mp.spawn(_all_reduce_worker, args=(world, sizes, str(out), str(Path(td) / "init")),
-                     nprocs=world, join=True)
-            res = yaml.safe_load(out.read_text())
-        for size, samples in res.items():
-            rows.append({"num_gpus": world, "bytes": int(size), "dtype": "bf16",
-                         **summarize(samples).as_dict()})
-        log(f"  all-reduce: {world} GPUs, {len(sizes)} sizes")
-    return pd.DataFrame(rows)
-
-
-def _all_reduce_worker(rank: int, world: int, sizes: list[int], out: str, init: str) -> None:
-    import torch
-    import torch.distributed as dist
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", init_method=f"file://{init}", rank=rank, world_size=world)
-    res = {}
-    for size in sizes:
-        x = torch.ones(max(1, size // 2), dtype=torch.bfloat16, device=f"cuda:{rank}")
-        for _ in range(5):
-            dist.all_reduce(x)
-        torch.cuda.synchronize()
-        ts = []
-        for _ in range(20):
-            dist.barrier()
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            dist.all_reduce(x)
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e) * 1e-3)
-        res[int(size)] = ts
-    if rank == 0:
-        Path(out).write_text(yaml.safe_dump(res))
-    dist.destroy_process_group()
+    return df.drop(columns=["backend", "impl"]).reset_index(drop=True)
 
 
 def probe_overhead_s(device: str, n: int = 20000) -> float:
@@ -730,7 +693,8 @@ def calibrate(model: str, out_dir: str | Path, device: str = "cpu", quick: bool 
               tensor_parallel_size: int = 1, threads: int | None = 1,
               max_num_seqs: int = 16, max_num_batched_tokens: int = 256,
               max_context: int = 2048, time_budget_s: float | None = None,
-              log: Callable[[str], None] = print) -> Path:
+              log: Callable[[str], None] = print, table_format: str | None = None,
+              **v2_options) -> Path:
     """Measure the operator tables of ``model`` on ``device`` and write ``out_dir``.
 
     Parameters
@@ -750,13 +714,43 @@ def calibrate(model: str, out_dir: str | Path, device: str = "cpu", quick: bool 
     max_num_seqs, max_num_batched_tokens, max_context : int
         Ranges of the grid (batch, tokens per step, context per sequence).
     time_budget_s : float, optional
-        Stop adding timed passes after this many seconds (at least one pass runs).
+        Stop adding timed passes (v2: grid points) after this many seconds.
+    table_format : str, optional
+        ``v1``: the flat in-context profile of this module (tables at ``out_dir``'s root,
+        what ``servesim validate`` and ``simulator.perf.table`` read); ``v2``: operator-level
+        tables in ``out_dir/tables/servesim-harness-<version>/``
+        (:func:`calibration.operator_harness.calibrate_operators`). Default: ``v1`` on CPU,
+        ``v2`` on CUDA.
+    **v2_options
+        ``attention_backend``, ``fp8``, ``flush_l2``, ``cuda_graphs``, ``warmup``,
+        ``repeats``, ``collectives``, ``file_format`` of ``calibrate_operators`` (v2 only;
+        None means not given).
 
     Returns
     -------
     Path
-        The profile folder.
+        The profile folder (v1) or the table-set folder (v2).
+
+    Raises
+    ------
+    ValueError
+        Unknown format, v2 options with ``v1``, or what the chosen path raises.
     """
+    fmt = table_format or ("v2" if str(device).startswith("cuda") else "v1")
+    if fmt not in ("v1", "v2"):
+        raise ValueError(f"--format must be v1 or v2, got {table_format!r}")
+    opts = {k: v for k, v in v2_options.items() if v is not None}  # None: not given
+    if fmt == "v2":
+        from .operator_harness import calibrate_operators
+        return calibrate_operators(model, out_dir, device=device, quick=quick,
+                                   tensor_parallel_size=tensor_parallel_size, threads=threads,
+                                   max_num_seqs=max_num_seqs,
+                                   max_num_batched_tokens=max_num_batched_tokens,
+                                   max_context=max_context, time_budget_s=time_budget_s,
+                                   log=log, **opts)
+    used = sorted(opts)
+    if used:
+        raise ValueError(f"{', '.join(used)}: only with --format v2 (operator-level tables)")
     h = Harness(model, out_dir, device, quick, tensor_parallel_size, threads, max_num_seqs,
                 max_num_batched_tokens, max_context, time_budget_s, log)
     h.measure()

@@ -1,10 +1,20 @@
-"""``servesim calibrate`` and ``servesim validate`` (the torch harness, imported lazily).
+"""``servesim calibrate`` and ``servesim validate``.
 
 ``calibrate`` measures latency tables of a model on this machine's CPU or CUDA device and
 writes a profile folder (tables, ``provenance.yaml``, ``spec.yaml``) that ``hardware.gpu`` can
-point at. ``validate`` replays a scaled trace on a real continuous-batching engine and in the
-simulator fed by those tables, and reports the error. Both need ``torch`` (``pip install -e
-".[calibrate]"``); the simulator package itself never imports it.
+point at: format v1 (flat, CPU default) or v2 (``tables/servesim-harness-<version>/``, CUDA
+default); needs ``torch`` (``pip install -e ".[calibrate]"``). ``calibrate compare OURS THEIRS``
+compares two table sets (no torch needed).
+
+``validate --recorded RUN`` replays a real engine's recorded requests (a vLLM run folder or
+``requests.jsonl``, a ``vllm bench serve`` JSON, or a generic per-request CSV) in the
+simulator and reports its error against what the engine measured
+(:mod:`simulator.observe`; no torch needed). This is the fidelity evidence.
+
+``validate --self-check`` (also plain ``validate`` and ``validate --device cpu``, kept for
+existing docs and scripts) is an internal consistency check of the calibration harness, the
+tables and the scheduler: the simulator against a tiny random-weight model served by servesim's
+own scheduler on this device (torch harness, imported lazily). It is not fidelity evidence.
 """
 from __future__ import annotations
 
@@ -30,20 +40,100 @@ def cmd_calibrate(args) -> int:
     d = _device_defaults(args.device)
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     output = args.output or f"hardware_profiles/{args.device.split(':')[0]}-local"
+    v2 = {"attention_backend": args.attention_backend, "fp8": args.fp8,
+          "flush_l2": args.flush_l2, "cuda_graphs": args.cuda_graphs, "warmup": args.warmup,
+          "repeats": args.repeats, "collectives": args.collectives,
+          "file_format": args.table_file_format}
     out = calibrate(args.model, output, device=args.device, quick=args.quick,
                     tensor_parallel_size=args.tensor_parallel_size, threads=args.threads,
                     max_num_seqs=args.max_num_seqs or d["max_num_seqs"],
                     max_num_batched_tokens=args.max_num_batched_tokens
                     or d["max_num_batched_tokens"],
                     max_context=args.max_context or d["max_context"],
-                    time_budget_s=args.time_budget, log=log)
-    print(f"profile: {out}/ (use it: servesim run scenarios/default.yaml --set hardware.gpu={out} "
-          f"--set model={args.model} --set perf.source=table)")
+                    time_budget_s=args.time_budget, log=log, table_format=args.table_format,
+                    **v2)
+    if out.parent.name == "tables":  # a v2 table set
+        print(f"table set: {out}/ (compare it: servesim calibrate compare {out} "
+              f"<another set or profile>)")
+    else:
+        print(f"profile: {out}/ (use it: servesim run scenarios/default.yaml --set "
+              f"hardware.gpu={out} --set model={args.model} --set perf.source=table)")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    """Compare two latency table sets (no torch needed)."""
+    from calibration.compare import compare_table_sets, report_markdown, write_compare_report
+    res = compare_table_sets(args.ours, args.theirs, max_grid_factor=args.max_grid_factor)
+    if args.output:
+        paths = write_compare_report(res, args.output)
+        print(report_markdown(res), end="")
+        print(f"outputs: {paths['markdown']}, {paths['summary']}, {paths['pairs']}")
+    else:
+        print(report_markdown(res), end="")
     return 0
 
 
 def cmd_validate(args) -> int:
-    _need_torch("validate")
+    """Dispatch ``servesim validate``: ``--recorded`` replays a real record; otherwise the
+    CPU/GPU self-check runs."""
+    if args.recorded is not None:
+        return cmd_validate_recorded(args)
+    for flag, val in (("--scenario", args.scenario), ("--gpu", args.gpu),
+                      ("--model", args.model), ("--set", args.set)):
+        if val:
+            raise ValueError(f"validate {flag} needs --recorded RUN (the self-check takes "
+                             "--device, --profile, --num-requests, ...)")
+    return cmd_self_check(args)
+
+
+def cmd_validate_recorded(args) -> int:
+    """``servesim validate --recorded RUN``: replay a recorded run and write the report."""
+    if args.self_check:
+        raise ValueError("validate: --recorded and --self-check are different checks; give one")
+    if args.device is not None or args.profile is not None:
+        raise ValueError("validate --recorded replays a record on the simulator only: --device "
+                         "and --profile belong to --self-check")
+    from .observe.validate import validate_recorded
+    rv = validate_recorded(args.recorded, scenario=args.scenario, gpu=args.gpu,
+                           model=args.model, sets=args.set, out_dir=args.output,
+                           figures=not args.no_figures)
+    if not args.quiet:
+        print_recorded_summary(rv.validation)
+        print(f"outputs: {rv.outdir}/ (validation.json, report.md, report.html, figures)")
+    return 0
+
+
+def print_recorded_summary(v: dict) -> None:
+    """Print the headline errors of a ``validate --recorded`` run (one line per metric)."""
+    def fmt(x):
+        return "   n/a" if x is None else f"{x:+6.1f}"
+
+    c = v["counts"]
+    print(f"validate --recorded {v['run']['name']}: {c['num_compared']} of "
+          f"{c['num_requests_record']} requests compared "
+          f"({c['num_sim_completed']} completed in the simulation); perf model "
+          f"{v['perf_model']}, engine {v['engine']['name']}")
+    print("  signed % error (sim - real) / real:   mean    p50    p90    p99")
+    for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
+        if not v["metrics"][m]["real"]["count"]:
+            continue
+        print(f"  {label:37s}" + " ".join(fmt(v[f"{m}_{s}_pct_error"])
+                                       for s in ("mean", "p50", "p90", "p99")))
+    print(f"  {'makespan':37s}{fmt(v['makespan_pct_error'])}")
+    for a in v.get("approximations", []):
+        print(f"  approximation: {a}")
+
+
+def cmd_self_check(args) -> int:
+    """The self-check: the simulator against servesim's own tiny engine on this device."""
+    if args.self_check is False and args.device is None and not args.quiet:
+        print("note: this is the self-check (an internal consistency check of harness, tables "
+              "and scheduler), not fidelity evidence; servesim validate --recorded RUN "
+              "compares with a real engine's recorded run", file=sys.stderr)
+    args.device = args.device or "cpu"
+    args.output = args.output or "reports/validate"
+    _need_torch("validate --self-check")
     from calibration.validate import ValidateOptions, validate
     d = _device_defaults(args.device)
     opts = ValidateOptions(device=args.device, out_dir=args.output, profile=args.profile,
@@ -94,15 +184,69 @@ def register(sub) -> None:
     c.add_argument("--max-num-batched-tokens", type=int, help="largest step in the grid")
     c.add_argument("--max-context", type=int, help="longest context in the grid (tokens)")
     c.add_argument("--time-budget", type=float, help="stop measuring after this many seconds")
+    c.add_argument("--format", dest="table_format", choices=("v1", "v2"),
+                   help="v1: flat in-context profile (CPU default; what validate reads); v2: "
+                        "operator-level table set in OUT/tables/servesim-harness-<version>/ "
+                        "(CUDA default)")
+    c.add_argument("--attention-backend", default=None,
+                   help="v2: auto (default: vllm_flash_attn, flashinfer, flash_attn, sdpa, "
+                        "first that works), all, or one of those")
+    c.add_argument("--fp8", action="store_true", default=None,
+                   help="v2: also time FP8 GEMMs (torch._scaled_mm; CUDA compute >= 8.9)")
+    c.add_argument("--no-flush-l2", dest="flush_l2", action="store_false", default=None,
+                   help="v2: keep the L2 warm between timed calls (default: flush)")
+    c.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
+                   help="v2: time decode attention and elementwise eagerly (default: graphs)")
+    c.add_argument("--no-collectives", dest="collectives", action="store_false", default=None,
+                   help="v2: skip NCCL collectives even with several GPUs")
+    c.add_argument("--warmup", type=int, help="v2: untimed calls per point")
+    c.add_argument("--repeats", type=int, help="v2: timed calls per point")
+    c.add_argument("--table-file-format", choices=("parquet", "csv"), default=None,
+                   help="v2: table files (default parquet, zstd)")
     c.add_argument("-q", "--quiet", action="store_true")
     c.set_defaults(func=cmd_calibrate)
+    csub = c.add_subparsers(dest="calibrate_command", metavar="{compare}")
+    csub.required = False
+    cc = csub.add_parser("compare", help="compare two latency table sets (ratio ours/theirs "
+                                         "per operator family)",
+                         description=cmd_compare.__doc__)
+    cc.add_argument("ours", help="table-set folder, profile folder with one set, or flat "
+                                 "profile")
+    cc.add_argument("theirs", help="the same, for the reference")
+    cc.add_argument("-o", "--output", help="write compare.md, compare_summary.csv, "
+                                           "compare_pairs.csv here (default: print only)")
+    cc.add_argument("--max-grid-factor", type=float, default=2.0,
+                    help="pair a row with the nearest grid point only when every grid "
+                         "coordinate is within this factor (default 2)")
+    cc.set_defaults(func=cmd_compare)
 
-    v = sub.add_parser("validate", help="compare the simulator with a real engine on this "
-                                        "device (needs torch)")
-    v.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    v.add_argument("-o", "--output", default="reports/validate",
-                   help="output folder (validation.json, report.md, figures)")
-    v.add_argument("--profile", help="use this calibrated profile folder instead of calibrating")
+    v = sub.add_parser(
+        "validate", help="replay a real engine's recorded run (--recorded RUN) and report the "
+                         "error; or --self-check against servesim's own tiny engine (torch)",
+        description="servesim validate --recorded RUN [--scenario S] [--gpu G] [--model M] "
+                    "[--set k=v ...] -o DIR: replay a recorded run (vLLM run folder or "
+                    "requests.jsonl, vllm bench serve JSON, generic CSV) and compare. "
+                    "servesim validate --self-check [--device cpu]: internal consistency check "
+                    "of harness, tables and scheduler (needs torch); plain "
+                    "`servesim validate` and `--device cpu` run it too.")
+    v.add_argument("--recorded", metavar="RUN",
+                   help="a recorded run: run folder, requests.jsonl, bench JSON or CSV")
+    v.add_argument("--scenario", help="--recorded: scenario file for settings the record lacks")
+    v.add_argument("--gpu", help="--recorded: GPU name or spec YAML (overrides the record)")
+    v.add_argument("--model", help="--recorded: model id or config.json (overrides the record)")
+    v.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                   help="--recorded: override a scenario field (repeatable; applied last)")
+    v.add_argument("--no-figures", action="store_true", help="--recorded: skip the PNG figures")
+    v.add_argument("--self-check", action="store_true", default=False,
+                   help="run the self-check (simulator vs servesim's own tiny engine on this "
+                        "device; needs torch)")
+    v.add_argument("--device", default=None,
+                   help="self-check: cpu, cuda or cuda:N (default cpu)")
+    v.add_argument("-o", "--output", default=None,
+                   help="output folder (default reports/validate-<run> with --recorded, "
+                        "reports/validate for the self-check)")
+    v.add_argument("--profile", help="self-check: use this calibrated profile folder instead of "
+                                     "calibrating")
     v.add_argument("--num-requests", type=int, default=80)
     v.add_argument("--load", type=float, default=0.7,
                    help="target busy fraction of the replica (arrival rate scaling)")

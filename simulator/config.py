@@ -77,6 +77,9 @@ class KVCacheConfig(_Strict):
     gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
     kv_cache_dtype: Literal["auto", "bf16", "fp16", "fp8"] = "auto"
     num_gpu_blocks: int | None = Field(default=None, ge=1)
+    kv_cache_memory_bytes: int | None = Field(
+        default=None, ge=1, description="KV-cache bytes per GPU; skips the memory profile "
+        "(vLLM --kv-cache-memory-bytes)")
     enable_prefix_caching: bool = False
     allocation: Literal["paged", "contiguous"] = "paged"
     swap_space_gb: float = Field(default=4.0, ge=0)

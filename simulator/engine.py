@@ -47,6 +47,14 @@ class ReplicaSetup:
     usd_per_gpu_hour: float
     extra: dict = field(default_factory=dict)
 
+    @property
+    def num_usable_blocks(self) -> int:
+        """Blocks requests can hold: ``num_gpu_blocks`` less the engine's null block (vLLM V1
+        keeps block 0 unused)."""
+        rules = getattr(getattr(self.perf, "engine", None), "scheduler", None)
+        null = 1 if (rules is not None and rules.null_block and self.num_gpu_blocks > 1) else 0
+        return self.num_gpu_blocks - null
+
 
 class Replica:
     """One model replica (a TP group) with its scheduler and KV cache."""
@@ -55,7 +63,7 @@ class Replica:
         kvc = scenario.kv_cache
         self.idx = idx
         self.setup = setup
-        self.kv = KVCacheManager(setup.num_gpu_blocks, setup.block_size,
+        self.kv = KVCacheManager(setup.num_usable_blocks, setup.block_size,
                                  enable_prefix_caching=kvc.enable_prefix_caching,
                                  allocation=kvc.allocation,
                                  max_model_len=setup.sched_cfg.max_model_len,
@@ -163,13 +171,26 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                 f"speculative.draft_model {draft.name} has a {draft.vocab_size:,}-token vocabulary "
                 f"but {model.name} has {model.vocab_size:,}: a draft model must share the "
                 "target's tokenizer (e.g. llama-3.2-1b for Llama-3.x targets)")
+    kvc = scenario.kv_cache
     mem = plan_memory(model, gpu.hbm_bytes, tensor_parallel_size=tp,
-                      gpu_memory_utilization=scenario.kv_cache.gpu_memory_utilization,
-                      block_size=scenario.kv_cache.block_size, weight_dtype=wdt,
+                      gpu_memory_utilization=kvc.gpu_memory_utilization,
+                      block_size=kvc.block_size, weight_dtype=wdt,
                       kv_cache_dtype=kv_dtype, max_num_batched_tokens=sc.max_num_batched_tokens,
-                      max_num_seqs=sc.max_num_seqs, draft_model=draft)
-    num_blocks = scenario.kv_cache.num_gpu_blocks or mem.num_gpu_blocks
-    perf = build_perf_model(model, gpu, tp, wdt, kv_dtype, source=scenario.perf.source)
+                      max_num_seqs=sc.max_num_seqs, draft_model=draft,
+                      max_model_len=max_model_len,
+                      kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
+                      num_gpu_blocks_override=kvc.num_gpu_blocks,
+                      num_sms=getattr(gpu, "num_sms", None),
+                      compute_capability=getattr(gpu, "compute_capability", None))
+    num_blocks = mem.num_gpu_blocks
+    perf = build_perf_model(model, gpu, tp, wdt, kv_dtype, source=scenario.perf.source,
+                            engine=_user_path(scenario.perf.engine, base_dir),
+                            engine_version=scenario.perf.engine_version,
+                            constant=scenario.perf.constant, max_num_seqs=sc.max_num_seqs,
+                            max_num_batched_tokens=sc.max_num_batched_tokens,
+                            num_speculative_tokens=(spec.num_speculative_tokens
+                                                    if spec is not None else 0))
+    rules = getattr(getattr(perf, "engine", None), "scheduler", None)
     price = scenario.cost.usd_per_gpu_hour
     if price is None:
         price = gpu.usd_per_gpu_hour
@@ -184,7 +205,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                           swap_block_bytes=block_bytes,
                           host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
                           tenant_max_seqs=(max(1, int(share * sc.max_num_seqs))
-                                           if share is not None else None))
+                                           if share is not None else None),
+                          reserve_full_isl=bool(rules is not None and rules.reserve_full_isl))
     return ReplicaSetup(model, gpu, tp, perf, mem, num_blocks, scenario.kv_cache.block_size, cfg,
                         kv_dtype, wdt, price, extra={"draft_model": draft})
 

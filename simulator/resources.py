@@ -1,6 +1,6 @@
 """Locate the data folders that ship with servesim.
 
-Lookup order for ``hardware_profiles/``, ``scenarios/`` and ``traces/``:
+Lookup order for ``hardware_profiles/``, ``engine_profiles/``, ``scenarios/`` and ``traces/``:
 
 1. ``$SERVESIM_HOME/<name>`` when the environment variable is set (it must be a folder
    holding at least one of the three; a bad value is an error, never ignored);
@@ -17,7 +17,8 @@ _PKG = Path(__file__).resolve().parent
 
 
 def data_dir(name: str) -> Path:
-    """Return the folder ``name`` (``hardware_profiles``, ``scenarios`` or ``traces``).
+    """Return the folder ``name`` (``hardware_profiles``, ``engine_profiles``, ``scenarios`` or
+    ``traces``).
 
     Raises
     ------

@@ -104,9 +104,11 @@ def deep_update(base: dict, upd: dict) -> dict:
 
 
 def make_scenario(overrides: dict | None = None, *, workload: dict | None = None) -> Scenario:
-    """A validated scenario: Llama-3.1-8B on one H100 SXM, roofline perf, plus ``overrides``."""
+    """A validated scenario: Llama-3.1-8B on one H100 SXM, datasheet roofline operators and the
+    vLLM V0 engine profile (both fixed: independent of shipped tables and fitted constants),
+    plus ``overrides``."""
     raw = {"name": "test", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
-           "perf": {"source": "roofline"}, "seed": 0,
+           "perf": {"source": "roofline", "engine": "vllm-v0"}, "seed": 0,
            "workload": workload if workload is not None else synthetic_workload()}
     return validate_scenario(deep_update(raw, overrides or {}))
 

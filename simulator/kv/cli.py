@@ -7,11 +7,11 @@ For a model, a batch of ``B`` sequences of ``S`` tokens, a KV dtype and a TP deg
     KV of the batch               = B x S x bytes per token
 
 (DESIGN.md glossary; e.g. Llama-3-70B in bf16: 2 x 80 x 8 x 128 x 2 = 327,680 B per token).
-The fit check uses the memory planner (:func:`simulator.kv.planner.plan_memory`): per GPU,
-``HBM x gpu_memory_utilization - weights / TP - activation reserve - fixed reserve`` is the
-room for KV, counted in whole blocks of ``block_size`` tokens; the batch fits when its
-``B x ceil(S / block_size)`` blocks do. When the weights alone do not fit, the same terms are
-shown with a negative room.
+The fit check uses the memory planner's terms (:func:`simulator.kv.planner.memory_terms`, vLLM
+0.19's accounting): per GPU, ``HBM x gpu_memory_utilization - weights - activation peak -
+non-torch reserve`` is the room for KV, counted in whole blocks of ``block_size`` tokens; the
+batch fits when its ``B x ceil(S / block_size)`` blocks do. When the weights alone do not fit,
+the same terms are shown with a negative room.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 from ..hardware import get_gpu
 from ..models import get_model
-from .planner import FIXED_RUNTIME_RESERVE_BYTES, activation_bytes, plan_memory
+from .planner import memory_terms
 
 GIB = float(1 << 30)
 
@@ -36,11 +36,11 @@ class KVEstimate:
     kv_bytes_total_model, kv_bytes_total_per_gpu : int
         KV bytes of ``batch`` sequences of ``context`` tokens.
     weight_bytes_per_gpu : float
-        Weights in ``weight_dtype`` / TP.
+        Weights one GPU holds in ``weight_dtype`` (vLLM sharding, with the rotary cache).
     usable_bytes_per_gpu : float
         ``hbm_bytes x gpu_memory_utilization``.
     activation_bytes_per_gpu, reserve_bytes_per_gpu : float
-        The planner's activation and fixed runtime reserves.
+        The planner's activation peak and non-torch reserve.
     kv_room_bytes_per_gpu : float
         Room left for KV (negative when the weights and reserves alone do not fit).
     num_gpu_blocks : int
@@ -132,23 +132,16 @@ def kv_estimate(model: str, batch: int, context: int, *, kv_cache_dtype: str = "
     bpt_gpu = m.kv_bytes_per_token(kvd, tp)
     total_model = batch * context * bpt_model
     total_gpu = batch * context * bpt_gpu
-    try:
-        plan = plan_memory(m, g.hbm_bytes, tensor_parallel_size=tp,
-                           gpu_memory_utilization=gpu_memory_utilization,
-                           block_size=block_size, weight_dtype=weight_dtype,
-                           kv_cache_dtype=kvd, max_num_batched_tokens=max_num_batched_tokens,
-                           max_num_seqs=max(batch, 1))
-        room, blocks = plan.kv_bytes, plan.num_gpu_blocks
-        weights, act, reserve = plan.weight_bytes, plan.activation_bytes, plan.reserve_bytes
-        usable = plan.budget_bytes
-    except ValueError:
-        # the weights and reserves alone do not fit: show the same terms, negative room
-        usable = g.hbm_bytes * gpu_memory_utilization
-        weights = m.weight_bytes(weight_dtype) / tp
-        act = activation_bytes(m, max_num_batched_tokens, max(batch, 1), tp)
-        reserve = FIXED_RUNTIME_RESERVE_BYTES
-        room = usable - weights - act - reserve
-        blocks = max(0, int(room // (block_size * bpt_gpu))) if room > 0 else 0
+    # the planner's terms without its checks: a negative room when the weights do not fit
+    plan = memory_terms(m, g.hbm_bytes, tensor_parallel_size=tp,
+                        gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                        weight_dtype=weight_dtype, kv_cache_dtype=kvd,
+                        max_num_batched_tokens=max_num_batched_tokens,
+                        max_num_seqs=max(batch, 1), num_sms=getattr(g, "num_sms", None),
+                        compute_capability=getattr(g, "compute_capability", None))
+    room, blocks = plan.kv_bytes, plan.num_gpu_blocks
+    weights, act, reserve = plan.weight_bytes, plan.activation_bytes, plan.reserve_bytes
+    usable = plan.budget_bytes
     per_seq = -(-context // block_size)
     need = batch * per_seq
     return KVEstimate(

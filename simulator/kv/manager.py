@@ -139,7 +139,8 @@ class KVCacheManager:
 
     # ------------------------------------------------------------------ allocation
     def allocate(self, req, num_tokens: int, new_request: bool = False,
-                 hit_blocks: list[int] | None = None) -> bool:
+                 hit_blocks: list[int] | None = None,
+                 full_sequence_tokens: int | None = None) -> bool:
         """Make ``req`` hold blocks for its first ``num_tokens`` tokens.
 
         Parameters
@@ -152,6 +153,10 @@ class KVCacheManager:
         hit_blocks : list of int, optional
             Prefix-cache blocks to share (from :meth:`get_computed_blocks`), only when
             ``req`` holds no blocks yet.
+        full_sequence_tokens : int, optional
+            Admit only when blocks for this many tokens would fit, but allocate for
+            ``num_tokens`` only (vLLM >= 0.10 ``scheduler_reserve_full_isl``: a chunked prompt is
+            admitted only when its whole current sequence fits in the free blocks).
 
         Returns
         -------
@@ -176,6 +181,12 @@ class KVCacheManager:
         avail = pool.num_free_blocks - free_hits - (self.watermark_blocks if new_request else 0)
         if need > avail:
             return False
+        if full_sequence_tokens is not None and full_sequence_tokens > num_tokens \
+                and self.allocation == "paged":
+            need_full = (-(-full_sequence_tokens // self.block_size) - len(blocks)
+                         - (len(hit_blocks) if hit_blocks else 0))
+            if need_full > avail:
+                return False
         if hit_blocks:
             pool.touch(hit_blocks)
             blocks.extend(hit_blocks)

@@ -1,30 +1,206 @@
-"""Memory planner: how many KV blocks fit on each GPU of a replica.
+"""Memory planner: how many KV blocks fit on each GPU of a replica, the way vLLM 0.19 sizes them.
 
-Per GPU of a TP group (vLLM's profiling run, estimated instead of measured)::
+vLLM's accounting (vllm/v1/worker/gpu_worker.py ``determine_available_memory``,
+vllm/utils/mem_utils.py ``memory_profiling``, vllm/v1/core/kv_cache_utils.py), per GPU::
 
-    budget   = hbm_bytes x gpu_memory_utilization
-    kv_bytes = budget - weights / TP - activation reserve - fixed runtime reserve
-               - (draft model weights / TP, when speculating)
-    num_gpu_blocks = floor(kv_bytes / (block_size x kv_bytes_per_token_per_gpu))
+    requested       = total device memory x gpu_memory_utilization
+    non_kv          = weights + torch_peak_increase + non_torch_increase (+ CUDA graphs, off)
+    available_kv    = requested - non_kv            (or kv_cache_memory_bytes when given)
+    num_gpu_blocks  = available_kv // (block_size x KV bytes per token per GPU)
+                      (or num_gpu_blocks_override when given)
 
-The activation reserve is the peak transient memory of one forward pass over
-``max_num_batched_tokens`` tokens (hidden states, QKV, the MLP's gate/up output in the
-activation dtype) plus the logits of ``max_num_seqs`` rows in fp32; the fixed reserve
-(CUDA context, NCCL buffers, CUDA graphs) is an assumption of 1.5 GB. Both are estimates: set
-``kv_cache.num_gpu_blocks`` to match the block count a real engine reported.
+and the terms this module estimates instead of measuring:
+
+- **weights** (``DeviceMemoryProfiler`` around ``load_model``): the parameters one GPU holds
+  under vLLM's sharding (:meth:`simulator.models.ModelSpec.num_params_per_gpu`: vocabulary
+  padded to a multiple of 64 and split by TP, untied LM head, replicated norms/routers/MLA
+  down-projections) x weight bytes, plus the rotary cos/sin cache created while loading
+  (:meth:`~simulator.models.ModelSpec.rope_cache_bytes`) and seven fp32 scale scalars per
+  attention layer. Llama-3.1-8B: 16,060,522,496 + 33,554,432 + 114,688 B = 14.9889 GiB, the
+  "Model loading took 14.9889 GiB" vLLM logs.
+- **torch_peak_increase** (peak ``allocated_bytes`` of ``profile_run`` over the bytes held
+  before it). ``profile_run`` runs
+  ``_dummy_run(max_num_batched_tokens)`` (``min(max_num_batched_tokens, max_num_seqs)``
+  dummy requests, no attention metadata, so attention kernels are skipped) and then
+  ``_dummy_sampler_run`` on the last token of each request. The sampler peak
+  (:func:`sampler_peak_bytes`) holds the LM-head logits in the model dtype, their fp32 copy,
+  the Triton top-k/top-p scratch buffer (``min(next_pow2(min(SMs, rows)), SMs)`` rows of fp32
+  logits, vllm/v1/sample/ops/topk_topp_triton.py), the fp32 probabilities and the exponential
+  noise tensor of ``random_sample``, plus the dummy hidden states. The forward peak
+  (:func:`forward_peak_bytes`) is three hidden-state tensors alive across a layer (attention
+  output and residual held by the caller, the new residual) plus the largest transient: the
+  MLP's gate/up output and activation, the MoE router logits and output, or the attention
+  projections. MoE models add the fused-MoE workspaces (:func:`moe_workspace_bytes`,
+  ``TritonExperts.workspace_shapes``), which vLLM's ``WorkspaceManager`` keeps allocated from
+  the first MoE layer on, so they sit under the sampler peak too. cuBLAS allocates its workspace
+  through the caching allocator on the first GEMM, inside the profiled window
+  (PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp: 32 MiB on sm90, else 4096 KiB x 2 +
+  16 KiB x 8, plus a cuBLASLt workspace of ``CUBLASLT_WORKSPACE_SIZE`` = 1 MiB). So
+  ``torch_peak_increase = MoE workspaces + max(forward, sampler) + cuBLAS``. Against vLLM
+  0.19.0's logged figures on H100 (benchmarks/bench_kv_planner.py) this is within 0.2% for
+  sampler-bound dense models, 5-6% low for forward-bound ones, and within 1% for the three
+  MoE models there.
+- **non_torch_increase** (device memory used outside PyTorch's allocator, from the engine's
+  start to the end of profiling: loaded kernels, cuBLAS handles, NCCL and custom all-reduce
+  buffers when TP > 1): not derivable from the model; an engine-profile constant measured on
+  real vLLM 0.19 runs (:data:`VLLM_0_19`).
+- **CUDA graphs**: vLLM 0.19 estimates their memory during profiling but subtracts it only
+  with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1`` (default 0, vllm/envs.py); graphs are
+  captured after the KV cache is allocated, out of the ``1 - gpu_memory_utilization``
+  headroom. The profile's ``count_cudagraph_memory`` stays False.
+
+The KV bytes per token per GPU come from :meth:`~simulator.models.ModelSpec.kv_bytes_per_token`
+(GQA K and V heads, or the MLA latent), plus a draft model's when one runs next to the target
+(vLLM puts the draft's layers in the same KV cache; its weights load with the target's).
+
+Sliding-window layers: when every layer slides (Mistral-7B, PhiMoE), vLLM keeps one KV cache
+group of ``SlidingWindowSpec`` layers with the same page size, so ``num_gpu_blocks`` is the
+full-attention figure; a request then holds at most ``cdiv(window - 1 +
+max_num_batched_tokens, block_size) + 1`` blocks (out-of-window blocks are freed), which
+servesim's KV manager does not do (it keeps every block of a request: conservative). When only
+some layers slide, vLLM's hybrid allocator splits the layers into groups of equal size
+(``_get_kv_cache_groups_uniform_page_size``), gives each group its own block table drawn from
+one shared pool of ``available // (page_size x group_size)`` blocks, and a request holds blocks
+in every group; servesim's single-table manager cannot express that, so the planner refuses
+such models unless ``disable_hybrid_kv_cache_manager`` is set (vLLM
+``--disable-hybrid-kv-cache-manager``: every sliding layer is then cached as a full-attention
+layer, which the planner models exactly).
+
+Checks (each a one-line ``ValueError``): weights and reserves that leave no memory; one block
+larger than the KV memory (the message names ``kv_cache.block_size``); a KV cache that cannot
+hold one ``max_model_len`` request (vLLM ``_check_enough_kv_cache_memory``); a
+``num_gpu_blocks`` or ``kv_cache_memory_bytes`` override whose KV tensors would not fit in the
+device's memory next to the weights (vLLM trusts the override and fails with CUDA out of memory
+while allocating the KV cache).
+
+The one-request check uses the memory (profiled, or ``kv_cache_memory_bytes``), as vLLM does,
+not a ``num_gpu_blocks`` override (a small override only gets a note).
+
+Validation (``benchmarks/bench_kv_planner.py``): the recorded vLLM 0.19.0 run of Llama-3.1-8B on
+an RTX 4090 (util 0.9, 2,048 batched tokens, 256 sequences) profiled 2,588 blocks; the planner
+gives 2,769 (+7.0%). Its weights (14.9889 GiB) and activation peak (0.518 GiB) follow vLLM's
+code and reproduce vLLM's own logged figures elsewhere; the recorded blocks leave 0.604 GiB for
+non-torch memory on that machine against the 0.25 GiB vLLM 0.19 logs on H100, and that term is
+the whole gap. Set ``kv_cache.num_gpu_blocks`` (or ``kv_cache_memory_bytes``) to the figure a
+real engine reported to replay its runs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..models import ModelSpec
+from ..models import ModelSpec, _dtype_bytes
 
-FIXED_RUNTIME_RESERVE_BYTES = 1.5e9
+GiB = 1 << 30
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class EngineMemoryProfile:
+    """Memory-accounting properties of one engine version that the model does not determine.
+
+    Attributes
+    ----------
+    engine, version : str
+        Engine and version the figures were measured on.
+    non_torch_bytes_by_tp : tuple of (int, int)
+        Measured ``non_torch_increase`` in bytes per GPU, by tensor-parallel size.
+    non_torch_source : str
+        Where those measurements come from.
+    count_cudagraph_memory : bool
+        Whether the engine subtracts its CUDA-graph estimate from the KV memory.
+    cudagraph_source : str
+        Where that behaviour is defined.
+    """
+
+    engine: str
+    version: str
+    non_torch_bytes_by_tp: tuple[tuple[int, int], ...]
+    non_torch_source: str
+    count_cudagraph_memory: bool = False
+    cudagraph_source: str = ""
+
+    def non_torch_bytes(self, tensor_parallel_size: int) -> int:
+        """``non_torch_increase`` per GPU at ``tensor_parallel_size``: the measured figure, or,
+        for a TP size that was not measured, the figure of the largest measured TP size below
+        it (the all-reduce buffers grow with the group; TP=8 takes the TP=4 figure)."""
+        tp = int(tensor_parallel_size)
+        known = sorted(self.non_torch_bytes_by_tp)
+        below = [b for t, b in known if t <= tp]
+        return below[-1] if below else known[0][1]
+
+
+#: vLLM 0.19.0 (V1 engine). non_torch_increase measured on H100-80GB (vLLM 0.19.0 startup logs,
+#: llm-d-incubation/llm-d-planner accuracy/accuracy_report.md, "Sensitivity: Tensor
+#: Parallelism"): Llama-3.1-8B-Instruct TP=1 0.25 GiB (also the median of that report's TP=1
+#: runs, 0.24-0.46 GiB over 15 models), TP=2 2.07 GiB, TP=4 2.13 GiB (NCCL and custom
+#: all-reduce buffers; Qwen2.5-7B-Instruct: 0.24 / 2.06 / 2.13 GiB).
+VLLM_0_19 = EngineMemoryProfile(
+    engine="vllm", version="0.19",
+    non_torch_bytes_by_tp=((1, int(0.25 * GiB)), (2, int(2.07 * GiB)), (4, int(2.13 * GiB))),
+    non_torch_source=("vLLM 0.19.0 startup logs on H100-80GB, Llama-3.1-8B-Instruct ('non-torch "
+                      "forward increase memory' 0.25 / 2.07 / 2.13 GiB at TP 1 / 2 / 4), "
+                      "llm-d-incubation/llm-d-planner accuracy/accuracy_report.md"),
+    count_cudagraph_memory=False,
+    cudagraph_source=("vllm/envs.py VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS default 0; "
+                      "vllm/v1/worker/gpu_worker.py determine_available_memory"),
+)
+
+#: PyTorch's default cuBLAS workspace (aten/src/ATen/cuda/CublasHandlePool.cpp): 32 MiB on
+#: compute capability 9.0, else ``:4096:2:16:8`` = 4096 KiB x 2 + 16 KiB x 8.
+CUBLAS_WORKSPACE_BYTES_SM90 = 4096 * 8 * 1024
+CUBLAS_WORKSPACE_BYTES_DEFAULT = 4096 * 1024 * 2 + 16 * 1024 * 8
+#: cuBLASLt workspace default ``CUBLASLT_WORKSPACE_SIZE`` = 1024 KiB (same file, #73328)
+CUBLASLT_WORKSPACE_BYTES = 1024 * 1024
+#: Seven fp32 scalars per attention layer (``_k_scale``, ``_v_scale``, ``_q_scale``,
+#: ``_prob_scale``, ``q_range``, ``k_range``, ``v_range``; vLLM attention.py
+#: ``set_default_quant_scales``), each taking one 512-byte block of PyTorch's caching allocator
+#: (``kMinBlockSize``, c10/cuda/CUDACachingAllocator.cpp): 7 x 512 B, allocated while loading.
+ATTENTION_SCALE_BYTES_PER_LAYER = 7 * 512
+#: vLLM's sampler uses the Triton top-k/top-p kernel from this many rows up, PyTorch sort below
+#: (vllm/v1/sample/ops/topk_topp_sampler.py ``apply_top_k_top_p``)
+TRITON_TOPK_MIN_ROWS = 8
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
-    """Result of :func:`plan_memory` (bytes are per GPU)."""
+    """Result of :func:`plan_memory` (bytes are per GPU).
+
+    Attributes
+    ----------
+    budget_bytes : float
+        ``requested`` = device memory x ``gpu_memory_utilization``.
+    weight_bytes : float
+        Weights one GPU holds, including the rotary cache and attention scale scalars.
+    activation_bytes : float
+        ``torch_peak_increase`` of the profiling pass.
+    reserve_bytes : float
+        ``non_torch_bytes + cudagraph_bytes``.
+    draft_bytes : float
+        Draft-model weights per GPU (speculative ``draft_model``).
+    kv_bytes : float
+        Memory for the KV cache (``available_kv``; the override's bytes when one is given).
+    kv_bytes_per_token : int
+        KV bytes of one token, all layers (target + draft), per GPU.
+    block_size : int
+        Tokens per block.
+    num_gpu_blocks : int
+        Blocks the engine gets (the override when one is given).
+    non_torch_bytes, cudagraph_bytes : float
+        The reserve's two parts.
+    forward_peak_bytes, sampler_peak_bytes, cublas_workspace_bytes, moe_workspace_bytes : float
+        Parts of ``activation_bytes`` (``moe + max(forward, sampler) + cublas``).
+    rope_cache_bytes : float
+        Part of ``weight_bytes``.
+    planned_num_gpu_blocks : int
+        Blocks the memory plan alone gives (before ``num_gpu_blocks`` overrides it; the
+        override's own count when ``kv_cache_memory_bytes`` sets the memory).
+    kv_source : str
+        ``profile``, ``kv_cache_memory_bytes`` or ``num_gpu_blocks``.
+    max_model_len : int or None
+        The length the one-request check used.
+    notes : tuple of str
+        Things the plan assumed (non-measured TP size, sliding-window capping, ...).
+    """
 
     budget_bytes: float
     weight_bytes: float
@@ -35,52 +211,449 @@ class MemoryPlan:
     kv_bytes_per_token: int
     block_size: int
     num_gpu_blocks: int
+    non_torch_bytes: float = 0.0
+    cudagraph_bytes: float = 0.0
+    forward_peak_bytes: float = 0.0
+    sampler_peak_bytes: float = 0.0
+    cublas_workspace_bytes: float = 0.0
+    moe_workspace_bytes: float = 0.0
+    rope_cache_bytes: float = 0.0
+    planned_num_gpu_blocks: int = 0
+    kv_source: str = "profile"
+    max_model_len: int | None = None
+    notes: tuple[str, ...] = field(default=())
 
     @property
     def kv_tokens(self) -> int:
+        """Tokens the KV cache holds (``num_gpu_blocks x block_size``)."""
         return self.num_gpu_blocks * self.block_size
+
+    @property
+    def non_kv_bytes(self) -> float:
+        """vLLM's "Total non KV cache memory" (+ draft weights)."""
+        return self.weight_bytes + self.activation_bytes + self.reserve_bytes + self.draft_bytes
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one KV block on one GPU."""
+        return self.block_size * self.kv_bytes_per_token
+
+
+# ---------------------------------------------------------------------------- terms
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _act_dtype(weight_dtype: str) -> str:
+    """Activations run in the model dtype: fp32 for fp32 weights, bf16 otherwise (fp8 weights
+    are dequantised into bf16 GEMMs)."""
+    return "fp32" if _dtype_bytes(weight_dtype) == 4 else "bf16"
+
+
+def weights_bytes(model: ModelSpec, weight_dtype: str = "bf16", tensor_parallel_size: int = 1,
+                  expert_parallel_size: int = 1) -> tuple[int, int]:
+    """vLLM's per-GPU "Model loading took" figure and its rotary-cache part, in bytes.
+
+    Parameters one GPU holds x weight bytes + the rotary cos/sin cache + 7 x 512 B of attention
+    scale scalars per layer (:data:`ATTENTION_SCALE_BYTES_PER_LAYER`). Llama-3.1-8B:
+    16,060,522,496 + 33,554,432 + 32 x 3,584 = 16,094,191,616 B = 14.9889 GiB, vLLM's log figure.
+
+    Returns
+    -------
+    (int, int)
+        ``(weights incl. rotary cache, rotary cache)``.
+
+    Raises
+    ------
+    ValueError
+        For an unknown dtype or a TP/EP size the model cannot be sharded over.
+    """
+    rope = model.rope_cache_bytes(_act_dtype(weight_dtype))
+    w = model.weight_bytes_per_gpu(weight_dtype, tensor_parallel_size, expert_parallel_size)
+    return w + rope + model.num_layers * ATTENTION_SCALE_BYTES_PER_LAYER, rope
+
+
+def cublas_workspace_bytes(compute_capability: tuple[int, int] | None = None) -> int:
+    """cuBLAS + cuBLASLt workspaces PyTorch allocates on the first GEMM of a stream (bytes).
+
+    ``compute_capability`` None (unknown GPU): the larger sm90 figure.
+    """
+    if compute_capability is None or tuple(compute_capability)[:2] == (9, 0):
+        ws = CUBLAS_WORKSPACE_BYTES_SM90
+    else:
+        ws = CUBLAS_WORKSPACE_BYTES_DEFAULT
+    return ws + min(CUBLASLT_WORKSPACE_BYTES, ws)
+
+
+def sampler_peak_bytes(model: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int,
+                       weight_dtype: str = "bf16", num_sms: int | None = None) -> int:
+    """Peak bytes held during vLLM's ``_dummy_sampler_run`` (one GPU; every TP rank gathers
+    the full vocabulary, ``LogitsProcessor`` all-gather).
+
+    With ``R = min(max_num_seqs, max_num_batched_tokens)`` rows, vocabulary ``V`` and model
+    dtype ``a`` bytes (vllm/v1/worker/gpu_model_runner.py ``_dummy_run`` / ``_dummy_sampler_run``,
+    vllm/v1/sample/sampler.py, ops/topk_topp_sampler.py, ops/topk_topp_triton.py)::
+
+        hidden states  a x T x h + 2 x a x R x h   (dummy forward output, last-token rows,
+                                                    their rand_like copy)
+        logits         a x R x V                   (LM head; = the fp32 copy when a = 4)
+        fp32 logits    4 x R x V
+        top-k/top-p    4 x rows x V, rows = min(next_pow2(min(SMs, R)), SMs)   (R >= 8;
+                       below 8 rows the PyTorch sort path: sorted values 4RV + int64 indices
+                       8RV + mask RV)
+        probabilities  4 x R x V
+        noise q        4 x R x V                   (random_sample's exponential draw)
+
+    ``num_sms`` None: ``rows = R`` (exact when R is a power of two no larger than the SM count).
+    """
+    a = _dtype_bytes(_act_dtype(weight_dtype))
+    t, h, v = int(max_num_batched_tokens), model.hidden_size, model.vocab_size
+    r = min(int(max_num_seqs), t)
+    hidden = a * t * h + 2 * a * r * h
+    logits = (a * r * v if a != 4 else 0) + 4 * r * v
+    if r >= TRITON_TOPK_MIN_ROWS:
+        rows = r if num_sms is None else min(_next_pow2(min(int(num_sms), r)), int(num_sms))
+        topk = 4 * rows * v
+    else:
+        topk = (4 + 8 + 1) * r * v
+    return hidden + logits + topk + 4 * r * v + 4 * r * v
+
+
+def forward_peak_bytes(model: ModelSpec, max_num_batched_tokens: int,
+                       tensor_parallel_size: int = 1, expert_parallel_size: int = 1,
+                       weight_dtype: str = "bf16") -> int:
+    """Peak transient bytes of vLLM's profiling forward pass over ``T = max_num_batched_tokens``
+    tokens on one GPU (attention kernels are skipped: no metadata in the profile run).
+
+    ``3 x a x T x h`` (attention output and residual held by the caller of a compiled piece,
+    the new residual) plus the largest per-layer transient, in the model dtype ``a``:
+
+    - dense MLP: gate/up output and activation, ``a x T x 3 x I / tp``;
+    - MoE: output ``a x T x h`` + router logits ``a x T x E`` + top-k ids/weights
+      ``8 x T x topk`` (+ the shared expert's output ``a x T x h``), or the shared-expert MLP
+      ``a x T x 3 x I_shared / tp`` when larger (the experts' workspaces are persistent:
+      :func:`moe_workspace_bytes`);
+    - GQA attention projections: QKV output, rotated q and k, and the attention output buffer;
+    - MLA: the fused down-projection output, q, and the attention output buffer.
+
+    Raises
+    ------
+    ValueError
+        If the model cannot be sharded over ``tensor_parallel_size``/``expert_parallel_size``.
+    """
+    a = _dtype_bytes(_act_dtype(weight_dtype))
+    t, h, tp = int(max_num_batched_tokens), model.hidden_size, int(tensor_parallel_size)
+    hq, hk, d = model.attention_heads(tp)
+    transients = []
+    if model.num_dense_layers:
+        transients.append(a * t * 3 * (model.dense_mlp_intermediate_size // tp))
+    if model.is_moe:
+        m = model.moe_shape(tp, int(expert_parallel_size))
+        k, e = m["topk"], m["num_experts"]
+        routed = a * t * h + a * t * e + 8 * t * k
+        shared = m["shared_intermediate_per_rank"]
+        if shared:
+            routed += a * t * h
+            transients.append(a * t * 3 * shared + a * t * e)
+        transients.append(routed)
+    if model.attention_kind == "mla":
+        qk = model.qk_nope_head_dim + model.qk_rope_head_dim
+        down = (model.q_lora_rank or 0) + model.kv_lora_rank + model.qk_rope_head_dim
+        transients.append(a * t * (down + hq * qk + hq * model.v_head_dim))
+    else:
+        transients.append(a * t * d * ((hq + 2 * hk) + hq + hk + hq))
+    return 3 * a * t * h + max(transients)
+
+
+def moe_workspace_bytes(model: ModelSpec, max_num_batched_tokens: int,
+                        tensor_parallel_size: int = 1, expert_parallel_size: int = 1,
+                        weight_dtype: str = "bf16") -> int:
+    """Bytes of the fused-MoE workspaces on one GPU (0 for dense models).
+
+    vLLM 0.19 ``FusedMoEModularKernel._allocate_buffers`` takes one allocation from the
+    persistent ``WorkspaceManager`` (vllm/v1/worker/workspace.py; each part rounded up to 256
+    B) holding ``workspace13`` (shared with the output) and ``workspace2`` for ``M = T`` tokens,
+    with ``TritonExperts.workspace_shapes`` (fused_moe.py): ``M x topk x max(N/2, K)`` and
+    ``M x topk x max(N, K)`` elements of the model dtype, ``N = 2 x I_rank``, ``K = h``; the
+    output ``M x K`` reuses ``workspace13``::
+
+        a x (max(T x topk x max(I_rank, h), T x h) + T x topk x max(2 I_rank, h))
+
+    Raises
+    ------
+    ValueError
+        If the experts cannot be split over ``tensor_parallel_size``/``expert_parallel_size``.
+    """
+    if not model.is_moe:
+        return 0
+    a = _dtype_bytes(_act_dtype(weight_dtype))
+    m = model.moe_shape(int(tensor_parallel_size), int(expert_parallel_size))
+    t, k, ir, h = int(max_num_batched_tokens), m["topk"], m["expert_intermediate_per_rank"], m["hidden"]
+    ws13 = a * max(t * k * max(ir, h), t * h)
+    ws2 = a * t * k * max(2 * ir, h)
+    return -(-ws13 // 256) * 256 + -(-ws2 // 256) * 256
 
 
 def activation_bytes(model: ModelSpec, max_num_batched_tokens: int, max_num_seqs: int,
-                     tensor_parallel_size: int) -> float:
-    """Peak transient activation bytes per GPU for one forward pass (estimate)."""
-    tp = tensor_parallel_size
-    h, d = model.hidden_size, model.head_dim
-    per_token = (4 * h + (model.num_attention_heads + 2 * model.num_kv_heads) * d / tp
-                 + 3 * model.intermediate_size / tp) * 2
-    logits = max_num_seqs * model.vocab_size / tp * 4
-    return max_num_batched_tokens * per_token + logits
+                     tensor_parallel_size: int, *, expert_parallel_size: int = 1,
+                     weight_dtype: str = "bf16", num_sms: int | None = None,
+                     compute_capability: tuple[int, int] | None = None) -> float:
+    """vLLM's ``torch_peak_increase`` per GPU (bytes): ``MoE workspaces + max(forward peak,
+    sampler peak) + cuBLAS workspaces`` (:func:`moe_workspace_bytes`,
+    :func:`forward_peak_bytes`, :func:`sampler_peak_bytes`, :func:`cublas_workspace_bytes`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`forward_peak_bytes`.
+    """
+    fwd = forward_peak_bytes(model, max_num_batched_tokens, tensor_parallel_size,
+                             expert_parallel_size, weight_dtype)
+    smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, weight_dtype, num_sms)
+    moe = moe_workspace_bytes(model, max_num_batched_tokens, tensor_parallel_size,
+                              expert_parallel_size, weight_dtype)
+    return float(moe + max(fwd, smp) + cublas_workspace_bytes(compute_capability))
+
+
+def max_tokens_per_request(model: ModelSpec, num_blocks: int, block_size: int,
+                           max_num_batched_tokens: int, max_model_len: int) -> int:
+    """Longest request (tokens, at most ``max_model_len``) whose KV fits in ``num_blocks``
+    blocks, by vLLM's per-request need (``FullAttentionSpec.max_memory_usage_bytes``:
+    ``cdiv(len, block_size)`` blocks; with every layer sliding, ``SlidingWindowSpec``:
+    ``cdiv(min(window - 1 + max_num_batched_tokens, len), block_size) + 1`` blocks)."""
+    bs = int(block_size)
+
+    def need(n: int) -> int:
+        if model.sliding_window and len(model.sliding_window_layers) == model.num_layers:
+            return -(-min(model.sliding_window - 1 + int(max_num_batched_tokens), n) // bs) + 1
+        return -(-n // bs)
+
+    if need(int(max_model_len)) <= num_blocks:
+        return int(max_model_len)
+    lo, hi = 0, int(max_model_len)
+    while lo < hi:  # largest n with need(n) <= num_blocks (vLLM estimate_max_model_len)
+        mid = (lo + hi + 1) // 2
+        if need(mid) <= num_blocks:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+# ---------------------------------------------------------------------------- the plan
+def memory_terms(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int = 1,
+                 expert_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+                 block_size: int = 16, weight_dtype: str = "bf16", kv_cache_dtype: str = "bf16",
+                 max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
+                 draft_model: ModelSpec | None = None, num_sms: int | None = None,
+                 compute_capability: tuple[int, int] | None = None,
+                 engine: EngineMemoryProfile = VLLM_0_19) -> MemoryPlan:
+    """Every term of the plan, with no check: ``kv_bytes`` may be negative and
+    ``num_gpu_blocks`` zero (``servesim kv`` shows such plans). Arguments as :func:`plan_memory`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown dtype or a TP/EP size the model cannot be sharded over.
+    """
+    tp, ep = int(tensor_parallel_size), int(expert_parallel_size)
+    budget = float(hbm_bytes) * float(gpu_memory_utilization)
+    weights, rope = weights_bytes(model, weight_dtype, tp, ep)
+    fwd = forward_peak_bytes(model, max_num_batched_tokens, tp, ep, weight_dtype)
+    smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, weight_dtype, num_sms)
+    cublas = cublas_workspace_bytes(compute_capability)
+    moe = moe_workspace_bytes(model, max_num_batched_tokens, tp, ep, weight_dtype)
+    act = float(moe + max(fwd, smp) + cublas)
+    non_torch = float(engine.non_torch_bytes(tp))
+    cudagraph = 0.0  # vLLM 0.19 does not subtract its estimate (module docstring)
+    notes = []
+    measured = dict(engine.non_torch_bytes_by_tp)
+    if tp not in measured:
+        used = max((t for t in measured if t <= tp), default=min(measured))
+        notes.append(f"non-torch memory at TP={tp} not measured for {engine.engine} "
+                     f"{engine.version}; the TP={used} figure is used")
+    draft = 0.0
+    per_token = model.kv_bytes_per_token(kv_cache_dtype, tp)
+    if draft_model is not None:
+        draft = float(weights_bytes(draft_model, weight_dtype, tp)[0])
+        per_token += draft_model.kv_bytes_per_token(kv_cache_dtype, tp)
+    kv = budget - weights - act - non_torch - cudagraph - draft
+    blocks = int(kv // (int(block_size) * per_token)) if kv > 0 else 0
+    return MemoryPlan(budget, float(weights), act, non_torch + cudagraph, draft, kv, int(per_token),
+                      int(block_size), blocks, non_torch_bytes=non_torch, cudagraph_bytes=cudagraph,
+                      forward_peak_bytes=float(fwd), sampler_peak_bytes=float(smp),
+                      cublas_workspace_bytes=float(cublas), moe_workspace_bytes=float(moe),
+                      rope_cache_bytes=float(rope), planned_num_gpu_blocks=blocks,
+                      notes=tuple(notes))
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:,.2f} GB"
 
 
 def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int = 1,
                 gpu_memory_utilization: float = 0.9, block_size: int = 16,
                 weight_dtype: str = "bf16", kv_cache_dtype: str = "bf16",
                 max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
-                draft_model: ModelSpec | None = None) -> MemoryPlan:
-    """Plan one GPU's memory and derive ``num_gpu_blocks``.
+                draft_model: ModelSpec | None = None, expert_parallel_size: int = 1,
+                max_model_len: int | None = None, kv_cache_memory_bytes: int | None = None,
+                num_gpu_blocks_override: int | None = None, num_sms: int | None = None,
+                compute_capability: tuple[int, int] | None = None,
+                disable_hybrid_kv_cache_manager: bool = False,
+                engine: EngineMemoryProfile = VLLM_0_19) -> MemoryPlan:
+    """Plan one GPU's memory and derive ``num_gpu_blocks`` the way vLLM 0.19 does.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    hbm_bytes : float
+        Device memory vLLM sees (``torch.cuda.mem_get_info`` total, bytes).
+    tensor_parallel_size, expert_parallel_size : int
+        Parallelism of the replica (EP > 1: experts split over GPUs, vLLM
+        ``--enable-expert-parallel``).
+    gpu_memory_utilization : float
+        Fraction of device memory the engine may use.
+    block_size : int
+        Tokens per KV block.
+    weight_dtype, kv_cache_dtype : str
+        Weight and KV-cache dtypes (``bf16``, ``fp8``, ...).
+    max_num_batched_tokens, max_num_seqs : int
+        Scheduler budgets; they size the profiling forward pass and sampler pass.
+    draft_model : ModelSpec, optional
+        A draft model served next to the target (its weights and KV per token are added).
+    max_model_len : int, optional
+        Longest request; when given, the KV cache must hold one such request.
+    kv_cache_memory_bytes : int, optional
+        vLLM ``--kv-cache-memory-bytes``: KV memory per GPU, profiling skipped.
+    num_gpu_blocks_override : int, optional
+        vLLM ``--num-gpu-blocks-override`` (servesim ``kv_cache.num_gpu_blocks``).
+    num_sms, compute_capability : optional
+        GPU facts that size the sampler scratch buffer and cuBLAS workspace (unknown: the
+        rules of :func:`sampler_peak_bytes` and :func:`cublas_workspace_bytes`).
+    disable_hybrid_kv_cache_manager : bool
+        vLLM ``--disable-hybrid-kv-cache-manager``: cache sliding-window layers as full
+        attention layers (required for models that mix sliding and full layers).
+    engine : EngineMemoryProfile
+        Engine-version constants (:data:`VLLM_0_19`).
+
+    Returns
+    -------
+    MemoryPlan
 
     Raises
     ------
     ValueError
-        If the weights and reserves leave no room for even one KV block (the message gives
-        the figures).
+        One line each: the weights and reserves exceed the requested memory; one block is
+        larger than the KV memory (names ``kv_cache.block_size``); the KV cache cannot hold
+        one ``max_model_len`` request; an override whose KV tensors and the weights exceed the
+        device memory; a model mixing sliding-window and full-attention layers without
+        ``disable_hybrid_kv_cache_manager``; an unknown dtype or unshardable TP/EP size.
     """
-    tp = tensor_parallel_size
-    budget = hbm_bytes * gpu_memory_utilization
-    weights = model.weight_bytes(weight_dtype) / tp
-    act = activation_bytes(model, max_num_batched_tokens, max_num_seqs, tp)
-    draft = draft_model.weight_bytes(weight_dtype) / tp if draft_model else 0.0
-    per_token = model.kv_bytes_per_token(kv_cache_dtype, tp)
-    if draft_model:
-        per_token += draft_model.kv_bytes_per_token(kv_cache_dtype, tp)
-    kv = budget - weights - act - FIXED_RUNTIME_RESERVE_BYTES - draft
-    blocks = int(kv // (block_size * per_token)) if kv > 0 else 0
-    if blocks < 1:
+    tp = int(tensor_parallel_size)
+    n_sl = len(model.sliding_window_layers)
+    if 0 < n_sl < model.num_layers and not disable_hybrid_kv_cache_manager:
         raise ValueError(
-            f"model {model.name} does not fit: {budget / 1e9:.1f} GB usable per GPU "
-            f"(gpu_memory_utilization {gpu_memory_utilization}) < weights {weights / 1e9:.1f} GB "
-            f"+ activations {act / 1e9:.1f} GB + reserve {FIXED_RUNTIME_RESERVE_BYTES / 1e9:.1f} GB"
-            + (f" + draft {draft / 1e9:.1f} GB" if draft else "")
-            + f" with TP={tp}; raise tensor_parallel_size or use a larger GPU")
-    return MemoryPlan(budget, weights, act, FIXED_RUNTIME_RESERVE_BYTES, draft, max(kv, 0.0),
-                      per_token, block_size, blocks)
+            f"model {model.name} mixes {n_sl} sliding-window (window {model.sliding_window}) and "
+            f"{model.num_layers - n_sl} full-attention layers: vLLM's hybrid KV cache manager gives "
+            "each layer group its own block table from one shared pool, which servesim's KV "
+            "manager does not model; serve it with --disable-hybrid-kv-cache-manager "
+            "(plan_memory(disable_hybrid_kv_cache_manager=True)) to cache every layer as full attention")
+    p = memory_terms(model, hbm_bytes, tensor_parallel_size=tp,
+                     expert_parallel_size=expert_parallel_size,
+                     gpu_memory_utilization=gpu_memory_utilization, block_size=block_size,
+                     weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype,
+                     max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                     draft_model=draft_model, num_sms=num_sms,
+                     compute_capability=compute_capability, engine=engine)
+    notes = list(p.notes)
+    block_bytes = p.block_bytes
+    kv, source = p.kv_bytes, "profile"
+    if kv_cache_memory_bytes is not None:
+        kv, source = float(kv_cache_memory_bytes), "kv_cache_memory_bytes"
+        notes.append("kv_cache_memory_bytes given: vLLM skips memory profiling and ignores "
+                     "gpu_memory_utilization")
+    elif kv <= 0:
+        raise ValueError(
+            f"model {model.name} does not fit: weights {_gb(p.weight_bytes)} + activations "
+            f"{_gb(p.activation_bytes)} + non-torch {_gb(p.reserve_bytes)}"
+            + (f" + draft {_gb(p.draft_bytes)}" if p.draft_bytes else "")
+            + f" = {_gb(p.non_kv_bytes)} per GPU exceed the {_gb(p.budget_bytes)} requested "
+            f"({_gb(hbm_bytes)} x gpu_memory_utilization {gpu_memory_utilization}) with TP={tp}; "
+            "raise tensor_parallel_size, gpu_memory_utilization, or use a larger GPU")
+    room = float(hbm_bytes) - p.weight_bytes - p.draft_bytes
+    if source == "kv_cache_memory_bytes" and kv > room:
+        raise ValueError(
+            f"kv_cache.kv_cache_memory_bytes={int(kv):,} ({_gb(kv)} per GPU) does not fit: the GPU "
+            f"has {_gb(hbm_bytes)} in all, {_gb(room)} next to the weights (the memory plan "
+            f"leaves {_gb(max(p.kv_bytes, 0))} = {p.planned_num_gpu_blocks:,} blocks); vLLM would "
+            "run out of memory allocating the KV cache: lower it")
+    planned = int(kv // block_bytes)
+    if planned < 1:
+        k = int(kv // p.kv_bytes_per_token)
+        raise ValueError(
+            f"kv_cache.block_size={block_size}: one KV block needs {_gb(block_bytes)} "
+            f"({block_size:,} tokens x {p.kv_bytes_per_token:,} B per token per GPU) but only "
+            f"{_gb(kv)} per GPU is left for the KV cache"
+            + ("" if source != "profile" else
+               f" ({_gb(p.budget_bytes)} requested - weights {_gb(p.weight_bytes)} - activations "
+               f"{_gb(p.activation_bytes)} - non-torch {_gb(p.reserve_bytes)}"
+               + (f" - draft {_gb(p.draft_bytes)}" if p.draft_bytes else "") + ")")
+            + f"; lower kv_cache.block_size (at most {k:,} tokens fit in one block)")
+    if max_model_len is not None:  # vLLM checks the memory, not the override (kv_cache_utils.py)
+        m = max_tokens_per_request(model, planned, block_size, max_num_batched_tokens, max_model_len)
+        if m < int(max_model_len):
+            raise ValueError(
+                f"the model's max seq len ({int(max_model_len):,}) is larger than the maximum "
+                f"number of tokens that can be stored in KV cache ({m:,}: {planned:,} blocks of "
+                f"{block_size} for {model.name} with TP={tp}); raise gpu_memory_utilization, "
+                f"lower max_model_len (at most {m:,}) or use more GPUs")
+    blocks = planned
+    if num_gpu_blocks_override is not None:
+        blocks, source = int(num_gpu_blocks_override), "num_gpu_blocks"
+        need = blocks * float(block_bytes)
+        if need > room:
+            raise ValueError(
+                f"kv_cache.num_gpu_blocks={blocks:,} needs {_gb(need)} of KV cache per GPU "
+                f"({blocks:,} blocks x {block_bytes:,} B) but the GPU has {_gb(hbm_bytes)} in all, "
+                f"{_gb(room)} next to the weights; the memory plan gives {planned:,} blocks, the "
+                f"device could hold at most {int(room // block_bytes):,}: vLLM would run out of "
+                "memory allocating the KV cache")
+        if blocks > planned:
+            notes.append(f"num_gpu_blocks {blocks:,} exceeds the {planned:,} blocks the memory plan "
+                         "gives (trusted like vLLM's num_gpu_blocks_override; it fits the device)")
+        if max_model_len is not None and blocks < -(-int(max_model_len) // int(block_size)):
+            notes.append(f"num_gpu_blocks {blocks:,} holds {blocks * int(block_size):,} tokens: "
+                         f"fewer than one max_model_len ({int(max_model_len):,}) request")
+    if n_sl == model.num_layers:
+        notes.append(f"every layer slides (window {model.sliding_window}): vLLM frees blocks "
+                     "outside the window, servesim's KV manager keeps them (conservative)")
+    elif n_sl:
+        notes.append("hybrid KV cache manager disabled: sliding-window layers cached as full attention")
+    return MemoryPlan(p.budget_bytes, p.weight_bytes, p.activation_bytes, p.reserve_bytes,
+                      p.draft_bytes, kv, p.kv_bytes_per_token, int(block_size), blocks,
+                      non_torch_bytes=p.non_torch_bytes, cudagraph_bytes=p.cudagraph_bytes,
+                      forward_peak_bytes=p.forward_peak_bytes,
+                      sampler_peak_bytes=p.sampler_peak_bytes,
+                      cublas_workspace_bytes=p.cublas_workspace_bytes,
+                      moe_workspace_bytes=p.moe_workspace_bytes,
+                      rope_cache_bytes=p.rope_cache_bytes, planned_num_gpu_blocks=planned,
+                      kv_source=source,
+                      max_model_len=None if max_model_len is None else int(max_model_len),
+                      notes=tuple(notes))
+
+
+__all__ = [
+    "ATTENTION_SCALE_BYTES_PER_LAYER",
+    "VLLM_0_19",
+    "EngineMemoryProfile",
+    "MemoryPlan",
+    "activation_bytes",
+    "cublas_workspace_bytes",
+    "forward_peak_bytes",
+    "max_tokens_per_request",
+    "memory_terms",
+    "moe_workspace_bytes",
+    "plan_memory",
+    "sampler_peak_bytes",
+    "weights_bytes",
+]

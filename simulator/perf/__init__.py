@@ -1,41 +1,89 @@
-"""Execution-time models: step time from a batch's shape (roofline; fitted; measured tables)."""
+"""Execution-time models: step time from a batch's shape (DESIGN.md section 3).
+
+:func:`build_perf_model` composes a :class:`~simulator.perf.step_model.StepTimeModel` from an
+*operator backend* (measured tables, fitted efficiencies or the datasheet roofline) and an
+*engine profile* (:mod:`simulator.perf.engine_profile`), or returns the synthetic
+:class:`~simulator.perf.step_model.ConstantPerfModel`.
+"""
+from .engine_profile import EngineProfile, get_engine_profile
 from .roofline import RooflineParams, RooflinePerfModel, StepShape
+from .step_model import ConstantPerfModel, StepTimeModel
 
-__all__ = ["RooflineParams", "RooflinePerfModel", "StepShape", "build_perf_model"]
+__all__ = ["ConstantPerfModel", "EngineProfile", "RooflineParams", "RooflinePerfModel",
+           "StepShape", "StepTimeModel", "build_operator_backend", "build_perf_model",
+           "get_engine_profile"]
 
 
-def build_perf_model(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
-                     kv_cache_dtype="bf16", source="auto"):
-    """Build the execution-time model for one replica.
+def build_operator_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
+                           kv_cache_dtype="bf16", source="auto", engine_version=None,
+                           engine_family="vllm"):
+    """The per-operator time backend for one replica (no engine terms).
 
     ``source``:
 
-    - ``auto`` (default): the GPU profile's measured latency tables when it has them for this
-      model/TP (:mod:`simulator.perf.table`), else its fitted efficiencies when it has a
-      ``fitted.yaml`` (:mod:`simulator.perf.fitted`: H100 and A100, fitted to Vidur's public
-      measurements), else the datasheet roofline;
-    - ``table``: the measured tables (error if absent);
+    - ``auto`` (default): measured latency tables of the GPU profile for every operator that
+      has one (the table set of ``engine_version``, default the newest shipped), the profile's
+      fitted efficiencies (``fitted.yaml``) or the datasheet roofline for the rest;
+    - ``table``: as ``auto`` but measured GEMM and attention tables are required (error if
+      absent);
     - ``fitted``: the fitted roofline (datasheet roofline when the profile has no fit);
     - ``roofline``: the datasheet roofline with its default efficiencies (analytic, unchanged
       by any measurement; what hand-computed checks use).
 
-    ``provenance()`` of the result says which operator class came from where (``measured``,
-    ``fitted`` or ``datasheet``).
+    Raises
+    ------
+    ValueError
+        ``table`` without tables, or an ``engine_version`` the profile does not have.
     """
     if source in ("auto", "table"):
-        try:
-            from .table import load_table_perf_model  # optional (calibration tables)
-        except ImportError:
-            load_table_perf_model = None
-        if load_table_perf_model is not None:
-            m = load_table_perf_model(model, gpu, tensor_parallel_size, weight_dtype,
-                                      kv_cache_dtype, required=(source == "table"))
-            if m is not None:
-                return m
-        elif source == "table":
-            raise ValueError("latency-table model unavailable")
-    if source in ("auto", "fitted"):
+        from .measured import load_measured_backend
+        m = load_measured_backend(model, gpu, tensor_parallel_size, weight_dtype,
+                                  kv_cache_dtype, required=(source == "table"),
+                                  engine_version=engine_version, engine_family=engine_family)
+        if m is not None:
+            return m
+    if source in ("auto", "table", "fitted"):
         from .fitted import build_fitted_or_roofline
         return build_fitted_or_roofline(model, gpu, tensor_parallel_size, weight_dtype,
                                         kv_cache_dtype)
     return RooflinePerfModel(model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype)
+
+
+def build_perf_model(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
+                     kv_cache_dtype="bf16", source="auto", *, engine="vllm-v1",
+                     engine_version=None, constant=None, max_num_seqs=256,
+                     max_num_batched_tokens=8192, num_speculative_tokens=0):
+    """Build the step-time model of one replica.
+
+    Parameters
+    ----------
+    model : ModelSpec
+    gpu : GPUSpec
+    tensor_parallel_size : int
+    weight_dtype, kv_cache_dtype : str
+    source : {"auto", "table", "fitted", "roofline", "constant"}
+        Operator backend (see :func:`build_operator_backend`), or ``constant``.
+    engine : str or EngineProfile
+        Engine profile name (``vllm-v1``, ``vllm-v0``, ``none``), path, or object.
+    engine_version : str, optional
+        Measured-table version (``0.19.0``); default the newest the GPU profile ships.
+    constant : dict or object, optional
+        ``step_s``, ``per_token_s``, ``per_seq_s`` for ``source: constant``.
+    max_num_seqs, max_num_batched_tokens, num_speculative_tokens : int
+        Scheduler settings that fix the CUDA-graph capture sizes.
+
+    Returns
+    -------
+    StepTimeModel or ConstantPerfModel
+    """
+    if source == "constant":
+        c = constant if isinstance(constant, dict) else (
+            constant.model_dump() if constant is not None else {})
+        return ConstantPerfModel(**c)
+    prof = engine if isinstance(engine, EngineProfile) else get_engine_profile(engine)
+    family = prof.engine if prof.engine not in ("none", "") else "vllm"
+    ops = build_operator_backend(model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype,
+                                 source, engine_version=engine_version, engine_family=family)
+    sizes = prof.cuda_graphs.sizes_for(max_num_seqs, max_num_batched_tokens,
+                                       num_speculative_tokens)
+    return StepTimeModel(ops, prof, sizes)

@@ -247,7 +247,7 @@ class FittedPerfModel(RooflinePerfModel):
             total += count * float(elementwise_form(prm, byts[op], self._bw))
         return total
 
-    def all_reduce_time(self, num_tokens: int) -> float:
+    def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
         if self.tp <= 1:
             return 0.0
         if self._ar is None:

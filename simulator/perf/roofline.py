@@ -179,7 +179,7 @@ class RooflinePerfModel:
         byts = num_tokens * ACT_BYTES * (8 * h + 3 * inter)
         return byts / self.mem_bw + 4 * self.params.kernel_overhead_s
 
-    def all_reduce_time(self, num_tokens: int) -> float:
+    def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
         """One ring all-reduce of the hidden states of ``num_tokens`` tokens (0 when TP=1)."""
         if self.tp <= 1:
             return 0.0

@@ -391,7 +391,7 @@ class TablePerfModel(RooflinePerfModel):
             return self.fallback.lm_head_time(num_rows)
         return RooflinePerfModel.lm_head_time(self, num_rows) / float(self._lm(num_rows))
 
-    def all_reduce_time(self, num_tokens: int) -> float:
+    def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
         if self.tp <= 1:
             return 0.0
         if self._ar is None:

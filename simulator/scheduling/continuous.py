@@ -70,6 +70,10 @@ class SchedulerConfig:
     host_link_bandwidth_bytes_per_s: float = 32e9
     #: max running sequences per tenant (``admission.tenant_max_share x max_num_seqs``)
     tenant_max_seqs: int | None = None
+    #: admit a waiting request only when its whole current sequence fits in the free blocks
+    #: (vLLM >= 0.10 ``scheduler_reserve_full_isl``; from the engine profile); not enforced
+    #: while nothing runs (so a request larger than the free pool cannot wedge the replica)
+    reserve_full_isl: bool = False
 
 
 class StepOutput:
@@ -404,7 +408,9 @@ class ContinuousScheduler:
                 if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
                     break
                 n = budget
-            while not kv.allocate(r, computed + n, new_request=True, hit_blocks=hits):
+            full = r.num_tokens if (cfg.reserve_full_isl and running) else None
+            while not kv.allocate(r, computed + n, new_request=True, hit_blocks=hits,
+                                  full_sequence_tokens=full):
                 back = self._preempt_for(r, now, out, sched)
                 if back < 0:
                     return budget

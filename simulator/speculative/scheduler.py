@@ -85,12 +85,18 @@ def spec_rng(seed: int, replica_idx: int) -> np.random.Generator:
     return stream(seed, SPEC_STREAM, replica_idx)
 
 
-def _gpu_time(perf, num_seqs: int, times):
-    """Subtract the performance model's per-iteration CPU overhead (when it has one)."""
-    cpu = getattr(perf, "cpu_overhead_time", None)
-    if cpu is None:
-        return times
-    return np.maximum(np.asarray(times, dtype=float) - float(cpu(num_seqs)), 0.0)
+def _gpu_decode(perf, num_seqs: int, ctx) -> np.ndarray:
+    """Kernel seconds of ``len(ctx)`` decode passes of the draft (no engine CPU/sync time:
+    drafting runs inside the target's step)."""
+    f = getattr(perf, "gpu_decode_step_times", None)
+    return np.asarray(f(num_seqs, ctx) if f is not None else perf.decode_step_times(num_seqs, ctx),
+                      dtype=float)
+
+
+def _gpu_step(perf, shape) -> float:
+    """Kernel seconds of one draft pass over ``shape`` (no engine CPU/sync time)."""
+    f = getattr(perf, "gpu_step_time", None)
+    return float(f(shape) if f is not None else perf.step_time(shape))
 
 
 class DraftCostModel:
@@ -183,8 +189,7 @@ class DraftCostModel:
         if self.method == "ngram":
             return NGRAM_COST_PER_SEQ_S * num_seqs
         ctx = ctx_total + self._steps * num_seqs
-        t = self.draft_perf.decode_step_times(num_seqs, ctx)
-        return float(np.sum(_gpu_time(self.draft_perf, num_seqs, t)))
+        return float(np.sum(_gpu_decode(self.draft_perf, num_seqs, ctx)))
 
     def prefill_cost(self, prefill_q: list, prefill_start: list, num_sampled: int) -> float:
         """The draft's own prefill of the step's prompt chunks (seconds).
@@ -209,8 +214,7 @@ class DraftCostModel:
             if self.ratio == 0.0:
                 return 0.0
             return float(self.ratio * self.target_perf.step_time(shape))
-        t = self.draft_perf.step_time(shape)
-        return float(_gpu_time(self.draft_perf, len(prefill_q), t))
+        return _gpu_step(self.draft_perf, shape)
 
 
 def _build_draft_perf(model, scenario, setup):
@@ -218,11 +222,16 @@ def _build_draft_perf(model, scenario, setup):
     try:
         return build_perf_model(model, setup.gpu, setup.tensor_parallel_size,
                                 setup.weight_dtype, setup.kv_cache_dtype,
-                                source=scenario.perf.source)
+                                source=scenario.perf.source, engine=scenario.perf.engine,
+                                engine_version=scenario.perf.engine_version,
+                                constant=scenario.perf.constant,
+                                max_num_seqs=scenario.scheduler.max_num_seqs,
+                                max_num_batched_tokens=scenario.scheduler.max_num_batched_tokens)
     except ValueError:
         # no latency tables for the draft: the roofline (labelled so in the summary)
         return build_perf_model(model, setup.gpu, setup.tensor_parallel_size,
-                                setup.weight_dtype, setup.kv_cache_dtype, source="roofline")
+                                setup.weight_dtype, setup.kv_cache_dtype, source="roofline",
+                                engine=scenario.perf.engine)
 
 
 @dataclass

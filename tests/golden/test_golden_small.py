@@ -10,13 +10,14 @@ figures. Refresh it only on purpose::
     SERVESIM_UPDATE_GOLDEN=1 python -m pytest tests/golden
 
 Reviewed by hand when regenerated for the named random streams of ``simulator.rng``
-(figures from the file): duration_s 21.816003 s, so gpu_hours = 21.816003 / 3600 =
-0.0060600 and cost_usd = 0.0060600 x 2.99 = 0.0181194; 200 completed with 27,301 output
-tokens: output_token_throughput_tps = 27,301 / 21.816003 = 1,251.42 and
-cost_per_1m_output_tokens_usd = 0.0181194 / 27,301 x 1e6 = 0.66369; the ITL count is
-27,301 - 200 = 27,101 (one gap fewer than tokens per request); slo_attainment 0.195 gives
-goodput 0.195 x 200 / 21.816003 = 1.78768 req/s; num_steps 2,486 and 53 preemptions in a
-500-block pool (max_kv_cache_usage 1.0).
+(figures from the file; roofline operators + the vLLM V0 engine profile, see
+``helpers.make_scenario``): duration_s 22.627079 s, so gpu_hours = 22.627079 / 3600 =
+0.0062853 and cost_usd = 0.0062853 x 2.99 = 0.0187930; 200 completed with 27,301 output
+tokens: output_token_throughput_tps = 27,301 / 22.627079 = 1,206.56 and
+cost_per_1m_output_tokens_usd = 0.0187930 / 27,301 x 1e6 = 0.68836; the ITL count is 27,301 -
+200 = 27,101 (one gap fewer than tokens per request); slo_attainment 0.195 gives goodput
+0.195 x 200 / 22.627079 = 1.72360 req/s; num_steps 2,469 and 53 preemptions in a 500-block
+pool.
 
 ``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the
 run's request and step records with plain numpy (definitions of DESIGN.md's glossary), so

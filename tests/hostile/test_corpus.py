@@ -250,9 +250,6 @@ SET_ERRORS = [
      ["requests need an estimated", "memory budget"]),
     (["cluster.num_replicas=100000000"], ["100,000,000 replicas", "memory budget",
                                           "fewer cluster.num_replicas"]),
-    (["scheduler.max_model_len=2000000000",
-      f"{SYN}.output_tokens={{dist: fixed, value: 1000000000}}"],
-     ["step rows", "memory budget", "shorter requests"]),
     # lengths no engine can hold are an error, not a silent clip to 2**31 - 1
     ([f"{SYN}.prompt_tokens={{dist: lognormal, median: 100, sigma: 1000}}"],
      ["synthetic prompt_tokens:", "exceed 2,147,483,647 tokens", "prompt_tokens.max"]),
@@ -448,6 +445,12 @@ def _cli_cases(tmp):
          "SERVESIM_MEMORY_BUDGET_GB='-1'"),
         (["run", "default"], {"SERVESIM_MEMORY_BUDGET_GB": "0.000001"},
          ["needs an estimated", "memory budget is 1e-06 GB ($SERVESIM_MEMORY_BUDGET_GB)"]),
+        # 20 requests of 10 + 131,000 tokens (within Llama-3.1-8B's 131,072): >= 131,000 step
+        # rows x 514 B = 67 MB, the largest part, above a 0.05 GB budget
+        (["run", "default", "--set", "workload={synthetic: {arrival: {process: poisson, "
+          "rate_rps: 1}, num_requests: 20, prompt_tokens: {dist: fixed, value: 10}, "
+          "output_tokens: {dist: fixed, value: 131000}}}"], {"SERVESIM_MEMORY_BUDGET_GB": "0.05"},
+         [">= 131,000 step rows", "memory budget is 0.05 GB", "fewer or shorter requests"]),
         (["run", "default", "--progress", "--no-figures"],
          {"SERVESIM_PROGRESS_INTERVAL_S": "soon"}, "SERVESIM_PROGRESS_INTERVAL_S='soon'"),
         (["compare", "default", "--vary", "bogus.key=1,2"], {},
@@ -464,10 +467,10 @@ def _cli_cases(tmp):
     ]
 
 
-CLI_IDS = [f"cli{i:02d}" for i in range(25)]
+CLI_IDS = [f"cli{i:02d}" for i in range(26)]
 
 
-@pytest.mark.parametrize("i", range(25), ids=CLI_IDS)
+@pytest.mark.parametrize("i", range(len(CLI_IDS)), ids=CLI_IDS)
 def test_cli_refused(capsys, tmp_path, monkeypatch, i):
     argv, env, needles = _cli_cases(tmp_path / "d")[i]
     for k, v in env.items():

@@ -39,7 +39,7 @@ def test_unknown_key_names_path_and_allowed_keys():
     msg = _err({"workload": WL, "kv_cache": {"blok_size": 16}})
     assert "kv_cache.blok_size" in msg
     assert ("allowed keys: allocation, block_size, enable_prefix_caching, "
-            "gpu_memory_utilization, kv_cache_dtype, num_gpu_blocks") in msg
+            "gpu_memory_utilization, kv_cache_dtype, kv_cache_memory_bytes, num_gpu_blocks") in msg
     top = _err({"workload": WL, "shceduler": {}})
     assert "'shceduler'" in top and "scheduler" in top.split("allowed keys:")[1]
     nested = _err({"workload": WL, "scheduler": {"admission": {"max_wait": 3}}})

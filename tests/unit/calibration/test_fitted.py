@@ -14,7 +14,7 @@ from helpers import shared_path
 
 from simulator.hardware import get_gpu
 from simulator.models import get_model
-from simulator.perf import build_perf_model
+from simulator.perf import build_operator_backend, build_perf_model
 from simulator.perf.fitted import (
     FittedPerfModel,
     gemm_form,
@@ -42,28 +42,31 @@ def test_fitted_profile_loads_and_is_used_by_auto(gpu):
     for op in ("qkv", "o", "up", "down", "any"):
         p = doc["operators"]["gemm"][op]
         assert 0 < p["e_max"] <= 1 and 0 < p["e_mem"] <= 1 and p["t0_c"] > 0
-    m = build_perf_model(get_model("llama-3.1-8b"), g, 1, source="auto")
+    m = build_operator_backend(get_model("llama-3.1-8b"), g, 1, source="fitted")
     assert isinstance(m, FittedPerfModel) and m.kind == "fitted"
     prov = m.provenance()
     assert prov["gemm"].startswith("fitted (") and prov["elementwise"].startswith("fitted (")
     assert prov["all_reduce"] == "none (TP=1)"
-    m2 = build_perf_model(get_model("llama-3.1-70b"), g, 4, source="auto")
+    m2 = build_operator_backend(get_model("llama-3.1-70b"), g, 4, source="fitted")
     assert m2.provenance()["all_reduce"].startswith("fitted (")
     attn = "fitted (" if gpu.startswith("a100") else "datasheet"
     assert m2.provenance()["attention_decode"].startswith(attn)
     assert m2.provenance()["attention_prefill"].startswith(attn)
     # the datasheet roofline stays available, unchanged
-    assert type(build_perf_model(get_model("llama-3.1-8b"), g, 1, source="roofline")) \
+    assert type(build_operator_backend(get_model("llama-3.1-8b"), g, 1, source="roofline")) \
         is RooflinePerfModel
+    # the step model wraps the backend with the engine profile
+    step = build_perf_model(get_model("llama-3.1-8b"), g, 1, source="fitted")
+    assert isinstance(step.ops, FittedPerfModel) and step.kind == "fitted"
 
 
 def test_fitted_model_is_sane_for_models_not_in_the_data():
     g = get_gpu("h100-sxm")
     for name, tp in [("qwen2.5-7b", 1), ("llama-3.1-405b", 8), ("llama-3.2-1b", 1),
                      ("mistral-7b", 2)]:
-        m = build_perf_model(get_model(name), g, tp)
-        for op in m.gemms:
-            ts = [m.gemm_time(op, t) for t in (1, 8, 64, 512, 4096, 32768)]
+        m = build_perf_model(get_model(name), g, tp, source="fitted")
+        for op in m.ops.gemms:
+            ts = [m.ops.gemm_time(op, t) for t in (1, 8, 64, 512, 4096, 32768)]
             assert all(t > 0 and math.isfinite(t) for t in ts)
             assert ts[-1] > ts[0]
         decode = m.decode_step_times(8, np.array([8 * 100, 8 * 2000]))
@@ -78,7 +81,7 @@ def test_fitted_gemm_close_to_datasheet_shape():
     """Within a factor of 2 of the datasheet roofline at every size (a gross-error guard)."""
     g = get_gpu("h100-sxm")
     spec = get_model("llama-3-70b")
-    f = build_perf_model(spec, g, 4)
+    f = build_operator_backend(spec, g, 4, source="fitted")
     r = RooflinePerfModel(spec, g, 4)
     for op in r.gemms:
         for t in (1, 16, 256, 4096):

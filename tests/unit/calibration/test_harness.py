@@ -239,7 +239,8 @@ def test_calibrate_on_cuda(tmp_path):
     cfg_path.parent.mkdir()
     cfg_path.write_text(__import__("json").dumps(MICRO.hf_config()))
     out = calibrate(str(cfg_path), tmp_path / "gpu", device="cuda", quick=True, max_num_seqs=4,
-                    max_num_batched_tokens=64, max_context=128, log=lambda s: None)
+                    max_num_batched_tokens=64, max_context=128, log=lambda s: None,
+                    table_format="v1")  # the in-context flat profile (v2: test_operator_harness)
     prov = read_provenance(out)
     assert prov["dtype"] == "bf16" and prov["cuda_version"]
     assert load_table_perf_model(get_model(str(cfg_path)), load_gpu_spec(out), 1, "bf16",

@@ -9,8 +9,6 @@ import pytest
 from simulator.cli import main
 from simulator.hardware import get_gpu
 from simulator.kv.cli import kv_estimate
-from simulator.kv.planner import FIXED_RUNTIME_RESERVE_BYTES, activation_bytes
-from simulator.models import get_model
 
 
 def test_llama3_70b_bytes_per_token():
@@ -35,14 +33,27 @@ def test_tp_and_fp8():
 
 
 def test_fit_by_formula():
-    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm")
+    """Llama-3.1-8B, 32 x 8192 tokens on an H100 (vLLM 0.19 accounting, planner docstring).
+
+    weights     = 8,030,261,248 params x 2 + rotary cache 131,072 x 128 x 2 + 32 x 7 x 512
+    activations = max(forward, sampler) + cuBLAS (sm90 32 MiB + cuBLASLt 1 MiB), forward =
+                  3 x 2 x 8192 x 4096 + 2 x 8192 x 3 x 14336 (gate/up + activation) with
+                  8,192 batched tokens; sampler (32 rows) = 2 x 8192 x 4096 + 2 x 2 x 32 x 4096
+                  + 2 x 32 x 128256 + 4 x (4 x 32 x 128256)
+    reserve     = non-torch 0.25 GiB (vLLM 0.19 TP=1)
+    """
+    g = get_gpu("h100-sxm")
     b, s = 32, 8192
     e = kv_estimate("llama-3.1-8b", b, s, gpu_memory_utilization=0.9)
-    weights = m.num_params() * 2
-    act = activation_bytes(m, 8192, b, 1)
-    room = g.hbm_bytes * 0.9 - weights - act - FIXED_RUNTIME_RESERVE_BYTES
+    weights = 8_030_261_248 * 2 + 131_072 * 128 * 2 + 32 * 7 * 512
+    forward = 3 * 2 * 8192 * 4096 + 2 * 8192 * 3 * 14336
+    sampler = 2 * 8192 * 4096 + 2 * 2 * 32 * 4096 + 2 * 32 * 128256 + 4 * (4 * 32 * 128256)
+    act = max(forward, sampler) + 32 * 2**20 + 2**20
+    reserve = 2**30 // 4
+    room = g.hbm_bytes * 0.9 - weights - act - reserve
     blocks = int(room // (16 * 131_072))
     assert e.weight_bytes_per_gpu == weights
+    assert e.activation_bytes_per_gpu == act and e.reserve_bytes_per_gpu == reserve
     assert e.kv_room_bytes_per_gpu == pytest.approx(room)
     assert e.num_gpu_blocks == blocks
     assert e.blocks_needed == b * math.ceil(s / 16)

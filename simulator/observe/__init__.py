@@ -1,0 +1,35 @@
+"""Recorded real-engine runs: readers, replay, comparison (``servesim validate --recorded``).
+
+Public API::
+
+    read_recorded(path) -> RecordedRun              # vLLM run folder / requests.jsonl,
+                                                    # vllm bench serve JSON, generic CSV
+    build_replay_scenario(run, scenario=, gpu=, model=, sets=) -> ReplayScenario
+    compare_outcomes(outcomes, sim_requests, itl_values, itl_weights) -> dict
+    validate_recorded(path, scenario=, gpu=, model=, sets=, out_dir=) -> RecordedValidation
+    prefix_hash_ids(token_ids, block_size) -> tuple[int, ...]
+    RecordedRun, Setting, RecordError (a ValueError)
+
+Formats: ``traces/README.md`` ("Recorded runs"); the CLI: ``servesim validate --recorded``.
+"""
+from __future__ import annotations
+
+from .compare import compare_outcomes
+from .readers import find_recorded_runs, prefix_hash_ids, read_recorded
+from .record import RecordedRun, RecordError, Setting
+from .settings import ReplayScenario, build_replay_scenario
+from .validate import RecordedValidation, validate_recorded
+
+__all__ = [
+    "RecordError",
+    "RecordedRun",
+    "RecordedValidation",
+    "ReplayScenario",
+    "Setting",
+    "build_replay_scenario",
+    "compare_outcomes",
+    "find_recorded_runs",
+    "prefix_hash_ids",
+    "read_recorded",
+    "validate_recorded",
+]

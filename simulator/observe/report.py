@@ -1,0 +1,151 @@
+"""``report.md`` and a self-contained ``report.html`` of a replay, from its ``validation.json``
+content (jinja2 templates in ``simulator/observe/templates/``; the HTML embeds its figures as
+base64 PNGs, so it is one file to mail or attach)."""
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+__all__ = ["render_report", "write_reports"]
+
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+_METRIC_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency",
+                  "queue_delay": "queue delay"}
+_FIGURE_TITLES = {"request_scatter.png": "Per request: simulated vs recorded TTFT and E2E",
+                  "latency_cdfs.png": "Latency CDFs: recorded (solid) vs simulated (dashed)",
+                  "running_waiting.png": "Running and waiting requests over time"}
+
+
+def _ms(x: Any) -> str:
+    if x is None:
+        return "-"
+    v = float(x) * 1e3
+    return f"{v:,.1f} ms" if abs(v) >= 10 else f"{v:.2f} ms"
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{float(x):+.1f}%"
+
+
+def _val(x: Any) -> str:
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if x is None:
+        return "null"
+    if isinstance(x, float):
+        return f"{x:g}"
+    if isinstance(x, int):
+        return f"{x:,}" if abs(x) >= 10000 else str(x)
+    if isinstance(x, list):
+        s = ", ".join(map(str, x))
+        return f"[{s[:60]}...]" if len(s) > 60 else f"[{s}]"
+    return str(x)
+
+
+def _cell(s: Any) -> str:
+    return str(s).replace("|", "\\|").replace("\n", " ")
+
+
+def _context(v: dict[str, Any], figures: list[str]) -> dict[str, Any]:
+    err_rows = []
+    for m in ("ttft", "tpot", "itl", "e2e", "queue_delay"):
+        d = v["metrics"][m]
+        if not d["real"]["count"]:
+            continue  # the record has no such samples (e.g. no per-token times)
+        for s in ("mean", "p50", "p90", "p99"):
+            err_rows.append([_METRIC_LABELS[m], s, _ms(d["real"][s]), _ms(d["sim"][s]),
+                             _pct(d["pct_error"][s])])
+    mk = v["makespan"]
+    err_rows.append(["makespan", "-", _ms(mk["real_s"]), _ms(mk["sim_s"]),
+                     _pct(mk["pct_error"])])
+    per = [[_METRIC_LABELS[m], f"{d['median_abs_pct']:.1f}%" if d["median_abs_pct"] is not None
+            else "-", f"{d['p90_abs_pct']:.1f}%" if d["p90_abs_pct"] is not None else "-",
+            _pct(d["mean_signed_pct"])] for m, d in v["per_request"].items()]
+    peer_rows = []
+    peer = v.get("peer")
+    if peer:
+        for m in ("ttft", "tpot", "e2e"):
+            for s in ("mean", "p50", "p90", "p99"):
+                theirs = peer["metrics"].get(m, {}).get(s)
+                if theirs is None:
+                    continue
+                peer_rows.append([_METRIC_LABELS[m], s, f"{theirs['real']:,.1f} ms",
+                                  f"{theirs['sim']:,.1f} ms", f"{theirs['pct_error']:+.1f}%",
+                                  _pct(v["metrics"][m]["pct_error"][s])])
+    kv = v["kv_cache"]
+    return {
+        "v": v,
+        "title": f"servesim validate --recorded: {v['run']['name']}",
+        "err_rows": err_rows,
+        "per_rows": per,
+        "peer_rows": peer_rows,
+        "settings": [[r["key"], _val(r["value"]), r["source"]] for r in v["settings"]],
+        "features": [[k, _val(d["value"]), d["source"]]
+                     for k, d in v.get("engine_features", {}).items()],
+        "provenance": sorted(v.get("provenance", {}).items()),
+        "kv": kv,
+        "figures": [(_FIGURE_TITLES.get(f, f), f) for f in figures],
+        "counts": v["counts"],
+    }
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True,
+                             autoescape=jinja2.select_autoescape(["html.j2"]))
+    env.filters["cell"] = _cell
+    env.filters["pct"] = _pct
+    env.filters["ms"] = _ms
+    return env
+
+
+def render_report(validation: dict[str, Any], figures: list[str], *, html: bool = False,
+                  figure_dir: str | Path | None = None) -> str:
+    """Render the Markdown (or HTML) report of a replay.
+
+    Parameters
+    ----------
+    validation : dict
+        The ``validation.json`` content (:func:`simulator.observe.validate.validate_recorded`).
+    figures : list of str
+        PNG file names to show (in order).
+    html : bool
+        Render the self-contained HTML report instead of Markdown.
+    figure_dir : str or Path, optional
+        Where the PNGs are (HTML: they are read and embedded as base64 data URIs).
+
+    Returns
+    -------
+    str
+    """
+    ctx = _context(validation, figures)
+    if html:
+        uris = {}
+        for _title, f in ctx["figures"]:
+            data = (Path(figure_dir or ".") / f).read_bytes()
+            uris[f] = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+        ctx["uris"] = uris
+        return _env().get_template("validation_report.html.j2").render(**ctx)
+    return _env().get_template("validation_report.md.j2").render(**ctx)
+
+
+def write_reports(outdir: str | Path, validation: dict[str, Any], figures: list[str]) -> list[Path]:
+    """Write ``report.md`` and ``report.html`` into ``outdir`` (figures already there).
+
+    Returns
+    -------
+    list of Path
+        The two files.
+    """
+    out = Path(outdir)
+    md = out / "report.md"
+    md.write_text(render_report(validation, figures), encoding="utf-8")
+    ht = out / "report.html"
+    ht.write_text(render_report(validation, figures, html=True, figure_dir=out),
+                  encoding="utf-8")
+    return [md, ht]

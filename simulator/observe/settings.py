@@ -1,0 +1,411 @@
+"""The scenario that replays a recorded run, and where each of its settings came from.
+
+Layers, later ones win (each setting's source is kept for the report):
+
+1. servesim's scenario defaults (``simulator/config.py``);
+2. the recording engine's defaults for its version (:data:`ENGINE_DEFAULTS`), for settings the
+   record does not carry;
+3. the ``--scenario`` file (its ``workload`` is replaced by the record's requests);
+4. the record's own settings (``meta.json``, ``--metadata`` items of a bench file);
+5. flags: ``--gpu``, ``--model``, then each ``--set key=value`` in order.
+
+The GPU and the model never fall back to servesim's defaults: they come from the record, a
+flag or the scenario file, else the replay stops with a one-line error saying which flag to
+pass. The GPU a record names (``NVIDIA GeForce RTX 4090``, ``RTXPRO6000``) is looked up in the
+GPU catalog by name and alias, ignoring case, punctuation and the vendor words ``NVIDIA`` and
+``GeForce``. A model id the catalog lacks is looked up as ``configs/model/<id>.json`` under the
+run's repository root (the layout of LLMServingSim's recorded runs).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulator.config import (
+    Scenario,
+    ScenarioError,
+    apply_overrides,
+    parse_override,
+    read_scenario_yaml,
+    validate_scenario,
+)
+
+from .record import RecordedRun
+
+__all__ = ["ENGINE_DEFAULTS", "RECORD_KEYS", "ReplayScenario", "SettingRow",
+           "build_replay_scenario", "gpu_name_matches", "match_gpu", "resolve_model"]
+
+#: Record setting (vLLM name) -> scenario key it sets.
+RECORD_KEYS: dict[str, str] = {
+    "model": "model",
+    "device_name": "hardware.gpu",
+    "tensor_parallel_size": "cluster.tensor_parallel_size",
+    "data_parallel_size": "cluster.num_replicas",
+    "max_num_seqs": "scheduler.max_num_seqs",
+    "max_num_batched_tokens": "scheduler.max_num_batched_tokens",
+    "enable_chunked_prefill": "scheduler.enable_chunked_prefill",
+    "max_model_len": "scheduler.max_model_len",
+    "policy": "scheduler.queue_policy",
+    "block_size": "kv_cache.block_size",
+    "num_gpu_blocks": "kv_cache.num_gpu_blocks",
+    "gpu_memory_utilization": "kv_cache.gpu_memory_utilization",
+    "enable_prefix_caching": "kv_cache.enable_prefix_caching",
+    "kv_cache_dtype": "kv_cache.kv_cache_dtype",
+    "dtype": "perf.weight_dtype",
+    "vllm_version": "perf.engine_version",
+    "seed": "seed",
+}
+
+#: Record settings with no scenario key yet: reported (``validation.json`` ``engine_features``)
+#: for the engine profile (``perf.engine``) to use.
+ENGINE_FEATURES = ("async_scheduling", "cudagraph_capture_sizes", "cudagraph_mode",
+                   "enforce_eager", "enable_expert_parallel", "pipeline_parallel_size",
+                   "device_count")
+
+#: Defaults of the recording engine, by (engine, major.minor version), for settings a record
+#: leaves out. vLLM 0.19: ``CacheConfig`` block_size 16 (``DEFAULT_BLOCK_SIZE``),
+#: gpu_memory_utilization 0.9, enable_prefix_caching True, cache_dtype auto;
+#: ``SchedulerConfig`` enable_chunked_prefill True, policy fcfs, async_scheduling True: the
+#: values the resolved config of a vLLM 0.19.0 run shows for options its ``engine_kwargs``
+#: leave unset (shared/reference/groundtruth/llmservingsim, RTX4090/Llama-3.1-8B meta.json).
+ENGINE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
+    ("vllm", "0.19"): {"block_size": 16, "gpu_memory_utilization": 0.9,
+                       "enable_prefix_caching": True, "enable_chunked_prefill": True,
+                       "kv_cache_dtype": "auto", "policy": "fcfs", "async_scheduling": True},
+}
+_ENGINE_DEFAULTS_SOURCE = ("vLLM {v} default (not in the record; the value a 0.19.0 resolved "
+                           "config shows when the option is left unset)")
+
+#: Settings listed in the report's settings table, in this order (scenario keys).
+REPORTED_KEYS = ("hardware.gpu", "model", "cluster.tensor_parallel_size",
+                 "cluster.num_replicas", "cluster.router", "scheduler.max_num_seqs",
+                 "scheduler.max_num_batched_tokens", "scheduler.enable_chunked_prefill",
+                 "scheduler.max_model_len", "scheduler.queue_policy", "kv_cache.block_size",
+                 "kv_cache.num_gpu_blocks", "kv_cache.gpu_memory_utilization",
+                 "kv_cache.enable_prefix_caching", "kv_cache.kv_cache_dtype",
+                 "perf.weight_dtype", "perf.source", "perf.engine", "perf.engine_version",
+                 "seed")
+
+_DTYPES = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
+           "torch.float16": "fp16", "half": "fp16", "fp16": "fp16", "fp8": "fp8"}
+_KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
+              "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+
+
+@dataclass(frozen=True)
+class SettingRow:
+    """One line of the report's settings table.
+
+    Attributes
+    ----------
+    key : str
+        Scenario key (``scheduler.max_num_seqs``).
+    value : Any
+        The value the replay used.
+    source : str
+        Where it came from (``meta.json engine_kwargs.max_num_seqs``, ``flag --gpu``,
+        ``servesim default``, ...).
+    """
+
+    key: str
+    value: Any
+    source: str
+
+
+@dataclass
+class ReplayScenario:
+    """The replay's scenario plus the story of its settings.
+
+    Attributes
+    ----------
+    scenario : Scenario
+        Validated; its ``workload`` names ``replay_requests.csv`` (written with the report).
+    base_dir : Path or None
+        Folder relative paths in it resolve against (the ``--scenario`` file's).
+    rows : list of SettingRow
+        The reported settings, with sources.
+    approximations : list of str
+        Where the replay departs from the recorded deployment.
+    notes : list of str
+        Other decisions (a GPU matched by alias, a scenario workload replaced, ...).
+    engine_features : dict
+        Recorded engine settings without a scenario key (:data:`ENGINE_FEATURES`), with
+        sources: ``{name: {"value", "source"}}``.
+    """
+
+    scenario: Scenario
+    base_dir: Path | None
+    rows: list[SettingRow]
+    approximations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    engine_features: dict = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- lookups
+_VENDOR = re.compile(r"nvidia|geforce")
+
+
+def _norm(name: str) -> str:
+    return _VENDOR.sub("", re.sub(r"[^a-z0-9]", "", name.lower()))
+
+
+def gpu_name_matches(device: str, names) -> bool:
+    """Whether a recorded device string names one of ``names`` (a GPU's name and aliases):
+    equal ignoring case, or equal after normalising both (lower case, letters and digits
+    only, without ``nvidia`` / ``geforce``)."""
+    key = device.strip().lower()
+    want = _norm(device)
+    return any(key == str(n).lower() or (want and want == _norm(str(n))) for n in names)
+
+
+def match_gpu(device: str) -> str | None:
+    """The catalog GPU a recorded device string names, or None.
+
+    Exact name or alias first (:func:`simulator.hardware.get_gpu`), then the same comparison
+    on normalised strings (lower case, letters and digits only, without ``nvidia`` /
+    ``geforce``): ``NVIDIA GeForce RTX 4090`` matches an alias ``RTX 4090`` or ``rtx4090``.
+
+    Returns
+    -------
+    str or None
+        The catalog profile name.
+    """
+    from simulator.hardware import gpu_catalog
+    cat = gpu_catalog()
+    key = device.strip().lower()
+    for g in cat.values():
+        if key in {n.lower() for n in (g.name, *g.aliases)}:
+            return g.name
+    hits = sorted(g.name for g in cat.values() if gpu_name_matches(device, (g.name, *g.aliases)))
+    return hits[0] if len(hits) == 1 else None
+
+
+def resolve_model(model_id: str, run: RecordedRun) -> tuple[str, str]:
+    """A model id the replay can load, and how it was found.
+
+    Returns
+    -------
+    (str, str)
+        The catalog id or a ``config.json`` path; a description (``catalog`` or the path).
+
+    Raises
+    ------
+    ScenarioError
+        When neither the catalog nor ``configs/model/<id>.json`` under the run's repository
+        root (or any parent folder of the record) has it.
+    """
+    from simulator.models import get_model
+    try:
+        m = get_model(model_id)
+        return m.name, f"catalog {m.name}"
+    except ValueError:
+        pass
+    rel = f"configs/model/{model_id}.json"
+    starts = [run.root] if run.root is not None else []
+    starts += [run.path.parent, *run.path.parent.parents]
+    for base in starts:
+        q = base / rel
+        if q.is_file():
+            return str(q), f"{rel} under {base}"
+    raise ScenarioError(f"model {model_id!r} (from the record) is neither in the model catalog "
+                        f"nor at {rel} under the run's folders; pass --model ID|config.json")
+
+
+# ----------------------------------------------------------------------------- building
+def _set(raw: dict, key: str, value: Any) -> None:
+    d = raw
+    parts = key.split(".")
+    for p in parts[:-1]:
+        d = d.setdefault(p, {})
+    d[parts[-1]] = value
+
+
+def _get(d: dict, key: str, default: Any = None) -> Any:
+    for p in key.split("."):
+        if not isinstance(d, dict) or p not in d:
+            return default
+        d = d[p]
+    return d
+
+
+def _leaves(d: dict, prefix: str = ""):
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            yield from _leaves(v, key + ".")
+        else:
+            yield key, v
+
+
+def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str]:
+    ver = str(run.setting("vllm_version", "") or "")
+    m = re.match(r"(\d+)\.(\d+)", ver)
+    if not m or run.format != "vllm_request_stats":
+        return {}, ""
+    mm = f"{m.group(1)}.{m.group(2)}"
+    return ENGINE_DEFAULTS.get(("vllm", mm), {}), _ENGINE_DEFAULTS_SOURCE.format(v=mm)
+
+
+def _convert(name: str, value: Any, notes: list[str]) -> Any:
+    """A record value in the scenario's terms, or None when it has no equivalent."""
+    if name == "dtype":
+        v = _DTYPES.get(str(value).lower())
+        if v is None:
+            notes.append(f"record dtype {value!r} has no servesim weight dtype; "
+                         "perf.weight_dtype keeps its default")
+        return v
+    if name == "kv_cache_dtype":
+        v = _KV_DTYPES.get(str(value).lower())
+        if v is None:
+            notes.append(f"record kv_cache_dtype {value!r} has no servesim equivalent; "
+                         "kv_cache.kv_cache_dtype keeps its default")
+        return v
+    if name == "policy":
+        return value if value in ("fcfs", "priority") else None
+    return value
+
+
+def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = None,
+                          gpu: str | None = None, model: str | None = None,
+                          sets: list[str] | None = None,
+                          trace: str = "replay_requests.csv") -> ReplayScenario:
+    """Build the scenario that replays ``run`` (layers and precedence: module docstring).
+
+    Parameters
+    ----------
+    run : RecordedRun
+        The record.
+    scenario : str or Path, optional
+        A scenario file filling in what the record does not carry.
+    gpu, model : str, optional
+        ``--gpu`` / ``--model``: a catalog name or a spec / ``config.json`` path.
+    sets : list of str, optional
+        ``--set key.path=value`` overrides, applied last.
+    trace : str
+        The file the scenario's ``workload.trace`` names (the replayed requests, written next
+        to the report so that ``servesim run scenario.yaml`` reruns the replay).
+
+    Returns
+    -------
+    ReplayScenario
+
+    Raises
+    ------
+    ScenarioError
+        One line: no GPU or model known, an unknown scenario key or a bad value.
+    """
+    raw: dict = {}
+    src: dict[str, str] = {}
+    notes: list[str] = []
+    approx: list[str] = []
+
+    def put(key: str, value: Any, source: str) -> None:
+        _set(raw, key, value)
+        src[key] = source
+
+    # 2. engine defaults
+    defaults, dsrc = _engine_defaults(run)
+    for name, value in defaults.items():
+        if name in RECORD_KEYS and name not in run.settings:
+            v = _convert(name, value, notes)
+            if v is not None:
+                put(RECORD_KEYS[name], v, dsrc)
+    # 3. scenario file
+    base_dir = None
+    if scenario is not None:
+        sraw = read_scenario_yaml(scenario)
+        file = sraw.pop("__file__", str(scenario))
+        base_dir = Path(file).parent
+        if "workload" in sraw:
+            sraw.pop("workload")
+            notes.append(f"the scenario's workload is replaced by the record's {run.num_requests} "
+                         "requests")
+        for key, value in _leaves(sraw):
+            put(key, value, f"scenario {Path(file).name}")
+    # 4. the record
+    for name, key in RECORD_KEYS.items():
+        s = run.settings.get(name)
+        if s is None or name in ("device_name", "model"):
+            continue
+        v = _convert(name, s.value, notes)
+        if v is not None:
+            put(key, v, s.source)
+    ver = run.settings.get("vllm_version")
+    if ver is not None:
+        m = re.match(r"(\d+)\.(\d+)", str(ver.value))
+        if m and (int(m.group(1)), int(m.group(2))) >= (0, 8):
+            put("perf.engine", "vllm-v1", f"{ver.source} {ver.value} (vLLM >= 0.8 runs its V1 "
+                                          "engine)")
+    dev = run.settings.get("device_name")
+    if dev is not None:
+        name = match_gpu(str(dev.value))
+        if name is not None:
+            put("hardware.gpu", name, f"{dev.source} {dev.value!r} -> GPU catalog {name}")
+        elif gpu is None:
+            if _get(raw, "hardware.gpu") is None:
+                raise ScenarioError(f"the record's GPU {dev.value!r} ({dev.source}) is not in the "
+                                    "GPU catalog (servesim profiles lists it); pass --gpu "
+                                    "NAME|spec.yaml")
+            notes.append(f"the record's GPU {dev.value!r} is not in the GPU catalog; the "
+                         f"scenario's {_get(raw, 'hardware.gpu')!r} is used")
+    rec_model = run.settings.get("model")
+    if rec_model is not None and model is None:
+        mid, how = resolve_model(str(rec_model.value), run)
+        put("model", mid, f"{rec_model.source} {rec_model.value!r} -> {how}")
+    dp = int(_get(raw, "cluster.num_replicas", 1) or 1)
+    if dp > 1 and "cluster.router" not in src:
+        put("cluster.router", "least_outstanding",
+            "approximation of vLLM's data-parallel balancing (it sends a request to the engine "
+            "with the fewest waiting x 4 + running requests)")
+        approx.append(f"Data parallelism {dp}: {dp} independent replicas behind the "
+                      "least_outstanding router (vLLM's DP coordinator balances by queue "
+                      "length).")
+    if run.setting("enable_expert_parallel"):
+        approx.append(f"Expert parallelism (DP{dp} x EP{dp}) is modelled as {dp} data-parallel "
+                      "replicas of the whole model: every replica holds all experts, and the "
+                      "MoE all-to-all between them is not simulated (servesim has no expert "
+                      "parallelism yet).")
+    pp = run.setting("pipeline_parallel_size")
+    if pp and int(pp) > 1:
+        approx.append(f"Pipeline parallelism {pp} is not modelled (the replica is one TP "
+                      "group).")
+    # 5. flags
+    if gpu is not None:
+        put("hardware.gpu", gpu, "flag --gpu")
+    if model is not None:
+        put("model", model, "flag --model")
+    for item in sets or []:
+        path, _ = parse_override(item)
+        raw = apply_overrides(raw, [item])
+        key = ".".join(path)
+        src[key] = f"flag --set {item}"
+        for k in list(src):
+            if k.startswith(key + "."):
+                src[k] = f"flag --set {item}"
+    if _get(raw, "hardware.gpu") is None:
+        raise ScenarioError("the record names no GPU; pass --gpu NAME|spec.yaml (or a --scenario "
+                            "with hardware.gpu)")
+    if _get(raw, "model") is None:
+        raise ScenarioError("the record names no model; pass --model ID|config.json (or a "
+                            "--scenario with model)")
+    raw.setdefault("name", f"validate-{re.sub(r'[^A-Za-z0-9._-]+', '-', run.name)}")
+    raw["workload"] = {"trace": trace, "format": "generic_csv"}
+    sc = validate_scenario(raw, source=f"replay of {run.name}")
+    data = sc.model_dump()
+    rows = []
+    for key in REPORTED_KEYS:
+        rows.append(SettingRow(key, _get(data, key), src.get(key, "servesim default")))
+    for name, st in sorted(run.settings.items()):
+        if name not in RECORD_KEYS and name not in ENGINE_FEATURES:
+            notes.append(f"record setting {name}={st.value!r} ({st.source}) has no servesim "
+                         "equivalent and is not modelled")
+    feats = {}
+    for name in ENGINE_FEATURES:
+        s = run.settings.get(name)
+        if s is not None:
+            feats[name] = {"value": s.value, "source": s.source}
+        elif name in defaults:
+            feats[name] = {"value": defaults[name], "source": dsrc}
+    return ReplayScenario(sc, base_dir, rows, approx, notes, feats)

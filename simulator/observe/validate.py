@@ -1,0 +1,235 @@
+"""``servesim validate --recorded RUN``: replay a real engine's recorded requests in the
+simulator and report the error against what the engine measured.
+
+Pipeline: read the record (:func:`~simulator.observe.readers.read_recorded`) -> build the
+replay scenario from its settings, ``--scenario`` and flags
+(:func:`~simulator.observe.settings.build_replay_scenario`) -> simulate exactly those requests
+(:func:`simulator.run.run_scenario` with ``specs``) -> compare per request and per statistic
+(:func:`~simulator.observe.compare.compare_outcomes`) -> write the outputs.
+
+Outputs (``-o OUTDIR``): ``validation.json`` (every figure of the report; deterministic: no
+wall-clock time), ``report.md``, ``report.html`` (self-contained), ``request_scatter.png``,
+``latency_cdfs.png``, ``running_waiting.png``, ``requests_compared.csv`` (one row per request,
+recorded and simulated latencies), ``timeline.csv`` (the plotted counts), ``scenario.yaml`` and
+``replay_requests.csv`` (``servesim run OUTDIR/scenario.yaml`` reruns the replay, without
+prefix-sharing ids, which the generic CSV cannot carry).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from simulator import __version__
+from simulator.metrics.summary import json_safe
+
+from .compare import compare_outcomes, paired_frame
+from .readers import read_recorded, specs_with_block_size
+from .record import RecordedRun
+from .settings import ReplayScenario, build_replay_scenario
+
+__all__ = ["RecordedValidation", "constants_fitted_on", "validate_recorded"]
+
+
+@dataclass
+class RecordedValidation:
+    """Everything one ``validate --recorded`` produced.
+
+    Attributes
+    ----------
+    validation : dict
+        The ``validation.json`` content.
+    run : RecordedRun
+    replay : ReplayScenario
+    result : simulator.run.RunResult
+    specs : list of RequestSpec
+        The replayed requests.
+    outdir : Path or None
+        Where the outputs were written (None with ``write=False``).
+    files : list of Path
+    """
+
+    validation: dict
+    run: RecordedRun
+    replay: ReplayScenario
+    result: Any
+    specs: list = field(default_factory=list)
+    outdir: Path | None = None
+    files: list[Path] = field(default_factory=list)
+
+
+def constants_fitted_on(result) -> list[str] | None:
+    """Recorded runs the engine profile's fitted constants came from (``EngineProfile.fitted_on``
+    of the step-time model), or None when the run's model has no engine profile or the profile
+    fitted nothing. A replay of one of those runs is in-sample."""
+    prof = getattr(result.setup.perf, "engine", None)
+    fitted = getattr(prof, "fitted_on", None)
+    if not fitted:
+        return None
+    return [str(x) for x in fitted]
+
+
+def _kv_section(run: RecordedRun, replay: ReplayScenario, result) -> dict[str, Any]:
+    setup = result.setup
+    rec = run.settings.get("num_gpu_blocks")
+    planner = setup.memory.num_gpu_blocks if setup.memory is not None else None
+    row = next(r for r in replay.rows if r.key == "kv_cache.num_gpu_blocks")
+    used_src = row.source if row.value is not None else "servesim memory planner"
+    from .compare import pct_error
+    return {
+        "num_gpu_blocks": int(setup.num_gpu_blocks),
+        "num_gpu_blocks_source": used_src,
+        "recorded_num_gpu_blocks": None if rec is None else int(rec.value),
+        "planner_num_gpu_blocks": planner,
+        "planner_vs_recorded_pct": (pct_error(planner, rec.value)
+                                    if rec is not None and planner is not None else None),
+        "block_size": int(setup.block_size),
+        "kv_cache_tokens": int(setup.num_gpu_blocks * setup.block_size),
+    }
+
+
+def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
+                      gpu: str | None = None, model: str | None = None,
+                      sets: list[str] | None = None, out_dir: str | Path | None = None,
+                      write: bool = True, figures: bool = True) -> RecordedValidation:
+    """Replay a recorded run and compare (module docstring).
+
+    Parameters
+    ----------
+    path : str or Path
+        A run folder, ``requests.jsonl``, a ``vllm bench serve`` JSON or a generic CSV.
+    scenario : str or Path, optional
+        Scenario file for settings the record lacks.
+    gpu, model : str, optional
+        ``--gpu`` / ``--model`` (override the record).
+    sets : list of str, optional
+        ``--set key.path=value`` overrides (applied last).
+    out_dir : str or Path, optional
+        Output folder (default ``reports/validate-<run>``).
+    write : bool
+        Write the outputs.
+    figures : bool
+        Draw the figures (with ``write``).
+
+    Returns
+    -------
+    RecordedValidation
+
+    Raises
+    ------
+    RecordError
+        A malformed record (one line, file:line).
+    ScenarioError
+        No GPU / model, or a bad override.
+    ValueError
+        A model that does not fit the GPU, and other setup errors (one line).
+    """
+    from simulator.run import run_scenario, scenario_dict
+    run = read_recorded(path)
+    replay = build_replay_scenario(run, scenario=scenario, gpu=gpu, model=model, sets=sets)
+    sc = replay.scenario
+    specs = specs_with_block_size(run, sc.kv_cache.block_size)
+    res = run_scenario(sc, replay.base_dir, specs=specs, write=False, figures=False)
+    cmp = compare_outcomes(run.outcomes, res.requests, res.itl_values_s, res.itl_weights)
+    s = res.summary
+    v: dict[str, Any] = {
+        "kind": "recorded",
+        "servesim_version": __version__,
+        "run": {"name": run.name, "path": str(run.path), "format": run.format,
+                "clock": run.clock, "token_ids_source": run.token_ids_source,
+                "extra": {k: x for k, x in run.extra.items() if k != "prompt_token_ids"}},
+        "counts": {
+            "num_requests_record": run.num_requests + run.num_failed,
+            "num_failed_record": run.num_failed,
+            "num_requests_replayed": run.num_requests,
+            "num_sim_completed": cmp["num_sim_completed"],
+            "num_sim_rejected": cmp["num_sim_rejected"],
+            "num_sim_cancelled": cmp["num_sim_cancelled"],
+            "num_sim_unfinished": cmp["num_sim_unfinished"],
+            "num_compared": cmp["num_compared"],
+        },
+    }
+    v.update({k: x for k, x in cmp.items() if k.endswith("_pct_error")})
+    v["metrics"] = cmp["metrics"]
+    v["per_request"] = cmp["per_request"]
+    v["makespan"] = cmp["makespan"]
+    v["kv_cache"] = _kv_section(run, replay, res)
+    v["settings"] = [{"key": r.key, "value": r.value, "source": r.source} for r in replay.rows]
+    v["engine_features"] = replay.engine_features
+    v["approximations"] = list(run.approximations) + list(replay.approximations)
+    v["notes"] = list(run.notes) + list(replay.notes)
+    v["perf_model"] = s.get("perf_model")
+    v["provenance"] = s.get("provenance", {})
+    v["engine"] = {"name": sc.perf.engine, "version": sc.perf.engine_version,
+                   "constants_fitted_on": constants_fitted_on(res)}
+    v["constants_fitted_on"] = v["engine"]["constants_fitted_on"]
+    v["sim_summary"] = {k: s.get(k) for k in (
+        "num_preemptions", "prefix_cache_hit_rate", "prefix_cache_hit_tokens",
+        "mean_batch_size", "max_concurrency", "mean_kv_cache_usage", "num_steps",
+        "num_swap_outs")}
+    v["peer"] = run.peer
+    v["scenario"] = scenario_dict(sc)
+    v = json_safe(v)
+    out = RecordedValidation(v, run, replay, res, specs)
+    if write:
+        _write(out, out_dir, figures)
+    return out
+
+
+def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
+    from .figures import plot_latency_cdfs, plot_request_scatter, plot_timeline
+    from .report import write_reports
+    run, res, v = rv.run, rv.result, rv.validation
+    out = Path(out_dir) if out_dir is not None else Path("reports") / (
+        "validate-" + run.name.replace("/", "-"))
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output folder {str(out)!r} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"cannot create output folder {str(out)!r}: {e.strerror}") from None
+    files = []
+    pair = paired_frame(run.outcomes, res.requests)
+    p = out / "requests_compared.csv"
+    pair.to_csv(p, index=False, float_format="%.9g")
+    files.append(p)
+    rp = out / "replay_requests.csv"
+    specs = rv.specs
+    pd.DataFrame({"arrival_time_s": [s.arrival_time_s for s in specs],
+                  "num_prompt_tokens": [s.num_prompt_tokens for s in specs],
+                  "num_output_tokens": [s.num_output_tokens for s in specs]}).to_csv(
+        rp, index=False, float_format="%.12g")
+    files.append(rp)
+    sp = out / "scenario.yaml"
+    sp.write_text("# the replay of a recorded run (servesim validate --recorded); its workload is\n"
+                  "# replay_requests.csv, which has no prefix-sharing ids\n"
+                  + yaml.safe_dump(v["scenario"], sort_keys=False))
+    files.append(sp)
+    names: list[str] = []
+    if figures:
+        plot_request_scatter(pair, out / "request_scatter.png")
+        real_itl = None
+        if "itl_s" in run.outcomes.columns:
+            ok = set(pair.loc[pair["compared"], "request_id"].tolist())
+            gaps = [np.asarray(g, dtype=float) for rid, g in
+                    zip(run.outcomes["request_id"], run.outcomes["itl_s"]) if rid in ok and g]
+            real_itl = np.concatenate(gaps) if gaps else None
+        plot_latency_cdfs(pair, out / "latency_cdfs.png", real_itl_s=real_itl,
+                          sim_itl_s=res.itl_values_s, sim_itl_weights=res.itl_weights)
+        _, samples = plot_timeline(run.outcomes, res.steps, out / "running_waiting.png",
+                                   timeseries=run.timeseries)
+        samples.to_csv(out / "timeline.csv", index=False, float_format="%.9g")
+        files.append(out / "timeline.csv")
+        names = ["request_scatter.png", "latency_cdfs.png", "running_waiting.png"]
+        files += [out / n for n in names]
+    jp = out / "validation.json"
+    jp.write_text(json.dumps(v, indent=2, sort_keys=False) + "\n")
+    files.append(jp)
+    files += write_reports(out, v, names)
+    rv.outdir = out
+    rv.files = files

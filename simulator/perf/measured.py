@@ -1,0 +1,214 @@
+"""Operator backend from measured latency tables (table-first, DESIGN.md section 3).
+
+For each operator of a step the backend asks the GPU profile's measured table set
+(:mod:`simulator.perf.tables`, one set per engine version: imported public measurements or
+our harness's output) and falls back, per operator, to the fitted or datasheet roofline when
+no table covers it; :meth:`MeasuredOps.provenance` names the source of every operator.
+
+Shapes asked (per GPU of a TP group, one layer):
+
+- GEMMs ``m = tokens`` x ``(k, n)`` of the model's projections (QKV, O, gate/up, down) and the
+  LM head ``(hidden, vocab / TP)`` at ``m = sampled rows``;
+- prefill attention per chunk: ``batch 1, q`` new tokens after ``start`` cached ones;
+- decode attention: the batched paged kernel at ``(batch, mean context per sequence)``;
+- TP all-reduce of ``tokens x hidden x 2`` bytes: vLLM's custom all-reduce (``graph`` backend
+  when the step replays a CUDA graph, ``eager`` otherwise) when the link allows it (NVLink, or
+  PCIe with peer-to-peer) and the message fits its buffer (8 MiB, vLLM ``CustomAllreduce``
+  ``max_size``), else the NCCL all-reduce table, else the link model of the spec;
+- MoE expert layers: the fused-MoE table by tokens and shape.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .roofline import ACT_BYTES, RooflinePerfModel
+
+#: vLLM custom all-reduce buffer size (bytes): larger messages go to NCCL
+#: (vllm/distributed/device_communicators/custom_all_reduce.py, ``max_size=8192 * 1024``)
+CUSTOM_ALLREDUCE_MAX_BYTES = 8192 * 1024
+
+_DT = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
+
+
+def custom_allreduce_possible(gpu) -> bool:
+    """vLLM's custom all-reduce needs NVLink or PCIe peer-to-peer between the GPUs."""
+    kind = str(getattr(gpu, "interconnect_kind", "") or "").lower()
+    if kind == "nvlink" or "nvlink" in str(getattr(gpu, "interconnect", "")).lower():
+        return True
+    return bool(getattr(gpu, "p2p", False))
+
+
+class MeasuredOps(RooflinePerfModel):
+    """Per-operator times from a measured :class:`~simulator.perf.tables.TableSet`.
+
+    Parameters
+    ----------
+    model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype
+        As for :class:`RooflinePerfModel` (``gpu``: the profile the tables belong to).
+    tables : TableSet
+    fallback : RooflinePerfModel
+        Backend for operators the tables do not cover (fitted or datasheet roofline).
+    """
+
+    kind = "table"
+
+    def __init__(self, model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype, tables,
+                 fallback):
+        super().__init__(model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype,
+                         params=fallback.params)
+        self.tables = tables
+        self.fallback = fallback
+        self.wdt = _DT.get(weight_dtype, weight_dtype)
+        self.kvdt = _DT.get(kv_cache_dtype, kv_cache_dtype)
+        tp = self.tp
+        self.q_heads_i = model.num_attention_heads // tp
+        self.kv_heads_i = max(1, math.ceil(model.num_kv_heads / tp))
+        self._akey = dict(q_heads=self.q_heads_i, kv_heads=self.kv_heads_i,
+                          head_dim=model.head_dim, kv_dtype=self.kvdt)
+        self._moe = bool(model.num_experts)
+        ts = tables
+        self._has_gemm = ts.has("gemm", dtype=self.wdt)
+        self._has_prefill = ts.has("attention_prefill", **self._akey)
+        self._has_decode = ts.has("attention_decode", **self._akey)
+        self._has_ar = tp > 1 and ts.has("all_reduce", num_gpus=tp)
+        self._has_nccl = tp > 1 and ts.has("nccl", collective="all_reduce", num_gpus=tp)
+        self._custom_ar = custom_allreduce_possible(gpu)
+        self._has_moe = self._moe and ts.has("moe", dtype=self.wdt)
+        self._prefill_cache: dict = {}
+        self._prov = self._build_provenance()
+
+    # ---------------------------------------------------------------- provenance
+    def _build_provenance(self) -> dict[str, str]:
+        ts, fb = self.tables, self.fallback.provenance()
+        prov = dict(fb)
+        if self._has_gemm:
+            prov["gemm"] = ts.label("gemm")
+            prov["lm_head"] = ts.label("gemm") + " (GEMM hidden x vocab/TP)"
+        if self._moe:
+            prov["moe"] = ts.label("moe") if self._has_moe else fb.get("gemm", "datasheet")
+        if self._has_prefill:
+            prov["attention_prefill"] = ts.label("attention_prefill")
+        if self._has_decode:
+            prov["attention_decode"] = ts.label("attention_decode")
+        if self.tp <= 1:
+            prov["all_reduce"] = "none (TP=1)"
+        elif self._has_ar and self._custom_ar:
+            prov["all_reduce"] = ts.label("all_reduce") + (
+                "; NCCL table above 8 MiB" if self._has_nccl else "")
+        elif self._has_nccl:
+            prov["all_reduce"] = ts.label("nccl") + " (NCCL: no P2P/NVLink for custom all-reduce)"
+        prov.pop("cpu_overhead", None)
+        return prov
+
+    def provenance(self) -> dict[str, str]:
+        return dict(self._prov)
+
+    # ---------------------------------------------------------------- operators
+    def gemm_time(self, op: str, num_tokens: int) -> float:
+        if self._moe and op.startswith("mlp"):
+            return self._moe_op_time(op, num_tokens)
+        if not self._has_gemm or num_tokens <= 0:
+            return self.fallback.gemm_time(op, num_tokens)
+        k, n = self.gemms[op]
+        return float(self.tables.gemm(int(num_tokens), n, k, self.wdt))
+
+    def _moe_op_time(self, op: str, num_tokens: int) -> float:
+        """MoE layer: the fused kernel (both expert GEMMs) is charged to ``mlp_gate_up``."""
+        if not self._has_moe or num_tokens <= 0:
+            return self.fallback.gemm_time(op, num_tokens)
+        if op != "mlp_gate_up":
+            return 0.0
+        m = self.model
+        return float(self.tables.moe(int(num_tokens), hidden=m.hidden_size,
+                                     inter=m.intermediate_size, topk=m.experts_per_token,
+                                     num_experts=m.num_experts, moe_tp=self.tp, moe_ep=1,
+                                     dtype=self.wdt))
+
+    def lm_head_time(self, num_rows: int) -> float:
+        if num_rows <= 0:
+            return 0.0
+        if not self._has_gemm:
+            return self.fallback.lm_head_time(num_rows)
+        h, v = self.model.hidden_size, self.model.vocab_size // self.tp
+        return float(self.tables.gemm(int(num_rows), v, h, self.wdt))
+
+    def attn_prefill_time(self, q: int, start: int) -> float:
+        if not self._has_prefill:
+            return self.fallback.attn_prefill_time(q, start)
+        key = (q, start)
+        t = self._prefill_cache.get(key)
+        if t is None:
+            t = float(self.tables.attention_prefill(q, start, batch=1, **self._akey))
+            if len(self._prefill_cache) < 200_000:
+                self._prefill_cache[key] = t
+        return t
+
+    def attn_decode_time(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
+        if not self._has_decode or num_seqs <= 0:
+            return self.fallback.attn_decode_time(num_seqs, ctx_total, q_per_seq)
+        mean = np.asarray(ctx_total, dtype=float) / num_seqs
+        t = self.tables.attention_decode(int(num_seqs), mean, **self._akey)
+        if q_per_seq != 1:  # verification of k drafts: scale by the roofline ratio
+            r1 = RooflinePerfModel.attn_decode_time(self, num_seqs, ctx_total, 1)
+            rq = RooflinePerfModel.attn_decode_time(self, num_seqs, ctx_total, q_per_seq)
+            t = np.asarray(t) * (np.asarray(rq) / np.asarray(r1))
+        return t if np.ndim(ctx_total) else float(t)
+
+    def elementwise_time(self, num_tokens: int) -> float:
+        return self.fallback.elementwise_time(num_tokens)
+
+    def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
+        if self.tp <= 1 or num_tokens <= 0:
+            return 0.0
+        nbytes = num_tokens * self.model.hidden_size * ACT_BYTES
+        if self._has_ar and self._custom_ar and nbytes <= CUSTOM_ALLREDUCE_MAX_BYTES:
+            return float(self.tables.all_reduce(nbytes, self.tp,
+                                                backend="graph" if graph else "eager"))
+        if self._has_nccl:
+            return float(self.tables.collective("all_reduce", nbytes, self.tp))
+        if self._has_ar and self._custom_ar:
+            return float(self.tables.all_reduce(nbytes, self.tp, backend="eager"))
+        return self.fallback.all_reduce_time(num_tokens, graph=graph)
+
+
+def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
+                          kv_cache_dtype="bf16", required=False, engine_version=None,
+                          engine_family="vllm"):
+    """A measured-table backend for ``gpu`` when its profile has tables, else None.
+
+    Looks for (1) the profile's table sets (``hardware_profiles/<gpu>/tables/<engine>-<ver>/``:
+    :class:`MeasuredOps`), (2) a flat harness profile (``gemm.csv`` at the profile root:
+    :class:`~simulator.perf.table.TablePerfModel`).
+
+    Raises
+    ------
+    ValueError
+        ``required`` and nothing measured covers the model's GEMMs and attention; or an
+        ``engine_version`` that the profile does not ship (the message lists the versions).
+    """
+    from .fitted import build_fitted_or_roofline
+    tp = int(tensor_parallel_size)
+    try:
+        from .tables import select_table_set
+    except ImportError:  # pragma: no cover - the tables module ships with the package
+        select_table_set = None
+    ts = None
+    if select_table_set is not None:
+        from .tables import table_sets
+        if any(s.engine == engine_family for s in table_sets(gpu)):
+            ts = select_table_set(gpu, engine=engine_family, version=engine_version)
+    if ts is not None:
+        fb = build_fitted_or_roofline(model, gpu, tp, weight_dtype, kv_cache_dtype)
+        m = MeasuredOps(model, gpu, tp, weight_dtype, kv_cache_dtype, ts, fb)
+        if required and not (m._has_gemm and (m._has_decode or m._has_prefill)):
+            raise ValueError(f"GPU profile {gpu.name!r} table set {ts.name} has no GEMM/"
+                             f"attention table for {model.name} in {weight_dtype}")
+        return m
+    if engine_version is not None and required:
+        raise ValueError(f"GPU profile {gpu.name!r} has no measured tables for engine version "
+                         f"{engine_version!r}")
+    from .table import load_table_perf_model
+    return load_table_perf_model(model, gpu, tp, weight_dtype, kv_cache_dtype,
+                                 required=required)

@@ -1,0 +1,264 @@
+"""The step-time model: kernels of a step (per operator) + what the engine adds.
+
+A step's time (DESIGN.md section 3) is
+
+    gpu_s  = L x [GEMMs(T') + elementwise(T') + 2 all-reduces(T')]       (T' = padded tokens)
+             + L x [prefill attention(chunks) + decode attention(batch, context)]
+             + LM head(rows) + sampler(rows)
+    step_s = max(gpu_s, cpu_s) + sync_s          (async scheduling, vLLM V1)
+           = gpu_s + cpu_s + sync_s              (synchronous engines)
+
+where ``L`` is the layer count, ``T`` the step's tokens, ``T'`` = ``T`` rounded up to the next
+CUDA-graph capture size when the step replays a captured graph (the GEMMs, norms and
+collectives run at the padded size; attention runs on the real sequences), ``rows`` the
+positions sampled, and ``cpu_s``/``sync_s`` the engine profile's linear costs
+(:mod:`simulator.perf.engine_profile`). Operator times come from an *operator backend*: the
+measured latency tables of the GPU where they exist, else its fitted efficiencies, else the
+datasheet roofline (:func:`simulator.perf.build_perf_model` picks; :meth:`provenance` says which
+operator came from where).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .engine_profile import EngineProfile
+from .roofline import StepShape
+
+#: op-time keys a step reports, in display order
+GPU_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "elementwise", "all_reduce",
+           "attention_prefill", "attention_decode", "lm_head", "sampler")
+
+
+class StepTimeModel:
+    """Step times of one replica (a TP group) from an operator backend and an engine profile.
+
+    Parameters
+    ----------
+    ops : RooflinePerfModel
+        Operator backend: per-layer times ``gemm_time(op, T)``, ``elementwise_time(T)``,
+        ``all_reduce_time(T, graph=...)``, ``attn_prefill_time(q, start)``,
+        ``attn_decode_time(n, ctx_total, q_per_seq)``, ``lm_head_time(rows)``, and
+        ``provenance()`` (roofline, fitted or measured-table subclasses).
+    engine : EngineProfile
+    capture_sizes : tuple of int
+        CUDA-graph capture sizes (tokens) resolved for the scheduler settings (empty: none).
+
+    Notes
+    -----
+    ``step_time`` and ``decode_step_times`` are what the simulator calls; ``gpu_step_time`` /
+    ``gpu_decode_step_times`` leave out the engine's CPU and sync terms (drafting costs).
+    """
+
+    def __init__(self, ops, engine: EngineProfile, capture_sizes: tuple[int, ...] = ()):
+        self.ops = ops
+        self.engine = engine
+        self.model, self.gpu, self.tp = ops.model, ops.gpu, ops.tp
+        self.kind = getattr(ops, "kind", "roofline")
+        self.capture_sizes = tuple(sorted(int(s) for s in capture_sizes))
+        self._cap = np.array(self.capture_sizes, dtype=np.int64)
+        self.max_capture = int(self._cap[-1]) if len(self._cap) else 0
+        self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
+        self._tok: dict = {}
+        self._fixed_decode: dict = {}
+        self._layers = int(self.model.num_layers)
+        # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:
+        # vLLM gathers the TP-sharded logits before sampling)
+        bpl = engine.sampler.bytes_per_logit.value
+        self._sampler_s_per_row = (bpl * self.model.vocab_size
+                                   / (self.gpu.hbm_bandwidth_bytes_per_s
+                                      * ops.params.memory_efficiency)) if bpl else 0.0
+        self._cpu_from_ops = bool(getattr(engine, "cpu_from_profile", False))
+
+    # ---------------------------------------------------------------- graph padding
+    def in_graph(self, num_tokens: int, pure_decode: bool) -> bool:
+        """Whether a step of ``num_tokens`` tokens replays a captured CUDA graph."""
+        if not self.max_capture or num_tokens <= 0 or num_tokens > self.max_capture:
+            return False
+        if self.graph_mode == "full":
+            return pure_decode
+        return self.graph_mode in ("full_and_piecewise", "piecewise")
+
+    def padded_tokens(self, num_tokens: int, pure_decode: bool = True) -> int:
+        """Tokens the graph-captured operators of the step run at (``num_tokens`` rounded up to
+        the next capture size; unchanged for an eager step)."""
+        if not self.in_graph(num_tokens, pure_decode):
+            return int(num_tokens)
+        return int(self._cap[np.searchsorted(self._cap, num_tokens)])
+
+    # ---------------------------------------------------------------- per-token terms
+    def _token_terms(self, T: int, graph: bool) -> dict[str, float]:
+        """Operator times (summed over layers) that depend only on the token count."""
+        key = (T, graph)
+        hit = self._tok.get(key)
+        if hit is None:
+            ops, L = self.ops, self._layers
+            hit = {op: L * ops.gemm_time(op, T) for op in ops.gemms}
+            hit["elementwise"] = L * ops.elementwise_time(T)
+            hit["all_reduce"] = 2 * L * ops.all_reduce_time(T, graph=graph)
+            if len(self._tok) < 65536:
+                self._tok[key] = hit
+        return hit
+
+    def sampler_time(self, num_rows: int) -> float:
+        """Sampler seconds for ``num_rows`` sampled positions (engine profile bytes/logit)."""
+        return self._sampler_s_per_row * num_rows
+
+    # ---------------------------------------------------------------- one step
+    def gpu_op_times(self, shape: StepShape) -> dict[str, float]:
+        """Seconds per operator class of one step's kernels (summed over layers)."""
+        T = shape.num_tokens
+        pure = not shape.prefill_q
+        graph = self.in_graph(T, pure)
+        Tp = self.padded_tokens(T, pure) if graph else T
+        ops, L = self.ops, self._layers
+        out = dict(self._token_terms(Tp, graph)) if Tp else {
+            **{op: 0.0 for op in ops.gemms}, "elementwise": 0.0, "all_reduce": 0.0}
+        pre = 0.0
+        for q, s in zip(shape.prefill_q, shape.prefill_start):
+            pre += ops.attn_prefill_time(int(q), int(s))
+        out["attention_prefill"] = L * pre
+        out["attention_decode"] = (L * float(ops.attn_decode_time(
+            shape.num_decode, shape.decode_ctx_total, shape.decode_q_per_seq))
+            if shape.num_decode else 0.0)
+        out["lm_head"] = ops.lm_head_time(shape.num_sampled)
+        out["sampler"] = self.sampler_time(shape.num_sampled)
+        return out
+
+    def _engine_seconds(self, gpu_s, num_seqs, num_tokens):
+        e = self.engine
+        if self._cpu_from_ops:
+            cpu = self.ops.cpu_overhead_time(num_seqs, num_tokens)
+            sync = e.sync(num_seqs, num_tokens)
+            return (np.maximum(gpu_s, cpu) if e.async_scheduling else gpu_s + cpu) + sync
+        return e.step_seconds(gpu_s, num_seqs, num_tokens)
+
+    def op_times(self, shape: StepShape) -> dict[str, float]:
+        """Seconds per operator class plus ``engine_overhead`` (what the engine adds)."""
+        out = self.gpu_op_times(shape)
+        gpu = float(sum(out.values()))
+        total = float(self._engine_seconds(gpu, shape.num_seqs, shape.num_tokens))
+        out["engine_overhead"] = total - gpu
+        return out
+
+    def gpu_step_time(self, shape: StepShape) -> float:
+        """Seconds of one step's kernels (no engine CPU or sync time)."""
+        return float(sum(self.gpu_op_times(shape).values()))
+
+    def step_time(self, shape: StepShape) -> float:
+        """Wall-clock seconds of one engine iteration of ``shape``."""
+        gpu = self.gpu_step_time(shape)
+        return float(self._engine_seconds(gpu, shape.num_seqs, shape.num_tokens))
+
+    # ---------------------------------------------------------------- decode runs
+    def _decode_fixed(self, num_seqs: int) -> float:
+        c = self._fixed_decode.get(num_seqs)
+        if c is None:
+            graph = self.in_graph(num_seqs, True)
+            Tp = self.padded_tokens(num_seqs, True) if graph else num_seqs
+            c = (float(sum(self._token_terms(Tp, graph).values()))
+                 + self.ops.lm_head_time(num_seqs) + self.sampler_time(num_seqs))
+            self._fixed_decode[num_seqs] = c
+        return c
+
+    def gpu_decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
+        """Kernel seconds of consecutive pure-decode steps (one token per sequence).
+
+        Parameters
+        ----------
+        num_seqs : int
+            Decode sequences in every step.
+        ctx_totals : ndarray of int, shape (K,)
+            Total attended context of the batch at each step.
+        """
+        ctx = np.asarray(ctx_totals)
+        return self._decode_fixed(num_seqs) + self._layers * np.asarray(
+            self.ops.attn_decode_time(num_seqs, ctx), dtype=float)
+
+    def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
+        """Wall-clock seconds of consecutive pure-decode steps, shape ``(K,)``."""
+        gpu = self.gpu_decode_step_times(num_seqs, ctx_totals)
+        return np.asarray(self._engine_seconds(gpu, num_seqs, num_seqs), dtype=float)
+
+    # ---------------------------------------------------------------- reporting
+    def provenance(self) -> dict[str, str]:
+        """Operator class -> where its times come from; plus the engine profile."""
+        prov = {k: v for k, v in self.ops.provenance().items() if k != "cpu_overhead"}
+        if self.tp <= 1:
+            prov["all_reduce"] = "none (TP=1)"
+        e = self.engine
+        prov["engine"] = e.label()
+        src = [f"{k}={c['value']:.6g} ({c['source']})" for k, c in e.constants().items()
+               if c["value"] and not k.startswith("sampler")]
+        if self._cpu_from_ops:
+            src.insert(0, "cpu from the profile's measured cpu_overhead table")
+        prov["engine_overhead"] = ("; ".join(src) if src else "none")
+        prov["cuda_graphs"] = (f"{self.graph_mode}, tokens padded to capture sizes up to "
+                               f"{self.max_capture}" if self.max_capture else "none")
+        prov["sampler"] = (e.sampler.bytes_per_logit.source if self._sampler_s_per_row
+                           else "none")
+        return prov
+
+    def bottleneck_shares(self, shape: StepShape) -> dict[str, float]:
+        """Share of step time in compute-bound vs memory-bound operators and overheads."""
+        times = self.op_times(shape)
+        ops = self.ops
+        T = shape.num_tokens
+        comp = mem = 0.0
+        for op, (k, n) in ops.gemms.items():
+            t = times[op]
+            flops = 2.0 * T * k * n
+            byts = k * n * ops.wb + T * (k + n) * 2
+            if flops / ops.gemm_peak >= byts / ops.mem_bw:
+                comp += t
+            else:
+                mem += t
+        comp += times["attention_prefill"]
+        mem += (times["attention_decode"] + times["elementwise"] + times["lm_head"]
+                + times["sampler"])
+        other = times["all_reduce"] + times["engine_overhead"]
+        tot = comp + mem + other
+        if tot <= 0:
+            return {"compute_bound": 0.0, "memory_bound": 0.0, "overhead": 0.0}
+        return {"compute_bound": comp / tot, "memory_bound": mem / tot, "overhead": other / tot}
+
+
+class ConstantPerfModel:
+    """Synthetic step time ``step_s + per_token_s x tokens + per_seq_s x sequences``.
+
+    ``perf.source: constant``: for what-if studies and for tests that need exact,
+    hand-derivable times (M/D/1 queues, Little's law). No engine profile applies.
+
+    Parameters
+    ----------
+    step_s, per_token_s, per_seq_s : float
+        Seconds per step, per scheduled token and per scheduled sequence (>= 0).
+    """
+
+    kind = "constant"
+
+    def __init__(self, step_s: float = 0.0, per_token_s: float = 0.0, per_seq_s: float = 0.0):
+        self.step_s, self.per_token_s, self.per_seq_s = float(step_s), float(per_token_s), \
+            float(per_seq_s)
+        if min(self.step_s, self.per_token_s, self.per_seq_s) < 0:
+            raise ValueError("perf.constant terms must be >= 0")
+
+    def step_time(self, shape: StepShape) -> float:
+        return self.step_s + self.per_token_s * shape.num_tokens + self.per_seq_s * shape.num_seqs
+
+    gpu_step_time = step_time
+
+    def op_times(self, shape: StepShape) -> dict[str, float]:
+        return {"constant": self.step_time(shape)}
+
+    def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
+        n = len(np.atleast_1d(ctx_totals))
+        return np.full(n, self.step_s + (self.per_token_s + self.per_seq_s) * num_seqs)
+
+    gpu_decode_step_times = decode_step_times
+
+    def provenance(self) -> dict[str, str]:
+        return {"step_time": (f"constant: {self.step_s:g} s + {self.per_token_s:g} s/token + "
+                              f"{self.per_seq_s:g} s/sequence (perf.constant)")}
+
+    def bottleneck_shares(self, shape: StepShape) -> dict[str, float]:
+        return {"compute_bound": 0.0, "memory_bound": 0.0, "overhead": 1.0}
