@@ -13,7 +13,7 @@ are known; ``S`` and ``B`` are bounded from the requests' declared lengths (see
 
 A run whose *low* estimate exceeds the budget cannot fit and is refused with
 :class:`ResourceError` (one line: the estimate, its largest part, the budget and the knob to
-change). A run whose high estimate exceeds it proceeds with a :class:`ResourceWarning_`.
+change). A run whose high estimate exceeds it proceeds with a :class:`MemoryBudgetWarning`.
 
 The budget is ``$SERVESIM_MEMORY_BUDGET_GB`` (GB = 1e9 bytes) when set, else the memory the
 kernel reports available (``MemAvailable`` in ``/proc/meminfo``, Linux; else
@@ -46,7 +46,7 @@ class ResourceError(ValueError):
     """A run (or workload) would not fit the memory budget (message: one readable line)."""
 
 
-class ResourceWarning_(UserWarning):
+class MemoryBudgetWarning(UserWarning):
     """A run may exceed the memory budget (its high estimate does; its low one does not)."""
 
 
@@ -247,7 +247,7 @@ def check_run_budget(est: RunEstimate, what: str = "run") -> None:
             f"({est.describe()}) but the memory budget is {_gb(budget)} ({source}); use "
             f"{_KNOBS[big]}, or set {ENV_BUDGET}")
     if est.bytes_high > budget:
-        warnings.warn(ResourceWarning_(
+        warnings.warn(MemoryBudgetWarning(
             f"{what} may need up to {_gb(est.bytes_high)} of memory (at least "
             f"{_gb(est.bytes_low)}; up to {est.step_rows[1]:,} step rows) against a budget "
             f"of {_gb(budget)} ({source})"), stacklevel=2)
@@ -272,7 +272,19 @@ def check_workload_budget(num_requests: float, source: str, knob: str) -> None:
             f"({where}); lower {knob}, or set {ENV_BUDGET}")
 
 
-__all__ = ["BYTES_FIXED", "BYTES_PER_BLOCK", "BYTES_PER_REPLICA", "BYTES_PER_REQUEST",
-           "BYTES_PER_STEP_ROW", "ENV_BUDGET", "ResourceError", "ResourceWarning_",
-           "RunEstimate", "check_run_budget", "check_workload_budget", "estimate_run",
-           "estimate_scenario_run", "memory_budget"]
+__all__ = [
+    "BYTES_FIXED",
+    "BYTES_PER_BLOCK",
+    "BYTES_PER_REPLICA",
+    "BYTES_PER_REQUEST",
+    "BYTES_PER_STEP_ROW",
+    "ENV_BUDGET",
+    "MemoryBudgetWarning",
+    "ResourceError",
+    "RunEstimate",
+    "check_run_budget",
+    "check_workload_budget",
+    "estimate_run",
+    "estimate_scenario_run",
+    "memory_budget",
+]

@@ -348,7 +348,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     ------
     simulator.budget.ResourceError
         When the run's memory estimate exceeds the budget (:mod:`simulator.budget`); a
-        :class:`simulator.budget.ResourceWarning_` when it may.
+        :class:`simulator.budget.MemoryBudgetWarning` when it may.
     """
     check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s),
                      what=f"scenario '{scenario.name}'")

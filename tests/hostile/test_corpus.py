@@ -447,9 +447,9 @@ def _cli_cases(tmp):
          ["needs an estimated", "memory budget is 1e-06 GB ($SERVESIM_MEMORY_BUDGET_GB)"]),
         # 20 requests of 10 + 131,000 tokens (within Llama-3.1-8B's 131,072): >= 131,000 step
         # rows x 514 B = 67 MB, the largest part, above a 0.05 GB budget
-        (["run", "default", "--set", "workload={synthetic: {arrival: {process: poisson, "
+        (["run", "default", "--set", ("workload={synthetic: {arrival: {process: poisson, "
           "rate_rps: 1}, num_requests: 20, prompt_tokens: {dist: fixed, value: 10}, "
-          "output_tokens: {dist: fixed, value: 131000}}}"], {"SERVESIM_MEMORY_BUDGET_GB": "0.05"},
+          "output_tokens: {dist: fixed, value: 131000}}}")], {"SERVESIM_MEMORY_BUDGET_GB": "0.05"},
          [">= 131,000 step rows", "memory budget is 0.05 GB", "fewer or shorter requests"]),
         (["run", "default", "--progress", "--no-figures"],
          {"SERVESIM_PROGRESS_INTERVAL_S": "soon"}, "SERVESIM_PROGRESS_INTERVAL_S='soon'"),

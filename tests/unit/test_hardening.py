@@ -20,8 +20,8 @@ from simulator.budget import (
     BYTES_PER_REPLICA,
     BYTES_PER_REQUEST,
     BYTES_PER_STEP_ROW,
+    MemoryBudgetWarning,
     ResourceError,
-    ResourceWarning_,
     check_run_budget,
     estimate_run,
     estimate_scenario_run,
@@ -201,7 +201,7 @@ def test_budget_warns_between_low_and_high(monkeypatch):
                        max_num_seqs=4, max_num_batched_tokens=256)
     mid_gb = (est.bytes_low + est.bytes_high) / 2 / 1e9
     monkeypatch.setenv("SERVESIM_MEMORY_BUDGET_GB", repr(mid_gb))
-    with pytest.warns(ResourceWarning_, match="may need up to"):
+    with pytest.warns(MemoryBudgetWarning, match="may need up to"):
         check_run_budget(est)
     monkeypatch.setenv("SERVESIM_MEMORY_BUDGET_GB", repr(2 * est.bytes_high / 1e9))
     with warnings.catch_warnings():
