@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
@@ -18,38 +19,19 @@ class CLIError(ValueError):
     """A user error the CLI reports in one line (exit 2)."""
 
 
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
-        return None, None
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-    prog = Progress("[progress.description]{task.description}", BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), transient=True,
-                    console=None)
-    task = prog.add_task("simulating arrivals", total=total)
-    prog.start()
-
-    def cb(n, _tot):
-        prog.update(task, completed=n)
-    return prog, cb
-
-
 def cmd_run(args) -> int:
     from rich.console import Console
 
     from .config import cli_overrides, load_scenario
+    from .progress import progress
     from .report.markdown import print_summary_table
     from .run import run_scenario
     from .workload import load_workload
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
-    show = (not args.quiet) and (args.progress or (sys.stderr.isatty() and len(specs) > 2000))
-    prog, cb = _progress_bar(len(specs), show)
-    try:
+    with progress("simulating requests", enabled=not args.quiet, force=args.progress) as cb:
         res = run_scenario(scenario, base, specs=specs, outdir=args.output,
                            figures=not args.no_figures, progress=cb)
-    finally:
-        if prog is not None:
-            prog.stop()
     if not args.quiet:
         console = Console()
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}")
@@ -122,7 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, help="override the scenario seed")
     r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
     r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    r.add_argument("--progress", action="store_true", help="always show a progress bar")
+    r.add_argument("--progress", action="store_true",
+                   help="always show progress (a bar on a terminal; plain lines at the start "
+                        "and every 10%% otherwise)")
     r.add_argument("-q", "--quiet", action="store_true")
     r.set_defaults(func=cmd_run)
 
@@ -140,11 +124,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print a warning as one ``servesim: warning:`` line on stderr (no source echo)."""
+    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+    own = category.__module__.startswith("simulator")
+    print(f"servesim: warning: {text if own else f'{category.__name__}: {text}'}",
+          file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return int(args.func(args) or 0)
     except (ValueError, FileNotFoundError, KeyError) as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise

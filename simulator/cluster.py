@@ -5,7 +5,7 @@ usage and the request's declared fields; never its true output length.
 """
 from __future__ import annotations
 
-import numpy as np
+from .rng import stream
 
 ROUTERS = ("round_robin", "least_outstanding", "least_kv", "random")
 
@@ -20,6 +20,8 @@ class Router:
         to the lowest index); ``least_kv`` (lowest KV-block usage plus queued prompt blocks);
         ``random`` (uniform, seeded).
     seed : int
+        Run seed; the ``random`` policy draws from its named stream ``router``
+        (:mod:`simulator.rng`).
 
     Raises
     ------
@@ -32,7 +34,7 @@ class Router:
             raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {policy!r}")
         self.policy = policy
         self._next = 0
-        self._rng = np.random.default_rng([seed, 7])
+        self._rng = stream(seed, "router")
 
     def route(self, spec, replicas) -> int:
         n = len(replicas)

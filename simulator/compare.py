@@ -26,10 +26,12 @@ they are used as they are.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .config import (
+    Override,
     ScenarioError,
     cli_overrides,
     load_scenario,
@@ -180,7 +183,11 @@ def trace_overrides(trace: str | None) -> list[str]:
 
 
 def _override(key: str, value: Any) -> str:
-    return f"{key}={json.dumps(value) if not isinstance(value, str) else value}"
+    return f"{key}={_spell(value)}"
+
+
+def _spell(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
 
 
 # --------------------------------------------------------------------------------------------
@@ -319,7 +326,8 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
                 overrides: list[str] | None = None, trace: str | None = None,
                 outdir: str | Path | None = None, write: bool = True, figures: bool = True,
                 run_figures: bool | None = None,
-                progress: Callable[[str, int, int], None] | None = None) -> CompareResult:
+                progress: Callable[[str, int, int], None] | None = None,
+                sim_progress: Callable[[str, int, int], Any] | None = None) -> CompareResult:
     """Run every variant of a scenario on the same requests and write the comparison.
 
     Parameters
@@ -342,6 +350,10 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
         Write each variant run's own figures (default: ``figures``).
     progress : callable, optional
         ``progress(variant_name, index, total)`` before each variant runs.
+    sim_progress : callable, optional
+        ``sim_progress(variant_name, index, total)`` returns a context manager yielding the
+        ``progress(done, total)`` callback of that variant's simulation (e.g.
+        :func:`simulator.progress.progress`), or None.
 
     Returns
     -------
@@ -361,8 +373,9 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     names = variant_names(combos)
     base_over = list(overrides or []) + trace_overrides(trace)
     loaded = []
+    spelled = {k: f"--vary {k}={','.join(_spell(x) for x in vals)}" for k, vals in varies}
     for name, combo in zip(names, combos):
-        over = base_over + [_override(k, v) for k, v in combo]
+        over = base_over + [Override(_override(k, v), spelled[k]) for k, v in combo]
         try:
             sc, base = load_scenario(scenario_path, over)
         except ScenarioError as e:
@@ -381,8 +394,12 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
         specs = workloads[wkey]
         if progress is not None:
             progress(name, i, len(loaded))
-        res = run_scenario(sc, base, specs=specs, write=write, outdir=out / name,
-                           figures=figures if run_figures is None else run_figures)
+        ctx = (sim_progress(name, i, len(loaded)) if sim_progress is not None
+               else contextlib.nullcontext())
+        with ctx as cb:
+            res = run_scenario(sc, base, specs=specs, write=write, outdir=out / name,
+                               figures=figures if run_figures is None else run_figures,
+                               progress=cb)
         variants.append(Variant(name, combo, res, wkey))
     table = pd.DataFrame([variant_row(v.name, v.assignments, v.result) for v in variants])
     cr = CompareResult(base_name, varies, variants, table, same_requests=len(workloads) == 1,
@@ -624,18 +641,25 @@ def cmd_compare(args) -> int:
     """``servesim compare``: run the variants, print the table, write the report."""
     from rich.console import Console
 
+    from .progress import progress
+
     console = Console(stderr=False)
-    err = Console(stderr=True)
 
     def prog(name, i, n):
         if not args.quiet:
-            err.print(f"[{i + 1}/{n}] running {name} ...")
+            print(f"servesim: compare: [{i + 1}/{n}] running {name} ...", file=sys.stderr,
+                  flush=True)
+
+    def sim_prog(name, i, n):
+        return progress(f"[{i + 1}/{n}] {name}: simulating requests", enabled=not args.quiet,
+                        force=args.progress)
 
     overrides = list(args.set or [])
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
     cr = run_compare(args.scenario, args.vary, overrides=overrides, trace=args.trace,
-                     outdir=args.output, figures=not args.no_figures, progress=prog)
+                     outdir=args.output, figures=not args.no_figures, progress=prog,
+                     sim_progress=sim_prog)
     if not args.quiet:
         print_compare_table(cr.table, console, title=f"servesim compare: {cr.scenario_name}")
         console.print(f"outputs: {cr.outdir}/ ({REPORT_FILE}, {CSV_FILE}, {JSON_FILE}, "
@@ -660,5 +684,7 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int, help="override the scenario seed")
     p.add_argument("-o", "--output", help="output folder (default reports/compare-<name>)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--progress", action="store_true",
+                   help="always show progress (plain lines every 10%% when not a terminal)")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_compare)

@@ -8,12 +8,14 @@ is allowed (the CLI prints it and exits 2).
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
 from .workload.config import WorkloadConfig
 
@@ -22,9 +24,9 @@ class ScenarioError(ValueError):
     """A scenario file or override is invalid (message: one readable line)."""
 
 
-class _Strict(BaseModel):
-    # strict: no silent coercion (``max_num_seqs: true`` or ``"64"`` are errors, not 1 / 64)
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, strict=True)
+#: every scenario section: unknown keys forbidden, no coercion (``max_num_seqs: true`` or
+#: ``"64"`` are errors, not 1 / 64), finite floats (see :mod:`simulator.schema`)
+_Strict = StrictModel
 
 
 class HardwareConfig(_Strict):
@@ -59,9 +61,9 @@ class SchedulerConfigModel(_Strict):
     policy: Literal["continuous", "static"] = "continuous"
     queue_policy: Literal["fcfs", "priority"] = "fcfs"
     max_num_seqs: int = Field(default=256, ge=1)
-    max_num_batched_tokens: int = Field(default=8192, ge=1)
+    max_num_batched_tokens: int = Field(default=8192, ge=1, le=MAX_TOKENS_REPRESENTABLE)
     enable_chunked_prefill: bool = True
-    max_model_len: int | None = Field(default=None, ge=2)
+    max_model_len: int | None = Field(default=None, ge=2, le=MAX_TOKENS_REPRESENTABLE)
     preemption_mode: Literal["recompute", "swap"] = "recompute"
     max_batch_size: int = Field(default=32, ge=1, description="static batching: batch size")
     batch_timeout_s: float = Field(default=0.05, ge=0, description="static batching wait")
@@ -267,24 +269,60 @@ def split_assignment(item: str, flag: str, form: str) -> tuple[str, str]:
 
 
 def parse_yaml_value(text: str) -> Any:
-    """``text`` parsed as YAML (numbers, booleans, lists, null), or as-is when not YAML."""
+    """``text`` parsed as YAML (numbers, booleans, lists, null; ``1e9`` is a float as in YAML
+    1.2), or as-is when not YAML."""
     try:
-        return yaml.safe_load(text)
+        return load_yaml_text(text)
     except yaml.YAMLError:
         return text
+
+
+class Override(str):
+    """A ``key.path=value`` override that remembers how the user spelled it (``origin``:
+    ``--set a.b=1``, ``--trace F``, ``--vary a.b=1,2``), so that a validation error it causes
+    names the flag and the key path the user wrote."""
+
+    origin: str
+
+    def __new__(cls, item: str, origin: str | None = None):
+        obj = super().__new__(cls, item)
+        obj.origin = origin or getattr(item, "origin", None) or f"--set {item}"
+        return obj
 
 
 def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
                   seed: int | None = None) -> list[str]:
     """The ``--set`` overrides of a CLI call plus those implied by ``--trace`` (replace the
-    scenario's workload source by that trace file, format auto-detected) and ``--seed``."""
-    out = list(sets or [])
+    scenario's workload source by that trace file, format auto-detected) and ``--seed``.
+
+    Returns
+    -------
+    list of Override
+        ``key.path=value`` strings, each knowing the flag it came from.
+    """
+    out = [Override(s) for s in (sets or [])]
     if trace:
-        out += [f"workload.trace={trace}", "workload.synthetic=null", "workload.format=auto",
-                "workload.columns=null"]
+        out += [Override(x, f"--trace {trace}") for x in (
+            f"workload.trace={trace}", "workload.synthetic=null", "workload.format=auto",
+            "workload.columns=null")]
     if seed is not None:
-        out.append(f"seed={seed}")
+        out.append(Override(f"seed={seed}", f"--seed {seed}"))
     return out
+
+
+def _blame(e: ValidationError, overrides) -> str | None:
+    """The flag (``Override.origin``) of the last override whose key path is on the path of
+    ``e``'s first error (above or below it), or None."""
+    loc = [str(p) for p in e.errors()[0]["loc"]
+           if not (isinstance(p, str) and (p.startswith("function-") or p in ("str", "dict")))]
+    found = None
+    for item in overrides or []:
+        key = str(item).partition("=")[0].strip()
+        path = key.split(".")
+        n = min(len(path), len(loc))
+        if n and path[:n] == loc[:n]:
+            found = getattr(item, "origin", None) or f"--set {item}"
+    return found
 
 
 def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
@@ -323,6 +361,13 @@ def _construct_unique_mapping(loader, node, deep=False):
 
 _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                  _construct_unique_mapping)
+# YAML 1.2 (core schema) reads ``1e9`` and ``2E-3`` as floats; PyYAML implements YAML 1.1,
+# whose float pattern needs a dot (``1.0e9``) and would hand the scenario the *string*
+# "1e9", which strict validation then rejects. Resolve the 1.2 spelling as a float.
+_UniqueKeyLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
 
 
 def load_yaml_text(text: str):
@@ -358,8 +403,14 @@ def read_yaml_mapping(path: str | Path, what: str = "scenario",
                     raise err(str(e).replace("scenarios file", f"{what} file")) from None
             else:
                 raise err(str(e).replace("scenarios file", f"{what} file")) from None
+    if not p.is_file():
+        from .resources import not_a_file_reason
+        raise err(f"{p}: {not_a_file_reason(p, f'{what} file')}")
     try:
-        raw = load_yaml_text(p.read_text())
+        raw = load_yaml_text(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise err(f"{p}: not a text file (byte 0x{e.object[e.start]:02x} at offset {e.start} "
+                  f"is not UTF-8); a {what} file is YAML text") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
@@ -380,13 +431,31 @@ def read_scenario_yaml(path: str | Path) -> dict:
     return raw
 
 
-def validate_scenario(raw: dict, source: str = "scenario") -> Scenario:
-    """Validate a raw dict (raises :class:`ScenarioError` with a one-line message)."""
+def validate_scenario(raw: dict, source: str = "scenario",
+                      overrides: list[str] | None = None) -> Scenario:
+    """Validate a raw dict.
+
+    Parameters
+    ----------
+    raw : dict
+    source : str
+        Names the file in messages.
+    overrides : list of str, optional
+        The overrides applied to ``raw``: an error on the key path of one of them names it
+        (``scenarios/x.yaml: --set bogus.path=1: unknown key 'bogus' ...``).
+
+    Raises
+    ------
+    ScenarioError
+        One line: file, the flag responsible (if any), key path, value and what is allowed.
+    """
     data = {k: v for k, v in raw.items() if k != "__file__"}
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        raise ScenarioError(format_validation_error(e, source)) from None
+        who = _blame(e, overrides)
+        src = f"{source}: {who}" if who else source
+        raise ScenarioError(format_validation_error(e, src)) from None
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, Path]:
@@ -400,4 +469,4 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
     raw = read_scenario_yaml(path)
     base = Path(raw.get("__file__", path)).parent
     raw = apply_overrides(raw, overrides)
-    return validate_scenario(raw, source=str(path)), base
+    return validate_scenario(raw, source=str(path), overrides=overrides), base

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import simpy
 
+from .budget import check_run_budget, estimate_scenario_run
 from .cluster import Router
 from .config import Scenario
 from .hardware import GPUSpec, get_gpu
@@ -226,11 +227,21 @@ class SimOutput:
         return self.recorder.steps_frame()
 
 
-def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder):
+#: a replica reports progress once every this many scheduler iterations (a cheap counter;
+#: the reporter itself rate-limits what it prints)
+PROGRESS_EVERY_ITERATIONS = 512
+
+
+def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None):
     sch, perf, kv = rep.sched, rep.perf, rep.kv
     rid = rep.idx
     nblocks = kv.num_gpu_blocks
+    n_iter = 0
     while True:
+        if tick is not None:
+            n_iter += 1
+            if n_iter % PROGRESS_EVERY_ITERATIONS == 0:
+                tick()
         if not sch.has_work():
             rep.wake = env.event()
             yield rep.wake
@@ -327,10 +338,20 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     check_transitions : bool
         Verify lifecycle transitions as they happen (tests).
     progress : callable, optional
-        ``progress(num_arrived, num_total)`` called every 500 arrivals and at the end.
+        ``progress(num_finished, num_total)`` (requests completed, rejected or cancelled so
+        far, of all requests) every :data:`PROGRESS_EVERY_ITERATIONS` scheduler iterations
+        of a replica and at the end.
     until_s : float, optional
         Stop the clock at this time (requests still in flight are reported as such).
+
+    Raises
+    ------
+    simulator.budget.ResourceError
+        When the run's memory estimate exceeds the budget (:mod:`simulator.budget`); a
+        :class:`simulator.budget.MemoryBudgetWarning` when it may.
     """
+    check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s),
+                     what=f"scenario '{scenario.name}'")
     t0 = time.perf_counter()
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions)
@@ -339,9 +360,10 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         rep.env = env
     router = Router(scenario.cluster.router, scenario.seed)
     admission = scenario.scheduler.admission
-    for rep in replicas:
-        env.process(_replica_process(env, rep, rec))
     n_total = len(specs)
+    tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
+    for rep in replicas:
+        env.process(_replica_process(env, rep, rec, tick))
 
     def _cancel_cb(r, rep):
         def cb(_ev):
@@ -360,7 +382,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         return cb
 
     def arrivals():
-        for n, spec in enumerate(specs):
+        for spec in specs:
             dt = spec.arrival_time_s - env.now
             if dt > 0:
                 yield env.timeout(dt)
@@ -378,10 +400,6 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                 if admission.max_queue_delay_s is not None:
                     env.timeout(admission.max_queue_delay_s).callbacks.append(_timeout_cb(r, rep))
                 rep.notify()
-            if progress is not None and (n + 1) % 500 == 0:
-                progress(n + 1, n_total)
-        if progress is not None:
-            progress(n_total, n_total)
 
     env.process(arrivals())
     if until_s is not None:
@@ -396,4 +414,6 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                     _commit_run(rep, rec, out, done, start, ends, times, used)
     else:
         env.run()
+    if tick is not None:
+        tick()
     return SimOutput(rec, replicas, env.now, time.perf_counter() - t0)

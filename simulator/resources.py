@@ -2,7 +2,8 @@
 
 Lookup order for ``hardware_profiles/``, ``engine_profiles/``, ``scenarios/`` and ``traces/``:
 
-1. ``$SERVESIM_HOME/<name>`` when the environment variable is set;
+1. ``$SERVESIM_HOME/<name>`` when the environment variable is set (it must be a folder
+   holding at least one of the three; a bad value is an error, never ignored);
 2. the repository root next to the package (a source checkout or an editable install);
 3. ``simulator/_data/<name>`` inside the installed package (a plain ``pip install .``,
    populated by the build hook in ``setup.py``).
@@ -23,10 +24,13 @@ def data_dir(name: str) -> Path:
     ------
     FileNotFoundError
         If no candidate folder exists.
+    ValueError
+        If ``$SERVESIM_HOME`` is set but is not a servesim root (:func:`check_home`).
     """
     candidates = []
     home = os.environ.get("SERVESIM_HOME")
     if home:
+        check_home(home)
         candidates.append(Path(home) / name)
     candidates.append(_PKG.parent / name)
     candidates.append(_PKG / "_data" / name)
@@ -36,6 +40,31 @@ def data_dir(name: str) -> Path:
     raise FileNotFoundError(
         f"servesim data folder {name!r} not found (looked in: {', '.join(map(str, candidates))})"
     )
+
+
+#: the data folders a servesim root holds
+DATA_FOLDERS = ("hardware_profiles", "scenarios", "traces")
+
+
+def check_home(home: str) -> Path:
+    """Validate ``$SERVESIM_HOME``: it must be a folder holding at least one of
+    :data:`DATA_FOLDERS` (a folder it lacks falls back to the shipped one).
+
+    Raises
+    ------
+    ValueError
+        One line naming the variable, its value and what is wrong (never ignored silently).
+    """
+    p = Path(home).expanduser()
+    if not p.is_dir():
+        why = "does not exist" if not p.exists() else "is not a folder"
+        raise ValueError(f"SERVESIM_HOME={home!r} {why}; set it to a folder holding "
+                                f"{', '.join(DATA_FOLDERS)} (or unset it)")
+    if not any((p / d).is_dir() for d in DATA_FOLDERS):
+        raise ValueError(f"SERVESIM_HOME={home!r} holds none of "
+                                f"{', '.join(DATA_FOLDERS)}; point it at a servesim root "
+                                "(or unset it)")
+    return p
 
 
 def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = None) -> Path:
@@ -70,3 +99,22 @@ def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = Non
             pass
     raise FileNotFoundError(f"{kind} file {str(path)!r} not found (looked in: "
                             + ", ".join(str(t) for t in tried) + ")")
+
+
+def not_a_file_reason(p: Path, what: str = "trace file") -> str:
+    """Why ``p`` cannot be read as a ``what``: not found, a directory, or a special file
+    (``/dev/null`` is a character device). One phrase, e.g. ``is a directory, not a trace
+    file``."""
+    import stat
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        return f"{what} not found"
+    except OSError as e:
+        return f"cannot access {what} ({e.strerror})"
+    if stat.S_ISDIR(mode):
+        return f"is a directory, not a {what}"
+    kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
+            if stat.S_ISBLK(mode) else "a named pipe" if stat.S_ISFIFO(mode) else
+            "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
+    return f"is {kind}, not a {what}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -22,8 +23,52 @@ from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
 from simulator.scheduling.state import ReqState
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-#: the project's shared folder (traces, reference); lives next to the repository
-SHARED_DIR = REPO_ROOT.parent / "shared"
+#: environment variable naming the project's shared folder (public traces, reference data)
+SHARED_ENV = "SERVESIM_SHARED"
+
+
+def shared_root() -> tuple[Path, bool]:
+    """The shared folder and whether it was set explicitly.
+
+    ``$SERVESIM_SHARED`` when set (explicit), else ``shared/`` next to the repository (the
+    workspace layout ``<work>/main`` + ``<work>/shared``; not explicit).
+    """
+    env = os.environ.get(SHARED_ENV)
+    if env is not None and env.strip():
+        return Path(env).expanduser(), True
+    return REPO_ROOT.parent / "shared", False
+
+
+#: the project's shared folder (traces, reference); ``$SERVESIM_SHARED`` or next to the repo
+SHARED_DIR = shared_root()[0]
+
+
+def shared_path(rel: str, *, kind: str = "file") -> Path:
+    """``SHARED_DIR / rel`` for a test that needs public data.
+
+    When the folder was *not* set explicitly and ``rel`` is absent, the test is skipped, with
+    the way to enable it. When ``$SERVESIM_SHARED`` is set and ``rel`` is not there, the test
+    **fails** (a mistyped path must not turn data tests into silent skips).
+
+    Parameters
+    ----------
+    rel : str
+        Path inside the shared folder, e.g. ``traces/azure_llm_2023/x.csv``.
+    kind : {"file", "dir"}
+    """
+    import pytest
+    root, explicit = shared_root()
+    p = root / rel
+    ok = p.is_file() if kind == "file" else p.is_dir()
+    if ok:
+        return p
+    if explicit:
+        why = "is not a folder" if not root.is_dir() else f"has no {kind} {rel}"
+        pytest.fail(f"{SHARED_ENV}={os.environ[SHARED_ENV]!r} {why}; point it at the "
+                    f"project's shared folder (with traces/ and reference/) or unset it",
+                    pytrace=False)
+    pytest.skip(f"public data {rel} not found in {root}; set {SHARED_ENV}=/path/to/shared "
+                "to run this test")
 
 UNFINISHED = ("waiting", "running")
 FINAL = ("completed", "rejected", "cancelled")
@@ -286,7 +331,9 @@ SUITE = {
                           "scheduler": {"max_num_batched_tokens": 256,
                                         "admission": {"max_waiting": 30,
                                                       "max_queue_delay_s": 5.0}}},
-                         synthetic_workload(200, 8, prompt_median=600, output_median=50,
+                         # 16 req/s of 600-token prompts through a 256-token budget: the
+                         # queue fills (queue_full) and stale waiters time out (queue_timeout)
+                         synthetic_workload(200, 16, prompt_median=600, output_median=50,
                                             patience={"dist": "uniform", "low": 0.01,
                                                       "high": 2.0, "fraction": 0.5}), None),
     "contiguous": ({"kv_cache": {"num_gpu_blocks": 600, "allocation": "contiguous"}},

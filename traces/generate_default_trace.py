@@ -33,7 +33,8 @@ except ImportError:  # running from a source checkout without an install
 
 import numpy as np
 
-from simulator.workload import WorkloadConfig, load_workload
+from simulator.workload import WorkloadConfig
+from simulator.workload.synthetic import generate_arrivals, sample_lengths
 
 DEFAULT_SEED = 20231116
 MOONCAKE_SEED = 2025
@@ -66,9 +67,20 @@ def default_conv_config() -> WorkloadConfig:
 
 
 def write_default_conv(path: Path) -> None:
-    reqs = load_workload(default_conv_config(), seed=DEFAULT_SEED)
+    """The file as first generated: the synthetic generator's functions driven by the streams
+    ``numpy.random.default_rng([DEFAULT_SEED, k])`` (k = 1 arrivals, 2 prompt, 3 output
+    lengths) that servesim's workload loader used when the file was made. The loader's own
+    streams have changed since (``simulator.rng``); pinning them here keeps the shipped data
+    byte-identical and reproducible."""
+    syn = default_conv_config().synthetic
+    n = syn.num_requests
+    arrivals = generate_arrivals(syn.arrival, np.random.default_rng([DEFAULT_SEED, 1]), n, None)
+    prompt = sample_lengths(syn.prompt_tokens, n, np.random.default_rng([DEFAULT_SEED, 2]))
+    output = sample_lengths(syn.output_tokens, n, np.random.default_rng([DEFAULT_SEED, 3]),
+                            default_column="output")
     rows = ["arrived_at,num_prefill_tokens,num_decode_tokens"]
-    rows += [f"{r.arrival_time_s:.6f},{r.num_prompt_tokens},{r.num_output_tokens}" for r in reqs]
+    rows += [f"{t:.6f},{p},{o}" for t, p, o in zip(arrivals.tolist(), prompt.tolist(),
+                                                   output.tolist())]
     path.write_text("\n".join(rows) + "\n", encoding="utf-8", newline="\n")
 
 

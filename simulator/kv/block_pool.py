@@ -7,7 +7,21 @@ evicted in least-recently-freed order.
 
 Free-queue discipline (the idea of vLLM v1's ``FreeKVCacheBlockQueue``; our own code): a
 freed block *without* a hash goes to the front (reused first, LIFO), a freed block *with* a
-hash goes to the back, so allocation evicts cached blocks in LRU order.
+hash goes to the back, so allocation evicts cached blocks in LRU order. A fresh pool's queue
+is ``0, 1, ..., num_blocks - 1``, so the lowest never-used id is allocated first.
+
+Memory is proportional to the blocks that have ever been used, not to ``num_blocks``: the
+never-used blocks are the id range ``[fresh, num_blocks)`` (a counter), ref counts and hashes
+live in dicts keyed by the blocks that have them, and only blocks that were freed after use
+sit in an explicit queue. A replica with 10^6 blocks that serves one short request costs a few
+hundred bytes. The free queue is, front to back::
+
+    front (blocks freed without a hash, most recent first)
+    never-used ids fresh, fresh + 1, ..., num_blocks - 1
+    back (blocks freed with a hash, least recently freed first)
+
+which is exactly the single queue the discipline above describes (a block freed with a hash
+goes behind every never-used block; one freed without goes in front of them).
 """
 from __future__ import annotations
 
@@ -18,13 +32,65 @@ class BlockPoolError(RuntimeError):
     """Misuse of the pool (double free, negative ref count): a bug in the caller."""
 
 
+class _DenseView:
+    """A list-like, read-write view of a sparse per-block table (``ref_cnt``,
+    ``block_hash``): ``view[b]`` is the stored value or ``default``. Materialising it
+    (iteration, ``==`` with a list, slicing) costs O(num_blocks): for tests and debugging, not
+    for the hot path."""
+
+    __slots__ = ("_d", "_default", "_n")
+
+    def __init__(self, d: dict, n: int, default):
+        self._d, self._n, self._default = d, n, default
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _index(self, b) -> int:
+        b = int(b)
+        if b < 0:
+            b += self._n
+        if not 0 <= b < self._n:
+            raise IndexError(f"block {b} out of range 0..{self._n - 1}")
+        return b
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self._d.get(i, self._default) for i in range(*b.indices(self._n))]
+        return self._d.get(self._index(b), self._default)
+
+    def __setitem__(self, b, value) -> None:
+        b = self._index(b)
+        default = self._default
+        if value is None if default is None else value == default:
+            self._d.pop(b, None)
+        else:
+            self._d[b] = value
+
+    def __iter__(self):
+        get, default = self._d.get, self._default
+        return (get(i, default) for i in range(self._n))
+
+    def __eq__(self, other) -> bool:
+        try:
+            return len(other) == self._n and all(a == b for a, b in zip(self, other))
+        except TypeError:
+            return NotImplemented
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"{list(self)!r}"
+
+
 class BlockPool:
-    """A fixed set of KV blocks.
+    """A fixed set of KV blocks, allocated lazily.
 
     Parameters
     ----------
     num_blocks : int
         Total blocks (``num_gpu_blocks``), >= 1.
+    enable_caching : bool
+        Keep prefix hashes of freed blocks (LRU eviction); without it, the free queue is a
+        plain LIFO stack (the same order, cheaper).
 
     Raises
     ------
@@ -33,38 +99,63 @@ class BlockPool:
     """
 
     __slots__ = (
-        "_free",
+        "_back",
+        "_front",
+        "_hash",
+        "_holes",
+        "_ref",
         "_stack",
-        "block_hash",
+        "fresh",
         "hash_to_block",
         "num_blocks",
         "num_evictions",
-        "ref_cnt",
     )
 
     def __init__(self, num_blocks: int, enable_caching: bool = True):
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
         self.num_blocks = int(num_blocks)
-        self.ref_cnt = [0] * num_blocks
-        self.block_hash: list = [None] * num_blocks
+        #: the lowest never-used block id; ids >= fresh are free and never used
+        self.fresh = 0
+        self._ref: dict[int, int] = {}   # held blocks only (ref count >= 1)
+        self._hash: dict = {}            # blocks carrying a prefix hash
         self.hash_to_block: dict = {}
         self.num_evictions = 0
         if enable_caching:
-            self._free: OrderedDict[int, None] | None = OrderedDict(
-                (i, None) for i in range(num_blocks))
+            self._front: OrderedDict[int, None] | None = OrderedDict()
+            self._back: OrderedDict[int, None] | None = OrderedDict()
+            #: never-used ids taken out of order (a prefix hit on a block hashed while free)
+            self._holes: set[int] = set()
             self._stack = None
         else:
-            # no prefix caching: no block ever carries a hash, so the free queue is a plain
-            # LIFO stack (same order as the OrderedDict discipline, faster); top = end
-            self._free = None
-            self._stack = list(range(num_blocks - 1, -1, -1))
+            # returned blocks, top of the stack = end; below them the never-used ids
+            self._front = self._back = None
+            self._holes = set()
+            self._stack: list[int] | None = []
+
+    # ------------------------------------------------------------------ views
+    @property
+    def ref_cnt(self) -> _DenseView:
+        """Ref count per block id (list-like view; 0 for free blocks)."""
+        return _DenseView(self._ref, self.num_blocks, 0)
+
+    @property
+    def block_hash(self) -> _DenseView:
+        """Prefix hash per block id (list-like view; None for blocks without one)."""
+        return _DenseView(self._hash, self.num_blocks, None)
+
+    def ref_count(self, block: int) -> int:
+        """Ref count of one block (0 when free)."""
+        return self._ref.get(block, 0)
 
     # ------------------------------------------------------------------ queries
     @property
     def num_free_blocks(self) -> int:
         """Blocks with ref count 0 (cached-but-unreferenced blocks count as free)."""
-        return len(self._stack) if self._free is None else len(self._free)
+        never = self.num_blocks - self.fresh
+        if self._stack is not None:
+            return len(self._stack) + never
+        return len(self._front) + len(self._back) + never - len(self._holes)
 
     @property
     def num_used_blocks(self) -> int:
@@ -74,13 +165,28 @@ class BlockPool:
         """Fraction of blocks held (0..1)."""
         return self.num_used_blocks / self.num_blocks
 
+    def _never_used(self):
+        holes = self._holes
+        return (b for b in range(self.fresh, self.num_blocks) if b not in holes)
+
     def free_block_ids(self) -> list[int]:
-        """Free blocks in allocation order (front first): exposes eviction order for tests."""
-        if self._free is None:
-            return self._stack[::-1]
-        return list(self._free)
+        """Free blocks in allocation order (front first): exposes eviction order for tests.
+        O(num_blocks)."""
+        if self._stack is not None:
+            return self._stack[::-1] + list(range(self.fresh, self.num_blocks))
+        return list(self._front) + list(self._never_used()) + list(self._back)
 
     # ------------------------------------------------------------------ operations
+    def _take_fresh(self) -> int:
+        """The lowest never-used id (skipping ids already taken out of order)."""
+        b = self.fresh
+        holes = self._holes
+        while b in holes:
+            holes.discard(b)
+            b += 1
+        self.fresh = b + 1
+        return b
+
     def allocate(self, n: int) -> list[int]:
         """Take ``n`` blocks from the front of the free queue (evicting cached hashes).
 
@@ -89,29 +195,39 @@ class BlockPool:
         BlockPoolError
             If fewer than ``n`` blocks are free (callers check ``num_free_blocks`` first).
         """
-        free = self._free
-        if free is None:
-            st = self._stack
-            if n > len(st):
-                raise BlockPoolError(f"allocate({n}) with only {len(st)} free blocks")
-            out = st[len(st) - n:]
-            del st[len(st) - n:]
+        ref = self._ref
+        st = self._stack
+        if st is not None:
+            have = len(st)
+            if n > have + self.num_blocks - self.fresh:
+                raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free "
+                                     "blocks")
+            k = min(have, n)
+            out = st[have - k:]
+            del st[have - k:]
             out.reverse()
-            ref = self.ref_cnt
+            if k < n:
+                f = self.fresh
+                out.extend(range(f, f + n - k))
+                self.fresh = f + n - k
             for b in out:
                 ref[b] = 1
             return out
-        if n > len(free):
-            raise BlockPoolError(f"allocate({n}) with only {len(free)} free blocks")
+        if n > self.num_free_blocks:
+            raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free blocks")
+        front, back, bh = self._front, self._back, self._hash
         out = []
-        ref, bh = self.ref_cnt, self.block_hash
         for _ in range(n):
-            b, _v = free.popitem(last=False)
-            h = bh[b]
+            if front:
+                b, _v = front.popitem(last=False)
+            elif self.fresh < self.num_blocks and len(self._holes) < self.num_blocks - self.fresh:
+                b = self._take_fresh()
+            else:
+                b, _v = back.popitem(last=False)
+            h = bh.pop(b, None)
             if h is not None:
                 if self.hash_to_block.get(h) == b:
                     del self.hash_to_block[h]
-                bh[b] = None
                 self.num_evictions += 1
             ref[b] = 1
             out.append(b)
@@ -119,13 +235,22 @@ class BlockPool:
 
     def touch(self, blocks: list[int]) -> None:
         """Add a reference to each (cached) block; a free one leaves the free queue."""
-        ref, free = self.ref_cnt, self._free
-        if free is None:
+        front = self._front
+        if front is None:
             raise BlockPoolError("touch() needs a pool built with enable_caching=True")
+        ref, back = self._ref, self._back
         for b in blocks:
-            if ref[b] == 0:
-                del free[b]
-            ref[b] += 1
+            c = ref.get(b, 0)
+            if c == 0:
+                if b in front:
+                    del front[b]
+                elif b in back:
+                    del back[b]
+                elif self.fresh <= b < self.num_blocks and b not in self._holes:
+                    self._holes.add(b)  # a never-used block, taken out of order
+                else:
+                    raise BlockPoolError(f"touch() of block {b}, which is not in the pool")
+            ref[b] = c + 1
 
     def free(self, blocks: list[int]) -> None:
         """Drop one reference from each block, in the given order (pass tail-first).
@@ -135,36 +260,43 @@ class BlockPool:
         BlockPoolError
             On a block whose ref count is already 0.
         """
-        ref, free, bh = self.ref_cnt, self._free, self.block_hash
-        if free is None:
-            st = self._stack
+        ref = self._ref
+        st = self._stack
+        if st is not None:
             for b in blocks:
-                c = ref[b] - 1
+                c = ref.get(b, 0) - 1
                 if c < 0:
                     raise BlockPoolError(f"block {b} freed with ref count 0")
-                ref[b] = c
-                if c == 0:
+                if c:
+                    ref[b] = c
+                else:
+                    del ref[b]
                     st.append(b)
             return
+        front, back, bh = self._front, self._back, self._hash
         for b in blocks:
-            c = ref[b] - 1
+            c = ref.get(b, 0) - 1
             if c < 0:
                 raise BlockPoolError(f"block {b} freed with ref count 0")
-            ref[b] = c
-            if c == 0:
-                free[b] = None
-                if bh[b] is None:
-                    free.move_to_end(b, last=False)
+            if c:
+                ref[b] = c
+                continue
+            del ref[b]
+            if b in bh:
+                back[b] = None
+            else:
+                front[b] = None
+                front.move_to_end(b, last=False)
 
     def cache_block(self, block: int, block_hash) -> None:
         """Register a full block's prefix hash so later requests can share it."""
-        if self._free is None:
+        if self._front is None:
             return
-        if self.block_hash[block] is not None:
+        if block in self._hash:
             return
         if block_hash in self.hash_to_block:
             return  # another block already holds this content
-        self.block_hash[block] = block_hash
+        self._hash[block] = block_hash
         self.hash_to_block[block_hash] = block
 
     def lookup(self, block_hash):
@@ -174,14 +306,15 @@ class BlockPool:
     def check_invariants(self) -> None:
         """Raise :class:`BlockPoolError` if free + held != total, a ref count is negative, or
         a block is both free and held (DESIGN.md invariant 4)."""
-        held = sum(1 for c in self.ref_cnt if c > 0)
-        if any(c < 0 for c in self.ref_cnt):
+        ref = self._ref
+        if any(c < 0 for c in ref.values()):
             raise BlockPoolError("negative ref count")
-        free = self._free if self._free is not None else self._stack
+        held = sum(1 for c in ref.values() if c > 0)
+        free = self.free_block_ids()
         if len(set(free)) != len(free):
             raise BlockPoolError("a block appears twice in the free queue")
         if held + len(free) != self.num_blocks:
             raise BlockPoolError(f"free {len(free)} + held {held} != {self.num_blocks}")
         for b in free:
-            if self.ref_cnt[b] != 0:
-                raise BlockPoolError(f"block {b} is free but has ref count {self.ref_cnt[b]}")
+            if ref.get(b, 0) != 0:
+                raise BlockPoolError(f"block {b} is free but has ref count {ref[b]}")

@@ -171,8 +171,8 @@ class KVCacheManager:
         need = -(-num_tokens // self.block_size) - len(blocks)
         pool = self.pool
         if hit_blocks:
-            ref = pool.ref_cnt
-            free_hits = sum(1 for b in hit_blocks if ref[b] == 0)
+            ref = pool.ref_count
+            free_hits = sum(1 for b in hit_blocks if ref(b) == 0)
             need -= len(hit_blocks)
         else:
             free_hits = 0

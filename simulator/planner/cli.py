@@ -3,40 +3,8 @@ from __future__ import annotations
 
 import math
 import sys
-from contextlib import contextmanager
 
 __all__ = ["cmd_plan", "cmd_sweep", "register"]
-
-
-@contextmanager
-def _progress(description: str, enabled: bool):
-    """A rich progress bar; yields ``callback(done, total)`` (``None`` when disabled)."""
-    if not enabled:
-        yield None
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-    prog = Progress("[progress.description]{task.description}", BarColumn(),
-                    MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-                    transient=True)
-    task = None
-
-    def cb(done: int, total: int) -> None:
-        nonlocal task
-        if task is None:
-            task = prog.add_task(description, total=total)
-        prog.update(task, completed=done, total=total)
-
-    prog.start()
-    try:
-        yield cb
-    finally:
-        prog.stop()
 
 
 def _common(p) -> None:
@@ -64,11 +32,11 @@ def cmd_sweep(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from ..progress import progress
     from .spec import load_sweep_spec
     from .sweep import run_sweep
     spec, folder = load_sweep_spec(args.sweep, args.sweep_set)
-    show = not args.quiet and (sys.stderr.isatty() or args.progress)
-    with _progress("sweep points", show) as cb:
+    with progress("sweep points", enabled=not args.quiet, force=args.progress) as cb:
         res = run_sweep(spec, folder, scenario_overrides=args.set, trace=args.trace,
                         jobs=_jobs(args), backend=args.backend, address=args.address,
                         use_cache=not args.no_cache, outdir=args.output, progress=cb)
@@ -112,6 +80,7 @@ def cmd_plan(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from ..progress import progress
     from .plan import run_plan
     from .report import _headline, _usd, _usd4
     from .spec import load_plan_spec
@@ -121,8 +90,7 @@ def cmd_plan(args) -> int:
     if args.max_requests is not None:
         plan_set.append(f"search.max_requests={args.max_requests}")
     spec, folder = load_plan_spec(args.plan, plan_set)
-    show = not args.quiet and (sys.stderr.isatty() or args.progress)
-    with _progress("plan candidates", show) as cb:
+    with progress("plan candidates", enabled=not args.quiet, force=args.progress) as cb:
         res = run_plan(spec, folder, scenario_overrides=args.set, trace=args.trace,
                        jobs=_jobs(args), backend=args.backend, address=args.address,
                        use_cache=not args.no_cache, outdir=args.output,
@@ -165,7 +133,7 @@ def register(subparsers) -> None:
     _common(s)
     s.add_argument("--sweep-set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a field of the sweep file itself (repeatable)")
-    s.add_argument("--progress", action="store_true", help="always show the progress bar")
+    s.add_argument("--progress", action="store_true", help="always show progress (plain lines every 10%% when not a terminal)")
     s.set_defaults(func=cmd_sweep)
 
     p = subparsers.add_parser("plan", help="capacity plan: cheapest configuration meeting "
@@ -177,5 +145,5 @@ def register(subparsers) -> None:
     p.add_argument("--plan-set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a field of the plan file itself, e.g. search.rel_tol=0.2")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
-    p.add_argument("--progress", action="store_true", help="always show the progress bar")
+    p.add_argument("--progress", action="store_true", help="always show progress (plain lines every 10%% when not a terminal)")
     p.set_defaults(func=cmd_plan)

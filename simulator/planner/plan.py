@@ -12,8 +12,10 @@ rate with the headroom, confirms the sized cluster by simulation and prices it:
   glossary: input and output shown apart; the figures are alternative views, not a split).
 
 The recommendation is the passing candidate with the lowest ``usd_per_hour`` (ties: fewer
-GPUs, then more headroom, i.e. more deployed capacity). With no passing candidate the plan recommends the baseline and
-lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
+GPUs, then more headroom, i.e. more deployed capacity). With no passing candidate the plan
+recommends the baseline (status ``baseline_fallback``) when the baseline passes, and
+recommends nothing (status ``none_passed``; the baseline is still reported for comparison)
+when it fails too; either way it lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
 output tokens/s per GPU against tokens/s per user (``1 / mean TPOT``).
 """
 from __future__ import annotations
@@ -172,7 +174,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         base_raw.setdefault("cluster", {})
         base_raw["cluster"] = {**(base_raw["cluster"] or {}), "num_replicas": 1}
         _absolute_spec_paths(base_raw, (base_dir, spec_dir))
-        base_sc = validate_scenario(base_raw, source="plan base scenario")
+        base_sc = validate_scenario(base_raw, source="plan base scenario", overrides=ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None
     for k in plan.prices:
@@ -271,15 +273,20 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         runners = passing[1: 1 + plan.top_k]
         reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(cand_rows)}")
     else:
-        status, chosen = "baseline_fallback", base_row
+        chosen = base_row
         runners = []
         counts = Counter(g for r in cand_rows for g in r["failed_gates"])
         top = ", ".join(f"{g} ({n})" for g, n in counts.most_common(6))
-        reason = (f"no candidate passed every gate (failed gates, by candidates: {top}); "
-                  f"falling back to baseline '{plan.baseline.name}'")
-        if not base_row["passed"]:
-            reason += (f"; the baseline itself fails {', '.join(base_row['failed_gates'])}: "
-                       "keep the last known-good deployment")
+        reason = f"no candidate passed every gate (failed gates, by candidates: {top})"
+        if base_row["passed"]:
+            status = "baseline_fallback"
+            reason += f"; falling back to baseline '{plan.baseline.name}'"
+        else:
+            # nothing to recommend: the baseline is reported (for comparison), not endorsed
+            status = "none_passed"
+            reason += (f"; the baseline '{plan.baseline.name}' fails "
+                       f"{', '.join(base_row['failed_gates'])} too: keep the last known-good "
+                       "deployment")
     rec = {"status": status, "reason": reason, "config": _strip(chosen),
            "runners_up": [_strip(r) for r in runners],
            "target_rate_rps": target, "bottleneck": _bottleneck_note(chosen)}

@@ -394,6 +394,10 @@ def _window(w: dict) -> str:
 
 def _headline(result) -> str:
     c = result.recommendation["config"]
+    if result.status == "none_passed":
+        return (f"No configuration passes the gates: every candidate and the baseline "
+                f"'{c['label']}' fail ({', '.join(c['failed_gates'])} for the baseline); keep the "
+                "last known-good deployment")
     who = f"baseline '{c['label']}'" if c.get("is_baseline") else c["label"]
     if c.get("gpus") is None:
         return f"Recommend {who} (could not be sized: {', '.join(c['failed_gates'])})"

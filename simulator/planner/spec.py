@@ -10,8 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
@@ -19,6 +17,7 @@ from pydantic import (
 )
 
 from ..config import ScenarioError, apply_overrides, parse_override, read_scenario_yaml
+from ..schema import StrictModel
 
 __all__ = [
     "BaselineSpec",
@@ -39,8 +38,8 @@ class PlanError(ScenarioError):
     """A sweep or plan file is invalid (message: one readable line)."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+#: sweep and plan files: unknown keys forbidden, no coercion, finite floats
+_Strict = StrictModel
 
 
 def _check_paths(d: dict[str, Any] | None, what: str) -> dict[str, Any] | None:

@@ -214,10 +214,21 @@ class ContinuousScheduler:
         return True
 
     def never_fits_reason(self, r: ReqState) -> str:
-        """Why ``r`` can never run on this replica ('' if it can). Reads declared data only."""
+        """Why ``r`` can never run on this replica ('' if it can). Reads declared data only.
+
+        ``prompt_too_long``: the prompt leaves no room for one output token within
+        ``max_model_len``; ``max_tokens_too_large``: prompt + declared ``max_tokens`` exceeds
+        ``max_model_len`` (vLLM's OpenAI server rejects such a request at arrival: "'max_tokens'
+        ... is too large ... maximum context length"); ``kv_capacity``: it cannot fit an empty
+        KV pool; ``prompt_exceeds_max_num_batched_tokens``: without chunked prefill the
+        prompt never fits one iteration.
+        """
         cfg = self.cfg
         if r.num_prompt_tokens + 1 > cfg.max_model_len:
             return "prompt_too_long"
+        mt = r.spec.max_tokens
+        if mt is not None and r.num_prompt_tokens + mt > cfg.max_model_len:
+            return "max_tokens_too_large"
         if not self.kv.can_ever_fit(r):
             return "kv_capacity"
         if not cfg.enable_chunked_prefill and r.num_prompt_tokens > cfg.max_num_batched_tokens:

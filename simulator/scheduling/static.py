@@ -150,11 +150,15 @@ class StaticScheduler(ContinuousScheduler):
         """Why ``r`` can never run here ('' if it can); reads declared data only.
 
         ``prompt_too_long`` when the prompt leaves no room for one output token within
-        ``max_model_len``; ``kv_capacity`` when its reservation (``kv.reserve_tokens``)
-        exceeds the whole pool.
+        ``max_model_len``; ``max_tokens_too_large`` when prompt + declared ``max_tokens``
+        exceeds ``max_model_len`` (as vLLM rejects it at arrival); ``kv_capacity`` when its
+        reservation (``kv.reserve_tokens``) exceeds the whole pool.
         """
         if r.num_prompt_tokens + 1 > self.cfg.max_model_len:
             return "prompt_too_long"
+        mt = r.spec.max_tokens
+        if mt is not None and r.num_prompt_tokens + mt > self.cfg.max_model_len:
+            return "max_tokens_too_large"
         kv = self.kv
         if kv.blocks_for(kv.reserve_tokens(r)) > kv.num_gpu_blocks:
             return "kv_capacity"

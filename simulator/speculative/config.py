@@ -10,14 +10,16 @@ A scenario's ``speculative:`` block, e.g.::
       acceptance_by_slice:
         code: {model: empirical, probabilities: [0.2, 0.15, 0.15, 0.1, 0.4]}
 
-All models forbid unknown keys, and each acceptance model accepts only its own fields.
+All models derive from :class:`simulator.schema.StrictModel` (unknown keys forbidden, no
+coercion, finite floats), and each acceptance model accepts only its own fields.
 """
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from simulator.schema import StrictModel
 from simulator.speculative.acceptance import (
     AcceptanceModel,
     EmpiricalAcceptance,
@@ -48,7 +50,7 @@ def _no_bool(v):
     return v
 
 
-class TreeShape(BaseModel):
+class TreeShape(StrictModel):
     """Shape of a tree draft: ``width`` candidates verified at each of ``depth`` levels.
 
     Attributes
@@ -59,7 +61,7 @@ class TreeShape(BaseModel):
         Levels (>= 1); equals ``num_speculative_tokens``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True, validate_assignment=False)
 
     width: int = Field(ge=1)
     depth: int = Field(ge=1)
@@ -67,7 +69,7 @@ class TreeShape(BaseModel):
     reject_bool_ints = field_validator("width", "depth", mode="before")(_no_bool)
 
 
-class AcceptanceConfig(BaseModel):
+class AcceptanceConfig(StrictModel):
     """How many draft tokens a verification step accepts (see
     :mod:`simulator.speculative.acceptance`).
 
@@ -88,7 +90,7 @@ class AcceptanceConfig(BaseModel):
         either ``probabilities`` or ``counts``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True, validate_assignment=False)
 
     model: Literal["iid", "positional", "empirical", "tree"] = "iid"
     acceptance_rate: Rate | None = None
@@ -122,7 +124,7 @@ class AcceptanceConfig(BaseModel):
         return self
 
 
-class SpeculativeConfig(BaseModel):
+class SpeculativeConfig(StrictModel):
     """Speculative decoding of one deployment.
 
     Attributes
@@ -147,7 +149,7 @@ class SpeculativeConfig(BaseModel):
         ``tree.depth`` must equal ``num_speculative_tokens``.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(frozen=True, validate_assignment=False)
 
     method: Literal["draft_model", "ngram", "eagle", "medusa"]
     num_speculative_tokens: int = Field(ge=1)
@@ -171,6 +173,18 @@ class SpeculativeConfig(BaseModel):
             raise ValueError(
                 f"acceptance model 'tree' (for {', '.join(tree_slices)}) needs "
                 f"speculative.tree: {{width, depth}}")
+        k = self.num_speculative_tokens
+        for name, a in self._all_acceptance():
+            hist = a.probabilities if a.probabilities is not None else a.counts
+            if a.model == "empirical" and len(hist) < k + 1:
+                field = "probabilities" if a.probabilities is not None else "counts"
+                where = "acceptance" if name == "default" else f"acceptance_by_slice.{name}"
+                raise ValueError(
+                    f"{where}.{field} has {len(hist)} entries (accepted drafts 0..{len(hist) - 1})"
+                    f" but num_speculative_tokens {k} needs {k + 1} (0..{k}): a histogram "
+                    f"measured at fewer drafts says nothing about accepting more; measure it "
+                    f"at k = {k}" + (f" or lower num_speculative_tokens to {len(hist) - 1}"
+                                     if len(hist) >= 2 else ""))
         if self.tree is not None and self.tree.depth != self.num_speculative_tokens:
             raise ValueError(
                 f"tree.depth ({self.tree.depth}) must equal num_speculative_tokens "

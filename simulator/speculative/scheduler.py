@@ -14,7 +14,7 @@ adds what the parent does not know about:
 2. **Verification outcome**: after the step, per speculating request, the number of
    accepted drafts ``a`` in ``0..k`` is drawn from the acceptance model of the request's
    slice (``SpeculativeConfig.acceptance_model(spec.slice)``) using the replica's own
-   stream ``numpy.random.default_rng([seed, 11, replica_idx])``. The request emits
+   stream ``simulator.rng.stream(seed, "speculative", replica_idx)``. The request emits
    ``min(a + 1, remaining)`` tokens (the accepted drafts plus the bonus/corrected token,
    never past its output length or ``max_model_len``).
 3. **KV rollback**: afterwards ``num_computed_tokens == num_tokens - 1`` (the KV of the
@@ -58,8 +58,9 @@ from ..scheduling.state import COMPLETED, REJECTED, RUNNING
 __all__ = ["NGRAM_COST_PER_SEQ_S", "DraftCostModel", "SliceCounters", "SpeculativeScheduler",
            "spec_rng"]
 
-#: RNG stream key of the speculative subsystem: ``default_rng([seed, 11, replica_idx])``.
-SPEC_STREAM = 11
+#: Named RNG stream of the speculative subsystem (:mod:`simulator.rng`), one sub-stream per
+#: replica.
+SPEC_STREAM = "speculative"
 #: n-gram (prompt-lookup) proposer CPU cost per speculating sequence and step, seconds. An
 #: assumption (a suffix match over the request's tokens on the host), small next to a step.
 NGRAM_COST_PER_SEQ_S = 1.0e-5
@@ -78,9 +79,10 @@ def spec_rng(seed: int, replica_idx: int) -> np.random.Generator:
     Returns
     -------
     numpy.random.Generator
-        ``numpy.random.default_rng([seed, 11, replica_idx])``.
+        ``simulator.rng.stream(seed, "speculative", replica_idx)``.
     """
-    return np.random.default_rng([int(seed), SPEC_STREAM, int(replica_idx)])
+    from ..rng import stream
+    return stream(seed, SPEC_STREAM, replica_idx)
 
 
 def _gpu_decode(perf, num_seqs: int, ctx) -> np.ndarray:

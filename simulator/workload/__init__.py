@@ -5,7 +5,7 @@ Public API::
     WorkloadConfig, load_workload(cfg, seed, base_dir=None) -> list[RequestSpec]
     read_trace(path, format="auto", columns=None, time_unit="s") -> list[RequestSpec]
     describe_workload(reqs) -> dict
-    WorkloadError (a ValueError)
+    WorkloadError (a ValueError), WorkloadWarning (a UserWarning)
 
 Formats and examples: ``traces/README.md``.
 """
@@ -20,7 +20,7 @@ from simulator.workload.config import (
     WorkloadConfig,
 )
 from simulator.workload.describe import describe_workload
-from simulator.workload.errors import WorkloadError
+from simulator.workload.errors import WorkloadError, WorkloadWarning
 from simulator.workload.loader import assign_by_share, load_workload, stable_int_hash
 from simulator.workload.readers import detect_format, read_trace
 
@@ -32,6 +32,7 @@ __all__ = [
     "SyntheticConfig",
     "WorkloadConfig",
     "WorkloadError",
+    "WorkloadWarning",
     "assign_by_share",
     "describe_workload",
     "detect_format",

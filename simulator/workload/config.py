@@ -5,13 +5,18 @@ followed by the same post-processing: time window, rate scaling, request cap, sh
 assignment of slices / tenants / priorities, client patience, declared shared prefixes and a
 declared ``max_tokens``. See :func:`simulator.workload.load_workload` for the order.
 
-All models forbid unknown fields, so a typo in a scenario file is an error, not a silent default.
+All models derive from :class:`simulator.schema.StrictModel`: unknown fields are errors (a typo
+in a scenario file is not a silent default), values are not coerced (``max_requests: true`` or
+``rate_scale: "2"`` are errors) and floats must be finite (``duration_s: .inf`` is an error).
+Token counts are at most :data:`simulator.schema.MAX_TOKENS_REPRESENTABLE` (2**31 - 1).
 """
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from simulator.schema import MAX_TOKENS_REPRESENTABLE, StrictModel, int_keys
 
 #: Our field names that a generic CSV/JSONL column mapping may name (``columns``).
 GENERIC_FIELDS = (
@@ -30,6 +35,7 @@ REQUIRED_GENERIC_FIELDS = ("arrival_time_s", "num_prompt_tokens", "num_output_to
 TraceFormat = Literal["auto", "azure", "vidur", "mooncake", "generic_csv", "generic_jsonl"]
 
 SHARE_TOLERANCE = 1e-6
+_TOK = MAX_TOKENS_REPRESENTABLE
 
 
 def _check_fields(model: BaseModel, dist: str, allowed: dict[str, tuple[str, ...]],
@@ -46,7 +52,7 @@ def _check_fields(model: BaseModel, dist: str, allowed: dict[str, tuple[str, ...
         raise ValueError(f"{name}: dist={dist!r} requires {', '.join(map(repr, missing))}")
 
 
-class LengthDist(BaseModel):
+class LengthDist(StrictModel):
     """Distribution of a token length (prompt or output), in tokens.
 
     ``fixed``: every request gets ``value``. ``lognormal``: ``exp(N(ln(median), sigma))``, so
@@ -57,20 +63,19 @@ class LengthDist(BaseModel):
     the length being drawn). Samples are rounded to integers and clipped to ``[min, max]``.
     """
 
-    model_config = ConfigDict(extra="forbid")
 
     dist: Literal["fixed", "lognormal", "empirical", "uniform"]
-    value: int | None = None
-    median: float | None = None
+    value: int | None = Field(default=None, le=_TOK)
+    median: float | None = Field(default=None, le=_TOK)
     sigma: float | None = None
-    low: int | None = None
-    high: int | None = None
-    values: list[int] | None = None
+    low: int | None = Field(default=None, le=_TOK)
+    high: int | None = Field(default=None, le=_TOK)
+    values: list[Annotated[int, Field(le=_TOK)]] | None = None
     weights: list[float] | None = None
     from_trace: str | None = None
     column: Literal["prompt", "output"] | None = None
-    min: int = Field(default=1, ge=1)
-    max: int | None = None
+    min: int = Field(default=1, ge=1, le=_TOK)
+    max: int | None = Field(default=None, le=_TOK)
 
     @model_validator(mode="after")
     def _validate(self) -> LengthDist:
@@ -117,7 +122,7 @@ class LengthDist(BaseModel):
         return self
 
 
-class ArrivalConfig(BaseModel):
+class ArrivalConfig(StrictModel):
     """Synthetic arrival process.
 
     ``poisson``: exponential inter-arrival gaps with mean ``1 / rate_rps`` seconds (``cv`` must
@@ -125,7 +130,6 @@ class ArrivalConfig(BaseModel):
     ``1 / rate_rps`` s and coefficient of variation ``cv`` (cv > 1 is burstier than Poisson).
     """
 
-    model_config = ConfigDict(extra="forbid")
 
     process: Literal["poisson", "gamma"]
     rate_rps: float = Field(gt=0)
@@ -139,14 +143,13 @@ class ArrivalConfig(BaseModel):
         return self
 
 
-class SyntheticConfig(BaseModel):
+class SyntheticConfig(StrictModel):
     """A synthetic workload: arrivals x independent prompt and output length distributions.
 
     Generation stops at ``num_requests`` requests or at the first arrival after ``duration_s``
     seconds, whichever comes first (at least one of the two is required).
     """
 
-    model_config = ConfigDict(extra="forbid")
 
     arrival: ArrivalConfig
     num_requests: int | None = Field(default=None, ge=1)
@@ -161,7 +164,7 @@ class SyntheticConfig(BaseModel):
         return self
 
 
-class SharedPrefix(BaseModel):
+class SharedPrefix(StrictModel):
     """A prompt prefix (e.g. a system prompt) shared by a group of requests.
 
     Matching requests (``tenant`` and ``slice`` both matching where given; all requests when
@@ -170,15 +173,14 @@ class SharedPrefix(BaseModel):
     ``min(num_tokens, prompt)`` tokens.
     """
 
-    model_config = ConfigDict(extra="forbid")
 
     name: str = Field(min_length=1)
-    num_tokens: int = Field(gt=0)
+    num_tokens: int = Field(gt=0, le=_TOK)
     tenant: str | None = None
     slice: str | None = None
 
 
-class PatienceConfig(BaseModel):
+class PatienceConfig(StrictModel):
     """Distribution of client patience in seconds (time after arrival until the client cancels
     a request that has not received its first token).
 
@@ -187,7 +189,6 @@ class PatienceConfig(BaseModel):
     ``fraction`` of the requests (chosen at random) get a patience; the others wait forever.
     """
 
-    model_config = ConfigDict(extra="forbid")
 
     dist: Literal["fixed", "lognormal", "uniform", "exponential"]
     value: float | None = None
@@ -235,7 +236,7 @@ def _check_shares(name: str, shares: dict | None) -> dict | None:
     return shares
 
 
-class WorkloadConfig(BaseModel):
+class WorkloadConfig(StrictModel):
     """The workload of a scenario: a trace or a synthetic spec, plus post-processing.
 
     Attributes
@@ -270,7 +271,6 @@ class WorkloadConfig(BaseModel):
         Declared ``max_tokens`` for every request without one (outputs above it are clipped).
     """
 
-    model_config = ConfigDict(extra="forbid")
 
     trace: str | None = None
     format: TraceFormat = "auto"
@@ -286,7 +286,14 @@ class WorkloadConfig(BaseModel):
     priorities: dict[int, float] | None = None
     patience: PatienceConfig | None = None
     shared_prefixes: list[SharedPrefix] | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1, le=_TOK)
+
+    @field_validator("priorities", mode="before")
+    @classmethod
+    def _priority_keys(cls, v):
+        # YAML writes priority classes as int keys, JSON (a scenario round-tripped through
+        # model_dump_json, as sweeps and plans do) as digit strings: accept both, nothing else
+        return int_keys(v, "priority class")
 
     @field_validator("slices", "tenants", "priorities")
     @classmethod

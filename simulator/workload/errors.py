@@ -8,3 +8,9 @@ class WorkloadError(ValueError):
     Messages about a trace row name the file and the 1-based line number (a CSV header is
     line 1), e.g. ``traces/x.csv:17: GeneratedTokens 'abc' is not an integer``.
     """
+
+
+class WorkloadWarning(UserWarning):
+    """Something the workload changed that the user should know about (e.g. outputs clipped to
+    the declared ``workload.max_tokens``). The CLI prints each as one ``servesim: warning:``
+    line; Python callers see a standard :mod:`warnings` warning."""

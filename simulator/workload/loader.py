@@ -2,16 +2,19 @@
 from __future__ import annotations
 
 import hashlib
+import warnings
 from pathlib import Path
 
 import numpy as np
 
+from simulator.budget import check_workload_budget
 from simulator.request import RequestSpec
 from simulator.resources import resolve_path
 from simulator.workload.config import WorkloadConfig
-from simulator.workload.errors import WorkloadError
+from simulator.workload.errors import WorkloadError, WorkloadWarning
 from simulator.workload.readers import TraceColumns, read_columns
 from simulator.workload.synthetic import (
+    STREAM_ARRIVALS,
     STREAM_PATIENCE,
     STREAM_PRIORITIES,
     STREAM_SLICES,
@@ -107,13 +110,17 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     4. assign ``slices`` / ``tenants`` / ``priorities`` by share (exact proportions, random
        order; see :func:`assign_by_share`);
     5. sample ``cancel_after_s`` from ``patience`` for requests without one;
-    6. give ``max_tokens`` to requests without one, clipping their output length to it;
+    6. give ``max_tokens`` to requests without one, clipping their output length to it (as an
+       engine stops generating at ``max_tokens``; a :class:`WorkloadWarning` says how many
+       outputs were clipped. A trace row whose own ``max_tokens`` is below its output length
+       is an error instead: a recorded output cannot exceed what was requested);
     7. attach declared ``shared_prefixes``: the first matching entry sets
        ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``.
 
-    Randomness comes only from ``numpy.random.default_rng([seed, k])`` with a fixed ``k`` per
-    purpose (arrivals 1, prompt 2, output 3, slices 4, tenants 5, priorities 6, patience 7),
-    so the same config and seed give an identical list. Labels and patience depend on the
+    Randomness comes only from the named streams of :mod:`simulator.rng` (``arrivals``,
+    ``prompt_tokens``, ``output_tokens``, ``slices``, ``tenants``, ``priorities``,
+    ``patience``: independent children of ``numpy.random.SeedSequence(seed)``), so the same
+    config and seed give an identical list. Labels and patience depend on the
     number of kept requests, not on ``rate_scale``: a rate sweep keeps each request's labels.
 
     Parameters
@@ -131,6 +138,9 @@ def load_workload(cfg: WorkloadConfig, seed: int,
 
     Raises
     ------
+    simulator.budget.ResourceError
+        If a synthetic workload's request count alone exceeds the memory budget (checked
+        before any request is generated).
     WorkloadError
         If the trace is not found or malformed (message ``file:line: ...``), no request falls
         in the window, a share table names a field the trace already has, a declared shared
@@ -141,7 +151,13 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit)
         source = str(cfg.trace)
     else:
-        rng_stream(seed, 0)  # validates the seed
+        rng_stream(seed, STREAM_ARRIVALS)  # validates the seed
+        syn = cfg.synthetic
+        expected = [float(syn.num_requests)] if syn.num_requests is not None else []
+        if syn.duration_s is not None:  # mean count of a renewal process: rate x duration
+            expected.append(syn.arrival.rate_rps * syn.duration_s)
+        check_workload_budget(min(expected), "synthetic workload",
+                              "workload.synthetic.num_requests (or duration_s / rate_rps)")
         cols = generate_synthetic(cfg.synthetic, seed, _trace_lengths_loader(base_dir))
         source = "synthetic workload"
 
@@ -193,6 +209,13 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         if cols.max_tokens is None:
             cols.max_tokens = np.zeros(n, dtype=np.int64)
         missing = cols.max_tokens <= 0
+        clipped = missing & (cols.output > cfg.max_tokens)
+        if clipped.any():
+            warnings.warn(WorkloadWarning(
+                f"{source}: workload.max_tokens={cfg.max_tokens} clips the output of "
+                f"{int(clipped.sum())} of {n} requests (longest {int(cols.output.max())} "
+                f"tokens) to {cfg.max_tokens} tokens, as an engine stops at max_tokens"),
+                stacklevel=2)
         cols.max_tokens = np.where(missing, cfg.max_tokens, cols.max_tokens)
         cols.output = np.where(missing, np.minimum(cols.output, cfg.max_tokens), cols.output)
 

@@ -37,6 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from simulator.request import RequestSpec
+from simulator.resources import not_a_file_reason
+from simulator.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
 from simulator.workload.errors import WorkloadError
 
@@ -194,9 +196,28 @@ def _describe_bad_number(v, name: str, kind: str) -> str:
     return f"{name} {v!r} is not {kind}"
 
 
+def _json_numbers(vals: list, lines: np.ndarray, name: str, errors: _Errors) -> None:
+    """JSON traces carry numbers as JSON numbers: a string (``"1200"``) or a boolean in a
+    numeric field is an error, not converted. Missing values (absent or ``null``) pass."""
+    for i, v in enumerate(vals):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            kind = {bool: "boolean", str: "string", list: "list", dict: "JSON object"}.get(
+                type(v), type(v).__name__)
+            shown = json.dumps(v)
+            if len(shown) > 40:
+                shown = shown[:37] + "..."
+            errors.add(int(lines[i]), f"{name} {shown} is a {kind}, not a number")
+            return
+
+
 def _int_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *, min_value: int | None,
                 optional: bool = False) -> np.ndarray:
-    """Integer column (tokens, priority). Optional columns map missing cells to 0."""
+    """Integer column (tokens, priority). Optional columns map missing cells to 0.
+
+    Values must lie in ``[min_value, MAX_TOKENS_REPRESENTABLE]`` (2**31 - 1, the int32 range
+    of an engine's sequence lengths; priorities: ``|p| <= 2**31 - 1``)."""
     arr = None
     if not optional:
         arr = _to_float_array(vals)
@@ -215,13 +236,17 @@ def _int_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *, mi
         arr = out
     present = ~np.isnan(arr) if optional else np.ones(arr.shape, dtype=bool)
     bad = present & (~np.isfinite(arr) | (np.floor(arr) != arr))
-    if min_value is not None:
-        bad |= present & np.isfinite(arr) & (arr < min_value)
+    lo = min_value if min_value is not None else -MAX_TOKENS_REPRESENTABLE
+    bad |= present & np.isfinite(arr) & ((arr < lo) | (arr > MAX_TOKENS_REPRESENTABLE))
     if bad.any():
         i = int(np.argmax(bad))
         v, f = vals[i], arr[i]
         if math.isfinite(f) and f == math.floor(f):
-            errors.add(int(lines[i]), f"{name} {int(f)} must be >= {min_value}")
+            if f > MAX_TOKENS_REPRESENTABLE:
+                errors.add(int(lines[i]), f"{name} {int(f)} must be <= "
+                                          f"{MAX_TOKENS_REPRESENTABLE:,} (2**31 - 1)")
+            else:
+                errors.add(int(lines[i]), f"{name} {int(f)} must be >= {lo}")
         else:
             errors.add(int(lines[i]), _describe_bad_number(v, name, "an integer"))
         return np.zeros(len(vals), dtype=np.int64)
@@ -373,14 +398,17 @@ def _json_col(objs: list[dict], name: str) -> list:
 
 
 def _optional_columns(cols: TraceColumns, get, have, names: dict[str, str],
-                      errors: _Errors) -> None:
-    """Fill the optional fields whose (mapped) column exists."""
+                      errors: _Errors, json_numbers: bool = False) -> None:
+    """Fill the optional fields whose (mapped) column exists (``json_numbers``: numeric
+    fields must be JSON numbers)."""
     lines = cols.lines
     for fld in OPTIONAL_FIELDS:
         src = names.get(fld, fld)
         if not have(src):
             continue
         vals = get(src)
+        if json_numbers and fld in ("priority", "cancel_after_s", "max_tokens"):
+            _json_numbers(vals, lines, src, errors)
         if fld in ("tenant", "slice"):
             setattr(cols, fld, _str_column(vals))
         elif fld == "priority":
@@ -437,8 +465,13 @@ def _read_vidur(path: Path, shown: str) -> TraceColumns:
     return cols
 
 
-def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors) -> list[tuple[int, ...] | None]:
+def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors,
+              prompt: np.ndarray) -> list[tuple[int, ...] | None]:
+    """Mooncake ``hash_ids``: a list of integers, one per 512-token block of the prompt, so
+    ``len(hash_ids) == ceil(input_length / 512)`` (the Mooncake trace format; FAST'25 release
+    README); a row without the field (or ``null``) has no shareable prefix."""
     out: list[tuple[int, ...] | None] = []
+    bt = MOONCAKE_BLOCK_TOKENS
     for i, v in enumerate(vals):
         if v is None:
             out.append(None)
@@ -447,6 +480,12 @@ def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors) -> list[tuple[int,
                 isinstance(h, int) and not isinstance(h, bool) for h in v):
             errors.add(int(lines[i]), f"hash_ids {str(v)[:60]!r} is not a list of integers")
             return [None] * len(vals)
+        need = -(-int(prompt[i]) // bt)
+        if prompt[i] > 0 and len(v) != need:
+            errors.add(int(lines[i]), f"hash_ids has {len(v)} entries but input_length "
+                                      f"{int(prompt[i])} needs ceil({int(prompt[i])} / {bt}) "
+                                      f"= {need} (one id per {bt}-token block)")
+            return [None] * len(vals)
         out.append(tuple(v) if v else None)
     return out
 
@@ -454,24 +493,26 @@ def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors) -> list[tuple[int,
 def _read_mooncake(path: Path, shown: str) -> TraceColumns:
     objs, lines = _read_jsonl_table(path, shown)
     errors = _Errors(shown)
-    ts = _float_column(_json_col(objs, "timestamp"), lines, "timestamp", errors, positive=False)
-    prompt = _int_column(_json_col(objs, "input_length"), lines, "input_length", errors,
-                         min_value=1)
-    output = _int_column(_json_col(objs, "output_length"), lines, "output_length", errors,
-                         min_value=1)
+    raw = {c: _json_col(objs, c) for c in MOONCAKE_FIELDS}
+    for c in MOONCAKE_FIELDS:
+        _json_numbers(raw[c], lines, c, errors)
+    ts = _float_column(raw["timestamp"], lines, "timestamp", errors, positive=False)
+    prompt = _int_column(raw["input_length"], lines, "input_length", errors, min_value=1)
+    output = _int_column(raw["output_length"], lines, "output_length", errors, min_value=1)
     cols = TraceColumns(shown, "mooncake", ts / 1000.0, prompt, output, lines)
     if any("hash_ids" in o for o in objs):
-        cols.prefix_hash_ids = _hash_ids(_json_col(objs, "hash_ids"), lines, errors)
+        cols.prefix_hash_ids = _hash_ids(_json_col(objs, "hash_ids"), lines, errors, prompt)
         cols.prefix_block_tokens = MOONCAKE_BLOCK_TOKENS
     _optional_columns(cols, lambda c: _json_col(objs, c),
-                      lambda c: any(c in o for o in objs), {}, errors)
+                      lambda c: any(c in o for o in objs), {}, errors, json_numbers=True)
     _check_max_tokens(cols, errors)
     errors.raise_if_any()
     return cols
 
 
 def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: int,
-             lines: np.ndarray, columns: dict[str, str] | None, time_unit: str) -> TraceColumns:
+             lines: np.ndarray, columns: dict[str, str] | None, time_unit: str,
+             json_numbers: bool = False) -> TraceColumns:
     names = dict(columns or {})
     for fld, src in names.items():
         if n_rows and not have(src):
@@ -487,13 +528,16 @@ def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: 
     a_src = names.get("arrival_time_s", "arrival_time_s")
     p_src = names.get("num_prompt_tokens", "num_prompt_tokens")
     o_src = names.get("num_output_tokens", "num_output_tokens")
+    if json_numbers:
+        for src in (a_src, p_src, o_src):
+            _json_numbers(get(src), lines, src, errors)
     arrival = _float_column(get(a_src), lines, a_src, errors, positive=False)
     if time_unit == "ms":
         arrival = arrival / 1000.0
     prompt = _int_column(get(p_src), lines, p_src, errors, min_value=1)
     output = _int_column(get(o_src), lines, o_src, errors, min_value=1)
     cols = TraceColumns(shown, fmt, arrival, prompt, output, lines)
-    _optional_columns(cols, get, have, names, errors)
+    _optional_columns(cols, get, have, names, errors, json_numbers=json_numbers)
     _check_max_tokens(cols, errors)
     errors.raise_if_any()
     return cols
@@ -514,7 +558,7 @@ def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColu
                 keys.append(k)
     return _generic(shown, "generic_jsonl", lambda c: _json_col(objs, c),
                     lambda c: any(c in o for o in objs), keys, len(objs), lines, columns,
-                    time_unit)
+                    time_unit, json_numbers=True)
 
 
 # --------------------------------------------------------------------------- detection
@@ -587,7 +631,7 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
     shown = str(path)
     p = Path(path)
     if not p.is_file():
-        raise WorkloadError(f"{shown}: trace file not found")
+        raise WorkloadError(f"{shown}: {not_a_file_reason(p)}")
     if columns is not None:
         unknown = sorted(set(columns) - set(GENERIC_FIELDS))
         if unknown:

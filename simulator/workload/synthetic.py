@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from simulator.rng import stream
+from simulator.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.config import (
     ArrivalConfig,
     LengthDist,
@@ -20,30 +22,31 @@ from simulator.workload.config import (
 from simulator.workload.errors import WorkloadError
 from simulator.workload.readers import TraceColumns
 
-#: Fixed stream keys: ``np.random.default_rng([seed, key])`` for each purpose.
-STREAM_ARRIVALS = 1
-STREAM_PROMPT = 2
-STREAM_OUTPUT = 3
-STREAM_SLICES = 4
-STREAM_TENANTS = 5
-STREAM_PRIORITIES = 6
-STREAM_PATIENCE = 7
+#: Named streams of :mod:`simulator.rng` used by the workload, one per purpose.
+STREAM_ARRIVALS = "arrivals"
+STREAM_PROMPT = "prompt_tokens"
+STREAM_OUTPUT = "output_tokens"
+STREAM_SLICES = "slices"
+STREAM_TENANTS = "tenants"
+STREAM_PRIORITIES = "priorities"
+STREAM_PATIENCE = "patience"
 
-# Upper clip for unbounded length samples (keeps int64 conversion finite).
-_LENGTH_CAP = 2**31 - 1
+# Upper limit of any length sample (simulator.schema.MAX_TOKENS_REPRESENTABLE = 2**31 - 1).
+_LENGTH_CAP = MAX_TOKENS_REPRESENTABLE
 
 
-def rng_stream(seed: int, key: int) -> np.random.Generator:
-    """The generator of stream ``key`` for run ``seed``.
+def rng_stream(seed: int, name: str) -> np.random.Generator:
+    """The generator of the named stream ``name`` for run ``seed`` (:func:`simulator.rng.stream`).
 
     Raises
     ------
     WorkloadError
         If ``seed`` is negative or not an integer.
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise WorkloadError(f"seed must be a non-negative integer, got {seed!r}")
-    return np.random.default_rng([int(seed), int(key)])
+    try:
+        return stream(seed, name)
+    except ValueError as e:
+        raise WorkloadError(str(e)) from None
 
 
 def arrival_gaps(cfg: ArrivalConfig, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -117,7 +120,11 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
     Raises
     ------
     WorkloadError
-        If a ``from_trace`` distribution has no loader or its trace has no rows.
+        If a ``from_trace`` distribution has no loader or its trace has no rows, or if,
+        without an explicit ``max``, a sample exceeds 2**31 - 1 tokens
+        (:data:`simulator.schema.MAX_TOKENS_REPRESENTABLE`; e.g. a lognormal with a huge
+        ``median`` or ``sigma``): such lengths are never meant, so they are not clipped
+        silently.
     """
     if dist.dist == "fixed":
         x = np.full(n, float(dist.value))
@@ -140,6 +147,16 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
             if pool.size == 0:
                 raise WorkloadError(f"{dist.from_trace}: no rows to draw lengths from")
             x = rng.choice(pool.astype(np.float64), size=n)
+    if dist.max is None and n:
+        over = ~(x <= _LENGTH_CAP)
+        if over.any():
+            shown = {"fixed": f"value={dist.value}", "lognormal":
+                     f"median={dist.median:g}, sigma={dist.sigma:g}",
+                     "uniform": f"low={dist.low}, high={dist.high}"}.get(dist.dist, "")
+            raise WorkloadError(
+                f"synthetic {default_column}_tokens: {int(over.sum())} of {n} samples of "
+                f"{dist.dist}({shown}) exceed {_LENGTH_CAP:,} tokens (the largest length an "
+                f"engine can hold); set {default_column}_tokens.max, or a smaller median/sigma")
     hi = float(dist.max) if dist.max is not None else float(_LENGTH_CAP)
     return np.clip(x, float(dist.min), hi).astype(np.int64)
 

@@ -11,14 +11,13 @@
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from helpers import shared_path
 
 from simulator.compare import run_compare
 from simulator.resources import resolve_path
 
-AZURE_CONV = Path("/work/shared/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv")
+AZURE_CONV = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 SCENARIO = "compare_batching_kv.yaml"
 
 
@@ -27,10 +26,10 @@ def scenario_path():
     return resolve_path(SCENARIO, "scenarios")
 
 
-@pytest.mark.skipif(not AZURE_CONV.is_file(), reason="Azure conv trace not present")
 def test_continuous_beats_static_on_azure_conv(scenario_path):
+    trace = shared_path(AZURE_CONV)
     cr = run_compare(scenario_path, ["scheduler.policy=static,continuous"],
-                     overrides=["workload.end_s=600"], trace=str(AZURE_CONV), write=False)
+                     overrides=["workload.end_s=600"], trace=str(trace), write=False)
     t = cr.table.set_index("variant")
     st, co = t.loc["static"], t.loc["continuous"]
     assert cr.same_requests and st["num_requests"] == co["num_requests"] > 2000

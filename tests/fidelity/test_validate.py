@@ -22,6 +22,7 @@ REQUIRED = ["step_time_median_abs_pct_error", "step_time_p90_abs_pct_error",
             "e2e_p99_pct_error"]
 
 
+@pytest.mark.slow  # two real engine runs and two calibration passes (~40 s on 2 cores)
 def test_cpu_self_check_pipeline_runs(tmp_path, capsys):
     out = tmp_path / "val"
     rc = main(["validate", "--device", "cpu", "-o", str(out), "--num-requests", "12", "-q"])

@@ -9,13 +9,14 @@ figures. Refresh it only on purpose::
 
     SERVESIM_UPDATE_GOLDEN=1 python -m pytest tests/golden
 
-Reviewed by hand when written (figures from the file; roofline operators + the vLLM V0 engine
-profile, see ``helpers.make_scenario``): duration_s 24.316289 s, so gpu_hours = 24.316289 /
-3600 = 0.0067545 and cost_usd = 0.0067545 x 2.99 = 0.0201960; 200 completed with 29,582 output
-tokens: output_token_throughput_tps = 29,582 / 24.316289 = 1,216.55 and
-cost_per_1m_output_tokens_usd = 0.0201960 / 29,582 x 1e6 = 0.68271; the ITL count is 29,582 -
-200 = 29,382 (one gap fewer than tokens per request); slo_attainment 0.305 gives goodput
-0.305 x 200 / 24.316289 = 2.50861 req/s; num_steps 2,718 and 50 preemptions in a 500-block
+Reviewed by hand when regenerated for the named random streams of ``simulator.rng``
+(figures from the file; roofline operators + the vLLM V0 engine profile, see
+``helpers.make_scenario``): duration_s 22.627079 s, so gpu_hours = 22.627079 / 3600 =
+0.0062853 and cost_usd = 0.0062853 x 2.99 = 0.0187930; 200 completed with 27,301 output
+tokens: output_token_throughput_tps = 27,301 / 22.627079 = 1,206.56 and
+cost_per_1m_output_tokens_usd = 0.0187930 / 27,301 x 1e6 = 0.68836; the ITL count is 27,301 -
+200 = 27,101 (one gap fewer than tokens per request); slo_attainment 0.195 gives goodput
+0.195 x 200 / 22.627079 = 1.72360 req/s; num_steps 2,469 and 53 preemptions in a 500-block
 pool.
 
 ``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the

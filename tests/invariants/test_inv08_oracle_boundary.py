@@ -102,7 +102,7 @@ def _scenario(router, **extra):
                         "admission": {"max_waiting": 8, "max_queue_delay_s": 4.0}}}
     for k, v in extra.items():
         ov.setdefault(k, {}).update(v)
-    return make_scenario(ov, workload=synthetic_workload(250, 60, max_tokens=900))
+    return make_scenario(ov, workload=synthetic_workload(250, 60, max_tokens=400))
 
 
 @pytest.mark.parametrize("router", ROUTERS)

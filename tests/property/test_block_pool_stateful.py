@@ -73,6 +73,18 @@ class PoolMachine(RuleBasedStateMachine):
             self.hash[b] = h
             self.h2b[h] = b
 
+    @precondition(lambda self: self.caching and self.free)
+    @rule(i=st.integers(0, 100), h=st.integers(0, 5))
+    def cache_free(self, i, h):
+        """A hash registered on a free block (possibly never used): its queue position does
+        not change; a later hit takes it out of the queue wherever it is (the lazy pool's
+        never-used id range included)."""
+        b = self.free[i % len(self.free)]
+        self.pool.cache_block(b, h)
+        if self.hash[b] is None and h not in self.h2b:
+            self.hash[b] = h
+            self.h2b[h] = b
+
     @precondition(lambda self: self.caching and self.h2b)
     @rule(h=st.integers(0, 5))
     def hit(self, h):

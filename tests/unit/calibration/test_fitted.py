@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 import yaml
-from helpers import SHARED_DIR
+from helpers import shared_path
 
 from simulator.hardware import get_gpu
 from simulator.models import get_model
@@ -23,9 +23,14 @@ from simulator.perf.fitted import (
 )
 from simulator.perf.roofline import RooflinePerfModel, StepShape
 
-VIDUR = SHARED_DIR / "reference" / "vidur"
-needs_vidur = pytest.mark.skipif(not (VIDUR / "data" / "profiling").is_dir(),
-                                 reason="Vidur reference data (../shared) not present")
+VIDUR_REL = "reference/vidur/data/profiling"
+
+
+@pytest.fixture
+def vidur():
+    """The Vidur reference folder (skipped when the shared folder is absent; fails when
+    ``$SERVESIM_SHARED`` is set but lacks it)."""
+    return shared_path(VIDUR_REL, kind="dir").parents[1]
 
 
 @pytest.mark.parametrize("gpu", ["h100-sxm", "a100-sxm-80gb"])
@@ -90,14 +95,13 @@ def test_smooth_max_bounds():
     assert smooth_max(1e-9, 1e-9, 50.0) == pytest.approx(1e-9 * 2 ** (1 / 50))
 
 
-@needs_vidur
 @pytest.mark.parametrize("sku", ["a100", "h100"])
-def test_recorded_in_sample_errors_reproduce(sku):
+def test_recorded_in_sample_errors_reproduce(sku, vidur):
     """Shipped parameters give back the in-sample errors fitted.yaml records (per GEMM op)."""
     from calibration.fit_vidur import GPUS, abs_pct, load_compute
     g = get_gpu(GPUS[sku]["profile"])
     doc = load_fitted_profile(g)
-    gemm, _, _ = load_compute(VIDUR, sku)
+    gemm, _, _ = load_compute(vidur, sku)
     rec = {r["operator"]: r for r in doc["cross_validation"]["table"]}
     for op in ("qkv", "o", "up", "down"):
         d = gemm[gemm.op == op]
@@ -109,11 +113,10 @@ def test_recorded_in_sample_errors_reproduce(sku):
         assert rec[f"gemm.{op}"]["cv_median_abs_pct"] < 10.0
 
 
-@needs_vidur
 @pytest.mark.slow
-def test_recorded_cross_validation_reproduces(tmp_path):
+def test_recorded_cross_validation_reproduces(tmp_path, vidur):
     from calibration.fit_vidur import fit_gpu
-    doc = fit_gpu(VIDUR, "h100", tmp_path / "none", log=lambda s: None)
+    doc = fit_gpu(vidur, "h100", tmp_path / "none", log=lambda s: None)
     shipped = yaml.safe_load((get_gpu("h100-sxm").profile_dir / "fitted.yaml").read_text())
     a = {r["operator"]: r["cv_median_abs_pct"] for r in doc["cross_validation"]["table"]}
     b = {r["operator"]: r["cv_median_abs_pct"] for r in shipped["cross_validation"]["table"]}

@@ -9,6 +9,7 @@ from planner_testlib import tiny_plan
 
 from simulator.cli import main
 from simulator.planner.plan import run_plan
+from simulator.planner.report import _headline
 from simulator.planner.spec import PlanSpec
 
 
@@ -97,13 +98,32 @@ def test_unsafe_release_degrades_to_the_baseline(tmp_path):
         search={"window_s": None, "max_requests": 60, "rel_tol": 0.5, "max_probes": 4,
                 "min_rate_scale": 0.25}))
     res = run_plan(spec, None, outdir=tmp_path, jobs=1)
-    assert res.status == "baseline_fallback"
+    # a 0.1 ms TTFT is below one prefill step of an 8B model, so the baseline (the same model
+    # on an H100) fails the capacity gate too: nothing is recommended
+    assert res.status == "none_passed"
+    assert not res.recommendation["config"]["passed"]
     assert res.recommendation["config"]["label"] == "today"
     assert "no candidate passed every gate" in res.recommendation["reason"]
-    assert "capacity" in res.recommendation["reason"]
+    assert "the baseline 'today' fails capacity" in res.recommendation["reason"]
     assert all("capacity" in r["failed_gates"] for r in res.candidates)
+    head = _headline(res)
+    assert head.startswith("No configuration passes the gates") and "Recommend" not in head
     md = (tmp_path / "plan.md").read_text()
-    assert "baseline_fallback" in md and "## Failed gates" in md
+    assert "none_passed" in md and "## Failed gates" in md and "Recommend" not in md.split(
+        "## Target")[0]
+
+
+def test_failing_candidates_fall_back_to_a_passing_baseline(tmp_path):
+    """Llama-3.1-405B in bf16 needs 2 bytes x 405e9 = 810 GB of weights, more than one
+    H100's 80 GB at TP 1, so the only candidate fails the fits gate; the baseline (the
+    base scenario's 8B model) passes and is recommended."""
+    spec = PlanSpec.model_validate(tiny_plan(
+        search_space={"model": ["llama-3.1-405b"]}, baseline={"name": "today", "set": {}},
+        search={"window_s": None, "max_requests": 60, "rel_tol": 0.5, "max_probes": 4}))
+    res = run_plan(spec, None, outdir=tmp_path, jobs=1, write=False)
+    assert [r["failed_gates"] for r in res.candidates] == [["fits"]]
+    assert res.status == "baseline_fallback" and res.recommendation["config"]["passed"]
+    assert _headline(res).startswith("Recommend baseline 'today'")
 
 
 def test_model_that_does_not_fit_fails_the_fits_gate(tmp_path):

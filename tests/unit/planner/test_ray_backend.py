@@ -1,4 +1,4 @@
-"""The Ray backend gives the same sweep table as the local one (skipped without Ray)."""
+"""The Ray backend gives the same sweep table as the local one (skipped without Ray; slow)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -8,7 +8,8 @@ from planner_testlib import comparable, sweep_spec
 from simulator.planner.backends import ray_available
 from simulator.planner.sweep import run_sweep
 
-pytestmark = pytest.mark.skipif(not ray_available(), reason="ray is not installed")
+pytestmark = [pytest.mark.skipif(not ray_available(), reason="ray is not installed"),
+              pytest.mark.slow]  # starts a local Ray cluster (seconds, more on a loaded machine)
 
 
 def test_ray_table_equals_local_table(tmp_path):

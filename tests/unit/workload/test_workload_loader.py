@@ -12,6 +12,7 @@ import pytest
 from simulator.workload import (
     WorkloadConfig,
     WorkloadError,
+    WorkloadWarning,
     assign_by_share,
     describe_workload,
     load_workload,
@@ -158,7 +159,10 @@ def test_patience_uniform_and_clip(six):
 
 def test_declared_max_tokens_fills_and_clips(write):
     p = write("t.csv", VIDUR_HEADER.strip() + ",max_tokens\n0,1,50,\n1,1,500,900\n2,1,300,\n")
-    reqs = load_workload(cfg(trace=str(p), max_tokens=100), seed=0)
+    # rows 1 and 3 have no max_tokens and get 100; only row 3 (300 tokens) is clipped, and
+    # the warning says so (1 of 3 requests) instead of clipping silently
+    with pytest.warns(WorkloadWarning, match=r"max_tokens=100 clips the output of 1 of 3 "):
+        reqs = load_workload(cfg(trace=str(p), max_tokens=100), seed=0)
     assert [(r.max_tokens, r.num_output_tokens) for r in reqs] == [
         (100, 50), (900, 500), (100, 100)]
 
