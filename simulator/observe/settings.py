@@ -390,6 +390,7 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
     if _get(raw, "model") is None:
         raise ScenarioError("the record names no model; pass --model ID|config.json (or a "
                             "--scenario with model)")
+    _nearest_table_version(raw, src, approx, base_dir)
     raw.setdefault("name", f"validate-{re.sub(r'[^A-Za-z0-9._-]+', '-', run.name)}")
     raw["workload"] = {"trace": trace, "format": "generic_csv"}
     sc = validate_scenario(raw, source=f"replay of {run.name}")
@@ -409,3 +410,32 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
         elif name in defaults:
             feats[name] = {"value": defaults[name], "source": dsrc}
     return ReplayScenario(sc, base_dir, rows, approx, notes, feats)
+
+
+def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None:
+    """A recorded engine version the GPU has no measured tables for is replaced by the nearest
+    shipped one (the newest earlier version, else the oldest later one), as an approximation;
+    a version given by a flag is kept (and fails with the available versions if absent)."""
+    ver = _get(raw, "perf.engine_version")
+    if ver is None or str(src.get("perf.engine_version", "")).startswith("flag"):
+        return
+    try:
+        from ..engine import _user_path
+        from ..hardware import get_gpu
+        from ..perf.tables import table_sets, version_key
+        gpu = get_gpu(_user_path(str(_get(raw, "hardware.gpu")), base_dir))
+    except (ValueError, ImportError):
+        return
+    have = sorted({s.engine_version for s in table_sets(gpu) if s.engine == "vllm"},
+                  key=version_key)
+    if not have or str(ver) in have:
+        return
+    want = version_key(str(ver))
+    earlier = [v for v in have if version_key(v) <= want]
+    pick = earlier[-1] if earlier else have[0]
+    raw.setdefault("perf", {})["engine_version"] = pick
+    src["perf.engine_version"] = (f"{src.get('perf.engine_version', 'record')} {ver} -> nearest "
+                                  f"measured tables of {gpu.name}: vLLM {pick}")
+    approx.append(f"{gpu.name} has no measured kernel tables of vLLM {ver}; the nearest shipped "
+                  f"set (vLLM {pick}; available: {', '.join(have)}) is used.")
+

@@ -34,16 +34,18 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ..resources import data_dir
+from ..schema import StrictModel
 
 #: the profile ``perf.engine: none`` names: no engine overhead, no padding (kernel sums only)
 NONE_PROFILE = "none"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+class _Strict(StrictModel):
+    # the project's strict base (no unknown keys, no coercion, no inf/NaN), immutable
+    model_config = ConfigDict(**StrictModel.model_config, frozen=True)
 
 
 class Constant(_Strict):

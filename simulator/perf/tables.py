@@ -589,6 +589,11 @@ def _version_key(v: str) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", str(v))) or (0,)
 
 
+def version_key(v: str) -> tuple:
+    """Sort key of a version string (``0.19.0`` < ``0.22.0``; non-numeric parts sort first)."""
+    return _version_key(v)
+
+
 def _read_yaml(p: Path) -> dict:
     if not p.is_file():
         return {}
