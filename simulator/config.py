@@ -29,13 +29,29 @@ class ScenarioError(ValueError):
 _Strict = StrictModel
 
 
+class InterconnectConfig(_Strict):
+    """The GPU-to-GPU link of *this deployment* when it differs from the GPU spec's (a node
+    without PCIe peer-to-peer, a slower switch, InfiniBand between nodes). Any key left out
+    keeps the spec's value. ``bandwidth_bytes_per_s`` is the achieved per-direction bandwidth a
+    collective sees (the link model uses it as is); ``latency_s`` is the per-hop latency of the
+    ring (alpha-beta model: ``t = 2 (p - 1) latency + 2 (p - 1) / p x bytes / bandwidth``). With
+    a stated link the all-reduce uses this model, not the spec node's measured tables."""
+
+    kind: Literal["nvlink", "pcie", "infiniband", "none"] | None = None
+    bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
+    latency_s: float | None = Field(default=None, ge=0)
+    p2p: bool | None = None
+
+
 class HardwareConfig(_Strict):
     """GPU type: a catalog name (``h100-sxm``, ``a100-sxm-80gb``, ``h200-sxm``, aliases such
     as ``h100``) or a path to a spec YAML. ``num_gpus_per_replica`` defaults to
-    ``cluster.tensor_parallel_size``."""
+    ``cluster.tensor_parallel_size``; ``interconnect`` states a deployment's own GPU-to-GPU link
+    (default: the spec's)."""
 
     gpu: str = "h100-sxm"
     num_gpus_per_replica: int | None = Field(default=None, ge=1)
+    interconnect: InterconnectConfig | None = None
 
 
 class ClusterConfig(_Strict):
@@ -44,6 +60,17 @@ class ClusterConfig(_Strict):
     num_replicas: int = Field(default=1, ge=1)
     tensor_parallel_size: int = Field(default=1, ge=1)
     router: Literal["round_robin", "least_outstanding", "least_kv", "random"] = "round_robin"
+    #: vLLM ``--enable-expert-parallel``: the MoE layers' experts are split over the
+    #: ``num_replicas x tensor_parallel_size`` GPUs (the replicas are vLLM's data-parallel
+    #: ranks, attention stays data parallel); tokens are exchanged by all-gather +
+    #: reduce-scatter (vLLM's default ``allgather_reducescatter`` all2all backend)
+    enable_expert_parallel: bool = False
+
+    @property
+    def expert_parallel_size(self) -> int:
+        """GPUs the experts are split over (1 without expert parallelism)."""
+        return self.num_replicas * self.tensor_parallel_size if self.enable_expert_parallel \
+            else 1
 
 
 class AdmissionConfig(_Strict):

@@ -8,6 +8,7 @@ equal those of stepping one iteration at a time.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,6 +131,26 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
                          + ", ".join(map(str, ok)))
 
 
+def with_stated_link(gpu: GPUSpec, link) -> GPUSpec:
+    """``gpu`` with the deployment's stated GPU-to-GPU link (``hardware.interconnect``) in place
+    of the spec's; marked ``link_stated`` so the all-reduce uses the link model, not tables
+    measured on the spec's node."""
+    if link is None or all(getattr(link, k) is None for k in ("kind", "bandwidth_bytes_per_s",
+                                                               "latency_s", "p2p")):
+        return gpu
+    upd = {"link_stated": True}
+    if link.kind is not None:
+        upd["interconnect_kind"] = link.kind
+        upd["interconnect"] = f"{link.kind} (stated by the scenario)"
+    if link.bandwidth_bytes_per_s is not None:
+        upd["interconnect_bandwidth_bytes_per_s"] = float(link.bandwidth_bytes_per_s)
+    if link.latency_s is not None:
+        upd["interconnect_latency_s"] = float(link.latency_s)
+    if link.p2p is not None:
+        upd["p2p"] = bool(link.p2p)
+    return dataclasses.replace(gpu, **upd)
+
+
 def _user_path(value: str, base_dir: Path | None) -> str:
     """A model/GPU given as a relative path is looked up next to the scenario file first."""
     if base_dir is not None and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
@@ -155,7 +176,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
         Unknown model or GPU, or a model that does not fit (message says why).
     """
     model = get_model(_user_path(scenario.model, base_dir))
-    gpu = get_gpu(_user_path(scenario.hardware.gpu, base_dir))
+    gpu = with_stated_link(get_gpu(_user_path(scenario.hardware.gpu, base_dir)),
+                           scenario.hardware.interconnect)
     tp = scenario.cluster.tensor_parallel_size
     check_tensor_parallel(model, tp)
     kv_dtype = resolve_kv_dtype(scenario)
@@ -171,6 +193,10 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                 f"speculative.draft_model {draft.name} has a {draft.vocab_size:,}-token vocabulary "
                 f"but {model.name} has {model.vocab_size:,}: a draft model must share the "
                 "target's tokenizer (e.g. llama-3.2-1b for Llama-3.x targets)")
+    ep = scenario.cluster.expert_parallel_size
+    if ep > 1 and not model.is_moe:
+        raise ValueError(f"cluster.enable_expert_parallel: {model.name} is a dense model (no "
+                         "experts to split); remove it or pick an MoE model")
     kvc = scenario.kv_cache
     mem = plan_memory(model, gpu.hbm_bytes, tensor_parallel_size=tp,
                       gpu_memory_utilization=kvc.gpu_memory_utilization,
@@ -180,6 +206,7 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                       max_model_len=max_model_len,
                       kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
                       num_gpu_blocks_override=kvc.num_gpu_blocks,
+                      expert_parallel_size=ep,
                       num_sms=getattr(gpu, "num_sms", None),
                       compute_capability=getattr(gpu, "compute_capability", None))
     num_blocks = mem.num_gpu_blocks
@@ -189,7 +216,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                             constant=scenario.perf.constant, max_num_seqs=sc.max_num_seqs,
                             max_num_batched_tokens=sc.max_num_batched_tokens,
                             num_speculative_tokens=(spec.num_speculative_tokens
-                                                    if spec is not None else 0))
+                                                    if spec is not None else 0),
+                            expert_parallel_size=ep)
     rules = getattr(getattr(perf, "engine", None), "scheduler", None)
     price = scenario.cost.usd_per_gpu_hour
     if price is None:

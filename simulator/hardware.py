@@ -74,6 +74,8 @@ class GPUSpec:
     interconnect_kind: str = ""
     interconnect_latency_s: float = 0.0
     p2p: bool | None = None
+    #: the link fields were stated by a scenario (``hardware.interconnect``), not the spec
+    link_stated: bool = field(default=False, compare=False)
     profile_dir: Path | None = field(default=None, compare=False)
 
     @property

@@ -413,19 +413,31 @@ def _meta_settings(meta: dict, text: str, path: Path) -> dict[str, Setting]:
 def _cluster_config_settings(path: Path, run: RecordedRun) -> None:
     """The GPU name from an LLMServingSim cluster ``config.json`` beside the ``vllm/`` folder,
     when ``meta.json`` does not name the device (``nodes[0].instances[0].hardware``)."""
-    if "device_name" in run.settings or path.parent.name != "vllm":
+    if path.parent.name != "vllm":
         return
     cfg = path.parent.parent / "config.json"
     if not cfg.is_file():
         return
     data, _ = _read_json(cfg, str(cfg))
+    where = f"{cfg.parent.name}/config.json"
+    bw, lat = (data.get("link_bw"), data.get("link_latency")) if isinstance(data, dict) else (
+        None, None)
+    if isinstance(bw, (int, float)) and not isinstance(bw, bool) and bw > 0:
+        # LLMServingSim cluster config: link_bw in GB/s, link_latency in ns (its README)
+        run.settings["link_bandwidth_bytes_per_s"] = Setting(
+            float(bw) * 1e9, f"{where} link_bw {bw} GB/s (the deployment's GPU link)")
+    if isinstance(lat, (int, float)) and not isinstance(lat, bool) and lat >= 0:
+        run.settings["link_latency_s"] = Setting(
+            float(lat) * 1e-9, f"{where} link_latency {lat} ns")
+    if "device_name" in run.settings:
+        return
     try:
         hw = data["nodes"][0]["instances"][0]["hardware"]
     except (KeyError, IndexError, TypeError):
         return
     if isinstance(hw, str) and hw:
         run.settings["device_name"] = Setting(
-            hw, f"{cfg.parent.name}/config.json nodes[0].instances[0].hardware "
+            hw, f"{where} nodes[0].instances[0].hardware "
                 "(LLMServingSim cluster config; meta.json names no device)")
 
 

@@ -56,6 +56,8 @@ RECORD_KEYS: dict[str, str] = {
     "dtype": "perf.weight_dtype",
     "vllm_version": "perf.engine_version",
     "seed": "seed",
+    "link_bandwidth_bytes_per_s": "hardware.interconnect.bandwidth_bytes_per_s",
+    "link_latency_s": "hardware.interconnect.latency_s",
 }
 
 #: Record settings with no scenario key yet: reported (``validation.json`` ``engine_features``)
@@ -86,6 +88,7 @@ REPORTED_KEYS = ("hardware.gpu", "model", "cluster.tensor_parallel_size",
                  "kv_cache.num_gpu_blocks", "kv_cache.gpu_memory_utilization",
                  "kv_cache.enable_prefix_caching", "kv_cache.kv_cache_dtype",
                  "perf.weight_dtype", "perf.source", "perf.engine", "perf.engine_version",
+                 "hardware.interconnect.bandwidth_bytes_per_s", "hardware.interconnect.latency_s",
                  "seed")
 
 _DTYPES = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
@@ -362,11 +365,18 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
         approx.append(f"Data parallelism {dp}: {dp} independent replicas behind the "
                       "least_outstanding router (vLLM's DP coordinator balances by queue "
                       "length).")
-    if run.setting("enable_expert_parallel"):
-        approx.append(f"Expert parallelism (DP{dp} x EP{dp}) is modelled as {dp} data-parallel "
-                      "replicas of the whole model: every replica holds all experts, and the "
-                      "MoE all-to-all between them is not simulated (servesim has no expert "
-                      "parallelism yet).")
+    if run.setting("enable_expert_parallel") and not _is_moe(_get(raw, "model"), base_dir):
+        notes.append("the record enables expert parallelism but the model has no experts "
+                     "(vLLM ignores the flag for a dense model): not modelled")
+    elif run.setting("enable_expert_parallel"):
+        src_ep = run.settings["enable_expert_parallel"].source
+        put("cluster.enable_expert_parallel", True, src_ep)
+        ep = dp * int(_get(raw, "cluster.tensor_parallel_size", 1) or 1)
+        approx.append(f"Expert parallelism (DP{dp} x EP{ep}): each data-parallel rank is a "
+                      f"replica holding 1/{ep} of the experts; its MoE layers process the EP "
+                      "group's tokens assuming every rank carries the same load, plus the "
+                      "all-gather / reduce-scatter of activations; the ranks are not stepped in "
+                      "lockstep (vLLM keeps DP ranks in step, idle ones running dummy batches).")
     pp = run.setting("pipeline_parallel_size")
     if pp and int(pp) > 1:
         approx.append(f"Pipeline parallelism {pp} is not modelled (the replica is one TP "
@@ -438,4 +448,17 @@ def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None
                                   f"measured tables of {gpu.name}: vLLM {pick}")
     approx.append(f"{gpu.name} has no measured kernel tables of vLLM {ver}; the nearest shipped "
                   f"set (vLLM {pick}; available: {', '.join(have)}) is used.")
+
+
+def _is_moe(model_id, base_dir) -> bool:
+    """Whether the replay's model routes tokens to experts (True when it cannot be read yet:
+    building the scenario reports that error)."""
+    if model_id is None:
+        return True
+    try:
+        from ..engine import _user_path
+        from ..models import get_model
+        return get_model(_user_path(str(model_id), base_dir)).is_moe
+    except ValueError:
+        return True
 

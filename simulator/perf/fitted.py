@@ -250,7 +250,7 @@ class FittedPerfModel(RooflinePerfModel):
     def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
         if self.tp <= 1:
             return 0.0
-        if self._ar is None:
+        if self._ar is None or getattr(self.gpu, "link_stated", False):
             return super().all_reduce_time(num_tokens)
         byts = num_tokens * self.model.hidden_size * ACT_BYTES
         bw = self.gpu.interconnect_bandwidth_bytes_per_s or self.gpu.host_link_bandwidth_bytes_per_s

@@ -70,8 +70,11 @@ class MeasuredOps(RooflinePerfModel):
         # attention tables, so it stays on the roofline (labelled)
         self._has_prefill = not self.mla and ts.has("attention_prefill", **self._akey)
         self._has_decode = not self.mla and ts.has("attention_decode", **self._akey)
-        self._has_ar = tp > 1 and ts.has("all_reduce", num_gpus=tp)
-        self._has_nccl = tp > 1 and ts.has("nccl", collective="all_reduce", num_gpus=tp)
+        # a link the scenario states is not the node the tables were measured on
+        stated = bool(getattr(gpu, "link_stated", False))
+        self._has_ar = tp > 1 and not stated and ts.has("all_reduce", num_gpus=tp)
+        self._has_nccl = (tp > 1 and not stated
+                          and ts.has("nccl", collective="all_reduce", num_gpus=tp))
         self._custom_ar = custom_allreduce_possible(gpu)
         self._has_moe = self._moe and ts.has("moe", dtype=self.wdt)
         self._prefill_cache: dict = {}
@@ -97,6 +100,11 @@ class MeasuredOps(RooflinePerfModel):
                 "; NCCL table above 8 MiB" if self._has_nccl else "")
         elif self._has_nccl:
             prov["all_reduce"] = ts.label("nccl") + " (NCCL: no P2P/NVLink for custom all-reduce)"
+        elif getattr(self.gpu, "link_stated", False):
+            g = self.gpu
+            prov["all_reduce"] = (f"link model of the scenario's stated link "
+                                  f"({g.interconnect_bandwidth_bytes_per_s / 1e9:g} GB/s, "
+                                  f"{g.interconnect_latency_s * 1e6:g} us per hop)")
         prov.pop("cpu_overhead", None)
         return prov
 
@@ -120,10 +128,16 @@ class MeasuredOps(RooflinePerfModel):
         if not self._has_moe:
             return super().moe_layer_time(num_tokens)
         m, sh = self.model, self.moe
-        t = float(self.tables.moe(int(num_tokens), hidden=m.hidden_size,
-                                  inter=sh["expert_intermediate_per_rank"] * self.tp,
-                                  topk=sh["topk"], num_experts=m.num_experts, moe_tp=self.tp,
-                                  moe_ep=1, dtype=self.wdt))
+        if self.ep > 1:  # the EP group's tokens over this rank's experts (table semantics)
+            t = float(self.tables.moe(self.group_tokens(num_tokens), hidden=m.hidden_size,
+                                      inter=m.intermediate_size, topk=sh["topk"],
+                                      num_experts=m.num_experts, moe_tp=1, moe_ep=self.ep,
+                                      dtype=self.wdt))
+        else:
+            t = float(self.tables.moe(int(num_tokens), hidden=m.hidden_size,
+                                      inter=sh["expert_intermediate_per_rank"] * self.tp,
+                                      topk=sh["topk"], num_experts=m.num_experts,
+                                      moe_tp=self.tp, moe_ep=1, dtype=self.wdt))
         for k, n in self.shared_gemms.values():
             t += self.gemm_kn_time(num_tokens, k, n)
         k, n = self.router_gemm
@@ -161,6 +175,18 @@ class MeasuredOps(RooflinePerfModel):
 
     def elementwise_time(self, num_tokens: int) -> float:
         return self.fallback.elementwise_time(num_tokens)
+
+    def ep_comm_time(self, num_tokens: int) -> float:
+        """All-gather + reduce-scatter of the EP group's activations: the NCCL table when the
+        link is the spec node's, else the link model."""
+        if self.ep <= 1 or num_tokens <= 0:
+            return 0.0
+        stated = bool(getattr(self.gpu, "link_stated", False))
+        if not stated and self.tables.has("nccl", collective="all_gather"):
+            byts = self.group_tokens(num_tokens) * self.model.hidden_size * ACT_BYTES
+            return float(self.tables.collective("all_gather", byts, self.ep)
+                         + self.tables.collective("reduce_scatter", byts, self.ep))
+        return super().ep_comm_time(num_tokens)
 
     def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
         if self.tp <= 1 or num_tokens <= 0:

@@ -154,10 +154,62 @@ class RooflinePerfModel:
         else:
             self.attn_d_prefill = self.attn_d_decode = float(head_dim)
             self.mla_bmms = {}
+        self.ep = 1
         self.kv_bytes_per_token_layer = m.kv_bytes_per_token(kv_cache_dtype, tp) / L
         #: (window or None, layers): sliding-window layers attend at most ``window`` tokens
         self.attn_groups = m.attention_layer_groups()
         self._decode_cache: dict[int, tuple[float, float, float, float]] = {}
+
+    def with_expert_parallel(self, ep: int):
+        """Split the MoE layers' experts over ``ep`` GPUs (vLLM ``--enable-expert-parallel``;
+        returns ``self``). Each rank then holds ``E / ep`` whole experts and, per MoE layer,
+        processes the expert rows of the whole EP group's tokens routed to them: with every
+        data-parallel rank as loaded as this one (the balanced assumption), ``T_group = T x ep
+        / TP`` tokens, ``T x topk x TP / TP`` local expert rows; the tokens travel by an
+        all-gather and a reduce-scatter of ``T_group x hidden`` activations (vLLM's default
+        ``allgather_reducescatter`` all2all backend)."""
+        ep = int(ep)
+        if ep <= 1 or not self.moe:
+            return self
+        m, h = self.model, self.model.hidden_size
+        self.ep = ep
+        self.moe = m.moe_shape(self.tp, ep)
+        ei = self.moe["expert_intermediate_per_rank"]
+        self.expert_gemms = {"mlp_gate_up": (h, 2 * ei), "mlp_down": (ei, h)}
+        return self
+
+    def group_tokens(self, num_tokens: int) -> int:
+        """Tokens of the whole EP group in a step (balanced data-parallel ranks)."""
+        return int(num_tokens) * self.ep // self.tp if self.ep > 1 else int(num_tokens)
+
+    def ep_comm_time(self, num_tokens: int) -> float:
+        """All-gather + reduce-scatter of the EP group's activations for one MoE layer
+        (0 without expert parallelism); ring alpha-beta model of the link: each moves
+        ``(p - 1) / p x bytes`` per GPU in ``p - 1`` hops."""
+        if self.ep <= 1 or num_tokens <= 0:
+            return 0.0
+        byts = self.group_tokens(num_tokens) * self.model.hidden_size * ACT_BYTES
+        return 2.0 * self._ring_time(byts, self.ep, steps=1)
+
+    def _link(self) -> tuple[float, float]:
+        """(bandwidth per direction, per-hop latency) of the GPU link (see all_reduce_time)."""
+        g, prm = self.gpu, self.params
+        kind = g.link_kind if hasattr(g, "link_kind") else "nvlink"
+        p2p = bool(getattr(g, "p2p", None)) or kind == "nvlink"
+        if getattr(g, "link_stated", False) and g.interconnect_bandwidth_bytes_per_s > 0:
+            bw = g.interconnect_bandwidth_bytes_per_s
+        elif kind in ("nvlink", "infiniband") or (kind == "pcie" and p2p):
+            bw = (g.interconnect_bandwidth_bytes_per_s or g.host_link_bandwidth_bytes_per_s) \
+                * prm.interconnect_efficiency
+        else:
+            bw = g.host_link_bandwidth_bytes_per_s / 2.0 * prm.interconnect_efficiency
+        alpha = getattr(g, "interconnect_latency_s", 0.0) or prm.all_reduce_latency_s
+        return bw, alpha
+
+    def _ring_time(self, byts: float, p: int, steps: int) -> float:
+        """``steps`` ring phases over ``p`` GPUs: ``steps (p-1) (alpha + bytes / (p B))``."""
+        bw, alpha = self._link()
+        return steps * (p - 1) * (alpha + byts / (p * bw))
 
     # ------------------------------------------------------------------ operators (per layer)
     def gemm_kn_time(self, m_rows: int, k: int, n: int) -> float:
@@ -181,9 +233,12 @@ class RooflinePerfModel:
         m = self.model
         k, n = self.expert_gemms[op]
         e, topk = m.num_experts, m.experts_per_token
-        touched = e * (1.0 - (1.0 - topk / e) ** num_tokens)
-        flops = 2.0 * num_tokens * topk * k * n
-        byts = touched * k * n * self.wb + num_tokens * topk * (k + n) * ACT_BYTES
+        tg = self.group_tokens(num_tokens)
+        local = e / self.ep
+        touched = local * (1.0 - (1.0 - topk / e) ** tg)
+        rows = tg * topk / self.ep  # expert rows routed to this rank's experts
+        flops = 2.0 * rows * k * n
+        byts = touched * k * n * self.wb + rows * (k + n) * ACT_BYTES
         return max(flops / self.gemm_peak, byts / self.mem_bw) + self.params.kernel_overhead_s
 
     def moe_layer_time(self, num_tokens: int) -> float:
@@ -204,6 +259,8 @@ class RooflinePerfModel:
         out = {op: self.gemm_layers[op] * self.gemm_time(op, T) for op in self.gemms}
         if self.moe:
             out["moe"] = self.moe["num_moe_layers"] * self.moe_layer_time(T)
+            if self.ep > 1:
+                out["ep_comm"] = self.moe["num_moe_layers"] * self.ep_comm_time(T)
         out["elementwise"] = L * self.elementwise_time(T)
         out["all_reduce"] = 2 * L * self.all_reduce_time(T, graph=graph)
         return out
@@ -277,14 +334,24 @@ class RooflinePerfModel:
         return byts / self.mem_bw + 4 * self.params.kernel_overhead_s
 
     def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
-        """One ring all-reduce of the hidden states of ``num_tokens`` tokens (0 when TP=1)."""
+        """One ring all-reduce of the hidden states of ``num_tokens`` tokens (0 when TP=1).
+
+        Alpha-beta model of a ring over ``p`` GPUs (Patarasuk & Yuan 2009; Thakur, Rabenseifner
+        & Gropp 2005): ``t = 2 (p - 1) alpha + 2 (p - 1) / p x bytes / B``, with ``alpha`` the
+        link's per-hop latency (``interconnect_latency_s`` of the spec or the scenario, else
+        ``all_reduce_latency_s``) and ``B`` the link's bandwidth per direction:
+
+        - NVLink, or PCIe with peer-to-peer: the GPU-to-GPU link (``x interconnect_efficiency``
+          for a datasheet figure);
+        - PCIe without peer-to-peer (or no GPU link): NCCL stages every transfer through host
+          memory, so each byte crosses the host link twice: ``host_link / 2`` (x efficiency);
+        - a link the scenario states (``hardware.interconnect``): its bandwidth as given (an
+          achieved figure, no efficiency factor).
+        """
         if self.tp <= 1:
             return 0.0
         byts = num_tokens * self.model.hidden_size * ACT_BYTES
-        bw = self.gpu.interconnect_bandwidth_bytes_per_s * self.params.interconnect_efficiency
-        if bw <= 0:
-            bw = self.gpu.host_link_bandwidth_bytes_per_s * self.params.interconnect_efficiency
-        return 2.0 * (self.tp - 1) / self.tp * byts / bw + self.params.all_reduce_latency_s
+        return self._ring_time(byts, self.tp, steps=2)
 
     def lm_head_time(self, num_rows: int) -> float:
         """LM head GEMM (+ sampling) for ``num_rows`` sampled positions."""
@@ -368,7 +435,7 @@ class RooflinePerfModel:
         comp += times["attention_prefill"]
         mem += (times["attention_decode"] + times["elementwise"] + times["lm_head"]
                 + times.get("mla", 0.0))
-        other = times["all_reduce"] + times["cpu_overhead"]
+        other = times["all_reduce"] + times.get("ep_comm", 0.0) + times["cpu_overhead"]
         tot = comp + mem + other
         return {"compute_bound": comp / tot, "memory_bound": mem / tot, "overhead": other / tot}
 

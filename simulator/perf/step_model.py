@@ -204,7 +204,7 @@ class StepTimeModel:
         comp += times["attention_prefill"]
         mem += (times["attention_decode"] + times["elementwise"] + times["lm_head"]
                 + times["sampler"] + times.get("mla", 0.0))
-        other = times["all_reduce"] + times["engine_overhead"]
+        other = times["all_reduce"] + times.get("ep_comm", 0.0) + times["engine_overhead"]
         tot = comp + mem + other
         if tot <= 0:
             return {"compute_bound": 0.0, "memory_bound": 0.0, "overhead": 0.0}

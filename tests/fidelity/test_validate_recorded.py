@@ -108,7 +108,8 @@ def test_flags_override_the_record(tmp_path):
 
 
 def test_dp_ep_record_states_the_approximation(tmp_path):
-    run = _small_run(tmp_path, data_parallel_size=2, enable_expert_parallel=True)
+    run = _small_run(tmp_path, model="Qwen/Qwen3-30B-A3B", data_parallel_size=2,
+                     enable_expert_parallel=True)
     out = tmp_path / "o"
     assert main(["validate", "--recorded", str(run), "-o", str(out), "-q", "--no-figures"]) == 0
     v = _load(out)

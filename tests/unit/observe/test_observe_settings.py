@@ -112,12 +112,20 @@ def test_tensor_data_and_expert_parallel(tmp_path):
     rs = build_replay_scenario(read_recorded(write_vllm_run(tmp_path, meta=m)))
     assert rs.scenario.cluster.tensor_parallel_size == 2
     assert rs.scenario.cluster.num_replicas == 1 and rs.approximations == []
-    m = _meta(data_parallel_size=2, enable_expert_parallel=True)
+    # an MoE model: DP2 x EP2 -> 2 replicas, each with half the experts
+    m = _meta(model="Qwen/Qwen3-30B-A3B", data_parallel_size=2, enable_expert_parallel=True)
     rs = build_replay_scenario(read_recorded(write_vllm_run(tmp_path / "ep", meta=m)))
     assert rs.scenario.cluster.num_replicas == 2
     assert rs.scenario.cluster.router == "least_outstanding"
-    assert any("2 data-parallel replicas of the whole model" in a for a in rs.approximations)
+    assert rs.scenario.cluster.enable_expert_parallel is True
+    assert rs.scenario.cluster.expert_parallel_size == 2
+    assert any("DP2 x EP2" in a and "1/2 of the experts" in a for a in rs.approximations)
     assert rs.engine_features["enable_expert_parallel"]["value"] is True
+    # a dense model: vLLM ignores the flag, and the replay says so
+    m = _meta(data_parallel_size=2, enable_expert_parallel=True)
+    rs = build_replay_scenario(read_recorded(write_vllm_run(tmp_path / "dense", meta=m)))
+    assert rs.scenario.cluster.enable_expert_parallel is False
+    assert any("no experts" in n for n in rs.notes)
 
 
 def test_bad_override_is_a_scenario_error(tmp_path):

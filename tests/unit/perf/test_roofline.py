@@ -86,9 +86,11 @@ def test_all_reduce_ring_formula():
     # TP=4: 2*3/4 * 1,280 / 1e9 = 1.92e-6 s
     assert ideal(tp=4).all_reduce_time(10) == pytest.approx(1.92e-6, rel=1e-12)
     assert ideal(tp=1).all_reduce_time(10) == 0.0
-    # default: 70% link efficiency and an 8 us latency
+    # default: 70% link efficiency and an 8 us latency per ring hop, 2 (p - 1) hops
     d = RooflinePerfModel(TINY, GPU, 2)
-    assert d.all_reduce_time(10) == pytest.approx(1280 / 0.7e9 + 8e-6, rel=1e-12)
+    assert d.all_reduce_time(10) == pytest.approx(1280 / 0.7e9 + 2 * 8e-6, rel=1e-12)
+    d4 = RooflinePerfModel(TINY, GPU, 4)
+    assert d4.all_reduce_time(10) == pytest.approx(1.5 * 1280 / 0.7e9 + 6 * 8e-6, rel=1e-12)
 
 
 def test_elementwise_lm_head_cpu():
