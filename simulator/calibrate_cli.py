@@ -173,6 +173,39 @@ def cmd_import_aic(args) -> int:
     return 0
 
 
+def cmd_fit_engine(args) -> int:
+    """``servesim calibrate fit-engine RUN... -o PROFILE``: fit an engine profile's free
+    constants to recorded runs by least squares on per-request latencies, with the
+    leave-one-run-out error (simulator/observe/fit_engine.py; no torch needed)."""
+    from simulator.observe.fit_engine import (
+        DEFAULT_PARAMS,
+        fit_engine,
+        prepare_cases,
+        write_profile,
+    )
+    names = tuple(x.strip() for x in (args.params or ",".join(DEFAULT_PARAMS)).split(",")
+                  if x.strip())
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
+    cases = prepare_cases(args.runs, engine=args.base, gpu=args.gpu, model=args.model,
+                          sets=args.set)
+    res = fit_engine(cases, args.base, names, grid_points=args.grid_points,
+                     loro=not args.no_loo, log=log)
+    path = write_profile(res.profile, args.output, name=args.name)
+    print(f"fitted on {len(res.runs)} runs: " + ", ".join(
+        f"{k}={v:.6g}" for k, v in res.values.items()))
+    print(f"{'run':45s} {'in-sample TTFT/TPOT/E2E mean %':>32s} {'left out':>28s}")
+    for r in res.runs:
+        a = res.in_sample[r]
+        b = res.leave_one_run_out.get(r, {})
+
+        def f3(d):
+            vals = [d.get(f"{m}_mean_pct_error") for m in ("ttft", "tpot", "e2e")]
+            return " / ".join("n/a" if v is None else f"{v:+.1f}" for v in vals)
+        print(f"{r:45s} {f3(a):>32s} {f3(b) if b else '':>28s}")
+    print(f"profile: {path} (name it with --set perf.engine={path})")
+    return 0
+
+
 def register(sub) -> None:
     """Add the ``calibrate`` (with its ``import-aic`` subcommand) and ``validate`` subcommands
     to ``servesim``."""
@@ -215,7 +248,7 @@ def register(sub) -> None:
                    help="v2: table files (default parquet, zstd)")
     c.add_argument("-q", "--quiet", action="store_true")
     c.set_defaults(func=cmd_calibrate)
-    csub = c.add_subparsers(dest="calibrate_command", metavar="{compare,import-aic}")
+    csub = c.add_subparsers(dest="calibrate_command", metavar="{compare,import-aic,fit-engine}")
     csub.required = False
     cc = csub.add_parser("compare", help="compare two latency table sets (ratio ours/theirs "
                                          "per operator family)",
@@ -235,6 +268,28 @@ def register(sub) -> None:
     from calibration.import_aic import add_arguments
     add_arguments(ia)
     ia.set_defaults(func=cmd_import_aic)
+    fe = csub.add_parser("fit-engine", help="fit an engine profile's constants to recorded runs "
+                                            "(least squares, leave-one-run-out; no torch)",
+                         description=cmd_fit_engine.__doc__)
+    fe.add_argument("runs", nargs="+", help="recorded runs (as for validate --recorded); at "
+                                            "least two")
+    fe.add_argument("-o", "--output", required=True,
+                    help="profile YAML to write (or a folder: <name>.yaml in it)")
+    fe.add_argument("--base", default="vllm-v1", help="engine profile to start from "
+                                                      "(default vllm-v1)")
+    fe.add_argument("--params", help="constants to fit, comma separated (default "
+                                     "sync.step_s,sync.per_seq_s)")
+    fe.add_argument("--name", help="name of the written profile (default: the base's)")
+    fe.add_argument("--gpu", help="GPU for runs that do not record one")
+    fe.add_argument("--model", help="model for runs that do not record one")
+    fe.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="scenario override applied to every run")
+    fe.add_argument("--grid-points", type=int, default=13,
+                    help="coarse grid points per constant before Nelder-Mead (default 13: "
+                         "0.5 ms / 5 us / 0.5 us steps)")
+    fe.add_argument("--no-loo", action="store_true", help="skip the leave-one-run-out refits")
+    fe.add_argument("-q", "--quiet", action="store_true")
+    fe.set_defaults(func=cmd_fit_engine)
 
     v = sub.add_parser(
         "validate", help="replay a real engine's recorded run (--recorded RUN) and report the "

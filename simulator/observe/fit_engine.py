@@ -5,17 +5,20 @@ async scheduling cannot hide, the sync/launch gap between steps) is not in any k
 Those constants are fitted here, *across several recorded runs*, by least squares on the
 per-request latencies, and every fitted value carries the runs it came from.
 
-Objective. For each run ``r`` and request ``i`` replayed through the simulator with the
-candidate constants ``theta``::
+Objective. Each run ``r`` is replayed through the simulator with the candidate constants
+``theta``; for each latency ``m`` in TTFT, TPOT, E2E, the simulated and the real per-request
+values are each *sorted*, and the ``i``-th smallest are compared::
 
-    e_ri(theta) = [ (TTFT_sim - TTFT_real) / mean(TTFT_real),
-                    (TPOT_sim - TPOT_real) / mean(TPOT_real),
-                    (E2E_sim  - E2E_real)  / mean(E2E_real) ]
+    e_rmi(theta) = (sort(m_sim)_i - sort(m_real)_i) / mean(m_real)
 
-    J(theta) = mean over runs of ( mean over requests of |e_ri|^2 / 3 )
+    J(theta) = mean over runs of ( mean over m and i of e_rmi^2 )
 
-(normalising by the run's mean makes runs of different speeds weigh alike; equal weight per
-run, so a 300-request run does not outweigh a 100-request one). ``J`` is minimised by
+Least squares on the per-request latencies, matched by rank rather than by request id (the
+squared 2-Wasserstein distance between the two empirical distributions): in a busy queue a
+tiny change of step time reorders which request waits behind which, so matching by id makes
+``J`` jump between neighbouring ``theta`` while the latency distribution, what a capacity plan
+reads, moves smoothly. Normalising by the run's mean makes runs of different speeds weigh
+alike; equal weight per run. ``J`` is minimised by
 Nelder-Mead (``scipy.optimize.minimize``; the simulator is a discrete-event model, so ``J`` is
 piecewise constant at fine scales and has no useful gradient) over ``theta >= 0``, from a
 coarse grid's best point.
@@ -41,8 +44,10 @@ FITTABLE = ("cpu.step_s", "cpu.per_seq_s", "cpu.per_token_s", "sync.step_s", "sy
             "sync.per_token_s")
 #: default: the per-step time no kernel table holds, and its per-sequence part
 DEFAULT_PARAMS = ("sync.step_s", "sync.per_seq_s")
-#: scale of each parameter for the optimiser (seconds)
+#: scale of each parameter for the optimiser (seconds): the coarse grid spans
+#: ``[0, GRID_MAX] x scale`` (0-6 ms per step, 0-60 us per sequence, 0-6 us per token)
 _SCALE = {"step_s": 1e-3, "per_seq_s": 1e-5, "per_token_s": 1e-6}
+GRID_MAX = 6.0
 
 
 @dataclass
@@ -125,10 +130,10 @@ def case_errors(case: FitCase, sim) -> dict[str, Any]:
         simv = pair[f"sim_{m}"].to_numpy(dtype=float)
         ok = np.isfinite(real) & np.isfinite(simv)
         mean_real = float(np.mean(real[ok])) if ok.any() else float("nan")
-        r = np.where(ok, (simv - real) / mean_real, 0.0)
+        r = (np.sort(simv[ok]) - np.sort(real[ok])) / mean_real
         # a request the simulator did not complete counts as a full miss
-        r = np.where(np.isfinite(real) & ~np.isfinite(simv), 1.0, r)
-        res.append(r)
+        miss = int((np.isfinite(real) & ~np.isfinite(simv)).sum())
+        res.append(np.concatenate([r, np.ones(miss)]))
         out[f"{m.removesuffix('_s')}_mean_pct_error"] = (
             100.0 * (float(np.mean(simv[ok])) - mean_real) / mean_real if ok.any() else None)
     out["residuals"] = np.concatenate(res)
@@ -149,7 +154,7 @@ def objective(cases: list[FitCase], base: EngineProfile, names: tuple[str, ...],
 def _fit(cases, base, names, grid_points: int, log) -> np.ndarray:
     from scipy.optimize import minimize
     scale = np.array([_SCALE[n.split(".")[1]] for n in names])
-    axes = [np.linspace(0.0, 4.0, grid_points) for _ in names]
+    axes = [np.linspace(0.0, GRID_MAX, grid_points) for _ in names]
     best, best_j = None, np.inf
     for pt in itertools.product(*axes):
         th = np.array(pt) * scale
@@ -184,7 +189,7 @@ class FitResult:
 
 
 def fit_engine(cases: list[FitCase], base: EngineProfile | str = "vllm-v1",
-               names: tuple[str, ...] = DEFAULT_PARAMS, *, grid_points: int = 5,
+               names: tuple[str, ...] = DEFAULT_PARAMS, *, grid_points: int = 13,
                loro: bool = True, log=print) -> FitResult:
     """Fit ``names`` of ``base`` to ``cases`` (module docstring); leave-one-run-out refits.
 

@@ -77,6 +77,13 @@ class MeasuredOps(RooflinePerfModel):
                           and ts.has("nccl", collective="all_reduce", num_gpus=tp))
         self._custom_ar = custom_allreduce_possible(gpu)
         self._has_moe = self._moe and ts.has("moe", dtype=self.wdt)
+        # elementwise tables are per model shape: use one only for this very shape (a nearest
+        # other model's norms and activations are not this model's)
+        h = model.hidden_size
+        self._ew_key = dict(hidden=h, intermediate=model.dense_mlp_intermediate_size // tp,
+                            q_heads=qh, kv_heads=kvh, head_dim=hd)
+        self._has_ew = (not self._moe and ts.has("elementwise")
+                        and not ts.nearest_note("elementwise", **self._ew_key))
         self._prefill_cache: dict = {}
         self._prov = self._build_provenance()
 
@@ -93,6 +100,8 @@ class MeasuredOps(RooflinePerfModel):
             prov["attention_prefill"] = ts.label("attention_prefill")
         if self._has_decode:
             prov["attention_decode"] = ts.label("attention_decode")
+        if self._has_ew:
+            prov["elementwise"] = ts.label("elementwise")
         if self.tp <= 1:
             prov["all_reduce"] = "none (TP=1)"
         elif self._has_ar and self._custom_ar:
@@ -174,7 +183,9 @@ class MeasuredOps(RooflinePerfModel):
         return t if np.ndim(ctx_total) else float(t)
 
     def elementwise_time(self, num_tokens: int) -> float:
-        return self.fallback.elementwise_time(num_tokens)
+        if not self._has_ew or num_tokens <= 0:
+            return self.fallback.elementwise_time(num_tokens)
+        return float(self.tables.elementwise(int(num_tokens), **self._ew_key))
 
     def ep_comm_time(self, num_tokens: int) -> float:
         """All-gather + reduce-scatter of the EP group's activations: the NCCL table when the
