@@ -23,7 +23,7 @@ def _common(p) -> None:
 
 
 def _jobs(args) -> int:
-    from .backends import default_jobs
+    from ..experiments.executor import default_jobs
     return args.jobs if args.jobs is not None else default_jobs()
 
 

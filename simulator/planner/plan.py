@@ -32,14 +32,17 @@ from typing import Any
 import numpy as np
 
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
+from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from ..experiments.executor import run_tasks
+from ..experiments.grid import config_label, expand_grid, set_path
+from ..experiments.runner import absolute_spec_paths, factory_id, prepare_points
+from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
-from .backends import run_tasks
-from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from .grid import config_label, expand_grid, set_path
+from ..workload import WorkloadConfig, load_workload
+from .report import write_plan_report
 from .search import evaluate_candidate
 from .simulate import specs_rate
 from .spec import PlanError, PlanSpec, resolve_base
-from .sweep import _absolute_spec_paths, _factory_id, prepare_points
 
 __all__ = ["PlanResult", "pareto_front", "run_plan"]
 
@@ -100,7 +103,6 @@ def pareto_front(points: list[dict], x: str, y: str) -> list[dict]:
 
 def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None,
            base_gpu: str) -> tuple[float, str]:
-    from ..hardware import get_gpu
     g = get_gpu(gpu_name)
     for k, v in prices.items():
         if get_gpu(k).name == g.name:
@@ -111,7 +113,6 @@ def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None
 
 
 def _load_pool(base: dict, search, base_dir: Path):
-    from ..workload import WorkloadConfig, load_workload
     w = dict(base["workload"])
     start = float(w.get("start_s") or 0.0) + search.start_s
     w["start_s"] = start
@@ -143,7 +144,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     trace : str, optional
         Replay this trace file instead of the base workload's.
     jobs, backend, address
-        See :func:`simulator.planner.backends.run_tasks`.
+        See :func:`simulator.experiments.executor.run_tasks`.
     use_cache : bool
         Reuse cached simulations and candidate results from ``OUTDIR/.cache/``.
     outdir : path, optional
@@ -160,7 +161,6 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     PlanError
         Invalid base scenario, candidate, price, or an empty workload window.
     """
-    from ..hardware import get_gpu
     t0 = time.perf_counter()
     base_raw, base_dir = resolve_base(plan.base, spec_dir)
     try:
@@ -173,7 +173,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         base_raw["slo"] = slo_raw
         base_raw.setdefault("cluster", {})
         base_raw["cluster"] = {**(base_raw["cluster"] or {}), "num_replicas": 1}
-        _absolute_spec_paths(base_raw, (base_dir, spec_dir))
+        absolute_spec_paths(base_raw, (base_dir, spec_dir))
         base_sc = validate_scenario(base_raw, source="plan base scenario", overrides=ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None
@@ -210,7 +210,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
 
     out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
     cache = ResultCache(out / ".cache", enabled=use_cache)
-    factory_id = _factory_id(setup_factory)
+    fid = factory_id(setup_factory)
     search_d = plan.search.model_dump()
     gates_d = plan.gates.model_dump()
     slo_d = base_dict["slo"]
@@ -228,7 +228,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         key = cache_key("candidate", {
             "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
             "gates": gates_d, "slo": slo_d, "target": target, "headroom": plan.headroom,
-            "max_extra": plan.max_extra_replicas, "setup": factory_id})
+            "max_extra": plan.max_extra_replicas, "setup": fid})
         row_task.append(key)
         if key in key_to_task or key in results_by_key:
             continue
@@ -245,7 +245,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
                       "target_rate_rps": target, "headroom": plan.headroom,
                       "max_extra_replicas": plan.max_extra_replicas,
                       "cache_dir": str(cache.folder), "use_cache": use_cache,
-                      "setup_factory": setup_factory, "factory_id": factory_id})
+                      "setup_factory": setup_factory, "factory_id": fid})
 
     new = run_tasks(evaluate_candidate, tasks, shared={"pool": pool}, backend=backend,
                     jobs=jobs, address=address, progress=progress)
@@ -316,7 +316,6 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     res = PlanResult(plan, status, rec, ranked, base_row, front, workload, stats, base_dict,
                      out)
     if write:
-        from .report import write_plan_report
         out.mkdir(parents=True, exist_ok=True)
         res.files = write_plan_report(res, out, figures=figures)
         res.stats["wall_s"] = time.perf_counter() - t0

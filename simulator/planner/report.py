@@ -22,8 +22,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from .grid import flatten_summary
-from .sweep import write_table
+from ..experiments.grid import flatten_summary
+from ..report.tables import write_table
 
 __all__ = ["FIGURES", "candidates_table", "plan_figures", "write_plan_report"]
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.planner.grid import (
+from simulator.experiments.grid import (
     config_label,
     expand_grid,
     flatten_inputs,

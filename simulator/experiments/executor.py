@@ -1,4 +1,6 @@
-"""Where sweep and plan tasks run: in process, a local process pool, or a Ray cluster.
+"""The one executor of servesim: where the tasks of an experiment run (in process, a local
+process pool, or a Ray cluster). Sweeps, plans, comparisons and spec-sweeps all go through
+:func:`run_tasks` (through :func:`simulator.experiments.runner.run_family` or directly).
 
 Every backend runs ``fn(task, shared)`` for each task and returns the results in task order.
 ``shared`` holds the large read-only inputs every task needs (the request lists); it is sent

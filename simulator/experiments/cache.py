@@ -1,4 +1,4 @@
-"""Result cache of sweeps and plans: one JSON file per simulation, keyed by content hash.
+"""Result cache of experiments (sweeps, plans): one JSON file per simulation, keyed by content hash.
 
 The key of a simulation is the SHA-256 of (what it is, the resolved scenario without its
 ``name``/``output_dir``/``workload`` sections, a fingerprint of the exact request list it
@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .. import __version__
 
 __all__ = ["CACHE_FORMAT", "ResultCache", "cache_key", "scenario_identity", "specs_fingerprint"]
 
@@ -65,7 +67,6 @@ def specs_fingerprint(specs: Sequence) -> str:
 def cache_key(kind: str, payload: Mapping[str, Any]) -> str:
     """Hex SHA-256 of ``kind``, ``payload`` (canonical JSON), the cache format and the
     servesim version."""
-    from .. import __version__
     doc = {"kind": kind, "format": CACHE_FORMAT, "version": __version__, "payload": payload}
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()
