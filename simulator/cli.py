@@ -24,7 +24,7 @@ def cmd_run(args) -> int:
 
     from .config import cli_overrides, load_scenario
     from .progress import progress
-    from .report.markdown import print_summary_table
+    from .report.run import print_summary_table
     from .run import run_scenario
     from .workload import load_workload
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))

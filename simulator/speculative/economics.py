@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..metrics.speculative import configured_alpha
 from ..metrics.summary import finite_float
-from .metrics import configured_alpha
 
 __all__ = [
     "DEFAULT_RATES",
@@ -150,8 +150,8 @@ def net_effect(spec: dict, base: dict) -> dict[str, Any]:
 
 def _run_one(scenario, base_dir, specs=None) -> dict:
     """Simulate one scenario without writing; its summary with the speculative block."""
+    from ..metrics.speculative import speculative_summary
     from ..run import run_scenario
-    from .metrics import speculative_summary
 
     res = run_scenario(scenario, base_dir, specs=specs, write=False, figures=False)
     summary = dict(res.summary)

@@ -8,7 +8,7 @@ every line / scatter / bar value to 6 significant digits). Rendering from stored
 these tests independent of the simulator: a change of the performance model does not touch
 them, a change of a report does.
 
-Markdown is compared after :func:`normalize_markdown` (table cells stripped, so column
+Markdown is compared after :func:`md_tables.normalize_markdown` (table cells stripped, so column
 padding does not count; alignment rows compared by alignment only): the prose, numbers and
 table cells must be unchanged.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,6 +28,7 @@ import matplotlib.figure as mpl_figure
 import pandas as pd
 import pytest
 from figure_content import figure_content
+from md_tables import normalize_markdown
 
 CASES = Path(__file__).parent / "reports"
 UPDATE = os.environ.get("SERVESIM_UPDATE_GOLDEN") == "1"
@@ -37,34 +37,6 @@ VALIDATION_FIGURES = ["request_scatter.png", "latency_cdfs.png", "running_waitin
 
 
 # ---------------------------------------------------------------------------- comparison
-def _cells(line: str) -> list[str]:
-    """The cells of a Markdown table row (``\\|`` is part of a cell)."""
-    body = line.strip()[1:-1] if line.strip().endswith("|") else line.strip()[1:]
-    return [c.strip() for c in re.split(r"(?<!\\)\|", body)]
-
-
-def _alignment(cell: str) -> str:
-    left, right = cell.startswith(":"), cell.endswith(":")
-    return "center" if left and right else "right" if right else "left"
-
-
-def normalize_markdown(text: str) -> list[str]:
-    """Lines of a Markdown document with table rows as their stripped cells."""
-    out = []
-    for line in text.splitlines():
-        if line.lstrip().startswith("|"):
-            cells = _cells(line)
-            if all(re.fullmatch(r":?-{3,}:?", c) for c in cells):
-                out.append("ALIGN " + " ".join(_alignment(c) for c in cells))
-            else:
-                out.append("ROW " + " || ".join(cells))
-        else:
-            out.append(line.rstrip())
-    while out and not out[-1]:
-        out.pop()
-    return out
-
-
 def _check_text(case: Path, name: str, text: str) -> None:
     want_path = case / "expected" / name
     if UPDATE:
@@ -112,7 +84,7 @@ def _table(case: Path, name: str) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- reports
 @pytest.mark.parametrize("name", ["run_plain", "run_spec"])
 def test_run_report(name, tmp_path, drawn):
-    from simulator.report.markdown import write_run_report
+    from simulator.report.run import write_run_report
     case = CASES / name
     path = write_run_report(tmp_path, _json(case, "summary.json"),
                             _table(case, "requests.parquet"), _table(case, "steps.parquet"),

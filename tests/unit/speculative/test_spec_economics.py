@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from md_tables import rows_starting
 
 from simulator.cli import main
 from simulator.config import Scenario, load_scenario
@@ -146,9 +147,9 @@ def test_report_files_and_content(sweep, scenario, tmp_path):
     assert md.name == "acceptance_economics.md"
     for part in ("# Acceptance economics", "## Speedup vs load", "## Crossover load",
                  "## Tokens per step: closed form vs simulated", "## Where the step time goes",
-                 "## Reading the numbers", "![speedup vs load](acceptance_economics.png)",
-                 "| code |", "| chat |"):
+                 "## Reading the numbers", "![speedup vs load](acceptance_economics.png)"):
         assert part in text
+    assert rows_starting(text, "code") and rows_starting(text, "chat")
     assert (tmp_path / "acceptance_economics.png").stat().st_size > 1000
     csv = pd.read_csv(tmp_path / "acceptance_economics.csv")
     assert len(csv) == len(df)
@@ -200,17 +201,19 @@ def test_shipped_scenario_runs_on_the_default_trace(tmp_path):
 
 
 def test_run_report_section(sweep):
-    from simulator.speculative.economics import speculative_report_section
+    from simulator.report.render import render
+    from simulator.report.run import speculative_section
     _, results = sweep
-    text = speculative_report_section(results[0.5]["speculative"]["speculative"])
+    section = speculative_section(results[0.5]["speculative"]["speculative"])
+    text = render("run_speculative.md.j2", speculative=section)
     assert text.startswith("## Speculative decoding")
-    assert "| all |" in text and "| code |" in text and "| chat |" in text
+    assert all(rows_starting(text, n) for n in ("all", "code", "chat"))
     assert "configured per-token acceptance α" in text
     assert "draft acceptance rate (accepted / proposed, vLLM)" in text
     assert "discarded" in text  # the sentence saying why the two differ
-    code_row = next(line for line in text.splitlines() if line.startswith("| code |"))
-    assert "| 0.850 |" in code_row  # the configured alpha of the code slice
-    assert speculative_report_section({}) == "" and speculative_report_section(None) == ""
+    code_row = rows_starting(text, "code")[0]
+    assert code_row[2] == "0.850"  # the configured alpha of the code slice
+    assert speculative_section({}) is None and speculative_section(None) is None
 
 
 # ---------------------------------------------------------------------- generated prose

@@ -37,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from ..metrics.summary import json_safe as _json_safe
+from ..speculative.acceptance import IIDAcceptance
+from ..speculative.scheduler import SpeculativeScheduler
+from .summary import json_safe as _json_safe
 
 __all__ = ["BATCH_BINS", "configured_alpha", "draft_cost_ratio", "speculative_summary",
            "verification_cost_table"]
@@ -60,12 +62,10 @@ def configured_alpha(model) -> float | None:
     Only :class:`~simulator.speculative.acceptance.IIDAcceptance` has one per-token
     probability; positional, empirical and tree models have none to report.
     """
-    from .acceptance import IIDAcceptance
     return float(model.acceptance_rate) if isinstance(model, IIDAcceptance) else None
 
 
 def _spec_scheds(sim) -> list:
-    from .scheduler import SpeculativeScheduler
     return [rep.sched for rep in getattr(sim, "replicas", [])
             if isinstance(rep.sched, SpeculativeScheduler)]
 
