@@ -40,6 +40,7 @@ __all__ = [
     "plot_e2e_cdf",
     "plot_kv_usage",
     "plot_queue_length",
+    "plot_speculative_speedup",
     "plot_ttft_cdf",
     "save_png",
     "write_figures",
@@ -450,3 +451,51 @@ def write_figures(outdir: str | Path, requests: pd.DataFrame, steps: pd.DataFram
         "batch_size": plot_batch_size(steps, out / FIGURE_FILES["batch_size"]),
         "kv_usage": plot_kv_usage(steps, out / FIGURE_FILES["kv_usage"]),
     }
+
+
+def plot_speculative_speedup(df: pd.DataFrame, path: str | Path) -> Path:
+    """PNG of the closed-form speculative speedup versus acceptance rate, one line per ``k``
+    (``servesim spec --sweep -o``).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A :func:`simulator.speculative.calculator.sweep_table` result (columns
+        ``acceptance_rate``, ``num_speculative_tokens``, ``draft_cost_ratio``, ``speedup``).
+    path : str or pathlib.Path
+        Output file; parent folders are created.
+
+    Returns
+    -------
+    pathlib.Path
+        The written path.
+
+    Raises
+    ------
+    ValueError
+        If required columns are missing or the table is empty.
+    """
+    need = {"acceptance_rate", "num_speculative_tokens", "draft_cost_ratio", "speedup"}
+    missing = need - set(df.columns)
+    if missing:
+        raise ValueError(f"sweep table lacks columns: {', '.join(sorted(missing))}")
+    if df.empty:
+        raise ValueError("sweep table is empty")
+    with default_style():
+        fig = figure((7.0, 4.5))
+        ax = fig.add_subplot(1, 1, 1)
+        costs = sorted(df["draft_cost_ratio"].unique())
+        for (c, k), g in df.groupby(["draft_cost_ratio", "num_speculative_tokens"], sort=True):
+            g = g.sort_values("acceptance_rate")
+            label = f"k={k}" if len(costs) == 1 else f"k={k}, c={c:g}"
+            ax.plot(g["acceptance_rate"], g["speedup"], marker="o", markersize=3, label=label)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
+        ax.set_xlabel("acceptance rate a")
+        ax.set_ylabel("expected speedup (batch 1)")
+        title = "Speculative decoding: expected speedup (Leviathan et al. 2023, Thm 3.8)"
+        if len(costs) == 1:
+            title += f"\ndraft cost ratio c = {costs[0]:g}"
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, ncol=2)
+        return save_png(fig, path, dpi=120, tight=True)

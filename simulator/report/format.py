@@ -9,7 +9,8 @@ tables, ``n/a`` in prose) and in the precision each report chose for each quanti
 - :func:`ms`: seconds shown in milliseconds; :func:`pct`: a fraction in percent;
   :func:`usd`: US dollars; :func:`ratio`: a gain as ``1.23x``;
 - :func:`adaptive`: a number with a precision that follows its magnitude (the run report's
-  headline style: ``1,234``, ``12.3``, ``1.23``, ``0.0123``).
+  headline style: ``1,234``, ``12.3``, ``1.23``, ``0.0123``);
+- :func:`yaml_value`: a scenario value as YAML spells it (``true``, ``null``, ``8``).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import numbers
 from typing import Any
 
 __all__ = ["NA", "adaptive", "adaptive_ms", "adaptive_pct", "adaptive_usd", "fmt", "ms",
-           "pct", "ratio", "usd"]
+           "pct", "ratio", "usd", "yaml_value"]
 
 #: What a missing value shows in prose.
 NA = "n/a"
@@ -120,3 +121,12 @@ def adaptive_usd(x: Any, na: str = NA) -> str:
         return na
     x = float(x)
     return f"${x:,.2f}" if abs(x) >= 1 else f"${x:.4f}"
+
+
+def yaml_value(v: Any) -> str:
+    """A scenario value as YAML spells it: ``true`` / ``false``, ``null``, else ``str(v)``."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "null"
+    return str(v)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from types import SimpleNamespace
 
 import matplotlib.figure as mpl_figure
 import pandas as pd
@@ -95,41 +94,36 @@ def test_run_report(name, tmp_path, drawn):
 
 
 def _compare_result(case: Path):
-    from simulator.compare import CompareResult, Variant
     from simulator.config import Scenario
+    from simulator.experiments.compare import CompareResult, Variant
     meta = _json(case, "compare.json")
-    variants = []
-    for v in meta["variants"]:
-        bpt = v["kv_bytes_per_token_per_gpu"]
-        setup = SimpleNamespace(block_size=v["block_size"], kv_cache_dtype="auto",
-                                tensor_parallel_size=1,
-                                model=SimpleNamespace(kv_bytes_per_token=lambda *_a, b=bpt: b))
-        result = SimpleNamespace(scenario=Scenario.model_validate(v["scenario"]), setup=setup,
-                                 requests=_table(case, f"{v['name']}_requests.parquet"),
-                                 steps=_table(case, f"{v['name']}_steps.parquet"))
-        variants.append(Variant(v["name"], [tuple(a) for a in v["assignments"]], result))
+    variants = [Variant(v["name"], [tuple(a) for a in v["assignments"]],
+                        Scenario.model_validate(v["scenario"]), {},
+                        _table(case, f"{v['name']}_requests.parquet"),
+                        _table(case, f"{v['name']}_steps.parquet"), v["block_size"],
+                        v["kv_bytes_per_token_per_gpu"]) for v in meta["variants"]]
     return CompareResult(meta["scenario_name"], [(k, vals) for k, vals in meta["varies"]],
                          variants, _table(case, "table.parquet"), meta["same_requests"],
                          meta["num_workloads"])
 
 
 def test_compare_report(tmp_path, drawn):
-    from simulator.compare import write_compare
+    from simulator.report.compare import write_compare_report
     case = CASES / "compare"
-    files = write_compare(_compare_result(case), tmp_path)
+    files = write_compare_report(_compare_result(case), tmp_path)
     _check_text(case, "compare.md", Path(files["markdown"]).read_text(encoding="utf-8"))
     _check_figures(case, drawn)
 
 
 def test_spec_sweep_report(tmp_path, drawn):
     from simulator.config import Scenario
-    from simulator.speculative.economics import write_economics_report
+    from simulator.report.spec_sweep import write_spec_sweep_report
     case = CASES / "spec_sweep"
     results = {float(k): v for k, v in _json(case, "results.json").items()}
     scenario = Scenario.model_validate(_json(case, "scenario.json"))
-    md = write_economics_report(tmp_path, _table(case, "table.parquet"), results, scenario,
-                                source="synthetic workload")
-    _check_text(case, "acceptance_economics.md", md.read_text(encoding="utf-8"))
+    files = write_spec_sweep_report(tmp_path, _table(case, "table.parquet"), results, scenario,
+                                    source="synthetic workload")
+    _check_text(case, "acceptance_economics.md", files["md"].read_text(encoding="utf-8"))
     _check_figures(case, drawn)
 
 

@@ -12,15 +12,9 @@ from md_tables import rows_starting
 
 from simulator.cli import main
 from simulator.config import Scenario, load_scenario
-from simulator.speculative.economics import (
-    compare_with_baseline,
-    crossovers,
-    find_crossover,
-    net_effect,
-    render_economics_markdown,
-    sweep_rates,
-    write_economics_report,
-)
+from simulator.experiments.spec_sweep import compare_with_baseline, sweep_rates
+from simulator.report.spec_sweep import render_spec_sweep_markdown, write_spec_sweep_report
+from simulator.speculative.economics import crossovers, find_crossover, net_effect
 
 RAW = {
     "name": "tiny_spec",
@@ -142,8 +136,10 @@ def test_sweep_rejects_bad_input(scenario):
 
 def test_report_files_and_content(sweep, scenario, tmp_path):
     df, results = sweep
-    md = write_economics_report(tmp_path, df, results, scenario, source="synthetic")
+    files = write_spec_sweep_report(tmp_path, df, results, scenario, source="synthetic")
+    md = files["md"]
     text = md.read_text()
+    assert files["html"].name == "acceptance_economics.html"
     assert md.name == "acceptance_economics.md"
     for part in ("# Acceptance economics", "## Speedup vs load", "## Crossover load",
                  "## Tokens per step: closed form vs simulated", "## Where the step time goes",
@@ -157,7 +153,7 @@ def test_report_files_and_content(sweep, scenario, tmp_path):
     assert set(payload["runs"]) == {"0.5", "2"}
     assert payload["runs"]["2"]["speculative"]["speculative"]["num_drafts"] > 0
     # no figure: no image link
-    assert "![" not in render_economics_markdown(df, results, scenario, figure=None)
+    assert "![" not in render_spec_sweep_markdown(df, results, scenario, figure=None)
 
 
 # ---------------------------------------------------------------------- CLI
@@ -237,9 +233,9 @@ def _table_rows(rate, *, tput_gain, wait_base, wait_spec, batch_base, batch_spec
 
 
 def _prose(rows, **kw):
-    from simulator.speculative.economics import explain_sweep
+    from simulator.report.spec_sweep_reading import reading_the_numbers
     df = pd.DataFrame(rows)
-    return "\n".join(explain_sweep(df, 3, **kw))
+    return "\n".join(reading_the_numbers(df, 3, **kw))
 
 
 def test_prose_says_speculation_serves_more_when_throughput_gains():
@@ -307,7 +303,7 @@ def test_prose_without_queue_or_throughput_change():
 
 def test_report_prose_matches_the_sweep_table(sweep, scenario):
     df, results = sweep
-    text = render_economics_markdown(df, results, scenario, figure=None)
+    text = render_spec_sweep_markdown(df, results, scenario, figure=None)
     assert "README_SECTION" not in text and "README.md" in text
     a = df[df["slice"] == "all"].set_index("rate_scale")
     g = float(a.loc[2.0, "throughput_gain"])
