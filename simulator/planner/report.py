@@ -6,26 +6,34 @@ tokens/s per user), latency vs load (p99 TTFT and p99 TPOT against the probe rat
 top configurations, and the busy-time bottleneck of the recommendation (compute-bound,
 memory-bound and overhead shares over all steps, steps with prefill work and pure-decode
 steps, each step classified on its own shape). Figures use the
-object-oriented matplotlib API (no ``pyplot`` state).
+object-oriented matplotlib API (no ``pyplot`` state; :mod:`simulator.report.figures`).
+
+The text is the template ``simulator/report/templates/plan.md.j2`` (the HTML page is the
+same Markdown rendered by :func:`simulator.report.render.write_report`). Fields a plan result
+carries beyond the ones laid out here are shown generically, so a new field of the planner
+reaches the report before it gets a place of its own: extra keys of the recommended
+configuration as rows of its table, a ``gates`` mapping per candidate as a "Gates by
+candidate" table, and extra fields of the :class:`~simulator.planner.plan.PlanResult` under
+"More results".
 """
 from __future__ import annotations
 
-import base64
+import dataclasses
 import json
-import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jinja2
-import matplotlib.style as mpl_style
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from ..experiments.grid import flatten_summary
+from ..report.figures import default_style, figure, save_png
+from ..report.format import fmt
+from ..report.render import render, write_report
 from ..report.tables import write_table
 
-__all__ = ["FIGURES", "candidates_table", "plan_figures", "write_plan_report"]
+__all__ = ["FIGURES", "candidates_table", "plan_figures", "render_plan_markdown",
+           "write_plan_report"]
 
 #: Figure name -> file name (under ``figures/``).
 FIGURES = {
@@ -35,20 +43,33 @@ FIGURES = {
     "latency_vs_load": "latency_vs_load.png",
     "bottleneck": "bottleneck.png",
 }
+_FIG_TITLES = {"cost_vs_attainment": "Cost vs SLO attainment",
+               "capacity": "Capacity per configuration", "pareto": "Pareto front",
+               "latency_vs_load": "Latency vs load (top configurations)",
+               "bottleneck": "Bottleneck of the recommendation"}
 
 _MAX_BARS = 30
 _MAX_TABLE_ROWS = 40
 
+#: Candidate fields the tables and the recommendation lay out (the rest is shown generically).
+_KNOWN_CANDIDATE_KEYS = frozenset({
+    "cached", "capacity_rate_scale", "capacity_rps", "capacity_rps_per_gpu", "confirm_extra",
+    "confirm_summary", "confirmations", "cost_per_1m_input_tokens_usd",
+    "cost_per_1m_output_tokens_usd", "cost_per_1m_tokens_usd", "error", "failed_gates", "gpu",
+    "gpus", "headroom", "index", "is_baseline", "label", "num_simulations",
+    "output_tps_per_gpu_at_capacity", "overrides", "passed", "price_source", "probes", "rank",
+    "replicas", "search_note", "slice_ttft_p99_s_at_target", "slo_attainment_at_target",
+    "tensor_parallel_size", "tpot_p99_s_at_target", "tps_per_user_at_capacity",
+    "ttft_p99_s_at_target", "usd_per_gpu_hour", "usd_per_hour", "gates"})
+#: PlanResult fields the report lays out (the rest goes to "More results").
+_KNOWN_RESULT_FIELDS = frozenset({"plan", "status", "recommendation", "candidates", "baseline",
+                                  "pareto", "workload", "stats", "base_scenario", "outdir",
+                                  "files"})
+
 
 # ---------------------------------------------------------------------- formatting
-def _f(x: Any, fmt: str = "{:.3g}", none: str = "-") -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return none
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, (int, float)):
-        return fmt.format(x)
-    return str(x)
+def _f(x: Any, spec: str = "{:.3g}", none: str = "-") -> str:
+    return fmt(x, spec, none)
 
 
 def _usd(x: Any) -> str:
@@ -63,8 +84,13 @@ def _ms(x: Any) -> str:
     return _f(None if x is None else 1000.0 * x, "{:.0f} ms")
 
 
-def _pct(x: Any) -> str:
-    return _f(None if x is None else 100.0 * x, "{:.1f}%")
+def _generic(value: Any) -> str:
+    """Any field value as text: numbers to 4 significant digits, mappings as ``k: v; ...``."""
+    if isinstance(value, Mapping):
+        return "; ".join(f"{k}: {_generic(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_generic(v) for v in value) or "-"
+    return _f(value, "{:.4g}")
 
 
 def candidates_table(result) -> pd.DataFrame:
@@ -85,16 +111,12 @@ def candidates_table(result) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------- figures
-def _fig(w: float = 7.0, h: float = 3.8) -> Figure:
-    fig = Figure(figsize=(w, h), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
+def _fig(w: float = 7.0, h: float = 3.8):
+    return figure((w, h), dpi=100)
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, format="png", metadata={"Software": None})
-    return path
+def _save(fig, path: Path) -> Path:
+    return save_png(fig, path, tight=True)
 
 
 def _fig_cost(result, path: Path) -> Path:
@@ -253,7 +275,7 @@ def plan_figures(result, folder: Path) -> dict[str, Path]:
     """Draw every plan figure into ``folder``; returns name -> path of those drawn."""
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, Path] = {}
-    with mpl_style.context("default"):
+    with default_style():
         for name, fn in (("cost_vs_attainment", _fig_cost), ("capacity", _fig_capacity),
                          ("pareto", _fig_pareto), ("latency_vs_load", _fig_latency),
                          ("bottleneck", _fig_bottleneck)):
@@ -264,32 +286,29 @@ def plan_figures(result, folder: Path) -> dict[str, Path]:
 
 
 # ---------------------------------------------------------------------- text
-def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
-    rec = result.recommendation
-    c = rec["config"]
-    slo = result.base_scenario["slo"]
-    w = result.workload
-    plan = result.plan
+_HEAD = ["rank", "configuration", "capacity/replica (rps)", "replicas", "GPUs", "headroom",
+         "USD/h", "USD/1M in", "USD/1M out", "attainment", "p99 TTFT", "p99 TPOT", "gates"]
 
-    def cand_cells(r: dict) -> list[str]:
-        return [str(r.get("rank") or ("baseline" if r.get("is_baseline") else "-")),
-                ("[baseline] " if r.get("is_baseline") else "") + r["label"],
-                _f(r["capacity_rps"], "{:.2f}"), _f(r["replicas"], "{}"), _f(r["gpus"], "{}"),
-                _f(r["headroom"], "{:.0%}"), _usd(r["usd_per_hour"]),
-                _usd4(r["cost_per_1m_input_tokens_usd"]),
-                _usd4(r["cost_per_1m_output_tokens_usd"]),
-                _f(r["slo_attainment_at_target"], "{:.3f}"),
-                _ms(r["ttft_p99_s_at_target"]), _ms(r["tpot_p99_s_at_target"]),
-                "pass" if r["passed"] else ", ".join(r["failed_gates"]) or "fail"]
 
-    head = ["rank", "configuration", "capacity/replica (rps)", "replicas", "GPUs", "headroom",
-            "USD/h", "USD/1M in", "USD/1M out", "attainment", "p99 TTFT", "p99 TPOT",
-            "gates"]
-    all_rows = [cand_cells(r) for r in result.candidates[:_MAX_TABLE_ROWS]]
-    runner_rows = [cand_cells(r) for r in rec["runners_up"]]
-    base_rows = [cand_cells(result.baseline)]
-    chosen_kv = [
-        ("configuration", ("[baseline] " if c.get("is_baseline") else "") + c["label"]),
+def _label(r: Mapping[str, Any]) -> str:
+    return ("[baseline] " if r.get("is_baseline") else "") + r["label"]
+
+
+def _cand_cells(r: Mapping[str, Any]) -> list[str]:
+    return [str(r.get("rank") or ("baseline" if r.get("is_baseline") else "-")), _label(r),
+            _f(r["capacity_rps"], "{:.2f}"), _f(r["replicas"], "{}"), _f(r["gpus"], "{}"),
+            _f(r["headroom"], "{:.0%}"), _usd(r["usd_per_hour"]),
+            _usd4(r["cost_per_1m_input_tokens_usd"]),
+            _usd4(r["cost_per_1m_output_tokens_usd"]),
+            _f(r["slo_attainment_at_target"], "{:.3f}"),
+            _ms(r["ttft_p99_s_at_target"]), _ms(r["tpot_p99_s_at_target"]),
+            "pass" if r["passed"] else ", ".join(r["failed_gates"]) or "fail"]
+
+
+def _chosen_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The "Recommended configuration" table, then any field it does not lay out."""
+    rows = [
+        ("configuration", _label(c)),
         ("overrides of the base", json.dumps(c.get("overrides", {}), sort_keys=True) or "{}"),
         ("GPU", f"{c['gpu']} at {_usd(c['usd_per_gpu_hour'])}/GPU-hour ({c['price_source']})"),
         ("tensor parallel size", str(c["tensor_parallel_size"])),
@@ -310,15 +329,46 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
          or "-"),
         ("gates", "all pass" if c["passed"] else ", ".join(c["failed_gates"])),
     ]
-    fails = {}
-    for r in result.candidates:
-        for g in r["failed_gates"]:
-            fails[g] = fails.get(g, 0) + 1
-    gate_rows = [[g, str(n)] for g, n in sorted(fails.items(), key=lambda kv: -kv[1])]
-    pareto_rows = [[p["label"], _f(p["rate_rps"], "{:.2f}"),
-                    _f(p["output_tps_per_gpu"], "{:.0f}"), _f(p["tps_per_user"], "{:.1f}")]
-                   for p in result.pareto]
-    target_kv = [
+    rows += [(k, _generic(v)) for k, v in c.items() if k not in _KNOWN_CANDIDATE_KEYS]
+    return rows
+
+
+def _gate_cell(g: Any) -> str:
+    """One gate of one candidate: ``pass`` / ``fail`` and its value against its limit."""
+    if not isinstance(g, Mapping):
+        return _generic(g)
+    verdict = {True: "pass", False: "fail"}.get(g.get("passed"), "")
+    rest = {k: v for k, v in g.items() if k != "passed"}
+    detail = (f"{_generic(rest['value'])} vs {_generic(rest['limit'])}"
+              if set(rest) == {"value", "limit"} else _generic(rest) if rest else "")
+    return " ".join(p for p in (verdict, f"({detail})" if detail and verdict else detail) if p)
+
+
+def _gates_by_candidate(result) -> tuple[list[str], list[list[str]]] | None:
+    """A table of every candidate's ``gates`` mapping, when the candidates carry one."""
+    rows = [r for r in list(result.candidates[:_MAX_TABLE_ROWS]) + [result.baseline]
+            if isinstance(r.get("gates"), Mapping)]
+    if not rows:
+        return None
+    names: list[str] = []
+    for r in rows:
+        names += [g for g in r["gates"] if g not in names]
+    return (["configuration"] + names,
+            [[_label(r)] + [_gate_cell(r["gates"][g]) if g in r["gates"] else "-"
+                            for g in names] for r in rows])
+
+
+def _more_results(result) -> list[tuple[str, str]]:
+    """Fields of the plan result the report does not lay out (shown as they are)."""
+    if not dataclasses.is_dataclass(result):
+        return []
+    return [(f.name, _generic(getattr(result, f.name))) for f in dataclasses.fields(result)
+            if f.name not in _KNOWN_RESULT_FIELDS]
+
+
+def _target_rows(result) -> list[tuple[str, str]]:
+    w, plan, slo = result.workload, result.plan, result.base_scenario["slo"]
+    return [
         ("target arrival rate", f"{_f(w['target_rate_rps'], '{:.3f}')} requests/s"),
         ("workload", (f"{w['source']} ({_window(w['window'])}, {w['num_requests_pool']} "
                       f"requests at {_f(w['pool_rate_rps'], '{:.3f}')} requests/s; mean "
@@ -331,41 +381,51 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         ("headroom", f"{plan.headroom:.0%}"),
         ("candidates", str(len(result.candidates))),
     ]
-    st = result.stats
-    method = (f"Capacity searched on one replica with the first {w['probe_requests']} "
-              f"requests of the window, arrival times divided by a rate scale (bracketing "
-              f"x{plan.search.growth:g}, geometric bisection to {plan.search.rel_tol:.0%}, at "
-              f"most {plan.search.max_probes} probes); replicas = ceil(target x "
-              f"(1 + {plan.headroom:g}) / capacity), confirmed by a cluster simulation at the "
-              f"target rate (router: {result.base_scenario['cluster']['router']}). "
-              f"{st['num_simulations']} simulation(s) run, {st['num_cache_hits']} cache "
-              f"hit(s), {st['wall_s']:.1f} s wall clock, backend {st['backend']} with "
-              f"{st['jobs']} job(s).")
+
+
+def _method(result) -> str:
+    w, plan, st = result.workload, result.plan, result.stats
+    return (f"Capacity searched on one replica with the first {w['probe_requests']} "
+            f"requests of the window, arrival times divided by a rate scale (bracketing "
+            f"x{plan.search.growth:g}, geometric bisection to {plan.search.rel_tol:.0%}, at "
+            f"most {plan.search.max_probes} probes); replicas = ceil(target x "
+            f"(1 + {plan.headroom:g}) / capacity), confirmed by a cluster simulation at the "
+            f"target rate (router: {result.base_scenario['cluster']['router']}). "
+            f"{st['num_simulations']} simulation(s) run, {st['num_cache_hits']} cache "
+            f"hit(s), {st['wall_s']:.1f} s wall clock, backend {st['backend']} with "
+            f"{st['jobs']} job(s).")
+
+
+def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
+    rec = result.recommendation
+    fails: dict[str, int] = {}
+    for r in result.candidates:
+        for g in r["failed_gates"]:
+            fails[g] = fails.get(g, 0) + 1
+    note = rec.get("bottleneck") or {}
     return {
-        "title": f"Capacity plan: {plan.name}",
+        "title": f"Capacity plan: {result.plan.name}",
         "status": result.status,
         "headline": _headline(result),
         "reason": rec["reason"],
-        "target_kv": target_kv,
-        "chosen_kv": chosen_kv,
-        "bottleneck_text": ((rec.get("bottleneck") or {}).get("summary")
-                            or (rec.get("bottleneck") or {}).get("text", "")),
-        "bottleneck_advice": list((rec.get("bottleneck") or {}).get("advice") or []),
-        "head": head,
-        "runner_rows": runner_rows,
-        "base_rows": base_rows,
-        "all_rows": all_rows,
+        "target_kv": _target_rows(result),
+        "chosen_kv": _chosen_rows(rec["config"]),
+        "bottleneck_text": _capital(note.get("summary") or note.get("text", "")),
+        "bottleneck_advice": [_capital(a) for a in note.get("advice") or []],
+        "head": _HEAD,
+        "runner_rows": [_cand_cells(r) for r in rec["runners_up"]],
+        "base_rows": [_cand_cells(result.baseline)],
+        "all_rows": [_cand_cells(r) for r in result.candidates[:_MAX_TABLE_ROWS]],
         "more": max(0, len(result.candidates) - _MAX_TABLE_ROWS),
-        "gate_rows": gate_rows,
-        "pareto_rows": pareto_rows,
-        "method": method,
+        "gate_rows": [[g, str(n)] for g, n in sorted(fails.items(), key=lambda kv: -kv[1])],
+        "gates_by_candidate": _gates_by_candidate(result),
+        "pareto_rows": [[p["label"], _f(p["rate_rps"], "{:.2f}"),
+                         _f(p["output_tps_per_gpu"], "{:.0f}"), _f(p["tps_per_user"], "{:.1f}")]
+                        for p in result.pareto],
+        "more_results": _more_results(result),
+        "method": _method(result),
         "figs": [(name, p.name) for name, p in figs.items()],
-        "figs_b64": [(name, base64.b64encode(p.read_bytes()).decode()) for name, p in
-                     figs.items()],
-        "fig_titles": {"cost_vs_attainment": "Cost vs SLO attainment",
-                       "capacity": "Capacity per configuration", "pareto": "Pareto front",
-                       "latency_vs_load": "Latency vs load (top configurations)",
-                       "bottleneck": "Bottleneck of the recommendation"},
+        "fig_titles": _FIG_TITLES,
     }
 
 
@@ -408,120 +468,12 @@ def _headline(result) -> str:
             f"headroom {_f(c['headroom'], '{:.0%}')}")
 
 
-def _md_table(head: list[str], rows: list[list[str]]) -> str:
-    def esc(s: str) -> str:
-        return str(s).replace("|", "\\|")
-    lines = ["| " + " | ".join(map(esc, head)) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(map(esc, r)) + " |" for r in rows]
-    return "\n".join(lines)
+def render_plan_markdown(result, figs: dict[str, Path] | None = None) -> str:
+    """The text of ``plan.md`` (figures: ``{name: path}`` of those drawn, under ``figures/``)."""
+    return render("plan.md.j2", **_context(result, figs or {}))
 
 
-def _markdown(ctx: dict) -> str:
-    kv = ["field", "value"]
-    parts = [f"# {ctx['title']}", "",
-             f"**{ctx['headline']}.**", "",
-             f"Status: `{ctx['status']}`: {ctx['reason']}.", "",
-             "## Target", "", _md_table(kv, [list(x) for x in ctx["target_kv"]]), "",
-             "## Recommended configuration", "",
-             _md_table(kv, [list(x) for x in ctx["chosen_kv"]]), "",
-             "### Bottleneck", "", _capital(ctx["bottleneck_text"]) + ".", ""]
-    if ctx["bottleneck_advice"]:
-        parts += ["What the numbers suggest:", ""]
-        parts += [f"- {_capital(a)}." for a in ctx["bottleneck_advice"]] + [""]
-    parts += ["## Runners-up", ""]
-    parts += [_md_table(ctx["head"], ctx["runner_rows"]) if ctx["runner_rows"]
-              else "None (no other candidate passed every gate).", ""]
-    parts += ["## Baseline", "", _md_table(ctx["head"], ctx["base_rows"]), ""]
-    if ctx["gate_rows"]:
-        parts += ["## Failed gates", "",
-                  "Candidates failing each gate (a candidate may fail several):", "",
-                  _md_table(["gate", "candidates"], ctx["gate_rows"]), ""]
-    parts += ["## All candidates", "",
-              "Ranked by cost at the target rate; failing candidates last.", "",
-              _md_table(ctx["head"], ctx["all_rows"]), ""]
-    if ctx["more"]:
-        parts += [f"... and {ctx['more']} more (see `plan_table.csv`).", ""]
-    parts += ["## Pareto front", "",
-              ("Output tokens/s per GPU vs tokens/s per user (1 / mean TPOT) over every "
-               "SLO-feasible capacity probe."), ""]
-    parts += [_md_table(["configuration", "rate (rps/replica)", "output tok/s/GPU",
-                         "tok/s/user"], ctx["pareto_rows"]) if ctx["pareto_rows"] else "Empty.",
-              ""]
-    if ctx["figs"]:
-        parts += ["## Figures", ""]
-        for name, fname in ctx["figs"]:
-            parts += [f"### {ctx['fig_titles'][name]}", "", f"![{name}](figures/{fname})", ""]
-    parts += ["## Method", "", ctx["method"], ""]
-    return "\n".join(parts)
-
-
-_HTML = jinja2.Template("""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ c.title }}</title>
-<style>
-body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2em auto;max-width:1150px;
-color:#222;padding:0 1em}
-h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.6em}
-table{border-collapse:collapse;font-size:.85em;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:.25em .5em;text-align:left;vertical-align:top}
-th{background:#f4f4f4}.ok{color:#1a7f37}.bad{color:#b3261e}
-.headline{font-size:1.15em;background:#f6f8fa;border-left:4px solid {{ '#1a7f37' if
-c.status == 'candidate' else '#b3261e' }};padding:.6em 1em}
-img{max-width:100%;border:1px solid #eee}
-</style></head><body>
-<h1>{{ c.title }}</h1>
-<p class="headline"><b>{{ c.headline }}.</b><br>Status <code>{{ c.status }}</code>:
-{{ c.reason }}.</p>
-<h2>Target</h2>
-<table>{% for k, v in c.target_kv %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}
-</table>
-<h2>Recommended configuration</h2>
-<table>{% for k, v in c.chosen_kv %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}
-</table>
-<h3>Bottleneck</h3><p>{{ c.bottleneck_text[:1] | upper }}{{ c.bottleneck_text[1:] }}.</p>
-{% if c.bottleneck_advice %}<p>What the numbers suggest:</p><ul>{% for a in c.bottleneck_advice
-%}<li>{{ a[:1] | upper }}{{ a[1:] }}.</li>{% endfor %}</ul>{% endif %}
-{% macro table(head, rows) %}<table><tr>{% for h in head %}<th>{{ h }}</th>{% endfor %}</tr>
-{% for r in rows %}<tr>{% for v in r %}<td{% if loop.last %} class="{{ 'ok' if v == 'pass'
-else 'bad' }}"{% endif %}>{{ v }}</td>{% endfor %}</tr>{% endfor %}</table>{% endmacro %}
-<h2>Runners-up</h2>
-{% if c.runner_rows %}{{ table(c.head, c.runner_rows) }}{% else %}<p>None (no other
-candidate passed every gate).</p>{% endif %}
-<h2>Baseline</h2>{{ table(c.head, c.base_rows) }}
-{% if c.gate_rows %}<h2>Failed gates</h2>
-<table><tr><th>gate</th><th>candidates</th></tr>{% for g, n in c.gate_rows %}<tr><td>{{ g }}
-</td><td>{{ n }}</td></tr>{% endfor %}</table>{% endif %}
-<h2>All candidates</h2><p>Ranked by cost at the target rate; failing candidates last.</p>
-{{ table(c.head, c.all_rows) }}
-{% if c.more %}<p>... and {{ c.more }} more (see plan_table.csv).</p>{% endif %}
-<h2>Pareto front</h2><p>Output tokens/s per GPU vs tokens/s per user (1 / mean TPOT) over every
-SLO-feasible capacity probe.</p>
-<table><tr><th>configuration</th><th>rate (rps/replica)</th><th>output tok/s/GPU</th>
-<th>tok/s/user</th></tr>{% for r in c.pareto_rows %}<tr>{% for v in r %}<td>{{ v }}</td>
-{% endfor %}</tr>{% endfor %}</table>
-{% for name, b64 in c.figs_b64 %}<h2>{{ c.fig_titles[name] }}</h2>
-<img alt="{{ name }}" src="data:image/png;base64,{{ b64 }}">{% endfor %}
-<h2>Method</h2><p>{{ c.method }}</p>
-</body></html>
-""", autoescape=True)
-
-
-def write_plan_report(result, outdir: Path, *, figures: bool = True) -> dict[str, Path]:
-    """Write ``plan.md``, ``plan.html``, ``plan.json``, ``plan_table.{csv,parquet}``,
-    ``pareto.csv``, ``probes.csv`` and ``figures/*.png``; returns name -> path."""
-    outdir = Path(outdir)
-    files: dict[str, Path] = {}
-    figs = plan_figures(result, outdir / "figures") if figures else {}
-    files.update({f"figure:{k}": v for k, v in figs.items()})
-    ctx = _context(result, figs)
-    (outdir / "plan.md").write_text(_markdown(ctx))
-    (outdir / "plan.html").write_text(_HTML.render(c=ctx))
-    (outdir / "plan.json").write_text(json.dumps(result.to_json(), indent=2, sort_keys=False)
-                                      + "\n")
-    files.update({"md": outdir / "plan.md", "html": outdir / "plan.html",
-                  "json": outdir / "plan.json"})
-    t = write_table(candidates_table(result), outdir, "plan_table")
-    files.update({"table_csv": t["csv"], "table_parquet": t["parquet"]})
-    pd.DataFrame(result.pareto).to_csv(outdir / "pareto.csv", index=False, float_format="%.9g")
+def _probes_table(result) -> pd.DataFrame:
     probes = []
     for r in list(result.candidates) + [result.baseline]:
         for kind, recs in (("probe", r["probes"]), ("confirmation", r["confirmations"])):
@@ -531,6 +483,24 @@ def write_plan_report(result, outdir: Path, *, figures: bool = True) -> dict[str
                                             if k != "failed_gates"}))
                 row["failed_gates"] = ";".join(p.get("failed_gates") or [])
                 probes.append(row)
-    pd.DataFrame(probes).to_csv(outdir / "probes.csv", index=False, float_format="%.9g")
+    return pd.DataFrame(probes)
+
+
+def write_plan_report(result, outdir: Path, *, figures: bool = True) -> dict[str, Path]:
+    """Write ``plan.md``, ``plan.html``, ``plan.json``, ``plan_table.{csv,parquet}``,
+    ``pareto.csv``, ``probes.csv`` and ``figures/*.png``; returns name -> path."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {}
+    figs = plan_figures(result, outdir / "figures") if figures else {}
+    files.update({f"figure:{k}": v for k, v in figs.items()})
+    pages = write_report(outdir, "plan", render_plan_markdown(result, figs))
+    (outdir / "plan.json").write_text(json.dumps(result.to_json(), indent=2, sort_keys=False)
+                                      + "\n")
+    files.update({"md": pages["md"], "html": pages["html"], "json": outdir / "plan.json"})
+    t = write_table(candidates_table(result), outdir, "plan_table")
+    files.update({"table_csv": t["csv"], "table_parquet": t["parquet"]})
+    pd.DataFrame(result.pareto).to_csv(outdir / "pareto.csv", index=False, float_format="%.9g")
+    _probes_table(result).to_csv(outdir / "probes.csv", index=False, float_format="%.9g")
     files.update({"pareto": outdir / "pareto.csv", "probes": outdir / "probes.csv"})
     return files
