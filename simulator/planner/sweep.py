@@ -7,6 +7,9 @@ row per point with ``point_id``, ``label``, ``status`` (``ok`` / ``error``), ``e
 (``ttft_s_p99``, ``by_slice_chat_ttft_s_p99``), plus ``busy_fraction`` and
 ``queue_share_of_ttft``. Finished points are cached in ``OUTDIR/.cache/`` by a hash of the
 resolved scenario and the exact request list, so a re-run simulates only what changed.
+The points run through the family runner (:func:`simulator.experiments.runner.run_family`).
+Next to the table: ``sweep.md`` and a self-contained ``sweep.html`` with the summary
+columns of every point and ``sweep.png`` (:mod:`simulator.report.sweep`).
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from ..config import ScenarioError, apply_overrides, cli_overrides
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
 from ..experiments.runner import Workloads, factory_id, prepare_points, run_family
+from ..report.sweep import write_sweep_report
 from ..report.tables import write_table
 from .simulate import simulate_summary
 from .spec import PlanError, SweepSpec, resolve_base
@@ -64,7 +68,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
               jobs: int = 1, backend: str = "local", address: str | None = None,
               use_cache: bool = True, outdir: str | Path | None = None, write: bool = True,
               progress: Callable[[int, int], None] | None = None,
-              setup_factory: Callable | None = None) -> SweepResult:
+              setup_factory: Callable | None = None, figures: bool = True) -> SweepResult:
     """Run every point of a sweep.
 
     Parameters
@@ -83,11 +87,13 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     outdir : path, optional
         Overrides ``spec.output_dir``.
     write : bool
-        Write ``sweep.parquet`` and ``sweep.csv``.
+        Write ``sweep.parquet``, ``sweep.csv``, ``sweep.md`` and ``sweep.html``.
     progress : callable, optional
         ``progress(done, total)`` over the points to simulate.
     setup_factory : callable, optional
         Replaces :func:`simulator.engine.build_setup` (tests).
+    figures : bool
+        Draw ``sweep.png`` (with ``write``).
 
     Returns
     -------
@@ -143,6 +149,9 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     if write:
         out.mkdir(parents=True, exist_ok=True)
         res.files = write_table(table, out, "sweep")
+        res.files.update(write_sweep_report(
+            table, out, name=spec.name, num_simulated=res.num_simulated,
+            num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
     return res
 
 
