@@ -24,15 +24,18 @@ import os
 from pathlib import Path
 
 import matplotlib.figure as mpl_figure
-import pandas as pd
 import pytest
 from figure_content import figure_content
 from md_tables import normalize_markdown
+from report_cases import (
+    CASES,
+    SELF_CHECK_FIGURES,
+    VALIDATION_FIGURES,
+    WRITERS,
+    case_json,
+)
 
-CASES = Path(__file__).parent / "reports"
 UPDATE = os.environ.get("SERVESIM_UPDATE_GOLDEN") == "1"
-SELF_CHECK_FIGURES = ["step_pred_vs_meas.png", "latency_cdfs.png", "request_scatter.png"]
-VALIDATION_FIGURES = ["request_scatter.png", "latency_cdfs.png", "running_waiting.png"]
 
 
 # ---------------------------------------------------------------------------- comparison
@@ -72,88 +75,41 @@ def drawn(monkeypatch):
     return seen
 
 
-def _json(case: Path, name: str):
-    return json.loads((case / "input" / name).read_text())
-
-
-def _table(case: Path, name: str) -> pd.DataFrame:
-    return pd.read_parquet(case / "input" / name)
-
-
 # ---------------------------------------------------------------------------- reports
 @pytest.mark.parametrize("name", ["run_plain", "run_spec"])
 def test_run_report(name, tmp_path, drawn):
-    from simulator.report.run import write_run_report
-    case = CASES / name
-    path = write_run_report(tmp_path, _json(case, "summary.json"),
-                            _table(case, "requests.parquet"), _table(case, "steps.parquet"),
-                            _json(case, "scenario.json"),
-                            title=f"servesim run: {_json(case, 'scenario.json')['name']}")
-    _check_text(case, "report.md", path.read_text(encoding="utf-8"))
-    _check_figures(case, drawn)
-
-
-def _compare_result(case: Path):
-    from simulator.config import Scenario
-    from simulator.experiments.compare import CompareResult, Variant
-    meta = _json(case, "compare.json")
-    variants = [Variant(v["name"], [tuple(a) for a in v["assignments"]],
-                        Scenario.model_validate(v["scenario"]), {},
-                        _table(case, f"{v['name']}_requests.parquet"),
-                        _table(case, f"{v['name']}_steps.parquet"), v["block_size"],
-                        v["kv_bytes_per_token_per_gpu"]) for v in meta["variants"]]
-    return CompareResult(meta["scenario_name"], [(k, vals) for k, vals in meta["varies"]],
-                         variants, _table(case, "table.parquet"), meta["same_requests"],
-                         meta["num_workloads"])
+    files = WRITERS[name](name, tmp_path)
+    _check_text(CASES / name, "report.md", files["md"].read_text(encoding="utf-8"))
+    _check_figures(CASES / name, drawn)
 
 
 def test_compare_report(tmp_path, drawn):
-    from simulator.report.compare import write_compare_report
-    case = CASES / "compare"
-    files = write_compare_report(_compare_result(case), tmp_path)
-    _check_text(case, "compare.md", Path(files["markdown"]).read_text(encoding="utf-8"))
-    _check_figures(case, drawn)
+    files = WRITERS["compare"]("compare", tmp_path)
+    _check_text(CASES / "compare", "compare.md", files["md"].read_text(encoding="utf-8"))
+    _check_figures(CASES / "compare", drawn)
 
 
 def test_spec_sweep_report(tmp_path, drawn):
-    from simulator.config import Scenario
-    from simulator.report.spec_sweep import write_spec_sweep_report
-    case = CASES / "spec_sweep"
-    results = {float(k): v for k, v in _json(case, "results.json").items()}
-    scenario = Scenario.model_validate(_json(case, "scenario.json"))
-    files = write_spec_sweep_report(tmp_path, _table(case, "table.parquet"), results, scenario,
-                                    source="synthetic workload")
-    _check_text(case, "acceptance_economics.md", files["md"].read_text(encoding="utf-8"))
-    _check_figures(case, drawn)
-
-
-def _plan_result(case: Path):
-    from simulator.planner.plan import PlanResult
-    from simulator.planner.spec import PlanSpec
-    d = _json(case, "plan_result.json")
-    return PlanResult(PlanSpec.model_validate(d["plan"]), d["status"], d["recommendation"],
-                      d["candidates"], d["baseline"], d["pareto"], d["workload"], d["stats"],
-                      d["base_scenario"])
+    files = WRITERS["spec_sweep"]("spec_sweep", tmp_path)
+    _check_text(CASES / "spec_sweep", "acceptance_economics.md",
+                files["md"].read_text(encoding="utf-8"))
+    _check_figures(CASES / "spec_sweep", drawn)
 
 
 @pytest.mark.parametrize("name", ["plan", "plan_none"])
 def test_plan_report(name, tmp_path, drawn):
-    from simulator.planner.report import write_plan_report
-    case = CASES / name
-    files = write_plan_report(_plan_result(case), tmp_path)
-    _check_text(case, "plan.md", Path(files["md"]).read_text(encoding="utf-8"))
-    _check_figures(case, drawn)
+    files = WRITERS[name](name, tmp_path)
+    _check_text(CASES / name, "plan.md", files["md"].read_text(encoding="utf-8"))
+    _check_figures(CASES / name, drawn)
 
 
-def test_validation_report(tmp_path):
+def test_validation_report():
     from simulator.observe.report import render_report
-    case = CASES / "validate"
-    _check_text(case, "report.md", render_report(_json(case, "validation.json"),
-                                                 VALIDATION_FIGURES))
+    _check_text(CASES / "validate", "report.md",
+                render_report(case_json("validate", "validation.json"), VALIDATION_FIGURES))
 
 
 def test_self_check_report():
     from calibration.validate import render_report
-    case = CASES / "self_check"
-    _check_text(case, "report.md", render_report(_json(case, "validation.json"),
-                                                 SELF_CHECK_FIGURES))
+    _check_text(CASES / "self_check", "report.md",
+                render_report(case_json("self_check", "validation.json"), SELF_CHECK_FIGURES))
