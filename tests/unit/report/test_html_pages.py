@@ -111,3 +111,11 @@ def test_report_page_renders(browser, tmp_path, case):
     parser.feed(html)
     missing = _markdown_words(md) - _words(" ".join(parser.parts)) - {"details", "summary"}
     assert not missing, sorted(missing)[:20]
+
+
+def test_ci_installs_chromium():
+    """``.ci/run`` tries to install the browser these tests need (and says so when it cannot)."""
+    from helpers import REPO_ROOT
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert "apt-get" in ci and "install -y --no-install-recommends chromium" in ci
+    assert "the browser tests will skip" in ci
