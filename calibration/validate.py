@@ -231,6 +231,45 @@ def speed_sentinel(device: str) -> float:
 
 
 # ------------------------------------------------------------------------------ main
+def _setup_record(opts: ValidateOptions, device: str, profile: Path, perf, num_requests: int,
+                  time_scale: float, sim_busy: float, threads: int | None,
+                  sentinel: dict) -> dict:
+    """What the check ran on: device, profile and its provenance, workload, scheduler, the
+    speed sentinels and the machine drift (max / min sentinel - 1, percent)."""
+    return {
+        "device": device, "profile": str(profile), "perf_provenance": perf.provenance(),
+        "cpu_overhead_fit_s": dict(zip(("a", "b_per_seq", "c_per_token"),
+                                       perf.cpu_overhead_params or (None, None, None))),
+        "workload": {"trace": opts.trace or DEFAULT_TRACE, "num_requests": num_requests,
+                     "prompt_scale": opts.prompt_scale, "output_scale": opts.output_scale,
+                     "arrival_time_scale": time_scale, "target_busy_fraction": opts.load,
+                     "simulated_busy_fraction": sim_busy},
+        "scheduler": {"max_num_seqs": opts.max_num_seqs,
+                      "max_num_batched_tokens": opts.max_num_batched_tokens,
+                      "enable_chunked_prefill": True},
+        "threads": threads,
+        "speed_sentinel_s": sentinel,
+        "machine_drift_pct": float((max(sentinel.values()) / min(sentinel.values()) - 1) * 100),
+    }
+
+
+def _real_runs(eng, base, specs, opts: ValidateOptions, out: Path, sentinel: dict,
+               log: Callable[[str], None]) -> list:
+    """An untimed warm-up, then ``opts.runs`` real-time runs of ``specs`` (each written to
+    ``real_{steps,requests}_run<i>.csv`` and followed by a speed sentinel)."""
+    eng.run(with_time_scale(base[: max(4, len(base) // 4)], 0.0), realtime=False)
+    runs = []
+    for i in range(opts.runs):
+        r = eng.run(specs, realtime=True)
+        runs.append(r)
+        r.steps.to_csv(out / f"real_steps_run{i + 1}.csv", index=False, float_format="%.9g")
+        r.requests.to_csv(out / f"real_requests_run{i + 1}.csv", index=False,
+                          float_format="%.9g")
+        sentinel[f"after_run{i + 1}"] = speed_sentinel(opts.device)
+        log(f"  run {i + 1}: {len(r.steps)} steps in {r.wall_s:.1f} s")
+    return runs
+
+
 def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     """Run the whole check (see module docstring); returns the ``validation.json`` content."""
     import torch
@@ -293,16 +332,7 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
                           max_num_batched_tokens=opts.max_num_batched_tokens,
                           enable_chunked_prefill=True, max_model_len=4096)
     eng = RealEngine(model, cfg, num_gpu_blocks=200_000, seed=opts.seed)
-    eng.run(with_time_scale(base[: max(4, len(base) // 4)], 0.0), realtime=False)
-    runs = []
-    for i in range(opts.runs):
-        r = eng.run(specs, realtime=True)
-        runs.append(r)
-        r.steps.to_csv(out / f"real_steps_run{i + 1}.csv", index=False, float_format="%.9g")
-        r.requests.to_csv(out / f"real_requests_run{i + 1}.csv", index=False,
-                          float_format="%.9g")
-        sentinel[f"after_run{i + 1}"] = speed_sentinel(opts.device)
-        log(f"  run {i + 1}: {len(r.steps)} steps in {r.wall_s:.1f} s")
+    runs = _real_runs(eng, base, specs, opts, out, sentinel, log)
     if harness is not None:
         log("  calibration: second half of the passes")
         harness.measure(harness.grid.repeats - first)
@@ -318,23 +348,10 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     # 5. comparison
     log("5/5 comparison")
     res = _compare(perf, runs, sim)
-    res.update({
-        "device": read_provenance(profile).get("device_name", gpu.name),
-        "profile": str(profile), "perf_provenance": perf.provenance(),
-        "cpu_overhead_fit_s": dict(zip(("a", "b_per_seq", "c_per_token"),
-                                       perf.cpu_overhead_params or (None, None, None))),
-        "workload": {"trace": opts.trace or DEFAULT_TRACE, "num_requests": len(specs),
-                     "prompt_scale": opts.prompt_scale, "output_scale": opts.output_scale,
-                     "arrival_time_scale": f, "target_busy_fraction": opts.load,
-                     "simulated_busy_fraction": busy_fraction(sim)},
-        "scheduler": {"max_num_seqs": opts.max_num_seqs,
-                      "max_num_batched_tokens": opts.max_num_batched_tokens,
-                      "enable_chunked_prefill": True},
-        "threads": torch.get_num_threads() if dev.type == "cpu" else None,
-        "speed_sentinel_s": sentinel,
-        "machine_drift_pct": float((max(sentinel.values()) / min(sentinel.values()) - 1) * 100),
-        "elapsed_s": time.perf_counter() - t_begin,
-    })
+    res.update(_setup_record(opts, read_provenance(profile).get("device_name", gpu.name),
+                             profile, perf, len(specs), f, busy_fraction(sim),
+                             torch.get_num_threads() if dev.type == "cpu" else None, sentinel))
+    res["elapsed_s"] = time.perf_counter() - t_begin
     (out / "validation.json").write_text(json.dumps(_jsonable(res), indent=2) + "\n")
     figs = _figures(out, perf, runs, sim)
     write_report(out, "report", render_report(res, figs))

@@ -174,6 +174,29 @@ def _counter_block(drafts: int, draft_tokens: int, accepted: int, emitted: int,
     }
 
 
+def _slice_block(cs: list, model, k: int) -> tuple[dict[str, Any], dict[str, int], np.ndarray]:
+    """One slice's counter block over the replicas' per-slice counters ``cs``; also its
+    totals (drafts, draft tokens, accepted, emitted) and accepted-length histogram."""
+    hist = np.sum([c.accepted_hist for c in cs], axis=0)
+    counts = {"drafts": sum(c.num_drafts for c in cs),
+              "tokens": sum(c.num_draft_tokens for c in cs),
+              "acc": sum(c.num_accepted_tokens for c in cs),
+              "emit": sum(c.num_emitted_tokens for c in cs)}
+    dt = sum(c.draft_time_s for c in cs)
+    st = sum(c.step_time_s for c in cs)
+    block = _counter_block(counts["drafts"], counts["tokens"], counts["acc"], counts["emit"],
+                           hist)
+    block.update({
+        "acceptance_model": repr(model),
+        "configured_acceptance_alpha": configured_alpha(model),
+        "expected_tokens_per_step": model.expected_tokens_per_step(k),
+        "expected_acceptance_rate": model.draft_acceptance_rate(k),
+        "num_plain_decodes": int(sum(c.num_plain_decodes for c in cs)),
+        "draft_time_s": dt, "step_time_s": st, "draft_time_share": _r(dt, st),
+    })
+    return block, counts, hist
+
+
 def speculative_summary(sim) -> dict[str, Any]:
     """The ``summary["speculative"]`` block of a run.
 
@@ -211,29 +234,11 @@ def speculative_summary(sim) -> dict[str, Any]:
     hist_all = np.zeros(k + 1, dtype=np.int64)
     by_slice: dict[str, Any] = {}
     for name in names:
-        cs = [s.slices[name] for s in scheds if name in s.slices]
-        hist = np.sum([c.accepted_hist for c in cs], axis=0)
-        d = sum(c.num_drafts for c in cs)
-        t = sum(c.num_draft_tokens for c in cs)
-        a = sum(c.num_accepted_tokens for c in cs)
-        e = sum(c.num_emitted_tokens for c in cs)
-        tot["drafts"] += d
-        tot["tokens"] += t
-        tot["acc"] += a
-        tot["emit"] += e
+        block, counts, hist = _slice_block([s.slices[name] for s in scheds if name in s.slices],
+                                           cfg.acceptance_model(name), k)
+        for key, n in counts.items():
+            tot[key] += n
         hist_all += hist
-        model = cfg.acceptance_model(name)
-        dt = sum(c.draft_time_s for c in cs)
-        st = sum(c.step_time_s for c in cs)
-        block = _counter_block(d, t, a, e, hist)
-        block.update({
-            "acceptance_model": repr(model),
-            "configured_acceptance_alpha": configured_alpha(model),
-            "expected_tokens_per_step": model.expected_tokens_per_step(k),
-            "expected_acceptance_rate": model.draft_acceptance_rate(k),
-            "num_plain_decodes": int(sum(c.num_plain_decodes for c in cs)),
-            "draft_time_s": dt, "step_time_s": st, "draft_time_share": _r(dt, st),
-        })
         by_slice[name] = block
     busy = sum(s.busy_time_s for s in scheds)
     spec_t = sum(s.spec_step_time_s for s in scheds)

@@ -129,6 +129,21 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
                                   cache=cache, cache_entries=_cache_entry, backend=backend,
                                   jobs=jobs, address=address, progress=progress)
 
+    rows = _rows(points, overrides, keys, results, ran)
+    table = pd.DataFrame(rows)
+    res = SweepResult(table, len(points), len(ran), len(points) - len(ran),
+                      time.perf_counter() - t0, out)
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+        res.files = write_table(table, out, "sweep")
+        res.files.update(write_sweep_report(
+            table, out, name=spec.name, num_simulated=res.num_simulated,
+            num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
+    return res
+
+
+def _rows(points, overrides, keys, results, ran) -> list[dict[str, Any]]:
+    """One table row per point: identity, status, the dotted inputs, the flat summary."""
     rows = []
     for i, (p, ov, key) in enumerate(zip(points, overrides, keys)):
         r = results[key]
@@ -143,16 +158,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
             row["busy_fraction"] = ex.get("busy_fraction")
             row["queue_share_of_ttft"] = ex.get("queue_share_of_ttft")
         rows.append(row)
-    table = pd.DataFrame(rows)
-    res = SweepResult(table, len(points), len(ran), len(points) - len(ran),
-                      time.perf_counter() - t0, out)
-    if write:
-        out.mkdir(parents=True, exist_ok=True)
-        res.files = write_table(table, out, "sweep")
-        res.files.update(write_sweep_report(
-            table, out, name=spec.name, num_simulated=res.num_simulated,
-            num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
-    return res
+    return rows
 
 
 def _cache_entry(key: str, result: Mapping[str, Any]):
