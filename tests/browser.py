@@ -29,7 +29,8 @@ from pathlib import Path
 CHROMIUM_ENV = "SERVESIM_CHROMIUM"
 _NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable",
           "chrome-headless-shell")
-#: Seconds one protocol reply or the page load may take (a loaded CI machine is slow).
+#: Seconds Chromium may stay silent while a reply or the page load is awaited (a loaded CI
+#: machine is slow; this bounds a hang, it measures nothing).
 TIMEOUT_S = 60.0
 
 
@@ -102,11 +103,11 @@ class Browser:
                   height=height, deviceScaleFactor=1, mobile=False)
 
     # -------------------------------------------------------------------- protocol
-    def _read_message(self, deadline: float) -> dict:
+    def _read_message(self) -> dict:
+        """The next protocol message (waiting at most :data:`TIMEOUT_S` for each chunk)."""
         while b"\0" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._from_child], [], [], left)[0]:
-                raise BrowserError("Chromium did not answer in time")
+            if not select.select([self._from_child], [], [], TIMEOUT_S)[0]:
+                raise BrowserError(f"Chromium sent nothing for {TIMEOUT_S:g} s")
             chunk = os.read(self._from_child, 1 << 16)
             if not chunk:
                 log = (Path(self._profile) / "chromium.log").read_text(errors="replace")
@@ -122,9 +123,8 @@ class Browser:
         if session:
             msg["sessionId"] = self._session
         os.write(self._to_child, json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + TIMEOUT_S
         while True:
-            reply = self._read_message(deadline)
+            reply = self._read_message()
             if reply.get("id") == self._next_id:
                 if "error" in reply:
                     raise BrowserError(f"{method}: {reply['error'].get('message')}")
@@ -133,12 +133,11 @@ class Browser:
 
     def wait_for(self, method: str) -> dict:
         """The first event ``method`` of the page (waiting for it if it has not come yet)."""
-        deadline = time.monotonic() + TIMEOUT_S
         while True:
             for i, ev in enumerate(self.events):
                 if ev.get("method") == method:
                     return self.events.pop(i)
-            self.events.append(self._read_message(deadline))
+            self.events.append(self._read_message())
 
     # -------------------------------------------------------------------- the page
     def open(self, path: str | Path) -> None:
@@ -192,13 +191,13 @@ class Browser:
             self.call("Browser.close")
         except (BrowserError, OSError):
             pass
-        deadline = time.monotonic() + 10.0
-        while os.waitpid(self._pid, os.WNOHANG) == (0, 0):
-            if time.monotonic() > deadline:
-                os.kill(self._pid, signal.SIGKILL)
-                os.waitpid(self._pid, 0)
+        for _ in range(200):  # up to ~10 s for Browser.close to end the process
+            if os.waitpid(self._pid, os.WNOHANG) != (0, 0):
                 break
             time.sleep(0.05)
+        else:
+            os.kill(self._pid, signal.SIGKILL)
+            os.waitpid(self._pid, 0)
         for fd in (self._to_child, self._from_child):
             try:
                 os.close(fd)
