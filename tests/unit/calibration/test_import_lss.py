@@ -11,6 +11,7 @@ when it is absent.
 from __future__ import annotations
 
 import hashlib
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -402,3 +403,20 @@ def test_shipped_4090_values_are_the_source_values(lss_4090):
         att.loc[(0, 0, 64, 1024)] / 1e6, rel=1e-9)
     assert ts.attention_prefill(256, 2048, **kw) == pytest.approx(
         att.loc[(256, 2048, 0, 0)] / 1e6, rel=1e-9)
+
+
+def test_gpu_option_keeps_one_gpu_of_several(tmp_path):
+    make_profile(tmp_path / "src")
+    other = tmp_path / "src" / "profiler_perf" / "RTXPRO6000" / "meta-llama" / "Llama-3.1-8B"
+    shutil.copytree(tmp_path / "src" / "profiler_perf" / "RTX4090" / "meta-llama" /
+                    "Llama-3.1-8B", other)
+    meta = _meta()
+    meta.update(gpu="NVIDIA RTX PRO 6000 Blackwell Server Edition", hardware="RTXPRO6000")
+    (other / "bf16" / "meta.yaml").write_text(yaml.safe_dump(meta))
+    both = import_lss(tmp_path / "src", tmp_path / "all")
+    assert [p.parent.parent.name for p in both] == ["rtx-4090", "rtx-pro-6000-server"]
+    (one,) = import_lss(tmp_path / "src", tmp_path / "one", gpu="rtx-pro-6000-server")
+    assert one.parent.parent.name == "rtx-pro-6000-server"
+    assert _prov_at(one)["profiles"][0]["hardware"] == "RTXPRO6000"
+    with pytest.raises(ValueError, match="no profile measured on GPU 'h100-sxm'"):
+        import_lss(tmp_path / "src", tmp_path / "none", gpu="h100-sxm")
