@@ -34,7 +34,8 @@ def cmd_run(args) -> int:
                            figures=not args.no_figures, progress=cb)
     if not args.quiet:
         console = Console()
-        print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}")
+        print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
+                            scenario=scenario)
         console.print(f"outputs: {res.outdir}/ (summary.json, requests.csv, steps.csv, report.md)")
     return 0
 

@@ -5,6 +5,7 @@ Public API::
     WorkloadConfig, load_workload(cfg, seed, base_dir=None) -> list[RequestSpec]
     read_trace(path, format="auto", columns=None, time_unit="s") -> list[RequestSpec]
     describe_workload(reqs) -> dict
+    synthesised_labels(cfg) -> dict     # fields assigned at random, not read from the trace
     WorkloadError (a ValueError), WorkloadWarning (a UserWarning)
 
 Formats and examples: ``traces/README.md``.
@@ -21,7 +22,12 @@ from simulator.workload.config import (
 )
 from simulator.workload.describe import describe_workload
 from simulator.workload.errors import WorkloadError, WorkloadWarning
-from simulator.workload.loader import assign_by_share, load_workload, stable_int_hash
+from simulator.workload.loader import (
+    assign_by_share,
+    load_workload,
+    stable_int_hash,
+    synthesised_labels,
+)
 from simulator.workload.readers import detect_format, read_trace
 
 __all__ = [
@@ -39,4 +45,5 @@ __all__ = [
     "load_workload",
     "read_trace",
     "stable_int_hash",
+    "synthesised_labels",
 ]
