@@ -102,8 +102,9 @@ def load_workload(cfg: WorkloadConfig, seed: int,
 
     Steps, in order:
 
-    1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``) or
-       generate the synthetic workload;
+    1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``; for
+       ServeGen data, generate its requests from the windows overlapping ``[start_s,
+       end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload;
     2. keep arrivals in ``[start_s, end_s)`` on the trace's clock, sort by arrival time
        (stable: ties keep file order) and keep the first ``max_requests``;
     3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds;
@@ -148,7 +149,8 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     """
     if cfg.trace is not None:
         path = _resolve(cfg.trace, base_dir)
-        cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit)
+        cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit, seed=seed,
+                            start_s=cfg.start_s, end_s=cfg.end_s, servegen=cfg.servegen)
         source = str(cfg.trace)
     else:
         rng_stream(seed, STREAM_ARRIVALS)  # validates the seed
