@@ -198,10 +198,10 @@ def evaluate_gates(summary: Mapping[str, Any], gates: Mapping[str, Any],
             fails.append(gate_failure("slo_attainment", att,
                                       None if target is None else float(target), op=">=",
                                       unit="fraction"))
-    for flag, key, bounds_key, slo_key, label in (
-            ("slice_ttft_p99", "ttft_s", "slice_ttft_p99_s", "ttft_s", "p99 TTFT"),
-            ("slice_tpot_p99", "tpot_s", "slice_tpot_p99_s", "tpot_s", "p99 TPOT")):
-        if not gates.get(flag, True):
+    for flag, default, key, bounds_key, slo_key, label in (
+            ("slice_ttft_p99", True, "ttft_s", "slice_ttft_p99_s", "ttft_s", "p99 TTFT"),
+            ("slice_tpot_p99", False, "tpot_s", "slice_tpot_p99_s", "tpot_s", "p99 TPOT")):
+        if not gates.get(flag, default):
             continue
         per = gates.get(bounds_key) or {}
         for name, g in sorted((summary.get("by_slice") or {}).items()):
