@@ -345,6 +345,10 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
                     for r in list(result.candidates) + [result.baseline]
                     + ([result.last_known_good] if result.last_known_good else [])
                     for f in (r.get("gate_failures") or [])]
+    prov_rows = [[_tag(r) + r["label"], (r.get("provenance") or {}).get("label") or "unknown",
+                  "WEAKER" if r.get("provenance_weaker") else "-"]
+                 for r in list(result.candidates)[:_MAX_TABLE_ROWS] + [result.baseline]
+                 + ([result.last_known_good] if result.last_known_good else [])]
     weaker_rows = [[_tag(r) + r["label"], r.get("provenance_note") or ""]
                    for r in list(result.candidates) + [result.baseline]
                    + ([result.last_known_good] if result.last_known_good else [])
@@ -399,6 +403,7 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         "gate_rows": gate_rows,
         "failure_rows": failure_rows,
         "weaker_rows": weaker_rows,
+        "prov_rows": prov_rows,
         "side_head": side_head,
         "side_rows": side_rows,
         "synthesised": _synthesised_text(result),
@@ -618,6 +623,12 @@ def _markdown(ctx: dict) -> str:
                   "candidate (operator times from fitted efficiencies or the datasheet "
                   "roofline where another candidate's are measured):", "",
                   _md_table(["configuration", "provenance"], ctx["weaker_rows"]), ""]
+    parts += ["## Provenance per configuration", "",
+              "Where each configuration's operator times come from (measured tables with "
+              "their engine version, fitted efficiencies, datasheet roofline) and which "
+              "recorded runs the engine profile's constants were fitted on.", "",
+              _md_table(["configuration", "evidence", "weaker than the best-backed?"],
+                        ctx["prov_rows"]), ""]
     parts += ["## All candidates", "",
               "Ranked by cost at the target rate; failing candidates last.", "",
               _md_table(ctx["head"], ctx["all_rows"]), ""]
@@ -687,6 +698,11 @@ evidence than the best-backed candidate:</p>
 <table id="provenance-warnings"><tr><th>configuration</th><th>provenance</th></tr>
 {% for a, b in c.weaker_rows %}<tr><td>{{ a }}</td><td class="bad">{{ b }}</td></tr>
 {% endfor %}</table>{% endif %}
+<h2>Provenance per configuration</h2>
+<table id="provenance"><tr><th>configuration</th><th>evidence</th>
+<th>weaker than the best-backed?</th></tr>{% for a, b, w in c.prov_rows %}<tr><td>{{ a }}</td>
+<td>{{ b }}</td><td{% if w != '-' %} class="bad"{% endif %}>{{ w }}</td></tr>{% endfor %}
+</table>
 <h2>All candidates</h2><p>Ranked by cost at the target rate; failing candidates last.</p>
 {{ table(c.head, c.all_rows) }}
 {% if c.more %}<p>... and {{ c.more }} more (see plan_table.csv).</p>{% endif %}

@@ -741,8 +741,8 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
     if p.is_dir():
         if is_servegen_path(p):
             return "servegen"
-        raise WorkloadError(f"{shown}: is a directory without ServeGen client files "
-                            "(chunk-N-trace.csv); a trace is a file or a ServeGen folder")
+        raise WorkloadError(f"{shown}: is a directory, not a trace file (nor a ServeGen "
+                            "folder: it has no chunk-N-trace.csv)")
     if _is_parquet(p):
         return "parquet"
     if is_servegen_path(p):
