@@ -37,10 +37,9 @@ from ..workload import synthesised_labels
 from .backends import run_tasks
 from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from .grid import config_label, expand_grid, set_path
-from .search import evaluate_candidate
-from .simulate import specs_rate
 from .provenance import compare_provenance
-from .search import gate_failure
+from .search import evaluate_candidate, gate_failure
+from .simulate import specs_rate
 from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec, load_quality_table, resolve_base
 from .sweep import _absolute_spec_paths, _factory_id, prepare_points
 

@@ -314,14 +314,14 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         ("headroom over the target", _f(c["headroom"], "{:.0%}")),
         ("cost", f"{_usd(c['usd_per_hour'])} per hour"),
         ("price per 1M input tokens (prefill GPU time)",
-         f"{_usd4(c.get('price_per_1m_input_tokens_usd'))} (prefill "
-         f"{_pct(c.get('prefill_share_at_target'))} of busy GPU time)"),
+         (f"{_usd4(c.get('price_per_1m_input_tokens_usd'))} (prefill "
+          f"{_pct(c.get('prefill_share_at_target'))} of busy GPU time)")),
         ("price per 1M output tokens (decode GPU time)",
          _usd4(c.get("price_per_1m_output_tokens_usd"))),
         ("all GPU time per 1M input / output / all tokens (alternative views, not a split)",
-         f"{_usd4(c['cost_per_1m_input_tokens_usd'])} / "
-         f"{_usd4(c['cost_per_1m_output_tokens_usd'])} / "
-         f"{_usd4(c['cost_per_1m_tokens_usd'])}"),
+         (f"{_usd4(c['cost_per_1m_input_tokens_usd'])} / "
+          f"{_usd4(c['cost_per_1m_output_tokens_usd'])} / "
+          f"{_usd4(c['cost_per_1m_tokens_usd'])}")),
         ("SLO attainment at the target", _f(c["slo_attainment_at_target"], "{:.4f}")),
         ("p99 TTFT / p99 TPOT at the target",
          f"{_ms(c['ttft_p99_s_at_target'])} / {_ms(c['tpot_p99_s_at_target'])}"),
@@ -619,14 +619,14 @@ def _markdown(ctx: dict) -> str:
                             ctx["failure_rows"]), ""]
     if ctx["weaker_rows"]:
         parts += ["## Provenance warnings", "",
-                  "These configurations are ranked on weaker evidence than the best-backed "
-                  "candidate (operator times from fitted efficiencies or the datasheet "
-                  "roofline where another candidate's are measured):", "",
+                  ("These configurations are ranked on weaker evidence than the best-backed "
+                   "candidate (operator times from fitted efficiencies or the datasheet "
+                   "roofline where another candidate's are measured):"), "",
                   _md_table(["configuration", "provenance"], ctx["weaker_rows"]), ""]
     parts += ["## Provenance per configuration", "",
-              "Where each configuration's operator times come from (measured tables with "
-              "their engine version, fitted efficiencies, datasheet roofline) and which "
-              "recorded runs the engine profile's constants were fitted on.", "",
+              ("Where each configuration's operator times come from (measured tables with "
+               "their engine version, fitted efficiencies, datasheet roofline) and which "
+               "recorded runs the engine profile's constants were fitted on."), "",
               _md_table(["configuration", "evidence", "weaker than the best-backed?"],
                         ctx["prov_rows"]), ""]
     parts += ["## All candidates", "",

@@ -582,23 +582,23 @@ def price_sheet_section(summary: Mapping[str, Any]) -> str:
         return ""
     n_in, n_out = summary.get("num_input_tokens"), summary.get("num_output_tokens")
     p_in, p_out = pc.get("price_per_1m_input_tokens_usd"), pc.get("price_per_1m_output_tokens_usd")
-    lines = ["## Price sheet (phase-attributed cost)", "",
-             "| Phase | GPU-seconds | share of busy time | cost | tokens | price per 1M tokens |",
-             "|---|---:|---:|---:|---:|---:|",
-             f"| prefill (input) | {_fmt_num(pc.get('prefill_gpu_s'))} | "
-             f"{_fmt_pct(pc.get('prefill_share'))} | {_fmt_usd(pc.get('prefill_cost_usd'))} | "
-             f"{_fmt_num(n_in)} | {_fmt_usd(p_in)} |",
-             f"| decode (output) | {_fmt_num(pc.get('decode_gpu_s'))} | "
-             f"{_fmt_pct(None if pc.get('prefill_share') is None else 1 - pc['prefill_share'])}"
-             f" | {_fmt_usd(pc.get('decode_cost_usd'))} | {_fmt_num(n_out)} | "
-             f"{_fmt_usd(p_out)} |",
-             f"| idle (pro rata) | {_fmt_num(pc.get('idle_gpu_s'))} | - | included above | - "
-             "| - |",
-             "",
-             f"Input tokens x input price + output tokens x output price = "
+    share = pc.get("prefill_share")
+    pre_row = (f"| prefill (input) | {_fmt_num(pc.get('prefill_gpu_s'))} | "
+               f"{_fmt_pct(share)} | {_fmt_usd(pc.get('prefill_cost_usd'))} | "
+               f"{_fmt_num(n_in)} | {_fmt_usd(p_in)} |")
+    dec_row = (f"| decode (output) | {_fmt_num(pc.get('decode_gpu_s'))} | "
+               f"{_fmt_pct(None if share is None else 1 - share)} | "
+               f"{_fmt_usd(pc.get('decode_cost_usd'))} | {_fmt_num(n_out)} | "
+               f"{_fmt_usd(p_out)} |")
+    idle_row = (f"| idle (pro rata) | {_fmt_num(pc.get('idle_gpu_s'))} | - | included above "
+                "| - | - |")
+    check = (f"Input tokens x input price + output tokens x output price = "
              f"{_fmt_usd(pc.get('price_check_usd'))} (cost {_fmt_usd(summary.get('cost_usd'))})."
              f" Rule: {pc.get('rule', '')}; mixed steps are "
-             f"{_fmt_pct(pc.get('mixed_time_share'))} of busy time."]
+             f"{_fmt_pct(pc.get('mixed_time_share'))} of busy time.")
+    lines = ["## Price sheet (phase-attributed cost)", "",
+             "| Phase | GPU-seconds | share of busy time | cost | tokens | price per 1M tokens |",
+             "|---|---:|---:|---:|---:|---:|", pre_row, dec_row, idle_row, "", check]
     return "\n".join(lines)
 
 

@@ -414,7 +414,7 @@ def read_servegen(path: str | Path, seed: int = 0, *, start_s: float = 0.0,
             r = float(c.rate_rps[j])
             if r <= 0 or t0 + WINDOW_S <= start_s or t0 >= hi:
                 continue
-            k = int(round(r * WINDOW_S))
+            k = round(r * WINDOW_S)
             plan.append((c, j, t0, k))
             expected += k
     check_workload_budget(expected, f"{shown} (ServeGen)",
