@@ -741,8 +741,10 @@ def write_plan_report(result, outdir: Path, *, figures: bool = True) -> dict[str
             for p in recs:
                 row = {"config_index": r["index"], "label": r["label"], "kind": kind}
                 row.update(flatten_summary({k: v for k, v in p.items()
-                                            if k != "failed_gates"}))
+                                            if k not in ("failed_gates", "gate_failures")}))
                 row["failed_gates"] = ";".join(p.get("failed_gates") or [])
+                row["gate_failures"] = "; ".join(f["text"] for f in
+                                                 p.get("gate_failures") or [])
                 probes.append(row)
     pd.DataFrame(probes).to_csv(outdir / "probes.csv", index=False, float_format="%.9g")
     files.update({"pareto": outdir / "pareto.csv", "probes": outdir / "probes.csv"})
