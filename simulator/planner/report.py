@@ -73,8 +73,15 @@ def candidates_table(result) -> pd.DataFrame:
     for r in list(result.candidates) + [result.baseline]:
         row = {k: v for k, v in r.items() if k not in (
             "probes", "confirmations", "confirm_summary", "confirm_extra", "overrides",
-            "slice_ttft_p99_s_at_target", "failed_gates")}
+            "slice_ttft_p99_s_at_target", "slice_tpot_p99_s_at_target", "failed_gates",
+            "gate_failures", "provenance", "provenance_weaker_operators", "quality")}
         row["failed_gates"] = ";".join(r["failed_gates"])
+        row["gate_failures"] = "; ".join(f["text"] for f in r.get("gate_failures") or [])
+        row["provenance"] = (r.get("provenance") or {}).get("label")
+        for k, v in ((r.get("quality") or {}).get("scores") or {}).items():
+            row[f"quality.{k}"] = v
+        for k, v in (r.get("slice_tpot_p99_s_at_target") or {}).items():
+            row[f"slice_tpot_p99_s_at_target.{k}"] = v
         for k, v in r["overrides"].items():
             row[f"set.{k}"] = v if not isinstance(v, (dict, list)) else json.dumps(v)
         for k, v in (r.get("slice_ttft_p99_s_at_target") or {}).items():
@@ -272,24 +279,31 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
     plan = result.plan
 
     def cand_cells(r: dict) -> list[str]:
-        return [str(r.get("rank") or ("baseline" if r.get("is_baseline") else "-")),
-                ("[baseline] " if r.get("is_baseline") else "") + r["label"],
+        return [str(r.get("rank") or ("baseline" if r.get("is_baseline") else
+                                      ("fallback" if r.get("is_last_known_good") else "-"))),
+                _tag(r) + r["label"],
                 _f(r["capacity_rps"], "{:.2f}"), _f(r["replicas"], "{}"), _f(r["gpus"], "{}"),
                 _f(r["headroom"], "{:.0%}"), _usd(r["usd_per_hour"]),
-                _usd4(r["cost_per_1m_input_tokens_usd"]),
-                _usd4(r["cost_per_1m_output_tokens_usd"]),
+                _usd4(r.get("price_per_1m_input_tokens_usd")),
+                _usd4(r.get("price_per_1m_output_tokens_usd")),
                 _f(r["slo_attainment_at_target"], "{:.3f}"),
                 _ms(r["ttft_p99_s_at_target"]), _ms(r["tpot_p99_s_at_target"]),
-                "pass" if r["passed"] else ", ".join(r["failed_gates"]) or "fail"]
+                _pct(r.get("peak_kv_cache_usage_at_target")),
+                _provenance_cell(r),
+                "pass" if r["passed"] else _gates_cell(r)]
 
     head = ["rank", "configuration", "capacity/replica (rps)", "replicas", "GPUs", "headroom",
-            "USD/h", "USD/1M in", "USD/1M out", "attainment", "p99 TTFT", "p99 TPOT",
-            "gates"]
+            "USD/h", "USD/1M in (prefill)", "USD/1M out (decode)", "attainment", "p99 TTFT",
+            "p99 TPOT", "peak KV", "provenance", "gates (failing: value vs bound)"]
     all_rows = [cand_cells(r) for r in result.candidates[:_MAX_TABLE_ROWS]]
     runner_rows = [cand_cells(r) for r in rec["runners_up"]]
-    base_rows = [cand_cells(result.baseline)]
+    base_rows = [cand_cells(result.baseline)] + (
+        [cand_cells(result.last_known_good)] if result.last_known_good else [])
+    fb = result.fallback or {}
+    fb_row = fb.get("config")
+    side_head, side_rows = _side_by_side(c, fb_row, fb)
     chosen_kv = [
-        ("configuration", ("[baseline] " if c.get("is_baseline") else "") + c["label"]),
+        ("configuration", _tag(c) + c["label"]),
         ("overrides of the base", json.dumps(c.get("overrides", {}), sort_keys=True) or "{}"),
         ("GPU", f"{c['gpu']} at {_usd(c['usd_per_gpu_hour'])}/GPU-hour ({c['price_source']})"),
         ("tensor parallel size", str(c["tensor_parallel_size"])),
@@ -299,22 +313,46 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         ("GPUs needed", _f(c["gpus"], "{}")),
         ("headroom over the target", _f(c["headroom"], "{:.0%}")),
         ("cost", f"{_usd(c['usd_per_hour'])} per hour"),
-        ("cost per 1M input tokens", _usd4(c["cost_per_1m_input_tokens_usd"])),
-        ("cost per 1M output tokens", _usd4(c["cost_per_1m_output_tokens_usd"])),
-        ("cost per 1M tokens (input + output)", _usd4(c["cost_per_1m_tokens_usd"])),
+        ("price per 1M input tokens (prefill GPU time)",
+         (f"{_usd4(c.get('price_per_1m_input_tokens_usd'))} (prefill "
+          f"{_pct(c.get('prefill_share_at_target'))} of busy GPU time)")),
+        ("price per 1M output tokens (decode GPU time)",
+         _usd4(c.get("price_per_1m_output_tokens_usd"))),
+        ("all GPU time per 1M input / output / all tokens (alternative views, not a split)",
+         (f"{_usd4(c['cost_per_1m_input_tokens_usd'])} / "
+          f"{_usd4(c['cost_per_1m_output_tokens_usd'])} / "
+          f"{_usd4(c['cost_per_1m_tokens_usd'])}")),
         ("SLO attainment at the target", _f(c["slo_attainment_at_target"], "{:.4f}")),
         ("p99 TTFT / p99 TPOT at the target",
          f"{_ms(c['ttft_p99_s_at_target'])} / {_ms(c['tpot_p99_s_at_target'])}"),
         ("p99 TTFT by slice", ", ".join(f"{k}: {_ms(v)}" for k, v in
                                        (c.get("slice_ttft_p99_s_at_target") or {}).items())
          or "-"),
-        ("gates", "all pass" if c["passed"] else ", ".join(c["failed_gates"])),
+        ("p99 TPOT by slice", ", ".join(f"{k}: {_ms(v)}" for k, v in
+                                       (c.get("slice_tpot_p99_s_at_target") or {}).items())
+         or "-"),
+        ("peak KV-cache use at the target", _pct(c.get("peak_kv_cache_usage_at_target"))),
+        ("quality", _quality_text(c)),
+        ("provenance", _provenance_text(c)),
+        ("gates", "all pass" if c["passed"] else _gates_cell(c)),
     ]
     fails = {}
     for r in result.candidates:
         for g in r["failed_gates"]:
             fails[g] = fails.get(g, 0) + 1
     gate_rows = [[g, str(n)] for g, n in sorted(fails.items(), key=lambda kv: -kv[1])]
+    failure_rows = [[_tag(r) + r["label"], f["text"]]
+                    for r in list(result.candidates) + [result.baseline]
+                    + ([result.last_known_good] if result.last_known_good else [])
+                    for f in (r.get("gate_failures") or [])]
+    prov_rows = [[_tag(r) + r["label"], (r.get("provenance") or {}).get("label") or "unknown",
+                  "WEAKER" if r.get("provenance_weaker") else "-"]
+                 for r in list(result.candidates)[:_MAX_TABLE_ROWS] + [result.baseline]
+                 + ([result.last_known_good] if result.last_known_good else [])]
+    weaker_rows = [[_tag(r) + r["label"], r.get("provenance_note") or ""]
+                   for r in list(result.candidates) + [result.baseline]
+                   + ([result.last_known_good] if result.last_known_good else [])
+                   if r.get("provenance_weaker")]
     pareto_rows = [[p["label"], _f(p["rate_rps"], "{:.2f}"),
                     _f(p["output_tps_per_gpu"], "{:.0f}"), _f(p["tps_per_user"], "{:.1f}")]
                    for p in result.pareto]
@@ -328,6 +366,8 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
                                          ("ttft_s", "tpot_s", "e2e_s") if slo.get(k)) or "none"),
         ("attainment target", _f(slo.get("attainment_target"), "{:.3f}")),
         ("gates", _gates_text(plan.gates.model_dump())),
+        ("quality gate", _quality_gate_text(result)),
+        ("fallback", f"{fb.get('name', '-')} ({fb.get('source', '-')})"),
         ("headroom", f"{plan.headroom:.0%}"),
         ("candidates", str(len(result.candidates))),
     ]
@@ -338,6 +378,10 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
               f"most {plan.search.max_probes} probes); replicas = ceil(target x "
               f"(1 + {plan.headroom:g}) / capacity), confirmed by a cluster simulation at the "
               f"target rate (router: {result.base_scenario['cluster']['router']}). "
+              "Prices per 1M input / output tokens split the deployment's hourly cost by the "
+              "prefill share of the confirmation run's busy GPU time (per step: pure prefill "
+              "or decode steps to their phase, mixed steps by operator times; idle time pro "
+              "rata) and divide each phase by the tokens the target rate brings per hour. "
               f"{st['num_simulations']} simulation(s) run, {st['num_cache_hits']} cache "
               f"hit(s), {st['wall_s']:.1f} s wall clock, backend {st['backend']} with "
               f"{st['jobs']} job(s).")
@@ -357,6 +401,12 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
         "all_rows": all_rows,
         "more": max(0, len(result.candidates) - _MAX_TABLE_ROWS),
         "gate_rows": gate_rows,
+        "failure_rows": failure_rows,
+        "weaker_rows": weaker_rows,
+        "prov_rows": prov_rows,
+        "side_head": side_head,
+        "side_rows": side_rows,
+        "synthesised": _synthesised_text(result),
         "pareto_rows": pareto_rows,
         "method": method,
         "figs": [(name, p.name) for name, p in figs.items()],
@@ -369,17 +419,125 @@ def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
     }
 
 
+def _tag(r: dict) -> str:
+    if r.get("is_baseline"):
+        return "[baseline] "
+    if r.get("is_last_known_good"):
+        return "[last known-good] "
+    return ""
+
+
+def _gates_cell(r: dict) -> str:
+    """Each failing gate with its value against its bound (``fail`` without details)."""
+    det = r.get("gate_failures") or []
+    if det:
+        return "; ".join(f["text"] for f in det)
+    return ", ".join(r.get("failed_gates") or []) or "fail"
+
+
+def _provenance_cell(r: dict) -> str:
+    p = r.get("provenance") or {}
+    c = p.get("counts") or {}
+    n = p.get("num_operators") or 0
+    if not p:
+        txt = "unknown"
+    else:
+        txt = "/".join(f"{c.get(k, 0)}{k[0].upper()}" for k in ("measured", "fitted",
+                                                                 "datasheet")) + f" of {n}"
+        if not p.get("engine_fitted_on") and p.get("engine_profile"):
+            txt += ", engine unfitted"
+    if r.get("provenance_weaker"):
+        weak = ", ".join(r.get("provenance_weaker_operators") or {}) or "engine"
+        txt = f"WEAKER ({weak}): " + txt
+    return txt
+
+
+def _provenance_text(r: dict) -> str:
+    p = r.get("provenance") or {}
+    txt = p.get("label") or "unknown"
+    if r.get("provenance_note"):
+        txt += f" -- {r['provenance_note']}"
+    return txt
+
+
+def _quality_text(r: dict) -> str:
+    q = r.get("quality")
+    if not q:
+        return "no quality gate"
+    sc = ", ".join(f"{k}: {_f(v, '{:.4g}', 'no score')} (min {_f(q['minimums'].get(k), '{:.4g}')})"
+                   for k, v in q["scores"].items())
+    return f"{q['metric']} from entry '{q['entry'] or 'none matched'}': {sc}"
+
+
+def _quality_gate_text(result) -> str:
+    q = result.quality
+    g = result.plan.quality
+    if not q or g is None:
+        return "none"
+    mins = ", ".join(f"{k} >= {v:g}" for k, v in sorted(g.min_score_by_slice.items()))
+    every = f"every slice >= {g.min_score:g}" if g.min_score is not None else ""
+    return (f"{q['metric']} ({q['source']}): " + "; ".join(x for x in (every, mins) if x)
+            + f"; unscored slices {g.unscored}")
+
+
+def _synthesised_text(result) -> str:
+    synth = (result.workload or {}).get("synthesised") or {}
+    if not synth:
+        return ""
+    fields = ", ".join(f"{f} ({k})" for f, k in synth.items())
+    return (f"Synthesised request labels: {fields} were assigned at random by the workload "
+            "config, not read from the trace; the per-slice gates and quality scores apply "
+            "to those assigned shares")
+
+
+_SIDE_FIELDS = (
+    ("configuration", lambda r: _tag(r) + r["label"]),
+    ("deployment", lambda r: (f"{r['replicas']} x TP{r['tensor_parallel_size']} {r['gpu']} = "
+                              f"{r['gpus']} GPU(s)") if r.get("gpus") else "not sized"),
+    ("USD per hour", lambda r: _usd(r.get("usd_per_hour"))),
+    ("price per 1M input tokens (prefill)",
+     lambda r: _usd4(r.get("price_per_1m_input_tokens_usd"))),
+    ("price per 1M output tokens (decode)",
+     lambda r: _usd4(r.get("price_per_1m_output_tokens_usd"))),
+    ("SLO attainment at the target", lambda r: _f(r.get("slo_attainment_at_target"), "{:.4f}")),
+    ("p99 TTFT / p99 TPOT", lambda r: f"{_ms(r.get('ttft_p99_s_at_target'))} / "
+                                      f"{_ms(r.get('tpot_p99_s_at_target'))}"),
+    ("peak KV-cache use", lambda r: _pct(r.get("peak_kv_cache_usage_at_target"))),
+    ("quality", _quality_text),
+    ("provenance", _provenance_text),
+    ("gates", lambda r: "all pass" if r.get("passed") else _gates_cell(r)),
+)
+
+
+def _side_by_side(rec: dict, fb: dict | None, meta: dict) -> tuple[list[str], list[list[str]]]:
+    """The recommendation and the fallback, field by field."""
+    if not fb:
+        return [], []
+    what = "last known-good" if meta.get("kind") == "last_known_good" else "baseline"
+    head = ["", "recommended", f"fallback ({what})"]
+    if meta.get("is_recommended"):
+        head[1] = "recommended (= the fallback)"
+    return head, [[name, fn(rec), fn(fb)] for name, fn in _SIDE_FIELDS]
+
+
 def _gates_text(g: dict) -> str:
     parts = []
     if g.get("slo_attainment"):
         parts.append("SLO attainment >= target")
-    if g.get("slice_ttft_p99"):
-        per = g.get("slice_ttft_p99_s") or {}
-        extra = f" ({', '.join(f'{k} <= {_ms(v)}' for k, v in per.items())})" if per else ""
-        parts.append(f"every slice's p99 TTFT <= its SLO{extra}")
+    for flag, key, what in (("slice_ttft_p99", "slice_ttft_p99_s", "TTFT"),
+                            ("slice_tpot_p99", "slice_tpot_p99_s", "TPOT")):
+        if g.get(flag):
+            per = g.get(key) or {}
+            extra = f" ({', '.join(f'{k} <= {_ms(v)}' for k, v in per.items())})" if per else ""
+            parts.append(f"every slice's p99 {what} <= its SLO{extra}")
     for key, text in (("max_rejected_fraction", "rejected fraction <= {}"),
                       ("max_preemptions_per_request", "preemptions per request <= {}"),
-                      ("max_gpus", "GPUs <= {}"), ("max_usd_per_hour", "USD per hour <= {}")):
+                      ("max_peak_kv_cache_usage", "peak KV-cache use <= {:.0%}"),
+                      ("max_gpus", "GPUs <= {}"), ("max_usd_per_hour", "USD per hour <= {}"),
+                      ("max_usd_per_1m_output_tokens",
+                       "price per 1M output tokens (decode GPU time) <= ${}"),
+                      ("max_usd_per_1m_input_tokens",
+                       "price per 1M input tokens (prefill GPU time) <= ${}")):
         if g.get(key) is not None:
             parts.append(text.format(g[key]))
     return "; ".join(parts) or "none"
@@ -395,17 +553,30 @@ def _window(w: dict) -> str:
 def _headline(result) -> str:
     c = result.recommendation["config"]
     if result.status == "none_passed":
-        return (f"No configuration passes the gates: every candidate and the baseline "
-                f"'{c['label']}' fail ({', '.join(c['failed_gates'])} for the baseline); keep the "
+        what = "last known-good" if c.get("is_last_known_good") else "baseline"
+        return (f"No configuration passes the gates: every candidate and the {what} "
+                f"'{c['label']}' fail ({', '.join(c['failed_gates'])} for the {what}); keep the "
                 "last known-good deployment")
-    who = f"baseline '{c['label']}'" if c.get("is_baseline") else c["label"]
+    who = (f"baseline '{c['label']}'" if c.get("is_baseline") else
+           f"last known-good '{c['label']}'" if c.get("is_last_known_good") else c["label"])
     if c.get("gpus") is None:
         return f"Recommend {who} (could not be sized: {', '.join(c['failed_gates'])})"
+    p_in = c.get("price_per_1m_input_tokens_usd")
+    p_out = c.get("price_per_1m_output_tokens_usd")
+    if p_in is not None and p_out is not None:
+        prices = (f"{_usd4(p_in)} per 1M input and {_usd4(p_out)} per 1M output tokens "
+                  "(phase-attributed)")
+    else:
+        prices = (f"{_usd4(c['cost_per_1m_input_tokens_usd'])} per 1M input and "
+                  f"{_usd4(c['cost_per_1m_output_tokens_usd'])} per 1M output tokens "
+                  "(all GPU time each)")
+    fb = (result.fallback or {}).get("config")
+    tail = ""
+    if fb and fb.get("label") != c.get("label"):
+        tail = f"; fallback: {_tag(fb).strip('[] ')} '{fb['label']}'"
     return (f"Recommend {who}: {c['replicas']} replica(s) x TP{c['tensor_parallel_size']} "
-            f"{c['gpu']} = {c['gpus']} GPU(s), {_usd(c['usd_per_hour'])}/h, "
-            f"{_usd4(c['cost_per_1m_input_tokens_usd'])} per 1M input and "
-            f"{_usd4(c['cost_per_1m_output_tokens_usd'])} per 1M output tokens, "
-            f"headroom {_f(c['headroom'], '{:.0%}')}")
+            f"{c['gpu']} = {c['gpus']} GPU(s), {_usd(c['usd_per_hour'])}/h, {prices}, "
+            f"headroom {_f(c['headroom'], '{:.0%}')}{tail}")
 
 
 def _md_table(head: list[str], rows: list[list[str]]) -> str:
@@ -420,9 +591,14 @@ def _markdown(ctx: dict) -> str:
     kv = ["field", "value"]
     parts = [f"# {ctx['title']}", "",
              f"**{ctx['headline']}.**", "",
-             f"Status: `{ctx['status']}`: {ctx['reason']}.", "",
-             "## Target", "", _md_table(kv, [list(x) for x in ctx["target_kv"]]), "",
-             "## Recommended configuration", "",
+             f"Status: `{ctx['status']}`: {ctx['reason']}.", ""]
+    if ctx["synthesised"]:
+        parts += [f"> **Note: {ctx['synthesised']}.**", ""]
+    parts += ["## Target", "", _md_table(kv, [list(x) for x in ctx["target_kv"]]), ""]
+    if ctx["side_rows"]:
+        parts += ["## Recommendation and fallback", "",
+                  _md_table(ctx["side_head"], ctx["side_rows"]), ""]
+    parts += ["## Recommended configuration", "",
              _md_table(kv, [list(x) for x in ctx["chosen_kv"]]), "",
              "### Bottleneck", "", _capital(ctx["bottleneck_text"]) + ".", ""]
     if ctx["bottleneck_advice"]:
@@ -431,11 +607,28 @@ def _markdown(ctx: dict) -> str:
     parts += ["## Runners-up", ""]
     parts += [_md_table(ctx["head"], ctx["runner_rows"]) if ctx["runner_rows"]
               else "None (no other candidate passed every gate).", ""]
-    parts += ["## Baseline", "", _md_table(ctx["head"], ctx["base_rows"]), ""]
+    parts += ["## Baseline" + (" and last known-good" if len(ctx["base_rows"]) > 1 else ""),
+              "", _md_table(ctx["head"], ctx["base_rows"]), ""]
     if ctx["gate_rows"]:
         parts += ["## Failed gates", "",
                   "Candidates failing each gate (a candidate may fail several):", "",
                   _md_table(["gate", "candidates"], ctx["gate_rows"]), ""]
+    if ctx["failure_rows"]:
+        parts += ["### Why each configuration fails", "",
+                  _md_table(["configuration", "failing gate: value vs bound"],
+                            ctx["failure_rows"]), ""]
+    if ctx["weaker_rows"]:
+        parts += ["## Provenance warnings", "",
+                  ("These configurations are ranked on weaker evidence than the best-backed "
+                   "candidate (operator times from fitted efficiencies or the datasheet "
+                   "roofline where another candidate's are measured):"), "",
+                  _md_table(["configuration", "provenance"], ctx["weaker_rows"]), ""]
+    parts += ["## Provenance per configuration", "",
+              ("Where each configuration's operator times come from (measured tables with "
+               "their engine version, fitted efficiencies, datasheet roofline) and which "
+               "recorded runs the engine profile's constants were fitted on."), "",
+              _md_table(["configuration", "evidence", "weaker than the best-backed?"],
+                        ctx["prov_rows"]), ""]
     parts += ["## All candidates", "",
               "Ranked by cost at the target rate; failing candidates last.", "",
               _md_table(ctx["head"], ctx["all_rows"]), ""]
@@ -471,9 +664,14 @@ img{max-width:100%;border:1px solid #eee}
 <h1>{{ c.title }}</h1>
 <p class="headline"><b>{{ c.headline }}.</b><br>Status <code>{{ c.status }}</code>:
 {{ c.reason }}.</p>
+{% if c.synthesised %}<p class="bad"><b>Note: {{ c.synthesised }}.</b></p>{% endif %}
 <h2>Target</h2>
 <table>{% for k, v in c.target_kv %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}
 </table>
+{% if c.side_rows %}<h2>Recommendation and fallback</h2>
+<table id="recommendation-vs-fallback"><tr>{% for h in c.side_head %}<th>{{ h }}</th>
+{% endfor %}</tr>{% for r in c.side_rows %}<tr><th>{{ r[0] }}</th><td>{{ r[1] }}</td>
+<td>{{ r[2] }}</td></tr>{% endfor %}</table>{% endif %}
 <h2>Recommended configuration</h2>
 <table>{% for k, v in c.chosen_kv %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}
 </table>
@@ -486,10 +684,25 @@ else 'bad' }}"{% endif %}>{{ v }}</td>{% endfor %}</tr>{% endfor %}</table>{% en
 <h2>Runners-up</h2>
 {% if c.runner_rows %}{{ table(c.head, c.runner_rows) }}{% else %}<p>None (no other
 candidate passed every gate).</p>{% endif %}
-<h2>Baseline</h2>{{ table(c.head, c.base_rows) }}
+<h2>Baseline{% if c.base_rows|length > 1 %} and last known-good{% endif %}</h2>
+{{ table(c.head, c.base_rows) }}
 {% if c.gate_rows %}<h2>Failed gates</h2>
 <table><tr><th>gate</th><th>candidates</th></tr>{% for g, n in c.gate_rows %}<tr><td>{{ g }}
 </td><td>{{ n }}</td></tr>{% endfor %}</table>{% endif %}
+{% if c.failure_rows %}<h3>Why each configuration fails</h3>
+<table id="gate-failures"><tr><th>configuration</th><th>failing gate: value vs bound</th></tr>
+{% for a, b in c.failure_rows %}<tr><td>{{ a }}</td><td class="bad">{{ b }}</td></tr>
+{% endfor %}</table>{% endif %}
+{% if c.weaker_rows %}<h2>Provenance warnings</h2><p>These configurations are ranked on weaker
+evidence than the best-backed candidate:</p>
+<table id="provenance-warnings"><tr><th>configuration</th><th>provenance</th></tr>
+{% for a, b in c.weaker_rows %}<tr><td>{{ a }}</td><td class="bad">{{ b }}</td></tr>
+{% endfor %}</table>{% endif %}
+<h2>Provenance per configuration</h2>
+<table id="provenance"><tr><th>configuration</th><th>evidence</th>
+<th>weaker than the best-backed?</th></tr>{% for a, b, w in c.prov_rows %}<tr><td>{{ a }}</td>
+<td>{{ b }}</td><td{% if w != '-' %} class="bad"{% endif %}>{{ w }}</td></tr>{% endfor %}
+</table>
 <h2>All candidates</h2><p>Ranked by cost at the target rate; failing candidates last.</p>
 {{ table(c.head, c.all_rows) }}
 {% if c.more %}<p>... and {{ c.more }} more (see plan_table.csv).</p>{% endif %}
@@ -528,8 +741,10 @@ def write_plan_report(result, outdir: Path, *, figures: bool = True) -> dict[str
             for p in recs:
                 row = {"config_index": r["index"], "label": r["label"], "kind": kind}
                 row.update(flatten_summary({k: v for k, v in p.items()
-                                            if k != "failed_gates"}))
+                                            if k not in ("failed_gates", "gate_failures")}))
                 row["failed_gates"] = ";".join(p.get("failed_gates") or [])
+                row["gate_failures"] = "; ".join(f["text"] for f in
+                                                 p.get("gate_failures") or [])
                 probes.append(row)
     pd.DataFrame(probes).to_csv(outdir / "probes.csv", index=False, float_format="%.9g")
     files.update({"pareto": outdir / "pareto.csv", "probes": outdir / "probes.csv"})

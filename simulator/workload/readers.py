@@ -20,6 +20,12 @@ Formats (see ``traces/README.md`` for examples):
 - ``generic_csv`` / ``generic_jsonl``: our field names (``arrival_time_s``,
   ``num_prompt_tokens``, ``num_output_tokens``), or the file's names via ``columns``;
   ``time_unit`` ``s`` or ``ms``.
+- ``parquet``: the generic fields as typed Parquet columns (strings in a numeric column are
+  errors, nulls are "not given"), plus ``prefix_hash_ids`` (list of int64) with
+  ``prefix_block_tokens``; what :func:`write_parquet_trace` writes. Errors name the 1-based
+  row (``file.parquet:17: ...``).
+- ``servegen``: a ServeGen folder or client file; requests are generated from its per-client
+  rate windows and length tables (:mod:`simulator.workload.servegen`).
 
 Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
 ``cancel_after_s`` (s) and ``max_tokens``; an empty cell (or JSON ``null``) means "not given".
@@ -563,6 +569,138 @@ def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColu
 
 # --------------------------------------------------------------------------- detection
 
+# --------------------------------------------------------------------------- parquet
+
+PARQUET_MAGIC = b"PAR1"
+_PARQUET_EXTS = {".parquet", ".pq"}
+
+
+def _is_parquet(p: Path) -> bool:
+    if p.suffix.lower() in _PARQUET_EXTS:
+        return True
+    try:
+        with open(p, "rb") as f:
+            return f.read(4) == PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def _read_parquet(path: Path, shown: str, columns, time_unit) -> TraceColumns:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise WorkloadError(f"{shown}: not a readable Parquet file ({e})") from None
+    names = list(table.column_names)
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise WorkloadError(f"{shown}: duplicate column(s) {dup}")
+    cache: dict[str, list] = {}
+
+    def get(c: str) -> list:
+        if c not in cache:
+            cache[c] = table.column(c).to_pylist()
+        return cache[c]
+
+    n = table.num_rows
+    lines = np.arange(1, n + 1, dtype=np.int64)
+    cols = _generic(shown, "parquet", get, names.__contains__, names, n or 1, lines, columns,
+                    time_unit, json_numbers=True)
+    if "prefix_hash_ids" in names:
+        errors = _Errors(shown)
+        if "prefix_block_tokens" not in names:
+            raise WorkloadError(f"{shown}: column 'prefix_hash_ids' needs 'prefix_block_tokens' "
+                                "(tokens per prefix id)")
+        ids: list[tuple[int, ...] | None] = []
+        for i, v in enumerate(get("prefix_hash_ids")):
+            if v is None or v == []:
+                ids.append(None)
+            elif isinstance(v, list) and all(isinstance(h, int) and not isinstance(h, bool)
+                                             for h in v):
+                ids.append(tuple(v))
+            else:
+                errors.add(i + 1, f"prefix_hash_ids {str(v)[:60]!r} is not a list of integers")
+                break
+        _json_numbers(get("prefix_block_tokens"), lines, "prefix_block_tokens", errors)
+        bt = _int_column(get("prefix_block_tokens"), lines, "prefix_block_tokens", errors,
+                         min_value=1, optional=True)
+        errors.raise_if_any()
+        cols.prefix_hash_ids = ids
+        cols.prefix_block_tokens = [int(b) if b > 0 else MOONCAKE_BLOCK_TOKENS
+                                    for b in bt.tolist()]
+    return cols
+
+
+def write_parquet_trace(cols: TraceColumns, path: str | os.PathLike, *,
+                        metadata: dict[str, str] | None = None) -> Path:
+    """Write a trace as a Parquet file that ``format: parquet`` reads back identically.
+
+    Columns: ``arrival_time_s`` (float64, seconds on the trace's clock),
+    ``num_prompt_tokens``, ``num_output_tokens`` (int64), and those the trace has:
+    ``tenant``, ``slice`` (string), ``priority`` (int64), ``cancel_after_s`` (float64, null
+    where not given), ``max_tokens`` (int64, null where not given), ``prefix_hash_ids``
+    (list of int64, null where none) with ``prefix_block_tokens`` (int64). Rows are in arrival
+    order (stable: ties keep file order), as every reader returns them. The file's metadata
+    records the source file and format (``servesim.source``, ``servesim.format``) plus
+    ``metadata``.
+
+    Parameters
+    ----------
+    cols : TraceColumns
+        A trace as :func:`read_columns` returns it.
+    path : str or path-like
+        Output file (its folder is created).
+    metadata : dict of str to str, optional
+        Extra key/value pairs for the file's metadata (e.g. the seed of a generated trace).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    WorkloadError
+        If the file cannot be written.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    order = np.argsort(cols.arrival_s, kind="stable")
+    c = cols.take(order)
+    data: dict[str, pa.Array] = {
+        "arrival_time_s": pa.array(c.arrival_s, type=pa.float64()),
+        "num_prompt_tokens": pa.array(c.prompt, type=pa.int64()),
+        "num_output_tokens": pa.array(c.output, type=pa.int64()),
+    }
+    if c.tenant is not None:
+        data["tenant"] = pa.array(c.tenant, type=pa.string())
+    if c.slice is not None:
+        data["slice"] = pa.array(c.slice, type=pa.string())
+    if c.priority is not None:
+        data["priority"] = pa.array(c.priority, type=pa.int64())
+    if c.cancel_after_s is not None:
+        data["cancel_after_s"] = pa.array(c.cancel_after_s, type=pa.float64(),
+                                          mask=np.isnan(c.cancel_after_s))
+    if c.max_tokens is not None:
+        data["max_tokens"] = pa.array(c.max_tokens, type=pa.int64(), mask=c.max_tokens <= 0)
+    if c.prefix_hash_ids is not None:
+        data["prefix_hash_ids"] = pa.array([list(h) if h else None for h in c.prefix_hash_ids],
+                                           type=pa.list_(pa.int64()))
+        bt = c.prefix_block_tokens
+        data["prefix_block_tokens"] = pa.array(bt if isinstance(bt, list) else [bt] * len(c),
+                                               type=pa.int64())
+    meta = {"servesim.source": str(cols.path), "servesim.format": str(cols.format)}
+    meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
+    table = pa.table(data).replace_schema_metadata(meta)
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out)
+    except OSError as e:
+        raise WorkloadError(f"{out}: cannot write ({e.strerror or e})") from None
+    return out
+
+
 def _first_nonblank_line(path: Path, shown: str) -> str:
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
@@ -588,15 +726,27 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
     Returns
     -------
     str
-        ``azure``, ``vidur``, ``mooncake``, ``generic_csv`` or ``generic_jsonl``.
+        ``azure``, ``vidur``, ``mooncake``, ``generic_csv``, ``generic_jsonl``, ``parquet``
+        (``.parquet`` / ``.pq`` or the ``PAR1`` magic bytes) or ``servegen`` (a folder of
+        ``chunk-N-trace.csv`` files, or one such file).
 
     Raises
     ------
     WorkloadError
-        If the file cannot be read or is empty.
+        If the file cannot be read or is empty, or a folder is not ServeGen data.
     """
+    from simulator.workload.servegen import is_servegen_path
     p = Path(path)
     shown = str(path)
+    if p.is_dir():
+        if is_servegen_path(p):
+            return "servegen"
+        raise WorkloadError(f"{shown}: is a directory, not a trace file (nor a ServeGen "
+                            "folder: it has no chunk-N-trace.csv)")
+    if _is_parquet(p):
+        return "parquet"
+    if is_servegen_path(p):
+        return "servegen"
     first = _first_nonblank_line(p, shown)
     ext = p.suffix.lower()
     is_json = ext in _JSON_EXTS or (ext not in _CSV_EXTS and first.startswith("{"))
@@ -621,16 +771,25 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
         return "generic_csv"
     raise WorkloadError(
         f"{shown}: cannot detect the trace format from the header {header}; expected Azure "
-        f"({','.join(AZURE_COLUMNS)}), Vidur ({','.join(VIDUR_COLUMNS)}) or generic "
-        f"({','.join(REQUIRED_GENERIC_FIELDS)}); set format and/or columns")
+        f"({','.join(AZURE_COLUMNS)}), Vidur ({','.join(VIDUR_COLUMNS)}), generic "
+        f"({','.join(REQUIRED_GENERIC_FIELDS)}), Parquet (.parquet) or a ServeGen "
+        f"chunk-N-trace.csv; set format and/or columns")
 
 
 def read_columns(path: str | os.PathLike, format: str = "auto",
-                 columns: dict[str, str] | None = None, time_unit: str = "s") -> TraceColumns:
-    """Read a trace into a :class:`TraceColumns` (file order). See :func:`read_trace`."""
+                 columns: dict[str, str] | None = None, time_unit: str = "s", *,
+                 seed: int = 0, start_s: float = 0.0, end_s: float | None = None,
+                 servegen=None) -> TraceColumns:
+    """Read a trace into a :class:`TraceColumns` (file order). See :func:`read_trace`.
+
+    ``seed``, ``start_s``, ``end_s`` and ``servegen`` (a
+    :class:`~simulator.workload.config.ServeGenConfig`) apply to ServeGen data only: its
+    requests are generated (windows overlapping ``[start_s, end_s)``, seeded); the other
+    formats return every row and ignore them.
+    """
     shown = str(path)
     p = Path(path)
-    if not p.is_file():
+    if not p.is_file() and not (p.is_dir() and format in ("auto", "servegen")):
         raise WorkloadError(f"{shown}: {not_a_file_reason(p)}")
     if columns is not None:
         unknown = sorted(set(columns) - set(GENERIC_FIELDS))
@@ -639,7 +798,9 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
     if time_unit not in ("s", "ms"):
         raise WorkloadError(f"time_unit must be 's' or 'ms', got {time_unit!r}")
     fmt = detect_format(p, columns) if format == "auto" else format
-    generic = fmt in ("generic_csv", "generic_jsonl")
+    if servegen is not None and fmt != "servegen":
+        raise WorkloadError(f"{shown}: workload.servegen applies to ServeGen data, not {fmt!r}")
+    generic = fmt in ("generic_csv", "generic_jsonl", "parquet")
     if not generic and (columns is not None or time_unit != "s"):
         raise WorkloadError(f"{shown}: columns/time_unit apply to generic formats, not {fmt!r}")
     if fmt == "azure":
@@ -652,11 +813,21 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
         return _read_generic_csv(p, shown, columns, time_unit)
     if fmt == "generic_jsonl":
         return _read_generic_jsonl(p, shown, columns, time_unit)
+    if fmt == "parquet":
+        return _read_parquet(p, shown, columns, time_unit)
+    if fmt == "servegen":
+        from simulator.workload.servegen import read_servegen
+        sg = servegen
+        return read_servegen(p, seed, start_s=start_s, end_s=end_s,
+                             clients=getattr(sg, "clients", None),
+                             prompt_tokens=getattr(sg, "prompt_tokens", None),
+                             output_tokens=getattr(sg, "output_tokens", None))
     raise WorkloadError(f"unknown trace format {format!r}")
 
 
 def read_trace(path: str | os.PathLike, format: str = "auto",
-               columns: dict[str, str] | None = None, time_unit: str = "s") -> list[RequestSpec]:
+               columns: dict[str, str] | None = None, time_unit: str = "s", *,
+               seed: int = 0) -> list[RequestSpec]:
     """Read a trace file into request specs.
 
     Parameters
@@ -664,14 +835,16 @@ def read_trace(path: str | os.PathLike, format: str = "auto",
     path : str or path-like
         The file (used as given; :func:`load_workload` resolves scenario paths first).
     format : str
-        ``auto`` (by extension and header), ``azure``, ``vidur``, ``mooncake``,
-        ``generic_csv`` or ``generic_jsonl``.
+        ``auto`` (by extension, header or folder), ``azure``, ``vidur``, ``mooncake``,
+        ``generic_csv``, ``generic_jsonl``, ``parquet`` or ``servegen``.
     columns : dict of str to str, or None
         Generic formats: our field name (``arrival_time_s``, ``num_prompt_tokens``,
         ``num_output_tokens``, ``tenant``, ``priority``, ``slice``, ``cancel_after_s``,
         ``max_tokens``) -> the file's column name. Unmapped fields use their own name.
     time_unit : ``"s"`` or ``"ms"``
         Unit of a generic trace's arrival time column.
+    seed : int
+        Seed of the requests generated from ServeGen data (other formats: unused).
 
     Returns
     -------
@@ -687,6 +860,6 @@ def read_trace(path: str | os.PathLike, format: str = "auto",
         is malformed (missing or non-numeric field, token count < 1, negative time,
         ``max_tokens`` below the output length); the message names ``file:line``.
     """
-    cols = read_columns(path, format, columns, time_unit)
+    cols = read_columns(path, format, columns, time_unit, seed=seed)
     order = np.argsort(cols.arrival_s, kind="stable")
     return cols.take(order).to_specs()
