@@ -79,10 +79,26 @@ def _gpu_from_dir(device: str | None, gpu_dir: Path | None) -> str | None:
     return None
 
 
+#: operator entries of a step-time provenance (the engine entries are reported apart)
+_OPS = ("gemm", "attention_prefill", "attention_decode", "elementwise", "lm_head", "all_reduce",
+        "moe")
+
+
 def _perf_sources(prov: dict) -> str:
-    """``datasheet x6, fitted x1`` from a provenance mapping (first word of each label)."""
-    c = Counter(str(v).split(" ")[0] for v in prov.values())
-    return ", ".join(f"{k} x{n}" for k, n in sorted(c.items()))
+    """Operator source counts and the table sets behind them, e.g. ``measured x4 (vllm-0.19.0
+    aiconfigurator), datasheet x1``."""
+    kinds, sets = Counter(), set()
+    for op in _OPS:
+        v = str(prov.get(op, ""))
+        if not v or v.startswith("none"):
+            continue
+        kinds[v.split(" ")[0]] += 1
+        if v.startswith("measured (") and ";" in v:
+            dev_ver, src = v[len("measured ("):].split(";", 1)
+            ver = dev_ver.split(",")[-1].strip()
+            sets.add(f"{ver}, {src.strip().split(' ')[0]}")
+    txt = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
+    return txt + (f" ({'; '.join(sorted(sets))})" if sets else "")
 
 
 def _f(x) -> str:

@@ -206,9 +206,18 @@ def cmd_fit_engine(args) -> int:
     return 0
 
 
+def cmd_import_lss(args) -> int:
+    """``servesim calibrate import-lss SRC -o DIR``: convert LLMServingSim's per-layer vLLM
+    profiles into table sets ``<gpu>/tables/vllm-<version>-lss/`` (no torch; see
+    calibration/import_lss.py)."""
+    from calibration.import_lss import run
+    run(args)
+    return 0
+
+
 def register(sub) -> None:
-    """Add the ``calibrate`` (with its ``import-aic`` subcommand) and ``validate`` subcommands
-    to ``servesim``."""
+    """Add the ``calibrate`` (with its ``compare``, ``import-aic`` and ``import-lss``
+    subcommands) and ``validate`` subcommands to ``servesim``."""
     c = sub.add_parser("calibrate", help="measure latency tables on this CPU/GPU (needs torch); "
                                          "'calibrate import-aic' imports public tables",
                        description=cmd_calibrate.__doc__ or __doc__.splitlines()[0])
@@ -248,7 +257,8 @@ def register(sub) -> None:
                    help="v2: table files (default parquet, zstd)")
     c.add_argument("-q", "--quiet", action="store_true")
     c.set_defaults(func=cmd_calibrate)
-    csub = c.add_subparsers(dest="calibrate_command", metavar="{compare,import-aic,fit-engine}")
+    csub = c.add_subparsers(dest="calibrate_command",
+                            metavar="{compare,import-aic,import-lss,fit-engine}")
     csub.required = False
     cc = csub.add_parser("compare", help="compare two latency table sets (ratio ours/theirs "
                                          "per operator family)",
@@ -268,6 +278,13 @@ def register(sub) -> None:
     from calibration.import_aic import add_arguments
     add_arguments(ia)
     ia.set_defaults(func=cmd_import_aic)
+    il = csub.add_parser("import-lss", help="convert LLMServingSim's per-layer vLLM profiles "
+                                            "into hardware_profiles/<gpu>/tables/"
+                                            "vllm-<version>-lss/ (no torch)",
+                         description=cmd_import_lss.__doc__)
+    from calibration.import_lss import add_arguments as add_lss_arguments
+    add_lss_arguments(il)
+    il.set_defaults(func=cmd_import_lss)
     fe = csub.add_parser("fit-engine", help="fit an engine profile's constants to recorded runs "
                                             "(least squares, leave-one-run-out; no torch)",
                          description=cmd_fit_engine.__doc__)

@@ -23,6 +23,8 @@ import warnings
 from pathlib import Path
 from typing import NamedTuple
 
+import numpy as np
+
 from . import __version__
 from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
@@ -41,7 +43,7 @@ from .speculative.calculator import (
     optimal_k,
     sweep_table,
 )
-from .workload import describe_workload, load_workload, read_trace
+from .workload import describe_workload, load_workload, read_columns, write_parquet_trace
 
 EXIT_BAD_INPUT = 2
 
@@ -87,7 +89,8 @@ def cmd_run(args) -> int:
                            figures=not args.no_figures, progress=cb)
     if not args.quiet:
         console = Console()
-        print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}")
+        print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
+                            scenario=scenario)
         console.print(f"outputs: {res.outdir}/ (summary.json, requests.csv, steps.csv, "
                       "report.md, report.html)")
     return 0
@@ -111,17 +114,48 @@ def register_run(sub) -> None:
 
 
 def cmd_trace(args) -> int:
-    """``servesim trace``: the statistics of a trace file as JSON."""
-    reqs = read_trace(args.path, format=args.format)
-    print(json.dumps(describe_workload(reqs), indent=2))
+    """``servesim trace``: statistics of a trace (JSON on stdout); ``--to-parquet OUT`` also
+    writes a Parquet copy of the rows kept (``--start-s`` / ``--end-s``), which
+    ``format: parquet`` replays."""
+    if args.end_s is not None and not args.end_s > args.start_s:
+        raise CLIError(f"--end-s {args.end_s:g} must be > --start-s {args.start_s:g}")
+    if args.start_s < 0:
+        raise CLIError(f"--start-s {args.start_s:g} must be >= 0")
+    cols = read_columns(args.path, args.format, seed=args.seed, start_s=args.start_s,
+                        end_s=args.end_s)
+    keep = cols.arrival_s >= args.start_s
+    if args.end_s is not None:
+        keep &= cols.arrival_s < args.end_s
+    cols = cols.take(np.flatnonzero(keep))
+    order = np.argsort(cols.arrival_s, kind="stable")
+    stats = describe_workload(cols.take(order).to_specs())
+    stats["format"] = cols.format
+    if args.to_parquet:
+        meta = {"servesim.seed": str(args.seed)} if cols.format == "servegen" else {}
+        if args.start_s or args.end_s is not None:
+            end = args.end_s if args.end_s is not None else "end"
+            meta["servesim.window_s"] = f"[{args.start_s:g}, {end})"
+        out = write_parquet_trace(cols, args.to_parquet, metadata=meta)
+        stats["parquet"] = str(out)
+    print(json.dumps(stats, indent=2))
     return 0
 
 
 def register_trace(sub) -> None:
     """Add ``servesim trace``."""
-    t = sub.add_parser("trace", help="statistics of a trace file")
-    t.add_argument("path")
-    t.add_argument("--format", default="auto")
+    t = sub.add_parser("trace", help="statistics of a trace file (and a Parquet copy)")
+    t.add_argument("path", help="trace file, or a ServeGen folder / chunk-N-trace.csv")
+    t.add_argument("--format", default="auto",
+                   choices=("auto", "azure", "vidur", "mooncake", "generic_csv",
+                            "generic_jsonl", "parquet", "servegen"))
+    t.add_argument("--to-parquet", metavar="OUT", help="also write the rows as Parquet "
+                   "(replay it with workload.trace: OUT, format: parquet or auto)")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of the requests generated from ServeGen data (default 0)")
+    t.add_argument("--start-s", type=float, default=0.0,
+                   help="keep arrivals from this time on the trace's clock (s)")
+    t.add_argument("--end-s", type=float, default=None,
+                   help="keep arrivals before this time on the trace's clock (s)")
     t.set_defaults(func=cmd_trace)
 
 

@@ -27,9 +27,10 @@ import numpy as np
 #: ``arrivals`` synthetic inter-arrival gaps; ``prompt_tokens`` / ``output_tokens`` synthetic
 #: lengths; ``slices`` / ``tenants`` / ``priorities`` share-based labels; ``patience`` client
 #: patience; ``router`` the ``random`` router; ``speculative`` accepted-draft draws (one
-#: sub-stream per replica).
+#: sub-stream per replica); ``servegen`` requests generated from ServeGen client data (one
+#: sub-stream per client and window, :mod:`simulator.workload.servegen`).
 STREAMS: tuple[str, ...] = ("arrivals", "prompt_tokens", "output_tokens", "slices", "tenants",
-                            "priorities", "patience", "router", "speculative")
+                            "priorities", "patience", "router", "speculative", "servegen")
 _INDEX = {name: i for i, name in enumerate(STREAMS)}
 
 

@@ -17,11 +17,12 @@ import yaml
 
 from .config import Scenario
 from .engine import ReplicaSetup, SimOutput, build_setup, simulate
+from .metrics.cost import phase_cost
 from .metrics.speculative import speculative_summary
-from .metrics.summary import kv_and_batching_stats, summarize
+from .metrics.summary import json_safe, kv_and_batching_stats, summarize
 from .report.run import write_run_report
 from .request import RequestSpec
-from .workload import load_workload
+from .workload import load_workload, synthesised_labels
 
 
 @dataclass
@@ -90,10 +91,39 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
+    add_phase_cost(summary, steps, setup.perf, setup.tensor_parallel_size)
+    summary["workload_synthesised"] = synthesised_labels(scenario.workload)
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures)
     return res
+
+
+def add_phase_cost(summary: dict, steps: pd.DataFrame, perf, tensor_parallel_size: int) -> None:
+    """Add the phase-attributed cost to ``summary`` (in place).
+
+    Keys added: ``phase_cost`` (everything :func:`simulator.metrics.cost.phase_cost` returns,
+    over the steps that start in the summary's window) and, flat for tables and sweeps,
+    ``price_per_1m_input_tokens_usd`` and ``price_per_1m_output_tokens_usd``: the price sheet
+    whose input x price + output x price equals ``cost_usd``. The existing
+    ``cost_per_1m_*_tokens_usd`` keys are unchanged (alternative views, not a split).
+    """
+    start, end = summary.get("window_start_s"), summary.get("window_end_s")
+    st = steps
+    if len(steps) and start is not None and end is not None:
+        t0 = steps["start_time_s"].to_numpy(dtype=float)
+        st = steps.loc[(t0 >= start) & (t0 <= end)]
+    pc = phase_cost(st, cost_usd=float(summary.get("cost_usd") or 0.0),
+                    num_input_tokens=int(summary.get("num_input_tokens") or 0),
+                    num_output_tokens=int(summary.get("num_output_tokens") or 0),
+                    num_gpus=int(summary.get("num_gpus") or 0),
+                    duration_s=float(summary.get("duration_s") or 0.0),
+                    gpus_per_replica=int(tensor_parallel_size), perf=perf)
+    summary["phase_cost"] = json_safe(pc)
+    summary["price_per_1m_input_tokens_usd"] = summary["phase_cost"][
+        "price_per_1m_input_tokens_usd"]
+    summary["price_per_1m_output_tokens_usd"] = summary["phase_cost"][
+        "price_per_1m_output_tokens_usd"]
 
 
 def check_slices(scenario: Scenario, specs: list[RequestSpec]) -> None:

@@ -72,7 +72,8 @@ def plan_result(case: str):
     d = case_json(case, "plan_result.json")
     return PlanResult(PlanSpec.model_validate(d["plan"]), d["status"], d["recommendation"],
                       d["candidates"], d["baseline"], d["pareto"], d["workload"], d["stats"],
-                      d["base_scenario"])
+                      d["base_scenario"], fallback=d.get("fallback") or {},
+                      last_known_good=d.get("last_known_good"), quality=d.get("quality"))
 
 
 def write_plan_case(case: str, outdir: Path) -> dict[str, Path]:

@@ -226,11 +226,19 @@ def fit_engine(cases: list[FitCase], base: EngineProfile | str = "vllm-v1",
             e = case_errors(c, simulate_case(c, prof_i))
             held[c.name] = {**{k: v for k, v in e.items() if k != "residuals"},
                             "constants": dict(zip(names, (float(v) for v in th_i)))}
-    report = {"objective": "mean squared per-request error of TTFT, TPOT, E2E normalised by "
-                           "each run's real mean; equal weight per run (Nelder-Mead)",
+    values = {k: float(f"{v:.4g}") for k, v in values.items()}
+    report = {"objective": "least squares on rank-matched per-request TTFT, TPOT and E2E, each "
+                           "normalised by the run's real mean; equal weight per run; coarse grid "
+                           "then Nelder-Mead (simulator/observe/fit_engine.py)",
               "runs": runs, "in_sample": in_sample, "leave_one_run_out": held}
+
+    def errs(d):
+        return "/".join(f"{d[f'{m}_mean_pct_error']:+.1f}" for m in ("ttft", "tpot", "e2e")
+                        if d.get(f"{m}_mean_pct_error") is not None)
+    loro_txt = "; ".join(f"{r}: {errs(held[r])}" for r in runs if r in held)
     src = (f"fitted by servesim calibrate fit-engine on {len(runs)} recorded runs "
-           f"({', '.join(runs)}); leave-one-run-out mean errors in fit_report")
+           f"({', '.join(runs)}); leave-one-run-out mean TTFT/TPOT/E2E % error: "
+           f"{loro_txt or 'not computed'}")
     prof = with_constants(base, values, src, fitted_on=tuple(runs), fit_report=report)
     return FitResult(tuple(names), values, runs, in_sample, held, prof)
 

@@ -675,6 +675,12 @@ class TableSet:
     def __repr__(self) -> str:
         return f"TableSet({self.name!r}, {self.folder})"
 
+    @property
+    def is_primary(self) -> bool:
+        """Whether this is the primary set of its engine version: a flat folder, or a folder
+        named exactly ``<engine>-<version>`` (not a variant such as ``vllm-0.19.0-lss``)."""
+        return self.flat or self.name == f"{self.engine}-{self.engine_version}"
+
     # ---------------------------------------------------------------- files
     def _file(self, folder: Path, op: str) -> Path | None:
         for ext in (".parquet", ".csv"):
@@ -784,8 +790,10 @@ class TableSet:
         if rec.get("fill_from"):
             what += f" + missing shapes from {', '.join(map(str, rec['fill_from']))}"
         if rec.get("source_project"):
-            src = (f"{rec['source_project']} {str(rec.get('commit', ''))[:7]} "
-                   f"{Path(str(rec.get('file', ''))).name}").strip()
+            files = rec.get("file", "")
+            files = files if isinstance(files, list) else [files]
+            names = ", ".join(sorted({Path(str(f)).name for f in files if f}))
+            src = f"{rec['source_project']} {str(rec.get('commit', ''))[:7]} {names}".strip()
         else:
             date = str(rec.get("date") or "")[:10]
             hv = rec.get("harness_version")
@@ -1306,7 +1314,10 @@ def table_sets(gpu: GPUSpec) -> list[TableSet]:
 
     Sets under ``tables/`` (any engine) and the flat harness folder (tables next to
     ``spec.yaml``). Order: engine sets before support sets (``nccl-*``, collective-library
-    tables that engine sets point at), then by engine name, then newest version first.
+    tables that engine sets point at), then by engine name, then newest version first; of
+    several sets of one engine version, the *primary* set (folder named exactly
+    ``<engine>-<version>``) comes before variant sets (``vllm-0.19.0-lss``: another source's
+    measurement of that version), which follow by folder name.
     """
     d = gpu.profile_dir
     if d is None:
@@ -1320,8 +1331,9 @@ def table_sets(gpu: GPUSpec) -> list[TableSet]:
         for sub in sorted(t.iterdir()):
             if sub.is_dir() and ((sub / PROVENANCE_FILE).is_file() or _has_tables(sub)):
                 out.append(TableSet(sub, gpu))
-    out.sort(key=lambda s: (s.engine == "nccl", s.engine, tuple(-x for x in
-                                                                _version_key(s.engine_version))))
+    out.sort(key=lambda s: (s.engine == "nccl", s.engine,
+                            tuple(-x for x in _version_key(s.engine_version)),
+                            not s.is_primary, s.name))
     return out
 
 
@@ -1329,6 +1341,11 @@ def select_table_set(gpu: GPUSpec, engine: str = "vllm", version: str | None = N
                      ) -> TableSet | None:
     """The table set of ``engine`` (``vllm``; ``harness`` for a flat calibrated folder) and
     ``version`` (None: the newest) for ``gpu``; None when ``version`` is None and there is none.
+
+    Where several sets measure one version (e.g. ``vllm-0.19.0`` imported from aiconfigurator
+    and ``vllm-0.19.0-lss`` from LLMServingSim), the primary set (folder ``<engine>-<version>``)
+    answers; a variant set answers when it is the only one, or when ``version`` names it
+    (``0.19.0-lss`` or ``vllm-0.19.0-lss``).
 
     Raises
     ------
@@ -1342,8 +1359,12 @@ def select_table_set(gpu: GPUSpec, engine: str = "vllm", version: str | None = N
     if want.startswith(f"{engine}-"):
         want = want[len(engine) + 1:]
     for s in sets:
+        if s.name == f"{engine}-{want}":
+            return s
+    for s in sets:   # primary sets sort first (table_sets)
         if s.engine_version == want:
             return s
-    have = ", ".join(s.engine_version for s in sets) or "none"
+    have = ", ".join(s.name[len(engine) + 1:] if s.name.startswith(f"{engine}-")
+                     else s.engine_version for s in sets) or "none"
     raise ValueError(f"GPU profile {gpu.name!r} has no {engine} {want} tables; "
                      f"available: {have}")

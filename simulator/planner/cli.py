@@ -8,7 +8,7 @@ from ..experiments.executor import default_jobs
 from ..progress import progress
 from ..report.sweep import print_sweep_table
 from .plan import run_plan
-from .report import _headline, _usd, _usd4
+from .report import _headline, _tag, _usd, _usd4
 from .spec import load_plan_spec, load_sweep_spec
 from .sweep import run_sweep
 
@@ -97,15 +97,22 @@ def cmd_plan(args) -> int:
     if b.get("text"):
         c.print(f"bottleneck: {b['text']}")
     rows = [res.recommendation["config"]] + res.recommendation["runners_up"]
-    t = Table(title="recommendation and runners-up")
-    for h in ("cap rps", "GPUs", "$/h", "$/1M in", "$/1M out", "TTFT p99"):
-        t.add_column(h, no_wrap=True)
+    fb = (res.fallback or {}).get("config")
+    if fb is not None and all(fb["label"] != r["label"] for r in rows):
+        rows.append(fb)
+    t = Table(title="recommendation, runners-up and fallback (prices: prefill / decode GPU "
+                    "time per 1M input / output tokens)")
+    for h in ("cap rps", "GPUs", "$/h", "$/1M in", "$/1M out", "TTFT p99", "gates"):
+        t.add_column(h, no_wrap=h != "gates")
     t.add_column("configuration", ratio=1)
     for r in rows:
         t.add_row(_cell(r["capacity_rps"]), f"{_cell(r['replicas'])}x{r['tensor_parallel_size']}",
-                  _usd(r["usd_per_hour"]), _usd4(r["cost_per_1m_input_tokens_usd"]),
-                  _usd4(r["cost_per_1m_output_tokens_usd"]), _cell(r["ttft_p99_s_at_target"]),
-                  ("[baseline] " if r.get("is_baseline") else "") + r["label"])
+                  _usd(r["usd_per_hour"]), _usd4(r.get("price_per_1m_input_tokens_usd")),
+                  _usd4(r.get("price_per_1m_output_tokens_usd")),
+                  _cell(r["ttft_p99_s_at_target"]),
+                  "pass" if r["passed"] else ", ".join(r["failed_gates"]),
+                  _tag(r) + r["label"]
+                  + (" (fallback)" if fb is not None and r["label"] == fb["label"] else ""))
     c.print(t)
     st = res.stats
     c.print(f"{st['num_simulations']} simulations, {st['num_cache_hits']} cache hits, "

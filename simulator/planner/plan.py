@@ -38,11 +38,12 @@ from ..experiments.grid import config_label, expand_grid, set_path
 from ..experiments.runner import absolute_spec_paths, factory_id, prepare_points
 from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
-from ..workload import WorkloadConfig, load_workload
+from ..workload import WorkloadConfig, load_workload, synthesised_labels
+from .provenance import compare_provenance
 from .report import write_plan_report
-from .search import evaluate_candidate
+from .search import evaluate_candidate, gate_failure
 from .simulate import specs_rate
-from .spec import PlanError, PlanSpec, resolve_base
+from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec, load_quality_table, resolve_base
 
 __all__ = ["PlanResult", "pareto_front", "run_plan"]
 
@@ -62,6 +63,9 @@ class PlanResult:
     base_scenario: dict
     outdir: Path | None = None
     files: dict[str, Path] = field(default_factory=dict)
+    fallback: dict = field(default_factory=dict)
+    last_known_good: dict | None = None
+    quality: dict | None = None
 
     def to_json(self) -> dict:
         """The plan as JSON-safe data (what ``plan.json`` holds)."""
@@ -70,6 +74,11 @@ class PlanResult:
             "status": self.status,
             "recommendation": self.recommendation,
             "baseline": _strip(self.baseline),
+            "fallback": {k: (_strip(v) if k == "config" else v)
+                         for k, v in self.fallback.items()},
+            "last_known_good": (_strip(self.last_known_good)
+                                if self.last_known_good is not None else None),
+            "quality_table": self.quality,
             "candidates": [_strip(c) for c in self.candidates],
             "pareto_front": self.pareto,
             "workload": self.workload,
@@ -202,8 +211,14 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     configs = prepare_points(base_raw, overrides, source="plan candidate", folders=folders)
     base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline",
                                   folders=folders)
-    all_ov = overrides + [plan.baseline.set]
-    all_cfg = configs + base_configs
+    lkg = plan.last_known_good
+    lkg_configs = (prepare_points(base_raw, [lkg.set], source="plan last_known_good",
+                                  folders=folders) if lkg is not None else [])
+    all_ov = overrides + [plan.baseline.set] + ([lkg.set] if lkg is not None else [])
+    all_cfg = configs + base_configs + lkg_configs
+    n_cand = len(configs)
+    quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
+               else None)
     base_gpu = get_gpu(base_sc.hardware.gpu).name
     scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
         base_raw.get("cost"), dict) else None
@@ -213,6 +228,9 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     fid = factory_id(setup_factory)
     search_d = plan.search.model_dump()
     gates_d = plan.gates.model_dump()
+    # deployment-level gates are checked on the plan rows: they do not change a candidate's
+    # simulations, so they stay out of its cache key
+    gates_key = {k: v for k, v in gates_d.items() if k not in DEPLOYMENT_GATES}
     slo_d = base_dict["slo"]
 
     tasks, task_keys, row_task, meta = [], [], [], []
@@ -227,7 +245,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
                      "tp": int(cfg["cluster"]["tensor_parallel_size"])})
         key = cache_key("candidate", {
             "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
-            "gates": gates_d, "slo": slo_d, "target": target, "headroom": plan.headroom,
+            "gates": gates_key, "slo": slo_d, "target": target, "headroom": plan.headroom,
             "max_extra": plan.max_extra_replicas, "setup": fid})
         row_task.append(key)
         if key in key_to_task or key in results_by_key:
@@ -257,13 +275,28 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
             cache.put(key, r)
         results_by_key[key] = r
 
+    slices = sorted({s.slice for s in pool})
     rows = []
     for i, (ov, key, m) in enumerate(zip(all_ov, row_task, meta)):
         r = results_by_key[key]
-        is_base = i == len(all_ov) - 1
-        rows.append(_row(i, ov, r, m, plan, target, mean_in, mean_out,
-                         name=plan.baseline.name if is_base else None, is_baseline=is_base))
-    cand_rows, base_row = rows[:-1], rows[-1]
+        is_base = i == n_cand
+        is_lkg = i == n_cand + 1
+        name = plan.baseline.name if is_base else (lkg.name if is_lkg else None)
+        row = _row(i, ov, r, m, plan, target, mean_in, mean_out, name=name,
+                   is_baseline=is_base)
+        row["is_last_known_good"] = is_lkg
+        if quality is not None:
+            _quality_gate(row, all_cfg[i], quality, plan.quality, slices)
+        rows.append(row)
+    for row, cmp in zip(rows, compare_provenance([row.get("provenance") for row in rows])):
+        row["provenance_weaker"] = cmp["weaker"]
+        row["provenance_note"] = cmp["note"]
+        row["provenance_weaker_operators"] = cmp["weaker_operators"]
+    cand_rows, base_row = rows[:n_cand], rows[n_cand]
+    lkg_row = rows[n_cand + 1] if lkg is not None else None
+    fb_row = lkg_row if lkg_row is not None else base_row
+    fb_kind = "last_known_good" if lkg_row is not None else "baseline"
+    fb_what = "last known-good" if lkg_row is not None else "baseline"
     ranked = sorted(cand_rows, key=_rank_key)
     for r_i, row in enumerate(ranked):
         row["rank"] = r_i + 1 if row["passed"] else None
@@ -273,23 +306,27 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         runners = passing[1: 1 + plan.top_k]
         reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(cand_rows)}")
     else:
-        chosen = base_row
+        chosen = fb_row
         runners = []
         counts = Counter(g for r in cand_rows for g in r["failed_gates"])
         top = ", ".join(f"{g} ({n})" for g, n in counts.most_common(6))
         reason = f"no candidate passed every gate (failed gates, by candidates: {top})"
-        if base_row["passed"]:
-            status = "baseline_fallback"
-            reason += f"; falling back to baseline '{plan.baseline.name}'"
+        if fb_row["passed"]:
+            status = f"{fb_kind}_fallback"
+            reason += f"; falling back to {fb_what} '{fb_row['label']}'"
         else:
-            # nothing to recommend: the baseline is reported (for comparison), not endorsed
+            # nothing to recommend: the fallback is reported (for comparison), not endorsed
             status = "none_passed"
-            reason += (f"; the baseline '{plan.baseline.name}' fails "
-                       f"{', '.join(base_row['failed_gates'])} too: keep the last known-good "
+            reason += (f"; the {fb_what} '{fb_row['label']}' fails "
+                       f"{', '.join(fb_row['failed_gates'])} too: keep the last known-good "
                        "deployment")
     rec = {"status": status, "reason": reason, "config": _strip(chosen),
            "runners_up": [_strip(r) for r in runners],
            "target_rate_rps": target, "bottleneck": _bottleneck_note(chosen)}
+    fallback = {"kind": fb_kind, "name": fb_row["label"], "config": _strip(fb_row),
+                "is_recommended": chosen is fb_row,
+                "source": ("plan last_known_good (given by the user)" if lkg_row is not None
+                           else "plan baseline (no last_known_good given)")}
 
     points = []
     for row in rows:
@@ -313,8 +350,11 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
                                                           ("start_s", "end_s")},
                 "source": base_dict["workload"].get("trace") or "synthetic",
                 "probe_requests": min(len(pool), plan.search.max_requests)}
+    workload["slices"] = slices
+    workload["synthesised"] = synthesised_labels(base_sc.workload)
     res = PlanResult(plan, status, rec, ranked, base_row, front, workload, stats, base_dict,
-                     out)
+                     out, fallback=fallback, last_known_good=lkg_row,
+                     quality=(json.loads(quality.model_dump_json()) if quality else None))
     if write:
         out.mkdir(parents=True, exist_ok=True)
         res.files = write_plan_report(res, out, figures=figures)
@@ -336,17 +376,40 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
     gpus = replicas * m["tp"] if replicas else None
     usd_h = gpus * m["price"] if gpus else None
     fails = list(r.get("failed_gates") or [])
-    if gpus is not None and plan.gates.max_gpus is not None and gpus > plan.gates.max_gpus:
-        fails.append("max_gpus")
-    if usd_h is not None and plan.gates.max_usd_per_hour is not None and \
-            usd_h > plan.gates.max_usd_per_hour:
-        fails.append("max_usd_per_hour")
-    passed = r.get("status") == "ok" and not fails
+    details = [dict(f) for f in (r.get("gate_failures") or [])]
     conf = (r.get("confirmations") or [None])[-1] or {}
     tok_h = target * 3600.0
 
     def per_m(tokens: float) -> float | None:
         return usd_h / (tok_h * tokens) * 1e6 if (usd_h is not None and tokens > 0) else None
+
+    # phase-attributed prices: the sized deployment's hourly cost split by the prefill share
+    # of the busy time of its target-rate confirmation (simulator.metrics.cost), each phase
+    # divided by the tokens the target rate brings per hour
+    share = ((r.get("confirm_summary") or {}).get("phase_cost") or {}).get("prefill_share")
+    price_in = (usd_h * share / (tok_h * mean_in) * 1e6
+                if (usd_h is not None and share is not None and mean_in > 0) else None)
+    price_out = (usd_h * (1.0 - share) / (tok_h * mean_out) * 1e6
+                 if (usd_h is not None and share is not None and mean_out > 0) else None)
+    g = plan.gates
+    for gate, value, bound, unit in (
+            ("max_gpus", gpus, g.max_gpus, ""),
+            ("max_usd_per_hour", usd_h, g.max_usd_per_hour, "usd"),
+            ("max_usd_per_1m_output_tokens", price_out, g.max_usd_per_1m_output_tokens, "usd"),
+            ("max_usd_per_1m_input_tokens", price_in, g.max_usd_per_1m_input_tokens, "usd")):
+        if bound is None or gpus is None:
+            continue
+        if value is None or value > bound:
+            fails.append(gate)
+            what = {"max_gpus": "GPUs", "max_usd_per_hour": "USD per hour",
+                    "max_usd_per_1m_output_tokens": "price per 1M output tokens",
+                    "max_usd_per_1m_input_tokens": "price per 1M input tokens"}[gate]
+            f = gate_failure(gate, None if value is None else float(value), float(bound),
+                             unit=unit)
+            f["text"] = (f"{what}: not measured (no phase split of the confirmation run)"
+                         if value is None else f"{what} " + f["text"].split(" ", 1)[1])
+            details.append(f)
+    passed = r.get("status") == "ok" and not fails
 
     return {
         "index": i,
@@ -359,7 +422,9 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "price_source": m["price_source"],
         "passed": passed,
         "failed_gates": fails,
+        "gate_failures": details,
         "error": r.get("error"),
+        "provenance": r.get("provenance"),
         "capacity_rps": cap,
         "capacity_rps_per_gpu": cap / m["tp"],
         "capacity_rate_scale": r.get("capacity_rate_scale"),
@@ -371,6 +436,11 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "cost_per_1m_input_tokens_usd": per_m(mean_in),
         "cost_per_1m_output_tokens_usd": per_m(mean_out),
         "cost_per_1m_tokens_usd": per_m(mean_in + mean_out),
+        "prefill_share_at_target": share,
+        "price_per_1m_input_tokens_usd": price_in,
+        "price_per_1m_output_tokens_usd": price_out,
+        "peak_kv_cache_usage_at_target": conf.get("max_kv_cache_usage"),
+        "slice_tpot_p99_s_at_target": conf.get("slice_tpot_p99_s"),
         "slo_attainment_at_target": conf.get("slo_attainment"),
         "ttft_p99_s_at_target": conf.get("ttft_p99_s"),
         "tpot_p99_s_at_target": conf.get("tpot_p99_s"),
@@ -384,6 +454,74 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "num_simulations": r.get("num_simulations", 0),
         "cached": bool(r.get("cached")),
     }
+
+
+def _config_value(cfg: dict, path: str):
+    cur = cfg
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def _matches(cfg: dict, match: dict) -> bool:
+    """Whether a resolved configuration has every value of a quality entry's ``match``
+    (``hardware.gpu`` by catalog name, so aliases match; other values by equality)."""
+    for path, want in match.items():
+        have = _config_value(cfg, path)
+        if path == "hardware.gpu" and isinstance(want, str) and isinstance(have, str):
+            try:
+                if get_gpu(want).name == get_gpu(have).name:
+                    continue
+            except ValueError:
+                pass
+        if have != want:
+            return False
+    return True
+
+
+def _quality_gate(row: dict, cfg: dict, table, gate, slices: list[str]) -> None:
+    """Check a plan row against the quality table (in place): adds ``quality`` (the matched
+    entry and the score per checked slice) and a ``quality[<slice>]`` failure per slice whose
+    score is below its minimum or missing (``unscored: fail``).
+
+    Checked slices: every slice of the workload when ``min_score`` is given, plus those named
+    in ``min_score_by_slice``; the minimum of a slice is its own entry, else ``min_score``.
+    """
+    entry = next((e for e in table.scores if _matches(cfg, e.match)), None)
+    checked = sorted(set(slices if gate.min_score is not None else [])
+                     | set(gate.min_score_by_slice))
+    scores: dict[str, float | None] = {}
+    for sl in checked:
+        bound = gate.min_score_by_slice.get(sl, gate.min_score)
+        score = None
+        if entry is not None:
+            score = entry.slices.get(sl, entry.score)
+        scores[sl] = score
+        name = f"quality[{sl}]"
+        if score is None:
+            if gate.unscored == "fail":
+                row["failed_gates"].append(name)
+                row["gate_failures"].append(gate_failure(
+                    name, None, float(bound), op=">=",
+                    text=f"{sl} {table.metric}: no score for this configuration in the "
+                         f"quality table (unscored: fail)"))
+            continue
+        if score < bound:
+            row["failed_gates"].append(name)
+            f = gate_failure(name, float(score), float(bound), op=">=")
+            f["text"] = (f"{sl} {table.metric} {score:.4g} < minimum {bound:.4g} "
+                         f"(short by {bound - score:.3g})")
+            row["gate_failures"].append(f)
+    label = None
+    if entry is not None:
+        label = entry.name or ", ".join(f"{k}={v}" for k, v in entry.match.items()) or "all"
+    row["quality"] = {"metric": table.metric, "entry": label, "scores": scores,
+                      "minimums": {sl: gate.min_score_by_slice.get(sl, gate.min_score)
+                                   for sl in checked}}
+    row["passed"] = row["passed"] and not any(
+        g.startswith("quality[") for g in row["failed_gates"])
 
 
 def _at_capacity(r: dict, key: str):

@@ -33,6 +33,7 @@ from typing import Any
 from ..config import validate_scenario
 from ..engine import build_setup
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from .provenance import perf_provenance, scenario_provenance
 from .simulate import rescale_specs, simulate_summary, specs_rate
 from .spec import GateSettings, SearchSettings
 
@@ -40,7 +41,9 @@ __all__ = [
     "SimRunner",
     "check_gates",
     "evaluate_candidate",
+    "evaluate_gates",
     "find_capacity",
+    "gate_failure",
     "probe_record",
     "replicas_for",
     "scenario_at",
@@ -125,38 +128,134 @@ def replicas_for(target_rps: float, capacity_rps: float, headroom: float) -> int
 
 
 # ---------------------------------------------------------------------- gates
-def check_gates(summary: Mapping[str, Any], gates: Mapping[str, Any],
-                slo: Mapping[str, Any]) -> list[str]:
-    """Names of the request-level gates a run's summary fails (empty: all pass).
+def gate_failure(gate: str, value: float | None, bound: float | None, *, op: str = "<=",
+                 unit: str = "", text: str | None = None) -> dict[str, Any]:
+    """One failed gate with its value, its bound and by how much it missed.
 
-    Gate names: ``slo_attainment``, ``slice_ttft_p99[<slice>]``, ``rejected_fraction``,
-    ``preemptions_per_request``. See :class:`simulator.planner.spec.GateSettings`.
+    Parameters
+    ----------
+    gate : str
+        Gate name (``slo_attainment``, ``slice_tpot_p99[chat]``, ...).
+    value, bound : float or None
+        The measured value and the bound it had to respect (``None``: not measured).
+    op : {"<=", ">="}
+        The comparison the value had to pass (``value <= bound`` or ``value >= bound``).
+    unit : {"", "s", "usd", "fraction"} or str
+        How the value is shown (seconds as ms, USD with a dollar sign, fractions in %).
+    text : str, optional
+        The reason in words (default: built from the numbers).
+
+    Returns
+    -------
+    dict
+        ``gate``, ``value``, ``bound``, ``op``, ``unit``, ``excess`` (``value - bound`` for
+        ``<=``, ``bound - value`` for ``>=``: how far past the bound, > 0), ``relative``
+        (excess / bound, or ``None``) and ``text`` (e.g. ``p99 TPOT 61 ms > 50 ms (+22%)``).
     """
-    fails: list[str] = []
+    excess = rel = None
+    if value is not None and bound is not None:
+        excess = (value - bound) if op == "<=" else (bound - value)
+        rel = excess / abs(bound) if bound else None
+    if text is None:
+        bad = ">" if op == "<=" else "<"
+        if value is None:
+            text = f"{gate}: not measured"
+        else:
+            text = (f"{gate} {_fmt_value(value, unit)} {bad} {_fmt_value(bound, unit)}"
+                    + (f" ({'+' if op == '<=' else '-'}{abs(rel):.0%})" if rel is not None
+                       else ""))
+    return {"gate": gate, "value": value, "bound": bound, "op": op, "unit": unit,
+            "excess": excess, "relative": rel, "text": text}
+
+
+def _fmt_value(x: float | None, unit: str) -> str:
+    if x is None:
+        return "n/a"
+    if unit == "s":
+        return f"{1000.0 * x:.0f} ms" if abs(x) < 10 else f"{x:.1f} s"
+    if unit == "usd":
+        return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
+    if unit == "fraction":
+        return f"{100.0 * x:.1f}%"
+    return f"{x:.4g}" if isinstance(x, float) else str(x)
+
+
+def evaluate_gates(summary: Mapping[str, Any], gates: Mapping[str, Any],
+                   slo: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The request-level gates a run's summary fails, each with value, bound and margin.
+
+    Gates (see :class:`simulator.planner.spec.GateSettings`): ``slo_attainment`` (attainment
+    >= ``slo.attainment_target``), ``slice_ttft_p99[<slice>]`` and ``slice_tpot_p99[<slice>]``
+    (each slice's p99 TTFT / TPOT <= its bound), ``rejected_fraction`` (rejected + cancelled
+    over all requests <= ``max_rejected_fraction``), ``preemptions_per_request`` (<=
+    ``max_preemptions_per_request``) and ``peak_kv_cache_usage`` (the summary's
+    ``max_kv_cache_usage`` <= ``max_peak_kv_cache_usage``: memory headroom).
+
+    Returns
+    -------
+    list of dict
+        :func:`gate_failure` records, in the order above (empty: all pass).
+    """
+    fails: list[dict[str, Any]] = []
     n = summary.get("num_requests") or 0
     if gates.get("slo_attainment", True):
         att = summary.get("slo_attainment")
         target = slo.get("attainment_target")
         if att is None or (target is not None and att < float(target)):
-            fails.append("slo_attainment")
-    if gates.get("slice_ttft_p99", True):
-        per = gates.get("slice_ttft_p99_s") or {}
+            fails.append(gate_failure("slo_attainment", att,
+                                      None if target is None else float(target), op=">=",
+                                      unit="fraction"))
+    for flag, default, key, bounds_key, slo_key, label in (
+            ("slice_ttft_p99", True, "ttft_s", "slice_ttft_p99_s", "ttft_s", "p99 TTFT"),
+            ("slice_tpot_p99", False, "tpot_s", "slice_tpot_p99_s", "tpot_s", "p99 TPOT")):
+        if not gates.get(flag, default):
+            continue
+        per = gates.get(bounds_key) or {}
         for name, g in sorted((summary.get("by_slice") or {}).items()):
-            bound = per.get(name, slo.get("ttft_s"))
+            bound = per.get(name, slo.get(slo_key))
             if bound is None:
                 continue
-            p99 = (g.get("ttft_s") or {}).get("p99")
+            p99 = (g.get(key) or {}).get("p99")
+            if key == "tpot_s" and p99 is None:
+                continue  # no request of the slice emitted 2 tokens: TPOT undefined
             if p99 is None or p99 > float(bound):
-                fails.append(f"slice_ttft_p99[{name}]")
+                gate = f"{flag}[{name}]"
+                text = (f"{gate}: no request got a first token" if p99 is None else
+                        f"{name} {label} {_fmt_value(p99, 's')} > "
+                        f"{_fmt_value(float(bound), 's')} "
+                        f"(+{(p99 - float(bound)) / float(bound):.0%})")
+                fails.append(gate_failure(gate, p99, float(bound), unit="s", text=text))
     mrf = gates.get("max_rejected_fraction")
     if mrf is not None and n:
         bad = (summary.get("num_rejected") or 0) + (summary.get("num_cancelled") or 0)
         if bad / n > float(mrf):
-            fails.append("rejected_fraction")
+            fails.append(gate_failure("rejected_fraction", bad / n, float(mrf),
+                                      unit="fraction"))
     mpp = gates.get("max_preemptions_per_request")
     if mpp is not None and n and (summary.get("num_preemptions") or 0) / n > float(mpp):
-        fails.append("preemptions_per_request")
+        fails.append(gate_failure("preemptions_per_request",
+                                  (summary.get("num_preemptions") or 0) / n, float(mpp)))
+    mkv = gates.get("max_peak_kv_cache_usage")
+    if mkv is not None:
+        peak = summary.get("max_kv_cache_usage")
+        if peak is not None and peak > float(mkv):
+            fails.append(gate_failure("peak_kv_cache_usage", float(peak), float(mkv),
+                                      unit="fraction",
+                                      text=(f"peak KV-cache use {100 * peak:.1f}% > "
+                                            f"{100 * float(mkv):.1f}% (memory headroom)")))
     return fails
+
+
+def check_gates(summary: Mapping[str, Any], gates: Mapping[str, Any],
+                slo: Mapping[str, Any]) -> list[str]:
+    """Names of the request-level gates a run's summary fails (empty: all pass).
+
+    Gate names: ``slo_attainment``, ``slice_ttft_p99[<slice>]``, ``slice_tpot_p99[<slice>]``,
+    ``rejected_fraction``, ``preemptions_per_request``, ``peak_kv_cache_usage``; see
+    :func:`evaluate_gates` (which also gives each failure's value and margin) and
+    :class:`simulator.planner.spec.GateSettings`.
+    """
+    return [f["gate"] for f in evaluate_gates(summary, gates, slo)]
 
 
 def _get(d: Mapping | None, *keys):
@@ -171,7 +270,8 @@ def probe_record(summary: Mapping[str, Any], extra: Mapping[str, Any] | None, *,
                  rate_rps: float, gpus: int, gates: Mapping[str, Any],
                  slo: Mapping[str, Any]) -> dict[str, Any]:
     """The compact record of one probe or confirmation run (what reports and curves use)."""
-    fails = check_gates(summary, gates, slo)
+    details = evaluate_gates(summary, gates, slo)
+    fails = [f["gate"] for f in details]
     tpot_mean = _get(summary, "tpot_s", "mean")
     out_tps = summary.get("output_token_throughput_tps")
     extra = extra or {}
@@ -179,6 +279,7 @@ def probe_record(summary: Mapping[str, Any], extra: Mapping[str, Any] | None, *,
         "rate_rps": rate_rps,
         "feasible": not fails,
         "failed_gates": fails,
+        "gate_failures": details,
         "slo_attainment": summary.get("slo_attainment"),
         "ttft_p50_s": _get(summary, "ttft_s", "p50"),
         "ttft_p99_s": _get(summary, "ttft_s", "p99"),
@@ -193,6 +294,11 @@ def probe_record(summary: Mapping[str, Any], extra: Mapping[str, Any] | None, *,
         "num_rejected": summary.get("num_rejected"),
         "slice_ttft_p99_s": {k: _get(v, "ttft_s", "p99")
                              for k, v in sorted((summary.get("by_slice") or {}).items())},
+        "slice_tpot_p99_s": {k: _get(v, "tpot_s", "p99")
+                             for k, v in sorted((summary.get("by_slice") or {}).items())},
+        "max_kv_cache_usage": summary.get("max_kv_cache_usage"),
+        "price_per_1m_input_tokens_usd": summary.get("price_per_1m_input_tokens_usd"),
+        "price_per_1m_output_tokens_usd": summary.get("price_per_1m_output_tokens_usd"),
         "busy_fraction": extra.get("busy_fraction"),
         "queue_share_of_ttft": extra.get("queue_share_of_ttft"),
     }
@@ -332,7 +438,8 @@ def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
     return {"capacity_rps": cap_scale * rate1 if cap_scale is not None else 0.0,
             "capacity_rate_scale": cap_scale, "probe_base_rate_rps": rate1,
             "probes": sorted(records, key=lambda r: r["rate_scale"]), "search_note": note,
-            "last_failed_gates": sorted({g for r in records[-1:] for g in r["failed_gates"]})}
+            "last_failed_gates": sorted({g for r in records[-1:] for g in r["failed_gates"]}),
+            "last_gate_failures": [f for r in records[-1:] for f in r.get("gate_failures", [])]}
 
 
 # ---------------------------------------------------------------------- one candidate
@@ -362,17 +469,27 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
                            "error": None}
     try:
         try:
-            runner.setup(base)
+            setup = runner.setup(base)
         except ValueError as e:
             out.update(status="failed", failed_gates=["fits"], error=_first_line(e),
-                       capacity_rps=0.0, capacity_rate_scale=None, search_note="not built")
+                       gate_failures=[gate_failure("fits", None, None,
+                                                   text=f"does not fit: {_first_line(e)}")],
+                       capacity_rps=0.0, capacity_rate_scale=None, search_note="not built",
+                       provenance=scenario_provenance(base))
             return _finish(out, runner, t0)
+        out["provenance"] = perf_provenance(setup.perf)
         found = search_capacity(base, pool, search=st, gates=gates, replicas=1, runner=runner)
         last_fail = found.pop("last_failed_gates")
+        last_details = found.pop("last_gate_failures")
         out.update(found)
         cap = found["capacity_rps"]
         if found["capacity_rate_scale"] is None:
-            out.update(status="failed", failed_gates=["capacity"] + last_fail)
+            lo = float(st["min_rate_scale"]) * float(found["probe_base_rate_rps"])
+            out.update(status="failed", failed_gates=["capacity"] + last_fail,
+                       gate_failures=[gate_failure(
+                           "capacity", None, None,
+                           text=(f"no feasible rate down to {lo:.3g} requests/s per replica "
+                                 f"(search: {found['search_note']})"))] + last_details)
             return _finish(out, runner, t0)
 
         target = float(task["target_rate_rps"])
@@ -403,9 +520,16 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
         out["replicas"] = n
         out["status"] = "ok" if passed else "failed"
         out["failed_gates"] = [] if passed else [f"confirmation:{g}" for g in fails]
+        out["gate_failures"] = [] if passed else [
+            {**f, "gate": f"confirmation:{f['gate']}",
+             "text": f"at {n} replica(s), the target-rate run: {f['text']}"}
+            for f in out["confirmations"][-1].get("gate_failures", [])]
     except Exception as e:  # noqa: BLE001 - report, do not crash the plan
         out.update(status="failed", failed_gates=["error"],
-                   error=f"{type(e).__name__}: {_first_line(e)}")
+                   error=f"{type(e).__name__}: {_first_line(e)}",
+                   gate_failures=[gate_failure("error", None, None,
+                                               text=f"error: {type(e).__name__}: "
+                                                    f"{_first_line(e)}")])
         out.setdefault("capacity_rps", 0.0)
     return _finish(out, runner, t0)
 
@@ -415,9 +539,16 @@ def _compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
             "num_preemptions", "slo_attainment", "ttft_s", "tpot_s", "e2e_latency_s",
             "queue_delay_s", "output_token_throughput_tps", "mean_batch_size",
             "mean_kv_cache_usage", "max_kv_cache_usage", "num_gpu_blocks", "kv_cache_tokens",
-            "perf_model", "reject_reasons", "duration_s")
+            "perf_model", "reject_reasons", "duration_s", "num_input_tokens",
+            "num_output_tokens", "cost_usd", "price_per_1m_input_tokens_usd",
+            "price_per_1m_output_tokens_usd", "workload_synthesised")
     out = {k: s.get(k) for k in keep}
-    out["by_slice"] = {k: {"ttft_s": v.get("ttft_s"), "slo_attainment": v.get("slo_attainment"),
+    pc = s.get("phase_cost") or {}
+    out["phase_cost"] = {k: pc.get(k) for k in (
+        "prefill_share", "prefill_gpu_s", "decode_gpu_s", "idle_gpu_s", "idle_share",
+        "phase_split_method", "mixed_time_share")} if pc else None
+    out["by_slice"] = {k: {"ttft_s": v.get("ttft_s"), "tpot_s": v.get("tpot_s"),
+                           "slo_attainment": v.get("slo_attainment"),
                            "num_requests": v.get("num_requests")}
                        for k, v in (s.get("by_slice") or {}).items()}
     return out

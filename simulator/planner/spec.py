@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     Field,
@@ -27,15 +27,20 @@ from ..config import (
 from ..schema import StrictModel
 
 __all__ = [
+    "DEPLOYMENT_GATES",
     "BaselineSpec",
     "GateSettings",
     "PlanError",
     "PlanSpec",
+    "QualityEntry",
+    "QualityGate",
+    "QualityTable",
     "SLOOverride",
     "SearchSettings",
     "SweepSpec",
     "format_spec_error",
     "load_plan_spec",
+    "load_quality_table",
     "load_sweep_spec",
     "resolve_base",
 ]
@@ -167,31 +172,141 @@ class GateSettings(_Strict):
         ``slo.ttft_s`` (no bound: not checked).
     slice_ttft_p99_s : dict of str to float
         Per-slice p99 TTFT bounds in seconds.
+    slice_tpot_p99 : bool
+        Every workload slice's p99 TPOT <= its bound: ``slice_tpot_p99_s[slice]``, else
+        ``slo.tpot_s`` (no bound: not checked). Off by default (turning it on makes plans
+        stricter than SLO attainment alone: a p99 bound on every slice).
+    slice_tpot_p99_s : dict of str to float
+        Per-slice p99 TPOT bounds in seconds.
     max_rejected_fraction : float or None
         Rejected + cancelled requests as a fraction of all, at most this.
     max_preemptions_per_request : float or None
         KV-capacity preemptions per request, at most this.
+    max_peak_kv_cache_usage : float or None
+        Memory headroom: the peak KV-cache occupancy of any replica in any step (the run
+        summary's ``max_kv_cache_usage``, used blocks / blocks, a fraction in (0, 1]) at most
+        this. Checked on every capacity probe, so the capacity found keeps the headroom.
     max_gpus : int or None
         GPUs of the sized deployment, at most this.
     max_usd_per_hour : float or None
         Price of the sized deployment, at most this.
+    max_usd_per_1m_output_tokens : float or None
+        Phase-attributed price per 1M output tokens of the sized deployment at the target
+        rate (decode GPU time only, :mod:`simulator.metrics.cost`), at most this many USD.
+    max_usd_per_1m_input_tokens : float or None
+        Likewise for input tokens (prefill GPU time).
     """
 
     slo_attainment: bool = True
     slice_ttft_p99: bool = True
     slice_ttft_p99_s: dict[str, float] = Field(default_factory=dict)
+    slice_tpot_p99: bool = False
+    slice_tpot_p99_s: dict[str, float] = Field(default_factory=dict)
     max_rejected_fraction: float | None = Field(default=None, ge=0, le=1)
     max_preemptions_per_request: float | None = Field(default=None, ge=0)
+    max_peak_kv_cache_usage: float | None = Field(default=None, gt=0, le=1)
     max_gpus: int | None = Field(default=None, ge=1)
     max_usd_per_hour: float | None = Field(default=None, gt=0)
+    max_usd_per_1m_output_tokens: float | None = Field(default=None, gt=0)
+    max_usd_per_1m_input_tokens: float | None = Field(default=None, gt=0)
 
-    @field_validator("slice_ttft_p99_s")
+    @field_validator("slice_ttft_p99_s", "slice_tpot_p99_s")
     @classmethod
     def _positive(cls, v):
         for k, b in v.items():
             if not b > 0:
                 raise ValueError(f"slice {k!r}: bound must be > 0 s, got {b}")
         return v
+
+
+#: Gates of :class:`GateSettings` checked on the sized deployment (plan rows), not on each
+#: simulation: they do not change what a candidate's simulations find.
+DEPLOYMENT_GATES = ("max_gpus", "max_usd_per_hour", "max_usd_per_1m_output_tokens",
+                    "max_usd_per_1m_input_tokens")
+
+
+class QualityEntry(_Strict):
+    """Quality scores of the configurations a ``match`` selects.
+
+    Attributes
+    ----------
+    name : str, optional
+        Shown in the report (default: the ``match`` as ``key=value`` pairs).
+    match : dict
+        Field path -> value; the entry applies to a configuration whose resolved scenario has
+        every one of these values (``hardware.gpu`` compares catalog names, so aliases
+        match). Empty: every configuration.
+    score : float, optional
+        Score of every slice without its own entry in ``slices``.
+    slices : dict of str to float
+        Score per workload slice.
+    """
+
+    name: str | None = None
+    match: dict[str, Any] = Field(default_factory=dict)
+    score: float | None = None
+    slices: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("match")
+    @classmethod
+    def _paths(cls, v):
+        return _check_paths(v, "match")
+
+    @model_validator(mode="after")
+    def _some_score(self):
+        if self.score is None and not self.slices:
+            raise ValueError("a quality entry needs 'score' or 'slices'")
+        return self
+
+
+class QualityTable(_Strict):
+    """A table of user-supplied quality scores (what a plan's ``quality.table`` holds).
+
+    Attributes
+    ----------
+    metric : str
+        What the scores measure (a label, e.g. ``accuracy``); higher is better.
+    source : str
+        Where the scores come from (evaluation, date, sample size): shown in the report.
+    scores : list of QualityEntry
+        Matched in order; the first entry whose ``match`` holds gives a configuration's
+        scores, so list specific entries before general ones.
+    """
+
+    metric: str = Field(default="score", min_length=1)
+    source: str = Field(min_length=1)
+    scores: list[QualityEntry] = Field(min_length=1)
+
+
+class QualityGate(_Strict):
+    """The quality gate of a plan: scores per configuration and slice, with minimums.
+
+    Attributes
+    ----------
+    table : str or QualityTable
+        A YAML file (path relative to the plan file, then the working directory) holding a
+        :class:`QualityTable`, or the table inline.
+    min_score : float, optional
+        Minimum score of every slice of the workload.
+    min_score_by_slice : dict of str to float
+        Minimum per slice (overrides ``min_score`` for that slice; slices named here are
+        checked even when ``min_score`` is not given).
+    unscored : {"fail", "pass"}
+        What a checked slice without a score means for a configuration: ``fail`` (default:
+        an unevaluated path, such as a new quantization, cannot pass a quality gate) or
+        ``pass``.
+    """
+
+    table: str | QualityTable
+    min_score: float | None = None
+    min_score_by_slice: dict[str, float] = Field(default_factory=dict)
+    unscored: Literal["fail", "pass"] = "fail"
+
+    @model_validator(mode="after")
+    def _some_minimum(self):
+        if self.min_score is None and not self.min_score_by_slice:
+            raise ValueError("quality: give min_score and/or min_score_by_slice")
+        return self
 
 
 class SLOOverride(_Strict):
@@ -204,7 +319,8 @@ class SLOOverride(_Strict):
 
 
 class BaselineSpec(_Strict):
-    """The named configuration the plan falls back to when no candidate passes the gates."""
+    """A named configuration the plan evaluates beside the candidates: the baseline (what
+    runs today) or the last known-good configuration (the plan's fallback when given)."""
 
     name: str = Field(default="baseline", min_length=1)
     set: dict[str, Any] = Field(default_factory=dict)
@@ -239,8 +355,14 @@ class PlanSpec(_Strict):
     prices : dict of str to float
         GPU name (or alias) -> US dollars per GPU-hour. Default: the GPU profile's price.
     baseline : BaselineSpec
-        Named fallback configuration (overrides of the base; default: the base itself).
+        Named baseline configuration (overrides of the base; default: the base itself); the
+        fallback unless ``last_known_good`` is given.
+    last_known_good : BaselineSpec, optional
+        The last configuration known to serve well (overrides of the base); when given it is
+        the plan's fallback, evaluated and shown beside the recommendation.
     gates : GateSettings
+    quality : QualityGate, optional
+        User-supplied quality scores per configuration and slice, with minimums.
     headroom : float
         Capacity margin when sizing: replicas = ceil(target x (1 + headroom) / capacity).
     max_extra_replicas : int
@@ -262,7 +384,9 @@ class PlanSpec(_Strict):
     candidates: list[dict[str, Any]] | None = None
     prices: dict[str, float] = Field(default_factory=dict)
     baseline: BaselineSpec = Field(default_factory=BaselineSpec)
+    last_known_good: BaselineSpec | None = None
     gates: GateSettings = Field(default_factory=GateSettings)
+    quality: QualityGate | None = None
     headroom: float = Field(default=0.1, ge=0, le=10)
     max_extra_replicas: int = Field(default=4, ge=0, le=64)
     search: SearchSettings = Field(default_factory=SearchSettings)
@@ -310,6 +434,10 @@ class PlanSpec(_Strict):
     def _target(self):
         if self.target_rate_rps is not None and self.rate_scale is not None:
             raise ValueError("give target_rate_rps or rate_scale, not both")
+        if self.last_known_good is not None and \
+                self.last_known_good.name == self.baseline.name:
+            raise ValueError(f"last_known_good and baseline share the name "
+                             f"{self.baseline.name!r}; name them apart")
         return self
 
 
@@ -376,3 +504,28 @@ def resolve_base(base: str | dict, spec_dir: Path | None) -> tuple[dict, Path]:
     raw = read_scenario_yaml(p)
     folder = Path(raw.pop("__file__", p)).parent
     return raw, folder
+
+
+def load_quality_table(gate: QualityGate, spec_dir: Path | None) -> QualityTable:
+    """The quality table of a plan's ``quality`` gate (read and validated when a path).
+
+    The path is tried relative to the plan file's folder, then as given.
+
+    Raises
+    ------
+    PlanError
+        A missing or unreadable file, or one line naming the file and key of an invalid table.
+    """
+    if isinstance(gate.table, QualityTable):
+        return gate.table
+    p = Path(gate.table).expanduser()
+    if not p.is_absolute() and spec_dir is not None and (spec_dir / p).is_file():
+        p = spec_dir / p
+    if not p.is_file():
+        raise PlanError(f"quality.table: file {gate.table!r} not found (relative to the plan "
+                        f"file's folder or the working directory)")
+    raw, _ = read_yaml_mapping(p, "quality table", PlanError)
+    try:
+        return QualityTable.model_validate(raw)
+    except ValidationError as e:
+        raise PlanError(format_spec_error(e, QualityTable, str(p))) from None

@@ -8,7 +8,7 @@ page is that Markdown rendered by ``markdown-it-py`` (CommonMark plus tables, ra
 allowed for ``<details>``), put in the page shell ``base.html.j2``, with every image
 embedded as a base64 ``data:`` URI: one file to mail or attach, with exactly the content of
 the Markdown report (same prose, tables and figures). Links to other reports' ``.md`` files
-point at their ``.html`` pages.
+point at their ``.html`` pages; every heading has an ``id`` (its text as a slug) to link to.
 
 Template conventions (the environment of :func:`environment`): ``trim_blocks`` and
 ``lstrip_blocks`` (a line holding only a tag leaves no blank line), undefined names are
@@ -108,6 +108,22 @@ def _rewrite(tokens, figure_dir: Path) -> None:
                 tok.attrSet("href", href[:-3] + ".html")
 
 
+def _slug(text: str) -> str:
+    """``Why each configuration fails`` -> ``why-each-configuration-fails``."""
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
+
+
+def _heading_ids(tokens) -> None:
+    """An ``id`` on every heading (its text as a slug; ``-2``, ``-3`` for repeats), so a
+    section can be linked to (``plan.html#recommendation-and-fallback``)."""
+    seen: dict[str, int] = {}
+    for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and i + 1 < len(tokens):
+            slug = _slug(tokens[i + 1].content)
+            seen[slug] = seen.get(slug, 0) + 1
+            tok.attrSet("id", slug if seen[slug] == 1 else f"{slug}-{seen[slug]}")
+
+
 def _mark_verdicts(tokens) -> None:
     """Class ``ok`` on table cells reading ``pass``; ``bad`` on the other cells of a column
     headed ``gates`` (the plan's candidate tables)."""
@@ -158,6 +174,7 @@ def markdown_to_html(markdown: str, *, title: str | None = None,
     env: dict = {}
     tokens = md.parse(markdown, env)
     _rewrite(tokens, Path(figure_dir) if figure_dir is not None else Path("."))
+    _heading_ids(tokens)
     _mark_verdicts(tokens)
     body = md.renderer.render(tokens, md.options, env)
     if title is None:

@@ -28,9 +28,11 @@ __all__ = [
     "HTML_FILE",
     "REPORT_FILE",
     "format_summary_rows",
+    "price_sheet_rows",
     "print_summary_table",
     "render_run_report",
     "speculative_section",
+    "synthesised_note",
     "write_run_report",
 ]
 
@@ -134,6 +136,15 @@ def format_summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Cost per 1M input tokens", adaptive_usd(s.get("cost_per_1m_input_tokens_usd"))),
         ("Cost per 1M tokens (input + output)", adaptive_usd(s.get("cost_per_1m_tokens_usd"))),
     ]
+    if s.get("phase_cost") is not None:
+        pc = s["phase_cost"]
+        rows += [
+            ("Price per 1M input tokens (prefill GPU time)",
+             adaptive_usd(s.get("price_per_1m_input_tokens_usd"))
+             + f" ({adaptive_pct(pc.get('prefill_share'))} of busy GPU time)"),
+            ("Price per 1M output tokens (decode GPU time)",
+             adaptive_usd(s.get("price_per_1m_output_tokens_usd"))),
+        ]
     if s.get("sim_wall_s") is not None:
         speed = s.get("sim_speedup")
         rows.append(("Simulation wall time", adaptive(s.get("sim_wall_s"), " s")
@@ -278,6 +289,71 @@ def _kv_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+def synthesised_note(summary: Mapping[str, Any], scenario: Mapping[str, Any] | None = None
+                     ) -> str | None:
+    """One sentence saying which request fields the workload config assigned at random.
+
+    Parameters
+    ----------
+    summary : mapping
+        A run summary with ``workload_synthesised`` (``{field: config key}``, see
+        :func:`simulator.workload.synthesised_labels`).
+    scenario : mapping, optional
+        The scenario (its ``workload.trace`` decides whether the sentence names a trace).
+
+    Returns
+    -------
+    str or None
+        ``None`` when nothing was synthesised.
+    """
+    synth = summary.get("workload_synthesised") or {}
+    if not synth:
+        return None
+    trace = _get(scenario or {}, "workload.trace")
+    fields = ", ".join(f"{f} ({k})" for f, k in synth.items())
+    src = f"not read from the trace {trace}" if trace else "in a synthetic workload"
+    return (f"synthesised request labels: {fields} were assigned at random by the workload "
+            f"config, {src}; per-tenant, per-slice and per-priority results reflect the "
+            "configured shares, not real clients")
+
+
+def price_sheet_rows(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The context of the run report's "Price sheet" section (None without ``phase_cost``).
+
+    Parameters
+    ----------
+    summary : mapping
+        A run summary with ``phase_cost`` (:func:`simulator.metrics.cost.phase_cost`).
+
+    Returns
+    -------
+    dict or None
+        ``rows`` (prefill, decode, idle: GPU-seconds, share of busy time, cost, tokens,
+        price per 1M tokens), ``check`` (input tokens x input price + output tokens x
+        output price), ``cost``, ``rule`` and ``mixed`` (share of busy time in mixed steps).
+    """
+    pc = summary.get("phase_cost")
+    if not pc:
+        return None
+    share = pc.get("prefill_share")
+    return {
+        "rows": [
+            ["prefill (input)", adaptive(pc.get("prefill_gpu_s")), adaptive_pct(share),
+             adaptive_usd(pc.get("prefill_cost_usd")), adaptive(summary.get("num_input_tokens")),
+             adaptive_usd(pc.get("price_per_1m_input_tokens_usd"))],
+            ["decode (output)", adaptive(pc.get("decode_gpu_s")),
+             adaptive_pct(None if share is None else 1 - share),
+             adaptive_usd(pc.get("decode_cost_usd")), adaptive(summary.get("num_output_tokens")),
+             adaptive_usd(pc.get("price_per_1m_output_tokens_usd"))],
+            ["idle (pro rata)", adaptive(pc.get("idle_gpu_s")), "-", "included above", "-",
+             "-"]],
+        "check": adaptive_usd(pc.get("price_check_usd")),
+        "cost": adaptive_usd(summary.get("cost_usd")),
+        "rule": pc.get("rule", ""),
+        "mixed": adaptive_pct(pc.get("mixed_time_share")),
+    }
+
+
 def speculative_section(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The context of the run report's "Speculative decoding" section.
 
@@ -366,7 +442,9 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "groups": groups,
         "figures": [(_FIGURE_TITLES.get(f, f), FIGURE_FILES[f]) for f in figures],
         "provenance_rows": _provenance_rows(sc),
+        "price_sheet": price_sheet_rows(summary),
         "kv_rows": _kv_rows(summary),
+        "synthesised_note": synthesised_note(summary, sc),
         "speculative": speculative_section(summary.get("speculative")),
         "version": __version__,
     }
@@ -412,7 +490,7 @@ def write_run_report(outdir: Path, summary: dict, requests: pd.DataFrame, steps:
 
 
 def print_summary_table(summary: Mapping[str, Any], console=None, *,
-                        title: str = "servesim run"):
+                        title: str = "servesim run", scenario: Mapping[str, Any] | None = None):
     """Print the headline metrics as a compact rich table.
 
     Parameters
@@ -423,6 +501,8 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
         Where to print (a new stdout console by default).
     title : str, default "servesim run"
         Table title.
+    scenario : mapping, optional
+        The scenario (names the trace in the synthesised-labels note).
 
     Returns
     -------
@@ -439,6 +519,9 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
         if label.startswith(("GPU-hours", "Cost per 1M input")):
             continue
         table.add_row(label, value)
+    note = synthesised_note(summary, context_mapping(scenario))
+    if note:
+        table.add_row("[bold red]Note[/bold red]", note)
     reasons = summary.get("reject_reasons") or {}
     if reasons:
         table.add_row("Reject reasons",

@@ -3,8 +3,10 @@
 Public API::
 
     WorkloadConfig, load_workload(cfg, seed, base_dir=None) -> list[RequestSpec]
-    read_trace(path, format="auto", columns=None, time_unit="s") -> list[RequestSpec]
+    read_trace(path, format="auto", columns=None, time_unit="s", seed=0) -> list[RequestSpec]
+    write_parquet_trace(cols, path) -> Path          # a Parquet copy of any trace
     describe_workload(reqs) -> dict
+    synthesised_labels(cfg) -> dict     # fields assigned at random, not read from the trace
     WorkloadError (a ValueError), WorkloadWarning (a UserWarning)
 
 Formats and examples: ``traces/README.md``.
@@ -15,19 +17,31 @@ from simulator.workload.config import (
     ArrivalConfig,
     LengthDist,
     PatienceConfig,
+    ServeGenConfig,
     SharedPrefix,
     SyntheticConfig,
     WorkloadConfig,
 )
 from simulator.workload.describe import describe_workload
 from simulator.workload.errors import WorkloadError, WorkloadWarning
-from simulator.workload.loader import assign_by_share, load_workload, stable_int_hash
-from simulator.workload.readers import detect_format, read_trace
+from simulator.workload.loader import (
+    assign_by_share,
+    load_workload,
+    stable_int_hash,
+    synthesised_labels,
+)
+from simulator.workload.readers import (
+    detect_format,
+    read_columns,
+    read_trace,
+    write_parquet_trace,
+)
 
 __all__ = [
     "ArrivalConfig",
     "LengthDist",
     "PatienceConfig",
+    "ServeGenConfig",
     "SharedPrefix",
     "SyntheticConfig",
     "WorkloadConfig",
@@ -37,6 +51,9 @@ __all__ = [
     "describe_workload",
     "detect_format",
     "load_workload",
+    "read_columns",
     "read_trace",
     "stable_int_hash",
+    "synthesised_labels",
+    "write_parquet_trace",
 ]

@@ -32,7 +32,8 @@ GENERIC_FIELDS = (
 #: The fields a generic trace must provide.
 REQUIRED_GENERIC_FIELDS = ("arrival_time_s", "num_prompt_tokens", "num_output_tokens")
 
-TraceFormat = Literal["auto", "azure", "vidur", "mooncake", "generic_csv", "generic_jsonl"]
+TraceFormat = Literal["auto", "azure", "vidur", "mooncake", "generic_csv", "generic_jsonl",
+                      "parquet", "servegen"]
 
 SHARE_TOLERANCE = 1e-6
 _TOK = MAX_TOKENS_REPRESENTABLE
@@ -236,6 +237,40 @@ def _check_shares(name: str, shares: dict | None) -> dict | None:
     return shares
 
 
+class ServeGenConfig(StrictModel):
+    """Options of a ServeGen trace (``format: servegen``; :mod:`simulator.workload.servegen`).
+
+    Attributes
+    ----------
+    clients : list of int, optional
+        Client ids (``N`` of ``chunk-N-trace.csv``) to generate; default all of the folder.
+    prompt_tokens, output_tokens : LengthDist, optional
+        Lengths for every client instead of the dataset files' tables (give both; required
+        for data with arrivals only, such as ``language/m-large``). ``from_trace`` is not
+        available here.
+    """
+
+    clients: list[int] | None = Field(default=None, min_length=1)
+    prompt_tokens: LengthDist | None = None
+    output_tokens: LengthDist | None = None
+
+    @model_validator(mode="after")
+    def _validate(self) -> ServeGenConfig:
+        if (self.prompt_tokens is None) != (self.output_tokens is None):
+            raise ValueError("ServeGenConfig: give both prompt_tokens and output_tokens, or "
+                             "neither (the dataset files then give the lengths)")
+        for d in (self.prompt_tokens, self.output_tokens):
+            if d is not None and d.from_trace is not None:
+                raise ValueError("ServeGenConfig: from_trace lengths are not available for "
+                                 "a ServeGen trace")
+        if self.clients is not None:
+            if any(c < 0 for c in self.clients):
+                raise ValueError("ServeGenConfig: client ids are >= 0")
+            if len(set(self.clients)) != len(self.clients):
+                raise ValueError("ServeGenConfig: duplicate client ids")
+        return self
+
+
 class WorkloadConfig(StrictModel):
     """The workload of a scenario: a trace or a synthetic spec, plus post-processing.
 
@@ -244,12 +279,16 @@ class WorkloadConfig(StrictModel):
     trace : str or None
         Trace file path (resolved with ``simulator.resources.resolve_path(path, "traces")``).
     format : str
-        ``auto`` (by extension and header), ``azure``, ``vidur``, ``mooncake``,
-        ``generic_csv`` or ``generic_jsonl``; see ``traces/README.md``.
+        ``auto`` (by extension, header or folder), ``azure``, ``vidur``, ``mooncake``,
+        ``generic_csv``, ``generic_jsonl``, ``parquet`` (generic columns) or ``servegen``
+        (a ServeGen folder or client file: requests generated from its per-client rates
+        and length tables); see ``traces/README.md``.
     columns : dict or None
-        Generic formats only: our field name -> the file's column name.
+        Generic formats (CSV, JSONL, Parquet) only: our field name -> the file's column name.
     time_unit : ``"s"`` or ``"ms"``
         Unit of a generic trace's arrival time column.
+    servegen : ServeGenConfig or None
+        Options of a ServeGen trace (clients, lengths).
     synthetic : SyntheticConfig or None
         Synthetic workload (exactly one of ``trace`` and ``synthetic``).
     rate_scale : float
@@ -276,6 +315,7 @@ class WorkloadConfig(StrictModel):
     format: TraceFormat = "auto"
     columns: dict[str, str] | None = None
     time_unit: Literal["s", "ms"] = "s"
+    servegen: ServeGenConfig | None = None
     synthetic: SyntheticConfig | None = None
     rate_scale: float = Field(default=1.0, gt=0)
     start_s: float = Field(default=0.0, ge=0)
@@ -321,7 +361,12 @@ class WorkloadConfig(StrictModel):
                     raise ValueError(f"WorkloadConfig: {f!r} applies to a trace, not synthetic")
             if self.format != "auto" or self.time_unit != "s":
                 raise ValueError("WorkloadConfig: 'format'/'time_unit' apply to a trace only")
-        if self.format in ("azure", "vidur", "mooncake"):
+        if self.servegen is not None and self.format not in ("auto", "servegen"):
+            raise ValueError(f"WorkloadConfig: 'servegen' options apply to format "
+                             f"'servegen', not {self.format!r}")
+        if self.servegen is not None and self.synthetic is not None:
+            raise ValueError("WorkloadConfig: 'servegen' applies to a trace, not synthetic")
+        if self.format in ("azure", "vidur", "mooncake", "servegen"):
             if self.columns is not None:
                 raise ValueError(f"WorkloadConfig: 'columns' applies to generic formats, "
                                  f"not format={self.format!r}")

@@ -102,8 +102,9 @@ def load_workload(cfg: WorkloadConfig, seed: int,
 
     Steps, in order:
 
-    1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``) or
-       generate the synthetic workload;
+    1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``; for
+       ServeGen data, generate its requests from the windows overlapping ``[start_s,
+       end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload;
     2. keep arrivals in ``[start_s, end_s)`` on the trace's clock, sort by arrival time
        (stable: ties keep file order) and keep the first ``max_requests``;
     3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds;
@@ -148,7 +149,8 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     """
     if cfg.trace is not None:
         path = _resolve(cfg.trace, base_dir)
-        cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit)
+        cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit, seed=seed,
+                            start_s=cfg.start_s, end_s=cfg.end_s, servegen=cfg.servegen)
         source = str(cfg.trace)
     else:
         rng_stream(seed, STREAM_ARRIVALS)  # validates the seed
@@ -195,6 +197,14 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         else:
             setattr(cols, fld, [str(x) for x in labels])
 
+    synth = synthesised_labels(cfg)
+    if synth and cfg.trace is not None:
+        warnings.warn(WorkloadWarning(
+            f"{source}: {', '.join(synth)} assigned at random by the workload config "
+            f"({', '.join(sorted(set(synth.values())))}), not read from the trace: "
+            "results per tenant, slice or priority reflect the configured shares"),
+            stacklevel=2)
+
     # 5. patience
     if cfg.patience is not None:
         drawn = sample_patience(cfg.patience, n, rng_stream(seed, STREAM_PATIENCE))
@@ -226,6 +236,37 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     return cols.to_specs()
 
 
+#: Request fields a workload config may assign at random, and the key that assigns them.
+SYNTHESISABLE = (("tenant", "tenants"), ("priority", "priorities"),
+                 ("cancel_after_s", "patience"), ("slice", "slices"))
+
+
+def synthesised_labels(cfg: WorkloadConfig) -> dict[str, str]:
+    """Request fields that the workload config assigns at random instead of reading them.
+
+    ``tenants``, ``priorities`` and ``slices`` share tables label every request at random in
+    the configured proportions (a trace that has the column is an error, so a share table
+    always means synthesised labels); ``patience`` draws a cancellation deadline for every
+    request without one in the trace.
+
+    Parameters
+    ----------
+    cfg : WorkloadConfig
+
+    Returns
+    -------
+    dict of str to str
+        Field name (``tenant``, ``priority``, ``cancel_after_s``, ``slice``) -> the config key
+        that synthesised it (``workload.tenants``, ...), in that order; empty when every
+        field came from the trace (or was left at its default).
+    """
+    out: dict[str, str] = {}
+    for fld, key in SYNTHESISABLE:
+        if getattr(cfg, key) is not None:
+            out[fld] = f"workload.{key}"
+    return out
+
+
 def _attach_prefixes(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> None:
     n = len(cols)
     tenants = cols.tenant or ["default"] * n
@@ -250,4 +291,5 @@ def _attach_prefixes(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> No
     cols.prefix_block_tokens = block
 
 
-__all__ = ["assign_by_share", "load_workload", "stable_int_hash"]
+__all__ = ["SYNTHESISABLE", "assign_by_share", "load_workload", "stable_int_hash",
+           "synthesised_labels"]

@@ -20,6 +20,12 @@ Formats (see ``traces/README.md`` for examples):
 - ``generic_csv`` / ``generic_jsonl``: our field names (``arrival_time_s``,
   ``num_prompt_tokens``, ``num_output_tokens``), or the file's names via ``columns``;
   ``time_unit`` ``s`` or ``ms``.
+- ``parquet``: the generic fields as typed Parquet columns (strings in a numeric column are
+  errors, nulls are "not given"), plus ``prefix_hash_ids`` (list of int64) with
+  ``prefix_block_tokens``; what :func:`write_parquet_trace` writes. Errors name the 1-based
+  row (``file.parquet:17: ...``).
+- ``servegen``: a ServeGen folder or client file; requests are generated from its per-client
+  rate windows and length tables (:mod:`simulator.workload.servegen`).
 
 Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
 ``cancel_after_s`` (s) and ``max_tokens``; an empty cell (or JSON ``null``) means "not given".
@@ -39,114 +45,19 @@ import numpy as np
 from simulator.request import RequestSpec
 from simulator.resources import not_a_file_reason
 from simulator.schema import MAX_TOKENS_REPRESENTABLE
+from simulator.workload.columns import MOONCAKE_BLOCK_TOKENS, TraceColumns
 from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
 from simulator.workload.errors import WorkloadError
+from simulator.workload.servegen import is_servegen_path, read_servegen
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
-MOONCAKE_BLOCK_TOKENS = 512
 OPTIONAL_FIELDS = ("tenant", "priority", "slice", "cancel_after_s", "max_tokens")
 
 _JSON_EXTS = {".jsonl", ".json", ".ndjson"}
 _CSV_EXTS = {".csv", ".txt"}
 _TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?")
-
-
-@dataclass
-class TraceColumns:
-    """A parsed trace, column-wise, in file order.
-
-    Attributes
-    ----------
-    path : str
-        The file, as named in error messages.
-    format : str
-        The format it was read as.
-    arrival_s : numpy.ndarray of float64
-        Arrival times in seconds on the trace's own clock (>= 0).
-    prompt, output : numpy.ndarray of int64
-        Prompt and true output lengths in tokens (>= 1).
-    lines : numpy.ndarray of int64
-        1-based source line of each row (0 for generated rows).
-    tenant, slice : list of str, or None
-        Per-row names (``None`` when the trace has no such column; ``"default"`` for empty cells).
-    priority : numpy.ndarray of int64, or None
-    cancel_after_s : numpy.ndarray of float64, or None
-        Patience in seconds; NaN where not given.
-    max_tokens : numpy.ndarray of int64, or None
-        Declared limit; 0 where not given.
-    prefix_hash_ids : list of (tuple of int or None), or None
-    prefix_block_tokens : int or list of int
-        Tokens per prefix id: one value for all rows, or one per row.
-    """
-
-    path: str
-    format: str
-    arrival_s: np.ndarray
-    prompt: np.ndarray
-    output: np.ndarray
-    lines: np.ndarray
-    tenant: list[str] | None = None
-    priority: np.ndarray | None = None
-    slice: list[str] | None = None
-    cancel_after_s: np.ndarray | None = None
-    max_tokens: np.ndarray | None = None
-    prefix_hash_ids: list[tuple[int, ...] | None] | None = None
-    prefix_block_tokens: int | list[int] = MOONCAKE_BLOCK_TOKENS
-
-    def __len__(self) -> int:
-        return int(self.arrival_s.shape[0])
-
-    def take(self, idx: np.ndarray) -> TraceColumns:
-        """Rows ``idx`` (an index array), in that order."""
-        idx = np.asarray(idx, dtype=np.int64)
-
-        def pick_list(v):
-            return None if v is None else [v[i] for i in idx.tolist()]
-
-        def pick_arr(v):
-            return None if v is None else v[idx]
-
-        return TraceColumns(
-            path=self.path, format=self.format, arrival_s=self.arrival_s[idx],
-            prompt=self.prompt[idx], output=self.output[idx], lines=self.lines[idx],
-            tenant=pick_list(self.tenant), priority=pick_arr(self.priority),
-            slice=pick_list(self.slice), cancel_after_s=pick_arr(self.cancel_after_s),
-            max_tokens=pick_arr(self.max_tokens), prefix_hash_ids=pick_list(self.prefix_hash_ids),
-            prefix_block_tokens=(pick_list(self.prefix_block_tokens)
-                                 if isinstance(self.prefix_block_tokens, list)
-                                 else self.prefix_block_tokens))
-
-    def to_specs(self) -> list[RequestSpec]:
-        """One :class:`RequestSpec` per row, ``request_id`` = row index."""
-        n = len(self)
-        arr = self.arrival_s.tolist()
-        pr = self.prompt.tolist()
-        out = self.output.tolist()
-        lines = [ln if ln > 0 else None for ln in self.lines.tolist()]
-        tenant = self.tenant or ["default"] * n
-        slc = self.slice or ["default"] * n
-        prio = self.priority.tolist() if self.priority is not None else [0] * n
-        if self.cancel_after_s is not None:
-            cancel = [None if math.isnan(c) else c for c in self.cancel_after_s.tolist()]
-        else:
-            cancel = [None] * n
-        if self.max_tokens is not None:
-            mt = [m if m > 0 else None for m in self.max_tokens.tolist()]
-        else:
-            mt = [None] * n
-        pref = self.prefix_hash_ids or [None] * n
-        bt = self.prefix_block_tokens
-        if not isinstance(bt, list):
-            bt = [bt] * n
-        return [
-            RequestSpec(request_id=i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
-                        num_output_tokens=out[i], max_tokens=mt[i], tenant=tenant[i],
-                        priority=prio[i], slice=slc[i], cancel_after_s=cancel[i],
-                        prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i])
-            for i in range(n)
-        ]
 
 
 # --------------------------------------------------------------------------- validation
@@ -563,6 +474,138 @@ def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColu
 
 # --------------------------------------------------------------------------- detection
 
+# --------------------------------------------------------------------------- parquet
+
+PARQUET_MAGIC = b"PAR1"
+_PARQUET_EXTS = {".parquet", ".pq"}
+
+
+def _is_parquet(p: Path) -> bool:
+    if p.suffix.lower() in _PARQUET_EXTS:
+        return True
+    try:
+        with open(p, "rb") as f:
+            return f.read(4) == PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def _read_parquet(path: Path, shown: str, columns, time_unit) -> TraceColumns:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as e:
+        raise WorkloadError(f"{shown}: not a readable Parquet file ({e})") from None
+    names = list(table.column_names)
+    dup = sorted({c for c in names if names.count(c) > 1})
+    if dup:
+        raise WorkloadError(f"{shown}: duplicate column(s) {dup}")
+    cache: dict[str, list] = {}
+
+    def get(c: str) -> list:
+        if c not in cache:
+            cache[c] = table.column(c).to_pylist()
+        return cache[c]
+
+    n = table.num_rows
+    lines = np.arange(1, n + 1, dtype=np.int64)
+    cols = _generic(shown, "parquet", get, names.__contains__, names, n or 1, lines, columns,
+                    time_unit, json_numbers=True)
+    if "prefix_hash_ids" in names:
+        errors = _Errors(shown)
+        if "prefix_block_tokens" not in names:
+            raise WorkloadError(f"{shown}: column 'prefix_hash_ids' needs 'prefix_block_tokens' "
+                                "(tokens per prefix id)")
+        ids: list[tuple[int, ...] | None] = []
+        for i, v in enumerate(get("prefix_hash_ids")):
+            if v is None or v == []:
+                ids.append(None)
+            elif isinstance(v, list) and all(isinstance(h, int) and not isinstance(h, bool)
+                                             for h in v):
+                ids.append(tuple(v))
+            else:
+                errors.add(i + 1, f"prefix_hash_ids {str(v)[:60]!r} is not a list of integers")
+                break
+        _json_numbers(get("prefix_block_tokens"), lines, "prefix_block_tokens", errors)
+        bt = _int_column(get("prefix_block_tokens"), lines, "prefix_block_tokens", errors,
+                         min_value=1, optional=True)
+        errors.raise_if_any()
+        cols.prefix_hash_ids = ids
+        cols.prefix_block_tokens = [int(b) if b > 0 else MOONCAKE_BLOCK_TOKENS
+                                    for b in bt.tolist()]
+    return cols
+
+
+def write_parquet_trace(cols: TraceColumns, path: str | os.PathLike, *,
+                        metadata: dict[str, str] | None = None) -> Path:
+    """Write a trace as a Parquet file that ``format: parquet`` reads back identically.
+
+    Columns: ``arrival_time_s`` (float64, seconds on the trace's clock),
+    ``num_prompt_tokens``, ``num_output_tokens`` (int64), and those the trace has:
+    ``tenant``, ``slice`` (string), ``priority`` (int64), ``cancel_after_s`` (float64, null
+    where not given), ``max_tokens`` (int64, null where not given), ``prefix_hash_ids``
+    (list of int64, null where none) with ``prefix_block_tokens`` (int64). Rows are in arrival
+    order (stable: ties keep file order), as every reader returns them. The file's metadata
+    records the source file and format (``servesim.source``, ``servesim.format``) plus
+    ``metadata``.
+
+    Parameters
+    ----------
+    cols : TraceColumns
+        A trace as :func:`read_columns` returns it.
+    path : str or path-like
+        Output file (its folder is created).
+    metadata : dict of str to str, optional
+        Extra key/value pairs for the file's metadata (e.g. the seed of a generated trace).
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    WorkloadError
+        If the file cannot be written.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    order = np.argsort(cols.arrival_s, kind="stable")
+    c = cols.take(order)
+    data: dict[str, pa.Array] = {
+        "arrival_time_s": pa.array(c.arrival_s, type=pa.float64()),
+        "num_prompt_tokens": pa.array(c.prompt, type=pa.int64()),
+        "num_output_tokens": pa.array(c.output, type=pa.int64()),
+    }
+    if c.tenant is not None:
+        data["tenant"] = pa.array(c.tenant, type=pa.string())
+    if c.slice is not None:
+        data["slice"] = pa.array(c.slice, type=pa.string())
+    if c.priority is not None:
+        data["priority"] = pa.array(c.priority, type=pa.int64())
+    if c.cancel_after_s is not None:
+        data["cancel_after_s"] = pa.array(c.cancel_after_s, type=pa.float64(),
+                                          mask=np.isnan(c.cancel_after_s))
+    if c.max_tokens is not None:
+        data["max_tokens"] = pa.array(c.max_tokens, type=pa.int64(), mask=c.max_tokens <= 0)
+    if c.prefix_hash_ids is not None:
+        data["prefix_hash_ids"] = pa.array([list(h) if h else None for h in c.prefix_hash_ids],
+                                           type=pa.list_(pa.int64()))
+        bt = c.prefix_block_tokens
+        data["prefix_block_tokens"] = pa.array(bt if isinstance(bt, list) else [bt] * len(c),
+                                               type=pa.int64())
+    meta = {"servesim.source": str(cols.path), "servesim.format": str(cols.format)}
+    meta.update({str(k): str(v) for k, v in (metadata or {}).items()})
+    table = pa.table(data).replace_schema_metadata(meta)
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out)
+    except OSError as e:
+        raise WorkloadError(f"{out}: cannot write ({e.strerror or e})") from None
+    return out
+
+
 def _first_nonblank_line(path: Path, shown: str) -> str:
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
@@ -588,15 +631,26 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
     Returns
     -------
     str
-        ``azure``, ``vidur``, ``mooncake``, ``generic_csv`` or ``generic_jsonl``.
+        ``azure``, ``vidur``, ``mooncake``, ``generic_csv``, ``generic_jsonl``, ``parquet``
+        (``.parquet`` / ``.pq`` or the ``PAR1`` magic bytes) or ``servegen`` (a folder of
+        ``chunk-N-trace.csv`` files, or one such file).
 
     Raises
     ------
     WorkloadError
-        If the file cannot be read or is empty.
+        If the file cannot be read or is empty, or a folder is not ServeGen data.
     """
     p = Path(path)
     shown = str(path)
+    if p.is_dir():
+        if is_servegen_path(p):
+            return "servegen"
+        raise WorkloadError(f"{shown}: is a directory, not a trace file (nor a ServeGen "
+                            "folder: it has no chunk-N-trace.csv)")
+    if _is_parquet(p):
+        return "parquet"
+    if is_servegen_path(p):
+        return "servegen"
     first = _first_nonblank_line(p, shown)
     ext = p.suffix.lower()
     is_json = ext in _JSON_EXTS or (ext not in _CSV_EXTS and first.startswith("{"))
@@ -621,16 +675,25 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
         return "generic_csv"
     raise WorkloadError(
         f"{shown}: cannot detect the trace format from the header {header}; expected Azure "
-        f"({','.join(AZURE_COLUMNS)}), Vidur ({','.join(VIDUR_COLUMNS)}) or generic "
-        f"({','.join(REQUIRED_GENERIC_FIELDS)}); set format and/or columns")
+        f"({','.join(AZURE_COLUMNS)}), Vidur ({','.join(VIDUR_COLUMNS)}), generic "
+        f"({','.join(REQUIRED_GENERIC_FIELDS)}), Parquet (.parquet) or a ServeGen "
+        f"chunk-N-trace.csv; set format and/or columns")
 
 
 def read_columns(path: str | os.PathLike, format: str = "auto",
-                 columns: dict[str, str] | None = None, time_unit: str = "s") -> TraceColumns:
-    """Read a trace into a :class:`TraceColumns` (file order). See :func:`read_trace`."""
+                 columns: dict[str, str] | None = None, time_unit: str = "s", *,
+                 seed: int = 0, start_s: float = 0.0, end_s: float | None = None,
+                 servegen=None) -> TraceColumns:
+    """Read a trace into a :class:`TraceColumns` (file order). See :func:`read_trace`.
+
+    ``seed``, ``start_s``, ``end_s`` and ``servegen`` (a
+    :class:`~simulator.workload.config.ServeGenConfig`) apply to ServeGen data only: its
+    requests are generated (windows overlapping ``[start_s, end_s)``, seeded); the other
+    formats return every row and ignore them.
+    """
     shown = str(path)
     p = Path(path)
-    if not p.is_file():
+    if not p.is_file() and not (p.is_dir() and format in ("auto", "servegen")):
         raise WorkloadError(f"{shown}: {not_a_file_reason(p)}")
     if columns is not None:
         unknown = sorted(set(columns) - set(GENERIC_FIELDS))
@@ -639,7 +702,9 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
     if time_unit not in ("s", "ms"):
         raise WorkloadError(f"time_unit must be 's' or 'ms', got {time_unit!r}")
     fmt = detect_format(p, columns) if format == "auto" else format
-    generic = fmt in ("generic_csv", "generic_jsonl")
+    if servegen is not None and fmt != "servegen":
+        raise WorkloadError(f"{shown}: workload.servegen applies to ServeGen data, not {fmt!r}")
+    generic = fmt in ("generic_csv", "generic_jsonl", "parquet")
     if not generic and (columns is not None or time_unit != "s"):
         raise WorkloadError(f"{shown}: columns/time_unit apply to generic formats, not {fmt!r}")
     if fmt == "azure":
@@ -652,11 +717,20 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
         return _read_generic_csv(p, shown, columns, time_unit)
     if fmt == "generic_jsonl":
         return _read_generic_jsonl(p, shown, columns, time_unit)
+    if fmt == "parquet":
+        return _read_parquet(p, shown, columns, time_unit)
+    if fmt == "servegen":
+        sg = servegen
+        return read_servegen(p, seed, start_s=start_s, end_s=end_s,
+                             clients=getattr(sg, "clients", None),
+                             prompt_tokens=getattr(sg, "prompt_tokens", None),
+                             output_tokens=getattr(sg, "output_tokens", None))
     raise WorkloadError(f"unknown trace format {format!r}")
 
 
 def read_trace(path: str | os.PathLike, format: str = "auto",
-               columns: dict[str, str] | None = None, time_unit: str = "s") -> list[RequestSpec]:
+               columns: dict[str, str] | None = None, time_unit: str = "s", *,
+               seed: int = 0) -> list[RequestSpec]:
     """Read a trace file into request specs.
 
     Parameters
@@ -664,14 +738,16 @@ def read_trace(path: str | os.PathLike, format: str = "auto",
     path : str or path-like
         The file (used as given; :func:`load_workload` resolves scenario paths first).
     format : str
-        ``auto`` (by extension and header), ``azure``, ``vidur``, ``mooncake``,
-        ``generic_csv`` or ``generic_jsonl``.
+        ``auto`` (by extension, header or folder), ``azure``, ``vidur``, ``mooncake``,
+        ``generic_csv``, ``generic_jsonl``, ``parquet`` or ``servegen``.
     columns : dict of str to str, or None
         Generic formats: our field name (``arrival_time_s``, ``num_prompt_tokens``,
         ``num_output_tokens``, ``tenant``, ``priority``, ``slice``, ``cancel_after_s``,
         ``max_tokens``) -> the file's column name. Unmapped fields use their own name.
     time_unit : ``"s"`` or ``"ms"``
         Unit of a generic trace's arrival time column.
+    seed : int
+        Seed of the requests generated from ServeGen data (other formats: unused).
 
     Returns
     -------
@@ -687,6 +763,6 @@ def read_trace(path: str | os.PathLike, format: str = "auto",
         is malformed (missing or non-numeric field, token count < 1, negative time,
         ``max_tokens`` below the output length); the message names ``file:line``.
     """
-    cols = read_columns(path, format, columns, time_unit)
+    cols = read_columns(path, format, columns, time_unit, seed=seed)
     order = np.argsort(cols.arrival_s, kind="stable")
     return cols.take(order).to_specs()

@@ -18,6 +18,7 @@ from helpers import REPO_ROOT, SHARED_DIR
 from record_factories import base_meta, synthetic_stats_rows, write_vllm_run
 
 from simulator.cli import main
+from simulator.perf.engine_profile import get_engine_profile
 
 REQUIRED = [f"{m}_{s}_pct_error" for m in ("ttft", "tpot", "e2e") for s in
             ("mean", "p50", "p90", "p99")] + ["makespan_pct_error"]
@@ -66,7 +67,8 @@ def test_validate_recorded_end_to_end(tmp_path, capsys):
     assert v["kv_cache"]["recorded_num_gpu_blocks"] is None
     assert v["kv_cache"]["planner_num_gpu_blocks"] == v["kv_cache"]["num_gpu_blocks"] > 0
     assert v["kv_cache"]["num_gpu_blocks_source"] == "servesim memory planner"
-    assert v["constants_fitted_on"] is None
+    # the shipped vllm-v1 profile names the recorded runs its fitted constant came from
+    assert v["constants_fitted_on"] == list(get_engine_profile("vllm-v1").fitted_on)
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 3      # figures embedded
     assert 'src="request_scatter.png"' not in html        # ... not linked
@@ -253,7 +255,8 @@ def test_fidelity_benchmark_discovers_and_tabulates(tmp_path, capsys):
     bad, ok = rows
     assert ok["compared"] == "24/24" and ok["error"] == ""
     assert ok["ttft_mean_%"] != "" and ok["perf_model"] and ok["engine_profile"]
-    assert ok["constants_fitted_on"] == ""             # no engine profile states a fit yet
+    fitted = get_engine_profile("vllm-v1").fitted_on
+    assert ok["constants_fitted_on"].startswith(", ".join(fitted))
     assert "names no GPU" in bad["error"]
     assert "| run |" in (out / "fidelity.md").read_text()
     assert (out / "H100-Llama" / "validation.json").is_file()

@@ -21,18 +21,18 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE.parent / "unit" / "planner")]
 
-from helpers import make_scenario, synthetic_workload  # noqa: E402
-from planner_testlib import tiny_plan  # noqa: E402
-from record_factories import base_meta, synthetic_stats_rows, write_vllm_run  # noqa: E402
+from helpers import make_scenario, synthetic_workload
+from planner_testlib import tiny_plan
+from record_factories import base_meta, synthetic_stats_rows, write_vllm_run
 
-from simulator.cli import main  # noqa: E402
-from simulator.config import Scenario  # noqa: E402
-from simulator.experiments.compare import run_compare  # noqa: E402
-from simulator.experiments.spec_sweep import sweep_rates  # noqa: E402
-from simulator.metrics.summary import json_safe  # noqa: E402
-from simulator.planner.plan import run_plan  # noqa: E402
-from simulator.planner.spec import PlanSpec  # noqa: E402
-from simulator.run import run_scenario, scenario_dict  # noqa: E402
+from simulator.cli import main
+from simulator.config import Scenario
+from simulator.experiments.compare import run_compare
+from simulator.experiments.spec_sweep import sweep_rates
+from simulator.metrics.summary import json_safe
+from simulator.planner.plan import run_plan
+from simulator.planner.spec import PlanSpec
+from simulator.run import run_scenario, scenario_dict
 
 OUT = HERE / "reports"
 SPEC = {"speculative": {"method": "draft_model", "draft_model": "llama-3.2-1b",
@@ -117,7 +117,8 @@ def plan_cases(tmp: Path) -> None:
             "plan": json.loads(spec.model_dump_json()), "status": res.status,
             "recommendation": res.recommendation, "candidates": res.candidates,
             "baseline": res.baseline, "pareto": res.pareto, "workload": res.workload,
-            "stats": res.stats, "base_scenario": res.base_scenario})
+            "stats": res.stats, "base_scenario": res.base_scenario, "fallback": res.fallback,
+            "last_known_good": res.last_known_good, "quality": res.quality})
 
 
 def validate_case(tmp: Path) -> None:

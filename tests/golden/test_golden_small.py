@@ -19,6 +19,13 @@ cost_per_1m_output_tokens_usd = 0.0187930 / 27,301 x 1e6 = 0.68836; the ITL coun
 0.195 x 200 / 22.627079 = 1.72360 req/s; num_steps 2,469 and 53 preemptions in a 500-block
 pool.
 
+Phase cost (added when the price sheet was introduced, reviewed by hand): the replica is busy
+for the whole window (busy 22.627079 GPU-s = duration_s, no idle time); prefill holds 2.810577
+GPU-s (12.42%: 134 mixed steps, 13% of the time, split by operator times), so prefill cost =
+0.0187930 x 0.124213 = 0.0023343 USD over 82,460 input tokens = 0.028309 USD per 1M, and
+decode cost 0.0164587 USD over 27,301 output tokens = 0.60286 USD per 1M; 82,460 x 0.028309 /
+1e6 + 27,301 x 0.60286 / 1e6 = 0.0187930 = cost_usd.
+
 ``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the
 run's request and step records with plain numpy (definitions of DESIGN.md's glossary), so
 the file is checked, not just snapshotted.
@@ -119,3 +126,19 @@ def test_golden_file_numbers_hand_checked(run):
     assert want["num_steps"] == len(steps)
     assert want["num_gpu_blocks"] == 500 and want["kv_cache_tokens"] == 500 * 16
     assert want["perf_model"] == "roofline"
+    # phase-attributed cost: the steps with only prefill (only decode) work are wholly that
+    # phase's, so the prefill GPU-seconds lie between the pure-prefill steps' time and that
+    # plus the mixed steps' time; the two phase costs add up to cost_usd and the price sheet
+    # recovers it from the token counts
+    pc = want["phase_cost"]
+    pf, dc, t = steps.num_prefill_tokens, steps.num_decode_tokens, steps.step_time_s
+    pure_p = float(t[(pf > 0) & (dc == 0)].sum())
+    mixed = float(t[(pf > 0) & (dc > 0)].sum())
+    assert pure_p - 1e-9 <= pc["prefill_gpu_s"] <= pure_p + mixed + 1e-9
+    assert pc["prefill_gpu_s"] + pc["decode_gpu_s"] == pytest.approx(float(t.sum()))
+    assert pc["prefill_cost_usd"] + pc["decode_cost_usd"] == pytest.approx(want["cost_usd"])
+    assert (want["price_per_1m_input_tokens_usd"] * want["num_input_tokens"]
+            + want["price_per_1m_output_tokens_usd"] * want["num_output_tokens"]) / 1e6 == \
+        pytest.approx(want["cost_usd"], rel=1e-12)
+    assert pc["phase_split_method"] == "operator"
+    assert want["workload_synthesised"] == {}

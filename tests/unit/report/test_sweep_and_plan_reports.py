@@ -58,26 +58,26 @@ def test_plan_report_shows_unknown_fields_generically():
                                              "limit": 1.0},
                       "quality[rare]": {"passed": True, "value": 0.93, "limit": 0.9}}
     config = dict(res.recommendation["config"])
-    config["provenance"] = {"gemm": "measured (h100 tables)", "attention": "roofline"}
+    config["kv_offload"] = {"tier": "cpu", "gb": 64}
     config["fallback_label"] = "last-known-good"
 
     @dataclasses.dataclass
     class Extended(PlanResult):
-        fallback: dict = dataclasses.field(default_factory=dict)
+        degrade_actions: dict = dataclasses.field(default_factory=dict)
 
     ext = Extended(res.plan, res.status, {**res.recommendation, "config": config}, cands,
                    res.baseline, res.pareto, res.workload, res.stats, res.base_scenario,
-                   fallback={"label": "today", "usd_per_hour": 12.0})
+                   degrade_actions={"cap_max_tokens": "never fired", "shed": 3})
     md = render_plan_markdown(ext)
-    assert rows_starting(md, "provenance") == [
-        ["provenance", "gemm: measured (h100 tables); attention: roofline"]]
+    assert rows_starting(md, "kv_offload") == [["kv_offload", "tier: cpu; gb: 64"]]
     assert rows_starting(md, "fallback_label") == [["fallback_label", "last-known-good"]]
     gates = next(t for t in tables(md) if t[0][0] == "configuration" and
                  "quality[rare]" in t[0])
     assert gates[0] == ["configuration", "cost_per_1m_output", "quality[rare]"]
     assert gates[1][1:] == ["pass (0.5 vs 1)", "pass (0.93 vs 0.9)"]
     assert gates[2][1] == "fail (1.5 vs 1)"
-    assert rows_starting(md, "fallback") == [["fallback", "label: today; usd_per_hour: 12"]]
+    assert rows_starting(md, "degrade_actions") == [
+        ["degrade_actions", "cap_max_tokens: never fired; shed: 3"]]
     # without extra fields the plan report has none of these sections
     plain = render_plan_markdown(res)
     assert "## Gates by candidate" not in plain and "## More results" not in plain
