@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
-    from simulator.planner.backends import default_jobs
+    from simulator.experiments.executor import default_jobs
     from simulator.planner.plan import run_plan
     from simulator.planner.report import _headline
     from simulator.planner.spec import load_plan_spec

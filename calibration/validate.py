@@ -18,7 +18,13 @@
    percentiles of the simulation versus the real run; the same statistics between the two real
    runs show the device's own run-to-run spread.
 
-Outputs (``-o OUTDIR``): ``validation.json``, ``report.md``, ``real_steps_run{1,2}.csv``,
+Percentiles (p50 / p90 / p99, and the medians of error distributions) follow the run
+summary's one definition, the inverse of the empirical CDF
+(:func:`simulator.metrics.summary.weighted_percentiles`), so a "TTFT p90" here means what it
+means in every other servesim report.
+
+Outputs (``-o OUTDIR``): ``validation.json``, ``report.md``, ``report.html`` (self-contained,
+:mod:`simulator.report.render`), ``real_steps_run{1,2}.csv``,
 ``real_requests_run{1,2}.csv``, ``sim_requests.csv``, figures ``step_pred_vs_meas.png``,
 ``latency_cdfs.png``, ``request_scatter.png``.
 """
@@ -33,6 +39,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.metrics.summary import weighted_percentiles
+from simulator.report.figures import figure, save_png
+from simulator.report.render import render, write_report
 from simulator.request import RequestSpec
 
 DEFAULT_TRACE = "default_conv_1k.csv"
@@ -149,6 +158,12 @@ def request_metrics(req: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"ttft_s": ttft, "tpot_s": tpot, "e2e_s": e2e})
 
 
+def percentile(values, q: float) -> float:
+    """The ``q``-th percentile of ``values`` by the run summary's definition (inverse
+    empirical CDF: an observed value; NaN without values)."""
+    return float(weighted_percentiles(np.asarray(values, dtype=float), None, q)[0])
+
+
 def pct_err(pred: float, meas: float) -> float:
     return float((pred - meas) / meas * 100.0) if meas else float("nan")
 
@@ -162,11 +177,10 @@ def compare_requests(pred: pd.DataFrame, meas: pd.DataFrame) -> dict:
         b = meas.loc[common, f"{m}_s"].dropna()
         idx = a.index.intersection(b.index)
         for p in (50, 90, 99):
-            out[f"{m}_p{p}_pct_error"] = pct_err(float(np.percentile(a, p)),
-                                                 float(np.percentile(b, p)))
+            out[f"{m}_p{p}_pct_error"] = pct_err(percentile(a, p), percentile(b, p))
         per = np.abs(a[idx] / b[idx] - 1.0) * 100.0
-        out[f"{m}_request_median_abs_pct_error"] = float(np.median(per))
-        out[f"{m}_request_p90_abs_pct_error"] = float(np.percentile(per, 90))
+        out[f"{m}_request_median_abs_pct_error"] = percentile(per, 50)
+        out[f"{m}_request_p90_abs_pct_error"] = percentile(per, 90)
     return out
 
 
@@ -187,7 +201,7 @@ def matched_step_spread(a: pd.DataFrame, b: pd.DataFrame) -> dict:
     e = np.abs(b["step_time_s"].iloc[:n][same].to_numpy()
                / a["step_time_s"].iloc[:n][same].to_numpy() - 1) * 100
     return {"matched_steps": int(same.sum()), "matched_fraction": float(same.mean()),
-            "median_abs_pct": float(np.median(e)), "p90_abs_pct": float(np.percentile(e, 90))}
+            "median_abs_pct": percentile(e, 50), "p90_abs_pct": percentile(e, 90)}
 
 
 def composition_agreement(real: pd.DataFrame, sim: pd.DataFrame) -> float:
@@ -213,10 +227,49 @@ def speed_sentinel(device: str) -> float:
     dt = torch.float32 if torch.device(device).type == "cpu" else torch.bfloat16
     a = torch.randn(64, 256, generator=g).to(device=device, dtype=dt)
     b = torch.randn(256, 768, generator=g).to(device=device, dtype=dt)
-    return float(np.median(time_isolated(lambda: a @ b, device, warmup=5, repeats=50)))
+    return percentile(time_isolated(lambda: a @ b, device, warmup=5, repeats=50), 50)
 
 
 # ------------------------------------------------------------------------------ main
+def _setup_record(opts: ValidateOptions, device: str, profile: Path, perf, num_requests: int,
+                  time_scale: float, sim_busy: float, threads: int | None,
+                  sentinel: dict) -> dict:
+    """What the check ran on: device, profile and its provenance, workload, scheduler, the
+    speed sentinels and the machine drift (max / min sentinel - 1, percent)."""
+    return {
+        "device": device, "profile": str(profile), "perf_provenance": perf.provenance(),
+        "cpu_overhead_fit_s": dict(zip(("a", "b_per_seq", "c_per_token"),
+                                       perf.cpu_overhead_params or (None, None, None))),
+        "workload": {"trace": opts.trace or DEFAULT_TRACE, "num_requests": num_requests,
+                     "prompt_scale": opts.prompt_scale, "output_scale": opts.output_scale,
+                     "arrival_time_scale": time_scale, "target_busy_fraction": opts.load,
+                     "simulated_busy_fraction": sim_busy},
+        "scheduler": {"max_num_seqs": opts.max_num_seqs,
+                      "max_num_batched_tokens": opts.max_num_batched_tokens,
+                      "enable_chunked_prefill": True},
+        "threads": threads,
+        "speed_sentinel_s": sentinel,
+        "machine_drift_pct": float((max(sentinel.values()) / min(sentinel.values()) - 1) * 100),
+    }
+
+
+def _real_runs(eng, base, specs, opts: ValidateOptions, out: Path, sentinel: dict,
+               log: Callable[[str], None]) -> list:
+    """An untimed warm-up, then ``opts.runs`` real-time runs of ``specs`` (each written to
+    ``real_{steps,requests}_run<i>.csv`` and followed by a speed sentinel)."""
+    eng.run(with_time_scale(base[: max(4, len(base) // 4)], 0.0), realtime=False)
+    runs = []
+    for i in range(opts.runs):
+        r = eng.run(specs, realtime=True)
+        runs.append(r)
+        r.steps.to_csv(out / f"real_steps_run{i + 1}.csv", index=False, float_format="%.9g")
+        r.requests.to_csv(out / f"real_requests_run{i + 1}.csv", index=False,
+                          float_format="%.9g")
+        sentinel[f"after_run{i + 1}"] = speed_sentinel(opts.device)
+        log(f"  run {i + 1}: {len(r.steps)} steps in {r.wall_s:.1f} s")
+    return runs
+
+
 def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     """Run the whole check (see module docstring); returns the ``validation.json`` content."""
     import torch
@@ -279,16 +332,7 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
                           max_num_batched_tokens=opts.max_num_batched_tokens,
                           enable_chunked_prefill=True, max_model_len=4096)
     eng = RealEngine(model, cfg, num_gpu_blocks=200_000, seed=opts.seed)
-    eng.run(with_time_scale(base[: max(4, len(base) // 4)], 0.0), realtime=False)
-    runs = []
-    for i in range(opts.runs):
-        r = eng.run(specs, realtime=True)
-        runs.append(r)
-        r.steps.to_csv(out / f"real_steps_run{i + 1}.csv", index=False, float_format="%.9g")
-        r.requests.to_csv(out / f"real_requests_run{i + 1}.csv", index=False,
-                          float_format="%.9g")
-        sentinel[f"after_run{i + 1}"] = speed_sentinel(opts.device)
-        log(f"  run {i + 1}: {len(r.steps)} steps in {r.wall_s:.1f} s")
+    runs = _real_runs(eng, base, specs, opts, out, sentinel, log)
     if harness is not None:
         log("  calibration: second half of the passes")
         harness.measure(harness.grid.repeats - first)
@@ -304,27 +348,14 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     # 5. comparison
     log("5/5 comparison")
     res = _compare(perf, runs, sim)
-    res.update({
-        "device": read_provenance(profile).get("device_name", gpu.name),
-        "profile": str(profile), "perf_provenance": perf.provenance(),
-        "cpu_overhead_fit_s": dict(zip(("a", "b_per_seq", "c_per_token"),
-                                       perf.cpu_overhead_params or (None, None, None))),
-        "workload": {"trace": opts.trace or DEFAULT_TRACE, "num_requests": len(specs),
-                     "prompt_scale": opts.prompt_scale, "output_scale": opts.output_scale,
-                     "arrival_time_scale": f, "target_busy_fraction": opts.load,
-                     "simulated_busy_fraction": busy_fraction(sim)},
-        "scheduler": {"max_num_seqs": opts.max_num_seqs,
-                      "max_num_batched_tokens": opts.max_num_batched_tokens,
-                      "enable_chunked_prefill": True},
-        "threads": torch.get_num_threads() if dev.type == "cpu" else None,
-        "speed_sentinel_s": sentinel,
-        "machine_drift_pct": float((max(sentinel.values()) / min(sentinel.values()) - 1) * 100),
-        "elapsed_s": time.perf_counter() - t_begin,
-    })
+    res.update(_setup_record(opts, read_provenance(profile).get("device_name", gpu.name),
+                             profile, perf, len(specs), f, busy_fraction(sim),
+                             torch.get_num_threads() if dev.type == "cpu" else None, sentinel))
+    res["elapsed_s"] = time.perf_counter() - t_begin
     (out / "validation.json").write_text(json.dumps(_jsonable(res), indent=2) + "\n")
     figs = _figures(out, perf, runs, sim)
-    (out / "report.md").write_text(render_report(res, figs))
-    log(f"wrote {out}/validation.json and report.md in {res['elapsed_s']:.0f} s")
+    write_report(out, "report", render_report(res, figs))
+    log(f"wrote {out}/validation.json, report.md and report.html in {res['elapsed_s']:.0f} s")
     return res
 
 
@@ -346,9 +377,9 @@ def _compare(perf, runs, sim) -> dict:
     pred, meas = step_errors(perf, a.steps)
     err = (pred - meas) / meas * 100.0
     res = {
-        "step_time_median_abs_pct_error": float(np.median(np.abs(err))),
-        "step_time_p90_abs_pct_error": float(np.percentile(np.abs(err), 90)),
-        "step_time_median_signed_pct_error": float(np.median(err)),
+        "step_time_median_abs_pct_error": percentile(np.abs(err), 50),
+        "step_time_p90_abs_pct_error": percentile(np.abs(err), 90),
+        "step_time_median_signed_pct_error": percentile(err, 50),
         "step_time_total_pct_error": pct_err(float(pred.sum()), float(meas.sum())),
         "num_real_steps": len(meas),
         "num_sim_steps": len(sim.steps),
@@ -357,16 +388,16 @@ def _compare(perf, runs, sim) -> dict:
     rm_a = request_metrics(a.requests)
     rm_s = request_metrics(sim.requests)
     res.update(compare_requests(rm_s, rm_a))
-    res["real_percentiles_s"] = {f"{m}_p{p}": float(np.percentile(rm_a[f"{m}_s"].dropna(), p))
+    res["real_percentiles_s"] = {f"{m}_p{p}": percentile(rm_a[f"{m}_s"].dropna(), p)
                                  for m in ("ttft", "tpot", "e2e") for p in (50, 99)}
-    res["sim_percentiles_s"] = {f"{m}_p{p}": float(np.percentile(rm_s[f"{m}_s"].dropna(), p))
+    res["sim_percentiles_s"] = {f"{m}_p{p}": percentile(rm_s[f"{m}_s"].dropna(), p)
                                 for m in ("ttft", "tpot", "e2e") for p in (50, 99)}
     if len(runs) > 1:
         b = runs[1]
         pb, mb = step_errors(perf, b.steps)
         eb = (pb - mb) / mb * 100.0
-        spread = {"step_sim_vs_run2_median_abs_pct_error": float(np.median(np.abs(eb))),
-                  "step_sim_vs_run2_p90_abs_pct_error": float(np.percentile(np.abs(eb), 90))}
+        spread = {"step_sim_vs_run2_median_abs_pct_error": percentile(np.abs(eb), 50),
+                  "step_sim_vs_run2_p90_abs_pct_error": percentile(np.abs(eb), 90)}
         ms = matched_step_spread(a.steps, b.steps)
         spread.update({f"step_run2_vs_run1_{k}": v for k, v in ms.items()})
         rb = compare_requests(request_metrics(b.requests), rm_a)
@@ -376,12 +407,11 @@ def _compare(perf, runs, sim) -> dict:
 
 
 def _figures(out: Path, perf, runs, sim) -> list[str]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Write the three figures of the report (matplotlib's object-oriented API, no pyplot)."""
     names = []
     pred, meas = step_errors(perf, runs[0].steps)
-    fig, ax = plt.subplots(figsize=(5, 5))
+    fig = figure((5, 5), dpi=110)
+    ax = fig.add_subplot()
     dec = runs[0].steps["num_prefill_tokens"].to_numpy() == 0
     ax.loglog(meas[dec] * 1e3, pred[dec] * 1e3, ".", ms=3, alpha=0.6, label="decode-only steps")
     ax.loglog(meas[~dec] * 1e3, pred[~dec] * 1e3, ".", ms=4, alpha=0.8,
@@ -394,28 +424,26 @@ def _figures(out: Path, perf, runs, sim) -> list[str]:
     ax.set_ylabel("simulator step time for that shape (ms)")
     ax.set_title("per-step: predicted vs measured (dotted: +-10%)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "step_pred_vs_meas.png", dpi=110)
-    plt.close(fig)
+    save_png(fig, out / "step_pred_vs_meas.png", tight=True)
     names.append("step_pred_vs_meas.png")
     rms = [request_metrics(r.requests) for r in runs]
     rs = request_metrics(sim.requests)
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6))
-    for ax, m in zip(axes, ("ttft", "tpot", "e2e")):
-        for i, rm in enumerate(rms):
+    fig = figure((12, 3.6), dpi=110)
+    for i, m in enumerate(("ttft", "tpot", "e2e")):
+        ax = fig.add_subplot(1, 3, i + 1)
+        for j, rm in enumerate(rms):
             v = np.sort(rm[f"{m}_s"].dropna().to_numpy()) * 1e3
-            ax.plot(v, np.linspace(0, 1, len(v)), label=f"real run {i + 1}")
+            ax.plot(v, np.linspace(0, 1, len(v)), label=f"real run {j + 1}")
         v = np.sort(rs[f"{m}_s"].dropna().to_numpy()) * 1e3
         ax.plot(v, np.linspace(0, 1, len(v)), "k--", label="simulator")
         ax.set_xlabel(f"{m.upper()} (ms)")
         ax.set_ylabel("CDF")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / "latency_cdfs.png", dpi=110)
-    plt.close(fig)
+    save_png(fig, out / "latency_cdfs.png", tight=True)
     names.append("latency_cdfs.png")
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
-    for ax, m in zip(axes, ("ttft", "e2e")):
+    fig = figure((9, 4), dpi=110)
+    for i, m in enumerate(("ttft", "e2e")):
+        ax = fig.add_subplot(1, 2, i + 1)
         a = rms[0][f"{m}_s"]
         b = rs[f"{m}_s"].reindex(a.index)
         ax.loglog(a * 1e3, b * 1e3, ".", ms=4)
@@ -423,89 +451,52 @@ def _figures(out: Path, perf, runs, sim) -> list[str]:
         ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
         ax.set_xlabel(f"measured {m.upper()} (ms)")
         ax.set_ylabel(f"simulated {m.upper()} (ms)")
-    fig.tight_layout()
-    fig.savefig(out / "request_scatter.png", dpi=110)
-    plt.close(fig)
+    save_png(fig, out / "request_scatter.png", tight=True)
     names.append("request_scatter.png")
     return names
 
 
+def _fmt(v, spec: str) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else spec.format(v)
+
+
 def render_report(res: dict, figs: list[str]) -> str:
-    """``report.md`` of a validation run."""
+    """The Markdown text of the self-check report (template ``self_check_report.md.j2``).
+
+    Parameters
+    ----------
+    res : dict
+        The ``validation.json`` content of :func:`validate`.
+    figs : list of str
+        The figure files (in the output folder) the report shows.
+    """
     sp = res.get("real_run_spread", {})
 
-    def f(v):
-        return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:+.1f}"
+    def signed(v):
+        return _fmt(v, "{:+.1f}")
 
-    def a(v):
-        return "n/a" if v is None or (isinstance(v, float) and not np.isfinite(v)) else f"{v:.1f}"
+    def plain(v):
+        return _fmt(v, "{:.1f}")
 
-    w = res["workload"]
-    lines = [
-        "# servesim validate: simulator vs a real engine",
-        "",
-        (f"Device: **{res['device']}** (profile `{res['profile']}`), "
-        f"threads: {res.get('threads')}. Workload: {w['num_requests']} requests of "
-        f"`{w['trace']}` (prompts / {w['prompt_scale']:g}, outputs / {w['output_scale']:g}), "
-        f"arrivals x {w['arrival_time_scale']:.3g} (simulated busy fraction "
-        f"{w['simulated_busy_fraction']:.2f}). Scheduler: max_num_seqs "
-        f"{res['scheduler']['max_num_seqs']}, max_num_batched_tokens "
-        f"{res['scheduler']['max_num_batched_tokens']}, chunked prefill."),
-        "",
-        (f"Machine speed drift during the check (a fixed GEMM timed at each phase, max/min - 1): "
-        f"{res.get('machine_drift_pct', float('nan')):.1f}%."),
-        "",
-        "## Per step (simulator's time for each real step's shape vs its wall time)",
-        "",
-        ("| measure | simulator vs real run 1 | simulator vs real run 2 | real run 2 vs run 1 "
-        "(same step, same batch) |"),
-        "|---|---:|---:|---:|",
-        (f"| median abs % error | {a(res['step_time_median_abs_pct_error'])} | "
-        f"{a(sp.get('step_sim_vs_run2_median_abs_pct_error'))} | "
-        f"{a(sp.get('step_run2_vs_run1_median_abs_pct'))} |"),
-        (f"| p90 abs % error | {a(res['step_time_p90_abs_pct_error'])} | "
-        f"{a(sp.get('step_sim_vs_run2_p90_abs_pct_error'))} | "
-        f"{a(sp.get('step_run2_vs_run1_p90_abs_pct'))} |"),
-        "",
-        (f"Signed median error {f(res['step_time_median_signed_pct_error'])}%, total busy time "
-        f"error {f(res['step_time_total_pct_error'])}% over {res['num_real_steps']} steps; "
-        f"{sp.get('step_run2_vs_run1_matched_steps', 0)} steps of run 2 had the same index and "
-        f"batch as in run 1. At {100 * res['step_composition_agreement']:.0f}% of step indices the "
-        "simulated and the real step hold the same number of sequences."),
-        "",
-        "## Per request (signed % error of the percentile; positive = simulator slower)",
-        "",
-        ("| metric | simulator vs real run 1 | real run 2 vs run 1 | real run 1 (ms) | "
-        "simulator (ms) |"),
-        "|---|---:|---:|---:|---:|",
-    ]
     rp, spc = res["real_percentiles_s"], res["sim_percentiles_s"]
-    for m in ("ttft", "tpot", "e2e"):
-        for p in (50, 99):
-            k = f"{m}_p{p}_pct_error"
-            lines.append(f"| {m.upper()} p{p} | {f(res[k])} | {f(sp.get('run2_vs_run1_' + k))} | "
-                         f"{rp[f'{m}_p{p}'] * 1e3:.1f} | {spc[f'{m}_p{p}'] * 1e3:.1f} |")
-    lines += [
-        "",
-        ("Per-request median abs % error (simulator vs run 1): TTFT "
-        f"{a(res['ttft_request_median_abs_pct_error'])}, TPOT "
-        f"{a(res['tpot_request_median_abs_pct_error'])}, E2E "
-        f"{a(res['e2e_request_median_abs_pct_error'])}; between the two real runs: TTFT "
-        f"{a(sp.get('run2_vs_run1_ttft_request_median_abs_pct_error'))}, TPOT "
-        f"{a(sp.get('run2_vs_run1_tpot_request_median_abs_pct_error'))}, E2E "
-        f"{a(sp.get('run2_vs_run1_e2e_request_median_abs_pct_error'))}."),
-        "",
-        "## Where the simulator's numbers came from",
-        "",
-        "| operator class | provenance |",
-        "|---|---|",
-    ]
-    for k, v in sorted(res["perf_provenance"].items()):
-        lines.append(f"| {k} | {v} |")
+    request_rows = [[f"{m.upper()} p{p}", signed(res[f"{m}_p{p}_pct_error"]),
+                     signed(sp.get(f"run2_vs_run1_{m}_p{p}_pct_error")),
+                     f"{rp[f'{m}_p{p}'] * 1e3:.1f}", f"{spc[f'{m}_p{p}'] * 1e3:.1f}"]
+                    for m in ("ttft", "tpot", "e2e") for p in (50, 99)]
+    step_rows = [
+        ["median abs % error", plain(res["step_time_median_abs_pct_error"]),
+         plain(sp.get("step_sim_vs_run2_median_abs_pct_error")),
+         plain(sp.get("step_run2_vs_run1_median_abs_pct"))],
+        ["p90 abs % error", plain(res["step_time_p90_abs_pct_error"]),
+         plain(sp.get("step_sim_vs_run2_p90_abs_pct_error")),
+         plain(sp.get("step_run2_vs_run1_p90_abs_pct"))]]
     c = res.get("cpu_overhead_fit_s") or {}
-    if c.get("a") is not None:
-        lines += ["", (f"CPU overhead per step (engine loop, fitted to step residuals): "
-                      f"{c['a'] * 1e6:.0f} us + {c['b_per_seq'] * 1e6:.1f} us/sequence + "
-                      f"{c['c_per_token'] * 1e6:.2f} us/token.")]
-    lines += [""] + [f"![{n}]({n})" for n in figs] + [""]
-    return "\n".join(lines)
+    overhead = None if c.get("a") is None else (
+        f"{c['a'] * 1e6:.0f} us + {c['b_per_seq'] * 1e6:.1f} us/sequence + "
+        f"{c['c_per_token'] * 1e6:.2f} us/token")
+    return render(
+        "self_check_report.md.j2", res=res, w=res["workload"], sp=sp, step_rows=step_rows,
+        request_rows=request_rows, signed=signed, plain=plain,
+        drift=f"{res.get('machine_drift_pct', float('nan')):.1f}",
+        agreement=f"{100 * res['step_composition_agreement']:.0f}",
+        provenance=sorted(res["perf_provenance"].items()), overhead=overhead, figures=figs)

@@ -1,16 +1,49 @@
-"""``servesim`` command line.
+"""``servesim`` command line: every subcommand in one table, :data:`SUBCOMMANDS`.
 
-Subcommands: ``run``, ``compare``, ``sweep``, ``plan``, ``trace``, ``kv``, ``spec``,
-``profiles``, ``calibrate``, ``validate``. Bad input exits 2 with one readable line on
+Each row names the subcommand(s), the module that defines them and its function that adds
+them to the parser (``register(subparsers)``). The parser imports every row's module when it
+is built: a module that cannot be imported (a broken install, a missing dependency) stops
+the CLI with one readable line naming the subcommand and the cause (exit 2), instead of the
+subcommand quietly missing from ``--help``. Bad input exits 2 with one readable line on
 stderr (no traceback; set ``SERVESIM_DEBUG=1`` to see one).
+
+The small subcommands live here: ``run`` (one scenario), ``trace`` (trace statistics),
+``profiles`` (the GPU and model catalogs) and ``spec`` (the closed-form speculative decoding
+calculator of :mod:`simulator.speculative.calculator`).
 """
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+import math
 import os
 import sys
 import warnings
 from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from . import __version__
+from .config import cli_overrides, load_scenario
+from .hardware import gpu_catalog
+from .models import CATALOG
+from .perf.tables import table_sets
+from .progress import progress
+from .report.figures import plot_speculative_speedup
+from .report.run import print_summary_table
+from .run import run_scenario
+from .speculative.calculator import (
+    DEFAULT_SWEEP_KS,
+    DEFAULT_SWEEP_RATES,
+    break_even_acceptance_rate,
+    expected_speedup,
+    expected_tokens_per_step,
+    optimal_k,
+    sweep_table,
+)
+from .workload import describe_workload, load_workload, read_columns, write_parquet_trace
 
 EXIT_BAD_INPUT = 2
 
@@ -19,14 +52,36 @@ class CLIError(ValueError):
     """A user error the CLI reports in one line (exit 2)."""
 
 
+class Subcommand(NamedTuple):
+    """One row of :data:`SUBCOMMANDS`."""
+
+    names: tuple[str, ...]
+    module: str
+    register: str
+
+
+#: Every subcommand of ``servesim``, in ``--help`` order: (names, module, function adding
+#: them to the subparsers).
+SUBCOMMANDS: tuple[Subcommand, ...] = (
+    Subcommand(("run",), "simulator.cli", "register_run"),
+    Subcommand(("compare",), "simulator.experiments.cli", "register_compare"),
+    Subcommand(("sweep", "plan"), "simulator.planner.cli", "register"),
+    Subcommand(("trace",), "simulator.cli", "register_trace"),
+    Subcommand(("kv",), "simulator.kv.cli", "register"),
+    Subcommand(("spec",), "simulator.cli", "register_spec"),
+    Subcommand(("spec-sweep",), "simulator.experiments.cli", "register_spec_sweep"),
+    Subcommand(("profiles",), "simulator.cli", "register_profiles"),
+    Subcommand(("calibrate", "validate"), "simulator.calibrate_cli", "register"),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# run, trace, profiles
+# --------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
+    """``servesim run``: simulate one scenario, print the headline table, write the report."""
     from rich.console import Console
 
-    from .config import cli_overrides, load_scenario
-    from .progress import progress
-    from .report.markdown import print_summary_table
-    from .run import run_scenario
-    from .workload import load_workload
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
     with progress("simulating requests", enabled=not args.quiet, force=args.progress) as cb:
@@ -36,18 +91,32 @@ def cmd_run(args) -> int:
         console = Console()
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
                             scenario=scenario)
-        console.print(f"outputs: {res.outdir}/ (summary.json, requests.csv, steps.csv, report.md)")
+        console.print(f"outputs: {res.outdir}/ (summary.json, requests.csv, steps.csv, "
+                      "report.md, report.html)")
     return 0
 
 
+def register_run(sub) -> None:
+    """Add ``servesim run``."""
+    r = sub.add_parser("run", help="simulate one scenario and write its report")
+    r.add_argument("scenario", help="scenario YAML (path, or a name under scenarios/)")
+    r.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
+    r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a scenario field (repeatable)")
+    r.add_argument("--seed", type=int, help="override the scenario seed")
+    r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
+    r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    r.add_argument("--progress", action="store_true",
+                   help="always show progress (a bar on a terminal; plain lines at the start "
+                        "and every 10%% otherwise)")
+    r.add_argument("-q", "--quiet", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+
 def cmd_trace(args) -> int:
-    """Statistics of a trace (JSON on stdout); ``--to-parquet OUT`` also writes a Parquet copy
-    of the rows kept (``--start-s`` / ``--end-s``), which ``format: parquet`` replays."""
-    import json
-
-    import numpy as np
-
-    from .workload import describe_workload, read_columns, write_parquet_trace
+    """``servesim trace``: statistics of a trace (JSON on stdout); ``--to-parquet OUT`` also
+    writes a Parquet copy of the rows kept (``--start-s`` / ``--end-s``), which
+    ``format: parquet`` replays."""
     if args.end_s is not None and not args.end_s > args.start_s:
         raise CLIError(f"--end-s {args.end_s:g} must be > --start-s {args.start_s:g}")
     if args.start_s < 0:
@@ -64,24 +133,41 @@ def cmd_trace(args) -> int:
     if args.to_parquet:
         meta = {"servesim.seed": str(args.seed)} if cols.format == "servegen" else {}
         if args.start_s or args.end_s is not None:
-            meta["servesim.window_s"] = f"[{args.start_s:g}, {args.end_s if args.end_s is not None else 'end'})"
+            end = args.end_s if args.end_s is not None else "end"
+            meta["servesim.window_s"] = f"[{args.start_s:g}, {end})"
         out = write_parquet_trace(cols, args.to_parquet, metadata=meta)
         stats["parquet"] = str(out)
     print(json.dumps(stats, indent=2))
     return 0
 
 
+def register_trace(sub) -> None:
+    """Add ``servesim trace``."""
+    t = sub.add_parser("trace", help="statistics of a trace file (and a Parquet copy)")
+    t.add_argument("path", help="trace file, or a ServeGen folder / chunk-N-trace.csv")
+    t.add_argument("--format", default="auto",
+                   choices=("auto", "azure", "vidur", "mooncake", "generic_csv",
+                            "generic_jsonl", "parquet", "servegen"))
+    t.add_argument("--to-parquet", metavar="OUT", help="also write the rows as Parquet "
+                   "(replay it with workload.trace: OUT, format: parquet or auto)")
+    t.add_argument("--seed", type=int, default=0,
+                   help="seed of the requests generated from ServeGen data (default 0)")
+    t.add_argument("--start-s", type=float, default=0.0,
+                   help="keep arrivals from this time on the trace's clock (s)")
+    t.add_argument("--end-s", type=float, default=None,
+                   help="keep arrivals before this time on the trace's clock (s)")
+    t.set_defaults(func=cmd_trace)
+
+
 def cmd_profiles(args) -> int:
+    """``servesim profiles``: the GPU profiles and the model catalog."""
     from rich.console import Console
     from rich.table import Table
 
-    from .hardware import gpu_catalog
-    from .models import CATALOG
     c = Console() if sys.stdout.isatty() else Console(width=200)
     t = Table(title="GPUs (hardware_profiles/)")
     for col in ("name", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB", "HBM TB/s", "$/GPU-h", "tables"):
         t.add_column(col)
-    from .perf.tables import table_sets
     for g in gpu_catalog().values():
         d = g.profile_dir or Path(".")
         tables = sorted(p.name for p in [*d.glob("*.csv"), *d.glob("fitted*.yaml")])
@@ -103,57 +189,160 @@ def cmd_profiles(args) -> int:
     return 0
 
 
-def _register_optional(sub, module: str) -> None:
-    import importlib
-    try:
-        mod = importlib.import_module(module, __package__)
-    except ImportError:
-        return
-    mod.register(sub)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servesim", description=__doc__.splitlines()[0])
-    from . import __version__
-    p.add_argument("--version", action="version", version=f"servesim {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
-    r = sub.add_parser("run", help="simulate one scenario and write its report")
-    r.add_argument("scenario", help="scenario YAML (path, or a name under scenarios/)")
-    r.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
-    r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
-                   help="override a scenario field (repeatable)")
-    r.add_argument("--seed", type=int, help="override the scenario seed")
-    r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
-    r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    r.add_argument("--progress", action="store_true",
-                   help="always show progress (a bar on a terminal; plain lines at the start "
-                        "and every 10%% otherwise)")
-    r.add_argument("-q", "--quiet", action="store_true")
-    r.set_defaults(func=cmd_run)
-
-    t = sub.add_parser("trace", help="statistics of a trace file (and a Parquet copy)")
-    t.add_argument("path", help="trace file, or a ServeGen folder / chunk-N-trace.csv")
-    t.add_argument("--format", default="auto",
-                   choices=("auto", "azure", "vidur", "mooncake", "generic_csv",
-                            "generic_jsonl", "parquet", "servegen"))
-    t.add_argument("--to-parquet", metavar="OUT", help="also write the rows as Parquet "
-                   "(replay it with workload.trace: OUT, format: parquet or auto)")
-    t.add_argument("--seed", type=int, default=0,
-                   help="seed of the requests generated from ServeGen data (default 0)")
-    t.add_argument("--start-s", type=float, default=0.0,
-                   help="keep arrivals from this time on the trace's clock (s)")
-    t.add_argument("--end-s", type=float, default=None,
-                   help="keep arrivals before this time on the trace's clock (s)")
-    t.set_defaults(func=cmd_trace)
-
+def register_profiles(sub) -> None:
+    """Add ``servesim profiles``."""
     pr = sub.add_parser("profiles", help="list the GPU profiles and models in the catalog")
     pr.set_defaults(func=cmd_profiles)
 
-    for mod in (".speculative.cli", ".speculative.economics", ".kv.cli", ".compare",
-                ".planner.cli", ".calibrate_cli"):
-        _register_optional(sub, mod)
+
+# --------------------------------------------------------------------------------------------
+# spec: the closed-form calculator
+# --------------------------------------------------------------------------------------------
+#: Largest k the calculator's "best k" searches.
+_K_SEARCH_MAX = 16
+_SPEC_NOTE = ("Batch-1 estimate (Leviathan et al. 2023, arXiv:2211.17192, Eq. 1 and Thm 3.8); "
+              "run a scenario to see the effect under batching.")
+
+
+def register_spec(sub) -> argparse.ArgumentParser:
+    """Add ``servesim spec`` (the parser's ``func`` is :func:`cmd_spec`)."""
+    p = sub.add_parser(
+        "spec",
+        help="speculative decoding calculator (tokens/step, speedup, break-even)",
+        description="Closed-form speculative decoding estimates: expected tokens per step, "
+                    "walltime speedup and the break-even acceptance rate. " + _SPEC_NOTE)
+    p.add_argument("--acceptance-rate", "-a", type=float, metavar="A",
+                   help="probability a draft token is accepted, in [0, 1]")
+    p.add_argument("--num-speculative-tokens", "-k", type=int, metavar="K",
+                   help="draft tokens proposed per step (>= 1)")
+    p.add_argument("--draft-cost", "-c", type=float, metavar="C", required=True,
+                   help="draft step time / target step time (>= 0; ~0 for n-gram drafts)")
+    p.add_argument("--sweep", action="store_true",
+                   help=f"print speedups for a in {DEFAULT_SWEEP_RATES[0]:.2f}.."
+                        f"{DEFAULT_SWEEP_RATES[-1]:.2f} and k in {DEFAULT_SWEEP_KS[0]}.."
+                        f"{DEFAULT_SWEEP_KS[-1]}")
+    p.add_argument("-o", "--output", metavar="PNG",
+                   help="with --sweep: write a plot of speedup vs acceptance rate here")
+    p.set_defaults(func=cmd_spec)
+    return p
+
+
+def _check_spec_args(args: argparse.Namespace) -> None:
+    a, k, c = args.acceptance_rate, args.num_speculative_tokens, args.draft_cost
+    if a is not None and not (0.0 <= a <= 1.0):
+        raise ValueError(f"--acceptance-rate must lie in [0, 1], got {a}")
+    if k is not None and k < 1:
+        raise ValueError(f"--num-speculative-tokens must be >= 1, got {k}")
+    if not (math.isfinite(c) and c >= 0.0):
+        raise ValueError(f"--draft-cost must be a finite number >= 0, got {c}")
+    if not args.sweep and (a is None or k is None):
+        raise ValueError("--acceptance-rate and --num-speculative-tokens are required "
+                         "unless --sweep is given")
+    if (a is None) != (k is None):
+        raise ValueError("give --acceptance-rate and --num-speculative-tokens together")
+    if args.output and not args.sweep:
+        raise ValueError("-o/--output writes the sweep plot; it needs --sweep")
+
+
+def _spec_point_table(a: float, k: int, c: float):
+    from rich.table import Table
+
+    best = optimal_k(a, c, _K_SEARCH_MAX)
+    be = break_even_acceptance_rate(k, c)
+    t = Table(title="Speculative decoding estimate", show_header=True)
+    t.add_column("quantity")
+    t.add_column("value", justify="right")
+    t.add_row("acceptance rate a", f"{a:.4f}")
+    t.add_row("draft tokens per step k", str(k))
+    t.add_row("draft cost ratio c", f"{c:.4f}")
+    t.add_row("expected tokens per step", f"{expected_tokens_per_step(a, k):.4f}")
+    t.add_row("expected speedup", f"{expected_speedup(a, k, c):.4f}x")
+    t.add_row(f"break-even acceptance rate (k={k})",
+              "none (speculation never pays off)" if be is None else f"{be:.4f}")
+    t.add_row(f"best k in 0..{_K_SEARCH_MAX}",
+              f"{best} ({expected_speedup(a, best, c):.4f}x)" if best else "0 (do not speculate)")
+    return t
+
+
+def _spec_sweep_table(df, c: float):
+    from rich.table import Table
+
+    t = Table(title=f"Expected speedup, draft cost ratio c = {c:g}")
+    t.add_column("a", justify="right")
+    for kk in DEFAULT_SWEEP_KS:
+        t.add_column(f"k={kk}", justify="right")
+    wide = df.pivot(index="acceptance_rate", columns="num_speculative_tokens", values="speedup")
+    for rate, row in wide.iterrows():
+        cells = []
+        for kk in DEFAULT_SWEEP_KS:
+            s = float(row[kk])
+            style = "green" if s > 1.0 else "red" if s < 1.0 else ""
+            cells.append(f"[{style}]{s:.2f}[/{style}]" if style else f"{s:.2f}")
+        t.add_row(f"{rate:.2f}", *cells)
+    t.add_section()
+    t.add_row("a*", *["-" if (be := break_even_acceptance_rate(kk, c)) is None else f"{be:.3f}"
+                      for kk in DEFAULT_SWEEP_KS])
+    return t
+
+
+def cmd_spec(args: argparse.Namespace) -> int:
+    """Run ``servesim spec`` for parsed arguments.
+
+    Raises
+    ------
+    ValueError
+        On an out-of-range or missing value (one-line message).
+    """
+    from rich.console import Console
+
+
+    _check_spec_args(args)
+    console = Console()
+    a, k, c = args.acceptance_rate, args.num_speculative_tokens, args.draft_cost
+    if a is not None:
+        console.print(_spec_point_table(a, k, c))
+    if args.sweep:
+        df = sweep_table(DEFAULT_SWEEP_RATES, DEFAULT_SWEEP_KS, c)
+        console.print(_spec_sweep_table(df, c))
+        console.print("a* = break-even acceptance rate (speedup = 1) for each k.")
+        if args.output:
+            console.print(f"wrote {plot_speculative_speedup(df, args.output)}")
+    console.print(_SPEC_NOTE)
+    return 0
+
+
+# --------------------------------------------------------------------------------------------
+# the parser and main
+# --------------------------------------------------------------------------------------------
+def _load(row: Subcommand):
+    try:
+        return getattr(importlib.import_module(row.module), row.register)
+    except (ImportError, AttributeError) as e:
+        cause = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CLIError(f"subcommand {'/'.join(row.names)} cannot load: {row.module}: "
+                       f"{type(e).__name__}: {cause}") from e
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``servesim`` parser with every subcommand of :data:`SUBCOMMANDS`.
+
+    Raises
+    ------
+    CLIError
+        When a row's module cannot be imported, lacks its function, or adds other
+        subcommands than the row names.
+    """
+    p = argparse.ArgumentParser(prog="servesim", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"servesim {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for row in SUBCOMMANDS:
+        before = set(sub.choices)
+        _load(row)(sub)
+        added = tuple(n for n in sub.choices if n not in before)
+        if set(added) != set(row.names):
+            raise CLIError(f"{row.module}.{row.register} added {', '.join(added) or 'nothing'}; "
+                           f"the subcommand table expects {', '.join(row.names)}")
     return p
 
 
@@ -165,8 +354,19 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
           file=sys.stderr, flush=True)
 
 
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    """Run ``servesim`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    try:
+        parser = build_parser()
+    except CLIError as e:
+        if os.environ.get("SERVESIM_DEBUG"):
+            raise
+        print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
     try:
         with warnings.catch_warnings():
@@ -175,8 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, KeyError) as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        print(f"servesim: error: {msg}", file=sys.stderr)
+        print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)

@@ -18,7 +18,9 @@ import yaml
 from .config import Scenario
 from .engine import ReplicaSetup, SimOutput, build_setup, simulate
 from .metrics.cost import phase_cost
+from .metrics.speculative import speculative_summary
 from .metrics.summary import json_safe, kv_and_batching_stats, summarize
+from .report.run import write_run_report
 from .request import RequestSpec
 from .workload import load_workload, synthesised_labels
 
@@ -83,7 +85,6 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["prefix_cache_hit_tokens"] = int(sim.recorder.prefix_hit_tokens)
     summary["num_steps"] = len(steps)
     if scenario.speculative is not None:
-        from .speculative.metrics import speculative_summary
         summary["speculative"] = speculative_summary(sim)
     summary.update(kv_and_batching_stats(
         steps, setup.block_size,
@@ -152,7 +153,6 @@ def resolve_outdir(scenario: Scenario, outdir: str | Path | None = None) -> Path
 
 def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: bool = True) -> Path:
     """Write summary.json, requests.csv, steps.csv, scenario.yaml and report.md."""
-    from .report.markdown import write_run_report
     out = resolve_outdir(res.scenario, outdir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output folder {str(out)!r} exists and is not a folder")

@@ -63,6 +63,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..perf.roofline import StepShape
+
 __all__ = ["PHASE_SPLIT_METHODS", "phase_cost", "phase_gpu_seconds", "step_prefill_fraction"]
 
 #: Values of ``phase_split_method``.
@@ -137,7 +139,6 @@ def step_prefill_fraction(op_times: Mapping[str, float], *, prefill_tokens: floa
 
 def _bin_fraction(perf, pf, nps, nd, ndt, kvt, idx) -> float | None:
     """Operator-split prefill fraction of one bin of mixed steps (None: not available)."""
-    from ..perf.roofline import StepShape
     q = float(pf[idx].mean())
     n_chunks = max(1, round(float(nps[idx].mean())))
     qi = max(1, round(q / n_chunks))

@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from simulator.report.figures import _cdf_points
+from simulator.report.figures import cdf_points as _cdf_points
 
 __all__ = ["FIGURES", "plot_latency_cdfs", "plot_request_scatter", "plot_timeline",
            "sim_counts_at"]

@@ -1,17 +1,15 @@
 """``report.md`` and a self-contained ``report.html`` of a replay, from its ``validation.json``
-content (jinja2 templates in ``simulator/observe/templates/``; the HTML embeds its figures as
-base64 PNGs, so it is one file to mail or attach)."""
+content, through the report toolkit (:mod:`simulator.report.render`: the template
+``simulator/report/templates/validation_report.md.j2``; the HTML page is the same Markdown
+with its figures embedded as base64 PNGs, so it is one file to mail or attach)."""
 from __future__ import annotations
 
-import base64
 from pathlib import Path
 from typing import Any
 
-import jinja2
+from simulator.report.render import markdown_to_html, render, write_report
 
 __all__ = ["render_report", "write_reports"]
-
-_TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 _METRIC_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency",
                   "queue_delay": "queue delay"}
@@ -83,25 +81,15 @@ def _context(v: dict[str, Any], figures: list[str]) -> dict[str, Any]:
         "err_rows": err_rows,
         "per_rows": per,
         "peer_rows": peer_rows,
-        "settings": [[r["key"], _val(r["value"]), r["source"]] for r in v["settings"]],
-        "features": [[k, _val(d["value"]), d["source"]]
+        "settings": [[f"`{r['key']}`", _val(r["value"]), r["source"]] for r in v["settings"]],
+        "features": [[f"`{k}`", _val(d["value"]), d["source"]]
                      for k, d in v.get("engine_features", {}).items()],
+        "planner_vs_recorded": _pct(kv.get("planner_vs_recorded_pct")),
         "provenance": sorted(v.get("provenance", {}).items()),
         "kv": kv,
         "figures": [(_FIGURE_TITLES.get(f, f), f) for f in figures],
         "counts": v["counts"],
     }
-
-
-def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(_TEMPLATES)),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True,
-                             autoescape=jinja2.select_autoescape(["html.j2"]))
-    env.filters["cell"] = _cell
-    env.filters["pct"] = _pct
-    env.filters["ms"] = _ms
-    return env
 
 
 def render_report(validation: dict[str, Any], figures: list[str], *, html: bool = False,
@@ -123,15 +111,8 @@ def render_report(validation: dict[str, Any], figures: list[str], *, html: bool 
     -------
     str
     """
-    ctx = _context(validation, figures)
-    if html:
-        uris = {}
-        for _title, f in ctx["figures"]:
-            data = (Path(figure_dir or ".") / f).read_bytes()
-            uris[f] = "data:image/png;base64," + base64.b64encode(data).decode("ascii")
-        ctx["uris"] = uris
-        return _env().get_template("validation_report.html.j2").render(**ctx)
-    return _env().get_template("validation_report.md.j2").render(**ctx)
+    md = render("validation_report.md.j2", **_context(validation, figures))
+    return markdown_to_html(md, figure_dir=figure_dir) if html else md
 
 
 def write_reports(outdir: str | Path, validation: dict[str, Any], figures: list[str]) -> list[Path]:
@@ -142,10 +123,5 @@ def write_reports(outdir: str | Path, validation: dict[str, Any], figures: list[
     list of Path
         The two files.
     """
-    out = Path(outdir)
-    md = out / "report.md"
-    md.write_text(render_report(validation, figures), encoding="utf-8")
-    ht = out / "report.html"
-    ht.write_text(render_report(validation, figures, html=True, figure_dir=out),
-                  encoding="utf-8")
-    return [md, ht]
+    files = write_report(outdir, "report", render_report(validation, figures))
+    return [files["md"], files["html"]]

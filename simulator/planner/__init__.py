@@ -7,11 +7,12 @@ Public API::
     search_capacity(scenario_dict, specs, ...) -> dict   # SLO-constrained capacity
     find_capacity(probe, ...) -> (scale, records, note)  # the search algorithm
     load_sweep_spec(path), load_plan_spec(path)          # validated files (PlanError)
-    run_tasks(fn, tasks, backend=..., jobs=...)          # the execution backends
+
+The execution backends, the result cache and the field-path grids are shared with the other
+experiments: :mod:`simulator.experiments`.
 """
 from __future__ import annotations
 
-from .backends import run_tasks
 from .plan import PlanResult, pareto_front, run_plan
 from .search import SimRunner, check_gates, find_capacity, replicas_for, search_capacity
 from .spec import PlanError, PlanSpec, SweepSpec, load_plan_spec, load_sweep_spec
@@ -32,6 +33,5 @@ __all__ = [
     "replicas_for",
     "run_plan",
     "run_sweep",
-    "run_tasks",
     "search_capacity",
 ]

@@ -4,6 +4,14 @@ from __future__ import annotations
 import math
 import sys
 
+from ..experiments.executor import default_jobs
+from ..progress import progress
+from ..report.sweep import print_sweep_table
+from .plan import run_plan
+from .report import _headline, _tag, _usd, _usd4
+from .spec import load_plan_spec, load_sweep_spec
+from .sweep import run_sweep
+
 __all__ = ["cmd_plan", "cmd_sweep", "register"]
 
 
@@ -23,43 +31,27 @@ def _common(p) -> None:
 
 
 def _jobs(args) -> int:
-    from .backends import default_jobs
     return args.jobs if args.jobs is not None else default_jobs()
 
 
 def cmd_sweep(args) -> int:
     """Run a sweep file; prints a short table and where the results went."""
     from rich.console import Console
-    from rich.table import Table
 
-    from ..progress import progress
-    from .spec import load_sweep_spec
-    from .sweep import run_sweep
     spec, folder = load_sweep_spec(args.sweep, args.sweep_set)
     with progress("sweep points", enabled=not args.quiet, force=args.progress) as cb:
         res = run_sweep(spec, folder, scenario_overrides=args.set, trace=args.trace,
                         jobs=_jobs(args), backend=args.backend, address=args.address,
-                        use_cache=not args.no_cache, outdir=args.output, progress=cb)
+                        use_cache=not args.no_cache, outdir=args.output, progress=cb,
+                        figures=not args.no_figures)
     if not args.quiet:
         c = Console()
-        t = Table(title=f"servesim sweep: {spec.name} ({res.num_points} points)")
-        cols = [("point_id", "#"), ("slo_attainment", "attain."),
-                ("ttft_s_p99", "TTFT p99"), ("tpot_s_p99", "TPOT p99"),
-                ("output_token_throughput_tps", "out tok/s"),
-                ("cost_per_1m_output_tokens_usd", "$/1M out"), ("label", "point")]
-        for k, h in cols:
-            t.add_column(h, no_wrap=k != "label", ratio=1 if k == "label" else None)
-        for _, row in res.table.head(40).iterrows():
-            cells = [_cell(row.get(k)) for k, _ in cols]
-            if row.get("status") != "ok":
-                cells[1] = "[red]error[/red]"
-            t.add_row(*cells)
-        c.print(t)
-        if len(res.table) > 40:
-            c.print(f"... {len(res.table) - 40} more rows")
+        print_sweep_table(res.table, c, title=f"servesim sweep: {spec.name} "
+                                              f"({res.num_points} points)")
         c.print(f"{res.num_simulated} simulated, {res.num_cached} from cache, "
                 f"{res.wall_s:.1f} s; table: {res.files.get('parquet')} and "
-                f"{res.files.get('csv')}")
+                f"{res.files.get('csv')}; report: {res.files.get('md')}, "
+                f"{res.files.get('html')}")
     n_err = int((res.table["status"] == "error").sum())
     if n_err and not args.quiet:
         print(f"servesim: warning: {n_err} point(s) failed (see the 'error' column)",
@@ -80,10 +72,6 @@ def cmd_plan(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ..progress import progress
-    from .plan import run_plan
-    from .report import _headline, _tag, _usd, _usd4
-    from .spec import load_plan_spec
     plan_set = list(args.plan_set or [])
     if args.target_rate is not None:
         plan_set.append(f"target_rate_rps={args.target_rate}")
@@ -140,6 +128,7 @@ def register(subparsers) -> None:
     _common(s)
     s.add_argument("--sweep-set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a field of the sweep file itself (repeatable)")
+    s.add_argument("--no-figures", action="store_true", help="skip sweep.png")
     s.add_argument("--progress", action="store_true", help="always show progress (plain lines every 10%% when not a terminal)")
     s.set_defaults(func=cmd_sweep)
 

@@ -32,16 +32,19 @@ from typing import Any
 import numpy as np
 
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
+from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from ..experiments.executor import run_tasks
+from ..experiments.grid import config_label, expand_grid, set_path
+from ..experiments.runner import absolute_spec_paths, factory_id, prepare_points
+from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
-from ..workload import synthesised_labels
-from .backends import run_tasks
-from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from .grid import config_label, expand_grid, set_path
+from ..workload import WorkloadConfig, load_workload, synthesised_labels
+from .bottleneck import bottleneck_note
 from .provenance import compare_provenance
+from .report import write_plan_report
 from .search import evaluate_candidate, gate_failure
 from .simulate import specs_rate
 from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec, load_quality_table, resolve_base
-from .sweep import _absolute_spec_paths, _factory_id, prepare_points
 
 __all__ = ["PlanResult", "pareto_front", "run_plan"]
 
@@ -110,7 +113,6 @@ def pareto_front(points: list[dict], x: str, y: str) -> list[dict]:
 
 def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None,
            base_gpu: str) -> tuple[float, str]:
-    from ..hardware import get_gpu
     g = get_gpu(gpu_name)
     for k, v in prices.items():
         if get_gpu(k).name == g.name:
@@ -121,7 +123,6 @@ def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None
 
 
 def _load_pool(base: dict, search, base_dir: Path):
-    from ..workload import WorkloadConfig, load_workload
     w = dict(base["workload"])
     start = float(w.get("start_s") or 0.0) + search.start_s
     w["start_s"] = start
@@ -153,7 +154,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     trace : str, optional
         Replay this trace file instead of the base workload's.
     jobs, backend, address
-        See :func:`simulator.planner.backends.run_tasks`.
+        See :func:`simulator.experiments.executor.run_tasks`.
     use_cache : bool
         Reuse cached simulations and candidate results from ``OUTDIR/.cache/``.
     outdir : path, optional
@@ -170,120 +171,28 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     PlanError
         Invalid base scenario, candidate, price, or an empty workload window.
     """
-    from ..hardware import get_gpu
     t0 = time.perf_counter()
-    base_raw, base_dir = resolve_base(plan.base, spec_dir)
-    try:
-        for k, v in plan.set.items():
-            set_path(base_raw, k, v)
-        ovr = cli_overrides(scenario_overrides, trace)
-        base_raw = apply_overrides(base_raw, ovr)
-        slo_raw = dict(base_raw.get("slo") or {})
-        slo_raw.update({k: v for k, v in plan.slo.model_dump().items() if v is not None})
-        base_raw["slo"] = slo_raw
-        base_raw.setdefault("cluster", {})
-        base_raw["cluster"] = {**(base_raw["cluster"] or {}), "num_replicas": 1}
-        _absolute_spec_paths(base_raw, (base_dir, spec_dir))
-        base_sc = validate_scenario(base_raw, source="plan base scenario", overrides=ovr)
-    except ScenarioError as e:
-        raise PlanError(str(e)) from None
-    for k in plan.prices:
-        try:
-            get_gpu(k)
-        except ValueError as e:
-            raise PlanError(f"plan prices: {e}") from None
+    base_raw, base_dir, base_sc = _base_scenario(plan, spec_dir, scenario_overrides, trace)
     base_dict = json.loads(base_sc.model_dump_json())
-    try:
-        pool, pool_w = _load_pool(base_dict, plan.search, base_dir)
-    except ValueError as e:
-        hint = " (pass the trace with --trace PATH)" if "not found" in str(e) else ""
-        raise PlanError(f"plan workload: {e}{hint}") from None
-    if len(pool) < 2:
-        raise PlanError(f"plan workload: the window holds {len(pool)} request(s); need >= 2")
-    pool_rate = specs_rate(pool)
-    target = plan.target_rate_rps if plan.target_rate_rps is not None else \
-        (plan.rate_scale or 1.0) * pool_rate
+    pool, pool_w, target = _pool(plan, base_dict, base_dir)
     mean_in = float(np.mean([s.num_prompt_tokens for s in pool]))
     mean_out = float(np.mean([s.num_output_tokens for s in pool]))
-    pool_fp = specs_fingerprint(pool)
-
-    overrides = expand_grid(plan.search_space, plan.candidates)
-    folders = (base_dir, spec_dir)
-    configs = prepare_points(base_raw, overrides, source="plan candidate", folders=folders)
-    base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline",
-                                  folders=folders)
+    all_ov, all_cfg, n_cand = _configurations(plan, base_raw, (base_dir, spec_dir))
     lkg = plan.last_known_good
-    lkg_configs = (prepare_points(base_raw, [lkg.set], source="plan last_known_good",
-                                  folders=folders) if lkg is not None else [])
-    all_ov = overrides + [plan.baseline.set] + ([lkg.set] if lkg is not None else [])
-    all_cfg = configs + base_configs + lkg_configs
-    n_cand = len(configs)
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
-    base_gpu = get_gpu(base_sc.hardware.gpu).name
-    scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
-        base_raw.get("cost"), dict) else None
-
     out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
-    cache = ResultCache(out / ".cache", enabled=use_cache)
-    factory_id = _factory_id(setup_factory)
-    search_d = plan.search.model_dump()
-    gates_d = plan.gates.model_dump()
-    # deployment-level gates are checked on the plan rows: they do not change a candidate's
-    # simulations, so they stay out of its cache key
-    gates_key = {k: v for k, v in gates_d.items() if k not in DEPLOYMENT_GATES}
-    slo_d = base_dict["slo"]
-
-    tasks, task_keys, row_task, meta = [], [], [], []
-    key_to_task: dict[str, int] = {}
-    results_by_key: dict[str, dict] = {}
-    for i, (ov, cfg) in enumerate(zip(all_ov, all_cfg)):
-        gname = get_gpu(cfg["hardware"]["gpu"]).name
-        price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
-        cfg = json.loads(json.dumps(cfg))
-        cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
-        meta.append({"gpu": gname, "price": price, "price_source": price_src,
-                     "tp": int(cfg["cluster"]["tensor_parallel_size"])})
-        key = cache_key("candidate", {
-            "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
-            "gates": gates_key, "slo": slo_d, "target": target, "headroom": plan.headroom,
-            "max_extra": plan.max_extra_replicas, "setup": factory_id})
-        row_task.append(key)
-        if key in key_to_task or key in results_by_key:
-            continue
-        hit = cache.get(key)
-        if hit is not None:
-            hit = dict(hit)
-            hit["num_simulations"] = 0
-            hit["cached"] = True
-            results_by_key[key] = hit
-            continue
-        key_to_task[key] = len(tasks)
-        task_keys.append(key)
-        tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
-                      "target_rate_rps": target, "headroom": plan.headroom,
-                      "max_extra_replicas": plan.max_extra_replicas,
-                      "cache_dir": str(cache.folder), "use_cache": use_cache,
-                      "setup_factory": setup_factory, "factory_id": factory_id})
-
-    new = run_tasks(evaluate_candidate, tasks, shared={"pool": pool}, backend=backend,
-                    jobs=jobs, address=address, progress=progress)
-    for key, r in zip(task_keys, new):
-        for k, v in (r.pop("new_cache", None) or {}).items():
-            cache.put(k, v)
-        r["cached"] = False
-        if r.get("failed_gates") != ["error"]:
-            cache.put(key, r)
-        results_by_key[key] = r
+    ev = _evaluate(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
+                   ResultCache(out / ".cache", enabled=use_cache), use_cache, setup_factory,
+                   backend=backend, jobs=jobs, address=address, progress=progress)
 
     slices = sorted({s.slice for s in pool})
     rows = []
-    for i, (ov, key, m) in enumerate(zip(all_ov, row_task, meta)):
-        r = results_by_key[key]
+    for i, (ov, key, m) in enumerate(zip(all_ov, ev["row_task"], ev["meta"])):
         is_base = i == n_cand
         is_lkg = i == n_cand + 1
         name = plan.baseline.name if is_base else (lkg.name if is_lkg else None)
-        row = _row(i, ov, r, m, plan, target, mean_in, mean_out, name=name,
+        row = _row(i, ov, ev["results"][key], m, plan, target, mean_in, mean_out, name=name,
                    is_baseline=is_base)
         row["is_last_known_good"] = is_lkg
         if quality is not None:
@@ -295,21 +204,177 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         row["provenance_weaker_operators"] = cmp["weaker_operators"]
     cand_rows, base_row = rows[:n_cand], rows[n_cand]
     lkg_row = rows[n_cand + 1] if lkg is not None else None
-    fb_row = lkg_row if lkg_row is not None else base_row
-    fb_kind = "last_known_good" if lkg_row is not None else "baseline"
-    fb_what = "last known-good" if lkg_row is not None else "baseline"
     ranked = sorted(cand_rows, key=_rank_key)
     for r_i, row in enumerate(ranked):
         row["rank"] = r_i + 1 if row["passed"] else None
+    status, chosen, runners, reason, fallback = _recommend(plan, ranked, base_row, lkg_row)
+    rec = {"status": status, "reason": reason, "config": _strip(chosen),
+           "runners_up": [_strip(r) for r in runners],
+           "target_rate_rps": target, "bottleneck": bottleneck_note(chosen)}
+
+    new, row_task, results_by_key = ev["new"], ev["row_task"], ev["results"]
+    n_sims = sum(r.get("num_simulations", 0) for r in new)
+    n_hits = sum(r.get("num_cache_hits", 0) for r in new) + \
+        sum(1 for k in set(row_task) if results_by_key[k].get("cached"))
+    stats = {"num_candidates": len(cand_rows), "num_configurations_evaluated":
+             len(set(row_task)), "num_simulations": n_sims, "num_cache_hits": n_hits,
+             "wall_s": time.perf_counter() - t0, "jobs": jobs, "backend": backend}
+    workload = {"num_requests_pool": len(pool), "pool_rate_rps": specs_rate(pool),
+                "target_rate_rps": target, "mean_prompt_tokens": mean_in,
+                "mean_output_tokens": mean_out, "window": {k: pool_w.get(k) for k in
+                                                          ("start_s", "end_s")},
+                "source": base_dict["workload"].get("trace") or "synthetic",
+                "probe_requests": min(len(pool), plan.search.max_requests)}
+    workload["slices"] = slices
+    workload["synthesised"] = synthesised_labels(base_sc.workload)
+    res = PlanResult(plan, status, rec, ranked, base_row, _pareto(rows), workload, stats,
+                     base_dict, out, fallback=fallback, last_known_good=lkg_row,
+                     quality=(json.loads(quality.model_dump_json()) if quality else None))
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+        res.files = write_plan_report(res, out, figures=figures)
+        res.stats["wall_s"] = time.perf_counter() - t0
+    return res
+
+
+def _base_scenario(plan: PlanSpec, spec_dir: Path | None, scenario_overrides, trace):
+    """The plan's base scenario (``plan.set``, the overrides, the plan's SLOs, one replica):
+    its raw form, folder and validated scenario.
+
+    Raises
+    ------
+    PlanError
+        An invalid base scenario or an unknown GPU in ``prices``.
+    """
+    base_raw, base_dir = resolve_base(plan.base, spec_dir)
+    try:
+        for k, v in plan.set.items():
+            set_path(base_raw, k, v)
+        ovr = cli_overrides(scenario_overrides, trace)
+        base_raw = apply_overrides(base_raw, ovr)
+        slo_raw = dict(base_raw.get("slo") or {})
+        slo_raw.update({k: v for k, v in plan.slo.model_dump().items() if v is not None})
+        base_raw["slo"] = slo_raw
+        base_raw.setdefault("cluster", {})
+        base_raw["cluster"] = {**(base_raw["cluster"] or {}), "num_replicas": 1}
+        absolute_spec_paths(base_raw, (base_dir, spec_dir))
+        base_sc = validate_scenario(base_raw, source="plan base scenario", overrides=ovr)
+    except ScenarioError as e:
+        raise PlanError(str(e)) from None
+    for k in plan.prices:
+        try:
+            get_gpu(k)
+        except ValueError as e:
+            raise PlanError(f"plan prices: {e}") from None
+    return base_raw, base_dir, base_sc
+
+
+def _pool(plan: PlanSpec, base_dict: dict, base_dir: Path):
+    """The request pool of the plan's window, its window and the target rate (requests/s).
+
+    Raises
+    ------
+    PlanError
+        The workload cannot be loaded or the window holds fewer than 2 requests.
+    """
+    try:
+        pool, pool_w = _load_pool(base_dict, plan.search, base_dir)
+    except ValueError as e:
+        hint = " (pass the trace with --trace PATH)" if "not found" in str(e) else ""
+        raise PlanError(f"plan workload: {e}{hint}") from None
+    if len(pool) < 2:
+        raise PlanError(f"plan workload: the window holds {len(pool)} request(s); need >= 2")
+    target = plan.target_rate_rps if plan.target_rate_rps is not None else \
+        (plan.rate_scale or 1.0) * specs_rate(pool)
+    return pool, pool_w, target
+
+
+def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list, int]:
+    """Every configuration evaluated: the candidates, the baseline, the last known-good
+    (overrides and resolved scenarios, in that order) and the number of candidates."""
+    overrides = expand_grid(plan.search_space, plan.candidates)
+    configs = prepare_points(base_raw, overrides, source="plan candidate", folders=folders)
+    base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline",
+                                  folders=folders)
+    lkg = plan.last_known_good
+    lkg_configs = (prepare_points(base_raw, [lkg.set], source="plan last_known_good",
+                                  folders=folders) if lkg is not None else [])
+    all_ov = overrides + [plan.baseline.set] + ([lkg.set] if lkg is not None else [])
+    return all_ov, configs + base_configs + lkg_configs, len(configs)
+
+
+def _evaluate(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: dict, base_sc,
+              base_dict: dict, cache: ResultCache, use_cache: bool, setup_factory, *,
+              backend: str, jobs: int, address, progress) -> dict[str, Any]:
+    """Price every configuration, evaluate the ones the cache does not hold (one task each,
+    through the executor) and store the new results; returns ``row_task`` (each row's cache
+    key), ``meta`` (GPU, price, TP per row), ``results`` (key -> result) and ``new``."""
+    base_gpu = get_gpu(base_sc.hardware.gpu).name
+    scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
+        base_raw.get("cost"), dict) else None
+    fid = factory_id(setup_factory)
+    search_d = plan.search.model_dump()
+    gates_d = plan.gates.model_dump()
+    # deployment-level gates are checked on the plan rows: they do not change a candidate's
+    # simulations, so they stay out of its cache key
+    gates_key = {k: v for k, v in gates_d.items() if k not in DEPLOYMENT_GATES}
+    pool_fp = specs_fingerprint(pool)
+    tasks, task_keys, row_task, meta = [], [], [], []
+    key_to_task: dict[str, int] = {}
+    results_by_key: dict[str, dict] = {}
+    for i, (_ov, cfg) in enumerate(zip(all_ov, all_cfg)):
+        gname = get_gpu(cfg["hardware"]["gpu"]).name
+        price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
+        cfg = json.loads(json.dumps(cfg))
+        cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
+        meta.append({"gpu": gname, "price": price, "price_source": price_src,
+                     "tp": int(cfg["cluster"]["tensor_parallel_size"])})
+        key = cache_key("candidate", {
+            "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
+            "gates": gates_key, "slo": base_dict["slo"], "target": target,
+            "headroom": plan.headroom, "max_extra": plan.max_extra_replicas, "setup": fid})
+        row_task.append(key)
+        if key in key_to_task or key in results_by_key:
+            continue
+        hit = cache.get(key)
+        if hit is not None:
+            results_by_key[key] = {**hit, "num_simulations": 0, "cached": True}
+            continue
+        key_to_task[key] = len(tasks)
+        task_keys.append(key)
+        tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
+                      "target_rate_rps": target, "headroom": plan.headroom,
+                      "max_extra_replicas": plan.max_extra_replicas,
+                      "cache_dir": str(cache.folder), "use_cache": use_cache,
+                      "setup_factory": setup_factory, "factory_id": fid})
+    new = run_tasks(evaluate_candidate, tasks, shared={"pool": pool}, backend=backend,
+                    jobs=jobs, address=address, progress=progress)
+    for key, r in zip(task_keys, new):
+        for k, v in (r.pop("new_cache", None) or {}).items():
+            cache.put(k, v)
+        r["cached"] = False
+        if r.get("failed_gates") != ["error"]:
+            cache.put(key, r)
+        results_by_key[key] = r
+    return {"row_task": row_task, "meta": meta, "results": results_by_key, "new": new}
+
+
+def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict | None):
+    """The recommendation: the cheapest passing candidate, else the fallback (the last
+    known-good, or the baseline) when it passes; its status, runners-up, reason and the
+    fallback record."""
+    fb_row = lkg_row if lkg_row is not None else base_row
+    fb_kind = "last_known_good" if lkg_row is not None else "baseline"
+    fb_what = "last known-good" if lkg_row is not None else "baseline"
     passing = [r for r in ranked if r["passed"]]
     if passing:
         status, chosen = "candidate", passing[0]
         runners = passing[1: 1 + plan.top_k]
-        reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(cand_rows)}")
+        reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(ranked)}")
     else:
         chosen = fb_row
         runners = []
-        counts = Counter(g for r in cand_rows for g in r["failed_gates"])
+        counts = Counter(g for r in ranked for g in r["failed_gates"])
         top = ", ".join(f"{g} ({n})" for g, n in counts.most_common(6))
         reason = f"no candidate passed every gate (failed gates, by candidates: {top})"
         if fb_row["passed"]:
@@ -321,14 +386,15 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
             reason += (f"; the {fb_what} '{fb_row['label']}' fails "
                        f"{', '.join(fb_row['failed_gates'])} too: keep the last known-good "
                        "deployment")
-    rec = {"status": status, "reason": reason, "config": _strip(chosen),
-           "runners_up": [_strip(r) for r in runners],
-           "target_rate_rps": target, "bottleneck": _bottleneck_note(chosen)}
     fallback = {"kind": fb_kind, "name": fb_row["label"], "config": _strip(fb_row),
                 "is_recommended": chosen is fb_row,
                 "source": ("plan last_known_good (given by the user)" if lkg_row is not None
                            else "plan baseline (no last_known_good given)")}
+    return status, chosen, runners, reason, fallback
 
+
+def _pareto(rows: list[dict]) -> list[dict]:
+    """The Pareto front of every feasible capacity probe of every configuration."""
     points = []
     for row in rows:
         for p in row["probes"]:
@@ -337,31 +403,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
                                "rate_rps": p["rate_rps"],
                                "output_tps_per_gpu": p["output_tps_per_gpu"],
                                "tps_per_user": p["tps_per_user"]})
-    front = pareto_front(points, "output_tps_per_gpu", "tps_per_user")
-
-    n_sims = sum(r.get("num_simulations", 0) for r in new)
-    n_hits = sum(r.get("num_cache_hits", 0) for r in new) + \
-        sum(1 for k in set(row_task) if results_by_key[k].get("cached"))
-    stats = {"num_candidates": len(cand_rows), "num_configurations_evaluated":
-             len(set(row_task)), "num_simulations": n_sims, "num_cache_hits": n_hits,
-             "wall_s": time.perf_counter() - t0, "jobs": jobs, "backend": backend}
-    workload = {"num_requests_pool": len(pool), "pool_rate_rps": pool_rate,
-                "target_rate_rps": target, "mean_prompt_tokens": mean_in,
-                "mean_output_tokens": mean_out, "window": {k: pool_w.get(k) for k in
-                                                          ("start_s", "end_s")},
-                "source": base_dict["workload"].get("trace") or "synthetic",
-                "probe_requests": min(len(pool), plan.search.max_requests)}
-    workload["slices"] = slices
-    workload["synthesised"] = synthesised_labels(base_sc.workload)
-    res = PlanResult(plan, status, rec, ranked, base_row, front, workload, stats, base_dict,
-                     out, fallback=fallback, last_known_good=lkg_row,
-                     quality=(json.loads(quality.model_dump_json()) if quality else None))
-    if write:
-        from .report import write_plan_report
-        out.mkdir(parents=True, exist_ok=True)
-        res.files = write_plan_report(res, out, figures=figures)
-        res.stats["wall_s"] = time.perf_counter() - t0
-    return res
+    return pareto_front(points, "output_tps_per_gpu", "tps_per_user")
 
 
 def _rank_key(r: dict):
@@ -470,7 +512,6 @@ def _config_value(cfg: dict, path: str):
 def _matches(cfg: dict, match: dict) -> bool:
     """Whether a resolved configuration has every value of a quality entry's ``match``
     (``hardware.gpu`` by catalog name, so aliases match; other values by equality)."""
-    from ..hardware import get_gpu
     for path, want in match.items():
         have = _config_value(cfg, path)
         if path == "hardware.gpu" and isinstance(want, str) and isinstance(have, str):
@@ -533,137 +574,3 @@ def _at_capacity(r: dict, key: str):
         if s is not None and p.get("rate_scale") == s:
             return p.get(key)
     return None
-
-
-#: Thresholds of the bottleneck advice (fractions of busy time or of KV capacity).
-ADVICE_COMPUTE_PREFILL = 0.20   # compute-bound prefill time worth acting on
-ADVICE_MEMORY_DECODE = 0.40     # memory-bound decode time worth acting on
-ADVICE_LOW_KV = 0.50            # mean KV use below which KV is not the limit
-ADVICE_BATCH_AT_CAP = 0.10      # busy time with the batch at max_num_seqs worth acting on
-ADVICE_OVERHEAD = 0.25          # per-step overheads worth acting on
-ADVICE_FULL_KV = 0.95           # peak KV use that counts as full
-ADVICE_QUEUE = 0.50             # queueing share of the mean TTFT worth acting on
-
-
-def _pct(x) -> str:
-    return "n/a" if x is None else f"{x:.0%}"
-
-
-def _bottleneck_advice(b: dict, note: dict, sched: dict) -> list[str]:
-    """Advice sentences that follow the numbers (see the ``ADVICE_*`` thresholds)."""
-    adv: list[str] = []
-    pre = b.get("prefill_steps") or {}
-    dec = b.get("decode_steps") or {}
-    p_time, p_comp = pre.get("time_share") or 0.0, pre.get("compute_bound") or 0.0
-    d_time, d_mem = dec.get("time_share") or 0.0, dec.get("memory_bound") or 0.0
-    pre_comp = p_time * p_comp
-    dec_mem = d_time * d_mem
-    preempt = note.get("num_preemptions") or 0
-    rejects = note.get("kv_capacity_rejections") or 0
-    kv_peak, kv_mean = note.get("max_kv_cache_usage"), note.get("mean_kv_cache_usage")
-    at_cap = note.get("batch_at_cap_time_share")
-    seqs, mnbt = sched.get("max_num_seqs"), sched.get("max_num_batched_tokens")
-    chunked = sched.get("enable_chunked_prefill")
-    if preempt or rejects or (kv_peak is not None and kv_peak >= ADVICE_FULL_KV):
-        adv.append(f"KV capacity binds ({preempt} preemption(s), {rejects} KV-capacity "
-                   f"rejection(s), peak KV use {_pct(kv_peak)}): give the KV cache more "
-                   "memory (higher gpu_memory_utilization, fp8 KV cache, a GPU with more HBM "
-                   "or a higher TP degree) before raising max_num_seqs")
-    if pre_comp >= ADVICE_COMPUTE_PREFILL:
-        txt = (f"compute-bound prefill work is {pre_comp:.0%} of busy time: each such step "
-               "delays every decode batched with it")
-        if chunked is False:
-            txt += ("; enable chunked prefill so long prompts are split across steps")
-        else:
-            txt += (f"; a smaller max_num_batched_tokens (now {mnbt}) splits prompts into "
-                    "shorter chunks and evens out TPOT" if mnbt else
-                    "; smaller prefill chunks even out TPOT")
-        txt += (", but only more GPUs (replicas or TP) or a faster GPU shrink the prefill "
-                "compute itself")
-        adv.append(txt)
-    if dec_mem >= ADVICE_MEMORY_DECODE:
-        low_kv = kv_mean is not None and kv_mean < ADVICE_LOW_KV
-        if at_cap is not None and at_cap >= ADVICE_BATCH_AT_CAP and low_kv and not preempt:
-            adv.append(f"memory-bound decode is {dec_mem:.0%} of busy time and the batch sits "
-                       f"at max_num_seqs={seqs} for {at_cap:.0%} of it with KV use at "
-                       f"{_pct(kv_mean)}: a larger max_num_seqs reads the weights once for "
-                       "more sequences")
-        elif at_cap is not None and at_cap < ADVICE_BATCH_AT_CAP:
-            reach = (f"never reaches max_num_seqs={seqs}" if at_cap == 0 else
-                     f"reaches max_num_seqs={seqs} in only {at_cap:.0%} of it")
-            adv.append(f"memory-bound decode is {dec_mem:.0%} of busy time, but the batch "
-                       f"{reach}, so raising max_num_seqs would not help; HBM bandwidth "
-                       "(fp8 weights or KV, a GPU with more bandwidth) sets the decode step "
-                       "time")
-        else:
-            adv.append(f"memory-bound decode is {dec_mem:.0%} of busy time: HBM bandwidth "
-                       "(fp8 weights or KV, a GPU with more bandwidth) sets the decode "
-                       "step time")
-    if (b.get("overhead") or 0.0) >= ADVICE_OVERHEAD:
-        adv.append(f"per-step overheads (CPU scheduling, all-reduce) are "
-                   f"{b['overhead']:.0%} of busy time: larger batches amortise them, and "
-                   "a lower TP degree removes all-reduces")
-    q = note.get("queue_share_of_ttft")
-    if q is not None and q >= ADVICE_QUEUE:
-        adv.append(f"queueing is {q:.0%} of the mean TTFT: more headroom (replicas) "
-                   "shortens it")
-    return adv
-
-
-def _bottleneck_note(row: dict) -> dict:
-    """Where the recommended configuration spends its step time, and what that suggests.
-
-    The shares come from :func:`simulator.planner.simulate.step_bottleneck` on the
-    confirmation run at the target rate: every step classified on its own shape and
-    weighted by its duration (not one averaged step, which hides the few long prefill
-    steps). Returns ``shares`` (the three busy-time shares plus the prefill / pure-decode
-    split), the run figures it used, ``advice`` (list of sentences) and ``text``.
-    """
-    ex = row.get("confirm_extra") or {}
-    cs = row.get("confirm_summary") or {}
-    b = ex.get("bottleneck")
-    stale = bool(b) and "prefill_steps" not in b
-    if stale:
-        b = None  # a cached entry from before the per-step classification
-    note: dict[str, Any] = {
-        "shares": b,
-        "mean_step_shape": ex.get("mean_step_shape"),
-        "busy_fraction": ex.get("busy_fraction"),
-        "queue_share_of_ttft": ex.get("queue_share_of_ttft"),
-        "num_preemptions": cs.get("num_preemptions"),
-        "kv_capacity_rejections": ex.get("kv_capacity_rejections"),
-        "mean_kv_cache_usage": cs.get("mean_kv_cache_usage"),
-        "max_kv_cache_usage": cs.get("max_kv_cache_usage"),
-        "batch_at_cap_time_share": ex.get("batch_at_cap_time_share"),
-        "scheduler": ex.get("scheduler"),
-    }
-    parts = []
-    if stale:
-        parts.append("per-step bottleneck shares are missing from this cached result "
-                     "(rerun with --no-cache)")
-    if b:
-        dom = max(("compute_bound", "memory_bound", "overhead"), key=lambda k: b.get(k, 0))
-        pre, dec = b["prefill_steps"], b["decode_steps"]
-        parts.append(
-            f"busy time (each step classified on its own shape, weighted by its duration): "
-            f"{b.get('compute_bound', 0):.0%} compute-bound operators, "
-            f"{b.get('memory_bound', 0):.0%} memory-bound operators, "
-            f"{b.get('overhead', 0):.0%} overheads (all-reduce, CPU); mostly "
-            f"{dom.replace('_', '-')}")
-        parts.append(
-            f"steps with prefill work are {_pct(pre.get('step_share'))} of steps but "
-            f"{_pct(pre.get('time_share'))} of busy time "
-            f"({_pct(pre.get('compute_bound'))} compute-bound), pure-decode steps "
-            f"{_pct(dec.get('time_share'))} of busy time ({_pct(dec.get('memory_bound'))} "
-            "memory-bound)")
-    if note["num_preemptions"] is not None:
-        parts.append(f"{note['num_preemptions']} KV-capacity preemption(s) at the target rate"
-                     + (f", peak KV use {note['max_kv_cache_usage']:.0%}"
-                        if note["max_kv_cache_usage"] is not None else ""))
-    if note["queue_share_of_ttft"] is not None:
-        parts.append(f"queueing is {note['queue_share_of_ttft']:.0%} of the mean TTFT")
-    advice = _bottleneck_advice(b or {}, note, note["scheduler"] or {})
-    note["advice"] = advice
-    note["summary"] = "; ".join(parts) if parts else "no bottleneck data"
-    note["text"] = note["summary"] + ("; advice: " + "; ".join(advice) if advice else "")
-    return note

@@ -20,6 +20,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..config import validate_scenario
+from ..engine import resolve_kv_dtype
+from ..hardware import get_gpu
+from ..models import get_model
+from ..perf import build_perf_model
+
 __all__ = ["KIND_RANK", "classify_label", "compare_provenance", "perf_provenance",
            "scenario_provenance"]
 
@@ -110,11 +116,6 @@ def scenario_provenance(scenario: Mapping[str, Any]) -> dict[str, Any] | None:
         ``None`` when the performance model cannot be built either.
     """
     try:
-        from ..config import validate_scenario
-        from ..engine import resolve_kv_dtype
-        from ..hardware import get_gpu
-        from ..models import get_model
-        from ..perf import build_perf_model
         sc = validate_scenario(dict(scenario))
         wdt = "bf16" if sc.perf.weight_dtype == "fp16" else sc.perf.weight_dtype
         perf = build_perf_model(

@@ -30,6 +30,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..config import validate_scenario
+from ..engine import build_setup
+from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from .provenance import perf_provenance, scenario_provenance
+from .simulate import rescale_specs, simulate_summary, specs_rate
+from .spec import GateSettings, SearchSettings
+
 __all__ = [
     "SimRunner",
     "check_gates",
@@ -335,8 +342,6 @@ class SimRunner:
             When the model does not fit or a name is unknown.
         """
         if self._setup is None:
-            from ..config import validate_scenario
-            from ..engine import build_setup
             sc = validate_scenario(dict(scenario))
             f = self.setup_factory
             self._setup = f(sc) if f is not None else build_setup(sc)
@@ -344,8 +349,6 @@ class SimRunner:
 
     def run(self, scenario: Mapping[str, Any], specs: list) -> dict:
         """``{"summary", "extra"}`` of ``scenario`` on ``specs`` (cached when possible)."""
-        from .cache import cache_key, scenario_identity, specs_fingerprint
-        from .simulate import simulate_summary
         key = cache_key("sim", {"scenario": scenario_identity(scenario),
                                 "specs": specs_fingerprint(specs), "setup": self.factory_id})
         if key in self.new_cache:
@@ -374,7 +377,6 @@ def scenario_at(base: Mapping[str, Any], replicas: int, scale: float, n: int) ->
 
 def _settings(search) -> dict:
     """Search settings as a complete dict (a partial mapping is validated and filled)."""
-    from .spec import SearchSettings
     if search is None:
         return SearchSettings().model_dump()
     if hasattr(search, "model_dump"):
@@ -414,8 +416,6 @@ def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
         ``capacity_rate_scale`` (or ``None``), ``probe_base_rate_rps`` (arrival rate of the
         probe's requests at scale 1), ``probes`` (records sorted by rate), ``search_note``.
     """
-    from .simulate import rescale_specs, specs_rate
-    from .spec import GateSettings
     st = _settings(search)
     gates = GateSettings.model_validate(dict(gates or {})).model_dump()
     runner = runner or SimRunner(setup_factory=setup_factory)
@@ -455,8 +455,6 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
     Returns a JSON-safe dict; never raises (errors become a failed ``error`` gate). New
     simulation results come back under ``new_cache`` for the driver to store.
     """
-    from .cache import ResultCache
-    from .simulate import rescale_specs, specs_rate
 
     t0 = time.perf_counter()
     pool = shared["pool"]
@@ -470,7 +468,6 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
     out: dict[str, Any] = {"index": task["index"], "probes": [], "confirmations": [],
                            "error": None}
     try:
-        from .provenance import perf_provenance, scenario_provenance
         try:
             setup = runner.setup(base)
         except ValueError as e:

@@ -15,9 +15,15 @@ and weighted by the bin's total step time, so a 300k-step run costs a few dozen 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
+
+from ..config import validate_scenario
+from ..engine import build_setup
+from ..perf.roofline import StepShape
+from ..run import run_scenario
 
 __all__ = ["BOTTLENECK_KEYS", "mean_step_shape", "rescale_specs", "run_extras",
            "simulate_summary", "specs_rate", "step_bottleneck"]
@@ -31,7 +37,6 @@ def rescale_specs(specs: Sequence, scale: float, limit: int | None = None) -> li
 
     Same arithmetic as the workload loader's ``rate_scale``: ``t' = t / scale``.
     """
-    from dataclasses import replace
     sub = specs[:limit] if limit is not None else specs
     if scale == 1.0:
         return list(sub)
@@ -67,7 +72,6 @@ def mean_step_shape(steps, requests=None):
     StepShape or None
         ``None`` when the run has no steps.
     """
-    from ..perf.roofline import StepShape
     if steps is None or len(steps) == 0:
         return None
 
@@ -135,7 +139,6 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
         ``mean_decode_seqs``; ``busy_time_s``, ``num_steps``, ``num_bins``, ``method``.
         None without steps, without step time or when the model cannot classify a shape.
     """
-    from ..perf.roofline import StepShape
     if steps is None or len(steps) == 0 or not hasattr(perf, "bottleneck_shares"):
         return None
 
@@ -272,9 +275,6 @@ def simulate_summary(scenario: Mapping[str, Any], specs: Sequence, *, setup=None
         ``setup_factory(Scenario) -> ReplicaSetup`` instead of
         :func:`simulator.engine.build_setup` (tests inject a constant-time model).
     """
-    from ..config import validate_scenario
-    from ..engine import build_setup
-    from ..run import run_scenario
     sc = validate_scenario(dict(scenario))
     if setup is None:
         setup = setup_factory(sc) if setup_factory is not None else build_setup(sc)

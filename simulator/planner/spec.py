@@ -16,7 +16,14 @@ from pydantic import (
     model_validator,
 )
 
-from ..config import ScenarioError, apply_overrides, parse_override, read_scenario_yaml
+from ..config import (
+    ScenarioError,
+    apply_overrides,
+    format_validation_error,
+    parse_override,
+    read_scenario_yaml,
+    read_yaml_mapping,
+)
 from ..schema import StrictModel
 
 __all__ = [
@@ -438,12 +445,10 @@ class PlanSpec(_Strict):
 def format_spec_error(e: ValidationError, model_cls, source: str) -> str:
     """One line for the first validation error of a sweep or plan file (the scenario
     loader's formatter, listing ``model_cls``'s keys for an unknown key)."""
-    from ..config import format_validation_error
     return format_validation_error(e, source, model_cls)
 
 
 def _read_yaml(path: str | Path, what: str) -> tuple[dict, Path]:
-    from ..config import read_yaml_mapping
     raw, p = read_yaml_mapping(path, what, PlanError)
     return raw, p.parent
 
@@ -519,7 +524,6 @@ def load_quality_table(gate: QualityGate, spec_dir: Path | None) -> QualityTable
     if not p.is_file():
         raise PlanError(f"quality.table: file {gate.table!r} not found (relative to the plan "
                         f"file's folder or the working directory)")
-    from ..config import read_yaml_mapping
     raw, _ = read_yaml_mapping(p, "quality table", PlanError)
     try:
         return QualityTable.model_validate(raw)

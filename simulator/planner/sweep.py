@@ -7,26 +7,30 @@ row per point with ``point_id``, ``label``, ``status`` (``ok`` / ``error``), ``e
 (``ttft_s_p99``, ``by_slice_chat_ttft_s_p99``), plus ``busy_fraction`` and
 ``queue_share_of_ttft``. Finished points are cached in ``OUTDIR/.cache/`` by a hash of the
 resolved scenario and the exact request list, so a re-run simulates only what changed.
+The points run through the family runner (:func:`simulator.experiments.runner.run_family`).
+Next to the table: ``sweep.md`` and a self-contained ``sweep.html`` with the summary
+columns of every point and ``sweep.png`` (:mod:`simulator.report.sweep`).
 """
 from __future__ import annotations
 
-import json
-import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
-from .backends import run_tasks
-from .cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from .grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
+from ..config import ScenarioError, apply_overrides, cli_overrides
+from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
+from ..experiments.runner import Workloads, factory_id, prepare_points, run_family
+from ..report.sweep import write_sweep_report
+from ..report.tables import write_table
+from .simulate import simulate_summary
 from .spec import PlanError, SweepSpec, resolve_base
 
-__all__ = ["SweepResult", "prepare_points", "run_sweep", "sweep_worker", "write_table"]
+__all__ = ["SweepResult", "run_sweep", "sweep_worker"]
 
 #: Columns that differ between two runs of the same point (wall-clock figures).
 NONDETERMINISTIC_COLUMNS = ("sim_wall_s", "sim_speedup", "cached")
@@ -45,65 +49,8 @@ class SweepResult:
     files: dict[str, Path] = field(default_factory=dict)
 
 
-def _scenario_dict(sc) -> dict:
-    return json.loads(sc.model_dump_json())
-
-
-def _absolute_spec_paths(raw: dict, folders: Sequence[Path]) -> None:
-    """Make relative model / GPU spec file paths absolute (workers may run elsewhere).
-
-    A value that looks like a path (has a ``/`` or a ``.yaml``/``.yml``/``.json`` suffix) and
-    exists relative to one of ``folders`` is replaced by that absolute path; catalog names are
-    left alone.
-    """
-    def fix(value):
-        if not isinstance(value, str) or Path(value).is_absolute():
-            return value
-        if "/" not in value and not value.endswith((".yaml", ".yml", ".json")):
-            return value
-        for d in folders:
-            if d is not None and (Path(d) / value).exists():
-                return str((Path(d) / value).resolve())
-        return value
-
-    if "model" in raw:
-        raw["model"] = fix(raw["model"])
-    hw = raw.get("hardware")
-    if isinstance(hw, dict) and "gpu" in hw:
-        hw["gpu"] = fix(hw["gpu"])
-
-
-def prepare_points(base_raw: dict, overrides: Sequence[Mapping[str, Any]],
-                   source: str = "sweep", folders: Sequence[Path] = ()) -> list[dict]:
-    """Apply each override set to ``base_raw`` and validate; returns resolved scenario dicts.
-
-    ``folders``: where relative model / GPU spec paths are looked up (the base scenario's
-    folder, then the sweep or plan file's).
-
-    Raises
-    ------
-    PlanError
-        Naming the point and the scenario error (unknown field path, bad value).
-    """
-    out = []
-    for i, ov in enumerate(overrides):
-        raw = json.loads(json.dumps(base_raw))
-        try:
-            for k, v in ov.items():
-                set_path(raw, k, v)
-            _absolute_spec_paths(raw, folders)
-            sc = validate_scenario(raw, source=f"{source} point {i} ({config_label(ov)})")
-        except ScenarioError as e:
-            raise PlanError(str(e)) from None
-        except ValueError as e:
-            raise PlanError(f"{source} point {i} ({config_label(ov)}): {e}") from None
-        out.append(_scenario_dict(sc))
-    return out
-
-
 def sweep_worker(task: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
     """Simulate one sweep point (runs in a worker). Never raises: errors become results."""
-    from .simulate import simulate_summary
     specs = shared["workloads"][task["workload"]]
     t0 = time.perf_counter()
     try:
@@ -116,29 +63,12 @@ def sweep_worker(task: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str
                 "wall_s": time.perf_counter() - t0}
 
 
-def _load_workloads(points: list[dict], base_dir: Path) -> tuple[list[str], dict[str, list]]:
-    """Load each distinct workload once; returns the workload id of each point and the lists."""
-    from ..workload import WorkloadConfig, load_workload
-    ids: list[str] = []
-    by_key: dict[str, str] = {}
-    loaded: dict[str, list] = {}
-    for p in points:
-        k = json.dumps({"w": p["workload"], "seed": p["seed"]}, sort_keys=True)
-        if k not in by_key:
-            wid = f"w{len(by_key)}"
-            by_key[k] = wid
-            cfg = WorkloadConfig.model_validate(p["workload"])
-            loaded[wid] = load_workload(cfg, p["seed"], base_dir)
-        ids.append(by_key[k])
-    return ids, loaded
-
-
 def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
               scenario_overrides: list[str] | None = None, trace: str | None = None,
               jobs: int = 1, backend: str = "local", address: str | None = None,
               use_cache: bool = True, outdir: str | Path | None = None, write: bool = True,
               progress: Callable[[int, int], None] | None = None,
-              setup_factory: Callable | None = None) -> SweepResult:
+              setup_factory: Callable | None = None, figures: bool = True) -> SweepResult:
     """Run every point of a sweep.
 
     Parameters
@@ -151,17 +81,19 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     trace : str, optional
         Replay this trace instead of the base workload's source.
     jobs, backend, address
-        See :func:`simulator.planner.backends.run_tasks`.
+        See :func:`simulator.experiments.executor.run_tasks`.
     use_cache : bool
         Read cached points (new results are always written).
     outdir : path, optional
         Overrides ``spec.output_dir``.
     write : bool
-        Write ``sweep.parquet`` and ``sweep.csv``.
+        Write ``sweep.parquet``, ``sweep.csv``, ``sweep.md`` and ``sweep.html``.
     progress : callable, optional
         ``progress(done, total)`` over the points to simulate.
     setup_factory : callable, optional
         Replaces :func:`simulator.engine.build_setup` (tests).
+    figures : bool
+        Draw ``sweep.png`` (with ``write``).
 
     Returns
     -------
@@ -177,84 +109,59 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     except ScenarioError as e:
         raise PlanError(str(e)) from None
     overrides = expand_grid(spec.grid, spec.points)
-    points = prepare_points(base_raw, overrides, folders=(base_dir, spec_dir))
-    wids, workloads = _load_workloads(points, base_dir)
-    fps = {w: specs_fingerprint(s) for w, s in workloads.items()}
+    try:
+        points = prepare_points(base_raw, overrides, folders=(base_dir, spec_dir))
+    except ScenarioError as e:
+        raise PlanError(str(e)) from None
+    workloads = Workloads()
+    wids = [workloads.add(p["workload"], p["seed"], base_dir) for p in points]
+    fps = {w: specs_fingerprint(s) for w, s in workloads.lists.items()}
 
     out = Path(outdir) if outdir is not None else Path(spec.output_dir.format(name=spec.name))
     cache = ResultCache(out / ".cache", enabled=use_cache)
-    factory_id = _factory_id(setup_factory)
-    keys, results, todo = [], {}, []
-    for i, (p, w) in enumerate(zip(points, wids)):
-        key = cache_key("sim", {"scenario": scenario_identity(p), "specs": fps[w],
-                                "setup": factory_id})
-        keys.append(key)
-        hit = cache.get(key)
-        if hit is not None:
-            results[key] = {**hit, "ok": True, "cached": True}
-        elif key not in {t["key"] for t in todo}:
-            todo.append({"key": key, "scenario": p, "workload": w,
-                         "setup_factory": setup_factory})
-    new = run_tasks(sweep_worker, todo, shared={"workloads": workloads}, backend=backend,
-                    jobs=jobs, address=address, progress=progress)
-    for r in new:
-        if r["ok"]:
-            entry = {"summary": r["summary"], "extra": r["extra"]}
-            cache.put(r["key"], entry)
-            results[r["key"]] = {**entry, "ok": True, "cached": False}
-        else:
-            results[r["key"]] = {"ok": False, "error": r["error"], "cached": False}
+    fid = factory_id(setup_factory)
+    tasks = [{"key": cache_key("sim", {"scenario": scenario_identity(p), "specs": fps[w],
+                                       "setup": fid}),
+              "scenario": p, "workload": w, "setup_factory": setup_factory}
+             for p, w in zip(points, wids)]
+    keys = [t["key"] for t in tasks]
+    results, ran = run_family(sweep_worker, tasks, shared={"workloads": workloads.lists},
+                                  cache=cache, cache_entries=_cache_entry, backend=backend,
+                                  jobs=jobs, address=address, progress=progress)
 
+    rows = _rows(points, overrides, keys, results, ran)
+    table = pd.DataFrame(rows)
+    res = SweepResult(table, len(points), len(ran), len(points) - len(ran),
+                      time.perf_counter() - t0, out)
+    if write:
+        out.mkdir(parents=True, exist_ok=True)
+        res.files = write_table(table, out, "sweep")
+        res.files.update(write_sweep_report(
+            table, out, name=spec.name, num_simulated=res.num_simulated,
+            num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
+    return res
+
+
+def _rows(points, overrides, keys, results, ran) -> list[dict[str, Any]]:
+    """One table row per point: identity, status, the dotted inputs, the flat summary."""
     rows = []
     for i, (p, ov, key) in enumerate(zip(points, overrides, keys)):
         r = results[key]
+        ok = r.get("ok", True)  # a cache entry is a successful result
         row: dict[str, Any] = {"point_id": i, "label": config_label(ov),
-                               "status": "ok" if r["ok"] else "error",
-                               "error": r.get("error", ""), "cached": bool(r.get("cached"))}
+                               "status": "ok" if ok else "error",
+                               "error": r.get("error", ""), "cached": key not in ran}
         row.update(flatten_inputs(p))
-        if r["ok"]:
+        if ok:
             row.update(flatten_summary(r["summary"]))
             ex = r.get("extra") or {}
             row["busy_fraction"] = ex.get("busy_fraction")
             row["queue_share_of_ttft"] = ex.get("queue_share_of_ttft")
         rows.append(row)
-    table = pd.DataFrame(rows)
-    res = SweepResult(table, len(points), len(todo), len(points) - len(todo),
-                      time.perf_counter() - t0, out)
-    if write:
-        out.mkdir(parents=True, exist_ok=True)
-        res.files = write_table(table, out, "sweep")
-    return res
+    return rows
 
 
-def _factory_id(setup_factory: Callable | None) -> str | None:
-    if setup_factory is None:
-        return None
-    return getattr(setup_factory, "cache_id", None) or \
-        f"{getattr(setup_factory, '__module__', '')}.{getattr(setup_factory, '__qualname__', '')}"
-
-
-def _arrow_safe(df: pd.DataFrame) -> pd.DataFrame:
-    """Object columns mixing types become strings (Parquet needs one type per column)."""
-    df = df.copy()
-    for c in df.columns:
-        if df[c].dtype != object:
-            continue
-        kinds = {type(v) for v in df[c] if v is not None and not (isinstance(v, float)
-                                                                   and math.isnan(v))}
-        if len(kinds) > 1 or (kinds and not kinds <= {str, bool, int, float}):
-            df[c] = [None if v is None else (v if isinstance(v, str) else json.dumps(v))
-                     for v in df[c]]
-        elif kinds == {bool}:
-            df[c] = df[c].astype("boolean")
-    return df
-
-
-def write_table(table: pd.DataFrame, outdir: Path, stem: str) -> dict[str, Path]:
-    """Write ``stem.parquet`` and ``stem.csv``; returns their paths."""
-    outdir = Path(outdir)
-    pq, csv = outdir / f"{stem}.parquet", outdir / f"{stem}.csv"
-    safe = _arrow_safe(table)
-    safe.to_parquet(pq, index=False)
-    safe.to_csv(csv, index=False, float_format="%.9g")
-    return {"parquet": pq, "csv": csv}
+def _cache_entry(key: str, result: Mapping[str, Any]):
+    """What a sweep caches of a point: its summary and extras (failed points: nothing)."""
+    if result["ok"]:
+        yield key, {"summary": result["summary"], "extra": result["extra"]}

@@ -1,12 +1,15 @@
-"""Matplotlib figures of one run: latency CDFs and per-replica time series.
+"""Matplotlib figures of one run (latency CDFs, per-replica time series) and the figure
+helpers every report uses (:func:`figure`, :func:`save_png`, :func:`default_style`,
+:func:`cdf_points`).
 
-Every function takes the engine's tables and an output path, writes one PNG and returns the
-path. Figures are built with the object-oriented API (:class:`matplotlib.figure.Figure`
+Every plotting function takes the engine's tables and an output path, writes one PNG and
+returns the path. Figures are built with the object-oriented API (:class:`matplotlib.figure.Figure`
 rendered by the Agg canvas): nothing goes through ``pyplot``, so no window opens, no global
 figure list grows, and the caller's interactive backend is left alone. Output is
 deterministic: the default style is used regardless of the user's ``matplotlibrc``, and the
 PNG carries no ``Software`` (version) entry and no timestamp, so the same data gives
-byte-identical files with the same matplotlib and fonts.
+byte-identical files with the same matplotlib and fonts. matplotlib is imported on first use
+(it is the heaviest import of a report, and most runs in a sweep or plan draw nothing).
 
 Large runs stay fast: a CDF is drawn through at most :data:`MAX_CDF_POINTS` points, and a time
 series with many steps is binned by time (each bin shows the step-time-weighted mean of the
@@ -14,24 +17,32 @@ steps starting in it), so a 300k-step run plots in well under a second per figur
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib.style as mpl_style
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
 
 __all__ = [
     "FIGURE_FILES",
     "MAX_CDF_POINTS",
     "MAX_REPLICA_LINES",
     "MAX_TIME_BINS",
+    "cdf_points",
+    "default_style",
+    "figure",
     "plot_batch_size",
     "plot_e2e_cdf",
     "plot_kv_usage",
     "plot_queue_length",
+    "plot_speculative_speedup",
     "plot_ttft_cdf",
+    "save_png",
     "write_figures",
 ]
 
@@ -62,20 +73,73 @@ _PNG_METADATA = {"Software": None}
 
 
 # --------------------------------------------------------------------------------------------
-# common helpers
+# common helpers (every report's figures)
 # --------------------------------------------------------------------------------------------
+@contextlib.contextmanager
+def default_style() -> Iterator[None]:
+    """matplotlib's default style, whatever the user's ``matplotlibrc`` says."""
+    import matplotlib.style as mpl_style
+    with mpl_style.context("default"):
+        yield
+
+
+def figure(figsize: tuple[float, float], *, dpi: float = _DPI,
+           layout: str | None = None) -> Figure:
+    """A new :class:`~matplotlib.figure.Figure` on an Agg canvas (no pyplot, no window).
+
+    Parameters
+    ----------
+    figsize : (float, float)
+        Width and height in inches.
+    dpi : float
+        Dots per inch (the PNG is ``figsize x dpi`` pixels).
+    layout : str, optional
+        matplotlib layout engine (``"constrained"``; default none).
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=figsize, dpi=dpi, layout=layout)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save_png(fig: Figure, path: str | Path, *, dpi: float | None = None,
+             tight: bool = False) -> Path:
+    """Write ``fig`` as a deterministic PNG (no ``Software`` entry, no timestamp).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    path : str or pathlib.Path
+        Output file (parent folders are created).
+    dpi : float, optional
+        Dots per inch (default: the figure's).
+    tight : bool
+        Apply ``tight_layout`` first.
+
+    Returns
+    -------
+    pathlib.Path
+        ``path``.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if tight:
+        fig.tight_layout()
+    kw = {} if dpi is None else {"dpi": dpi}
+    fig.savefig(path, format="png", metadata=_PNG_METADATA, **kw)
+    return path
+
+
 def _new_figure() -> tuple[Figure, object]:
-    fig = Figure(figsize=_FIGSIZE, dpi=_DPI, layout="constrained")
+    fig = figure(_FIGSIZE, layout="constrained")
     ax = fig.add_subplot()
     ax.grid(True, alpha=0.3)
     return fig, ax
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=_DPI, metadata=_PNG_METADATA)
-    return path
+    return save_png(fig, path, dpi=_DPI)
 
 
 def _no_data(ax, what: str) -> None:
@@ -92,8 +156,13 @@ def _col(df: pd.DataFrame, name: str) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 # CDFs
 # --------------------------------------------------------------------------------------------
-def _cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Empirical CDF through at most :data:`MAX_CDF_POINTS` points (x sorted, y in (0, 1])."""
+def cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical CDF of the finite ``values`` through at most :data:`MAX_CDF_POINTS` points.
+
+    Returns the sorted values and their cumulative fractions ``(i + 1) / n`` (in (0, 1]);
+    beyond :data:`MAX_CDF_POINTS` samples, evenly spaced order statistics (first and last
+    included).
+    """
     v = np.sort(values[np.isfinite(values)])
     n = v.size
     if n == 0:
@@ -107,9 +176,9 @@ def _cdf_points(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _plot_cdf(values: np.ndarray, groups: np.ndarray | None, path: str | Path, *,
               xlabel: str, title: str, slo_s: float | None) -> Path:
-    with mpl_style.context("default"):
+    with default_style():
         fig, ax = _new_figure()
-        x, y = _cdf_points(values)
+        x, y = cdf_points(values)
         if x.size == 0:
             _no_data(ax, "samples")
         else:
@@ -117,7 +186,7 @@ def _plot_cdf(values: np.ndarray, groups: np.ndarray | None, path: str | Path, *
             names = [] if groups is None else sorted(set(groups.tolist()))
             if 1 < len(names) <= _MAX_GROUP_LINES:
                 for name in names:
-                    gx, gy = _cdf_points(values[groups == name])
+                    gx, gy = cdf_points(values[groups == name])
                     if gx.size:
                         ax.plot(gx, gy, drawstyle="steps-post", lw=1.0, label=str(name))
             for q in (0.5, 0.9, 0.99):
@@ -220,7 +289,7 @@ def _binned(t: np.ndarray, dt: np.ndarray, v: np.ndarray, rep_idx: np.ndarray, n
 
 def _plot_series(steps: pd.DataFrame, values: np.ndarray, path: str | Path, *, ylabel: str,
                  title: str, ylim: tuple[float, float] | None = None) -> Path:
-    with mpl_style.context("default"):
+    with default_style():
         fig, ax = _new_figure()
         t = _col(steps, "start_time_s")
         ok = np.isfinite(t) & np.isfinite(values)
@@ -382,3 +451,51 @@ def write_figures(outdir: str | Path, requests: pd.DataFrame, steps: pd.DataFram
         "batch_size": plot_batch_size(steps, out / FIGURE_FILES["batch_size"]),
         "kv_usage": plot_kv_usage(steps, out / FIGURE_FILES["kv_usage"]),
     }
+
+
+def plot_speculative_speedup(df: pd.DataFrame, path: str | Path) -> Path:
+    """PNG of the closed-form speculative speedup versus acceptance rate, one line per ``k``
+    (``servesim spec --sweep -o``).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A :func:`simulator.speculative.calculator.sweep_table` result (columns
+        ``acceptance_rate``, ``num_speculative_tokens``, ``draft_cost_ratio``, ``speedup``).
+    path : str or pathlib.Path
+        Output file; parent folders are created.
+
+    Returns
+    -------
+    pathlib.Path
+        The written path.
+
+    Raises
+    ------
+    ValueError
+        If required columns are missing or the table is empty.
+    """
+    need = {"acceptance_rate", "num_speculative_tokens", "draft_cost_ratio", "speedup"}
+    missing = need - set(df.columns)
+    if missing:
+        raise ValueError(f"sweep table lacks columns: {', '.join(sorted(missing))}")
+    if df.empty:
+        raise ValueError("sweep table is empty")
+    with default_style():
+        fig = figure((7.0, 4.5))
+        ax = fig.add_subplot(1, 1, 1)
+        costs = sorted(df["draft_cost_ratio"].unique())
+        for (c, k), g in df.groupby(["draft_cost_ratio", "num_speculative_tokens"], sort=True):
+            g = g.sort_values("acceptance_rate")
+            label = f"k={k}" if len(costs) == 1 else f"k={k}, c={c:g}"
+            ax.plot(g["acceptance_rate"], g["speedup"], marker="o", markersize=3, label=label)
+        ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
+        ax.set_xlabel("acceptance rate a")
+        ax.set_ylabel("expected speedup (batch 1)")
+        title = "Speculative decoding: expected speedup (Leviathan et al. 2023, Thm 3.8)"
+        if len(costs) == 1:
+            title += f"\ndraft cost ratio c = {costs[0]:g}"
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8, ncol=2)
+        return save_png(fig, path, dpi=120, tight=True)

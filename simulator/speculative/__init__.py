@@ -1,13 +1,22 @@
-"""Speculative decoding: acceptance models, closed-form estimates, exact rejection sampler.
+"""Speculative decoding, the maths and models: acceptance models, closed-form estimates,
+the exact rejection sampler and the arithmetic of acceptance economics.
 
 - :mod:`~simulator.speculative.acceptance` -- accepted-length distributions the engine
   samples per verification step (i.i.d., positional, empirical, tree);
 - :mod:`~simulator.speculative.config` -- the scenario's ``speculative:`` schema and
   :func:`build_acceptance`;
-- :mod:`~simulator.speculative.calculator` -- Leviathan et al. (2023) closed forms;
+- :mod:`~simulator.speculative.calculator` -- Leviathan et al. (2023) closed forms
+  (``servesim spec``);
 - :mod:`~simulator.speculative.sampler` -- the exact token-level rejection sampler (the
   reference behind invariant 10);
-- :mod:`~simulator.speculative.cli` -- ``servesim spec``.
+- :mod:`~simulator.speculative.economics` -- gains, the sweep table and crossovers of
+  speculation on versus off (pure arithmetic on run summaries).
+
+Elsewhere: the scheduler plug-in that runs speculation in the engine
+(``simulator/speculative/scheduler.py``, moving to ``simulator/scheduling/``), the run's
+speculative counters (:mod:`simulator.metrics.speculative`), the ``servesim spec-sweep``
+experiment (:mod:`simulator.experiments.spec_sweep`) and its report
+(:mod:`simulator.report.spec_sweep`).
 """
 from simulator.speculative.acceptance import (
     AcceptanceModel,

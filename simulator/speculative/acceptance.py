@@ -33,6 +33,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simulator.speculative.calculator import acceptance_rate_from_tokens_per_step
+
 __all__ = [
     "AcceptanceModel",
     "EmpiricalAcceptance",
@@ -233,7 +235,6 @@ class IIDAcceptance(AcceptanceModel):
         ValueError
             If the value is outside ``[1, k + 1]`` or ``k < 1``.
         """
-        from simulator.speculative.calculator import acceptance_rate_from_tokens_per_step
 
         return cls(acceptance_rate_from_tokens_per_step(
             mean_acceptance_length, num_speculative_tokens))

@@ -22,8 +22,6 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Iterable
-from os import PathLike
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pandas and scipy load lazily: the engine imports this package too
@@ -38,7 +36,6 @@ __all__ = [
     "expected_speedup",
     "expected_tokens_per_step",
     "optimal_k",
-    "plot_sweep",
     "sweep_table",
 ]
 
@@ -336,59 +333,3 @@ def sweep_table(
                 "break_even_acceptance_rate": math.nan if be is None else be,
             })
     return pd.DataFrame(rows)
-
-
-def plot_sweep(df: pd.DataFrame, path: str | PathLike) -> Path:
-    """Write a PNG of speedup versus acceptance rate, one line per ``k``.
-
-    Uses matplotlib's Agg canvas directly (no pyplot, no global backend change).
-
-    Parameters
-    ----------
-    df : pandas.DataFrame
-        A :func:`sweep_table` result (columns ``acceptance_rate``,
-        ``num_speculative_tokens``, ``draft_cost_ratio``, ``speedup``).
-    path : str or os.PathLike
-        Output file; parent folders are created.
-
-    Returns
-    -------
-    pathlib.Path
-        The written path.
-
-    Raises
-    ------
-    ValueError
-        If required columns are missing or the table is empty.
-    """
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    need = {"acceptance_rate", "num_speculative_tokens", "draft_cost_ratio", "speedup"}
-    missing = need - set(df.columns)
-    if missing:
-        raise ValueError(f"sweep table lacks columns: {', '.join(sorted(missing))}")
-    if df.empty:
-        raise ValueError("sweep table is empty")
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(7.0, 4.5))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    costs = sorted(df["draft_cost_ratio"].unique())
-    for (c, k), g in df.groupby(["draft_cost_ratio", "num_speculative_tokens"], sort=True):
-        g = g.sort_values("acceptance_rate")
-        label = f"k={k}" if len(costs) == 1 else f"k={k}, c={c:g}"
-        ax.plot(g["acceptance_rate"], g["speedup"], marker="o", markersize=3, label=label)
-    ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
-    ax.set_xlabel("acceptance rate a")
-    ax.set_ylabel("expected speedup (batch 1)")
-    title = "Speculative decoding: expected speedup (Leviathan et al. 2023, Thm 3.8)"
-    if len(costs) == 1:
-        title += f"\ndraft cost ratio c = {costs[0]:g}"
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    return out

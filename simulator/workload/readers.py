@@ -45,114 +45,19 @@ import numpy as np
 from simulator.request import RequestSpec
 from simulator.resources import not_a_file_reason
 from simulator.schema import MAX_TOKENS_REPRESENTABLE
+from simulator.workload.columns import MOONCAKE_BLOCK_TOKENS, TraceColumns
 from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
 from simulator.workload.errors import WorkloadError
+from simulator.workload.servegen import is_servegen_path, read_servegen
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
-MOONCAKE_BLOCK_TOKENS = 512
 OPTIONAL_FIELDS = ("tenant", "priority", "slice", "cancel_after_s", "max_tokens")
 
 _JSON_EXTS = {".jsonl", ".json", ".ndjson"}
 _CSV_EXTS = {".csv", ".txt"}
 _TIMESTAMP_RE = re.compile(r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?")
-
-
-@dataclass
-class TraceColumns:
-    """A parsed trace, column-wise, in file order.
-
-    Attributes
-    ----------
-    path : str
-        The file, as named in error messages.
-    format : str
-        The format it was read as.
-    arrival_s : numpy.ndarray of float64
-        Arrival times in seconds on the trace's own clock (>= 0).
-    prompt, output : numpy.ndarray of int64
-        Prompt and true output lengths in tokens (>= 1).
-    lines : numpy.ndarray of int64
-        1-based source line of each row (0 for generated rows).
-    tenant, slice : list of str, or None
-        Per-row names (``None`` when the trace has no such column; ``"default"`` for empty cells).
-    priority : numpy.ndarray of int64, or None
-    cancel_after_s : numpy.ndarray of float64, or None
-        Patience in seconds; NaN where not given.
-    max_tokens : numpy.ndarray of int64, or None
-        Declared limit; 0 where not given.
-    prefix_hash_ids : list of (tuple of int or None), or None
-    prefix_block_tokens : int or list of int
-        Tokens per prefix id: one value for all rows, or one per row.
-    """
-
-    path: str
-    format: str
-    arrival_s: np.ndarray
-    prompt: np.ndarray
-    output: np.ndarray
-    lines: np.ndarray
-    tenant: list[str] | None = None
-    priority: np.ndarray | None = None
-    slice: list[str] | None = None
-    cancel_after_s: np.ndarray | None = None
-    max_tokens: np.ndarray | None = None
-    prefix_hash_ids: list[tuple[int, ...] | None] | None = None
-    prefix_block_tokens: int | list[int] = MOONCAKE_BLOCK_TOKENS
-
-    def __len__(self) -> int:
-        return int(self.arrival_s.shape[0])
-
-    def take(self, idx: np.ndarray) -> TraceColumns:
-        """Rows ``idx`` (an index array), in that order."""
-        idx = np.asarray(idx, dtype=np.int64)
-
-        def pick_list(v):
-            return None if v is None else [v[i] for i in idx.tolist()]
-
-        def pick_arr(v):
-            return None if v is None else v[idx]
-
-        return TraceColumns(
-            path=self.path, format=self.format, arrival_s=self.arrival_s[idx],
-            prompt=self.prompt[idx], output=self.output[idx], lines=self.lines[idx],
-            tenant=pick_list(self.tenant), priority=pick_arr(self.priority),
-            slice=pick_list(self.slice), cancel_after_s=pick_arr(self.cancel_after_s),
-            max_tokens=pick_arr(self.max_tokens), prefix_hash_ids=pick_list(self.prefix_hash_ids),
-            prefix_block_tokens=(pick_list(self.prefix_block_tokens)
-                                 if isinstance(self.prefix_block_tokens, list)
-                                 else self.prefix_block_tokens))
-
-    def to_specs(self) -> list[RequestSpec]:
-        """One :class:`RequestSpec` per row, ``request_id`` = row index."""
-        n = len(self)
-        arr = self.arrival_s.tolist()
-        pr = self.prompt.tolist()
-        out = self.output.tolist()
-        lines = [ln if ln > 0 else None for ln in self.lines.tolist()]
-        tenant = self.tenant or ["default"] * n
-        slc = self.slice or ["default"] * n
-        prio = self.priority.tolist() if self.priority is not None else [0] * n
-        if self.cancel_after_s is not None:
-            cancel = [None if math.isnan(c) else c for c in self.cancel_after_s.tolist()]
-        else:
-            cancel = [None] * n
-        if self.max_tokens is not None:
-            mt = [m if m > 0 else None for m in self.max_tokens.tolist()]
-        else:
-            mt = [None] * n
-        pref = self.prefix_hash_ids or [None] * n
-        bt = self.prefix_block_tokens
-        if not isinstance(bt, list):
-            bt = [bt] * n
-        return [
-            RequestSpec(request_id=i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
-                        num_output_tokens=out[i], max_tokens=mt[i], tenant=tenant[i],
-                        priority=prio[i], slice=slc[i], cancel_after_s=cancel[i],
-                        prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i])
-            for i in range(n)
-        ]
 
 
 # --------------------------------------------------------------------------- validation
@@ -735,7 +640,6 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
     WorkloadError
         If the file cannot be read or is empty, or a folder is not ServeGen data.
     """
-    from simulator.workload.servegen import is_servegen_path
     p = Path(path)
     shown = str(path)
     if p.is_dir():
@@ -816,7 +720,6 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
     if fmt == "parquet":
         return _read_parquet(p, shown, columns, time_unit)
     if fmt == "servegen":
-        from simulator.workload.servegen import read_servegen
         sg = servegen
         return read_servegen(p, seed, start_s=start_s, end_s=end_s,
                              clients=getattr(sg, "clients", None),

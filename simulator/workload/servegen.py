@@ -62,8 +62,12 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.budget import check_workload_budget
 from simulator.rng import stream
+from simulator.schema import MAX_TOKENS_REPRESENTABLE
+from simulator.workload.columns import TraceColumns
 from simulator.workload.errors import WorkloadError, WorkloadWarning
+from simulator.workload.synthetic import sample_lengths
 
 __all__ = ["SERVEGEN_STREAM", "WINDOW_S", "ServeGenClient", "is_servegen_path",
            "load_clients", "read_servegen"]
@@ -396,9 +400,6 @@ def read_servegen(path: str | Path, seed: int = 0, *, start_s: float = 0.0,
     simulator.budget.ResourceError
         When the expected request count exceeds the memory budget.
     """
-    from simulator.budget import check_workload_budget
-    from simulator.workload.readers import TraceColumns
-    from simulator.workload.synthetic import sample_lengths
     if (prompt_tokens is None) != (output_tokens is None):
         raise WorkloadError("workload.servegen: give both prompt_tokens and output_tokens, or "
                             "neither (then the dataset files give the lengths)")
@@ -455,7 +456,6 @@ def read_servegen(path: str | Path, seed: int = 0, *, start_s: float = 0.0,
         prompt = np.maximum(prompt, 1)
         output = np.maximum(output, 1)
     big = int(max(prompt.max(), output.max()))
-    from simulator.schema import MAX_TOKENS_REPRESENTABLE
     if big > MAX_TOKENS_REPRESENTABLE:
         raise WorkloadError(f"{shown}: a generated length of {big:,} tokens exceeds "
                             f"{MAX_TOKENS_REPRESENTABLE:,}")

@@ -13,6 +13,7 @@ import numpy as np
 
 from simulator.rng import stream
 from simulator.schema import MAX_TOKENS_REPRESENTABLE
+from simulator.workload.columns import TraceColumns
 from simulator.workload.config import (
     ArrivalConfig,
     LengthDist,
@@ -20,7 +21,6 @@ from simulator.workload.config import (
     SyntheticConfig,
 )
 from simulator.workload.errors import WorkloadError
-from simulator.workload.readers import TraceColumns
 
 #: Named streams of :mod:`simulator.rng` used by the workload, one per purpose.
 STREAM_ARRIVALS = "arrivals"

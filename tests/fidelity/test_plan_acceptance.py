@@ -54,7 +54,7 @@ def test_plan_shows_winner_and_fallback_side_by_side(plan):
     assert res.fallback["kind"] == "last_known_good"
     side = md.split("## Recommendation and fallback")[1].split("## Recommended configuration")[0]
     assert rec["label"] in side and "[last known-good] lkg-a100-bf16" in side
-    assert 'id="recommendation-vs-fallback"' in html and "lkg-a100-bf16" in html
+    assert 'id="recommendation-and-fallback"' in html and "lkg-a100-bf16" in html
     assert md.startswith(f"# Capacity plan: azure_conv_gates\n\n**Recommend {rec['label']}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from helpers import shared_path
 
-from simulator.compare import run_compare
+from simulator.experiments.compare import run_compare
 from simulator.resources import resolve_path
 
 AZURE_CONV = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"

@@ -8,7 +8,7 @@ import pytest
 from simulator.hardware import get_gpu
 from simulator.models import get_model
 from simulator.perf import RooflinePerfModel, StepShape
-from simulator.planner.plan import _bottleneck_note
+from simulator.planner.bottleneck import bottleneck_note as _bottleneck_note
 from simulator.planner.simulate import mean_step_shape, step_bottleneck
 
 

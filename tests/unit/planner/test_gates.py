@@ -111,7 +111,8 @@ def test_fallback_is_named_and_shown_beside_the_recommendation(gated):
     assert "fallback (last known-good)" in side and "[last known-good] lkg" in side
     assert res.recommendation["config"]["label"] in side
     html = (out / "report" / "plan.html").read_text()
-    assert 'id="recommendation-vs-fallback"' in html and 'id="gate-failures"' in html
+    assert 'id="recommendation-and-fallback"' in html
+    assert 'id="why-each-configuration-fails"' in html
     assert "code accuracy 0.6 &lt; minimum 0.7 (short by 0.1)" in html
     doc = json.loads((out / "report" / "plan.json").read_text())
     assert doc["fallback"]["name"] == "lkg" and doc["quality_table"]["metric"] == "accuracy"

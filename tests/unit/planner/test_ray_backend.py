@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from planner_testlib import comparable, sweep_spec
 
-from simulator.planner.backends import ray_available
+from simulator.experiments.executor import ray_available
 from simulator.planner.sweep import run_sweep
 
 pytestmark = [pytest.mark.skipif(not ray_available(), reason="ray is not installed"),

@@ -6,7 +6,7 @@ import yaml
 from planner_testlib import comparable, sweep_spec, tiny_scenario
 
 from simulator.cli import main
-from simulator.planner.backends import run_tasks
+from simulator.experiments.executor import run_tasks
 from simulator.planner.sweep import run_sweep
 
 

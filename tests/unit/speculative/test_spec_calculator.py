@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from simulator.report.figures import plot_speculative_speedup
 from simulator.speculative.calculator import (
     DEFAULT_SWEEP_KS,
     DEFAULT_SWEEP_RATES,
@@ -19,7 +20,6 @@ from simulator.speculative.calculator import (
     expected_speedup,
     expected_tokens_per_step,
     optimal_k,
-    plot_sweep,
     sweep_table,
 )
 
@@ -156,7 +156,7 @@ def test_sweep_table_and_plot(tmp_path):
     assert DEFAULT_SWEEP_RATES[0] == 0.3 and DEFAULT_SWEEP_RATES[-1] == 0.95
     assert df.break_even_acceptance_rate.notna().all()
     assert sweep_table([0.5], [2], 1.5).break_even_acceptance_rate.isna().all()
-    out = plot_sweep(df, tmp_path / "sub" / "sweep.png")
+    out = plot_speculative_speedup(df, tmp_path / "sub" / "sweep.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="lacks columns"):
-        plot_sweep(df.drop(columns=["speedup"]), tmp_path / "x.png")
+        plot_speculative_speedup(df.drop(columns=["speedup"]), tmp_path / "x.png")

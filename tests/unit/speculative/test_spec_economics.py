@@ -8,18 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from md_tables import rows_starting
 
 from simulator.cli import main
 from simulator.config import Scenario, load_scenario
-from simulator.speculative.economics import (
-    compare_with_baseline,
-    crossovers,
-    find_crossover,
-    net_effect,
-    render_economics_markdown,
-    sweep_rates,
-    write_economics_report,
-)
+from simulator.experiments.spec_sweep import compare_with_baseline, sweep_rates
+from simulator.report.spec_sweep import render_spec_sweep_markdown, write_spec_sweep_report
+from simulator.speculative.economics import crossovers, find_crossover, net_effect
 
 RAW = {
     "name": "tiny_spec",
@@ -141,14 +136,16 @@ def test_sweep_rejects_bad_input(scenario):
 
 def test_report_files_and_content(sweep, scenario, tmp_path):
     df, results = sweep
-    md = write_economics_report(tmp_path, df, results, scenario, source="synthetic")
+    files = write_spec_sweep_report(tmp_path, df, results, scenario, source="synthetic")
+    md = files["md"]
     text = md.read_text()
+    assert files["html"].name == "acceptance_economics.html"
     assert md.name == "acceptance_economics.md"
     for part in ("# Acceptance economics", "## Speedup vs load", "## Crossover load",
                  "## Tokens per step: closed form vs simulated", "## Where the step time goes",
-                 "## Reading the numbers", "![speedup vs load](acceptance_economics.png)",
-                 "| code |", "| chat |"):
+                 "## Reading the numbers", "![speedup vs load](acceptance_economics.png)"):
         assert part in text
+    assert rows_starting(text, "code") and rows_starting(text, "chat")
     assert (tmp_path / "acceptance_economics.png").stat().st_size > 1000
     csv = pd.read_csv(tmp_path / "acceptance_economics.csv")
     assert len(csv) == len(df)
@@ -156,7 +153,7 @@ def test_report_files_and_content(sweep, scenario, tmp_path):
     assert set(payload["runs"]) == {"0.5", "2"}
     assert payload["runs"]["2"]["speculative"]["speculative"]["num_drafts"] > 0
     # no figure: no image link
-    assert "![" not in render_economics_markdown(df, results, scenario, figure=None)
+    assert "![" not in render_spec_sweep_markdown(df, results, scenario, figure=None)
 
 
 # ---------------------------------------------------------------------- CLI
@@ -200,17 +197,19 @@ def test_shipped_scenario_runs_on_the_default_trace(tmp_path):
 
 
 def test_run_report_section(sweep):
-    from simulator.speculative.economics import speculative_report_section
+    from simulator.report.render import render
+    from simulator.report.run import speculative_section
     _, results = sweep
-    text = speculative_report_section(results[0.5]["speculative"]["speculative"])
+    section = speculative_section(results[0.5]["speculative"]["speculative"])
+    text = render("run_speculative.md.j2", speculative=section)
     assert text.startswith("## Speculative decoding")
-    assert "| all |" in text and "| code |" in text and "| chat |" in text
+    assert all(rows_starting(text, n) for n in ("all", "code", "chat"))
     assert "configured per-token acceptance α" in text
     assert "draft acceptance rate (accepted / proposed, vLLM)" in text
     assert "discarded" in text  # the sentence saying why the two differ
-    code_row = next(line for line in text.splitlines() if line.startswith("| code |"))
-    assert "| 0.850 |" in code_row  # the configured alpha of the code slice
-    assert speculative_report_section({}) == "" and speculative_report_section(None) == ""
+    code_row = rows_starting(text, "code")[0]
+    assert code_row[2] == "0.850"  # the configured alpha of the code slice
+    assert speculative_section({}) is None and speculative_section(None) is None
 
 
 # ---------------------------------------------------------------------- generated prose
@@ -234,9 +233,9 @@ def _table_rows(rate, *, tput_gain, wait_base, wait_spec, batch_base, batch_spec
 
 
 def _prose(rows, **kw):
-    from simulator.speculative.economics import explain_sweep
+    from simulator.report.spec_sweep_reading import reading_the_numbers
     df = pd.DataFrame(rows)
-    return "\n".join(explain_sweep(df, 3, **kw))
+    return "\n".join(reading_the_numbers(df, 3, **kw))
 
 
 def test_prose_says_speculation_serves_more_when_throughput_gains():
@@ -304,7 +303,7 @@ def test_prose_without_queue_or_throughput_change():
 
 def test_report_prose_matches_the_sweep_table(sweep, scenario):
     df, results = sweep
-    text = render_economics_markdown(df, results, scenario, figure=None)
+    text = render_spec_sweep_markdown(df, results, scenario, figure=None)
     assert "README_SECTION" not in text and "README.md" in text
     a = df[df["slice"] == "all"].set_index("rate_scale")
     g = float(a.loc[2.0, "throughput_gain"])

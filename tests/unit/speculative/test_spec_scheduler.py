@@ -13,12 +13,12 @@ from simulator.config import Scenario
 from simulator.engine import build_setup
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
+from simulator.metrics.speculative import speculative_summary
 from simulator.perf import build_perf_model
 from simulator.perf.roofline import StepShape
 from simulator.request import RequestSpec
 from simulator.run import run_scenario
 from simulator.scheduling.state import COMPLETED, RUNNING, ReqState
-from simulator.speculative.metrics import speculative_summary
 from simulator.speculative.scheduler import (
     NGRAM_COST_PER_SEQ_S,
     DraftCostModel,

@@ -130,7 +130,7 @@ def test_share_tables_and_patience_are_announced(write):
 def test_summary_key_and_report_line(tmp_path):
     from helpers import make_scenario, synthetic_workload
 
-    from simulator.report.markdown import render_run_report
+    from simulator.report.run import render_run_report
     from simulator.run import run_scenario
     sc = make_scenario({}, workload=synthetic_workload(30, 10.0, slices={"x": 0.5, "y": 0.5}))
     s = run_scenario(sc, write=False).summary

@@ -1,0 +1,156 @@
+"""``servesim compare`` and ``servesim spec-sweep`` (registered by the table in
+:mod:`simulator.cli`)."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from ..config import cli_overrides, load_scenario
+from ..progress import progress
+from ..report.compare import CSV_FILE, HTML_FILE, JSON_FILE, REPORT_FILE, print_compare_table
+from ..report.spec_sweep import print_spec_sweep_table
+from ..speculative.economics import DEFAULT_RATES
+from .compare import DEFAULT_VARY, run_compare
+from .executor import BACKENDS
+from .spec_sweep import run_spec_sweep
+
+__all__ = ["cmd_compare", "cmd_spec_sweep", "register_compare", "register_spec_sweep"]
+
+
+def _parallel_args(p: argparse.ArgumentParser, default_jobs_help: str) -> None:
+    p.add_argument("-j", "--jobs", type=int, default=None, help=default_jobs_help)
+    p.add_argument("--backend", choices=BACKENDS, default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--address", help="Ray cluster address (default: start a local instance)")
+
+
+# --------------------------------------------------------------------------------------------
+# compare
+# --------------------------------------------------------------------------------------------
+def cmd_compare(args) -> int:
+    """``servesim compare``: run the variants, print the table, write the report."""
+    from rich.console import Console
+
+    def prog(name, i, n):
+        if not args.quiet:
+            print(f"servesim: compare: [{i + 1}/{n}] running {name} ...", file=sys.stderr,
+                  flush=True)
+
+    def sim_prog(name, i, n):
+        return progress(f"[{i + 1}/{n}] {name}: simulating requests", enabled=not args.quiet,
+                        force=args.progress)
+
+    overrides = list(args.set or [])
+    if args.seed is not None:
+        overrides.append(f"seed={args.seed}")
+    cr = run_compare(args.scenario, args.vary, overrides=overrides, trace=args.trace,
+                     outdir=args.output, figures=not args.no_figures, progress=prog,
+                     sim_progress=sim_prog, jobs=args.jobs or 1, backend=args.backend,
+                     address=args.address)
+    if not args.quiet:
+        console = Console(stderr=False)
+        print_compare_table(cr.table, console, title=f"servesim compare: {cr.scenario_name}")
+        console.print(f"outputs: {cr.outdir}/ ({REPORT_FILE}, {HTML_FILE}, {CSV_FILE}, "
+                      f"{JSON_FILE}, one folder per variant)")
+    return 0
+
+
+def register_compare(subparsers) -> argparse.ArgumentParser:
+    """Add the ``compare`` subcommand to ``servesim``'s subparsers."""
+    p = subparsers.add_parser(
+        "compare", help="run variants of a scenario on the same requests, side by side",
+        description="Run every combination of the --vary lists on the same requests and "
+                    "write OUTDIR/compare.md and compare.html (+ .csv, .json, figures) and "
+                    "one run folder per variant. Without --vary: "
+                    + " and ".join(DEFAULT_VARY) + ".")
+    p.add_argument("scenario", help="scenario YAML (path, or a name under scenarios/)")
+    p.add_argument("--vary", action="append", metavar="KEY.PATH=V1,V2,...",
+                   help="a scenario field and the values to try (repeatable; the variants "
+                        "are the cartesian product)")
+    p.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a scenario field in every variant (repeatable)")
+    p.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
+    p.add_argument("--seed", type=int, help="override the scenario seed")
+    p.add_argument("-o", "--output", help="output folder (default reports/compare-<name>)")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    _parallel_args(p, "parallel workers (default 1: in process, with per-variant progress)")
+    p.add_argument("--progress", action="store_true",
+                   help="always show progress (plain lines every 10%% when not a terminal)")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_compare)
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# spec-sweep
+# --------------------------------------------------------------------------------------------
+def _parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ValueError(f"--rates: expected comma-separated numbers, got {text!r}") from None
+    if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
+        raise ValueError(f"--rates: every rate must be a positive number, got {text!r}")
+    return sorted(set(rates))
+
+
+def cmd_spec_sweep(args: argparse.Namespace) -> int:
+    """Run ``servesim spec-sweep`` for parsed arguments.
+
+    Raises
+    ------
+    ValueError
+        Bad rates, a scenario without ``speculative:`` or any scenario error.
+    """
+    from rich.console import Console
+
+    rates = _parse_rates(args.rates)
+    jobs = 1 if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
+    if scenario.speculative is None:
+        raise ValueError(f"{args.scenario}: no speculative: block (nothing to sweep)")
+    console = Console(stderr=False, quiet=args.quiet)
+
+    def prog(done, total):
+        if not args.quiet:
+            console.print(f"  run {done}/{total} done", highlight=False)
+
+    source = scenario.workload.trace or "synthetic workload"
+    df, _results, files = run_spec_sweep(
+        scenario, base, rates, outdir=Path(args.output) if args.output else None,
+        source=str(source), figures=not args.no_figures, jobs=jobs, backend=args.backend,
+        address=args.address, progress=prog)
+    if not args.quiet:
+        print_spec_sweep_table(df, rates, console, title=f"{scenario.name}: TPOT p50 speedup "
+                                                         "with speculation, by slice")
+        console.print(f"wrote {files['md']} and {files['html'].name}")
+    return 0
+
+
+def register_spec_sweep(subparsers) -> argparse.ArgumentParser:
+    """Add ``servesim spec-sweep`` to an argparse ``subparsers`` object."""
+    p = subparsers.add_parser(
+        "spec-sweep",
+        help="speculative decoding vs none over an arrival-rate sweep (acceptance economics)",
+        description="Run a scenario with and without its speculative: block at several "
+                    "arrival rates (workload.rate_scale multipliers) and write "
+                    "acceptance_economics.md/.html/.png: speedup vs load per slice and the "
+                    "crossover load beyond which speculation stops paying.")
+    p.add_argument("scenario", help="scenario YAML with a speculative: block")
+    p.add_argument("--rates", default=",".join(f"{r:g}" for r in DEFAULT_RATES),
+                   help="comma-separated rate multipliers (default: %(default)s)")
+    p.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
+    p.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
+                   help="override a scenario field (repeatable)")
+    p.add_argument("--seed", type=int, help="override the scenario seed")
+    p.add_argument("-o", "--output", help="output folder (default: reports/{name}_spec_sweep)")
+    _parallel_args(p, "worker processes (default 1)")
+    p.add_argument("--no-figures", action="store_true", help="skip the PNG")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_spec_sweep)
+    return p
+

@@ -1,0 +1,389 @@
+"""``servesim compare``: variants of one scenario run on the same requests, side by side.
+
+Every combination (cartesian product) of the ``--vary KEY=V1,V2,...`` lists is one
+*variant*: the base scenario with ``KEY=Vi`` overrides applied. The variants are a family
+run by :func:`simulator.experiments.runner.run_family`: the workload is loaded once per
+distinct (workload, seed) and the very same request list is replayed in every variant
+(varying a ``workload.*`` key or ``seed`` gives each distinct workload its own list, and the
+report says so); ``jobs > 1`` runs the variants in a local process pool, ``backend="ray"``
+on Ray. Each variant writes its own run folder ``OUTDIR/<variant>/`` (as ``servesim run``
+would); the comparison (:mod:`simulator.report.compare`) writes ``compare.md``,
+``compare.html``, ``compare.csv``, ``compare.json`` and the overlaid figures.
+
+KV metrics (from the step rows; each step weighted by its duration, i.e. busy time, as the
+run summary's KV usage is): *reserved* = ``kv_blocks_used x block_size`` tokens held in the
+pool, *used* = ``kv_tokens_used`` tokens of requests in flight, *wasted* = reserved - used,
+*fragmentation* = wasted / reserved. Bytes are per GPU (``kv_bytes_per_token`` at the
+replica's TP degree). *Padding waste* = sum of ``num_padding_seqs`` / sum of ``batch_size``
+over steps (slot-steps of a static batch doing no useful work); *max concurrency* = the
+largest ``batch_size`` of any step. Where the run summary already has these keys
+(``mean_kv_fragmentation``, ``kv_*_bytes_mean``, ``padding_waste``, ``max_concurrency``)
+they are used as they are.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..config import (
+    Override,
+    Scenario,
+    ScenarioError,
+    cli_overrides,
+    load_scenario,
+    parse_yaml_value,
+    split_assignment,
+)
+from ..metrics.summary import finite_float as _f
+from ..report.compare import write_compare_report
+from ..report.format import yaml_value
+from ..run import run_scenario
+from .runner import Workloads, run_family
+
+__all__ = ["DEFAULT_VARY", "CompareResult", "Variant", "expand_variants", "kv_step_metrics",
+           "parse_vary", "run_compare", "trace_overrides", "variant_names", "variant_row"]
+
+#: The comparison ``servesim compare`` runs when no ``--vary`` is given.
+DEFAULT_VARY = ("scheduler.policy=static,continuous", "kv_cache.allocation=contiguous,paged")
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
+
+
+# --------------------------------------------------------------------------------------------
+# variants
+# --------------------------------------------------------------------------------------------
+def parse_vary(item: str) -> tuple[str, list]:
+    """Parse ``key.path=v1,v2,...`` into the key and its values (each parsed as YAML).
+
+    Raises
+    ------
+    ScenarioError
+        Without ``=``, with an empty key or an empty value.
+    """
+    key, raw = split_assignment(item, "--vary", "key.path=value1,value2,...")
+    parts = [p.strip() for p in raw.split(",")]
+    if not parts or any(p == "" for p in parts):
+        raise ScenarioError(f"--vary {item!r}: empty value in the list")
+    return key, [parse_yaml_value(p) for p in parts]
+
+
+def variant_names(combos: list[list[tuple[str, Any]]]) -> list[str]:
+    """Folder-safe, unique names of the variants.
+
+    A variant is named by its values joined with ``-`` (``static-contiguous``) when those
+    names are unique and every value is a word; otherwise by ``key=value`` pairs (last key
+    component) joined with ``_``; a numeric suffix breaks any remaining tie.
+    """
+    def words(c):
+        return "-".join(yaml_value(v) for _k, v in c)
+
+    def pairs(c):
+        return "_".join(f"{k.split('.')[-1]}={yaml_value(v)}" for k, v in c)
+
+    if not combos or combos == [[]]:
+        return ["base"]
+    names = [words(c) for c in combos]
+    plain = all(re.fullmatch(r"[A-Za-z][A-Za-z0-9_.+]*", yaml_value(v)) for c in combos
+                for _k, v in c)
+    if not plain or len(set(names)) != len(names):
+        names = [pairs(c) for c in combos]
+    names = [_SAFE.sub("_", n).strip("._") or "variant" for n in names]
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        if n in seen:
+            seen[n] += 1
+            n = f"{n}-{seen[n]}"
+        else:
+            seen[n] = 0
+        out.append(n)
+    return out
+
+
+def expand_variants(varies: list[tuple[str, list]]) -> list[list[tuple[str, Any]]]:
+    """Cartesian product of the vary lists, in the order given (last key varies fastest).
+
+    Raises
+    ------
+    ScenarioError
+        If a key is varied twice.
+    """
+    keys = [k for k, _v in varies]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise ScenarioError(f"--vary: key(s) given more than once: {', '.join(dup)}")
+    if not varies:
+        return [[]]
+    return [list(zip(keys, vals)) for vals in itertools.product(*(v for _k, v in varies))]
+
+
+def trace_overrides(trace: str | None) -> list[str]:
+    """The overrides that replace a scenario's workload by the trace file ``trace``."""
+    return cli_overrides(trace=trace)
+
+
+def _spell(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+# --------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------
+def _stat_ms(summary: Mapping[str, Any], key: str, stat: str) -> float | None:
+    v = _f((summary.get(key) or {}).get(stat))
+    return None if v is None else v * 1e3
+
+
+def kv_step_metrics(steps: pd.DataFrame, block_size: int, kv_bytes_per_token: float) -> dict:
+    """KV and batching metrics of a run from its step rows.
+
+    Parameters
+    ----------
+    steps : pandas.DataFrame
+        The engine's step table (``step_time_s``, ``batch_size``, ``kv_blocks_used``,
+        ``kv_tokens_used``, ``num_padding_seqs``; missing columns count as zeros).
+    block_size : int
+        Tokens per KV block.
+    kv_bytes_per_token : float
+        KV bytes of one token on one GPU.
+
+    Returns
+    -------
+    dict
+        ``kv_reserved_bytes_mean``, ``kv_used_bytes_mean``, ``kv_wasted_bytes_mean``
+        (bytes per GPU, busy-time means), ``mean_kv_fragmentation`` (wasted / reserved of
+        the busy-time means, a fraction; None when nothing was reserved), ``max_concurrency``
+        (largest ``batch_size``) and ``padding_waste`` (sum ``num_padding_seqs`` / sum
+        ``batch_size``; None without steps).
+    """
+    def col(name):
+        if name in steps.columns:
+            return pd.to_numeric(steps[name], errors="coerce").fillna(0).to_numpy(dtype=float)
+        return np.zeros(len(steps))
+
+    dt = col("step_time_s")
+    reserved = col("kv_blocks_used") * block_size * kv_bytes_per_token
+    used = col("kv_tokens_used") * kv_bytes_per_token
+    total = dt.sum()
+    w = dt / total if total > 0 else (np.full(len(dt), 1.0 / len(dt)) if len(dt) else dt)
+    r_mean = float(np.dot(reserved, w)) if len(dt) else None
+    u_mean = float(np.dot(used, w)) if len(dt) else None
+    bs = col("batch_size")
+    pad = col("num_padding_seqs")
+    return {
+        "kv_reserved_bytes_mean": r_mean,
+        "kv_used_bytes_mean": u_mean,
+        "kv_wasted_bytes_mean": None if r_mean is None else r_mean - u_mean,
+        "mean_kv_fragmentation": (None if not r_mean else (r_mean - u_mean) / r_mean),
+        "max_concurrency": int(bs.max()) if len(bs) else 0,
+        "padding_waste": float(pad.sum() / bs.sum()) if bs.sum() > 0 else None,
+    }
+
+
+def _gb(x) -> float | None:
+    return None if _f(x) is None else x / 1e9
+
+
+def variant_row(v: Variant) -> dict:
+    """One row of the comparison (the settings varied and every metric of the run)."""
+    s = v.summary
+    own = kv_step_metrics(v.steps, v.block_size, v.kv_bytes_per_token_per_gpu)
+    kv = {k: (s[k] if s.get(k) is not None else own[k]) for k in own}
+    frag = _f(kv["mean_kv_fragmentation"])
+    pad = _f(kv["padding_waste"])
+    row: dict[str, Any] = {"variant": v.name}
+    for k, x in v.assignments:
+        row[k] = x
+    row.update({
+        "num_requests": s.get("num_requests"),
+        "num_completed": s.get("num_completed"),
+        "num_rejected": s.get("num_rejected"),
+        "ttft_p50_ms": _stat_ms(s, "ttft_s", "p50"),
+        "ttft_p99_ms": _stat_ms(s, "ttft_s", "p99"),
+        "tpot_p50_ms": _stat_ms(s, "tpot_s", "p50"),
+        "tpot_p99_ms": _stat_ms(s, "tpot_s", "p99"),
+        "e2e_p50_ms": _stat_ms(s, "e2e_latency_s", "p50"),
+        "e2e_p99_ms": _stat_ms(s, "e2e_latency_s", "p99"),
+        "request_throughput_rps": _f(s.get("request_throughput_rps")),
+        "output_token_throughput_tps": _f(s.get("output_token_throughput_tps")),
+        "goodput_rps": _f(s.get("goodput_rps")),
+        "slo_attainment": _f(s.get("slo_attainment")),
+        "max_concurrency": kv["max_concurrency"],
+        "mean_batch_size": _f(s.get("mean_batch_size")),
+        "kv_fragmentation_pct": None if frag is None else 100.0 * frag,
+        "kv_reserved_gb_mean": _gb(kv["kv_reserved_bytes_mean"]),
+        "kv_used_gb_mean": _gb(kv["kv_used_bytes_mean"]),
+        "kv_wasted_gb_mean": _gb(kv["kv_wasted_bytes_mean"]),
+        "padding_waste_pct": None if pad is None else 100.0 * pad,
+        "prefill_padding_tokens": v.prefill_padding_tokens,
+        "num_preemptions": s.get("num_preemptions"),
+        "cost_per_1m_tokens_usd": _f(s.get("cost_per_1m_tokens_usd")),
+        "cost_per_1m_output_tokens_usd": _f(s.get("cost_per_1m_output_tokens_usd")),
+        "duration_s": _f(s.get("duration_s")),
+        "num_steps": s.get("num_steps"),
+        "num_gpu_blocks": v.num_gpu_blocks,
+        "kv_bytes_per_token_per_gpu": v.kv_bytes_per_token_per_gpu,
+        "sim_wall_s": _f(s.get("sim_wall_s")),
+    })
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# running
+# --------------------------------------------------------------------------------------------
+@dataclass
+class Variant:
+    """One variant of a comparison and what its run produced (picklable: plain data).
+
+    ``block_size`` (tokens), ``kv_bytes_per_token_per_gpu`` (bytes), ``num_gpu_blocks`` and
+    ``prefill_padding_tokens`` (static batching's padded prompt tokens) come from the run's
+    setup and schedulers; ``workload_key`` names its request list.
+    """
+
+    name: str
+    assignments: list[tuple[str, Any]]
+    scenario: Scenario
+    summary: dict
+    requests: pd.DataFrame
+    steps: pd.DataFrame
+    block_size: int
+    kv_bytes_per_token_per_gpu: float
+    num_gpu_blocks: int = 0
+    prefill_padding_tokens: int = 0
+    workload_key: str = ""
+    outdir: Path | None = None
+
+
+@dataclass
+class CompareResult:
+    """Everything :func:`run_compare` produced."""
+
+    scenario_name: str
+    varies: list[tuple[str, list]]
+    variants: list[Variant]
+    table: pd.DataFrame
+    same_requests: bool
+    num_workloads: int
+    outdir: Path | None = None
+    files: dict = field(default_factory=dict)
+
+
+def _run_variant(task: Mapping[str, Any], shared: Mapping[str, Any]) -> Variant:
+    """Simulate one variant (in a worker) and keep what the comparison needs."""
+    hook = shared.get("progress")
+    if hook is not None:
+        hook(task["name"], task["index"], task["total"])
+    sim_hook = shared.get("sim_progress")
+    ctx = (sim_hook(task["name"], task["index"], task["total"]) if sim_hook is not None
+           else contextlib.nullcontext())
+    with ctx as cb:
+        res = run_scenario(task["scenario"], task["base_dir"],
+                           specs=shared["workloads"][task["workload"]], write=task["write"],
+                           outdir=task["outdir"], figures=task["figures"], progress=cb)
+    setup = res.setup
+    scheds = [getattr(rep, "sched", None) for rep in getattr(res.sim, "replicas", [])]
+    return Variant(
+        task["name"], task["assignments"], res.scenario, res.summary, res.requests, res.steps,
+        setup.block_size,
+        setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size),
+        setup.num_gpu_blocks,
+        sum(int(getattr(sc, "num_prefill_padding_tokens", 0) or 0) for sc in scheds),
+        task["workload"], res.outdir)
+
+
+def _load_variants(scenario_path, varies, base_over) -> list[tuple[str, list, Scenario, Path]]:
+    combos = expand_variants(varies)
+    names = variant_names(combos)
+    spelled = {k: f"--vary {k}={','.join(_spell(x) for x in vals)}" for k, vals in varies}
+    loaded = []
+    for name, combo in zip(names, combos):
+        over = base_over + [Override(f"{k}={_spell(v)}", spelled[k]) for k, v in combo]
+        try:
+            sc, base = load_scenario(scenario_path, over)
+        except ScenarioError as e:
+            raise ScenarioError(f"variant {name}: {e}") from None
+        loaded.append((name, combo, sc, base))
+    return loaded
+
+
+def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
+                overrides: list[str] | None = None, trace: str | None = None,
+                outdir: str | Path | None = None, write: bool = True, figures: bool = True,
+                run_figures: bool | None = None,
+                progress: Callable[[str, int, int], None] | None = None,
+                sim_progress: Callable[[str, int, int], Any] | None = None,
+                jobs: int = 1, backend: str = "local",
+                address: str | None = None) -> CompareResult:
+    """Run every variant of a scenario on the same requests and write the comparison.
+
+    Parameters
+    ----------
+    scenario_path : path
+        Scenario YAML (a path, or a name under ``scenarios/``).
+    vary : list of str, optional
+        ``key.path=v1,v2,...`` items; default :data:`DEFAULT_VARY`.
+    overrides : list of str, optional
+        ``key.path=value`` applied to every variant (before the varied keys).
+    trace : str, optional
+        Replay this trace file instead of the scenario's workload.
+    outdir : path, optional
+        Output folder (default ``reports/compare-<scenario name>``).
+    write : bool
+        Write the run folders and the comparison files.
+    figures : bool
+        Write the comparison's PNG figures.
+    run_figures : bool, optional
+        Write each variant run's own figures (default: ``figures``).
+    progress : callable, optional
+        ``progress(variant_name, index, total)`` before each variant runs (in process only:
+        ``jobs == 1`` and the local backend).
+    sim_progress : callable, optional
+        ``sim_progress(variant_name, index, total)`` returns a context manager yielding the
+        ``progress(done, total)`` callback of that variant's simulation (e.g.
+        :func:`simulator.progress.progress`), or None (in process only).
+    jobs, backend, address
+        Where the variants run (:func:`simulator.experiments.executor.run_tasks`).
+
+    Returns
+    -------
+    CompareResult
+
+    Raises
+    ------
+    ScenarioError
+        On a bad ``--vary``/``--set`` item or a variant that is not a valid scenario (every
+        variant is validated before any runs).
+    """
+    varies = [parse_vary(v) for v in (vary if vary else DEFAULT_VARY)]
+    loaded = _load_variants(scenario_path, varies,
+                            list(overrides or []) + trace_overrides(trace))
+    base_name = loaded[0][2].name
+    out = Path(outdir) if outdir is not None else Path("reports") / f"compare-{base_name}"
+    workloads = Workloads()
+    tasks = [{"key": name, "name": name, "index": i, "total": len(loaded),
+              "assignments": combo, "scenario": sc, "base_dir": base,
+              "workload": workloads.add(sc.workload, sc.seed, base), "write": write,
+              "outdir": out / name, "figures": figures if run_figures is None else run_figures}
+             for i, (name, combo, sc, base) in enumerate(loaded)]
+    shared: dict[str, Any] = {"workloads": workloads.lists}
+    if jobs == 1 and backend == "local":  # hooks cannot travel to other processes
+        shared.update(progress=progress, sim_progress=sim_progress)
+    results, _ran = run_family(_run_variant, tasks, shared=shared, backend=backend, jobs=jobs,
+                               address=address)
+    variants = [results[t["key"]] for t in tasks]
+    table = pd.DataFrame([variant_row(v) for v in variants])
+    cr = CompareResult(base_name, varies, variants, table,
+                       same_requests=len(workloads) == 1, num_workloads=len(workloads))
+    if write:
+        cr.outdir = out
+        cr.files = write_compare_report(cr, out, figures=figures)
+    return cr

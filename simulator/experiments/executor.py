@@ -1,0 +1,160 @@
+"""The one executor of servesim: where the tasks of an experiment run (in process, a local
+process pool, or a Ray cluster). Sweeps, plans, comparisons and spec-sweeps all go through
+:func:`run_tasks` (through :func:`simulator.experiments.runner.run_family` or directly).
+
+Every backend runs ``fn(task, shared)`` for each task and returns the results in task order.
+``shared`` holds the large read-only inputs every task needs (the request lists); it is sent
+once per worker (process pool initializer) or once per cluster (``ray.put``), not per task.
+
+``fn`` must be a module-level function (picklable by reference) for the process pool and
+Ray; the in-process backend (``jobs=1``) accepts any callable.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any
+
+__all__ = ["BACKENDS", "default_jobs", "ray_available", "run_tasks"]
+
+BACKENDS = ("local", "ray")
+
+Progress = Callable[[int, int], None]
+
+_SHARED: Mapping[str, Any] | None = None
+
+
+def default_jobs() -> int:
+    """CPU cores this process may use (``os.sched_getaffinity`` where available)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def ray_available() -> bool:
+    """Whether ``import ray`` works."""
+    try:
+        import ray  # noqa: F401
+    except Exception:  # noqa: BLE001 - any import failure means "not available"
+        return False
+    return True
+
+
+def _init_worker(shared: Mapping[str, Any]) -> None:
+    global _SHARED
+    _SHARED = shared
+
+
+def _call_in_worker(fn: Callable, task: Any) -> Any:
+    return fn(task, _SHARED)
+
+
+def _call_with(fn: Callable, task: Any, shared: Mapping[str, Any]) -> Any:
+    return fn(task, shared)
+
+
+def _mp_context():
+    methods = mp.get_all_start_methods()
+    # forkserver: safe with threads in the parent (progress bars), cheap per worker
+    return mp.get_context("forkserver" if "forkserver" in methods else None)
+
+
+def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any], *,
+              shared: Mapping[str, Any] | None = None, backend: str = "local", jobs: int = 1,
+              address: str | None = None, progress: Progress | None = None) -> list[Any]:
+    """Run ``fn(task, shared)`` for every task; results in task order.
+
+    Parameters
+    ----------
+    fn : callable
+        Module-level worker function (``jobs=1`` local: any callable).
+    tasks : sequence
+        Picklable task descriptions.
+    shared : mapping, optional
+        Read-only inputs common to all tasks (sent once per worker).
+    backend : {"local", "ray"}
+        ``local``: in process when ``jobs == 1``, else a
+        :class:`concurrent.futures.ProcessPoolExecutor` of ``jobs`` workers. ``ray``: one
+        Ray task per task (1 CPU each) on the cluster at ``address``, or on a local Ray
+        instance started with ``ray.init(num_cpus=jobs)`` and shut down afterwards.
+    jobs : int
+        Worker processes (local) or CPUs of the local Ray instance.
+    address : str, optional
+        Ray cluster address (``auto``, ``ray://host:10001``); nodes need the same servesim
+        installed.
+    progress : callable, optional
+        ``progress(done, total)`` after every finished task.
+
+    Raises
+    ------
+    ValueError
+        Unknown backend, ``jobs < 1``, or Ray requested but not installed.
+    """
+    shared = dict(shared or {})
+    tasks = list(tasks)
+    total = len(tasks)
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    if total == 0:
+        return []
+    if backend == "ray":
+        return _run_ray(fn, tasks, shared, jobs, address, progress)
+    if jobs == 1 or total == 1:
+        out = []
+        for i, t in enumerate(tasks):
+            out.append(fn(t, shared))
+            if progress is not None:
+                progress(i + 1, total)
+        return out
+    results: list[Any] = [None] * total
+    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=_mp_context(),
+                             initializer=_init_worker, initargs=(shared,)) as ex:
+        futs = {ex.submit(_call_in_worker, fn, t): i for i, t in enumerate(tasks)}
+        pending = set(futs)
+        done_n = 0
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                results[futs[f]] = f.result()
+                done_n += 1
+                if progress is not None:
+                    progress(done_n, total)
+    return results
+
+
+def _run_ray(fn, tasks, shared, jobs, address, progress) -> list[Any]:
+    try:
+        import ray
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"--backend ray needs Ray (pip install 'ray[default]'): {e}") from None
+    started = False
+    if not ray.is_initialized():
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        shared_ref = ray.put(shared)
+        remote = ray.remote(num_cpus=1)(_call_with)
+        refs = [remote.remote(fn, t, shared_ref) for t in tasks]
+        index = {r: i for i, r in enumerate(refs)}
+        results: list[Any] = [None] * len(refs)
+        pending = list(refs)
+        done_n = 0
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for r in ready:
+                results[index[r]] = ray.get(r)
+                done_n += 1
+                if progress is not None:
+                    progress(done_n, len(refs))
+        return results
+    finally:
+        if started:
+            ray.shutdown()

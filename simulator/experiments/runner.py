@@ -1,0 +1,226 @@
+"""The one runner for families of scenarios: variants of a base, their shared request lists,
+the executor and the result cache.
+
+A *family* is a set of scenarios that differ from one base by a few field values: the
+variants of ``servesim compare``, the points of a sweep, the rates x (with, without
+speculation) of ``servesim spec-sweep``, the candidates of a plan. Running one takes the same
+steps whatever the experiment:
+
+1. :func:`prepare_points` applies each variant's overrides to the base and validates it;
+2. :class:`Workloads` loads each distinct request list once (a variant that changes neither
+   the workload nor the seed replays the very same requests) and hands the lists to every
+   worker through the executor's ``shared`` inputs (sent once per worker, not per task);
+3. :func:`run_family` runs the experiment's worker on every task with a distinct key that
+   the :class:`~simulator.experiments.cache.ResultCache` does not already hold, through the
+   one executor :func:`~simulator.experiments.executor.run_tasks` (in process, a local
+   process pool or Ray), and stores the new results.
+
+The experiments (:mod:`simulator.experiments.compare`, :mod:`simulator.experiments.spec_sweep`,
+:mod:`simulator.planner.sweep`, :mod:`simulator.planner.plan`) differ only in their workers and
+in what they make of the results.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import ScenarioError, validate_scenario
+from ..request import RequestSpec
+from ..workload import WorkloadConfig, load_workload
+from .cache import ResultCache
+from .executor import run_tasks
+from .grid import config_label, set_path
+
+__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "prepare_points", "run_family"]
+
+Progress = Callable[[int, int], None]
+#: ``cache_entries(task_key, result)`` -> the ``(key, value)`` pairs to store for a result.
+CacheEntries = Callable[[str, Any], Iterable[tuple[str, Any]]]
+
+
+def absolute_spec_paths(raw: dict, folders: Sequence[Path | None]) -> None:
+    """Make relative model / GPU spec file paths absolute (workers may run elsewhere).
+
+    A value that looks like a path (has a ``/`` or a ``.yaml``/``.yml``/``.json`` suffix) and
+    exists relative to one of ``folders`` is replaced by that absolute path; catalog names are
+    left alone. ``raw`` is changed in place.
+    """
+    def fix(value):
+        if not isinstance(value, str) or Path(value).is_absolute():
+            return value
+        if "/" not in value and not value.endswith((".yaml", ".yml", ".json")):
+            return value
+        for d in folders:
+            if d is not None and (Path(d) / value).exists():
+                return str((Path(d) / value).resolve())
+        return value
+
+    if "model" in raw:
+        raw["model"] = fix(raw["model"])
+    hw = raw.get("hardware")
+    if isinstance(hw, dict) and "gpu" in hw:
+        hw["gpu"] = fix(hw["gpu"])
+
+
+def prepare_points(base_raw: dict, overrides: Sequence[Mapping[str, Any]],
+                   source: str = "sweep", folders: Sequence[Path | None] = ()) -> list[dict]:
+    """Apply each override set to ``base_raw`` and validate; returns resolved scenario dicts.
+
+    Parameters
+    ----------
+    base_raw : dict
+        The base scenario as plain data (not changed).
+    overrides : sequence of mapping
+        ``{field path: value}`` per point (:func:`simulator.experiments.grid.set_path`).
+    source : str
+        Names the family in error messages (``sweep``, ``plan candidate``).
+    folders : sequence of Path
+        Where relative model / GPU spec paths are looked up (the base scenario's folder,
+        then the sweep or plan file's).
+
+    Returns
+    -------
+    list of dict
+        One JSON-safe resolved scenario per override set.
+
+    Raises
+    ------
+    ScenarioError
+        Naming the point and the scenario error (unknown field path, bad value).
+    """
+    out = []
+    for i, ov in enumerate(overrides):
+        raw = json.loads(json.dumps(base_raw))
+        label = f"{source} point {i} ({config_label(ov)})"
+        try:
+            for k, v in ov.items():
+                set_path(raw, k, v)
+            absolute_spec_paths(raw, folders)
+            sc = validate_scenario(raw, source=label)
+        except ScenarioError:
+            raise
+        except ValueError as e:
+            raise ScenarioError(f"{label}: {e}") from None
+        out.append(json.loads(sc.model_dump_json()))
+    return out
+
+
+class Workloads:
+    """The request lists of a family, each loaded once per distinct (workload, seed, folder).
+
+    :meth:`add` returns the id (``w0``, ``w1``, ... in order of first appearance) under which
+    :attr:`lists` holds the requests; workers find them in ``shared["workloads"][id]``.
+    """
+
+    def __init__(self) -> None:
+        #: id -> request list
+        self.lists: dict[str, list[RequestSpec]] = {}
+        self._ids: dict[str, str] = {}
+
+    def add(self, workload: WorkloadConfig | Mapping[str, Any], seed: int,
+            base_dir: Path | None = None) -> str:
+        """The id of the request list of ``workload`` with ``seed`` (loaded on first use).
+
+        Parameters
+        ----------
+        workload : WorkloadConfig or mapping
+            A scenario's ``workload`` section.
+        seed : int
+            The scenario seed (synthetic arrivals and assigned labels depend on it).
+        base_dir : Path, optional
+            Folder a relative trace path resolves against.
+
+        Raises
+        ------
+        ValueError
+            From the workload loader (missing trace, bad trace rows).
+        """
+        cfg = workload if isinstance(workload, WorkloadConfig) else \
+            WorkloadConfig.model_validate(dict(workload))
+        key = json.dumps({"w": cfg.model_dump(mode="json"), "seed": int(seed),
+                          "base": None if base_dir is None else str(base_dir)}, sort_keys=True)
+        if key not in self._ids:
+            wid = f"w{len(self._ids)}"
+            self.lists[wid] = load_workload(cfg, int(seed), base_dir)
+            self._ids[key] = wid
+        return self._ids[key]
+
+    def __len__(self) -> int:
+        return len(self.lists)
+
+
+def factory_id(setup_factory: Callable | None) -> str | None:
+    """What identifies a test's ``setup_factory`` in cache keys (None without one)."""
+    if setup_factory is None:
+        return None
+    return getattr(setup_factory, "cache_id", None) or \
+        f"{getattr(setup_factory, '__module__', '')}.{getattr(setup_factory, '__qualname__', '')}"
+
+
+def _store_result(key: str, result: Any) -> Iterable[tuple[str, Any]]:
+    return [(key, result)]
+
+
+def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Mapping],
+               *, shared: Mapping[str, Any] | None = None, cache: ResultCache | None = None,
+               cache_entries: CacheEntries | None = None, backend: str = "local",
+               jobs: int = 1, address: str | None = None,
+               progress: Progress | None = None) -> tuple[dict[str, Any], set[str]]:
+    """Run ``worker(task, shared)`` once per distinct ``task["key"]`` the cache does not hold.
+
+    Parameters
+    ----------
+    worker : callable
+        A module-level function (picklable by reference for the process pool and Ray).
+    tasks : sequence of mapping
+        Picklable task descriptions, each with a ``"key"`` (tasks sharing a key run once).
+    shared : mapping, optional
+        Read-only inputs of every task (e.g. ``{"workloads": Workloads().lists}``).
+    cache : ResultCache, optional
+        Looked up before running (a hit is returned as it is stored); new results are
+        stored through ``cache_entries``.
+    cache_entries : callable, optional
+        ``cache_entries(key, result)`` yields the ``(key, value)`` pairs to store for a new
+        result (default: the result under its task key). Return nothing to skip a result
+        (e.g. a failed point).
+    backend, jobs, address, progress
+        See :func:`simulator.experiments.executor.run_tasks`; ``progress(done, total)``
+        counts the tasks that run (not the cache hits).
+
+    Returns
+    -------
+    (dict, set of str)
+        ``{task key: result}`` for every task (a cache hit as it was stored) and the keys of
+        the tasks that ran (the others were cache hits).
+
+    Raises
+    ------
+    ValueError
+        From :func:`~simulator.experiments.executor.run_tasks` (unknown backend, ``jobs < 1``,
+        Ray missing); a worker's own exceptions propagate (workers that must not stop a
+        family catch them and return an error result).
+    """
+    results: dict[str, Any] = {}
+    todo: list[Mapping] = []
+    queued: set[str] = set()
+    for t in tasks:
+        key = t["key"]
+        if key in results or key in queued:
+            continue
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            results[key] = hit
+        else:
+            todo.append(t)
+            queued.add(key)
+    new = run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
+                    progress=progress)
+    store = cache_entries or _store_result
+    for t, r in zip(todo, new):
+        if cache is not None:
+            for k, v in store(t["key"], r):
+                cache.put(k, v)
+        results[t["key"]] = r
+    return results, queued

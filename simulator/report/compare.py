@@ -1,0 +1,265 @@
+"""The comparison report of ``servesim compare``: ``compare.md``, a self-contained
+``compare.html``, ``compare.csv``, ``compare.json`` and the overlaid figures.
+
+Inputs are a :class:`simulator.experiments.compare.CompareResult` (read through its fields:
+``scenario_name``, ``varies``, ``variants`` with their ``name``, ``assignments``,
+``scenario``, ``requests``, ``steps``, ``block_size`` and ``kv_bytes_per_token_per_gpu``,
+``table``, ``same_requests``, ``num_workloads``). The layout is ``templates/compare.md.j2``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..metrics.summary import json_safe
+from .figures import default_style, figure, save_png
+from .format import yaml_value
+from .render import render, write_report
+
+__all__ = ["CSV_FILE", "FIGURE_FILES", "HTML_FILE", "JSON_FILE", "REPORT_FILE", "TABLE_COLUMNS",
+           "print_compare_table", "render_compare_markdown", "table_rows",
+           "write_compare_figures", "write_compare_report"]
+
+REPORT_FILE = "compare.md"
+HTML_FILE = "compare.html"
+CSV_FILE = "compare.csv"
+JSON_FILE = "compare.json"
+FIGURE_FILES = {
+    "ttft_cdf": "compare_ttft_cdf.png",
+    "e2e_cdf": "compare_e2e_cdf.png",
+    "kv_memory": "compare_kv_memory.png",
+    "batch_size": "compare_batch_size.png",
+}
+_FIGURE_TITLES = (("ttft_cdf", "TTFT CDF"), ("e2e_cdf", "E2E latency CDF"),
+                  ("kv_memory", "KV used vs reserved"), ("batch_size", "Batch size over time"))
+
+#: (column, label, format) of the side-by-side table (printed and in compare.md); the
+#: table has one row per entry and one column per variant.
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("num_completed", "completed requests", "{:,.0f}"),
+    ("ttft_p50_ms", "TTFT p50 (ms)", "{:,.1f}"),
+    ("ttft_p99_ms", "TTFT p99 (ms)", "{:,.1f}"),
+    ("tpot_p50_ms", "TPOT p50 (ms)", "{:,.2f}"),
+    ("tpot_p99_ms", "TPOT p99 (ms)", "{:,.2f}"),
+    ("request_throughput_rps", "throughput (req/s)", "{:,.2f}"),
+    ("output_token_throughput_tps", "output tokens/s", "{:,.0f}"),
+    ("goodput_rps", "goodput (req/s)", "{:,.2f}"),
+    ("max_concurrency", "max concurrency (batch)", "{:,.0f}"),
+    ("mean_batch_size", "mean batch size", "{:,.1f}"),
+    ("kv_fragmentation_pct", "KV fragmentation (%)", "{:,.1f}"),
+    ("kv_reserved_gb_mean", "KV reserved (GB, mean)", "{:,.2f}"),
+    ("kv_wasted_gb_mean", "KV wasted (GB, mean)", "{:,.2f}"),
+    ("padding_waste_pct", "padding waste (%)", "{:,.1f}"),
+    ("num_preemptions", "preemptions", "{:,.0f}"),
+    ("cost_per_1m_tokens_usd", "cost per 1M tokens ($)", "{:,.4f}"),
+)
+
+#: Most points drawn per CDF line.
+_MAX_CDF_POINTS = 2000
+#: Most time bins per time-series line (raw steps below twice as many).
+_MAX_TIME_BINS = 400
+_STYLES = ("-", "--", "-.", ":")
+_FIGSIZE = (7.5, 4.0)  # inches
+
+
+# --------------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------------
+def _axes():
+    fig = figure(_FIGSIZE, layout="constrained")
+    ax = fig.add_subplot()
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _cdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    v = np.sort(values[np.isfinite(values)])
+    if v.size == 0:
+        return v, v
+    y = np.arange(1, v.size + 1) / v.size
+    if v.size > _MAX_CDF_POINTS:
+        idx = np.unique(np.linspace(0, v.size - 1, _MAX_CDF_POINTS).astype(np.int64))
+        v, y = v[idx], y[idx]
+    return v, y
+
+
+def _binned(t: np.ndarray, dt: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Step-time-weighted mean of ``v`` in up to ``_MAX_TIME_BINS`` time bins (raw if few)."""
+    if t.size <= 2 * _MAX_TIME_BINS:
+        return t, v
+    edges = np.linspace(t.min(), t.max(), _MAX_TIME_BINS + 1)
+    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, _MAX_TIME_BINS - 1)
+    w = np.where(dt > 0, dt, 1e-12)
+    num = np.bincount(idx, weights=v * w, minlength=_MAX_TIME_BINS)
+    den = np.bincount(idx, weights=w, minlength=_MAX_TIME_BINS)
+    keep = den > 0
+    mid = 0.5 * (edges[:-1] + edges[1:])
+    return mid[keep], num[keep] / den[keep]
+
+
+def _latency(req: pd.DataFrame, which: str) -> np.ndarray:
+    arr = req["arrival_time_s"].to_numpy(dtype=float)
+    if which == "ttft":
+        return req["first_token_time_s"].to_numpy(dtype=float) - arr
+    done = (req["status"] == "completed").to_numpy()
+    return np.where(done, req["finish_time_s"].to_numpy(dtype=float) - arr, np.nan)
+
+
+def _cdf_figure(cr, which: str, label: str, path: Path) -> Path:
+    fig, ax = _axes()
+    for i, v in enumerate(cr.variants):
+        x, y = _cdf(_latency(v.requests, which))
+        if x.size:
+            # line styles keep coinciding variants visible
+            ax.step(x, y, where="post", label=v.name, ls=_STYLES[i % len(_STYLES)],
+                    lw=1.6 if i % len(_STYLES) == 0 else 1.2)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"{label} (s, log scale)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title(f"{label} CDF by variant")
+    ax.legend(fontsize=8)
+    return save_png(fig, path, dpi=100)
+
+
+def _kv_figure(cr, colors, path: Path) -> Path:
+    fig, ax = _axes()
+    for v, c in zip(cr.variants, colors):
+        st = v.steps
+        if not len(st):
+            continue
+        bpt = v.kv_bytes_per_token_per_gpu
+        t = st["start_time_s"].to_numpy(dtype=float)
+        dt = st["step_time_s"].to_numpy(dtype=float)
+        res_gb = st["kv_blocks_used"].to_numpy(dtype=float) * v.block_size * bpt / 1e9
+        used_gb = st["kv_tokens_used"].to_numpy(dtype=float) * bpt / 1e9
+        x, y = _binned(t, dt, res_gb)
+        ax.plot(x, y, color=c, lw=1.2, label=f"{v.name} reserved")
+        x, y = _binned(t, dt, used_gb)
+        ax.plot(x, y, color=c, lw=1.0, ls="--", label=f"{v.name} used")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("KV cache per GPU (GB)")
+    ax.set_title("KV reserved (solid) vs used (dashed)")
+    ax.legend(fontsize=7, ncol=2)
+    return save_png(fig, path, dpi=100)
+
+
+def _batch_figure(cr, colors, path: Path) -> Path:
+    fig, ax = _axes()
+    for i, (v, c) in enumerate(zip(cr.variants, colors)):
+        st = v.steps
+        if not len(st):
+            continue
+        x, y = _binned(st["start_time_s"].to_numpy(dtype=float),
+                       st["step_time_s"].to_numpy(dtype=float),
+                       st["batch_size"].to_numpy(dtype=float))
+        ax.plot(x, y, color=c, lw=1.0, ls=_STYLES[i % len(_STYLES)], label=v.name)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("batch size (sequences per step)")
+    ax.set_title("Batch size over time")
+    ax.legend(fontsize=8)
+    return save_png(fig, path, dpi=100)
+
+
+def write_compare_figures(cr, outdir: Path) -> dict[str, Path]:
+    """Write the overlaid comparison figures; returns ``{figure name: path}``."""
+    outdir = Path(outdir)
+    colors = [f"C{i % 10}" for i in range(len(cr.variants))]
+    with default_style():
+        return {
+            "ttft_cdf": _cdf_figure(cr, "ttft", "TTFT", outdir / FIGURE_FILES["ttft_cdf"]),
+            "e2e_cdf": _cdf_figure(cr, "e2e", "E2E latency", outdir / FIGURE_FILES["e2e_cdf"]),
+            "kv_memory": _kv_figure(cr, colors, outdir / FIGURE_FILES["kv_memory"]),
+            "batch_size": _batch_figure(cr, colors, outdir / FIGURE_FILES["batch_size"]),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# tables and report
+# --------------------------------------------------------------------------------------------
+def _cell(v: Any, spec: str) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "-"
+    try:
+        return spec.format(v)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Headers and formatted cells of the side-by-side table: one row per metric of
+    :data:`TABLE_COLUMNS`, one column per variant."""
+    recs = table.to_dict(orient="records")
+    headers = ["metric"] + [str(r["variant"]) for r in recs]
+    rows = []
+    for c, h, f in TABLE_COLUMNS:
+        rows.append([h] + [_cell(None if pd.isna(r.get(c)) else r.get(c), f) for r in recs])
+    return headers, rows
+
+
+def print_compare_table(table: pd.DataFrame, console=None, *, title: str = "servesim compare"):
+    """Print the side-by-side table with rich; returns the :class:`rich.table.Table`."""
+    from rich.console import Console
+    from rich.table import Table
+
+    headers, rows = table_rows(table)
+    t = Table(title=title, header_style="bold")
+    for i, h in enumerate(headers):
+        # variant names break after their '-' separators so narrow terminals keep them whole
+        t.add_column(h if i == 0 else h.replace("-", "-\n"),
+                     justify="left" if i == 0 else "right", no_wrap=i != 0)
+    for r in rows:
+        t.add_row(*r)
+    (console or Console()).print(t)
+    return t
+
+
+def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
+    """The text of ``compare.md``."""
+    first = cr.variants[0] if cr.variants else None
+    header = None
+    if first is not None:
+        sc = first.scenario
+        header = {"model": sc.model, "gpu": sc.hardware.gpu,
+                  "replicas": sc.cluster.num_replicas, "tp": sc.cluster.tensor_parallel_size,
+                  "source": sc.workload.trace if sc.workload.trace else "synthetic",
+                  "num_requests": f"{len(first.requests):,}", "seed": sc.seed}
+    head, rows = table_rows(cr.table)
+    return render(
+        "compare.md.j2", name=cr.scenario_name, header=header,
+        varied=[(k, ", ".join(yaml_value(v) for v in vals)) for k, vals in cr.varies],
+        same_requests=cr.same_requests, num_workloads=cr.num_workloads, table_header=head,
+        table_rows=rows,
+        static=any(yaml_value(v) == "static" for var in cr.variants for _k, v in var.assignments),
+        figures=[(title, Path(figures[key]).name) for key, title in _FIGURE_TITLES
+                 if figures and key in figures],
+        runs=[(v.name, ", ".join(f"`{k}={yaml_value(x)}`" for k, x in v.assignments)
+               or "(base)") for v in cr.variants])
+
+
+def write_compare_report(cr, outdir: str | Path, *, figures: bool = True) -> dict[str, Path]:
+    """Write ``compare.md``, ``compare.html``, ``compare.csv``, ``compare.json`` (and the
+    figures) to ``outdir``; returns ``{"markdown", "html", "csv", "json", figure names}``."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    figs = write_compare_figures(cr, out) if figures else {}
+    cr.table.to_csv(out / CSV_FILE, index=False, float_format="%.6g")
+    doc = {
+        "scenario": cr.scenario_name,
+        "varied": {k: vals for k, vals in cr.varies},
+        "same_requests": cr.same_requests,
+        "variants": [
+            {"name": v.name, "settings": {k: x for k, x in v.assignments},
+             "run_dir": v.name, "metrics": row}
+            for v, row in zip(cr.variants, cr.table.to_dict(orient="records"))],
+    }
+    (out / JSON_FILE).write_text(json.dumps(json_safe(doc), indent=2) + "\n")
+    pages = write_report(out, Path(REPORT_FILE).stem, render_compare_markdown(cr, figs))
+    files = {"markdown": pages["md"], "html": pages["html"], "csv": out / CSV_FILE,
+             "json": out / JSON_FILE}
+    files.update(figs)
+    return files
