@@ -28,6 +28,7 @@ import numpy as np
 from . import __version__
 from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
+from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
 from .perf.tables import table_sets
 from .progress import progress
@@ -86,12 +87,14 @@ def cmd_run(args) -> int:
     specs = load_workload(scenario.workload, scenario.seed, base)
     with progress("simulating requests", enabled=not args.quiet, force=args.progress) as cb:
         res = run_scenario(scenario, base, specs=specs, outdir=args.output,
-                           figures=not args.no_figures, progress=cb)
+                           figures=not args.no_figures, progress=cb,
+                           table_format=args.table_format)
     if not args.quiet:
         console = Console()
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
                             scenario=scenario)
-        console.print(f"outputs: {res.outdir}/ (summary.json, requests.csv, steps.csv, "
+        ext = args.table_format
+        console.print(f"outputs: {res.outdir}/ (summary.json, requests.{ext}, steps.{ext}, "
                       "report.md, report.html)")
     return 0
 
@@ -106,6 +109,9 @@ def register_run(sub) -> None:
     r.add_argument("--seed", type=int, help="override the scenario seed")
     r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
     r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    r.add_argument("--table-format", choices=TABLE_FORMATS, default="parquet",
+                   help="file format of requests and steps tables (default: parquet; csv "
+                        "keeps full float precision too)")
     r.add_argument("--progress", action="store_true",
                    help="always show progress (a bar on a terminal; plain lines at the start "
                         "and every 10%% otherwise)")
