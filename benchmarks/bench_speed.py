@@ -182,7 +182,7 @@ def tiled_trace(tmp: Path, num_requests: int = 1_000_000) -> tuple[Path, int]:
     table = pa.table({"arrival_time_s": arrival[order],
                       "num_prompt_tokens": np.concatenate(p_all)[order],
                       "num_output_tokens": np.concatenate(o_all)[order]})
-    path = tmp / "azure_conv_x{k}.parquet".format(k=k)
+    path = tmp / f"azure_conv_x{k}.parquet"
     pq.write_table(table, path)
     return path, k
 

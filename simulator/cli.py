@@ -81,8 +81,6 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 # --------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     """``servesim run``: simulate one scenario, print the headline table, write the report."""
-    from rich.console import Console
-
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
     with progress("simulating requests", enabled=not args.quiet, force=args.progress) as cb:
@@ -90,6 +88,8 @@ def cmd_run(args) -> int:
                            figures=not args.no_figures, progress=cb,
                            table_format=args.table_format)
     if not args.quiet:
+        from rich.console import Console  # after the simulation (start-up)
+
         console = Console()
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
                             scenario=scenario)
@@ -329,8 +329,16 @@ def _load(row: Subcommand):
                        f"{type(e).__name__}: {cause}") from e
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``servesim`` parser with every subcommand of :data:`SUBCOMMANDS`.
+
+    Parameters
+    ----------
+    command : str, optional
+        A subcommand name: only its row's module is imported and registered (start-up: a
+        ``servesim run`` does not import the planner, the experiments or the calibration
+        harness). ``None``, or a name no row has, builds the whole parser (``--help``, and
+        argparse's error listing the valid subcommands).
 
     Raises
     ------
@@ -342,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for row in SUBCOMMANDS:
+    rows = [r for r in SUBCOMMANDS if command in r.names] or SUBCOMMANDS
+    for row in rows:
         before = set(sub.choices)
         _load(row)(sub)
         added = tuple(n for n in sub.choices if n not in before)
@@ -366,8 +375,9 @@ def _first_line(e: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``servesim`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parser = build_parser()
+        parser = build_parser(argv[0] if argv else None)
     except CLIError as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise

@@ -13,9 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from .budget import check_run_budget, estimate_scenario_run
@@ -29,6 +29,9 @@ from .perf import build_perf_model
 from .request import RequestSpec
 from .scheduling.continuous import ContinuousScheduler, SchedulerConfig
 from .scheduling.state import REJECTED, ReqState
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # annotations only (start-up: pandas loads after the simulation)
 
 
 @dataclass

@@ -11,9 +11,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from .config import Scenario
@@ -25,6 +25,9 @@ from .metrics.tables_io import check_table_format, write_table
 from .report.run import write_run_report
 from .request import RequestSpec
 from .workload import load_workload, synthesised_labels
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 
 @dataclass

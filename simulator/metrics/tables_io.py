@@ -32,7 +32,7 @@ def check_table_format(table_format: str) -> str:
     return table_format
 
 
-def write_table(df: "pd.DataFrame", folder: Path, stem: str, table_format: str = "parquet"
+def write_table(df: pd.DataFrame, folder: Path, stem: str, table_format: str = "parquet"
                 ) -> Path:
     """Write ``df`` to ``folder / (stem + "." + table_format)`` and return that path.
 
@@ -74,7 +74,7 @@ def write_table(df: "pd.DataFrame", folder: Path, stem: str, table_format: str =
     return path
 
 
-def read_table(path: str | Path) -> "pd.DataFrame":
+def read_table(path: str | Path) -> pd.DataFrame:
     """Read a table written by :func:`write_table` (by its suffix) into a DataFrame.
 
     Raises
