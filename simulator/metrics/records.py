@@ -167,19 +167,25 @@ class RunRecorder:
         """All steps as one DataFrame sorted by (replica_id, step_index).
 
         Columns are :data:`STEP_COLUMNS`: float64 for :data:`STEP_FLOAT_COLUMNS`, int64 for
-        the others (an empty run gives empty float columns).
+        the others (an empty run gives empty float columns). The frame shares its column
+        arrays with the recorder (no second copy of a large table): treat it as read-only.
         """
         import pandas as pd
 
         self._pack_steps()
         if not self._packed:
             return pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS})
-        if len(self._packed) > 1:
-            self._packed = [{c: np.concatenate([p[c] for p in self._packed])
-                             for c in STEP_COLUMNS}]
+        if len(self._packed) > 1:  # concatenate column by column, freeing chunks as we go
+            merged = {}
+            for c in STEP_COLUMNS:
+                merged[c] = np.concatenate([p.pop(c) for p in self._packed])
+            self._packed = [merged]
         data = self._packed[0]
         order = np.lexsort((data["step_index"], data["replica_id"]))
-        return pd.DataFrame({c: data[c][order] for c in STEP_COLUMNS})
+        if np.any(order[1:] < order[:-1]):  # not sorted yet: sort in place of the chunk
+            for c in STEP_COLUMNS:
+                data[c] = data[c][order]
+        return pd.DataFrame({c: data[c] for c in STEP_COLUMNS}, copy=False)
 
     # ------------------------------------------------------------------ requests
     def requests_frame(self) -> pd.DataFrame:
