@@ -11,6 +11,7 @@ equal those of stepping one iteration at a time.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -186,7 +187,33 @@ class SimOutput:
 PROGRESS_EVERY_ITERATIONS = 512
 
 
-def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None):
+def _delay_to(now: float, t: float) -> float:
+    """A delay ``d`` with ``now + d == t`` exactly in floating point (``t - now`` may miss
+    ``t`` by an ulp when ``now < t / 2``), so a fast-forwarded run ends at the very time the
+    steps it replaces would."""
+    d = t - now
+    while now + d < t:
+        d = math.nextafter(d, math.inf)
+    while now + d > t:
+        d = math.nextafter(d, -math.inf)
+    return d
+
+
+def _step_time(perf, out) -> float:
+    """Seconds of one scheduled step. A pure one-token decode step is priced by the same
+    vectorised ``decode_step_times`` a fast-forwarded run uses, so stepping and fast-forward
+    give bit-equal step times."""
+    shape = out.shape
+    nd = shape.num_decode
+    if nd and not shape.prefill_q and shape.decode_q_per_seq == 1:
+        dt = float(perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0])
+    else:
+        dt = perf.step_time(shape)
+    return dt + out.extra_time_s
+
+
+def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None,
+                     fast_forward: bool = True):
     sch = rep.sched
     n_iter = 0
     while True:
@@ -204,9 +231,9 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
         if out is None:
             yield from _idle(env, rep, rec, now)
             continue
-        jump = sch.plan_jump(out)
+        jump = sch.plan_jump(out) if fast_forward else None
         if jump is None:
-            dt = rep.perf.step_time(out.shape) + out.extra_time_s
+            dt = _step_time(rep.perf, out)
             yield env.timeout(dt)
             _record_step(rep, rec, out, now, dt)
             sch.update(out, now, now + dt)
@@ -246,13 +273,15 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
     """Price a fast-forwarded decode run, sleep through it (an arrival cuts it at the end of
     the step in progress) and commit the steps that ran."""
     out = jump.step
-    times = rep.perf.decode_step_times(out.num_decode_seqs, jump.ctx_totals)
-    ends = now + np.cumsum(times)
+    times = np.asarray(rep.perf.decode_step_times(out.num_decode_seqs, jump.ctx_totals),
+                       dtype=float)
+    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum)
+    ends = np.cumsum(np.concatenate(([now], times)))[1:]
     jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, ends
     k = jump.k_steps
     rep.jump = jump
     rep.wake = env.event()
-    yield env.timeout(float(ends[-1]) - now) | rep.wake
+    yield env.timeout(_delay_to(now, float(ends[-1]))) | rep.wake
     wake = rep.wake
     rep.wake = None
     if wake.triggered and env.now < ends[-1]:
@@ -261,7 +290,7 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
         kk = done if (done and ends[done - 1] == t) else done + 1  # the step in progress
         kk = max(1, min(kk, k))
         if ends[kk - 1] > t:
-            yield env.timeout(float(ends[kk - 1]) - t)
+            yield env.timeout(_delay_to(t, float(ends[kk - 1])))
         k = kk
     rep.jump = None
     _commit_run(rep, rec, jump, k)
@@ -293,7 +322,7 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
              check_transitions: bool = False,
              progress: Callable[[int, int], None] | None = None,
-             until_s: float | None = None) -> SimOutput:
+             until_s: float | None = None, fast_forward: bool = True) -> SimOutput:
     """Run the discrete-event simulation of ``specs`` on the scenario's cluster.
 
     Parameters
@@ -311,6 +340,9 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         of a replica and at the end.
     until_s : float, optional
         Stop the clock at this time (requests still in flight are reported as such).
+    fast_forward : bool
+        Let schedulers jump over runs of identical decode steps (default); False steps every
+        iteration (the outputs are byte-identical either way: the equivalence tests).
 
     Raises
     ------
@@ -331,7 +363,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     n_total = len(specs)
     tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
     for rep in replicas:
-        env.process(_replica_process(env, rep, rec, tick))
+        env.process(_replica_process(env, rep, rec, tick, fast_forward))
 
     def _cancel_cb(r, rep):
         def cb(_ev):
