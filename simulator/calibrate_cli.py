@@ -356,14 +356,14 @@ def _add_arguments(parser, args: tuple[Arg, ...]) -> None:
 CALIBRATE_SUBCOMMANDS: tuple[tuple[str, str, object, object], ...] = (
     ("compare", "compare two latency table sets (ratio ours/theirs per operator family)",
      cmd_compare, COMPARE_ARGS),
-    ("import-aic", "convert aiconfigurator's measured vLLM kernel tables into "
-                   "hardware_profiles/<gpu>/tables/ (no torch)",
+    ("import-aic", ("convert aiconfigurator's measured vLLM kernel tables into "
+                    "hardware_profiles/<gpu>/tables/ (no torch)"),
      cmd_import_aic, _import_aic_arguments),
-    ("import-lss", "convert LLMServingSim's per-layer vLLM profiles into "
-                   "hardware_profiles/<gpu>/tables/vllm-<version>-lss/ (no torch)",
+    ("import-lss", ("convert LLMServingSim's per-layer vLLM profiles into "
+                    "hardware_profiles/<gpu>/tables/vllm-<version>-lss/ (no torch)"),
      cmd_import_lss, _import_lss_arguments),
-    ("fit-engine", "fit an engine profile's constants to recorded runs (least squares, "
-                   "leave-one-run-out; no torch)",
+    ("fit-engine", ("fit an engine profile's constants to recorded runs (least squares, "
+                    "leave-one-run-out; no torch)"),
      cmd_fit_engine, FIT_ENGINE_ARGS),
 )
 
