@@ -8,8 +8,8 @@ harness folder (tables next to ``spec.yaml``, harness v1) is one table set too. 
 shape at the TP shard, not by model name (see ``hardware_profiles/README.md`` for the columns).
 
 Method (DESIGN.md section 3). For an operator with roofline bound ``R(x)`` (the functions
-``*_roofline_s`` of :mod:`simulator.perf.table_bounds`, re-exported here: FLOPs at the datasheet peak vs bytes at the datasheet HBM bandwidth,
-whichever is longer) and measured time ``t_i`` at grid point ``x_i``, the achieved efficiency
+``*_roofline_s`` of :mod:`simulator.perf.table_bounds`, re-exported here: FLOPs at the
+datasheet peak vs bytes at the datasheet HBM bandwidth, whichever is longer) and measured time ``t_i`` at grid point ``x_i``, the achieved efficiency
 is ``e_i = R(x_i) / t_i``. Per key group (e.g. one dtype for GEMM; one dtype, KV dtype, head
 layout and window for attention) the ``log e_i`` sit on a rectangular grid over the size
 coordinates ``u = log2(size)`` (``log2(1 + size)`` for an axis that may be 0, ``start``):
