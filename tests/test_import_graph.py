@@ -62,10 +62,8 @@ FUNCTION_LEVEL_ALLOWED: dict[str, str] = {
     "simulator.config": "hot path (one config object per concept)",
     "simulator.kv.cli": "hot path (kv/)",
     "simulator.calibrate_cli": "calibration harness (torch imported lazily through it)",
-    "simulator.observe.fit_engine": "observe (recorded runs)",
-    "simulator.observe.readers": "observe (recorded runs)",
-    "simulator.observe.settings": "observe (recorded runs)",
-    "simulator.observe.validate": "observe (recorded runs)",
+    "simulator.observe.validate": "observe: the matplotlib figures and the report writer, "
+                                  "imported only when outputs are written",
     "simulator.perf": "performance model",
     "simulator.perf.measured": "performance model",
     "simulator.perf.table": "performance model",
