@@ -25,6 +25,8 @@ of as many such steps as can run back to back (:meth:`plan_decode_run` counts th
 :meth:`commit_jump` applies the first ``k`` of them at once (numpy, O(batch) per run), with
 results identical to stepping one by one. Tokens, ITL and finishes of both paths go through
 :func:`~simulator.scheduling.emission.advance`; blocks through the KV manager only.
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): schedule() 82 lines.
 """
 from __future__ import annotations
 
