@@ -15,6 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from .degrade_config import DegradePolicyConfig, FallbackConfig, check_policies
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
 from .workload.config import WorkloadConfig
@@ -80,6 +81,15 @@ class AdmissionConfig(_Strict):
     max_queue_delay_s: float | None = Field(default=None, gt=0)
     tenant_max_share: float | None = Field(default=None, gt=0, le=1,
                                            description="max share of running seqs per tenant")
+    #: named degrade policies (see :mod:`simulator.degrade_config`)
+    degrade: list[DegradePolicyConfig] = Field(default_factory=list)
+    #: the replica set ``fallback`` policies route to
+    fallback: FallbackConfig | None = None
+
+    @model_validator(mode="after")
+    def _check_degrade(self):
+        check_policies(self.degrade, self.fallback)
+        return self
 
 
 class SchedulerConfigModel(_Strict):
@@ -202,8 +212,16 @@ class Scenario(_Strict):
         return self.cluster.tensor_parallel_size
 
     @property
+    def num_fallback_replicas(self) -> int:
+        """Replicas of the degrade fallback set (0 without one)."""
+        fb = self.scheduler.admission.fallback
+        return 0 if fb is None else fb.num_replicas
+
+    @property
     def num_gpus(self) -> int:
-        return self.cluster.tensor_parallel_size * self.cluster.num_replicas
+        """GPUs of the deployment: primary replicas plus the degrade fallback set."""
+        return self.cluster.tensor_parallel_size * (self.cluster.num_replicas
+                                                    + self.num_fallback_replicas)
 
 
 # ---------------------------------------------------------------------- error formatting

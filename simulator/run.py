@@ -18,6 +18,7 @@ import yaml
 from .config import Scenario
 from .engine import ReplicaSetup, SimOutput, build_setup, simulate
 from .metrics.cost import phase_cost
+from .metrics.degrade import degrade_column, degrade_effects
 from .metrics.speculative import speculative_summary
 from .metrics.summary import json_safe, kv_and_batching_stats, summarize
 from .report.run import write_run_report
@@ -93,6 +94,11 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
     add_phase_cost(summary, steps, setup.perf, setup.tensor_parallel_size)
     summary["workload_synthesised"] = synthesised_labels(scenario.workload)
+    if sim.degrade:
+        summary["degrade"] = json_safe(degrade_effects(sim.degrade, requests, sim.end_time_s))
+        summary["num_fallback_replicas"] = len(sim.replicas) - sim.num_primary_replicas
+        requests["degrade_policy"] = degrade_column(sim.degrade,
+                                                    requests["request_id"].to_numpy())
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures)

@@ -39,6 +39,7 @@ PACKAGE = REPO_ROOT / "simulator"
 LAYERS: dict[str, int] = {
     "simulator": 0, "simulator.schema": 0, "simulator.resources": 0, "simulator.rng": 0,
     "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
+    "simulator.degrade_config": 0,
     "simulator.models": 1, "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
     "simulator.config": 3,
