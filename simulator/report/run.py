@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from .. import __version__
+from .degrade import degrade_section
 from .figures import FIGURE_FILES, write_figures
 from .format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
 from .render import context_mapping, render, write_report
@@ -446,6 +447,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "kv_rows": _kv_rows(summary),
         "synthesised_note": synthesised_note(summary, sc),
         "speculative": speculative_section(summary.get("speculative")),
+        "degrade": degrade_section(summary),
         "version": __version__,
     }
     return render("run.md.j2", **context)
