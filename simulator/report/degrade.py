@@ -12,7 +12,7 @@ from .format import NA, adaptive, adaptive_ms
 MAX_EPISODE_ROWS = 20
 
 _EFFECT = {"shed": "shed (rejected)", "fallback": "sent to the fallback",
-           "cap_max_tokens": "capped", "disable_speculation": "-"}
+           "cap_max_tokens": "capped", "disable_speculation": ""}
 
 
 def _when(p: Mapping[str, Any]) -> str:
@@ -61,3 +61,26 @@ def degrade_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
                         f"{e.get('trigger', '')} = {adaptive(e.get('trigger_value'))}"])
     return {"rows": rows, "episodes": eps,
             "num_fallback_replicas": summary.get("num_fallback_replicas") or 0, "na": NA}
+
+
+def degrade_text(policies: list[Mapping[str, Any]] | None) -> str:
+    """One cell: what each degrade policy did in a run (``-`` without policies).
+
+    ``cap_long_answers: 12 capped, 3,072 tokens not generated (2 episodes, 4.10 s); shed: not
+    fired``.
+    """
+    if not policies:
+        return "-"
+    parts = []
+    for p in policies:
+        n_ep = p.get("num_episodes") or 0
+        if not n_ep:
+            parts.append(f"{p.get('name')}: not fired")
+            continue
+        n = p.get("num_requests") or 0
+        what = f"{adaptive(n)} {_EFFECT.get(p.get('action'), '')}".strip() if n else "active"
+        if p.get("num_output_tokens_not_generated"):
+            what += f", {adaptive(p['num_output_tokens_not_generated'])} tokens not generated"
+        parts.append(f"{p.get('name')}: {what} ({adaptive(n_ep)} episode"
+                     f"{'s' if n_ep != 1 else ''}, {adaptive(p.get('active_s'))} s)")
+    return "; ".join(parts)

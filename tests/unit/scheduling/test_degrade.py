@@ -225,3 +225,28 @@ def test_effects_split_latency_by_episode():
     assert e["ttft_p99_active_s"] == pytest.approx(0.7)
     assert e["ttft_p99_inactive_s"] == pytest.approx(0.2)
     assert "request_ids" not in e
+
+
+def test_run_report_shows_each_policy_in_markdown_and_html(tmp_path):
+    from simulator.run import run_scenario
+    sc = _scenario([{"name": "shed_all", "action": "shed", "when": {"num_waiting": 2}},
+                    {"name": "cap_never", "action": "cap_max_tokens", "max_tokens": 2,
+                     "when": {"num_waiting": 100}}])
+    specs = [RequestSpec(i, 0.0, 10, 10) for i in range(5)] + [RequestSpec(5, 1.0, 10, 10)]
+    setup = build_setup(sc)
+    setup.perf.step_time = ConstPerf().step_time
+    res = run_scenario(sc, specs=specs, outdir=tmp_path, setup=setup, figures=False)
+    # the same counts as the engine test above: 3 shed in one episode [0, 1) s
+    (shed, cap) = res.summary["degrade"]
+    assert shed["num_requests"] == 3 and shed["active_s"] == pytest.approx(1.0)
+    assert cap["num_episodes"] == 0
+    assert list(res.requests.sort_values("request_id").degrade_policy) == [
+        "", "", "shed_all", "shed_all", "shed_all", ""]
+    md = (tmp_path / "report.md").read_text()
+    sec = md.split("## Degrade actions")[1].split("\n## ")[0]
+    row = next(ln for ln in sec.splitlines() if ln.startswith("| shed_all"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "shed" and cells[3] == "1" and cells[6] == "3 shed (rejected)"
+    assert "| cap_never" in sec and "Episodes" in sec
+    html = (tmp_path / "report.html").read_text()
+    assert 'id="degrade-actions"' in html and "shed_all" in html
