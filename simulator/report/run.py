@@ -287,6 +287,16 @@ def _kv_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         else:
             val = f"{v:,}" if isinstance(v, int) else f"{v}"
         rows.append((f"`{k}`", val))
+    ps = summary.get("parallel_sampling")
+    if ps:
+        rows += [
+            ("Parallel sampling", f"{ps['num_requests']:,} requests with n > 1 "
+                                  f"({ps['num_sequences']:,} sequences, "
+                                  f"{ps['num_beam_search_requests']:,} beam search)"),
+            ("Blocks saved by copy-on-write sharing (peak)",
+             f"{ps['cow_blocks_saved_peak']:,} blocks = {ps['cow_bytes_saved_peak'] / 1e9:.3f} GB "
+             "vs n independent requests"),
+            ("Partial prompt blocks copied on first write", f"{ps['num_cow_copies']:,}")]
     return rows
 
 

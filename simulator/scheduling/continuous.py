@@ -122,6 +122,13 @@ class StepOutput:
 class ContinuousScheduler:
     """Iteration-level scheduler for one replica.
 
+    Parallel sampling (``RequestSpec.n > 1``): the prompt is prefilled once; each decode step
+    then schedules one token per sequence (``n`` tokens of the budget, all or none), the
+    sequences count against ``max_num_seqs``, and every step emits ``n`` tokens (ITL samples
+    weighted ``n``). The ``n`` sequences share the prompt's KV blocks copy-on-write
+    (:mod:`simulator.kv.cow`) and, as modelled here, have the same length. Recompute after a
+    preemption is charged as one sequence's tokens (a simplification).
+
     Parameters
     ----------
     config : SchedulerConfig
@@ -130,6 +137,9 @@ class ContinuousScheduler:
         Collects finished requests, ITL samples and transitions.
     replica_id : int
     """
+
+    #: whether requests with ``n > 1`` are served (the speculative plug-in says no)
+    supports_parallel_sampling = True
 
     def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0):
         if config.policy not in ("fcfs", "priority"):
@@ -221,7 +231,9 @@ class ContinuousScheduler:
         ``max_model_len`` (vLLM's OpenAI server rejects such a request at arrival: "'max_tokens'
         ... is too large ... maximum context length"); ``kv_capacity``: it cannot fit an empty
         KV pool; ``prompt_exceeds_max_num_batched_tokens``: without chunked prefill the
-        prompt never fits one iteration.
+        prompt never fits one iteration; ``parallel_sampling_unsupported``: ``n > 1`` on a
+        scheduler without parallel sampling (speculative decoding); ``n_exceeds_max_num_seqs``:
+        its ``n`` sequences never fit one iteration.
         """
         cfg = self.cfg
         if r.num_prompt_tokens + 1 > cfg.max_model_len:
@@ -233,6 +245,11 @@ class ContinuousScheduler:
             return "kv_capacity"
         if not cfg.enable_chunked_prefill and r.num_prompt_tokens > cfg.max_num_batched_tokens:
             return "prompt_exceeds_max_num_batched_tokens"
+        if r.num_seqs > 1:
+            if not self.supports_parallel_sampling:
+                return "parallel_sampling_unsupported"
+            if r.num_seqs > min(cfg.max_num_seqs, cfg.max_num_batched_tokens):
+                return "n_exceeds_max_num_seqs"
         return ""
 
     def cancel(self, r: ReqState, now: float) -> None:
@@ -290,11 +307,21 @@ class ContinuousScheduler:
         while i < len(running) and budget > 0:
             r = running[i]
             n = r.num_tokens - r.num_computed_tokens
-            if la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
+            ns = r.num_seqs
+            pdec = ns > 1 and n == 1 and r.num_emitted > 0
+            if pdec:
+                # parallel sampling: one decode token per sequence, all or none
+                if budget < ns:
+                    i += 1
+                    continue
+                n = ns
+            elif la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
                 n += la
             n = min(n, budget)
-            while (r.num_computed_tokens + n > len(r.blocks) * bs
-                   and not kv.allocate(r, r.num_computed_tokens + n)):
+            kv_tokens = r.num_computed_tokens + (1 if pdec else n)
+            while ((kv_tokens > len(r.blocks) * bs if ns == 1
+                    else kv.blocks_needed(r, kv_tokens) > len(r.blocks))
+                   and not kv.allocate(r, kv_tokens)):
                 victim = self._pick_victim()
                 if victim in sched:
                     budget += sched.pop(victim)
@@ -329,9 +356,23 @@ class ContinuousScheduler:
         shape = out.shape
         pq, ps = shape.prefill_q, shape.prefill_start
         nd = ctx = nsamp = ntok_p = 0
+        parallel = False
         for r, n in sched.items():
             c = r.num_computed_tokens
-            if r.num_emitted > 0 and c == r.num_tokens - 1 and (n == 1 or n == 1 + la):
+            ns = r.num_seqs
+            if ns > 1 and r.num_emitted > 0 and c == r.num_tokens - 1 and n == ns:
+                # parallel sampling: ns decode sequences of context c + 1 each
+                parallel = True
+                nd += ns
+                ctx += ns * (c + 1)
+                nsamp += ns
+            elif ns > 1 and c + n == r.num_tokens:  # the prompt's last chunk: ns samples
+                parallel = True
+                nsamp += ns
+                pq.append(n)
+                ps.append(c)
+                ntok_p += n
+            elif r.num_emitted > 0 and c == r.num_tokens - 1 and (n == 1 or n == 1 + la):
                 # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
                 ctx += c + n
@@ -346,7 +387,14 @@ class ContinuousScheduler:
             out.ntoks.append(n)
         kvt = 0
         for r in running:
-            kvt += r.num_computed_tokens + sched.get(r, 0)
+            if r.num_seqs == 1:
+                kvt += r.num_computed_tokens + sched.get(r, 0)
+            else:  # the prompt once, each sequence's generated tokens apart
+                ns, p, q = r.num_seqs, r.num_prompt_tokens, sched.get(r, 0)
+                per_seq = r.num_computed_tokens + (1 if q == ns and r.num_emitted > 0
+                                                   and r.num_computed_tokens
+                                                   == r.num_tokens - 1 else q)
+                kvt += per_seq if per_seq <= p else p + ns * (per_seq - p)
         out.kv_tokens = kvt
         shape.num_decode = nd
         shape.decode_ctx_total = ctx
@@ -356,7 +404,9 @@ class ContinuousScheduler:
         out.num_prefill_tokens = ntok_p
         out.num_prefill_seqs = len(pq)
         out.num_waiting = self.num_waiting
-        out.jumpable = (blocked and not pq and not la and not out.preempted
+        # fast-forward veto: parallel sampling steps go one by one (the run arithmetic of
+        # plan_decode_run assumes one sequence per request)
+        out.jumpable = (blocked and not pq and not la and not out.preempted and not parallel
                         and not any(r.cancel_requested for r in out.reqs))
         return out
 
@@ -390,11 +440,16 @@ class ContinuousScheduler:
         if cap is not None:
             for q in running:
                 counts[q.spec.tenant] = counts.get(q.spec.tenant, 0) + 1
+        extra = self._extra_seqs()
         for r in self._admission_order():
             if budget <= 0:
                 break
             if cap is not None and counts.get(r.spec.tenant, 0) >= cap:
                 continue  # tenant at its share: let other tenants' requests pass
+            if extra or r.num_seqs > 1:  # sequences, not requests, fill max_num_seqs
+                if self._extra_seqs() + len(running) + r.num_seqs > cfg.max_num_seqs \
+                        and running:
+                    return budget
             while len(running) >= cfg.max_num_seqs:
                 back = self._preempt_for(r, now, out, sched)
                 if back < 0:
@@ -438,7 +493,12 @@ class ContinuousScheduler:
             running.append(r)
             sched[r] = n
             budget -= n
+            extra = extra or r.num_seqs > 1
         return budget
+
+    def _extra_seqs(self) -> int:
+        """Sequences beyond one per running request (parallel sampling)."""
+        return sum(r.num_seqs - 1 for r in self.running if r.num_seqs > 1)
 
     def update(self, out: StepOutput, start: float, end: float) -> None:
         """Apply a finished iteration: advance counters, emit tokens, finish requests."""
@@ -450,6 +510,10 @@ class ContinuousScheduler:
         for r, n in zip(out.reqs, out.ntoks):
             if r.status != RUNNING:
                 continue
+            ns = r.num_seqs
+            if ns > 1 and n == ns and r.num_emitted > 0 \
+                    and r.num_computed_tokens == r.num_tokens - 1:
+                n = 1  # one token per sequence
             r.num_computed_tokens += n
             if r.cancel_requested:
                 self.running.remove(r)
@@ -460,11 +524,11 @@ class ContinuousScheduler:
                 kv.cache_full_blocks(r)
             if r.num_computed_tokens == r.num_tokens:
                 if r.num_emitted == 0:
-                    r.first_token_time_s = end
+                    r.first_token_time_s = end  # TTFT: the first token of every sequence
                 elif r.last_token_time_s == start:
-                    same_gap += 1
+                    same_gap += ns  # each sequence emitted one token: ns gaps
                 else:
-                    rec.add_itl(end - r.last_token_time_s, 1)
+                    rec.add_itl(end - r.last_token_time_s, ns)
                 r.num_emitted += 1
                 r.last_token_time_s = end
                 if r.num_emitted >= r.num_output_tokens:

@@ -42,6 +42,7 @@ class ReqState:
         "num_output_tokens",
         "num_preemptions",
         "num_prompt_tokens",
+        "num_seqs",
         "prefix_keys",
         "priority",
         "reject_reason",
@@ -79,6 +80,8 @@ class ReqState:
         self.swapped_blocks = 0
         self.spec_accepted = 0
         self.spec_drafts = 0
+        #: sequences sharing the prompt (parallel sampling / beam width; 1 = a plain request)
+        self.num_seqs = spec.n
 
     @property
     def num_tokens(self) -> int:

@@ -310,6 +310,9 @@ class SpeculativeScheduler(ContinuousScheduler):
         analysis of :mod:`simulator.speculative.metrics` reads it.
     """
 
+    #: parallel sampling with drafts is not modelled: such requests are rejected at arrival
+    supports_parallel_sampling = False
+
     def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0, *,
                  scenario, setup):
         super().__init__(config, kv, recorder, replica_id)
