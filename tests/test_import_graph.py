@@ -6,7 +6,7 @@ The graph is read from the source with :mod:`ast` (every ``import`` / ``from ...
 lazy function-level import would hide at run time. Layers, lowest first (a module may import
 its own layer and the layers below, never one above; the longest matching prefix decides):
 
-0. base: the package root (version), ``schema``, ``resources``, ``rng``, ``request``,
+0. base: the package root (version), ``schema``, ``degrade_config``, ``resources``, ``rng``, ``request``,
    ``progress``, ``budget``
 1. catalogs: ``models``, ``hardware``
 2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative`` (pure maths)

@@ -81,11 +81,11 @@ class ConstPerf:
         return {}
 
 
-def _run(specs, **sched):
+def _run(specs, kv_blocks=None, **sched):
     sc = validate_scenario({
         "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
         "scheduler": {"max_num_seqs": 8, "max_num_batched_tokens": 512, **sched},
-        "kv_cache": {"block_size": 16},
+        "kv_cache": {"block_size": 16, **({"num_gpu_blocks": kv_blocks} if kv_blocks else {})},
         "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
                                    "num_requests": 1,
                                    "prompt_tokens": {"dist": "fixed", "value": 10},
@@ -153,3 +153,22 @@ def test_parallel_requests_that_cannot_run_are_rejected_with_a_reason(sched, rea
     req = sim.requests().set_index("request_id")
     assert req.loc[0, "status"] == "rejected" and req.loc[0, "reject_reason"] == reason
     assert req.loc[1, "status"] == "completed"
+
+
+def test_parallel_requests_under_kv_pressure_keep_every_invariant():
+    # 12 requests, a third with n = 3, on a 40-block pool: preemptions happen (the group
+    # needs 2 + 3 x 4 = 14 blocks at its end); every request completes with its output
+    # length per sequence, the pool balances, and free + held = total after the run
+    specs = [RequestSpec(i, 0.001 * i, 40, 30, n=3 if i % 3 == 0 else 1) for i in range(12)]
+    sim = _run(specs, kv_blocks=40, max_num_seqs=16)
+    req = sim.requests()
+    assert (req.status == "completed").all()
+    assert (req.num_emitted_tokens == req.num_output_tokens).all()
+    assert req.num_preemptions.sum() > 0   # non-vacuity: the pool ran dry
+    kv = sim.replicas[0].kv
+    assert kv.num_free_blocks == kv.num_gpu_blocks and kv.cow_blocks_saved == 0
+    kv.pool.check_invariants()
+    st = sim.steps()
+    assert (st.kv_blocks_used <= st.num_gpu_blocks).all()
+    # sequences in a step never exceed max_num_seqs: decode tokens count one per sequence
+    assert (st.num_decode_seqs + st.num_prefill_seqs <= 16).all()
