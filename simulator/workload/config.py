@@ -28,6 +28,7 @@ GENERIC_FIELDS = (
     "slice",
     "cancel_after_s",
     "max_tokens",
+    "n",
 )
 #: The fields a generic trace must provide.
 REQUIRED_GENERIC_FIELDS = ("arrival_time_s", "num_prompt_tokens", "num_output_tokens")
