@@ -413,12 +413,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions)
     n_primary = scenario.cluster.num_replicas
-    replicas = [Replica(i, setup, scenario, rec) for i in range(n_primary)]
-    fb_setup = setup.extra.get("fallback")
-    if fb_setup is not None:
-        fb_scenario = fallback_scenario(scenario)
-        replicas += [Replica(n_primary + j, fb_setup, fb_scenario, rec)
-                     for j in range(fb_scenario.cluster.num_replicas)]
+    replicas = make_replicas(scenario, setup, rec)
     primaries = replicas[:n_primary]
     for rep in replicas:
         rep.env = env
@@ -453,15 +448,11 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
             dt = spec.arrival_time_s - env.now
             if dt > 0:
                 yield env.timeout(dt)
-            i = -1
-            if degrade:
-                d = _degrade_decision(degrade, primaries, spec, env.now)
-                spec = d.spec
-                if d.fallback:
-                    i = fallback.route(spec)
+            spec, i, shed = (_degrade_decision(degrade, primaries, fallback, spec, env.now)
+                             if degrade else (spec, -1, False))
             r = ReqState(spec)
             rec.all_requests.append(r)
-            if degrade and d.shed:
+            if shed:
                 rec.reject(r, env.now, "degrade_shed")
                 continue
             if i < 0:
@@ -499,13 +490,28 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                      num_primary_replicas=n_primary)
 
 
-def _degrade_decision(degrade: DegradeController, primaries: list, spec: RequestSpec,
-                      now: float):
+def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder) -> list:
+    """The scenario's replicas: ``cluster.num_replicas`` primaries (ids 0..N-1), then the
+    degrade fallback set (``scheduler.admission.fallback``, from ``setup.extra["fallback"]``)."""
+    n_primary = scenario.cluster.num_replicas
+    replicas = [Replica(i, setup, scenario, rec) for i in range(n_primary)]
+    fb_setup = setup.extra.get("fallback")
+    if fb_setup is not None:
+        fb_scenario = fallback_scenario(scenario)
+        replicas += [Replica(n_primary + j, fb_setup, fb_scenario, rec)
+                     for j in range(fb_scenario.cluster.num_replicas)]
+    return replicas
+
+
+def _degrade_decision(degrade: DegradeController, primaries: list, fallback,
+                      spec: RequestSpec, now: float) -> tuple[RequestSpec, int, bool]:
     """Evaluate the degrade policies on the primaries' state at ``now``, switch speculation
-    on or off accordingly and decide what happens to ``spec``."""
+    on or off accordingly and decide what happens to ``spec``: the spec to admit (capped or
+    not), the fallback replica's index (-1: the router decides) and whether it is shed."""
     degrade.evaluate(now, observe_replicas(primaries, now))
     off = degrade.speculation_disabled
     for rep in primaries:
         if getattr(rep.sched, "speculation_paused", None) is not None:
             rep.sched.speculation_paused = off
-    return degrade.decide(spec)
+    d = degrade.decide(spec)
+    return d.spec, (fallback.route(d.spec) if d.fallback else -1), bool(d.shed)

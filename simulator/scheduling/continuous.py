@@ -23,6 +23,11 @@ waiting request becomes admissible, no block shortage) repeats identically but f
 context lengths; :meth:`plan_decode_run` returns how many such steps can run back to back
 and :meth:`commit_decode_run` applies ``k`` of them at once (numpy, O(batch) per run), with
 results identical to stepping one by one.
+
+Size: this module is over the project's ~600-line guide (about 650) while the hot-path rework
+(wave2-hotpath: one emission routine owning tokens, ITL and finish for every scheduler) moves
+the fast-forward code out of it; the parallel-sampling arithmetic already lives in
+:mod:`simulator.scheduling.parallel`.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..perf.roofline import StepShape
+from .parallel import extra_seqs, is_parallel_decode, kv_tokens_held, kv_tokens_per_seq
 from .state import CANCELLED, COMPLETED, REJECTED, RUNNING, WAITING, ReqState
 
 
@@ -296,10 +302,30 @@ class ContinuousScheduler:
     # ------------------------------------------------------------------ one iteration
     def schedule(self, now: float) -> StepOutput | None:
         """Build the next iteration; None when nothing can run."""
-        cfg, kv = self.cfg, self.kv
         out = StepOutput()
-        budget = cfg.max_num_batched_tokens
         sched: dict[ReqState, int] = {}
+        budget = self._schedule_running(now, out, sched)
+        # waiting requests
+        blocked = True  # admission stopped for a reason that persists through decode steps
+        if not out.preempted:
+            self._admit_waiting(now, out, sched, budget)
+        else:
+            blocked = False
+        if not sched:
+            return None
+        parallel = self._fill_shape(out, sched)
+        # fast-forward veto: parallel sampling steps go one by one (the run arithmetic of
+        # plan_decode_run assumes one sequence per request)
+        out.jumpable = (blocked and not out.shape.prefill_q and not self.num_lookahead_tokens
+                        and not out.preempted and not parallel
+                        and not any(r.cancel_requested for r in out.reqs))
+        return out
+
+    def _schedule_running(self, now: float, out: StepOutput, sched: dict) -> int:
+        """Give the running requests their tokens, preempting when the KV pool runs dry;
+        returns the budget left."""
+        kv = self.kv
+        budget = self.cfg.max_num_batched_tokens
         running = self.running
         bs = kv.block_size
         la = self.num_lookahead_tokens
@@ -308,8 +334,7 @@ class ContinuousScheduler:
             r = running[i]
             n = r.num_tokens - r.num_computed_tokens
             ns = r.num_seqs
-            pdec = ns > 1 and n == 1 and r.num_emitted > 0
-            if pdec:
+            if ns > 1 and n == 1 and r.num_emitted > 0:
                 # parallel sampling: one decode token per sequence, all or none
                 if budget < ns:
                     i += 1
@@ -318,7 +343,7 @@ class ContinuousScheduler:
             elif la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
                 n += la
             n = min(n, budget)
-            kv_tokens = r.num_computed_tokens + (1 if pdec else n)
+            kv_tokens = r.num_computed_tokens + n if ns == 1 else kv_tokens_per_seq(r, n)
             while ((kv_tokens > len(r.blocks) * bs if ns == 1
                     else kv.blocks_needed(r, kv_tokens) > len(r.blocks))
                    and not kv.allocate(r, kv_tokens)):
@@ -344,15 +369,12 @@ class ContinuousScheduler:
             sched[r] = n
             budget -= n
             i += 1
-        # waiting requests
-        blocked = True  # admission stopped for a reason that persists through decode steps
-        if not out.preempted:
-            budget = self._admit_waiting(now, out, sched, budget)
-        else:
-            blocked = False
-        if not sched:
-            return None
-        # shape of the step
+        return budget
+
+    def _fill_shape(self, out: StepOutput, sched: dict) -> bool:
+        """The step's shape and counters from the scheduled tokens; True when a request with
+        several sequences (parallel sampling) is in the step."""
+        la = self.num_lookahead_tokens
         shape = out.shape
         pq, ps = shape.prefill_q, shape.prefill_start
         nd = ctx = nsamp = ntok_p = 0
@@ -360,41 +382,30 @@ class ContinuousScheduler:
         for r, n in sched.items():
             c = r.num_computed_tokens
             ns = r.num_seqs
-            if ns > 1 and r.num_emitted > 0 and c == r.num_tokens - 1 and n == ns:
-                # parallel sampling: ns decode sequences of context c + 1 each
+            if ns > 1:
                 parallel = True
-                nd += ns
+            if ns > 1 and n == ns and is_parallel_decode(r):
+                nd += ns  # ns decode sequences of context c + 1 each
                 ctx += ns * (c + 1)
                 nsamp += ns
-            elif ns > 1 and c + n == r.num_tokens:  # the prompt's last chunk: ns samples
-                parallel = True
-                nsamp += ns
-                pq.append(n)
-                ps.append(c)
-                ntok_p += n
-            elif r.num_emitted > 0 and c == r.num_tokens - 1 and (n == 1 or n == 1 + la):
+            elif ns == 1 and r.num_emitted > 0 and c == r.num_tokens - 1 \
+                    and (n == 1 or n == 1 + la):
                 # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
                 ctx += c + n
                 nsamp += n
             else:
                 if c + n == r.num_tokens:
-                    nsamp += 1
+                    nsamp += ns  # the prompt's last chunk samples every sequence's token
                 pq.append(n)
                 ps.append(c)
                 ntok_p += n
             out.reqs.append(r)
             out.ntoks.append(n)
         kvt = 0
-        for r in running:
-            if r.num_seqs == 1:
-                kvt += r.num_computed_tokens + sched.get(r, 0)
-            else:  # the prompt once, each sequence's generated tokens apart
-                ns, p, q = r.num_seqs, r.num_prompt_tokens, sched.get(r, 0)
-                per_seq = r.num_computed_tokens + (1 if q == ns and r.num_emitted > 0
-                                                   and r.num_computed_tokens
-                                                   == r.num_tokens - 1 else q)
-                kvt += per_seq if per_seq <= p else p + ns * (per_seq - p)
+        for r in self.running:
+            kvt += (r.num_computed_tokens + sched.get(r, 0) if r.num_seqs == 1
+                    else kv_tokens_held(r, sched.get(r, 0)))
         out.kv_tokens = kvt
         shape.num_decode = nd
         shape.decode_ctx_total = ctx
@@ -404,11 +415,7 @@ class ContinuousScheduler:
         out.num_prefill_tokens = ntok_p
         out.num_prefill_seqs = len(pq)
         out.num_waiting = self.num_waiting
-        # fast-forward veto: parallel sampling steps go one by one (the run arithmetic of
-        # plan_decode_run assumes one sequence per request)
-        out.jumpable = (blocked and not pq and not la and not out.preempted and not parallel
-                        and not any(r.cancel_requested for r in out.reqs))
-        return out
+        return parallel
 
     def _admission_order(self):
         """Waiting requests in admission order (a snapshot when skipping is possible)."""
@@ -440,14 +447,14 @@ class ContinuousScheduler:
         if cap is not None:
             for q in running:
                 counts[q.spec.tenant] = counts.get(q.spec.tenant, 0) + 1
-        extra = self._extra_seqs()
+        extra = extra_seqs(running)
         for r in self._admission_order():
             if budget <= 0:
                 break
             if cap is not None and counts.get(r.spec.tenant, 0) >= cap:
                 continue  # tenant at its share: let other tenants' requests pass
             if extra or r.num_seqs > 1:  # sequences, not requests, fill max_num_seqs
-                if self._extra_seqs() + len(running) + r.num_seqs > cfg.max_num_seqs \
+                if extra_seqs(running) + len(running) + r.num_seqs > cfg.max_num_seqs \
                         and running:
                     return budget
             while len(running) >= cfg.max_num_seqs:
@@ -496,10 +503,6 @@ class ContinuousScheduler:
             extra = extra or r.num_seqs > 1
         return budget
 
-    def _extra_seqs(self) -> int:
-        """Sequences beyond one per running request (parallel sampling)."""
-        return sum(r.num_seqs - 1 for r in self.running if r.num_seqs > 1)
-
     def update(self, out: StepOutput, start: float, end: float) -> None:
         """Apply a finished iteration: advance counters, emit tokens, finish requests."""
         kv, rec = self.kv, self.rec
@@ -511,8 +514,7 @@ class ContinuousScheduler:
             if r.status != RUNNING:
                 continue
             ns = r.num_seqs
-            if ns > 1 and n == ns and r.num_emitted > 0 \
-                    and r.num_computed_tokens == r.num_tokens - 1:
+            if ns > 1 and n == ns and is_parallel_decode(r):
                 n = 1  # one token per sequence
             r.num_computed_tokens += n
             if r.cancel_requested:
