@@ -23,8 +23,10 @@ Parallel sampling (``num_seqs > 1``): the request's ``n`` sequences share its pr
 copy-on-write (:mod:`simulator.kv.cow`): the request holds
 :func:`~simulator.kv.cow.parallel_sampling_blocks` blocks, the prompt's full blocks once and,
 from the first generated token on, each sequence's own copy of the partial last block and its
-own later blocks. ``blocks`` stays one flat list (the prompt's blocks first, in order), so
-prefix caching and freeing treat it as any request. The manager counts the copies made on
+own later blocks. ``blocks`` stays one flat list of the physical blocks the group holds (the
+prompt's blocks first, in order), so prefix caching and freeing treat it as any request: the
+sharing is in the block count, and a shared block's pool ref count stays 1 (the group holds
+it once) rather than ``n`` per-sequence block-table references. The manager counts the copies made on
 first write (``num_cow_copies``) and the blocks sharing saves against ``n`` independent
 requests, now and at its peak (``cow_blocks_saved``, ``cow_blocks_saved_peak``).
 """
