@@ -98,6 +98,9 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     if sim.degrade:
         summary["degrade"] = json_safe(degrade_effects(sim.degrade, requests, sim.end_time_s))
         summary["num_fallback_replicas"] = len(sim.replicas) - sim.num_primary_replicas
+        summary["fallback_busy_s"] = (
+            float(steps.loc[steps["replica_id"] >= sim.num_primary_replicas,
+                            "step_time_s"].sum()) if len(steps) else 0.0)
         requests["degrade_policy"] = degrade_column(sim.degrade,
                                                     requests["request_id"].to_numpy())
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)

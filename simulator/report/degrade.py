@@ -39,7 +39,8 @@ def degrade_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
         ``rows`` (one per policy: name, action, trigger, episodes, active seconds, first
         fired, requests affected, tokens not generated, TTFT p99 and E2E p99 active /
         inactive in ms), ``episodes`` (policy, start, end, duration, trigger signal and
-        value; at most :data:`MAX_EPISODE_ROWS` per policy) and ``num_fallback_replicas``.
+        value; at most :data:`MAX_EPISODE_ROWS` per policy), ``num_fallback_replicas`` and
+        ``fallback_busy_s`` (seconds the fallback replicas spent in steps).
     """
     pols = summary.get("degrade")
     if not pols:
@@ -60,7 +61,8 @@ def degrade_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
                         adaptive(e.get("end_s")), adaptive(e.get("duration_s")),
                         f"{e.get('trigger', '')} = {adaptive(e.get('trigger_value'))}"])
     return {"rows": rows, "episodes": eps,
-            "num_fallback_replicas": summary.get("num_fallback_replicas") or 0, "na": NA}
+            "num_fallback_replicas": summary.get("num_fallback_replicas") or 0,
+            "fallback_busy_s": adaptive(summary.get("fallback_busy_s")), "na": NA}
 
 
 def degrade_text(policies: list[Mapping[str, Any]] | None) -> str:

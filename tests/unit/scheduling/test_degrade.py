@@ -186,6 +186,21 @@ def test_fallback_routes_to_the_fallback_replica_set_and_pays_for_its_gpus():
     assert sorted(sim.steps().replica_id.unique()) == [0, 1, 2]
 
 
+def test_fallback_busy_time_in_the_summary(tmp_path):
+    # as above: r1 and r2 each run 10 steps of 10 ms on a fallback replica -> 0.2 s busy
+    from simulator.run import run_scenario
+    sc = _scenario([{"name": "to_small", "action": "fallback", "when": {"num_waiting": 1}}],
+                   fallback={"model": "llama-3.2-1b", "num_replicas": 2})
+    setup = build_setup(sc)
+    setup.perf = ConstPerf()
+    setup.extra["fallback"].perf = ConstPerf()
+    res = run_scenario(sc, specs=[RequestSpec(i, 0.0, 10, 10) for i in range(3)],
+                       outdir=tmp_path, setup=setup, figures=False)
+    assert res.summary["num_fallback_replicas"] == 2
+    assert res.summary["fallback_busy_s"] == pytest.approx(0.2)
+    assert "they were busy 0.2 s" in (tmp_path / "report.md").read_text()
+
+
 def test_disable_speculation_stops_drafts_while_active():
     spec = {"method": "draft_model", "draft_model": "llama-3.2-1b", "num_speculative_tokens": 3,
             "acceptance": {"model": "iid", "acceptance_rate": 0.5}}
