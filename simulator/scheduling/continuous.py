@@ -24,10 +24,7 @@ context lengths; :meth:`plan_decode_run` returns how many such steps can run bac
 and :meth:`commit_decode_run` applies ``k`` of them at once (numpy, O(batch) per run), with
 results identical to stepping one by one.
 
-Size: this module is over the project's ~600-line guide (about 650) while the hot-path rework
-(wave2-hotpath: one emission routine owning tokens, ITL and finish for every scheduler) moves
-the fast-forward code out of it; the parallel-sampling arithmetic already lives in
-:mod:`simulator.scheduling.parallel`.
+size: about 650 lines until the hot-path rework (wave2-hotpath: one emission routine) moves the fast-forward code out; parallel sampling lives in scheduling/parallel.py.
 """
 from __future__ import annotations
 
