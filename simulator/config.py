@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
+from .topology.routing import DEFAULT_LOAD_GUARD
 from .workload.config import WorkloadConfig
 
 
@@ -59,7 +60,11 @@ class ClusterConfig(_Strict):
 
     num_replicas: int = Field(default=1, ge=1)
     tensor_parallel_size: int = Field(default=1, ge=1)
-    router: Literal["round_robin", "least_outstanding", "least_kv", "random"] = "round_robin"
+    router: Literal["round_robin", "least_outstanding", "least_kv", "random",
+                    "prefix_affinity"] = "round_robin"
+    #: ``router: prefix_affinity``: route by cached prefix only among the replicas within this
+    #: many outstanding requests of the least loaded one (a policy knob, not a measured figure)
+    prefix_affinity_load_guard: int = Field(default=DEFAULT_LOAD_GUARD, ge=0)
     #: vLLM ``--enable-expert-parallel``: the MoE layers' experts are split over the
     #: ``num_replicas x tensor_parallel_size`` GPUs (the replicas are vLLM's data-parallel
     #: ranks, attention stays data parallel); tokens are exchanged by all-gather +

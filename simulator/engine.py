@@ -386,7 +386,8 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     replicas = [Replica(i, setup, scenario, rec) for i in range(scenario.cluster.num_replicas)]
     for rep in replicas:
         rep.env = env
-    router = Router(scenario.cluster.router, scenario.seed)
+    router = Router(scenario.cluster.router, scenario.seed,
+                    scenario.cluster.prefix_affinity_load_guard)
     admission = scenario.scheduler.admission
     n_total = len(specs)
     tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))

@@ -9,7 +9,8 @@ its own layer and the layers below, never one above; the longest matching prefix
 0. base: the package root (version), ``schema``, ``resources``, ``rng``, ``request``,
    ``progress``, ``budget``
 1. catalogs: ``models``, ``hardware``
-2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative`` (pure maths)
+2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative``, ``topology`` (pure
+   maths)
 3. ``config`` (the scenario schema)
 4. ``scheduling`` (and the speculative scheduler plug-in)
 5. ``metrics``
@@ -41,6 +42,7 @@ LAYERS: dict[str, int] = {
     "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
     "simulator.models": 1, "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
+    "simulator.topology": 2,
     "simulator.config": 3,
     "simulator.scheduling": 4, "simulator.speculative.scheduler": 4,
     "simulator.metrics": 5,
