@@ -44,6 +44,14 @@ class RequestSpec:
         Tokens covered by one entry of ``prefix_hash_ids`` (512 in the Mooncake traces).
     source_line : int or None
         Line number in the source trace file (1-based, header = line 1), for error messages.
+    num_kv_transferred_tokens : int
+        Prompt tokens whose KV cache arrives with the request (disaggregated serving: a
+        decode pool's copy of a request prefilled elsewhere, which also brings its first
+        output token); the replica allocates their blocks on admission but does not compute
+        them. 0 for every workload request.
+    handoff_token_time_s : float or None
+        With ``num_kv_transferred_tokens``: when the prefill pool emitted the first token
+        (seconds), so the decode side's first inter-token gap is measured from it.
     """
 
     request_id: int
@@ -58,3 +66,5 @@ class RequestSpec:
     prefix_hash_ids: tuple[int, ...] | None = None
     prefix_block_tokens: int = 512
     source_line: int | None = None
+    num_kv_transferred_tokens: int = 0
+    handoff_token_time_s: float | None = None

@@ -48,7 +48,7 @@ LAYERS: dict[str, int] = {
     "simulator.metrics": 5,
     "simulator.cluster": 6, "simulator.engine": 6,
     "simulator.report": 7,
-    "simulator.run": 8,
+    "simulator.run": 8, "simulator.topology.gateway": 8,
     "simulator.experiments": 9, "simulator.observe": 9,
     "simulator.planner": 10,
     "simulator.cli": 11, "simulator.calibrate_cli": 11, "simulator.kv.cli": 11,

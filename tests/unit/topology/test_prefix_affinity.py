@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from helpers import make_scenario, run_sim, spec
+from helpers import make_scenario, run_sim, spec, synthetic_workload
 
 from simulator.config import ScenarioError, validate_scenario
 
@@ -71,4 +71,4 @@ def test_load_guard_spills_a_hot_prefix():
 def test_unknown_router_lists_prefix_affinity():
     with pytest.raises(ScenarioError, match="prefix_affinity"):
         validate_scenario({"cluster": {"router": "cache"},
-                           "workload": {"synthetic": {"num_requests": 1}}})
+                           "workload": synthetic_workload()})
