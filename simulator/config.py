@@ -97,9 +97,22 @@ class SchedulerConfigModel(_Strict):
     enable_chunked_prefill: bool = True
     max_model_len: int | None = Field(default=None, ge=2, le=MAX_TOKENS_REPRESENTABLE)
     preemption_mode: Literal["recompute", "swap"] = "recompute"
+    #: step composition: ``decode_first`` (vLLM V1 mixed steps) or ``prefill_first``
+    #: (vLLM V0 without chunked prefill, Vidur's ``vllm`` scheduler: waiting prompts run in
+    #: prefill-only steps before any decode); ``prefill_first`` needs
+    #: ``enable_chunked_prefill: false``
+    step_policy: Literal["decode_first", "prefill_first"] = "decode_first"
     max_batch_size: int = Field(default=32, ge=1, description="static batching: batch size")
     batch_timeout_s: float = Field(default=0.05, ge=0, description="static batching wait")
     admission: AdmissionConfig = AdmissionConfig()
+
+    @model_validator(mode="after")
+    def _check_step_policy(self):
+        if self.step_policy == "prefill_first" and self.enable_chunked_prefill:
+            raise ValueError("step_policy: prefill_first models vLLM V0 without chunked "
+                             "prefill; set enable_chunked_prefill: false (or use "
+                             "decode_first)")
+        return self
 
 
 class KVCacheConfig(_Strict):

@@ -54,6 +54,11 @@ class SchedulerConfig:
         Queue order; ``priority`` orders by (priority, arrival) and preempts the least
         important running request first.
     preemption_mode : {"recompute", "swap"}
+    step_policy : {"decode_first", "prefill_first"}
+        ``decode_first``: vLLM V1 mixed steps (running requests first, waiting prompts fill
+        the rest of the token budget); ``prefill_first``: vLLM V0 without chunked prefill
+        and Vidur's ``vllm`` scheduler: a step admits waiting prompts and, when it admitted
+        any, runs them alone (no decodes); otherwise it decodes the running requests.
     """
 
     max_num_seqs: int = 256
@@ -74,6 +79,7 @@ class SchedulerConfig:
     #: (vLLM >= 0.10 ``scheduler_reserve_full_isl``; from the engine profile); not enforced
     #: while nothing runs (so a request larger than the free pool cannot wedge the replica)
     reserve_full_isl: bool = False
+    step_policy: str = "decode_first"
 
 
 class StepOutput:
@@ -286,7 +292,11 @@ class ContinuousScheduler:
         running = self.running
         bs = kv.block_size
         la = self.num_lookahead_tokens
-        i = 0
+        prefill_only = False
+        if cfg.step_policy == "prefill_first" and self.num_waiting:  # V0: prefills alone
+            budget = self._admit_waiting(now, out, sched, budget)
+            prefill_only = bool(sched)
+        i = len(running) if prefill_only else 0  # a prefill-only step skips the decodes
         while i < len(running) and budget > 0:
             r = running[i]
             n = r.num_tokens - r.num_computed_tokens
@@ -319,7 +329,9 @@ class ContinuousScheduler:
             i += 1
         # waiting requests
         blocked = True  # admission stopped for a reason that persists through decode steps
-        if not out.preempted:
+        if prefill_only:
+            pass  # admitted above
+        elif not out.preempted:
             budget = self._admit_waiting(now, out, sched, budget)
         else:
             blocked = False
