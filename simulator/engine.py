@@ -235,7 +235,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                           host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
                           tenant_max_seqs=(max(1, int(share * sc.max_num_seqs))
                                            if share is not None else None),
-                          reserve_full_isl=bool(rules is not None and rules.reserve_full_isl))
+                          reserve_full_isl=bool(rules is not None and rules.reserve_full_isl),
+                          step_policy=sc.step_policy)
     return ReplicaSetup(model, gpu, tp, perf, mem, num_blocks, scenario.kv_cache.block_size, cfg,
                         kv_dtype, wdt, price, extra={
                             "draft_model": draft,
@@ -417,7 +418,8 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     primaries = replicas[:n_primary]
     for rep in replicas:
         rep.env = env
-    router = Router(scenario.cluster.router, scenario.seed)
+    router = Router(scenario.cluster.router, scenario.seed,
+                    scenario.cluster.prefix_affinity_load_guard)
     degrade = DegradeController(scenario.scheduler.admission.degrade)
     fallback = (RoundRobinTarget(n_primary, len(replicas) - n_primary)
                 if len(replicas) > n_primary else None)

@@ -51,6 +51,14 @@ class RequestSpec:
         is ``num_output_tokens`` long.
     use_beam_search : bool
         Beam search of width ``n`` (vLLM's ``use_beam_search``); costed as parallel sampling.
+    num_kv_transferred_tokens : int
+        Prompt tokens whose KV cache arrives with the request (disaggregated serving: a
+        decode pool's copy of a request prefilled elsewhere, which also brings its first
+        output token); the replica allocates their blocks on admission but does not compute
+        them. 0 for every workload request.
+    handoff_token_time_s : float or None
+        With ``num_kv_transferred_tokens``: when the prefill pool emitted the first token
+        (seconds), so the decode side's first inter-token gap is measured from it.
     """
 
     request_id: int
@@ -67,3 +75,5 @@ class RequestSpec:
     source_line: int | None = None
     n: int = 1
     use_beam_search: bool = False
+    num_kv_transferred_tokens: int = 0
+    handoff_token_time_s: float | None = None

@@ -66,6 +66,9 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     outdir : path, optional
         Overrides ``scenario.output_dir``.
     """
+    if scenario.pools:
+        raise ValueError(f"scenario '{scenario.name}' declares pools: it runs through the "
+                         "gateway (servesim run; simulator.topology.gateway.run_gateway)")
     if specs is None:
         specs = load_workload(scenario.workload, scenario.seed, base_dir)
     check_slices(scenario, specs)

@@ -9,7 +9,8 @@ its own layer and the layers below, never one above; the longest matching prefix
 0. base: the package root (version), ``schema``, ``degrade_config``, ``resources``, ``rng``, ``request``,
    ``progress``, ``budget``
 1. catalogs: ``models``, ``hardware``
-2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative`` (pure maths)
+2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative``, ``topology`` (pure
+   maths)
 3. ``config`` (the scenario schema)
 4. ``scheduling`` (and the speculative scheduler plug-in)
 5. ``metrics``
@@ -42,12 +43,13 @@ LAYERS: dict[str, int] = {
     "simulator.degrade_config": 0,
     "simulator.models": 1, "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
+    "simulator.topology": 2,
     "simulator.config": 3,
     "simulator.scheduling": 4, "simulator.speculative.scheduler": 4,
     "simulator.metrics": 5,
     "simulator.cluster": 6, "simulator.engine": 6,
     "simulator.report": 7,
-    "simulator.run": 8,
+    "simulator.run": 8, "simulator.topology.gateway": 8,
     "simulator.experiments": 9, "simulator.observe": 9,
     "simulator.planner": 10,
     "simulator.cli": 11, "simulator.calibrate_cli": 11, "simulator.kv.cli": 11,

@@ -57,6 +57,11 @@ class SchedulerConfig:
         Queue order; ``priority`` orders by (priority, arrival) and preempts the least
         important running request first.
     preemption_mode : {"recompute", "swap"}
+    step_policy : {"decode_first", "prefill_first"}
+        ``decode_first``: vLLM V1 mixed steps (running requests first, waiting prompts fill
+        the rest of the token budget); ``prefill_first``: vLLM V0 without chunked prefill
+        and Vidur's ``vllm`` scheduler: a step admits waiting prompts and, when it admitted
+        any, runs them alone (no decodes); otherwise it decodes the running requests.
     """
 
     max_num_seqs: int = 256
@@ -77,6 +82,7 @@ class SchedulerConfig:
     #: (vLLM >= 0.10 ``scheduler_reserve_full_isl``; from the engine profile); not enforced
     #: while nothing runs (so a request larger than the free pool cannot wedge the replica)
     reserve_full_isl: bool = False
+    step_policy: str = "decode_first"
 
 
 class StepOutput:
@@ -301,10 +307,12 @@ class ContinuousScheduler:
         """Build the next iteration; None when nothing can run."""
         out = StepOutput()
         sched: dict[ReqState, int] = {}
-        budget = self._schedule_running(now, out, sched)
+        budget, prefill_only = self._schedule_running(now, out, sched)
         # waiting requests
         blocked = True  # admission stopped for a reason that persists through decode steps
-        if not out.preempted:
+        if prefill_only:
+            pass  # admitted first (step_policy prefill_first)
+        elif not out.preempted:
             self._admit_waiting(now, out, sched, budget)
         else:
             blocked = False
@@ -318,15 +326,20 @@ class ContinuousScheduler:
                         and not any(r.cancel_requested for r in out.reqs))
         return out
 
-    def _schedule_running(self, now: float, out: StepOutput, sched: dict) -> int:
-        """Give the running requests their tokens, preempting when the KV pool runs dry;
-        returns the budget left."""
-        kv = self.kv
-        budget = self.cfg.max_num_batched_tokens
+    def _schedule_running(self, now: float, out: StepOutput, sched: dict) -> tuple[int, bool]:
+        """Give the running requests their tokens, preempting when the KV pool runs dry
+        (``step_policy: prefill_first``: waiting prompts first, alone); returns the budget left
+        and whether the step is prefill-only."""
+        cfg, kv = self.cfg, self.kv
+        budget = cfg.max_num_batched_tokens
         running = self.running
         bs = kv.block_size
         la = self.num_lookahead_tokens
-        i = 0
+        prefill_only = False
+        if cfg.step_policy == "prefill_first" and self.num_waiting:  # V0: prefills alone
+            budget = self._admit_waiting(now, out, sched, budget)
+            prefill_only = bool(sched)
+        i = len(running) if prefill_only else 0  # a prefill-only step skips the decodes
         while i < len(running) and budget > 0:
             r = running[i]
             n = r.num_tokens - r.num_computed_tokens
@@ -366,7 +379,7 @@ class ContinuousScheduler:
             sched[r] = n
             budget -= n
             i += 1
-        return budget
+        return budget, prefill_only
 
     def _fill_shape(self, out: StepOutput, sched: dict) -> bool:
         """The step's shape and counters from the scheduled tokens; True when a request with
