@@ -278,6 +278,10 @@ def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFram
                         num_gpus=num_gpus,
                         sim_wall_s=sum(r.result.sim.sim_wall_s for r in runs.values()))
     summary["pools"] = {name: _pool_summary(r) for name, r in runs.items()}
+    degrade = [{**d, "name": f"{name}: {d['name']}"} for name, r in runs.items()
+               for d in r.result.summary.get("degrade") or []]  # each pool's own policies
+    if degrade:
+        summary["degrade"] = degrade
     summary["prefix_cache_hit_tokens"] = int(sum(
         r.result.summary.get("prefix_cache_hit_tokens", 0) for r in runs.values()))
     if "kv_transfer_s" in requests:

@@ -265,3 +265,30 @@ def test_run_report_shows_each_policy_in_markdown_and_html(tmp_path):
     assert "| cap_never" in sec and "Episodes" in sec
     html = (tmp_path / "report.html").read_text()
     assert 'id="degrade-actions"' in html and "shed_all" in html
+
+
+def test_fallback_with_pools_is_a_one_line_error():
+    with pytest.raises(ScenarioError) as e:
+        _scenario([{"name": "f", "action": "fallback", "when": {"num_waiting": 1}}],
+                  fallback={"num_replicas": 1},
+                  pools=[{"name": "a"}, {"name": "b", "match": {"slices": ["code"]}}])
+    msg = str(e.value)
+    assert "not supported with pools" in msg and "\n" not in msg
+
+
+def test_policies_act_per_pool_and_the_gateway_reports_each():
+    # two pools, max_num_seqs 1 each (constant 10 ms steps); as in the shed test above, the
+    # chat pool sees 0, 1, 2, 3, 4 waiting at its five t=0 arrivals: 3 shed; the code pool
+    # sees 0, 1 at its two: none shed
+    from simulator.topology.gateway import run_gateway
+    sc = _scenario([{"name": "shed_all", "action": "shed", "when": {"num_waiting": 2}}],
+                   perf={"source": "constant", "constant": {"step_s": STEP_S}},
+                   pools=[{"name": "chat", "match": {"slices": ["chat"]}}, {"name": "code"}])
+    specs = ([RequestSpec(i, 0.0, 10, 10, slice="chat") for i in range(5)]
+             + [RequestSpec(5 + i, 0.0, 10, 10, slice="code") for i in range(2)])
+    res = run_gateway(sc, specs=specs, write=False)
+    by = {d["name"]: d for d in res.summary["degrade"]}
+    assert by["chat: shed_all"]["num_requests"] == 3
+    assert by["code: shed_all"]["num_requests"] == 0
+    assert res.summary["reject_reasons"] == {"degrade_shed": 3}
+    assert len(res.requests) == 7
