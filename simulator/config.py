@@ -15,7 +15,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from .degrade_config import DegradePolicyConfig, FallbackConfig, check_policies
+from .degrade_config import (
+    DegradePolicyConfig,
+    FallbackConfig,
+    check_no_fallback_with_pools,
+    check_policies,
+)
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
 from .topology.routing import DEFAULT_LOAD_GUARD
@@ -232,25 +237,6 @@ class PoolConfig(_Strict):
     kv_transfer: KVTransferConfig | None = None
 
 
-def _check_no_fallback_with_pools(scenario) -> None:
-    """A degrade ``fallback`` replica set cannot be combined with ``pools``: the gateway
-    simulates each pool on its own clock, so routing between them cannot be decided at
-    arrival (policies that shed, cap or stop speculating work per pool).
-
-    Raises
-    ------
-    ValueError
-        Naming where the fallback is set.
-    """
-    where = ["scheduler.admission.fallback"] if scenario.scheduler.admission.fallback else []
-    where += [f"pools.{i}.scheduler.admission.fallback" for i, p in enumerate(scenario.pools)
-              if p.scheduler is not None and p.scheduler.admission.fallback is not None]
-    if where:
-        raise ValueError(f"{where[0]}: a degrade fallback set is not supported with pools "
-                         "(each pool is simulated on its own clock); use shed, cap_max_tokens "
-                         "or disable_speculation policies per pool, or drop pools")
-
-
 def check_pools(pools: list[PoolConfig]) -> None:
     """Cross-pool rules of ``pools:`` (names unique, prefill -> decode links well formed).
 
@@ -325,7 +311,7 @@ class Scenario(_Strict):
                              f"allowed ({type(e).__name__}: {e})") from None
         if self.pools is not None:
             check_pools(self.pools)
-            _check_no_fallback_with_pools(self)
+            check_no_fallback_with_pools(self)
         hw = self.hardware
         if hw.num_gpus_per_replica is not None and \
                 hw.num_gpus_per_replica != self.cluster.tensor_parallel_size:

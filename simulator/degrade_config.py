@@ -152,3 +152,22 @@ def check_policies(policies: list[DegradePolicyConfig], fallback: FallbackConfig
             raise ValueError(f"degrade policy {p.name!r} routes to the fallback but "
                              "scheduler.admission.fallback is not set (e.g. {model: "
                              "llama-3.2-1b, num_replicas: 1})")
+
+
+def check_no_fallback_with_pools(scenario) -> None:
+    """A degrade ``fallback`` replica set cannot be combined with ``pools``: the gateway
+    simulates each pool on its own clock, so routing between them cannot be decided at
+    arrival (policies that shed, cap or stop speculating work per pool).
+
+    Raises
+    ------
+    ValueError
+        Naming where the fallback is set.
+    """
+    where = ["scheduler.admission.fallback"] if scenario.scheduler.admission.fallback else []
+    where += [f"pools.{i}.scheduler.admission.fallback" for i, p in enumerate(scenario.pools)
+              if p.scheduler is not None and p.scheduler.admission.fallback is not None]
+    if where:
+        raise ValueError(f"{where[0]}: a degrade fallback set is not supported with pools "
+                         "(each pool is simulated on its own clock); use shed, cap_max_tokens "
+                         "or disable_speculation policies per pool, or drop pools")
