@@ -24,7 +24,7 @@ context lengths; :meth:`plan_decode_run` returns how many such steps can run bac
 and :meth:`commit_decode_run` applies ``k`` of them at once (numpy, O(batch) per run), with
 results identical to stepping one by one.
 
-size: about 650 lines until the hot-path rework (wave2-hotpath: one emission routine) moves the fast-forward code out; parallel sampling lives in scheduling/parallel.py.
+size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): about 650 lines until the fast-forward code moves out; parallel sampling lives in scheduling/parallel.py.
 """
 from __future__ import annotations
 
