@@ -18,10 +18,52 @@ Prefix sharing: a request's shareable prefix (``RequestSpec.prefix_hash_ids``) m
 block keys: block ``j`` (tokens ``[j*bs, (j+1)*bs)``) is shareable when it lies wholly inside
 the declared prefix, and its key chains the ids of every prefix block overlapping
 ``[0, (j+1)*bs)``: two requests share block ``j`` iff their prefixes agree up to its end.
+
+Parallel sampling (``num_seqs > 1``): the request's ``n`` sequences share its prompt blocks
+copy-on-write (:mod:`simulator.kv.cow`): the request holds
+:func:`~simulator.kv.cow.parallel_sampling_blocks` blocks, the prompt's full blocks once and,
+from the first generated token on, each sequence's own copy of the partial last block and its
+own later blocks. ``blocks`` stays one flat list of the physical blocks the group holds (the
+prompt's blocks first, in order), so prefix caching and freeing treat it as any request: the
+sharing is in the block count, and a shared block's pool ref count stays 1 (the group holds
+it once) rather than ``n`` per-sequence block-table references. The manager counts the copies made on
+first write (``num_cow_copies``) and the blocks sharing saves against ``n`` independent
+requests, now and at its peak (``cow_blocks_saved``, ``cow_blocks_saved_peak``).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .block_pool import BlockPool
+from .cow import blocks_saved, parallel_sampling_blocks
+
+
+class KVHandle:
+    """What a request holds in one replica's KV cache: only :class:`KVCacheManager` reads or
+    changes it (schedulers never see block ids or do block arithmetic).
+
+    Attributes
+    ----------
+    block_ids : list of int
+        Pool blocks in token order (block ``j`` holds tokens ``[j*bs, (j+1)*bs)``).
+    num_cached_blocks : int
+        Leading blocks whose prefix hash is registered (shared or shareable).
+
+    Notes
+    -----
+    Designed for copy-on-write forks (parallel sampling ``n``, beam search): a fork is a new
+    handle listing the parent's ``block_ids`` with one more reference on each in the pool;
+    the first write into a shared, partially filled last block replaces it by a private copy.
+    """
+
+    __slots__ = ("block_ids", "num_cached_blocks")
+
+    def __init__(self):
+        self.block_ids: list[int] = []
+        self.num_cached_blocks = 0
+
+    def __len__(self) -> int:
+        return len(self.block_ids)
 
 
 class KVCacheManager:
@@ -63,11 +105,25 @@ class KVCacheManager:
         # prefix-cache statistics (blocks)
         self.num_prefix_queries = 0
         self.num_prefix_hits = 0
+        # copy-on-write statistics (parallel sampling)
+        self.num_cow_copies = 0
+        self.cow_blocks_saved = 0
+        self.cow_blocks_saved_peak = 0
+        self._cow_saved: dict[int, int] = {}
+        self._cow_copied: set[int] = set()
 
     # ------------------------------------------------------------------ helpers
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks needed to hold ``num_tokens`` tokens: ceil(num_tokens / block_size)."""
         return -(-num_tokens // self.block_size)
+
+    def blocks_needed(self, req, num_tokens: int) -> int:
+        """Blocks ``req`` holds with ``num_tokens`` tokens of KV per sequence (its
+        ``num_seqs`` sequences sharing the prompt copy-on-write)."""
+        if req.num_seqs == 1:
+            return -(-num_tokens // self.block_size)
+        return parallel_sampling_blocks(req.num_prompt_tokens, num_tokens, req.num_seqs,
+                                        self.block_size)
 
     def reserve_tokens(self, req) -> int:
         """Tokens reserved for ``req`` in contiguous mode (reads the declared max_tokens only)."""
@@ -84,7 +140,7 @@ class KVCacheManager:
 
     def can_ever_fit(self, req) -> bool:
         """Whether ``req`` could be admitted into an empty pool (watermark included)."""
-        return (self.blocks_for(self.max_tokens_ever(req))
+        return (self.blocks_needed(req, self.max_tokens_ever(req))
                 <= self.num_gpu_blocks - self.watermark_blocks)
 
     @property
@@ -163,12 +219,15 @@ class KVCacheManager:
         bool
             False when the pool cannot supply the blocks (nothing changed).
         """
-        blocks = req.blocks
+        h = req.kv_handle
+        blocks = h.block_ids
         if self.allocation == "contiguous":
             if blocks:
                 return True
             num_tokens = max(num_tokens, self.reserve_tokens(req))
-        need = -(-num_tokens // self.block_size) - len(blocks)
+        par = req.num_seqs > 1
+        need = (self.blocks_needed(req, num_tokens) if par
+                else -(-num_tokens // self.block_size)) - len(blocks)
         pool = self.pool
         if hit_blocks:
             ref = pool.ref_count
@@ -183,24 +242,40 @@ class KVCacheManager:
             return False
         if full_sequence_tokens is not None and full_sequence_tokens > num_tokens \
                 and self.allocation == "paged":
-            need_full = (-(-full_sequence_tokens // self.block_size) - len(blocks)
+            need_full = (self.blocks_needed(req, full_sequence_tokens) - len(blocks)
                          - (len(hit_blocks) if hit_blocks else 0))
             if need_full > avail:
                 return False
         if hit_blocks:
             pool.touch(hit_blocks)
             blocks.extend(hit_blocks)
-            req.num_cached_blocks = len(hit_blocks)
+            h.num_cached_blocks = len(hit_blocks)
         if need > 0:
             blocks.extend(pool.allocate(need))
+        if par:
+            self._count_cow(req, num_tokens)
         return True
+
+    def _count_cow(self, req, num_tokens: int) -> None:
+        """Update the copy-on-write counters of a parallel-sampling request."""
+        bs = self.block_size
+        p = req.num_prompt_tokens
+        rid = req.request_id
+        if num_tokens > p and p % bs and rid not in self._cow_copied:
+            self._cow_copied.add(rid)  # first write past the prompt: the partial block copied
+            self.num_cow_copies += req.num_seqs - 1
+        saved = blocks_saved(p, num_tokens, req.num_seqs, bs)
+        self.cow_blocks_saved += saved - self._cow_saved.get(rid, 0)
+        self._cow_saved[rid] = saved
+        if self.cow_blocks_saved > self.cow_blocks_saved_peak:
+            self.cow_blocks_saved_peak = self.cow_blocks_saved
 
     def trim(self, req, num_tokens: int) -> None:
         """Release blocks beyond what ``num_tokens`` tokens need (paged mode; rollback)."""
         if self.allocation == "contiguous":
             return
-        keep = -(-num_tokens // self.block_size)
-        blocks = req.blocks
+        keep = self.blocks_needed(req, num_tokens)
+        blocks = req.kv_handle.block_ids
         if len(blocks) > keep:
             extra = blocks[keep:]
             del blocks[keep:]
@@ -209,20 +284,98 @@ class KVCacheManager:
 
     def free(self, req) -> None:
         """Release every block ``req`` holds (tail first, so its tail is evicted first)."""
-        blocks = req.blocks
+        h = req.kv_handle
+        blocks = h.block_ids
         if blocks:
             blocks.reverse()
             self.pool.free(blocks)
-            req.blocks = []
-        req.num_cached_blocks = 0
+            h.block_ids = []
+        h.num_cached_blocks = 0
+        if req.num_seqs > 1:
+            self.cow_blocks_saved -= self._cow_saved.pop(req.request_id, 0)
+            self._cow_copied.discard(req.request_id)  # recomputed after preemption: copied again
 
     def cache_full_blocks(self, req) -> None:
         """Register the hashes of ``req``'s newly computed full shareable blocks."""
         keys = req.prefix_keys
         if not keys:
             return
-        upto = min(len(keys), req.num_computed_tokens // self.block_size, len(req.blocks))
+        h = req.kv_handle
+        blocks = h.block_ids
+        upto = min(len(keys), req.num_computed_tokens // self.block_size, len(blocks))
         pool = self.pool
-        for j in range(req.num_cached_blocks, upto):
-            pool.cache_block(req.blocks[j], keys[j])
-        req.num_cached_blocks = max(req.num_cached_blocks, upto)
+        for j in range(h.num_cached_blocks, upto):
+            pool.cache_block(blocks[j], keys[j])
+        h.num_cached_blocks = max(h.num_cached_blocks, upto)
+
+    # ------------------------------------------------------------------ decode runs
+    def has_slots(self, req, num_tokens: int) -> bool:
+        """Whether ``req`` already holds KV slots for its first ``num_tokens`` tokens (per
+        sequence, its ``num_seqs`` sequences sharing the prompt copy-on-write)."""
+        if req.num_seqs > 1:
+            return self.blocks_needed(req, num_tokens) <= len(req.kv_handle.block_ids)
+        return num_tokens <= len(req.kv_handle.block_ids) * self.block_size
+
+    def blocks_held(self, reqs) -> np.ndarray:
+        """Blocks held by each request of ``reqs`` (int64 array, batch order)."""
+        return np.fromiter((len(r.kv_handle.block_ids) for r in reqs), dtype=np.int64,
+                           count=len(reqs))
+
+    def _run_growth(self, computed: np.ndarray, held: np.ndarray, k: int) -> int:
+        """New blocks a decode run of ``k`` steps takes (request ``i`` holds ``held[i]``
+        blocks and has ``computed[i]`` tokens computed before the run's first step)."""
+        return int(np.maximum(0, -(-(computed + k) // self.block_size) - held).sum())
+
+    def max_decode_run_steps(self, computed: np.ndarray, held: np.ndarray, k_max: int) -> int:
+        """The longest decode run, at most ``k_max`` steps, whose block growth the free pool
+        supplies (binary search; the growth is monotone in the run length).
+
+        Parameters
+        ----------
+        computed, held : ndarray of int64
+            Per request: computed tokens and blocks held before the run's first step (whose
+            blocks the scheduler already allocated).
+        k_max : int
+            Steps allowed by everything but KV (>= 1).
+
+        Returns
+        -------
+        int
+            ``k_max`` in contiguous mode (reservations never grow).
+        """
+        if self.allocation == "contiguous":
+            return k_max
+        free = self.num_free_blocks
+        if self._run_growth(computed, held, k_max) <= free:
+            return k_max
+        lo, hi = 1, k_max  # growth(lo) <= free (step 1 already allocated), growth(hi) > free
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._run_growth(computed, held, mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def decode_run_blocks_used(self, computed: np.ndarray, held: np.ndarray,
+                               k: int) -> np.ndarray:
+        """Pool blocks in use during each of ``k`` decode steps (step ``j`` holds the slots
+        of ``computed + j + 1`` tokens per request), int64 array of shape ``(k,)``."""
+        used0 = self.num_used_blocks
+        if self.allocation == "contiguous" or k == 1:
+            return np.full(k, used0, dtype=np.int64)
+        j = np.arange(k, dtype=np.int64)
+        need = -(-(computed[None, :] + j[:, None] + 1) // self.block_size) - held[None, :]
+        return used0 + np.maximum(need, 0).sum(axis=1)
+
+    def grow_decode_run(self, reqs) -> None:
+        """Give every request of a committed decode run the blocks its computed tokens now
+        need (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
+        if self.allocation != "paged":
+            return
+        bs, pool = self.block_size, self.pool
+        for r in reqs:
+            blocks = r.kv_handle.block_ids
+            need = -(-r.num_computed_tokens // bs) - len(blocks)
+            if need > 0:
+                blocks.extend(pool.allocate(need))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..kv.manager import KVHandle
 from ..request import RequestSpec
 
 WAITING, RUNNING, COMPLETED, REJECTED, CANCELLED = (
@@ -29,19 +30,19 @@ class ReqState:
 
     __slots__ = (
         "arrival_time_s",
-        "blocks",
         "cancel_requested",
         "finish_time_s",
         "first_scheduled_time_s",
         "first_token_time_s",
+        "kv_handle",
         "last_token_time_s",
-        "num_cached_blocks",
         "num_cached_prompt_tokens",
         "num_computed_tokens",
         "num_emitted",
         "num_output_tokens",
         "num_preemptions",
         "num_prompt_tokens",
+        "num_seqs",
         "prefix_keys",
         "priority",
         "reject_reason",
@@ -70,20 +71,42 @@ class ReqState:
         self.finish_time_s = NaN
         self.last_token_time_s = NaN
         self.num_preemptions = 0
-        self.blocks: list[int] = []
+        #: the request's blocks, known to the KV manager only
+        self.kv_handle = KVHandle()
         self.prefix_keys = None
-        self.num_cached_blocks = 0
         self.num_cached_prompt_tokens = 0
         self.cancel_requested = False
         self.priority = spec.priority
         self.swapped_blocks = 0
         self.spec_accepted = 0
         self.spec_drafts = 0
+        #: sequences sharing the prompt (parallel sampling / beam width; 1 = a plain request)
+        self.num_seqs = spec.n
+        if spec.num_kv_transferred_tokens:  # P/D hook (simulator.topology.gateway)
+            self._handed_over(spec)
+
+    def _handed_over(self, spec: RequestSpec) -> None:
+        """A decode pool's copy of a request prefilled elsewhere: its prompt KV arrived
+        (counts as computed; the blocks are allocated on admission) with its first token."""
+        self.num_computed_tokens = spec.num_kv_transferred_tokens
+        self.num_emitted = 1
+        self.first_token_time_s = spec.arrival_time_s
+        self.last_token_time_s = spec.handoff_token_time_s
 
     @property
     def num_tokens(self) -> int:
         """Prompt plus emitted tokens: what must be computed before the next emission."""
         return self.num_prompt_tokens + self.num_emitted
+
+    @property
+    def blocks(self) -> list[int]:
+        """Block ids held (read-only view for tests and audits: ``kv_handle.block_ids``)."""
+        return self.kv_handle.block_ids
+
+    @property
+    def num_cached_blocks(self) -> int:
+        """Leading blocks with a registered prefix hash (``kv_handle.num_cached_blocks``)."""
+        return self.kv_handle.num_cached_blocks
 
     @property
     def is_finished(self) -> bool:
@@ -92,4 +115,4 @@ class ReqState:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (f"ReqState(id={self.request_id}, {self.status}, computed="
                 f"{self.num_computed_tokens}/{self.num_tokens}, emitted={self.num_emitted}/"
-                f"{self.num_output_tokens}, blocks={len(self.blocks)})")
+                f"{self.num_output_tokens}, blocks={len(self.kv_handle)})")
