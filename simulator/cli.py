@@ -43,6 +43,7 @@ from .speculative.calculator import (
     optimal_k,
     sweep_table,
 )
+from .topology.gateway import run_gateway
 from .workload import describe_workload, load_workload, read_columns, write_parquet_trace
 
 EXIT_BAD_INPUT = 2
@@ -84,9 +85,14 @@ def cmd_run(args) -> int:
 
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
-    with progress("simulating requests", enabled=not args.quiet, force=args.progress) as cb:
-        res = run_scenario(scenario, base, specs=specs, outdir=args.output,
-                           figures=not args.no_figures, progress=cb)
+    if scenario.pools:  # several pools behind one gateway (issue 11)
+        res = run_gateway(scenario, base, specs=specs, outdir=args.output,
+                          figures=not args.no_figures)
+    else:
+        with progress("simulating requests", enabled=not args.quiet,
+                      force=args.progress) as cb:
+            res = run_scenario(scenario, base, specs=specs, outdir=args.output,
+                               figures=not args.no_figures, progress=cb)
     if not args.quiet:
         console = Console()
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
