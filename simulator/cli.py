@@ -44,6 +44,7 @@ from .speculative.calculator import (
     optimal_k,
     sweep_table,
 )
+from .topology.gateway import run_gateway
 from .workload import describe_workload, load_workload, read_columns, write_parquet_trace
 
 EXIT_BAD_INPUT = 2
@@ -83,10 +84,15 @@ def cmd_run(args) -> int:
     """``servesim run``: simulate one scenario, print the headline table, write the report."""
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
-    with progress("simulating requests", enabled=not args.quiet, force=args.progress) as cb:
-        res = run_scenario(scenario, base, specs=specs, outdir=args.output,
-                           figures=not args.no_figures, progress=cb,
-                           table_format=args.table_format)
+    if scenario.pools:  # several pools behind one gateway (issue 11)
+        res = run_gateway(scenario, base, specs=specs, outdir=args.output,
+                          figures=not args.no_figures)
+    else:
+        with progress("simulating requests", enabled=not args.quiet,
+                      force=args.progress) as cb:
+            res = run_scenario(scenario, base, specs=specs, outdir=args.output,
+                               figures=not args.no_figures, progress=cb,
+                               table_format=args.table_format)
     if not args.quiet:
         from rich.console import Console  # after the simulation (start-up)
 

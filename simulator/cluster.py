@@ -18,8 +18,9 @@ from .scheduling.continuous import ContinuousScheduler, SchedulerConfig
 from .scheduling.emission import Jump
 from .scheduling.speculative import SpeculativeScheduler
 from .scheduling.static import StaticScheduler
+from .topology.routing import DEFAULT_LOAD_GUARD, prefix_affinity_pick
 
-ROUTERS = ("round_robin", "least_outstanding", "least_kv", "random")
+ROUTERS = ("round_robin", "least_outstanding", "least_kv", "random", "prefix_affinity")
 
 
 class Router:
@@ -30,10 +31,13 @@ class Router:
     policy : str
         ``round_robin``; ``least_outstanding`` (fewest routed-but-unfinished requests, ties
         to the lowest index); ``least_kv`` (lowest KV-block usage plus queued prompt blocks);
-        ``random`` (uniform, seeded).
+        ``random`` (uniform, seeded); ``prefix_affinity`` (longest cached prefix within a
+        load guard: :func:`simulator.topology.routing.prefix_affinity_pick`).
     seed : int
         Run seed; the ``random`` policy draws from its named stream ``router``
         (:mod:`simulator.rng`).
+    load_guard : int
+        ``prefix_affinity`` only: outstanding-request imbalance tolerated for affinity.
 
     Raises
     ------
@@ -41,14 +45,24 @@ class Router:
         On an unknown policy.
     """
 
-    def __init__(self, policy: str, seed: int = 0):
+    def __init__(self, policy: str, seed: int = 0, load_guard: int = DEFAULT_LOAD_GUARD):
         if policy not in ROUTERS:
             raise ValueError(f"router must be one of {', '.join(ROUTERS)}, got {policy!r}")
         self.policy = policy
         self._next = 0
         self._rng = stream(seed, "router")
+        self.load_guard = int(load_guard)
+        #: requests routed to each replica (round robin or not), for reports and tests
+        self.counts: list[int] = []
 
     def route(self, spec, replicas) -> int:
+        i = self._pick(spec, replicas)
+        if len(self.counts) < len(replicas):
+            self.counts.extend([0] * (len(replicas) - len(self.counts)))
+        self.counts[i] += 1
+        return i
+
+    def _pick(self, spec, replicas) -> int:
         n = len(replicas)
         if n == 1:
             return 0
@@ -76,6 +90,8 @@ class Router:
                 if best_v is None or v < best_v:
                     best, best_v = i, v
             return best
+        if p == "prefix_affinity":
+            return prefix_affinity_pick(spec, replicas, self.load_guard)
         return int(self._rng.integers(n))
 
 

@@ -16,7 +16,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,6 +33,7 @@ from .models import ModelSpec, get_model
 from .perf import build_perf_model
 from .request import RequestSpec
 from .scheduling.continuous import SchedulerConfig
+from .scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
 from .scheduling.state import REJECTED, ReqState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -166,9 +167,34 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                           host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
                           tenant_max_seqs=(max(1, int(share * sc.max_num_seqs))
                                            if share is not None else None),
-                          reserve_full_isl=bool(rules is not None and rules.reserve_full_isl))
+                          reserve_full_isl=bool(rules is not None and rules.reserve_full_isl),
+                          step_policy=sc.step_policy)
     return ReplicaSetup(model, gpu, tp, perf, mem, num_blocks, scenario.kv_cache.block_size, cfg,
-                        kv_dtype, wdt, price, extra={"draft_model": draft})
+                        kv_dtype, wdt, price, extra={
+                            "draft_model": draft,
+                            "fallback": build_fallback_setup(scenario, base_dir)})
+
+
+def fallback_scenario(scenario: Scenario) -> Scenario | None:
+    """The scenario of the degrade fallback replica set (None without one): the fallback
+    model on the same GPU type and parallelism, no speculation, no degrade policies of its
+    own."""
+    fb = scenario.scheduler.admission.fallback
+    if fb is None:
+        return None
+    sched = scenario.scheduler.model_copy(update={
+        "admission": scenario.scheduler.admission.model_copy(update={"degrade": [],
+                                                                     "fallback": None})})
+    return scenario.model_copy(update={
+        "model": fb.model or scenario.model, "speculative": None, "scheduler": sched,
+        "cluster": scenario.cluster.model_copy(update={"num_replicas": fb.num_replicas,
+                                                       "enable_expert_parallel": False})})
+
+
+def build_fallback_setup(scenario: Scenario, base_dir: Path | None = None):
+    """:func:`build_setup` of :func:`fallback_scenario` (None without a fallback set)."""
+    fs = fallback_scenario(scenario)
+    return None if fs is None else build_setup(fs, base_dir)
 
 
 @dataclass
@@ -179,6 +205,10 @@ class SimOutput:
     replicas: list
     end_time_s: float
     sim_wall_s: float
+    #: per degrade policy: :meth:`simulator.scheduling.degrade.DegradeController.summary`
+    degrade: list = field(default_factory=list)
+    #: replicas behind the scenario's router (the rest form the degrade fallback set)
+    num_primary_replicas: int = 0
 
     def requests(self) -> pd.DataFrame:
         return self.recorder.requests_frame()
@@ -360,10 +390,16 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     t0 = time.perf_counter()
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions)
-    replicas = [Replica(i, setup, scenario, rec) for i in range(scenario.cluster.num_replicas)]
+    n_primary = scenario.cluster.num_replicas
+    replicas = make_replicas(scenario, setup, rec)
+    primaries = replicas[:n_primary]
     for rep in replicas:
         rep.env = env
-    router = Router(scenario.cluster.router, scenario.seed)
+    router = Router(scenario.cluster.router, scenario.seed,
+                    scenario.cluster.prefix_affinity_load_guard)
+    degrade = DegradeController(scenario.scheduler.admission.degrade)
+    fallback = (RoundRobinTarget(n_primary, len(replicas) - n_primary)
+                if len(replicas) > n_primary else None)
     admission = scenario.scheduler.admission
     n_total = len(specs)
     tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
@@ -391,9 +427,15 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
             dt = spec.arrival_time_s - env.now
             if dt > 0:
                 yield env.timeout(dt)
+            spec, i, shed = (_degrade_decision(degrade, primaries, fallback, spec, env.now)
+                             if degrade else (spec, -1, False))
             r = ReqState(spec)
             rec.all_requests.append(r)
-            i = router.route(spec, replicas)
+            if shed:
+                rec.reject(r, env.now, "degrade_shed")
+                continue
+            if i < 0:
+                i = router.route(spec, primaries)
             rep = replicas[i]
             r.replica_id = i
             if admission.max_waiting is not None and rep.sched.num_waiting >= admission.max_waiting:
@@ -420,4 +462,34 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         env.run()
     if tick is not None:
         tick()
-    return SimOutput(rec, replicas, env.now, time.perf_counter() - t0)
+    degrade.close(env.now)
+    return SimOutput(rec, replicas, env.now, time.perf_counter() - t0,
+                     degrade=degrade.summary() if degrade else [],
+                     num_primary_replicas=n_primary)
+
+
+def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder) -> list:
+    """The scenario's replicas: ``cluster.num_replicas`` primaries (ids 0..N-1), then the
+    degrade fallback set (``scheduler.admission.fallback``, from ``setup.extra["fallback"]``)."""
+    n_primary = scenario.cluster.num_replicas
+    replicas = [Replica(i, setup, scenario, rec) for i in range(n_primary)]
+    fb_setup = setup.extra.get("fallback")
+    if fb_setup is not None:
+        fb_scenario = fallback_scenario(scenario)
+        replicas += [Replica(n_primary + j, fb_setup, fb_scenario, rec)
+                     for j in range(fb_scenario.cluster.num_replicas)]
+    return replicas
+
+
+def _degrade_decision(degrade: DegradeController, primaries: list, fallback,
+                      spec: RequestSpec, now: float) -> tuple[RequestSpec, int, bool]:
+    """Evaluate the degrade policies on the primaries' state at ``now``, switch speculation
+    on or off accordingly and decide what happens to ``spec``: the spec to admit (capped or
+    not), the fallback replica's index (-1: the router decides) and whether it is shed."""
+    degrade.evaluate(now, observe_replicas(primaries, now))
+    off = degrade.speculation_disabled
+    for rep in primaries:
+        if getattr(rep.sched, "speculation_paused", None) is not None:
+            rep.sched.speculation_paused = off
+    d = degrade.decide(spec)
+    return d.spec, (fallback.route(d.spec) if d.fallback else -1), bool(d.shed)

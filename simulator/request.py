@@ -44,6 +44,21 @@ class RequestSpec:
         Tokens covered by one entry of ``prefix_hash_ids`` (512 in the Mooncake traces).
     source_line : int or None
         Line number in the source trace file (1-based, header = line 1), for error messages.
+    n : int
+        Output sequences generated from the prompt (vLLM ``SamplingParams.n``; with
+        ``use_beam_search`` the beam width, as vLLM's OpenAI server reads ``n``). The ``n``
+        sequences share the prompt's KV blocks (copy-on-write, :mod:`simulator.kv.cow`); each
+        is ``num_output_tokens`` long.
+    use_beam_search : bool
+        Beam search of width ``n`` (vLLM's ``use_beam_search``); costed as parallel sampling.
+    num_kv_transferred_tokens : int
+        Prompt tokens whose KV cache arrives with the request (disaggregated serving: a
+        decode pool's copy of a request prefilled elsewhere, which also brings its first
+        output token); the replica allocates their blocks on admission but does not compute
+        them. 0 for every workload request.
+    handoff_token_time_s : float or None
+        With ``num_kv_transferred_tokens``: when the prefill pool emitted the first token
+        (seconds), so the decode side's first inter-token gap is measured from it.
     """
 
     request_id: int
@@ -58,3 +73,7 @@ class RequestSpec:
     prefix_hash_ids: tuple[int, ...] | None = None
     prefix_block_tokens: int = 512
     source_line: int | None = None
+    n: int = 1
+    use_beam_search: bool = False
+    num_kv_transferred_tokens: int = 0
+    handoff_token_time_s: float | None = None

@@ -19,6 +19,7 @@ import yaml
 from .config import Scenario
 from .engine import ReplicaSetup, SimOutput, build_setup, simulate
 from .metrics.cost import phase_cost
+from .metrics.degrade import degrade_column, degrade_effects
 from .metrics.speculative import speculative_summary
 from .metrics.summary import json_safe, kv_and_batching_stats, summarize
 from .metrics.tables_io import check_table_format, write_table
@@ -79,6 +80,9 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         On a bad ``table_format`` (before simulating) or an unusable output folder.
     """
     check_table_format(table_format)
+    if scenario.pools:
+        raise ValueError(f"scenario '{scenario.name}' declares pools: it runs through the "
+                         "gateway (servesim run; simulator.topology.gateway.run_gateway)")
     if specs is None:
         specs = load_workload(scenario.workload, scenario.seed, base_dir)
     check_slices(scenario, specs)
@@ -107,6 +111,15 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
     add_phase_cost(summary, steps, setup.perf, setup.tensor_parallel_size)
     summary["workload_synthesised"] = synthesised_labels(scenario.workload)
+    add_parallel_sampling(summary, sim, setup)
+    if sim.degrade:
+        summary["degrade"] = json_safe(degrade_effects(sim.degrade, requests, sim.end_time_s))
+        summary["num_fallback_replicas"] = len(sim.replicas) - sim.num_primary_replicas
+        summary["fallback_busy_s"] = (
+            float(steps.loc[steps["replica_id"] >= sim.num_primary_replicas,
+                            "step_time_s"].sum()) if len(steps) else 0.0)
+        requests["degrade_policy"] = degrade_column(sim.degrade,
+                                                    requests["request_id"].to_numpy())
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format)
@@ -138,6 +151,31 @@ def add_phase_cost(summary: dict, steps: pd.DataFrame, perf, tensor_parallel_siz
         "price_per_1m_input_tokens_usd"]
     summary["price_per_1m_output_tokens_usd"] = summary["phase_cost"][
         "price_per_1m_output_tokens_usd"]
+
+
+def add_parallel_sampling(summary: dict, sim: SimOutput, setup: ReplicaSetup) -> None:
+    """Add ``summary["parallel_sampling"]`` (in place) when a request had ``n > 1``.
+
+    Keys: ``num_requests`` (requests with ``n > 1``), ``num_sequences`` (their sequences),
+    ``num_beam_search_requests``, ``num_cow_copies`` (partial prompt blocks copied on first
+    write), ``cow_blocks_saved_peak`` (blocks copy-on-write sharing saved against ``n``
+    independent requests at its peak, summed over replicas) and ``cow_bytes_saved_peak``
+    (those blocks in bytes per GPU: blocks x ``block_size`` x KV bytes per token per GPU).
+    """
+    par = [r for r in sim.recorder.all_requests if r.num_seqs > 1]
+    if not par:
+        return
+    kvs = [rep.kv for rep in sim.replicas]
+    peak = int(sum(kv.cow_blocks_saved_peak for kv in kvs))
+    per_token = setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)
+    summary["parallel_sampling"] = {
+        "num_requests": len(par),
+        "num_sequences": int(sum(r.num_seqs for r in par)),
+        "num_beam_search_requests": int(sum(1 for r in par if r.spec.use_beam_search)),
+        "num_cow_copies": int(sum(kv.num_cow_copies for kv in kvs)),
+        "cow_blocks_saved_peak": peak,
+        "cow_bytes_saved_peak": float(peak * setup.block_size * per_token),
+    }
 
 
 def check_slices(scenario: Scenario, specs: list[RequestSpec]) -> None:

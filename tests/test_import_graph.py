@@ -6,10 +6,11 @@ The graph is read from the source with :mod:`ast` (every ``import`` / ``from ...
 lazy function-level import would hide at run time. Layers, lowest first (a module may import
 its own layer and the layers below, never one above; the longest matching prefix decides):
 
-0. base: the package root (version), ``schema``, ``resources``, ``rng``, ``request``,
+0. base: the package root (version), ``schema``, ``degrade_config``, ``resources``, ``rng``, ``request``,
    ``progress``, ``budget``
 1. catalogs: ``models`` (with ``model_spec`` and ``model_config``), ``hardware``
-2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative`` (pure maths)
+2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative``, ``topology`` (pure
+   maths)
 3. ``config`` (the scenario schema)
 4. ``scheduling`` (queues, emission, the continuous, static and speculative schedulers)
 5. ``metrics``
@@ -39,15 +40,17 @@ PACKAGE = REPO_ROOT / "simulator"
 LAYERS: dict[str, int] = {
     "simulator": 0, "simulator.schema": 0, "simulator.resources": 0, "simulator.rng": 0,
     "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
+    "simulator.degrade_config": 0,
     "simulator.models": 1, "simulator.model_spec": 1, "simulator.model_config": 1,
     "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
+    "simulator.topology": 2,
     "simulator.config": 3,
     "simulator.scheduling": 4,
     "simulator.metrics": 5,
     "simulator.cluster": 6, "simulator.engine": 6,
     "simulator.report": 7,
-    "simulator.run": 8,
+    "simulator.run": 8, "simulator.topology.gateway": 8,
     "simulator.experiments": 9, "simulator.observe": 9,
     "simulator.planner": 10,
     "simulator.cli": 11, "simulator.calibrate_cli": 11, "simulator.kv.cli": 11,

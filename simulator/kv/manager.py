@@ -18,12 +18,24 @@ Prefix sharing: a request's shareable prefix (``RequestSpec.prefix_hash_ids``) m
 block keys: block ``j`` (tokens ``[j*bs, (j+1)*bs)``) is shareable when it lies wholly inside
 the declared prefix, and its key chains the ids of every prefix block overlapping
 ``[0, (j+1)*bs)``: two requests share block ``j`` iff their prefixes agree up to its end.
+
+Parallel sampling (``num_seqs > 1``): the request's ``n`` sequences share its prompt blocks
+copy-on-write (:mod:`simulator.kv.cow`): the request holds
+:func:`~simulator.kv.cow.parallel_sampling_blocks` blocks, the prompt's full blocks once and,
+from the first generated token on, each sequence's own copy of the partial last block and its
+own later blocks. ``blocks`` stays one flat list of the physical blocks the group holds (the
+prompt's blocks first, in order), so prefix caching and freeing treat it as any request: the
+sharing is in the block count, and a shared block's pool ref count stays 1 (the group holds
+it once) rather than ``n`` per-sequence block-table references. The manager counts the copies made on
+first write (``num_cow_copies``) and the blocks sharing saves against ``n`` independent
+requests, now and at its peak (``cow_blocks_saved``, ``cow_blocks_saved_peak``).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .block_pool import BlockPool
+from .cow import blocks_saved, parallel_sampling_blocks
 
 
 class KVHandle:
@@ -93,11 +105,25 @@ class KVCacheManager:
         # prefix-cache statistics (blocks)
         self.num_prefix_queries = 0
         self.num_prefix_hits = 0
+        # copy-on-write statistics (parallel sampling)
+        self.num_cow_copies = 0
+        self.cow_blocks_saved = 0
+        self.cow_blocks_saved_peak = 0
+        self._cow_saved: dict[int, int] = {}
+        self._cow_copied: set[int] = set()
 
     # ------------------------------------------------------------------ helpers
     def blocks_for(self, num_tokens: int) -> int:
         """Blocks needed to hold ``num_tokens`` tokens: ceil(num_tokens / block_size)."""
         return -(-num_tokens // self.block_size)
+
+    def blocks_needed(self, req, num_tokens: int) -> int:
+        """Blocks ``req`` holds with ``num_tokens`` tokens of KV per sequence (its
+        ``num_seqs`` sequences sharing the prompt copy-on-write)."""
+        if req.num_seqs == 1:
+            return -(-num_tokens // self.block_size)
+        return parallel_sampling_blocks(req.num_prompt_tokens, num_tokens, req.num_seqs,
+                                        self.block_size)
 
     def reserve_tokens(self, req) -> int:
         """Tokens reserved for ``req`` in contiguous mode (reads the declared max_tokens only)."""
@@ -114,7 +140,7 @@ class KVCacheManager:
 
     def can_ever_fit(self, req) -> bool:
         """Whether ``req`` could be admitted into an empty pool (watermark included)."""
-        return (self.blocks_for(self.max_tokens_ever(req))
+        return (self.blocks_needed(req, self.max_tokens_ever(req))
                 <= self.num_gpu_blocks - self.watermark_blocks)
 
     @property
@@ -199,7 +225,9 @@ class KVCacheManager:
             if blocks:
                 return True
             num_tokens = max(num_tokens, self.reserve_tokens(req))
-        need = -(-num_tokens // self.block_size) - len(blocks)
+        par = req.num_seqs > 1
+        need = (self.blocks_needed(req, num_tokens) if par
+                else -(-num_tokens // self.block_size)) - len(blocks)
         pool = self.pool
         if hit_blocks:
             ref = pool.ref_count
@@ -214,7 +242,7 @@ class KVCacheManager:
             return False
         if full_sequence_tokens is not None and full_sequence_tokens > num_tokens \
                 and self.allocation == "paged":
-            need_full = (-(-full_sequence_tokens // self.block_size) - len(blocks)
+            need_full = (self.blocks_needed(req, full_sequence_tokens) - len(blocks)
                          - (len(hit_blocks) if hit_blocks else 0))
             if need_full > avail:
                 return False
@@ -224,13 +252,29 @@ class KVCacheManager:
             h.num_cached_blocks = len(hit_blocks)
         if need > 0:
             blocks.extend(pool.allocate(need))
+        if par:
+            self._count_cow(req, num_tokens)
         return True
+
+    def _count_cow(self, req, num_tokens: int) -> None:
+        """Update the copy-on-write counters of a parallel-sampling request."""
+        bs = self.block_size
+        p = req.num_prompt_tokens
+        rid = req.request_id
+        if num_tokens > p and p % bs and rid not in self._cow_copied:
+            self._cow_copied.add(rid)  # first write past the prompt: the partial block copied
+            self.num_cow_copies += req.num_seqs - 1
+        saved = blocks_saved(p, num_tokens, req.num_seqs, bs)
+        self.cow_blocks_saved += saved - self._cow_saved.get(rid, 0)
+        self._cow_saved[rid] = saved
+        if self.cow_blocks_saved > self.cow_blocks_saved_peak:
+            self.cow_blocks_saved_peak = self.cow_blocks_saved
 
     def trim(self, req, num_tokens: int) -> None:
         """Release blocks beyond what ``num_tokens`` tokens need (paged mode; rollback)."""
         if self.allocation == "contiguous":
             return
-        keep = -(-num_tokens // self.block_size)
+        keep = self.blocks_needed(req, num_tokens)
         blocks = req.kv_handle.block_ids
         if len(blocks) > keep:
             extra = blocks[keep:]
@@ -247,6 +291,9 @@ class KVCacheManager:
             self.pool.free(blocks)
             h.block_ids = []
         h.num_cached_blocks = 0
+        if req.num_seqs > 1:
+            self.cow_blocks_saved -= self._cow_saved.pop(req.request_id, 0)
+            self._cow_copied.discard(req.request_id)  # recomputed after preemption: copied again
 
     def cache_full_blocks(self, req) -> None:
         """Register the hashes of ``req``'s newly computed full shareable blocks."""
@@ -263,7 +310,10 @@ class KVCacheManager:
 
     # ------------------------------------------------------------------ decode runs
     def has_slots(self, req, num_tokens: int) -> bool:
-        """Whether ``req`` already holds KV slots for its first ``num_tokens`` tokens."""
+        """Whether ``req`` already holds KV slots for its first ``num_tokens`` tokens (per
+        sequence, its ``num_seqs`` sequences sharing the prompt copy-on-write)."""
+        if req.num_seqs > 1:
+            return self.blocks_needed(req, num_tokens) <= len(req.kv_handle.block_ids)
         return num_tokens <= len(req.kv_handle.block_ids) * self.block_size
 
     def blocks_held(self, reqs) -> np.ndarray:

@@ -34,7 +34,7 @@ REQUEST_COLUMNS = ["request_id", "replica_id", "tenant", "slice", "priority", "a
                    "num_prompt_tokens", "num_output_tokens", "num_emitted_tokens",
                    "num_cached_prompt_tokens", "status", "reject_reason",
                    "first_scheduled_time_s", "first_token_time_s", "finish_time_s",
-                   "exit_time_s", "num_preemptions"]
+                   "exit_time_s", "num_preemptions", "n"]
 
 
 class IllegalTransition(RuntimeError):
@@ -202,6 +202,6 @@ class RunRecorder:
                          else "waiting",
                          r.reject_reason, r.first_scheduled_time_s, r.first_token_time_s,
                          r.finish_time_s, self.exit_time.get(r.request_id, math.nan),
-                         r.num_preemptions))
+                         r.num_preemptions, r.num_seqs))
         df = pd.DataFrame.from_records(rows, columns=REQUEST_COLUMNS)
         return df.sort_values("request_id", kind="stable").reset_index(drop=True)

@@ -214,7 +214,8 @@ def speculative_summary(sim) -> dict[str, Any]:
         ``num_emitted_tokens``, ``acceptance_rate``, ``mean_acceptance_length`` and its
         standard error, ``accepted_tokens_per_draft``, ``emitted_tokens_per_draft``,
         ``accepted_length_hist``), ``accepted_tokens_per_draft_pass``, ``num_steps``,
-        ``num_spec_steps``, ``num_plain_decodes``, ``mean_spec_batch_size``,
+        ``num_spec_steps``, ``num_steps_speculation_paused`` (steps a ``disable_speculation``
+        degrade policy ran without drafts), ``num_plain_decodes``, ``mean_spec_batch_size``,
         ``busy_time_s``, ``spec_step_time_s``, ``draft_time_s``, ``draft_prefill_time_s``
         (seconds), ``draft_time_share``, ``drafting_share_of_spec_steps``,
         ``draft_cost_ratio_batch1`` (``c`` at batch 1 and the mean context),
@@ -251,7 +252,9 @@ def speculative_summary(sim) -> dict[str, Any]:
         "method": cfg.method,
         "draft_model": cfg.draft_model,
         "num_speculative_tokens": k,
-        "num_verified_tokens": s0.num_lookahead_tokens,
+        "num_verified_tokens": int(s0.spec_cfg.num_verified_tokens),
+        "num_steps_speculation_paused": int(sum(getattr(s, "num_paused_steps", 0)
+                                                for s in scheds)),
         **_counter_block(tot["drafts"], tot["tokens"], tot["acc"], tot["emit"], hist_all),
         "accepted_tokens_per_draft_pass": _r(tot["acc"], n_spec * k),
         "num_steps": int(sum(s.num_steps for s in scheds)),

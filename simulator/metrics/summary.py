@@ -180,6 +180,12 @@ def _str(df: pd.DataFrame, col: str, default: str = "") -> np.ndarray:
     return np.full(len(df), default, dtype=object)
 
 
+def output_tokens(requests: pd.DataFrame) -> np.ndarray:
+    """Output tokens per request over all its sequences: ``num_emitted_tokens`` (per
+    sequence) x ``n`` (sequences; 1 when the table has no ``n`` column)."""
+    return _num(requests, "num_emitted_tokens", 0.0) * _num(requests, "n", 1.0)
+
+
 def per_request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
     """Per-request latencies by the glossary definitions.
 
@@ -352,7 +358,7 @@ def _group_summary(req: pd.DataFrame, lat: pd.DataFrame, met: np.ndarray,
     status = _str(req, "status")
     completed = status == "completed"
     n = len(req)
-    out_tokens = _num(req, "num_emitted_tokens", 0.0)
+    out_tokens = output_tokens(req)
     return {
         "num_requests": n,
         "num_completed": int(completed.sum()),
@@ -461,7 +467,8 @@ def summarize(
           when nothing runs, are not counted); ``mean_batch_size``, ``mean_num_waiting``:
           the same busy-time weighting; ``num_steps``.
         * ``window_start_s``, ``window_end_s``, ``duration_s`` (seconds).
-        * ``num_input_tokens``, ``num_output_tokens``: prompt and emitted tokens of the
+        * ``num_input_tokens``, ``num_output_tokens``: prompt and emitted tokens (every
+          sequence of a request with ``n > 1``) of the
           completed requests finishing in the window; ``num_cached_prompt_tokens`` and
           ``prefix_cache_hit_rate`` (cached / prompt tokens) over the same requests.
         * ``num_gpus``, ``usd_per_gpu_hour``, ``gpu_hours`` (= ``num_gpus x duration_s /
@@ -518,7 +525,7 @@ def summarize(
 
     done_req = requests.loc[all_done] if len(requests) else requests
     n_in = _nansum(_num(done_req, "num_prompt_tokens", 0.0))
-    n_out = _nansum(_num(done_req, "num_emitted_tokens", 0.0))
+    n_out = _nansum(output_tokens(done_req))
     n_cached = _nansum(_num(done_req, "num_cached_prompt_tokens", 0.0))
 
     # ---- steps starting in the window ----------------------------------------------------

@@ -9,7 +9,9 @@ from ..progress import progress
 from ..report.sweep import print_sweep_table
 from .plan import run_plan
 from .report import _headline, _tag, _usd, _usd4
-from .spec import load_plan_spec, load_sweep_spec
+from ..config import read_yaml_mapping
+from .spec import PlanError, load_plan_spec, load_sweep_spec
+from .topology import cmd_topology_plan
 from .sweep import run_sweep
 
 __all__ = ["cmd_plan", "cmd_sweep", "register"]
@@ -72,6 +74,9 @@ def cmd_plan(args) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    raw, raw_path = read_yaml_mapping(args.plan, "plan", PlanError)
+    if "topology_search" in raw:  # aggregated vs disaggregated (issue 11)
+        return cmd_topology_plan(args, raw, raw_path.parent)
     plan_set = list(args.plan_set or [])
     if args.target_rate is not None:
         plan_set.append(f"target_rate_rps={args.target_rate}")

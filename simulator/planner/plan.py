@@ -496,6 +496,7 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "probes": r.get("probes") or [],
         "confirmations": r.get("confirmations") or [],
         "confirm_summary": r.get("confirm_summary"),
+        "degrade_at_target": (r.get("confirm_summary") or {}).get("degrade"),
         "confirm_extra": r.get("confirm_extra"),
         "num_simulations": r.get("num_simulations", 0),
         "cached": bool(r.get("cached")),

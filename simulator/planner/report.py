@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from ..experiments.grid import flatten_summary
+from ..report.degrade import degrade_text
 from ..report.format import fmt
 from ..report.render import render, write_report
 from ..report.tables import write_table
@@ -46,7 +47,7 @@ _KNOWN_CANDIDATE_KEYS = frozenset({
     "is_last_known_good", "price_per_1m_input_tokens_usd", "price_per_1m_output_tokens_usd",
     "prefill_share_at_target", "slice_tpot_p99_s_at_target", "peak_kv_cache_usage_at_target",
     "gate_failures", "provenance", "provenance_weaker", "provenance_note",
-    "provenance_weaker_operators", "quality"})
+    "provenance_weaker_operators", "quality", "degrade_at_target"})
 #: PlanResult fields the report lays out (the rest goes to "More results").
 _KNOWN_RESULT_FIELDS = frozenset({"plan", "status", "recommendation", "candidates", "baseline",
                                   "pareto", "workload", "stats", "base_scenario", "outdir",
@@ -390,6 +391,7 @@ _SIDE_FIELDS = (
                                       f"{_ms(r.get('tpot_p99_s_at_target'))}"),
     ("peak KV-cache use", lambda r: _pct(r.get("peak_kv_cache_usage_at_target"))),
     ("quality", _quality_text),
+    ("degrade actions at the target", lambda r: degrade_text(r.get("degrade_at_target"))),
     ("provenance", _provenance_text),
     ("gates", lambda r: "all pass" if r.get("passed") else _gates_cell(r)),
 )
@@ -403,7 +405,9 @@ def _side_by_side(rec: dict, fb: dict | None, meta: dict) -> tuple[list[str], li
     head = ["", "recommended", f"fallback ({what})"]
     if meta.get("is_recommended"):
         head[1] = "recommended (= the fallback)"
-    return head, [[name, fn(rec), fn(fb)] for name, fn in _SIDE_FIELDS]
+    rows = [[name, fn(rec), fn(fb)] for name, fn in _SIDE_FIELDS]
+    # the degrade row only when the scenario has degrade policies
+    return head, [r for r in rows if not (r[0].startswith("degrade") and r[1] == r[2] == "-")]
 
 
 def _gates_text(g: dict) -> str:

@@ -549,6 +549,9 @@ def _compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
     out["phase_cost"] = {k: pc.get(k) for k in (
         "prefill_share", "prefill_gpu_s", "decode_gpu_s", "idle_gpu_s", "idle_share",
         "phase_split_method", "mixed_time_share")} if pc else None
+    out["degrade"] = [{k: d.get(k) for k in (
+        "name", "action", "num_episodes", "active_s", "num_requests",
+        "num_output_tokens_not_generated")} for d in s.get("degrade") or []] or None
     out["by_slice"] = {k: {"ttft_s": v.get("ttft_s"), "tpot_s": v.get("tpot_s"),
                            "slo_attainment": v.get("slo_attainment"),
                            "num_requests": v.get("num_requests")}

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from .degrade import degrade_section
 from .figures import FIGURE_FILES, write_figures
 from .format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
 from .render import context_mapping, render, write_report
@@ -287,6 +288,16 @@ def _kv_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         else:
             val = f"{v:,}" if isinstance(v, int) else f"{v}"
         rows.append((f"`{k}`", val))
+    ps = summary.get("parallel_sampling")
+    if ps:
+        rows += [
+            ("Parallel sampling", f"{ps['num_requests']:,} requests with n > 1 "
+                                  f"({ps['num_sequences']:,} sequences, "
+                                  f"{ps['num_beam_search_requests']:,} beam search)"),
+            ("Blocks saved by copy-on-write sharing (peak)",
+             f"{ps['cow_blocks_saved_peak']:,} blocks = {ps['cow_bytes_saved_peak'] / 1e9:.3f} GB "
+             "vs n independent requests"),
+            ("Partial prompt blocks copied on first write", f"{ps['num_cow_copies']:,}")]
     return rows
 
 
@@ -447,6 +458,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "kv_rows": _kv_rows(summary),
         "synthesised_note": synthesised_note(summary, sc),
         "speculative": speculative_section(summary.get("speculative")),
+        "degrade": degrade_section(summary),
         "version": __version__,
     }
     return render("run.md.j2", **context)

@@ -26,7 +26,7 @@ of as many such steps as can run back to back (:meth:`plan_decode_run` counts th
 results identical to stepping one by one. Tokens, ITL and finishes of both paths go through
 :func:`~simulator.scheduling.emission.advance`; blocks through the KV manager only.
 
-size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): schedule() 82 lines.
+size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): about 650 lines until the fast-forward code moves out; parallel sampling lives in scheduling/parallel.py.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ import numpy as np
 
 from ..perf.roofline import StepShape
 from .emission import Jump, advance
+from .parallel import extra_seqs, is_parallel_decode, kv_tokens_held, kv_tokens_per_seq
 from .queues import RequestQueue
 from .state import CANCELLED, REJECTED, RUNNING, WAITING, ReqState
 
@@ -58,6 +59,11 @@ class SchedulerConfig:
         Queue order; ``priority`` orders by (priority, arrival) and preempts the least
         important running request first.
     preemption_mode : {"recompute", "swap"}
+    step_policy : {"decode_first", "prefill_first"}
+        ``decode_first``: vLLM V1 mixed steps (running requests first, waiting prompts fill
+        the rest of the token budget); ``prefill_first``: vLLM V0 without chunked prefill
+        and Vidur's ``vllm`` scheduler: a step admits waiting prompts and, when it admitted
+        any, runs them alone (no decodes); otherwise it decodes the running requests.
     """
 
     max_num_seqs: int = 256
@@ -78,6 +84,7 @@ class SchedulerConfig:
     #: (vLLM >= 0.10 ``scheduler_reserve_full_isl``; from the engine profile); not enforced
     #: while nothing runs (so a request larger than the free pool cannot wedge the replica)
     reserve_full_isl: bool = False
+    step_policy: str = "decode_first"
 
 
 class StepOutput:
@@ -133,6 +140,13 @@ class StepOutput:
 class ContinuousScheduler:
     """Iteration-level scheduler for one replica.
 
+    Parallel sampling (``RequestSpec.n > 1``): the prompt is prefilled once; each decode step
+    then schedules one token per sequence (``n`` tokens of the budget, all or none), the
+    sequences count against ``max_num_seqs``, and every step emits ``n`` tokens (ITL samples
+    weighted ``n``). The ``n`` sequences share the prompt's KV blocks copy-on-write
+    (:mod:`simulator.kv.cow`) and, as modelled here, have the same length. Recompute after a
+    preemption is charged as one sequence's tokens (a simplification).
+
     Parameters
     ----------
     config : SchedulerConfig
@@ -141,6 +155,9 @@ class ContinuousScheduler:
         Collects finished requests, ITL samples and transitions.
     replica_id : int
     """
+
+    #: whether requests with ``n > 1`` are served (the speculative plug-in says no)
+    supports_parallel_sampling = True
 
     def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0):
         self.queue = RequestQueue(config.policy)
@@ -210,7 +227,9 @@ class ContinuousScheduler:
         ``max_model_len`` (vLLM's OpenAI server rejects such a request at arrival: "'max_tokens'
         ... is too large ... maximum context length"); ``kv_capacity``: it cannot fit an empty
         KV pool; ``prompt_exceeds_max_num_batched_tokens``: without chunked prefill the
-        prompt never fits one iteration.
+        prompt never fits one iteration; ``parallel_sampling_unsupported``: ``n > 1`` on a
+        scheduler without parallel sampling (speculative decoding); ``n_exceeds_max_num_seqs``:
+        its ``n`` sequences never fit one iteration.
         """
         cfg = self.cfg
         if r.num_prompt_tokens + 1 > cfg.max_model_len:
@@ -222,6 +241,11 @@ class ContinuousScheduler:
             return "kv_capacity"
         if not cfg.enable_chunked_prefill and r.num_prompt_tokens > cfg.max_num_batched_tokens:
             return "prompt_exceeds_max_num_batched_tokens"
+        if r.num_seqs > 1:
+            if not self.supports_parallel_sampling:
+                return "parallel_sampling_unsupported"
+            if r.num_seqs > min(cfg.max_num_seqs, cfg.max_num_batched_tokens):
+                return "n_exceeds_max_num_seqs"
         return ""
 
     def cancel(self, r: ReqState, now: float) -> None:
@@ -268,21 +292,47 @@ class ContinuousScheduler:
     # ------------------------------------------------------------------ one iteration
     def schedule(self, now: float) -> StepOutput | None:
         """Build the next iteration; None when nothing can run."""
-        cfg, kv = self.cfg, self.kv
         out = StepOutput()
-        budget = cfg.max_num_batched_tokens
         sched: dict[ReqState, int] = {}
+        budget, prefill_only = self._schedule_running(now, out, sched)
+        # waiting requests (admission stops for a reason that persists through decode steps,
+        # unless something was preempted)
+        if not prefill_only and not out.preempted:  # prefill_first: admitted first
+            self._admit_waiting(now, out, sched, budget)
+        if not sched:
+            return None
+        parallel = self._fill_shape(out, sched)
+        out.veto = self._veto(out, self.num_lookahead_tokens, parallel)
+        return out
+
+    def _schedule_running(self, now: float, out: StepOutput, sched: dict) -> tuple[int, bool]:
+        """Give the running requests their tokens, preempting when the KV pool runs dry
+        (``step_policy: prefill_first``: waiting prompts first, alone); returns the budget left
+        and whether the step is prefill-only."""
+        cfg, kv = self.cfg, self.kv
+        budget = cfg.max_num_batched_tokens
         running = self.running
         la = self.num_lookahead_tokens
-        i = 0
+        prefill_only = False
+        if cfg.step_policy == "prefill_first" and self.num_waiting:  # V0: prefills alone
+            budget = self._admit_waiting(now, out, sched, budget)
+            prefill_only = bool(sched)
+        i = len(running) if prefill_only else 0  # a prefill-only step skips the decodes
         while i < len(running) and budget > 0:
             r = running[i]
             n = r.num_tokens - r.num_computed_tokens
-            if la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
+            ns = r.num_seqs
+            if ns > 1 and n == 1 and r.num_emitted > 0:
+                # parallel sampling: one decode token per sequence, all or none
+                if budget < ns:
+                    i += 1
+                    continue
+                n = ns
+            elif la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
                 n += la
             n = min(n, budget)
-            while (not kv.has_slots(r, r.num_computed_tokens + n)
-                   and not kv.allocate(r, r.num_computed_tokens + n)):
+            kv_tokens = r.num_computed_tokens + n if ns == 1 else kv_tokens_per_seq(r, n)
+            while (not kv.has_slots(r, kv_tokens) and not kv.allocate(r, kv_tokens)):
                 victim = self._pick_victim()
                 if victim in sched:
                     budget += sched.pop(victim)
@@ -305,34 +355,43 @@ class ContinuousScheduler:
             sched[r] = n
             budget -= n
             i += 1
-        # waiting requests (admission stops for a reason that persists through decode steps,
-        # unless something was preempted)
-        if not out.preempted:
-            budget = self._admit_waiting(now, out, sched, budget)
-        if not sched:
-            return None
-        # shape of the step
+        return budget, prefill_only
+
+    def _fill_shape(self, out: StepOutput, sched: dict) -> bool:
+        """The step's shape and counters from the scheduled tokens; True when a request with
+        several sequences (parallel sampling) is in the step."""
+        la = self.num_lookahead_tokens
         shape = out.shape
         pq, ps = shape.prefill_q, shape.prefill_start
         nd = ctx = nsamp = ntok_p = 0
+        parallel = False
         for r, n in sched.items():
             c = r.num_computed_tokens
-            if r.num_emitted > 0 and c == r.num_tokens - 1 and (n == 1 or n == 1 + la):
+            ns = r.num_seqs
+            if ns > 1:
+                parallel = True
+            if ns > 1 and n == ns and is_parallel_decode(r):
+                nd += ns  # ns decode sequences of context c + 1 each
+                ctx += ns * (c + 1)
+                nsamp += ns
+            elif ns == 1 and r.num_emitted > 0 and c == r.num_tokens - 1 \
+                    and (n == 1 or n == 1 + la):
                 # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
                 ctx += c + n
                 nsamp += n
             else:
                 if c + n == r.num_tokens:
-                    nsamp += 1
+                    nsamp += ns  # the prompt's last chunk samples every sequence's token
                 pq.append(n)
                 ps.append(c)
                 ntok_p += n
             out.reqs.append(r)
             out.ntoks.append(n)
         kvt = 0
-        for r in running:
-            kvt += r.num_computed_tokens + sched.get(r, 0)
+        for r in self.running:
+            kvt += (r.num_computed_tokens + sched.get(r, 0) if r.num_seqs == 1
+                    else kv_tokens_held(r, sched.get(r, 0)))
         out.kv_tokens = kvt
         shape.num_decode = nd
         shape.decode_ctx_total = ctx
@@ -342,14 +401,15 @@ class ContinuousScheduler:
         out.num_prefill_tokens = ntok_p
         out.num_prefill_seqs = len(pq)
         out.num_waiting = self.num_waiting
-        out.veto = self._veto(out, la)
-        return out
+        return parallel
 
     @staticmethod
-    def _veto(out: StepOutput, la: int) -> str:
+    def _veto(out: StepOutput, la: int, parallel: bool = False) -> str:
         """The first feature of ``FAST_FORWARD_VETOES`` this step has ('' for none)."""
         if out.shape.prefill_q:
             return "prefill"
+        if parallel:
+            return "parallel_sampling"
         if la:
             return "lookahead"
         if out.preempted:
@@ -390,11 +450,16 @@ class ContinuousScheduler:
         if cap is not None:
             for q in running:
                 counts[q.spec.tenant] = counts.get(q.spec.tenant, 0) + 1
+        extra = extra_seqs(running)
         for r in self._admission_order():
             if budget <= 0:
                 break
             if cap is not None and counts.get(r.spec.tenant, 0) >= cap:
                 continue  # tenant at its share: let other tenants' requests pass
+            if extra or r.num_seqs > 1:  # sequences, not requests, fill max_num_seqs
+                if extra_seqs(running) + len(running) + r.num_seqs > cfg.max_num_seqs \
+                        and running:
+                    return budget
             while len(running) >= cfg.max_num_seqs:
                 back = self._preempt_for(r, now, out, sched)
                 if back < 0:
@@ -438,6 +503,7 @@ class ContinuousScheduler:
             running.append(r)
             sched[r] = n
             budget -= n
+            extra = extra or r.num_seqs > 1
         return budget
 
     def update(self, out: StepOutput, start: float, end: float) -> None:
@@ -457,6 +523,9 @@ class ContinuousScheduler:
         for r, n in zip(out.reqs, out.ntoks):
             if r.status != RUNNING:
                 continue
+            ns = r.num_seqs
+            if ns > 1 and n == ns and is_parallel_decode(r):
+                n = 1  # one token per sequence
             if r.cancel_requested:
                 r.num_computed_tokens += n
                 leaving.append(r)

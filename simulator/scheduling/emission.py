@@ -29,9 +29,14 @@ from .state import COMPLETED, REJECTED
 #: - ``preemption``: a request was preempted (the waiting queue may admit next step);
 #: - ``cancel_pending``: a request leaves at the end of the step;
 #: - ``host_transfer``: the step swaps KV in or out (extra time; not repeated);
-#: - ``static_prefill``: the prefill of a static batch.
+#: - ``static_prefill``: the prefill of a static batch;
+#: - ``parallel_sampling``: a request with ``n > 1`` sequences (the jump's block arithmetic
+#:   assumes one sequence per request);
+#: - ``speculation_paused``: a degrade policy paused speculation (the speculative scheduler's
+#:   counters need every step).
 FAST_FORWARD_VETOES = ("prefill", "lookahead", "preemption", "cancel_pending",
-                       "host_transfer", "static_prefill")
+                       "host_transfer", "static_prefill", "parallel_sampling",
+                       "speculation_paused")
 
 
 @dataclass(slots=True)
@@ -120,11 +125,11 @@ def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
     for r, e in zip(batch, tokens):
         last = r.last_token_time_s
         if r.num_emitted == 0:
-            r.first_token_time_s = first_end
+            r.first_token_time_s = first_end  # every sequence's first token (n > 1)
         elif last == start_s:
-            same += 1
+            same += r.num_seqs  # one gap per sequence
         else:
-            add_itl(first_end - last, 1)
+            add_itl(first_end - last, r.num_seqs)
         r.num_emitted += e
         r.last_token_time_s = end
         if r.num_emitted >= r.num_output_tokens or r.num_prompt_tokens + r.num_emitted >= \
@@ -134,7 +139,7 @@ def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
         add_itl(first_end - start_s, same)
     if k_steps > 1:
         recorder.add_itl_array(np.diff(np.asarray(step_end_times[:k_steps], dtype=float)),
-                               len(batch))
+                               sum(r.num_seqs for r in batch))
     for r in finished:
         if r.num_emitted >= r.num_output_tokens:
             recorder.finish(r, end, COMPLETED, "")

@@ -309,6 +309,9 @@ class SpeculativeScheduler(ContinuousScheduler):
         analysis of :mod:`simulator.speculative.metrics` reads it.
     """
 
+    #: parallel sampling with drafts is not modelled: such requests are rejected at arrival
+    supports_parallel_sampling = False
+
     def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0, *,
                  scenario, setup):
         super().__init__(config, kv, recorder, replica_id)
@@ -336,6 +339,10 @@ class SpeculativeScheduler(ContinuousScheduler):
                                           "prefill_tokens": [], "step_time_s": [],
                                           "draft_time_s": []}
         self._pending = None
+        #: set by the gateway's degrade controller (``disable_speculation``): the next steps
+        #: verify no draft tokens; the draft keeps prefilling so speculation can resume
+        self.speculation_paused = False
+        self.num_paused_steps = 0
 
     # ------------------------------------------------------------------ acceptance models
     def _row(self, slice_name: str) -> int:
@@ -381,10 +388,15 @@ class SpeculativeScheduler(ContinuousScheduler):
     # ------------------------------------------------------------------ one iteration
     def schedule(self, now: float) -> StepOutput | None:
         """Build the next iteration and add the drafting time to ``out.extra_time_s``."""
+        paused = self.speculation_paused
+        self.num_lookahead_tokens = 0 if paused else int(self.spec_cfg.num_verified_tokens)
         out = super().schedule(now)
         self._pending = None
         if out is None:
             return None
+        if paused:
+            out.veto = out.veto or "speculation_paused"  # stepped: the counters stay exact
+            self.num_paused_steps += 1
         la = self.num_lookahead_tokens
         spec_reqs = []
         ctx = 0
@@ -392,7 +404,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         for r, n in zip(out.reqs, out.ntoks):
             c = r.num_computed_tokens
             if r.num_emitted > 0 and c == r.num_tokens - 1:
-                if n == 1 + la:
+                if la and n == 1 + la:  # la == 0: speculation paused, a plain decode
                     spec_reqs.append(r)
                     ctx += r.num_tokens
             elif c + n == r.num_tokens:

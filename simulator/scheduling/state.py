@@ -42,6 +42,7 @@ class ReqState:
         "num_output_tokens",
         "num_preemptions",
         "num_prompt_tokens",
+        "num_seqs",
         "prefix_keys",
         "priority",
         "reject_reason",
@@ -79,6 +80,18 @@ class ReqState:
         self.swapped_blocks = 0
         self.spec_accepted = 0
         self.spec_drafts = 0
+        #: sequences sharing the prompt (parallel sampling / beam width; 1 = a plain request)
+        self.num_seqs = spec.n
+        if spec.num_kv_transferred_tokens:  # P/D hook (simulator.topology.gateway)
+            self._handed_over(spec)
+
+    def _handed_over(self, spec: RequestSpec) -> None:
+        """A decode pool's copy of a request prefilled elsewhere: its prompt KV arrived
+        (counts as computed; the blocks are allocated on admission) with its first token."""
+        self.num_computed_tokens = spec.num_kv_transferred_tokens
+        self.num_emitted = 1
+        self.first_token_time_s = spec.arrival_time_s
+        self.last_token_time_s = spec.handoff_token_time_s
 
     @property
     def num_tokens(self) -> int:

@@ -152,7 +152,8 @@ class StaticScheduler(ContinuousScheduler):
         ``prompt_too_long`` when the prompt leaves no room for one output token within
         ``max_model_len``; ``max_tokens_too_large`` when prompt + declared ``max_tokens``
         exceeds ``max_model_len`` (as vLLM rejects it at arrival); ``kv_capacity`` when its
-        reservation (``kv.reserve_tokens``) exceeds the whole pool.
+        reservation (``kv.reserve_tokens``) exceeds the whole pool;
+        ``parallel_sampling_unsupported`` for ``n > 1`` (not modelled with static batching).
         """
         if r.num_prompt_tokens + 1 > self.cfg.max_model_len:
             return "prompt_too_long"
@@ -162,6 +163,8 @@ class StaticScheduler(ContinuousScheduler):
         kv = self.kv
         if kv.blocks_for(kv.reserve_tokens(r)) > kv.num_gpu_blocks:
             return "kv_capacity"
+        if r.num_seqs > 1:
+            return "parallel_sampling_unsupported"  # static batching: one sequence per slot
         return ""
 
     def _candidates(self) -> list[ReqState]:

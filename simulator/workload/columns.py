@@ -41,6 +41,8 @@ class TraceColumns:
         Patience in seconds; NaN where not given.
     max_tokens : numpy.ndarray of int64, or None
         Declared limit; 0 where not given.
+    n : numpy.ndarray of int64, or None
+        Sequences per request (parallel sampling); 0 where not given (= 1).
     prefix_hash_ids : list of (tuple of int or None), or None
     prefix_block_tokens : int or list of int
         Tokens per prefix id: one value for all rows, or one per row.
@@ -57,6 +59,7 @@ class TraceColumns:
     slice: list[str] | None = None
     cancel_after_s: np.ndarray | None = None
     max_tokens: np.ndarray | None = None
+    n: np.ndarray | None = None
     prefix_hash_ids: list[tuple[int, ...] | None] | None = None
     prefix_block_tokens: int | list[int] = MOONCAKE_BLOCK_TOKENS
 
@@ -78,7 +81,8 @@ class TraceColumns:
             prompt=self.prompt[idx], output=self.output[idx], lines=self.lines[idx],
             tenant=pick_list(self.tenant), priority=pick_arr(self.priority),
             slice=pick_list(self.slice), cancel_after_s=pick_arr(self.cancel_after_s),
-            max_tokens=pick_arr(self.max_tokens), prefix_hash_ids=pick_list(self.prefix_hash_ids),
+            max_tokens=pick_arr(self.max_tokens), n=pick_arr(self.n),
+            prefix_hash_ids=pick_list(self.prefix_hash_ids),
             prefix_block_tokens=(pick_list(self.prefix_block_tokens)
                                  if isinstance(self.prefix_block_tokens, list)
                                  else self.prefix_block_tokens))
@@ -102,6 +106,7 @@ class TraceColumns:
         else:
             mt = [None] * n
         pref = self.prefix_hash_ids or [None] * n
+        seqs = [max(1, k) for k in self.n.tolist()] if self.n is not None else [1] * n
         bt = self.prefix_block_tokens
         if not isinstance(bt, list):
             bt = [bt] * n
@@ -109,6 +114,7 @@ class TraceColumns:
             RequestSpec(request_id=i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
                         num_output_tokens=out[i], max_tokens=mt[i], tenant=tenant[i],
                         priority=prio[i], slice=slc[i], cancel_after_s=cancel[i],
-                        prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i])
+                        prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i],
+                        n=seqs[i])
             for i in range(n)
         ]

@@ -28,6 +28,7 @@ GENERIC_FIELDS = (
     "slice",
     "cancel_after_s",
     "max_tokens",
+    "n",
 )
 #: The fields a generic trace must provide.
 REQUIRED_GENERIC_FIELDS = ("arrival_time_s", "num_prompt_tokens", "num_output_tokens")
@@ -271,6 +272,26 @@ class ServeGenConfig(StrictModel):
         return self
 
 
+class ParallelSamplingConfig(StrictModel):
+    """Parallel sampling / beam search for the workload's requests (vLLM request fields).
+
+    Attributes
+    ----------
+    n : int
+        Output sequences per request (vLLM ``SamplingParams.n``; the beam width with
+        ``use_beam_search``, as vLLM's OpenAI server reads ``n``). Each sequence is the
+        request's output length long; they share the prompt's KV blocks copy-on-write.
+    use_beam_search : bool
+        Label the requests as beam search (costed as parallel sampling of width ``n``).
+    slices : list of str, optional
+        Only requests of these slices (all requests when left out).
+    """
+
+    n: int = Field(default=1, ge=1, le=_TOK)
+    use_beam_search: bool = False
+    slices: list[str] | None = None
+
+
 class WorkloadConfig(StrictModel):
     """The workload of a scenario: a trace or a synthetic spec, plus post-processing.
 
@@ -308,6 +329,8 @@ class WorkloadConfig(StrictModel):
         Declared shared prefixes; the first matching entry applies to a request.
     max_tokens : int or None
         Declared ``max_tokens`` for every request without one (outputs above it are clipped).
+    parallel_sampling : ParallelSamplingConfig or None
+        ``n`` sequences per request (parallel sampling, beam search), optionally per slice.
     """
 
 
@@ -327,6 +350,7 @@ class WorkloadConfig(StrictModel):
     patience: PatienceConfig | None = None
     shared_prefixes: list[SharedPrefix] | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=_TOK)
+    parallel_sampling: ParallelSamplingConfig | None = None
 
     @field_validator("priorities", mode="before")
     @classmethod

@@ -4,6 +4,7 @@ size: pending its owner's split (issue 14 part 4; owner: wave2-scale): load_work
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import warnings
 from pathlib import Path
@@ -119,7 +120,8 @@ def load_workload(cfg: WorkloadConfig, seed: int,
        outputs were clipped. A trace row whose own ``max_tokens`` is below its output length
        is an error instead: a recorded output cannot exceed what was requested);
     7. attach declared ``shared_prefixes``: the first matching entry sets
-       ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``.
+       ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``;
+    8. set ``n`` / ``use_beam_search`` from ``parallel_sampling`` (its slices only, if given).
 
     Randomness comes only from the named streams of :mod:`simulator.rng` (``arrivals``,
     ``prompt_tokens``, ``output_tokens``, ``slices``, ``tenants``, ``priorities``,
@@ -236,7 +238,13 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     if cfg.shared_prefixes:
         _attach_prefixes(cols, cfg, source)
 
-    return cols.to_specs()
+    # 8. parallel sampling / beam search
+    specs = cols.to_specs()
+    ps = cfg.parallel_sampling
+    if ps is not None and (ps.n > 1 or ps.use_beam_search):
+        specs = [dataclasses.replace(s, n=ps.n, use_beam_search=ps.use_beam_search)
+                 if ps.slices is None or s.slice in ps.slices else s for s in specs]
+    return specs
 
 
 #: Request fields a workload config may assign at random, and the key that assigns them.

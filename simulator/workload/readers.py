@@ -28,7 +28,8 @@ Formats (see ``traces/README.md`` for examples):
   rate windows and length tables (:mod:`simulator.workload.servegen`).
 
 Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
-``cancel_after_s`` (s) and ``max_tokens``; an empty cell (or JSON ``null``) means "not given".
+``cancel_after_s`` (s), ``max_tokens`` and ``n`` (sequences per request: parallel sampling,
+>= 1); an empty cell (or JSON ``null``) means "not given".
 
 size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 768 lines.
 """
@@ -55,7 +56,7 @@ from simulator.workload.servegen import is_servegen_path, read_servegen
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
-OPTIONAL_FIELDS = ("tenant", "priority", "slice", "cancel_after_s", "max_tokens")
+OPTIONAL_FIELDS = ("tenant", "priority", "slice", "cancel_after_s", "max_tokens", "n")
 
 _JSON_EXTS = {".jsonl", ".json", ".ndjson"}
 _CSV_EXTS = {".csv", ".txt"}
@@ -320,7 +321,7 @@ def _optional_columns(cols: TraceColumns, get, have, names: dict[str, str],
         if not have(src):
             continue
         vals = get(src)
-        if json_numbers and fld in ("priority", "cancel_after_s", "max_tokens"):
+        if json_numbers and fld in ("priority", "cancel_after_s", "max_tokens", "n"):
             _json_numbers(vals, lines, src, errors)
         if fld in ("tenant", "slice"):
             setattr(cols, fld, _str_column(vals))
@@ -332,6 +333,8 @@ def _optional_columns(cols: TraceColumns, get, have, names: dict[str, str],
                                                 optional=True)
         elif fld == "max_tokens":
             cols.max_tokens = _int_column(vals, lines, src, errors, min_value=1, optional=True)
+        elif fld == "n":
+            cols.n = _int_column(vals, lines, src, errors, min_value=1, optional=True)
 
 
 # --------------------------------------------------------------------------- readers
@@ -590,6 +593,8 @@ def write_parquet_trace(cols: TraceColumns, path: str | os.PathLike, *,
                                           mask=np.isnan(c.cancel_after_s))
     if c.max_tokens is not None:
         data["max_tokens"] = pa.array(c.max_tokens, type=pa.int64(), mask=c.max_tokens <= 0)
+    if c.n is not None:
+        data["n"] = pa.array(c.n, type=pa.int64(), mask=c.n <= 0)
     if c.prefix_hash_ids is not None:
         data["prefix_hash_ids"] = pa.array([list(h) if h else None for h in c.prefix_hash_ids],
                                            type=pa.list_(pa.int64()))

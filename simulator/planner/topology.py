@@ -1,0 +1,292 @@
+"""Topology plan: aggregated vs disaggregated (xPyD) deployments, priced, under the SLOs.
+
+A plan file with a ``topology_search`` section (``servesim plan FILE``) replays the base
+scenario's workload (at ``workload.rate_scale`` and over ``window_s``) on
+
+- **aggregated** deployments: ``N`` identical replicas of tensor-parallel degree ``t``, each
+  serving whole requests (vLLM V1 mixed steps);
+- **disaggregated** deployments: ``x`` prefill replicas and ``y`` decode replicas (xPyD) of
+  degree ``t``, the KV of each prompt crossing ``kv_transfer``
+  (:mod:`simulator.topology.gateway`);
+
+and, for each family and degree, finds the cheapest that meets the plan's SLOs (attainment
+>= target, nothing rejected or left unfinished) by trying the candidates in order of GPU
+count (cheapest first) until one passes. The winner is the cheapest over all families; the
+report explains it with the figures that decide it: GPUs and $/hour, attainment, TTFT and
+TPOT percentiles, which SLO the next smaller deployment of each family misses, and how busy
+each pool is.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from pydantic import Field, ValidationError
+
+from ..config import (KVTransferConfig, SLOConfig, apply_overrides, cli_overrides,
+                      validate_scenario)
+from ..report.format import ms, pct, usd
+from ..report.tables import markdown_table
+from ..run import run_scenario
+from ..schema import StrictModel
+from ..topology.gateway import run_gateway
+from ..workload import load_workload
+from .spec import PlanError, format_spec_error, resolve_base
+
+
+class FamilySearch(StrictModel):
+    """Degrees and the largest replica counts tried for one deployment family."""
+
+    tensor_parallel_size: list[int] = Field(default=[1], min_length=1)
+    max_replicas: int = Field(default=8, ge=1)
+
+
+class DisaggregatedSearch(StrictModel):
+    tensor_parallel_size: list[int] = Field(default=[1], min_length=1)
+    max_prefill_replicas: int = Field(default=4, ge=1)
+    max_decode_replicas: int = Field(default=4, ge=1)
+    kv_transfer: KVTransferConfig
+
+
+class TopologySearch(StrictModel):
+    aggregated: FamilySearch | None = None
+    disaggregated: DisaggregatedSearch | None = None
+
+
+class TopologyPlanSpec(StrictModel):
+    """A topology plan file (see the module docstring)."""
+
+    name: str = "topology_plan"
+    base: str | dict
+    topology_search: TopologySearch
+    slo: SLOConfig | None = None
+    usd_per_gpu_hour: float = Field(gt=0)
+    window_s: float | None = Field(default=None, gt=0)
+    rate_scale: float = Field(default=1.0, gt=0)
+    output_dir: str = "reports/plan_{name}"
+
+
+def load_topology_plan(raw: dict, source: str) -> TopologyPlanSpec:
+    """Validate a topology plan mapping.
+
+    Raises
+    ------
+    PlanError
+        One line naming the key path and what is allowed.
+    """
+    try:
+        return TopologyPlanSpec.model_validate({k: v for k, v in raw.items()
+                                                if k != "__file__"})
+    except ValidationError as e:
+        raise PlanError(format_spec_error(e, TopologyPlanSpec, source)) from None
+
+
+def _candidates(spec: TopologyPlanSpec) -> list[dict]:
+    """Every deployment to try, as ``{family, tp, label, gpus, set}`` (``set``: overrides of
+    the base scenario), cheapest (fewest GPUs) first within a family and degree."""
+    out = []
+    ts = spec.topology_search
+    if ts.aggregated is not None:
+        for tp in ts.aggregated.tensor_parallel_size:
+            for n in range(1, ts.aggregated.max_replicas + 1):
+                out.append({"family": "aggregated", "tp": tp, "gpus": n * tp,
+                            "label": f"aggregated {n}x TP{tp}",
+                            "set": {"cluster": {"num_replicas": n, "tensor_parallel_size": tp}}})
+    d = ts.disaggregated
+    if d is not None:
+        link = json.loads(d.kv_transfer.model_dump_json())
+        for tp in d.tensor_parallel_size:
+            combos = [(x, y) for x in range(1, d.max_prefill_replicas + 1)
+                      for y in range(1, d.max_decode_replicas + 1)]
+            for x, y in sorted(combos, key=lambda c: (c[0] + c[1], c[0])):
+                pools = [{"name": "prefill", "role": "prefill", "decode_pool": "decode",
+                          "kv_transfer": link,
+                          "cluster": {"num_replicas": x, "tensor_parallel_size": tp,
+                                      "router": "least_outstanding"}},
+                         {"name": "decode", "role": "decode",
+                          "cluster": {"num_replicas": y, "tensor_parallel_size": tp,
+                                      "router": "least_outstanding"}}]
+                out.append({"family": "disaggregated", "tp": tp, "gpus": (x + y) * tp,
+                            "label": f"disaggregated {x}P{y}D TP{tp}", "set": {"pools": pools}})
+    return out
+
+
+def _slo_misses(req, slo: SLOConfig) -> dict[str, float]:
+    """Share of requests over each SLO bound (TTFT, TPOT) or not completed."""
+    n = max(1, len(req))
+    ttft = (req["first_token_time_s"] - req["arrival_time_s"]).to_numpy(float)
+    em = req["num_emitted_tokens"].to_numpy(float)
+    tpot = np.where(em > 1, (req["finish_time_s"] - req["first_token_time_s"]).to_numpy(float)
+                    / np.maximum(em - 1, 1), 0.0)
+    out = {"not_completed": float((req["status"] != "completed").sum()) / n}
+    if slo.ttft_s is not None:
+        out["ttft"] = float(np.sum(~(ttft <= slo.ttft_s))) / n
+    if slo.tpot_s is not None:
+        out["tpot"] = float(np.sum(~(tpot <= slo.tpot_s))) / n
+    return out
+
+
+def _busy(steps, duration_s: float, replicas: int) -> float:
+    """Busy share of a pool's replicas: summed step time over replicas x duration."""
+    if not duration_s or not replicas:
+        return 0.0
+    return float(steps["step_time_s"].sum()) / (duration_s * replicas)
+
+
+def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_dir) -> dict:
+    raw = apply_overrides(base_raw, [])
+    raw.update({k: v for k, v in cand["set"].items() if k == "pools"})
+    if "cluster" in cand["set"]:
+        raw["cluster"] = {**raw.get("cluster", {}), **cand["set"]["cluster"]}
+    sc = validate_scenario(raw, source=f"{spec.name}: {cand['label']}")
+    if sc.pools:
+        res = run_gateway(sc, base_dir, specs=specs, write=False)
+        busy = {n: _busy(r.result.steps, res.summary["duration_s"],
+                         r.scenario.cluster.num_replicas) for n, r in res.pools.items()}
+    else:
+        res = run_scenario(sc, base_dir, specs=specs, write=False, figures=False)
+        busy = {"replicas": _busy(res.steps, res.summary["duration_s"],
+                                  sc.cluster.num_replicas)}
+    sm, slo = res.summary, sc.slo
+    passed = bool(sm.get("slo_met")) and not sm["num_rejected"] and not sm["num_unfinished"]
+    return {**{k: cand[k] for k in ("family", "tp", "gpus", "label")},
+            "usd_per_hour": cand["gpus"] * spec.usd_per_gpu_hour, "passed": passed,
+            "slo_attainment": sm.get("slo_attainment"),
+            "ttft_p90_s": sm["ttft_s"].get("p90"), "ttft_p99_s": sm["ttft_s"].get("p99"),
+            "tpot_p90_s": sm["tpot_s"].get("p90"), "tpot_p99_s": sm["tpot_s"].get("p99"),
+            "misses": _slo_misses(res.requests, slo), "busy": busy,
+            "kv_transfer_p99_s": (sm.get("disaggregation") or {}).get(
+                "kv_transfer_s", {}).get("p99"),
+            "num_requests": sm["num_requests"], "num_completed": sm["num_completed"]}
+
+
+def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: str | None = None,
+                      scenario_overrides=None, outdir=None, progress=None) -> dict:
+    """Search the families of ``spec`` and write ``plan.json`` and ``plan.md``.
+
+    Returns
+    -------
+    dict
+        ``winner`` (the cheapest passing row or None), ``best`` (cheapest passing per family),
+        ``rows`` (every evaluated candidate), ``explanation`` (text), ``files``.
+    """
+    base_raw, base_dir = resolve_base(spec.base, spec_dir)
+    base_path = spec.base
+    ov = cli_overrides(scenario_overrides, trace)
+    ov += [f"workload.rate_scale={spec.rate_scale}"]
+    if spec.window_s is not None:
+        ov.append(f"workload.end_s={spec.window_s}")
+    if spec.slo is not None:
+        ov += [f"slo.{k}={'null' if v is None else v}" for k, v in spec.slo.model_dump().items()]
+    base_raw = apply_overrides(base_raw, ov)
+    base_sc = validate_scenario(base_raw, source=str(base_path), overrides=ov)
+    specs = load_workload(base_sc.workload, base_sc.seed, base_dir)
+    rows, best = [], {}
+    for cand in _candidates(spec):
+        key = (cand["family"], cand["tp"])
+        if key in best:
+            continue  # the cheapest passing deployment of this family and degree is found
+        row = _evaluate(cand, base_raw, specs, spec, base_dir)
+        rows.append(row)
+        if progress is not None:
+            progress(len(rows), 0)
+        if row["passed"]:
+            best[key] = row
+    fam_best = {}
+    for (fam, _tp), row in best.items():
+        if fam not in fam_best or _rank(row) < _rank(fam_best[fam]):
+            fam_best[fam] = row
+    winner = min(fam_best.values(), key=_rank, default=None)
+    out = {"name": spec.name, "base": str(base_path), "rate_scale": spec.rate_scale,
+           "window_s": spec.window_s, "num_requests": len(specs),
+           "slo": base_sc.slo.model_dump(), "usd_per_gpu_hour": spec.usd_per_gpu_hour,
+           "winner": winner, "best": fam_best, "rows": rows}
+    out["explanation"] = explain(out)
+    out["files"] = write_topology_plan(out, Path(outdir or spec.output_dir.format(
+        name=spec.name)))
+    return out
+
+
+def _rank(row: dict) -> tuple:
+    """Cheapest first; at equal price the higher SLO attainment (more headroom), then the
+    label (deterministic)."""
+    return (row["usd_per_hour"], -(row["slo_attainment"] or 0.0), row["label"])
+
+
+def _why_fail(row: dict) -> str:
+    m = row["misses"]
+    worst = max(m, key=m.get)
+    what = {"ttft": "TTFT", "tpot": "TPOT", "not_completed": "completion"}[worst]
+    return f"{row['label']} misses the {what} SLO for {pct(m[worst])} of requests"
+
+
+def explain(plan: dict) -> str:
+    """Plain-text verdict: which family is cheaper under the SLOs, and the figures why."""
+    best, rows = plan["best"], plan["rows"]
+    if plan["winner"] is None:
+        fails = "; ".join(_why_fail(r) for r in rows[-2:])
+        return f"No candidate meets the SLOs within the search bounds ({fails})."
+    w = plan["winner"]
+    parts = [f"Cheapest under the SLOs: {w['label']}, {w['gpus']} GPUs at "
+             f"{usd(w['usd_per_hour'])}/h (attainment {pct(w['slo_attainment'])}, "
+             f"TTFT p99 {ms(w['ttft_p99_s'])}, TPOT p99 {ms(w['tpot_p99_s'])})."]
+    other = [r for f, r in best.items() if f != w["family"]]
+    for o in other:
+        d = (o["usd_per_hour"] - w["usd_per_hour"]) / w["usd_per_hour"]
+        cost = (f"{pct(d)} more" if d > 0 else
+                f"the same price; the tie goes to the higher attainment, "
+                f"{pct(w['slo_attainment'])} vs {pct(o['slo_attainment'])}")
+        parts.append(f"The cheapest {o['family']} deployment, {o['label']}, needs "
+                     f"{o['gpus']} GPUs ({usd(o['usd_per_hour'])}/h, {cost}; "
+                     f"TTFT p99 {ms(o['ttft_p99_s'])}, TPOT p99 {ms(o['tpot_p99_s'])}).")
+    for fam in ("aggregated", "disaggregated"):
+        fails = [r for r in rows if r["family"] == fam and not r["passed"]]
+        if fails:
+            near = max(fails, key=lambda r: (r["slo_attainment"] or 0.0, -r["gpus"]))
+            parts.append(f"Closest {fam} miss: {_why_fail(near)}.")
+    busy = "; ".join(f"{k} {pct(v)}" for k, v in w["busy"].items())
+    parts.append(f"Busy share of the winner's replicas: {busy}.")
+    if w["family"] == "disaggregated":
+        parts.append("Prefill and decode no longer share steps, so long prompts do not stall "
+                     "decodes (TPOT) and decodes do not delay first tokens (TTFT); each pool is "
+                     "sized to its own phase.")
+    elif best.get("disaggregated") is not None:
+        parts.append("Splitting the phases costs whole replicas: at this load the prefill pool "
+                     "and the decode pool each need their own GPUs, while the aggregated "
+                     "replicas share idle capacity between the phases.")
+    return " ".join(parts)
+
+
+def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
+    """Write ``plan.json`` and ``plan.md`` into ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=True, default=str)
+                                   + "\n")
+    header = ["candidate", "GPUs", "$/h", "attainment", "TTFT p99", "TPOT p99",
+              "KV transfer p99", "passed"]
+    rows = [[r["label"], r["gpus"], usd(r["usd_per_hour"]), pct(r["slo_attainment"]),
+             ms(r["ttft_p99_s"]), ms(r["tpot_p99_s"]), ms(r["kv_transfer_p99_s"]),
+             "yes" if r["passed"] else "no"] for r in plan["rows"]]
+    md = (f"# servesim plan (topology): {plan['name']}\n\n"
+          f"Base `{plan['base']}`, {plan['num_requests']} requests (rate x{plan['rate_scale']:g}"
+          f", window {plan['window_s']} s), SLOs {plan['slo']}, "
+          f"{usd(plan['usd_per_gpu_hour'])} per GPU-hour.\n\n"
+          f"**Verdict.** {plan['explanation']}\n\n" + markdown_table(header, rows) + "\n")
+    (out / "plan.md").write_text(md)
+    return {"json": str(out / "plan.json"), "md": str(out / "plan.md")}
+
+
+def cmd_topology_plan(args, raw: dict, folder: Path) -> int:
+    """``servesim plan FILE`` for a file with ``topology_search``: run it, print the verdict."""
+    spec = load_topology_plan(raw, args.plan)
+    res = run_topology_plan(spec, folder, trace=args.trace, scenario_overrides=args.set,
+                            outdir=args.output)
+    print(res["explanation"])
+    if not args.quiet:
+        for r in res["rows"]:
+            print(f"  {r['label']:<28} {r['gpus']:>3} GPUs {usd(r['usd_per_hour']):>9}/h  "
+                  f"attainment {pct(r['slo_attainment']):>6}  TTFT p99 {ms(r['ttft_p99_s']):>8}"
+                  f"  TPOT p99 {ms(r['tpot_p99_s']):>7}  {'pass' if r['passed'] else 'fail'}")
+        print(f"report: {res['files']['md']}, {res['files']['json']}")
+    return 0

@@ -1,0 +1,108 @@
+"""Pools behind one gateway: per-pool routing state, request classes, P/D handoff timing
+(hand-derived with a constant step time)."""
+from __future__ import annotations
+
+import pytest
+from helpers import make_scenario, spec, synthetic_workload
+
+from simulator.config import ScenarioError, validate_scenario
+from simulator.topology.gateway import run_gateway
+
+CONST = {"source": "constant", "constant": {"step_s": 0.01}}
+
+
+def _pools_scenario(pools: list[dict]):
+    return make_scenario({"perf": CONST, "pools": pools})
+
+
+def test_round_robin_counters_are_per_pool():
+    # tenants alternate a, b, a, b, ...; pool A (2 replicas) serves a, pool B (3) serves b.
+    # One shared counter would send a's requests to replicas 0, 2, 4 ... of 5; per-pool
+    # counters send a's k-th request to A's replica k % 2 and b's k-th to B's replica k % 3
+    sc = _pools_scenario([
+        {"name": "A", "cluster": {"num_replicas": 2}, "match": {"tenants": ["a"]}},
+        {"name": "B", "cluster": {"num_replicas": 3}, "match": {"tenants": ["b"]}}])
+    specs = [spec(i, 0.1 * i, 50, 3, tenant="ab"[i % 2]) for i in range(12)]
+    res = run_gateway(sc, specs=specs, write=False)
+    req = res.requests
+    assert len(req) == 12 and (req["status"] == "completed").all()
+    a = req[req["tenant"] == "a"]
+    b = req[req["tenant"] == "b"]
+    assert set(a["pool"]) == {"A"} and set(b["pool"]) == {"B"}
+    assert a["replica_id"].tolist() == [k % 2 for k in range(6)]
+    assert b["replica_id"].tolist() == [k % 3 for k in range(6)]
+    assert res.summary["pools"]["A"]["requests_per_replica"] == {0: 3, 1: 3}
+    assert res.summary["pools"]["B"]["requests_per_replica"] == {0: 2, 1: 2, 2: 2}
+    assert res.summary["num_gpus"] == 5
+
+
+def test_unmatched_request_class_is_an_error():
+    sc = _pools_scenario([{"name": "A", "match": {"tenants": ["a"]}}])
+    with pytest.raises(ValueError, match="tenant 'z'.*matches no pool"):
+        run_gateway(sc, specs=[spec(0, 0.0, 10, 2, tenant="z")], write=False)
+
+
+def test_disaggregated_handoff_times_by_hand():
+    # one request, prompt 1000, output 5, constant 10 ms steps, Llama-3.1-8B (131072 KV
+    # bytes per token), link 50 GB/s + 10 us:
+    #   prefill: one step -> first token at 0.010 s (TTFT)
+    #   transfer: 10e-6 + 1000 x 131072 / 50e9 = 2.63144 ms -> decode arrival 0.01263144
+    #   decode: 4 steps of 10 ms (tokens 2..5) -> finish 0.05263144
+    sc = _pools_scenario([
+        {"name": "P", "role": "prefill", "decode_pool": "D",
+         "kv_transfer": {"kind": "infiniband", "bandwidth_bytes_per_s": 50e9,
+                         "latency_s": 10e-6}},
+        {"name": "D", "role": "decode"}])
+    res = run_gateway(sc, specs=[spec(0, 0.0, 1000, 5)], write=False)
+    row = res.requests.iloc[0]
+    xfer = 10e-6 + 1000 * 131072 / 50e9
+    assert row["status"] == "completed" and row["num_emitted_tokens"] == 5
+    assert row["first_token_time_s"] == pytest.approx(0.01)
+    assert row["kv_transfer_s"] == pytest.approx(xfer)
+    assert row["finish_time_s"] == pytest.approx(0.01 + xfer + 0.04)
+    assert res.summary["tpot_s"]["mean"] == pytest.approx((xfer + 0.04) / 4)
+    assert res.summary["disaggregation"]["kv_transfer_s"]["mean"] == pytest.approx(xfer)
+    # the decode pool allocated the prompt's blocks but computed one token per step
+    dec = res.pools["D"].result.steps
+    assert dec["num_prefill_tokens"].sum() + dec["num_decode_tokens"].sum() == 4
+
+
+def test_one_token_request_finishes_at_the_prefill_pool():
+    sc = _pools_scenario([
+        {"name": "P", "role": "prefill", "decode_pool": "D",
+         "kv_transfer": {"bandwidth_bytes_per_s": 50e9}},
+        {"name": "D", "role": "decode"}])
+    res = run_gateway(sc, specs=[spec(0, 0.0, 100, 1), spec(1, 0.5, 100, 3)], write=False)
+    assert res.requests["status"].tolist() == ["completed", "completed"]
+    assert res.requests["num_emitted_tokens"].tolist() == [1, 3]
+    assert len(res.pools["D"].result.requests) == 1
+
+
+@pytest.mark.parametrize("pools, msg", [
+    ([{"name": "A"}, {"name": "A"}], "duplicate pool name"),
+    ([{"name": "P", "role": "prefill", "kv_transfer": {"bandwidth_bytes_per_s": 1e9}}],
+     "pools.0.decode_pool: prefill pool 'P' must name a decode pool"),
+    ([{"name": "P", "role": "prefill", "decode_pool": "D"}, {"name": "D", "role": "decode"}],
+     "pools.0.kv_transfer"),
+    ([{"name": "D", "role": "decode"}, {"name": "M"}], "not named by any prefill"),
+])
+def test_bad_pools_are_one_line_errors(pools, msg):
+    with pytest.raises(ScenarioError, match=msg):
+        validate_scenario({"pools": pools, "workload": synthetic_workload()})
+
+
+def test_decode_pool_admits_only_with_the_blocks():
+    # two 1000-token prompts prefilled together (one 10 ms step), both handed over at
+    # t = 0.01 + xfer. Each needs ceil(1001 / 16) = 63 blocks on the decode side; with 100
+    # blocks the second waits until the first finishes (4 steps = 40 ms), then runs its 4
+    sc = _pools_scenario([
+        {"name": "P", "role": "prefill", "decode_pool": "D",
+         "kv_transfer": {"bandwidth_bytes_per_s": 50e9}},
+        {"name": "D", "role": "decode", "kv_cache": {"num_gpu_blocks": 100, "block_size": 16}}])
+    res = run_gateway(sc, specs=[spec(0, 0.0, 1000, 5), spec(1, 0.0, 1000, 5)], write=False)
+    xfer = 1000 * 131072 / 50e9
+    req = res.requests.set_index("request_id")
+    assert req.loc[0, "decode_queue_s"] == pytest.approx(0.0)
+    assert req.loc[1, "decode_queue_s"] == pytest.approx(0.04)
+    assert req.loc[1, "finish_time_s"] == pytest.approx(0.01 + xfer + 0.08)
+    assert (req["status"] == "completed").all()
