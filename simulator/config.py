@@ -60,6 +60,9 @@ class ClusterConfig(_Strict):
 
     num_replicas: int = Field(default=1, ge=1)
     tensor_parallel_size: int = Field(default=1, ge=1)
+    #: vLLM ``--pipeline-parallel-size``: each replica's layers split into this many stages
+    #: (one TP group each), up to this many micro-batches in flight
+    pipeline_parallel_size: int = Field(default=1, ge=1)
     router: Literal["round_robin", "least_outstanding", "least_kv", "random",
                     "prefix_affinity"] = "round_robin"
     #: ``router: prefix_affinity``: route by cached prefix only among the replicas within this
@@ -285,6 +288,11 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
+        if self.cluster.pipeline_parallel_size > 1 and (
+                self.speculative is not None or self.scheduler.policy == "static"):
+            raise ValueError("cluster.pipeline_parallel_size > 1 is modelled for continuous "
+                             "batching without speculative decoding; set it to 1 or use "
+                             "scheduler.policy: continuous without speculative")
         if self.speculative is not None and self.scheduler.policy == "static":
             raise ValueError("speculative decoding needs scheduler.policy: continuous "
                              "(static batching does not speculate); remove speculative or "
@@ -306,15 +314,16 @@ class Scenario(_Strict):
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.cluster.tensor_parallel_size
+        return self.cluster.tensor_parallel_size * self.cluster.pipeline_parallel_size
 
     @property
     def num_gpus(self) -> int:
         """GPUs of the deployment (every pool's, with ``pools``)."""
+        def gpus(c: ClusterConfig) -> int:
+            return c.tensor_parallel_size * c.pipeline_parallel_size * c.num_replicas
         if self.pools:
-            return sum((p.cluster or self.cluster).tensor_parallel_size
-                       * (p.cluster or self.cluster).num_replicas for p in self.pools)
-        return self.cluster.tensor_parallel_size * self.cluster.num_replicas
+            return sum(gpus(p.cluster or self.cluster) for p in self.pools)
+        return gpus(self.cluster)
 
 
 # ---------------------------------------------------------------------- error formatting

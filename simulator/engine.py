@@ -26,9 +26,11 @@ from .kv import KVCacheManager, MemoryPlan, plan_memory
 from .metrics.records import RunRecorder
 from .models import ModelSpec, get_model
 from .perf import build_perf_model
+from .perf.pipeline import PipelinePerfModel
 from .request import RequestSpec
 from .scheduling.continuous import ContinuousScheduler, SchedulerConfig
 from .scheduling.state import REJECTED, ReqState
+from .topology.pipeline import stage_model
 
 
 @dataclass
@@ -198,7 +200,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
         raise ValueError(f"cluster.enable_expert_parallel: {model.name} is a dense model (no "
                          "experts to split); remove it or pick an MoE model")
     kvc = scenario.kv_cache
-    mem = plan_memory(model, gpu.hbm_bytes, tensor_parallel_size=tp,
+    pp = scenario.cluster.pipeline_parallel_size
+    mem = plan_memory(stage_model(model, pp), gpu.hbm_bytes, tensor_parallel_size=tp,
                       gpu_memory_utilization=kvc.gpu_memory_utilization,
                       block_size=kvc.block_size, weight_dtype=wdt,
                       kv_cache_dtype=kv_dtype, max_num_batched_tokens=sc.max_num_batched_tokens,
@@ -218,6 +221,11 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                             num_speculative_tokens=(spec.num_speculative_tokens
                                                     if spec is not None else 0),
                             expert_parallel_size=ep)
+    if pp > 1:  # issue 11: stages + micro-batches in flight (simulator.perf.pipeline)
+        perf = PipelinePerfModel(perf, pp, model.num_layers, model.hidden_size,
+                                 gpu.interconnect_bandwidth_bytes_per_s
+                                 or gpu.host_link_bandwidth_bytes_per_s,
+                                 gpu.interconnect_latency_s)
     rules = getattr(getattr(perf, "engine", None), "scheduler", None)
     price = scenario.cost.usd_per_gpu_hour
     if price is None:

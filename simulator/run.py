@@ -94,8 +94,10 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
-    add_phase_cost(summary, steps, setup.perf, setup.tensor_parallel_size)
+    add_phase_cost(summary, steps, setup.perf, scenario.gpus_per_replica)
     summary["workload_synthesised"] = synthesised_labels(scenario.workload)
+    if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
+        summary.update(setup.perf.summary_extras())
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures)
