@@ -73,6 +73,17 @@ class ClusterConfig(_Strict):
     #: ranks, attention stays data parallel); tokens are exchanged by all-gather +
     #: reduce-scatter (vLLM's default ``allgather_reducescatter`` all2all backend)
     enable_expert_parallel: bool = False
+    #: step the replicas (DP ranks) together, each step as long as the slowest rank's, as
+    #: vLLM does when DP ranks share an EP group (idle ranks run dummy batches); default:
+    #: on with expert parallelism over several replicas
+    dp_lockstep: bool | None = None
+
+    @property
+    def dp_lockstep_active(self) -> bool:
+        """Whether the replicas step in lockstep (see ``dp_lockstep``)."""
+        if self.dp_lockstep is not None:
+            return self.dp_lockstep and self.num_replicas > 1
+        return self.enable_expert_parallel and self.num_replicas > 1
 
     @property
     def expert_parallel_size(self) -> int:

@@ -30,6 +30,7 @@ from .perf.pipeline import PipelinePerfModel
 from .request import RequestSpec
 from .scheduling.continuous import ContinuousScheduler, SchedulerConfig
 from .scheduling.state import REJECTED, ReqState
+from .topology.lockstep import dp_lockstep_process
 from .topology.pipeline import stage_model
 
 
@@ -400,8 +401,11 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     admission = scenario.scheduler.admission
     n_total = len(specs)
     tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
-    for rep in replicas:
-        env.process(_replica_process(env, rep, rec, tick))
+    if scenario.cluster.dp_lockstep_active and scenario.speculative is None:
+        env.process(dp_lockstep_process(env, replicas, rec, tick))  # DP x EP (issue 11)
+    else:
+        for rep in replicas:
+            env.process(_replica_process(env, rep, rec, tick))
 
     def _cancel_cb(r, rep):
         def cb(_ev):

@@ -42,7 +42,7 @@ LAYERS: dict[str, int] = {
     "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
     "simulator.models": 1, "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
-    "simulator.topology": 2,
+    "simulator.topology": 2, "simulator.topology.lockstep": 6,
     "simulator.config": 3,
     "simulator.scheduling": 4, "simulator.speculative.scheduler": 4,
     "simulator.metrics": 5,
