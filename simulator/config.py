@@ -77,6 +77,9 @@ class ClusterConfig(_Strict):
     #: vLLM does when DP ranks share an EP group (idle ranks run dummy batches); default:
     #: on with expert parallelism over several replicas
     dp_lockstep: bool | None = None
+    #: expert-parallel load imbalance: the busiest rank's expert rows over the mean (1 =
+    #: uniform routing, the default); its expert GEMMs cost that much more
+    expert_load_skew: float = Field(default=1.0, ge=1.0)
 
     @property
     def dp_lockstep_active(self) -> bool:

@@ -221,7 +221,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                             max_num_batched_tokens=sc.max_num_batched_tokens,
                             num_speculative_tokens=(spec.num_speculative_tokens
                                                     if spec is not None else 0),
-                            expert_parallel_size=ep)
+                            expert_parallel_size=ep,
+                            expert_load_skew=scenario.cluster.expert_load_skew)
     if pp > 1:  # issue 11: stages + micro-batches in flight (simulator.perf.pipeline)
         perf = PipelinePerfModel(perf, pp, model.num_layers, model.hidden_size,
                                  gpu.interconnect_bandwidth_bytes_per_s
