@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
+from .topology.pools import check_pools
 from .topology.routing import DEFAULT_LOAD_GUARD
 from .workload.config import WorkloadConfig
 
@@ -213,8 +214,8 @@ class PoolMatch(_Strict):
     slice is in ``slices`` (a pool without ``match`` takes every request no other pool
     matched)."""
 
-    tenants: list[str] = []
-    slices: list[str] = []
+    tenants: list[str] = Field(default_factory=list)
+    slices: list[str] = Field(default_factory=list)
 
 
 class PoolConfig(_Strict):
@@ -237,47 +238,6 @@ class PoolConfig(_Strict):
     match: PoolMatch | None = None
     decode_pool: str | None = None
     kv_transfer: KVTransferConfig | None = None
-
-
-def check_pools(pools: list[PoolConfig]) -> None:
-    """Cross-pool rules of ``pools:`` (names unique, prefill -> decode links well formed).
-
-    Raises
-    ------
-    ValueError
-        One line naming the pool and the key path.
-    """
-    names = [p.name for p in pools]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ValueError(f"pools: duplicate pool name(s) {', '.join(dup)}")
-    role = {p.name: p.role for p in pools}
-    fed = set()
-    for i, p in enumerate(pools):
-        if p.role == "prefill":
-            if p.decode_pool not in role or role[p.decode_pool] != "decode":
-                decodes = [n for n, r in role.items() if r == "decode"] or ["(none)"]
-                raise ValueError(f"pools.{i}.decode_pool: prefill pool '{p.name}' must name a "
-                                 f"decode pool; decode pools: {', '.join(decodes)}")
-            if p.kv_transfer is None:
-                raise ValueError(f"pools.{i}.kv_transfer: prefill pool '{p.name}' needs the "
-                                 "KV link (kind, bandwidth_bytes_per_s, latency_s)")
-            if p.decode_pool in fed:
-                raise ValueError(f"pools.{i}.decode_pool: decode pool '{p.decode_pool}' is "
-                                 "already fed by another prefill pool (scale a pool with "
-                                 "cluster.num_replicas: 2P1D is one prefill pool of 2 "
-                                 "replicas)")
-            fed.add(p.decode_pool)
-        elif p.decode_pool is not None or p.kv_transfer is not None:
-            raise ValueError(f"pools.{i}: decode_pool and kv_transfer apply to prefill pools "
-                             f"only ('{p.name}' is {p.role})")
-        if p.role == "decode" and p.match is not None:
-            raise ValueError(f"pools.{i}.match: decode pool '{p.name}' receives its requests "
-                             "from prefill pools; put match on the prefill pool")
-    lonely = [p.name for p in pools if p.role == "decode" and p.name not in fed]
-    if lonely:
-        raise ValueError(f"pools: decode pool(s) {', '.join(lonely)} not named by any prefill "
-                         "pool's decode_pool")
 
 
 class Scenario(_Strict):

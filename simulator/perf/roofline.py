@@ -28,7 +28,6 @@ TP1 on A100 (``shared/reference/vidur/legacy/a100/cpu_overheads.csv``: ~1.4 ms a
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np

@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, ValidationError
 
-from ..config import (KVTransferConfig, SLOConfig, apply_overrides, cli_overrides,
-                      validate_scenario)
+from ..config import KVTransferConfig, SLOConfig, apply_overrides, cli_overrides, validate_scenario
 from ..report.format import ms, pct, usd
 from ..report.tables import markdown_table
 from ..run import run_scenario
@@ -228,9 +227,9 @@ def explain(plan: dict) -> str:
         fails = "; ".join(_why_fail(r) for r in rows[-2:])
         return f"No candidate meets the SLOs within the search bounds ({fails})."
     w = plan["winner"]
-    parts = [f"Cheapest under the SLOs: {w['label']}, {w['gpus']} GPUs at "
-             f"{usd(w['usd_per_hour'])}/h (attainment {pct(w['slo_attainment'])}, "
-             f"TTFT p99 {ms(w['ttft_p99_s'])}, TPOT p99 {ms(w['tpot_p99_s'])})."]
+    parts = [(f"Cheapest under the SLOs: {w['label']}, {w['gpus']} GPUs at "
+              f"{usd(w['usd_per_hour'])}/h (attainment {pct(w['slo_attainment'])}, "
+              f"TTFT p99 {ms(w['ttft_p99_s'])}, TPOT p99 {ms(w['tpot_p99_s'])}).")]
     other = [r for f, r in best.items() if f != w["family"]]
     for o in other:
         d = (o["usd_per_hour"] - w["usd_per_hour"]) / w["usd_per_hour"]
