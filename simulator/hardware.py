@@ -184,13 +184,20 @@ def gpu_catalog() -> dict[str, GPUSpec]:
     return out
 
 
+def _looks_like_path(key: str) -> bool:
+    """True when a lookup key is meant as a file path (a separator or a file suffix)."""
+    return "/" in key or "\\" in key or key.lower().endswith((".yaml", ".yml", ".json"))
+
+
 def get_gpu(name_or_path: str) -> GPUSpec:
     """Look a GPU up by profile name or alias (case-insensitive), or load a spec path.
 
     Raises
     ------
     ValueError
-        If it is neither; the message lists the known names.
+        If it is neither; the message lists the known names. A key that looks like a path
+        (a separator or a ``.yaml``/``.json`` suffix) that does not name a file is reported
+        as a missing file, not as an unknown GPU.
     """
     key = str(name_or_path).strip()
     cat = gpu_catalog()
@@ -198,7 +205,11 @@ def get_gpu(name_or_path: str) -> GPUSpec:
         if key.lower() in {g.name.lower(), *(a.lower() for a in g.aliases)}:
             return g
     p = Path(key).expanduser()
-    if p.exists():
+    if p.is_file():
         return load_gpu_spec(p)
+    if _looks_like_path(key):
+        why = "is a directory, not a spec YAML" if p.is_dir() else "not found"
+        raise ValueError(f"GPU spec file {key!r}: {why} (known GPU names: "
+                         f"{', '.join(sorted(cat))})")
     raise ValueError(f"unknown GPU {key!r}; known: {', '.join(sorted(cat))} "
                      "(or give a path to a spec YAML)")

@@ -698,6 +698,9 @@ def get_model(name_or_path: str) -> ModelSpec:
         p = p / "config.json"
     if p.is_file():
         return load_hf_config(p)
+    if "/" in key and (key.lower().endswith(".json") or p.parent.exists() or key.startswith((".", "~"))):
+        raise ValueError(f"model config file {str(p)!r} not found (give a Hugging Face "
+                         f"config.json, or a catalog id: {', '.join(model_names())})")
     raise ValueError(f"unknown model {key!r}; known: {', '.join(model_names())} "
                      "(or give a path to a Hugging Face config.json)")
 

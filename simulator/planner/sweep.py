@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import ScenarioError, apply_overrides, cli_overrides
+from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
 from ..experiments.runner import Workloads, factory_id, prepare_points, run_family
@@ -106,6 +106,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     ovr = cli_overrides(scenario_overrides, trace)
     try:
         base_raw = apply_overrides(base_raw, ovr)
+        _check_overrides(base_raw, ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None
     overrides = expand_grid(spec.grid, spec.points)
@@ -140,6 +141,25 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
             table, out, name=spec.name, num_simulated=res.num_simulated,
             num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
     return res
+
+
+def _check_overrides(base_raw: dict, ovr: list) -> None:
+    """Fail on a ``--set``/``--trace`` override that is wrong in itself (an unknown key path, a
+    bad value), naming the flag, before the grid is expanded; an error the grid's points may
+    still fill in is left to the per-point validation.
+
+    Raises
+    ------
+    ScenarioError
+        When a validation error lies on the key path of one of ``ovr``.
+    """
+    if not ovr:
+        return
+    try:
+        validate_scenario(base_raw, source="sweep base scenario", overrides=ovr)
+    except ScenarioError as e:
+        if any(getattr(o, "origin", None) and o.origin in str(e) for o in ovr):
+            raise
 
 
 def _rows(points, overrides, keys, results, ran) -> list[dict[str, Any]]:

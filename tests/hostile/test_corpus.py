@@ -464,10 +464,14 @@ def _cli_cases(tmp):
         (["trace", "/dev/null"], {}, "is a character device, not a trace file"),
         (["sweep", str(tmp)], {}, "is a directory, not a sweep file"),
         (["plan", "/dev/null"], {}, "is a character device, not a plan file"),
+        (["sweep", "sweep_default", "--set", "bogus.key=1", "-o", str(tmp / "sw")], {},
+         ["sweep base scenario: --set bogus.key=1", "unknown key 'bogus'"]),
+        (["sweep", "sweep_default", "--set", "scheduler.max_num_seqs=-1", "-o", str(tmp / "sw")],
+         {}, ["--set scheduler.max_num_seqs=-1", "greater than or equal to 1"]),
     ]
 
 
-CLI_IDS = [f"cli{i:02d}" for i in range(26)]
+CLI_IDS = [f"cli{i:02d}" for i in range(28)]
 
 
 @pytest.mark.parametrize("i", range(len(CLI_IDS)), ids=CLI_IDS)

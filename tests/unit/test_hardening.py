@@ -286,3 +286,25 @@ def test_priority_classes_round_trip_through_json():
     sc = _scenario(workload={"priorities": {0: 0.25, 2: 0.75}})
     again = validate_scenario(sc.model_dump(mode="json"))
     assert again.workload.priorities == {0: 0.25, 2: 0.75}
+
+
+# --- a missing spec or config path is reported as a missing file, not an unknown name --------
+
+def test_missing_gpu_spec_path_says_not_found(tmp_path):
+    from simulator.hardware import get_gpu
+    with pytest.raises(ValueError, match=r"GPU spec file .*missing\.yaml.*: not found"):
+        get_gpu(str(tmp_path / "missing.yaml"))
+    with pytest.raises(ValueError, match="is a directory, not a spec YAML"):
+        get_gpu(str(tmp_path))
+    with pytest.raises(ValueError, match="unknown GPU 'h100-sxm2'"):
+        get_gpu("h100-sxm2")
+
+
+def test_missing_model_config_path_says_not_found(tmp_path):
+    from simulator.models import get_model
+    with pytest.raises(ValueError, match=r"model config file .*config\.json.* not found"):
+        get_model(str(tmp_path / "config.json"))
+    with pytest.raises(ValueError, match=r"model config file .*absent.* not found"):
+        get_model(str(tmp_path / "absent"))
+    with pytest.raises(ValueError, match="unknown model 'nobody/unknown-7b'"):
+        get_model("nobody/unknown-7b")
