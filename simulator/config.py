@@ -446,21 +446,33 @@ def _blame(e: ValidationError, overrides) -> str | None:
     return found
 
 
+def _list_index(seq: list, part: str, item: str) -> int:
+    """``part`` as an index into ``seq`` (a list section such as ``pools``)."""
+    if not (part.isdigit() and int(part) < len(seq)):
+        raise ScenarioError(f"--set {item}: '{part}' is not an index of a list of {len(seq)} "
+                            f"(valid: 0..{len(seq) - 1})")
+    return int(part)
+
+
 def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
-    """Return a copy of ``raw`` with each ``a.b=v`` override applied."""
+    """Return a copy of ``raw`` with each ``a.b=v`` override applied (an integer part
+    indexes a list: ``pools.1.cluster.num_replicas=2``)."""
     out = copy.deepcopy(raw)
     for item in overrides or []:
         path, value = parse_override(item)
         d = out
         for p in path[:-1]:
-            nxt = d.get(p)
+            nxt = d[_list_index(d, p, item)] if isinstance(d, list) else d.get(p)
             if nxt is None:
                 nxt = {}
                 d[p] = nxt
-            elif not isinstance(nxt, dict):
+            elif not isinstance(nxt, dict | list):
                 raise ScenarioError(f"--set {item}: '{p}' is not a section")
             d = nxt
-        d[path[-1]] = value
+        if isinstance(d, list):
+            d[_list_index(d, path[-1], item)] = value
+        else:
+            d[path[-1]] = value
     return out
 
 

@@ -106,3 +106,13 @@ def test_decode_pool_admits_only_with_the_blocks():
     assert req.loc[1, "decode_queue_s"] == pytest.approx(0.04)
     assert req.loc[1, "finish_time_s"] == pytest.approx(0.01 + xfer + 0.08)
     assert (req["status"] == "completed").all()
+
+
+def test_set_indexes_a_pool():
+    from simulator.config import apply_overrides
+    raw = {"pools": [{"name": "A"}, {"name": "B", "cluster": {"num_replicas": 1}}]}
+    out = apply_overrides(raw, ["pools.1.cluster.num_replicas=3", "pools.0.model=llama-3.1-70b"])
+    assert out["pools"][1]["cluster"]["num_replicas"] == 3
+    assert out["pools"][0]["model"] == "llama-3.1-70b"
+    with pytest.raises(ScenarioError, match="'5' is not an index of a list of 2"):
+        apply_overrides(raw, ["pools.5.model=x"])
