@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
-from .topology.pools import check_pools
+from .topology.pools import KVTransferConfig, PoolMatch, check_pools
 from .topology.routing import DEFAULT_LOAD_GUARD
 from .workload.config import WorkloadConfig
 
@@ -195,27 +195,6 @@ class SLOConfig(_Strict):
 
 class CostConfig(_Strict):
     usd_per_gpu_hour: float | None = Field(default=None, ge=0)
-
-
-class KVTransferConfig(_Strict):
-    """The link a prefill pool ships each prompt's KV cache over to its decode pool
-    (alpha-beta: ``latency_s + bytes / bandwidth_bytes_per_s``; see
-    :mod:`simulator.topology.transfer`). ``layerwise`` overlaps the transfer with the prefill
-    layer by layer (vLLM's layer-wise connectors, DistServe)."""
-
-    kind: Literal["nvlink", "infiniband", "pcie"] = "infiniband"
-    bandwidth_bytes_per_s: float = Field(gt=0)
-    latency_s: float = Field(default=0.0, ge=0)
-    layerwise: bool = False
-
-
-class PoolMatch(_Strict):
-    """The request class a pool serves: requests whose tenant is in ``tenants`` or whose
-    slice is in ``slices`` (a pool without ``match`` takes every request no other pool
-    matched)."""
-
-    tenants: list[str] = Field(default_factory=list)
-    slices: list[str] = Field(default_factory=list)
 
 
 class PoolConfig(_Strict):

@@ -1,5 +1,34 @@
-"""Cross-pool checks of a scenario's ``pools:`` (the schema is :class:`simulator.config.PoolConfig`)."""
+"""Pool schema parts without scenario sections (the KV link, the request-class match) and the
+cross-pool checks of a scenario's ``pools:`` (the pool itself is
+:class:`simulator.config.PoolConfig`)."""
 from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..schema import StrictModel as _Strict
+
+
+class KVTransferConfig(_Strict):
+    """The link a prefill pool ships each prompt's KV cache over to its decode pool
+    (alpha-beta: ``latency_s + bytes / bandwidth_bytes_per_s``; see
+    :mod:`simulator.topology.transfer`). ``layerwise`` overlaps the transfer with the prefill
+    layer by layer (vLLM's layer-wise connectors, DistServe)."""
+
+    kind: Literal["nvlink", "infiniband", "pcie"] = "infiniband"
+    bandwidth_bytes_per_s: float = Field(gt=0)
+    latency_s: float = Field(default=0.0, ge=0)
+    layerwise: bool = False
+
+
+class PoolMatch(_Strict):
+    """The request class a pool serves: requests whose tenant is in ``tenants`` or whose
+    slice is in ``slices`` (a pool without ``match`` takes every request no other pool
+    matched)."""
+
+    tenants: list[str] = Field(default_factory=list)
+    slices: list[str] = Field(default_factory=list)
 
 
 def check_pools(pools) -> None:
