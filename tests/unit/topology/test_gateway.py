@@ -116,3 +116,17 @@ def test_set_indexes_a_pool():
     assert out["pools"][0]["model"] == "llama-3.1-70b"
     with pytest.raises(ScenarioError, match="'5' is not an index of a list of 2"):
         apply_overrides(raw, ["pools.5.model=x"])
+
+
+def test_same_pools_scenario_same_outputs(tmp_path):
+    sc = _pools_scenario([
+        {"name": "P", "role": "prefill", "decode_pool": "D", "cluster": {"num_replicas": 2},
+         "kv_transfer": {"bandwidth_bytes_per_s": 50e9, "layerwise": True}},
+        {"name": "D", "role": "decode"}])
+    specs = [spec(i, 0.01 * i, 100 + 7 * i, 2 + i % 5) for i in range(30)]
+    a = run_gateway(sc, specs=specs, outdir=tmp_path / "a", figures=False)
+    b = run_gateway(sc, specs=specs, outdir=tmp_path / "b", figures=False)
+    for name in ("requests.csv", "steps.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert len(a.requests) == 30 and set(a.requests["status"]) == {"completed"}
+    assert b.summary["num_completed"] == 30
