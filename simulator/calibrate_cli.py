@@ -215,136 +215,180 @@ def cmd_import_lss(args) -> int:
     return 0
 
 
+#: One option: ``(flags, keyword arguments of argparse's add_argument)``.
+Arg = tuple[tuple[str, ...], dict]
+
+_QUIET: Arg = (("-q", "--quiet"), {"action": "store_true"})
+
+#: Options of ``servesim calibrate`` (the measuring run).
+CALIBRATE_ARGS: tuple[Arg, ...] = (
+    (("--device",), {"default": "cpu", "help": "cpu, cuda or cuda:N (default cpu)"}),
+    (("--model",), {"default": "servesim-tiny-llama",
+                    "help": "servesim-tiny-llama (alias tiny), a catalog id, or a config.json "
+                            "path"}),
+    (("--quick",), {"action": "store_true",
+                    "help": "smaller grid and fewer repeats (about a minute on 2 CPU cores)"}),
+    (("-o", "--output"), {"help": "profile folder to write (default "
+                                  "hardware_profiles/<cpu|cuda>-local)"}),
+    (("--tensor-parallel-size",), {"type": int, "default": 1,
+                                   "help": "measure the shapes of this TP shard (default 1)"}),
+    (("--threads",), {"type": int, "default": 1,
+                      "help": "torch CPU threads (default 1; use the same in validate)"}),
+    (("--max-num-seqs",), {"type": int, "help": "largest decode batch in the grid"}),
+    (("--max-num-batched-tokens",), {"type": int, "help": "largest step in the grid"}),
+    (("--max-context",), {"type": int, "help": "longest context in the grid (tokens)"}),
+    (("--time-budget",), {"type": float, "help": "stop measuring after this many seconds"}),
+    (("--format",), {"dest": "table_format", "choices": ("v1", "v2"),
+                     "help": "v1: flat in-context profile (CPU default; what validate reads); "
+                             "v2: operator-level table set in "
+                             "OUT/tables/servesim-harness-<version>/ (CUDA default)"}),
+    (("--attention-backend",), {"default": None,
+                                "help": "v2: auto (default: vllm_flash_attn, flashinfer, "
+                                        "flash_attn, sdpa, first that works), all, or one of "
+                                        "those"}),
+    (("--fp8",), {"action": "store_true", "default": None,
+                  "help": "v2: also time FP8 GEMMs (torch._scaled_mm; CUDA compute >= 8.9)"}),
+    (("--no-flush-l2",), {"dest": "flush_l2", "action": "store_false", "default": None,
+                          "help": "v2: keep the L2 warm between timed calls (default: flush)"}),
+    (("--no-cuda-graphs",), {"dest": "cuda_graphs", "action": "store_false", "default": None,
+                             "help": "v2: time decode attention and elementwise eagerly "
+                                     "(default: graphs)"}),
+    (("--no-collectives",), {"dest": "collectives", "action": "store_false", "default": None,
+                             "help": "v2: skip NCCL collectives even with several GPUs"}),
+    (("--warmup",), {"type": int, "help": "v2: untimed calls per point"}),
+    (("--repeats",), {"type": int, "help": "v2: timed calls per point"}),
+    (("--table-file-format",), {"choices": ("parquet", "csv"), "default": None,
+                                "help": "v2: table files (default parquet, zstd)"}),
+    _QUIET,
+)
+
+#: Options of ``servesim calibrate compare``.
+COMPARE_ARGS: tuple[Arg, ...] = (
+    (("ours",), {"help": "table-set folder, profile folder with one set, or flat profile"}),
+    (("theirs",), {"help": "the same, for the reference"}),
+    (("-o", "--output"), {"help": "write compare.md, compare_summary.csv, compare_pairs.csv "
+                                  "here (default: print only)"}),
+    (("--max-grid-factor",), {"type": float, "default": 2.0,
+                              "help": "pair a row with the nearest grid point only when every "
+                                      "grid coordinate is within this factor (default 2)"}),
+)
+
+#: Options of ``servesim calibrate fit-engine``.
+FIT_ENGINE_ARGS: tuple[Arg, ...] = (
+    (("runs",), {"nargs": "+", "help": "recorded runs (as for validate --recorded); at least "
+                                       "two"}),
+    (("-o", "--output"), {"required": True,
+                          "help": "profile YAML to write (or a folder: <name>.yaml in it)"}),
+    (("--base",), {"default": "vllm-v1",
+                   "help": "engine profile to start from (default vllm-v1)"}),
+    (("--params",), {"help": "constants to fit, comma separated (default "
+                             "sync.step_s,sync.per_seq_s)"}),
+    (("--name",), {"help": "name of the written profile (default: the base's)"}),
+    (("--gpu",), {"help": "GPU for runs that do not record one"}),
+    (("--model",), {"help": "model for runs that do not record one"}),
+    (("--set",), {"action": "append", "default": [], "metavar": "KEY=VALUE",
+                  "help": "scenario override applied to every run"}),
+    (("--grid-points",), {"type": int, "default": 13,
+                          "help": "coarse grid points per constant before Nelder-Mead (default "
+                                  "13: 0.5 ms / 5 us / 0.5 us steps)"}),
+    (("--no-loo",), {"action": "store_true", "help": "skip the leave-one-run-out refits"}),
+    _QUIET,
+)
+
+#: Options of ``servesim validate`` (``--recorded`` replay and ``--self-check``).
+VALIDATE_ARGS: tuple[Arg, ...] = (
+    (("--recorded",), {"metavar": "RUN", "help": "a recorded run: run folder, requests.jsonl, "
+                                                 "bench JSON or CSV"}),
+    (("--scenario",), {"help": "--recorded: scenario file for settings the record lacks"}),
+    (("--gpu",), {"help": "--recorded: GPU name or spec YAML (overrides the record)"}),
+    (("--model",), {"help": "--recorded: model id or config.json (overrides the record)"}),
+    (("--set",), {"action": "append", "metavar": "KEY.PATH=VALUE",
+                  "help": "--recorded: override a scenario field (repeatable; applied last)"}),
+    (("--no-figures",), {"action": "store_true", "help": "--recorded: skip the PNG figures"}),
+    (("--self-check",), {"action": "store_true", "default": False,
+                         "help": "run the self-check (simulator vs servesim's own tiny engine "
+                                 "on this device; needs torch)"}),
+    (("--device",), {"default": None, "help": "self-check: cpu, cuda or cuda:N (default cpu)"}),
+    (("-o", "--output"), {"default": None,
+                          "help": "output folder (default reports/validate-<run> with "
+                                  "--recorded, reports/validate for the self-check)"}),
+    (("--profile",), {"help": "self-check: use this calibrated profile folder instead of "
+                              "calibrating"}),
+    (("--num-requests",), {"type": int, "default": 80}),
+    (("--load",), {"type": float, "default": 0.7,
+                   "help": "target busy fraction of the replica (arrival rate scaling)"}),
+    (("--runs",), {"type": int, "default": 2, "help": "real runs (>= 2 shows the spread)"}),
+    (("--threads",), {"type": int, "default": 1}),
+    (("--max-num-seqs",), {"type": int}),
+    (("--max-num-batched-tokens",), {"type": int}),
+    (("--full-calibration",), {"action": "store_true",
+                               "help": "calibrate with the full grid instead of --quick"}),
+    (("--trace",), {"help": "trace to scale (default traces/default_conv_1k.csv)"}),
+    (("--seed",), {"type": int, "default": 0}),
+    _QUIET,
+)
+
+VALIDATE_DESCRIPTION = (
+    "servesim validate --recorded RUN [--scenario S] [--gpu G] [--model M] [--set k=v ...] "
+    "-o DIR: replay a recorded run (vLLM run folder or requests.jsonl, vllm bench serve JSON, "
+    "generic CSV) and compare. servesim validate --self-check [--device cpu]: internal "
+    "consistency check of harness, tables and scheduler (needs torch); plain "
+    "`servesim validate` and `--device cpu` run it too.")
+
+
+def _import_aic_arguments(parser) -> None:
+    from calibration.import_aic import add_arguments  # pandas: imported only when registering
+    add_arguments(parser)
+
+
+def _import_lss_arguments(parser) -> None:
+    from calibration.import_lss import add_arguments  # pandas: imported only when registering
+    add_arguments(parser)
+
+
+def _add_arguments(parser, args: tuple[Arg, ...]) -> None:
+    for flags, kwargs in args:
+        parser.add_argument(*flags, **kwargs)
+
+
+#: ``servesim calibrate`` subcommands: ``(name, help, handler, options)``; options is a table
+#: of :data:`Arg` or a function that adds them (the importers own their options).
+CALIBRATE_SUBCOMMANDS: tuple[tuple[str, str, object, object], ...] = (
+    ("compare", "compare two latency table sets (ratio ours/theirs per operator family)",
+     cmd_compare, COMPARE_ARGS),
+    ("import-aic", ("convert aiconfigurator's measured vLLM kernel tables into "
+                    "hardware_profiles/<gpu>/tables/ (no torch)"),
+     cmd_import_aic, _import_aic_arguments),
+    ("import-lss", ("convert LLMServingSim's per-layer vLLM profiles into "
+                    "hardware_profiles/<gpu>/tables/vllm-<version>-lss/ (no torch)"),
+     cmd_import_lss, _import_lss_arguments),
+    ("fit-engine", ("fit an engine profile's constants to recorded runs (least squares, "
+                    "leave-one-run-out; no torch)"),
+     cmd_fit_engine, FIT_ENGINE_ARGS),
+)
+
+
 def register(sub) -> None:
-    """Add the ``calibrate`` (with its ``compare``, ``import-aic`` and ``import-lss``
-    subcommands) and ``validate`` subcommands to ``servesim``."""
+    """Add the ``calibrate`` (with the subcommands of :data:`CALIBRATE_SUBCOMMANDS`) and
+    ``validate`` subcommands to ``servesim``; their options are the tables above."""
     c = sub.add_parser("calibrate", help="measure latency tables on this CPU/GPU (needs torch); "
                                          "'calibrate import-aic' imports public tables",
                        description=cmd_calibrate.__doc__ or __doc__.splitlines()[0])
-    c.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
-    c.add_argument("--model", default="servesim-tiny-llama",
-                   help="servesim-tiny-llama (alias tiny), a catalog id, or a config.json path")
-    c.add_argument("--quick", action="store_true",
-                   help="smaller grid and fewer repeats (about a minute on 2 CPU cores)")
-    c.add_argument("-o", "--output",
-                   help="profile folder to write (default hardware_profiles/<cpu|cuda>-local)")
-    c.add_argument("--tensor-parallel-size", type=int, default=1,
-                   help="measure the shapes of this TP shard (default 1)")
-    c.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (default 1; use the same in validate)")
-    c.add_argument("--max-num-seqs", type=int, help="largest decode batch in the grid")
-    c.add_argument("--max-num-batched-tokens", type=int, help="largest step in the grid")
-    c.add_argument("--max-context", type=int, help="longest context in the grid (tokens)")
-    c.add_argument("--time-budget", type=float, help="stop measuring after this many seconds")
-    c.add_argument("--format", dest="table_format", choices=("v1", "v2"),
-                   help="v1: flat in-context profile (CPU default; what validate reads); v2: "
-                        "operator-level table set in OUT/tables/servesim-harness-<version>/ "
-                        "(CUDA default)")
-    c.add_argument("--attention-backend", default=None,
-                   help="v2: auto (default: vllm_flash_attn, flashinfer, flash_attn, sdpa, "
-                        "first that works), all, or one of those")
-    c.add_argument("--fp8", action="store_true", default=None,
-                   help="v2: also time FP8 GEMMs (torch._scaled_mm; CUDA compute >= 8.9)")
-    c.add_argument("--no-flush-l2", dest="flush_l2", action="store_false", default=None,
-                   help="v2: keep the L2 warm between timed calls (default: flush)")
-    c.add_argument("--no-cuda-graphs", dest="cuda_graphs", action="store_false", default=None,
-                   help="v2: time decode attention and elementwise eagerly (default: graphs)")
-    c.add_argument("--no-collectives", dest="collectives", action="store_false", default=None,
-                   help="v2: skip NCCL collectives even with several GPUs")
-    c.add_argument("--warmup", type=int, help="v2: untimed calls per point")
-    c.add_argument("--repeats", type=int, help="v2: timed calls per point")
-    c.add_argument("--table-file-format", choices=("parquet", "csv"), default=None,
-                   help="v2: table files (default parquet, zstd)")
-    c.add_argument("-q", "--quiet", action="store_true")
+    _add_arguments(c, CALIBRATE_ARGS)
     c.set_defaults(func=cmd_calibrate)
-    csub = c.add_subparsers(dest="calibrate_command",
-                            metavar="{compare,import-aic,import-lss,fit-engine}")
+    csub = c.add_subparsers(dest="calibrate_command", metavar="{" + ",".join(
+        name for name, *_ in CALIBRATE_SUBCOMMANDS) + "}")
     csub.required = False
-    cc = csub.add_parser("compare", help="compare two latency table sets (ratio ours/theirs "
-                                         "per operator family)",
-                         description=cmd_compare.__doc__)
-    cc.add_argument("ours", help="table-set folder, profile folder with one set, or flat "
-                                 "profile")
-    cc.add_argument("theirs", help="the same, for the reference")
-    cc.add_argument("-o", "--output", help="write compare.md, compare_summary.csv, "
-                                           "compare_pairs.csv here (default: print only)")
-    cc.add_argument("--max-grid-factor", type=float, default=2.0,
-                    help="pair a row with the nearest grid point only when every grid "
-                         "coordinate is within this factor (default 2)")
-    cc.set_defaults(func=cmd_compare)
-    ia = csub.add_parser("import-aic", help="convert aiconfigurator's measured vLLM kernel tables "
-                                            "into hardware_profiles/<gpu>/tables/ (no torch)",
-                         description=cmd_import_aic.__doc__)
-    from calibration.import_aic import add_arguments
-    add_arguments(ia)
-    ia.set_defaults(func=cmd_import_aic)
-    il = csub.add_parser("import-lss", help="convert LLMServingSim's per-layer vLLM profiles "
-                                            "into hardware_profiles/<gpu>/tables/"
-                                            "vllm-<version>-lss/ (no torch)",
-                         description=cmd_import_lss.__doc__)
-    from calibration.import_lss import add_arguments as add_lss_arguments
-    add_lss_arguments(il)
-    il.set_defaults(func=cmd_import_lss)
-    fe = csub.add_parser("fit-engine", help="fit an engine profile's constants to recorded runs "
-                                            "(least squares, leave-one-run-out; no torch)",
-                         description=cmd_fit_engine.__doc__)
-    fe.add_argument("runs", nargs="+", help="recorded runs (as for validate --recorded); at "
-                                            "least two")
-    fe.add_argument("-o", "--output", required=True,
-                    help="profile YAML to write (or a folder: <name>.yaml in it)")
-    fe.add_argument("--base", default="vllm-v1", help="engine profile to start from "
-                                                      "(default vllm-v1)")
-    fe.add_argument("--params", help="constants to fit, comma separated (default "
-                                     "sync.step_s,sync.per_seq_s)")
-    fe.add_argument("--name", help="name of the written profile (default: the base's)")
-    fe.add_argument("--gpu", help="GPU for runs that do not record one")
-    fe.add_argument("--model", help="model for runs that do not record one")
-    fe.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="scenario override applied to every run")
-    fe.add_argument("--grid-points", type=int, default=13,
-                    help="coarse grid points per constant before Nelder-Mead (default 13: "
-                         "0.5 ms / 5 us / 0.5 us steps)")
-    fe.add_argument("--no-loo", action="store_true", help="skip the leave-one-run-out refits")
-    fe.add_argument("-q", "--quiet", action="store_true")
-    fe.set_defaults(func=cmd_fit_engine)
-
+    for name, help_, func, options in CALIBRATE_SUBCOMMANDS:
+        sp = csub.add_parser(name, help=help_, description=func.__doc__)
+        if callable(options):
+            options(sp)
+        else:
+            _add_arguments(sp, options)
+        sp.set_defaults(func=func)
     v = sub.add_parser(
         "validate", help="replay a real engine's recorded run (--recorded RUN) and report the "
                          "error; or --self-check against servesim's own tiny engine (torch)",
-        description="servesim validate --recorded RUN [--scenario S] [--gpu G] [--model M] "
-                    "[--set k=v ...] -o DIR: replay a recorded run (vLLM run folder or "
-                    "requests.jsonl, vllm bench serve JSON, generic CSV) and compare. "
-                    "servesim validate --self-check [--device cpu]: internal consistency check "
-                    "of harness, tables and scheduler (needs torch); plain "
-                    "`servesim validate` and `--device cpu` run it too.")
-    v.add_argument("--recorded", metavar="RUN",
-                   help="a recorded run: run folder, requests.jsonl, bench JSON or CSV")
-    v.add_argument("--scenario", help="--recorded: scenario file for settings the record lacks")
-    v.add_argument("--gpu", help="--recorded: GPU name or spec YAML (overrides the record)")
-    v.add_argument("--model", help="--recorded: model id or config.json (overrides the record)")
-    v.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
-                   help="--recorded: override a scenario field (repeatable; applied last)")
-    v.add_argument("--no-figures", action="store_true", help="--recorded: skip the PNG figures")
-    v.add_argument("--self-check", action="store_true", default=False,
-                   help="run the self-check (simulator vs servesim's own tiny engine on this "
-                        "device; needs torch)")
-    v.add_argument("--device", default=None,
-                   help="self-check: cpu, cuda or cuda:N (default cpu)")
-    v.add_argument("-o", "--output", default=None,
-                   help="output folder (default reports/validate-<run> with --recorded, "
-                        "reports/validate for the self-check)")
-    v.add_argument("--profile", help="self-check: use this calibrated profile folder instead of "
-                                     "calibrating")
-    v.add_argument("--num-requests", type=int, default=80)
-    v.add_argument("--load", type=float, default=0.7,
-                   help="target busy fraction of the replica (arrival rate scaling)")
-    v.add_argument("--runs", type=int, default=2, help="real runs (>= 2 shows the spread)")
-    v.add_argument("--threads", type=int, default=1)
-    v.add_argument("--max-num-seqs", type=int)
-    v.add_argument("--max-num-batched-tokens", type=int)
-    v.add_argument("--full-calibration", action="store_true",
-                   help="calibrate with the full grid instead of --quick")
-    v.add_argument("--trace", help="trace to scale (default traces/default_conv_1k.csv)")
-    v.add_argument("--seed", type=int, default=0)
-    v.add_argument("-q", "--quiet", action="store_true")
+        description=VALIDATE_DESCRIPTION)
+    _add_arguments(v, VALIDATE_ARGS)
     v.set_defaults(func=cmd_validate)

@@ -5,6 +5,8 @@ router and performance model are plain objects. An idle replica sleeps on an eve
 the next arrival routed to it triggers (no polling). A fast-forwarded decode run sleeps on
 ``timeout | wake``: an arrival cuts the run at the end of the step in progress, so results
 equal those of stepping one iteration at a time.
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): simulate() is 95 lines.
 """
 from __future__ import annotations
 

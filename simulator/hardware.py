@@ -205,7 +205,7 @@ def get_gpu(name_or_path: str) -> GPUSpec:
         if key.lower() in {g.name.lower(), *(a.lower() for a in g.aliases)}:
             return g
     p = Path(key).expanduser()
-    if p.is_file():
+    if p.is_file() or (p / "spec.yaml").is_file():  # a spec YAML, or a profile folder
         return load_gpu_spec(p)
     if _looks_like_path(key):
         why = "is a directory, not a spec YAML" if p.is_dir() else "not found"

@@ -8,7 +8,7 @@ its own layer and the layers below, never one above; the longest matching prefix
 
 0. base: the package root (version), ``schema``, ``resources``, ``rng``, ``request``,
    ``progress``, ``budget``
-1. catalogs: ``models``, ``hardware``
+1. catalogs: ``models`` (with ``model_spec`` and ``model_config``), ``hardware``
 2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative``, ``topology`` (pure
    maths)
 3. ``config`` (the scenario schema)
@@ -40,7 +40,8 @@ PACKAGE = REPO_ROOT / "simulator"
 LAYERS: dict[str, int] = {
     "simulator": 0, "simulator.schema": 0, "simulator.resources": 0, "simulator.rng": 0,
     "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
-    "simulator.models": 1, "simulator.hardware": 1,
+    "simulator.models": 1, "simulator.model_spec": 1, "simulator.model_config": 1,
+    "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
     "simulator.topology": 2, "simulator.topology.lockstep": 6,
     "simulator.config": 3,
@@ -63,10 +64,8 @@ FUNCTION_LEVEL_ALLOWED: dict[str, str] = {
     "simulator.config": "hot path (one config object per concept)",
     "simulator.kv.cli": "hot path (kv/)",
     "simulator.calibrate_cli": "calibration harness (torch imported lazily through it)",
-    "simulator.observe.fit_engine": "observe (recorded runs)",
-    "simulator.observe.readers": "observe (recorded runs)",
-    "simulator.observe.settings": "observe (recorded runs)",
-    "simulator.observe.validate": "observe (recorded runs)",
+    "simulator.observe.validate": "observe: the matplotlib figures and the report writer, "
+                                  "imported only when outputs are written",
     "simulator.perf": "performance model",
     "simulator.perf.measured": "performance model",
     "simulator.perf.table": "performance model",

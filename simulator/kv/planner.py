@@ -83,6 +83,8 @@ code and reproduce vLLM's own logged figures elsewhere; the recorded blocks leav
 non-torch memory on that machine against the 0.25 GiB vLLM 0.19 logs on H100, and that term is
 the whole gap. Set ``kv_cache.num_gpu_blocks`` (or ``kv_cache_memory_bytes``) to the figure a
 real engine reported to replay its runs.
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath / wave3-topology): 659 lines, plan_memory() 149 lines.
 """
 from __future__ import annotations
 

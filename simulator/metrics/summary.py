@@ -23,6 +23,8 @@ Choices made here (each one also stated where it is implemented):
 * **KV usage and batch size** are averaged over *busy* time: each step is weighted by its
   duration ``step_time_s``; idle gaps between steps are not counted.
 * **ITL** samples come aggregated for the whole run, so the window does not filter them.
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 630 lines, summarize() 199 lines.
 """
 from __future__ import annotations
 

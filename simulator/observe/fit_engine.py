@@ -37,7 +37,11 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..engine import build_setup, simulate
 from ..perf.engine_profile import EngineProfile, get_engine_profile
+from .compare import paired_frame
+from .readers import read_recorded, specs_with_block_size
+from .settings import build_replay_scenario
 
 #: constants fit-engine may fit (dotted names of :meth:`EngineProfile.constants`)
 FITTABLE = ("cpu.step_s", "cpu.per_seq_s", "cpu.per_token_s", "sync.step_s", "sync.per_seq_s",
@@ -90,9 +94,6 @@ def prepare_cases(paths: list[str | Path], *, engine: str = "vllm-v1",
     RecordError, ScenarioError, ValueError
         As :func:`simulator.observe.validate.validate_recorded` (one line).
     """
-    from ..engine import build_setup
-    from .readers import read_recorded, specs_with_block_size
-    from .settings import build_replay_scenario
     cases = []
     for p in paths:
         run = read_recorded(p)
@@ -108,7 +109,6 @@ def prepare_cases(paths: list[str | Path], *, engine: str = "vllm-v1",
 
 def simulate_case(case: FitCase, profile: EngineProfile):
     """Replay ``case`` with ``profile`` as the engine; returns the simulated requests frame."""
-    from ..engine import simulate
     perf = case.setup.perf
     old = perf.engine
     perf.engine = profile
@@ -121,7 +121,6 @@ def simulate_case(case: FitCase, profile: EngineProfile):
 
 def case_errors(case: FitCase, sim) -> dict[str, Any]:
     """Normalised per-request errors and the signed mean % errors of one replay."""
-    from .compare import paired_frame
     pair = paired_frame(case.outcomes, sim)
     out: dict[str, Any] = {"num_compared": int(len(pair))}
     res = []

@@ -31,6 +31,10 @@ from simulator.config import (
     read_scenario_yaml,
     validate_scenario,
 )
+from simulator.engine import _user_path
+from simulator.hardware import get_gpu, gpu_catalog
+from simulator.models import get_model
+from simulator.perf.tables import table_sets, version_key
 
 from .record import RecordedRun
 
@@ -175,7 +179,6 @@ def match_gpu(device: str) -> str | None:
     str or None
         The catalog profile name.
     """
-    from simulator.hardware import gpu_catalog
     cat = gpu_catalog()
     key = device.strip().lower()
     for g in cat.values():
@@ -199,7 +202,6 @@ def resolve_model(model_id: str, run: RecordedRun) -> tuple[str, str]:
         When neither the catalog nor ``configs/model/<id>.json`` under the run's repository
         root (or any parent folder of the record) has it.
     """
-    from simulator.models import get_model
     try:
         m = get_model(model_id)
         return m.name, f"catalog {m.name}"
@@ -299,104 +301,22 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
     ScenarioError
         One line: no GPU or model known, an unknown scenario key or a bad value.
     """
-    raw: dict = {}
-    src: dict[str, str] = {}
-    notes: list[str] = []
-    approx: list[str] = []
-
-    def put(key: str, value: Any, source: str) -> None:
-        _set(raw, key, value)
-        src[key] = source
-
+    b = _Build()
     # 2. engine defaults
     defaults, dsrc = _engine_defaults(run)
     for name, value in defaults.items():
         if name in RECORD_KEYS and name not in run.settings:
-            v = _convert(name, value, notes)
+            v = _convert(name, value, b.notes)
             if v is not None:
-                put(RECORD_KEYS[name], v, dsrc)
+                b.put(RECORD_KEYS[name], v, dsrc)
     # 3. scenario file
-    base_dir = None
-    if scenario is not None:
-        sraw = read_scenario_yaml(scenario)
-        file = sraw.pop("__file__", str(scenario))
-        base_dir = Path(file).parent
-        if "workload" in sraw:
-            sraw.pop("workload")
-            notes.append(f"the scenario's workload is replaced by the record's {run.num_requests} "
-                         "requests")
-        for key, value in _leaves(sraw):
-            put(key, value, f"scenario {Path(file).name}")
+    base_dir = _put_scenario_file(b, run, scenario) if scenario is not None else None
     # 4. the record
-    for name, key in RECORD_KEYS.items():
-        s = run.settings.get(name)
-        if s is None or name in ("device_name", "model"):
-            continue
-        v = _convert(name, s.value, notes)
-        if v is not None:
-            put(key, v, s.source)
-    ver = run.settings.get("vllm_version")
-    if ver is not None:
-        m = re.match(r"(\d+)\.(\d+)", str(ver.value))
-        if m and (int(m.group(1)), int(m.group(2))) >= (0, 8):
-            put("perf.engine", "vllm-v1", f"{ver.source} {ver.value} (vLLM >= 0.8 runs its V1 "
-                                          "engine)")
-    dev = run.settings.get("device_name")
-    if dev is not None:
-        name = match_gpu(str(dev.value))
-        if name is not None:
-            put("hardware.gpu", name, f"{dev.source} {dev.value!r} -> GPU catalog {name}")
-        elif gpu is None:
-            if _get(raw, "hardware.gpu") is None:
-                raise ScenarioError(f"the record's GPU {dev.value!r} ({dev.source}) is not in the "
-                                    "GPU catalog (servesim profiles lists it); pass --gpu "
-                                    "NAME|spec.yaml")
-            notes.append(f"the record's GPU {dev.value!r} is not in the GPU catalog; the "
-                         f"scenario's {_get(raw, 'hardware.gpu')!r} is used")
-    rec_model = run.settings.get("model")
-    if rec_model is not None and model is None:
-        mid, how = resolve_model(str(rec_model.value), run)
-        put("model", mid, f"{rec_model.source} {rec_model.value!r} -> {how}")
-    dp = int(_get(raw, "cluster.num_replicas", 1) or 1)
-    if dp > 1 and "cluster.router" not in src:
-        put("cluster.router", "least_outstanding",
-            "approximation of vLLM's data-parallel balancing (it sends a request to the engine "
-            "with the fewest waiting x 4 + running requests)")
-        approx.append(f"Data parallelism {dp}: {dp} replicas behind the "
-                      "least_outstanding router (vLLM's DP coordinator balances by queue "
-                      "length).")
-    if run.setting("enable_expert_parallel") and not _is_moe(_get(raw, "model"), base_dir):
-        notes.append("the record enables expert parallelism but the model has no experts "
-                     "(vLLM ignores the flag for a dense model): not modelled")
-    elif run.setting("enable_expert_parallel"):
-        src_ep = run.settings["enable_expert_parallel"].source
-        put("cluster.enable_expert_parallel", True, src_ep)
-        ep = dp * int(_get(raw, "cluster.tensor_parallel_size", 1) or 1)
-        approx.append(f"Expert parallelism (DP{dp} x EP{ep}): each data-parallel rank is a "
-                      f"replica holding 1/{ep} of the experts; its MoE layers process the EP "
-                      "group's tokens assuming every rank carries the same load, plus the "
-                      "all-gather / reduce-scatter of activations; the ranks step in lockstep "
-                      "(each group step as long as the slowest rank's, as vLLM's DP ranks "
-                      "do), the dummy batches of idle ranks are not costed.")
-    pp = run.setting("pipeline_parallel_size")
-    if pp and int(pp) > 1:
-        put("cluster.pipeline_parallel_size", int(pp),
-            run.settings["pipeline_parallel_size"].source)
-        approx.append(f"Pipeline parallelism {pp}: steady-state cycle of up to {pp} "
-                      "micro-batches in flight (simulator.perf.pipeline).")
+    _put_record(b, run, gpu, model)
+    _put_parallelism(b, run, base_dir)
     # 5. flags
-    if gpu is not None:
-        put("hardware.gpu", gpu, "flag --gpu")
-    if model is not None:
-        put("model", model, "flag --model")
-    for item in sets or []:
-        path, _ = parse_override(item)
-        raw = apply_overrides(raw, [item])
-        key = ".".join(path)
-        src[key] = f"flag --set {item}"
-        for k in list(src):
-            if k.startswith(key + "."):
-                src[k] = f"flag --set {item}"
+    _put_flags(b, gpu, model, sets)
+    raw, src, notes, approx = b.raw, b.src, b.notes, b.approx
     if _get(raw, "hardware.gpu") is None:
         raise ScenarioError("the record names no GPU; pass --gpu NAME|spec.yaml (or a --scenario "
                             "with hardware.gpu)")
@@ -425,6 +345,124 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
     return ReplayScenario(sc, base_dir, rows, approx, notes, feats)
 
 
+@dataclass
+class _Build:
+    """The raw scenario being layered, the source of each key, notes and approximations."""
+
+    raw: dict = field(default_factory=dict)
+    src: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    approx: list[str] = field(default_factory=list)
+
+    def put(self, key: str, value: Any, source: str) -> None:
+        _set(self.raw, key, value)
+        self.src[key] = source
+
+
+def _put_scenario_file(b: _Build, run: RecordedRun, scenario: str | Path) -> Path:
+    """Layer 3: the scenario file's keys (its workload replaced by the record's requests);
+    returns the folder relative paths in it resolve against."""
+    sraw = read_scenario_yaml(scenario)
+    file = sraw.pop("__file__", str(scenario))
+    base_dir = Path(file).parent
+    if "workload" in sraw:
+        sraw.pop("workload")
+        b.notes.append(f"the scenario's workload is replaced by the record's {run.num_requests} "
+                       "requests")
+    for key, value in _leaves(sraw):
+        b.put(key, value, f"scenario {Path(file).name}")
+    return base_dir
+
+
+def _put_record(b: _Build, run: RecordedRun, gpu: str | None, model: str | None) -> None:
+    """Layer 4: the record's settings, its vLLM version (V1 engine from 0.8), its GPU matched
+    to the catalog and its model resolved (unless ``--gpu`` / ``--model`` replace them).
+
+    Raises
+    ------
+    ScenarioError
+        The record's GPU is not in the catalog and neither ``--gpu`` nor the scenario names one.
+    """
+    for name, key in RECORD_KEYS.items():
+        s = run.settings.get(name)
+        if s is None or name in ("device_name", "model"):
+            continue
+        v = _convert(name, s.value, b.notes)
+        if v is not None:
+            b.put(key, v, s.source)
+    ver = run.settings.get("vllm_version")
+    if ver is not None:
+        m = re.match(r"(\d+)\.(\d+)", str(ver.value))
+        if m and (int(m.group(1)), int(m.group(2))) >= (0, 8):
+            b.put("perf.engine", "vllm-v1", f"{ver.source} {ver.value} (vLLM >= 0.8 runs its V1 "
+                                            "engine)")
+    dev = run.settings.get("device_name")
+    if dev is not None:
+        name = match_gpu(str(dev.value))
+        if name is not None:
+            b.put("hardware.gpu", name, f"{dev.source} {dev.value!r} -> GPU catalog {name}")
+        elif gpu is None:
+            if _get(b.raw, "hardware.gpu") is None:
+                raise ScenarioError(f"the record's GPU {dev.value!r} ({dev.source}) is not in the "
+                                    "GPU catalog (servesim profiles lists it); pass --gpu "
+                                    "NAME|spec.yaml")
+            b.notes.append(f"the record's GPU {dev.value!r} is not in the GPU catalog; the "
+                           f"scenario's {_get(b.raw, 'hardware.gpu')!r} is used")
+    rec_model = run.settings.get("model")
+    if rec_model is not None and model is None:
+        mid, how = resolve_model(str(rec_model.value), run)
+        b.put("model", mid, f"{rec_model.source} {rec_model.value!r} -> {how}")
+
+
+def _put_parallelism(b: _Build, run: RecordedRun, base_dir: Path | None) -> None:
+    """Data, expert and pipeline parallelism of the record: replicas behind a router, expert
+    parallelism for an MoE model, and the approximations each implies."""
+    dp = int(_get(b.raw, "cluster.num_replicas", 1) or 1)
+    if dp > 1 and "cluster.router" not in b.src:
+        b.put("cluster.router", "least_outstanding",
+              "approximation of vLLM's data-parallel balancing (it sends a request to the engine "
+              "with the fewest waiting x 4 + running requests)")
+        b.approx.append(f"Data parallelism {dp}: {dp} replicas behind the "
+                        "least_outstanding router (vLLM's DP coordinator balances by queue "
+                        "length).")
+    if run.setting("enable_expert_parallel") and not _is_moe(_get(b.raw, "model"), base_dir):
+        b.notes.append("the record enables expert parallelism but the model has no experts "
+                       "(vLLM ignores the flag for a dense model): not modelled")
+    elif run.setting("enable_expert_parallel"):
+        src_ep = run.settings["enable_expert_parallel"].source
+        b.put("cluster.enable_expert_parallel", True, src_ep)
+        ep = dp * int(_get(b.raw, "cluster.tensor_parallel_size", 1) or 1)
+        b.approx.append(f"Expert parallelism (DP{dp} x EP{ep}): each data-parallel rank is a "
+                        f"replica holding 1/{ep} of the experts; its MoE layers process the EP "
+                        "group's tokens assuming every rank carries the same load, plus the "
+                        "all-gather / reduce-scatter of activations; the ranks step in "
+                        "lockstep (each group step as long as the slowest rank's, as vLLM's DP "
+                        "ranks do), the dummy batches of idle ranks are not costed.")
+    pp = run.setting("pipeline_parallel_size")
+    if pp and int(pp) > 1:
+        b.put("cluster.pipeline_parallel_size", int(pp),
+              run.settings["pipeline_parallel_size"].source)
+        b.approx.append(f"Pipeline parallelism {pp}: steady-state cycle of up to {pp} "
+                        "micro-batches in flight (simulator.perf.pipeline).")
+
+
+def _put_flags(b: _Build, gpu: str | None, model: str | None, sets: list[str] | None) -> None:
+    """Layer 5: ``--gpu``, ``--model``, then each ``--set`` (which also claims the keys under
+    the path it sets)."""
+    if gpu is not None:
+        b.put("hardware.gpu", gpu, "flag --gpu")
+    if model is not None:
+        b.put("model", model, "flag --model")
+    for item in sets or []:
+        path, _ = parse_override(item)
+        b.raw = apply_overrides(b.raw, [item])
+        key = ".".join(path)
+        b.src[key] = f"flag --set {item}"
+        for k in list(b.src):
+            if k.startswith(key + "."):
+                b.src[k] = f"flag --set {item}"
+
+
 def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None:
     """A recorded engine version the GPU has no measured tables for is replaced by the nearest
     shipped one (the newest earlier version, else the oldest later one), as an approximation;
@@ -433,9 +471,6 @@ def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None
     if ver is None or str(src.get("perf.engine_version", "")).startswith("flag"):
         return
     try:
-        from ..engine import _user_path
-        from ..hardware import get_gpu
-        from ..perf.tables import table_sets, version_key
         gpu = get_gpu(_user_path(str(_get(raw, "hardware.gpu")), base_dir))
     except (ValueError, ImportError):
         return
@@ -459,8 +494,6 @@ def _is_moe(model_id, base_dir) -> bool:
     if model_id is None:
         return True
     try:
-        from ..engine import _user_path
-        from ..models import get_model
         return get_model(_user_path(str(model_id), base_dir)).is_moe
     except ValueError:
         return True

@@ -27,8 +27,9 @@ import yaml
 
 from simulator import __version__
 from simulator.metrics.summary import json_safe
+from simulator.run import run_scenario, scenario_dict
 
-from .compare import compare_outcomes, paired_frame
+from .compare import compare_outcomes, paired_frame, pct_error
 from .readers import read_recorded, specs_with_block_size
 from .record import RecordedRun
 from .settings import ReplayScenario, build_replay_scenario
@@ -80,7 +81,6 @@ def _kv_section(run: RecordedRun, replay: ReplayScenario, result) -> dict[str, A
     planner = setup.memory.num_gpu_blocks if setup.memory is not None else None
     row = next(r for r in replay.rows if r.key == "kv_cache.num_gpu_blocks")
     used_src = row.source if row.value is not None else "servesim memory planner"
-    from .compare import pct_error
     return {
         "num_gpu_blocks": int(setup.num_gpu_blocks),
         "num_gpu_blocks_source": used_src,
@@ -129,13 +129,24 @@ def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
     ValueError
         A model that does not fit the GPU, and other setup errors (one line).
     """
-    from simulator.run import run_scenario, scenario_dict
     run = read_recorded(path)
     replay = build_replay_scenario(run, scenario=scenario, gpu=gpu, model=model, sets=sets)
     sc = replay.scenario
     specs = specs_with_block_size(run, sc.kv_cache.block_size)
     res = run_scenario(sc, replay.base_dir, specs=specs, write=False, figures=False)
     cmp = compare_outcomes(run.outcomes, res.requests, res.itl_values_s, res.itl_weights)
+    v = _validation(run, replay, res, cmp)
+    out = RecordedValidation(v, run, replay, res, specs)
+    if write:
+        _write(out, out_dir, figures)
+    return out
+
+
+def _validation(run: RecordedRun, replay: ReplayScenario, res, cmp: dict) -> dict:
+    """The ``validation.json`` document: the record, the counts, the errors of
+    :func:`~simulator.observe.compare.compare_outcomes`, the KV cache, the settings with their
+    sources, approximations and notes, the perf model and the scenario (JSON-safe)."""
+    sc = replay.scenario
     s = res.summary
     v: dict[str, Any] = {
         "kind": "recorded",
@@ -175,14 +186,15 @@ def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
     v["peer"] = run.peer
     v["scenario"] = scenario_dict(sc)
     v = json_safe(v)
-    out = RecordedValidation(v, run, replay, res, specs)
-    if write:
-        _write(out, out_dir, figures)
-    return out
+    return v
 
 
 def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
-    from .figures import plot_latency_cdfs, plot_request_scatter, plot_timeline
+    from .figures import (  # matplotlib: imported only when figures are drawn
+        plot_latency_cdfs,
+        plot_request_scatter,
+        plot_timeline,
+    )
     from .report import write_reports
     run, res, v = rv.run, rv.result, rv.validation
     out = Path(out_dir) if out_dir is not None else Path("reports") / (

@@ -17,6 +17,8 @@ recommends the baseline (status ``baseline_fallback``) when the baseline passes,
 recommends nothing (status ``none_passed``; the baseline is still reported for comparison)
 when it fails too; either way it lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
 output tokens/s per GPU against tokens/s per user (``1 / mean TPOT``).
+
+size: pending its owner's split (issue 14 part 4; owner: wave3-topology): run_plan() 99 lines, _row() 85 lines.
 """
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ confirms it, adding one replica at a time (up to ``max_extra_replicas``) until i
 
 A finite probe measures a transient: above the true capacity queues grow during the probe,
 so attainment falls as the rate rises; more requests per probe make the edge sharper.
+
+size: pending its owner's split (issue 14 part 4; owner: wave3-topology): evaluate_candidate() 89 lines.
 """
 from __future__ import annotations
 

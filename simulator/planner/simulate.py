@@ -11,6 +11,8 @@ a run mixes a few long prefill-heavy steps (compute-bound) with many short pure-
 (memory-bound), and the average of the two shapes is neither. Steps are binned by prefill
 tokens and decode sequences (powers of two); each bin is evaluated once, on its mean shape,
 and weighted by the bin's total step time, so a 300k-step run costs a few dozen evaluations.
+
+size: pending its owner's split (issue 14 part 4; owner: wave3-topology): step_bottleneck() 112 lines.
 """
 from __future__ import annotations
 

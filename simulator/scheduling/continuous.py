@@ -23,6 +23,8 @@ waiting request becomes admissible, no block shortage) repeats identically but f
 context lengths; :meth:`plan_decode_run` returns how many such steps can run back to back
 and :meth:`commit_decode_run` applies ``k`` of them at once (numpy, O(batch) per run), with
 results identical to stepping one by one.
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): schedule() 82 lines.
 """
 from __future__ import annotations
 

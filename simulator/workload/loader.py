@@ -1,4 +1,7 @@
-"""Turn a :class:`~simulator.workload.config.WorkloadConfig` into request specs."""
+"""Turn a :class:`~simulator.workload.config.WorkloadConfig` into request specs.
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-scale): load_workload() 138 lines.
+"""
 from __future__ import annotations
 
 import hashlib

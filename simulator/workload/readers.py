@@ -29,6 +29,8 @@ Formats (see ``traces/README.md`` for examples):
 
 Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
 ``cancel_after_s`` (s) and ``max_tokens``; an empty cell (or JSON ``null``) means "not given".
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 768 lines.
 """
 from __future__ import annotations
 

@@ -365,6 +365,54 @@ def _window_lengths(c: ServeGenClient, t0: int, k: int, rng: np.random.Generator
     return prompt, output
 
 
+def _window_plan(cl, start_s: float, hi: float) -> tuple[list[tuple], float]:
+    """The windows to generate, ``(client, window index, start s, request count)`` for each
+    window with a positive rate overlapping ``[start_s, hi)``, and the total request count
+    (rate x :data:`WINDOW_S`, rounded, per window)."""
+    plan = []
+    expected = 0.0
+    for c in cl:
+        for j in range(len(c.window_start_s)):
+            t0 = int(c.window_start_s[j])
+            r = float(c.rate_rps[j])
+            if r <= 0 or t0 + WINDOW_S <= start_s or t0 >= hi:
+                continue
+            k = round(r * WINDOW_S)
+            plan.append((c, j, t0, k))
+            expected += k
+    return plan, expected
+
+
+def _generate_windows(plan: list[tuple], seed: int, prompt_tokens, output_tokens):
+    """Arrivals, prompt and output lengths and client ids of each planned window (lists of
+    arrays, one per window): gaps drawn from the window's Gamma or Weibull fit and rescaled to
+    fill the window, lengths from ``prompt_tokens`` / ``output_tokens`` when given, else from
+    the dataset's tables (:func:`_window_lengths`). Each window draws from its own stream
+    ``(seed, SERVEGEN_STREAM, client, window)``."""
+    own_lengths = prompt_tokens is not None
+    arr, pr, out, ten = [], [], [], []
+    for c, j, t0, k in plan:
+        rng = stream(seed, SERVEGEN_STREAM, c.client_id, j)
+        a = float(c.shape[j])
+        if c.pattern[j] == "Gamma":
+            gaps = rng.gamma(a, float(c.scale[j]), size=k + 1)
+        else:
+            gaps = float(c.scale[j]) * rng.weibull(a, size=k + 1)
+        cum = np.cumsum(gaps)
+        if not cum[-1] > 0:   # all gaps underflowed to 0 (extreme shapes): spread evenly
+            cum = np.arange(1, k + 2, dtype=float)
+        arr.append(t0 + WINDOW_S * cum[:k] / cum[-1])
+        if own_lengths:
+            pr.append(sample_lengths(prompt_tokens, k, rng, default_column="prompt"))
+            out.append(sample_lengths(output_tokens, k, rng, default_column="output"))
+        else:
+            p_, o_ = _window_lengths(c, t0, k, rng)
+            pr.append(p_)
+            out.append(o_)
+        ten.append(np.full(k, c.client_id, dtype=np.int64))
+    return arr, pr, out, ten
+
+
 def read_servegen(path: str | Path, seed: int = 0, *, start_s: float = 0.0,
                   end_s: float | None = None, clients: list[int] | None = None,
                   prompt_tokens=None, output_tokens=None):
@@ -407,39 +455,10 @@ def read_servegen(path: str | Path, seed: int = 0, *, start_s: float = 0.0,
     shown = str(path)
     cl = load_clients(path, clients, need_lengths=not own_lengths)
     hi = math.inf if end_s is None else float(end_s)
-    plan = []
-    expected = 0.0
-    for c in cl:
-        for j in range(len(c.window_start_s)):
-            t0 = int(c.window_start_s[j])
-            r = float(c.rate_rps[j])
-            if r <= 0 or t0 + WINDOW_S <= start_s or t0 >= hi:
-                continue
-            k = round(r * WINDOW_S)
-            plan.append((c, j, t0, k))
-            expected += k
+    plan, expected = _window_plan(cl, start_s, hi)
     check_workload_budget(expected, f"{shown} (ServeGen)",
                           "the window (workload.end_s - start_s) or workload.servegen.clients")
-    arr, pr, out, ten = [], [], [], []
-    for c, j, t0, k in plan:
-        rng = stream(seed, SERVEGEN_STREAM, c.client_id, j)
-        a = float(c.shape[j])
-        if c.pattern[j] == "Gamma":
-            gaps = rng.gamma(a, float(c.scale[j]), size=k + 1)
-        else:
-            gaps = float(c.scale[j]) * rng.weibull(a, size=k + 1)
-        cum = np.cumsum(gaps)
-        if not cum[-1] > 0:   # all gaps underflowed to 0 (extreme shapes): spread evenly
-            cum = np.arange(1, k + 2, dtype=float)
-        arr.append(t0 + WINDOW_S * cum[:k] / cum[-1])
-        if own_lengths:
-            pr.append(sample_lengths(prompt_tokens, k, rng, default_column="prompt"))
-            out.append(sample_lengths(output_tokens, k, rng, default_column="output"))
-        else:
-            p_, o_ = _window_lengths(c, t0, k, rng)
-            pr.append(p_)
-            out.append(o_)
-        ten.append(np.full(k, c.client_id, dtype=np.int64))
+    arr, pr, out, ten = _generate_windows(plan, seed, prompt_tokens, output_tokens)
     if not arr:
         zero = np.zeros(0)
         return TraceColumns(shown, "servegen", zero, zero.astype(np.int64),

@@ -1,0 +1,176 @@
+"""Reader of the generic per-request CSV (SGLang, TensorRT-LLM or any other engine);
+format: :mod:`simulator.observe.readers`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from simulator.workload.errors import WorkloadError
+from simulator.workload.readers import (
+    _Errors,
+    _float_column,
+    _int_column,
+    _read_csv_table,
+)
+
+from .readers_common import DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _specs
+from .readers_vllm import read_timeseries
+from .record import RecordedRun, RecordError
+
+#: Required and optional columns of the generic per-request CSV (``traces/README.md``).
+GENERIC_CSV_COLUMNS = {
+    "required": ("arrival_s", "prompt_tokens", "output_tokens"),
+    "one_of": (("ttft_s", "first_token_s"), ("e2e_s", "last_token_s")),
+    "optional": ("request_id", "tpot_s", "first_token_s", "last_token_s", "scheduled_s",
+                 "queue_delay_s", "itl_s", "prompt_token_ids"),
+}
+
+
+# ------------------------------------------------------------------------ generic CSV
+def _json_list_col(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
+                   integer: bool) -> list | None:
+    out = []
+    for v, ln in zip(vals, lines.tolist()):
+        if v is None or not str(v).strip():
+            out.append(None)
+            continue
+        try:
+            x = json.loads(v)
+        except json.JSONDecodeError:
+            x = None
+        ok = isinstance(x, list) and all(
+            isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e)
+            and e >= 0 and (not integer or float(e).is_integer()) for e in x)
+        if not ok:
+            what = "a JSON list of non-negative integers" if integer else \
+                "a JSON list of seconds >= 0"
+            errors.add(int(ln), f"{name} {str(v)[:40]!r} is not {what}")
+            return None
+        out.append(tuple(int(e) for e in x) if integer else tuple(float(e) for e in x))
+    return out
+
+
+def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
+                 shown: str) -> dict:
+    """The checked columns of a generic CSV, on the arrival clock (seconds): ``arrival``,
+    ``prompt``, ``output``, ``first`` and ``last`` token times, ``scheduled`` (NaN when not
+    recorded), ``tpot`` and ``itl`` (None when absent), ``prompt_token_ids``.
+
+    Raises
+    ------
+    RecordError
+        A bad value, a first token before the arrival, a last token before the first, or
+        ``prompt_token_ids`` whose length is not ``prompt_tokens`` (``file:line``).
+    """
+    errors = _RecErrors(shown)
+
+    def col(name):
+        j = header.index(name)
+        return [r[j] for r in rows]
+
+    def fcol(name, optional=False):
+        if name not in header:
+            return None
+        return _float_column(col(name), lines, name, errors, positive=False, optional=optional)
+
+    arrival = fcol("arrival_s")
+    prompt = _int_column(col("prompt_tokens"), lines, "prompt_tokens", errors, min_value=1)
+    output = _int_column(col("output_tokens"), lines, "output_tokens", errors, min_value=1)
+    ttft, e2e = fcol("ttft_s"), fcol("e2e_s")
+    first = fcol("first_token_s") if ttft is None else None
+    last = fcol("last_token_s") if e2e is None else None
+    tpot = fcol("tpot_s", optional=True)
+    sched = fcol("scheduled_s", optional=True)
+    qd = fcol("queue_delay_s", optional=True) if sched is None else None
+    itl = (_json_list_col(col("itl_s"), lines, "itl_s", errors, integer=False)
+           if "itl_s" in header else None)
+    toks = (_json_list_col(col("prompt_token_ids"), lines, "prompt_token_ids", errors,
+                           integer=True) if "prompt_token_ids" in header else None)
+    errors.raise_if_any()
+    f = arrival + ttft if ttft is not None else first
+    last_ = arrival + e2e if e2e is not None else last
+    for name, bad, msg in (
+            ("first token", f < arrival, "first token before the arrival"),
+            ("last token", last_ < f, "last token before the first token")):
+        if bad.any():
+            i = int(np.argmax(bad))
+            errors.add(int(lines[i]), msg)
+    if toks is not None:
+        for i, t in enumerate(toks):
+            if t is not None and len(t) != int(prompt[i]):
+                errors.add(int(lines[i]), f"prompt_token_ids has {len(t)} ids but prompt_tokens "
+                                          f"is {int(prompt[i])}")
+                break
+    errors.raise_if_any()
+    sched_ = arrival + qd if qd is not None else sched if sched is not None else \
+        np.full(len(rows), np.nan)
+    return {"arrival": arrival, "prompt": prompt, "output": output, "first": f,
+            "last": last_, "scheduled": sched_, "tpot": tpot, "itl": itl,
+            "prompt_token_ids": toks}
+
+
+def read_generic_csv(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) -> RecordedRun:
+    """Read a generic per-request CSV (any engine; format in ``traces/README.md``).
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV with :data:`GENERIC_CSV_COLUMNS`; times in seconds, on one clock.
+    block_size : int
+        Tokens per prefix-hash block when the file has ``prompt_token_ids``.
+
+    Returns
+    -------
+    RecordedRun
+        Arrival = ``arrival_s`` - min(arrival_s); first token = arrival + ``ttft_s`` (or
+        ``first_token_s``); last token = arrival + ``e2e_s`` (or ``last_token_s``); TPOT =
+        ``tpot_s`` when given, else (E2E - TTFT) / (output - 1); no settings (they come from
+        flags or a scenario).
+
+    Raises
+    ------
+    RecordError
+        A missing column or a bad value (``file:line``), a first token before the arrival or
+        a last token before the first.
+    """
+    p = Path(path)
+    shown = str(path)
+    if not p.is_file():
+        raise RecordError(f"{shown}: recorded requests file not found")
+    try:
+        header, rows, lines = _read_csv_table(p, shown)
+    except WorkloadError as e:
+        raise RecordError(str(e)) from None
+    missing = [c for c in GENERIC_CSV_COLUMNS["required"] if c not in header]
+    missing += [" or ".join(g) for g in GENERIC_CSV_COLUMNS["one_of"]
+                if not any(c in header for c in g)]
+    if missing:
+        raise RecordError(f"{shown}: a recorded-run CSV needs column(s) {', '.join(missing)}; "
+                          f"the header has {', '.join(header)}")
+    if not rows:
+        raise RecordError(f"{shown}: no requests in the file")
+    c = _csv_columns(header, rows, lines, shown)
+    arrival, prompt, output = c["arrival"], c["prompt"], c["output"]
+    toks = c["prompt_token_ids"]
+    rec_ids = ([r[header.index("request_id")] for r in rows] if "request_id" in header
+               else [f"line-{ln}" for ln in lines])
+    outcomes, order = _outcomes([str(x) for x in rec_ids], arrival, c["scheduled"],
+                                c["first"], c["last"], prompt, output, itls=c["itl"],
+                                tpot=c["tpot"])
+    run = RecordedRun(name=p.stem, path=p, format="generic_csv", specs=[], outcomes=outcomes,
+                      clock="arrival_s from the first request")
+    token_ids = None
+    if toks is not None and all(t is not None for t in toks):
+        token_ids = [toks[i] for i in order.tolist()]
+        run.token_ids_source = f"{p.name} prompt_token_ids"
+    run.extra["prompt_token_ids"] = token_ids
+    run.specs = _specs(outcomes, token_ids, block_size, lines[order])
+    ts_path = p.parent / "timeseries.csv"
+    if ts_path.is_file():
+        run.notes.append("timeseries.csv t taken as seconds from the first arrival.")
+        run.timeseries = read_timeseries(ts_path, notes=run.notes)
+    return run

@@ -1,0 +1,228 @@
+"""The interpolation grid of one key group of a measured kernel table: log achieved
+efficiency on a rectangular grid over ``u = log2(size)`` coordinates (method:
+:mod:`simulator.perf.tables`).
+
+Grid cells that were not measured are filled with what a query would return were they
+absent: cells between measured cells along an axis by linear interpolation in ``u`` of log
+time (log bound minus log efficiency) between the nearest measured cells on both sides, the
+median over the axes along which the cell is bracketed (the mean for two; the median of three
+resists a tile-boundary step on one axis); cells bracketed nowhere hold the efficiency of the
+nearest measured cell.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+
+import numpy as np
+
+
+def _u(x, zero: bool):
+    """Interpolation coordinate of a size: ``log2(x)`` (``log2(1 + x)`` on axes that hold 0);
+    sizes below 1 are clipped to 1 (the grid holds its edge there anyway)."""
+    if isinstance(x, np.ndarray):
+        return np.log2(1.0 + np.maximum(x, 0.0)) if zero else np.log2(np.maximum(x, 1.0))
+    return math.log2(1.0 + max(x, 0.0)) if zero else math.log2(max(x, 1.0))
+
+
+def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None) -> np.ndarray:
+    """Fill the NaN cells of the log-efficiency grid ``g`` (module docstring).
+
+    Cells bracketed along an axis get the median over such axes of the linear interpolation
+    in ``u`` of log *time* ``lr - g`` (``lr``: log bound at the nodes; None: of ``g`` itself),
+    i.e. the value a query would get were the cell absent; cells bracketed nowhere hold the
+    log efficiency of the nearest measured cell along an axis (as a query beyond the grid).
+    """
+    g = g.copy()
+    nd = g.ndim
+    while np.isnan(g).any():
+        base = g if lr is None else lr - g
+        ests = []
+        for a in range(nd):
+            n = g.shape[a]
+            if n < 3:
+                continue
+            x = np.moveaxis(base, a, -1).reshape(-1, n)
+            fin = np.isfinite(x)
+            idx = np.arange(n)
+            prev = np.maximum.accumulate(np.where(fin, idx, -1), axis=1)
+            nxt = np.minimum.accumulate(np.where(fin, idx, n)[:, ::-1], axis=1)[:, ::-1]
+            ok = ~fin & (prev >= 0) & (nxt < n)
+            if not ok.any():
+                continue
+            r, i = np.nonzero(ok)
+            lo, hi = prev[r, i], nxt[r, i]
+            ua = us[a]
+            w = (ua[i] - ua[lo]) / (ua[hi] - ua[lo])
+            val = np.full_like(x, np.nan)
+            val[r, i] = x[r, lo] * (1.0 - w) + x[r, hi] * w
+            shape = list(np.moveaxis(g, a, -1).shape)
+            ests.append(np.moveaxis(val.reshape(shape), -1, a))
+        if ests:
+            stack = np.stack(ests)
+            m = np.isfinite(stack).any(axis=0)
+            if m.any():
+                est = np.nanmedian(stack[:, m], axis=0)
+                g[m] = est if lr is None else lr[m] - est
+                continue
+        for a in range(nd):   # no bracket anywhere: hold the nearest measured cell along an axis
+            n = g.shape[a]
+            if n < 2:
+                continue
+            x = np.moveaxis(g, a, -1).reshape(-1, n).copy()
+            fin = np.isfinite(x)
+            rows = np.flatnonzero(fin.any(axis=1) & ~fin.all(axis=1))
+            if not len(rows):
+                continue
+            ua = us[a]
+            for r in rows:
+                have = np.flatnonzero(fin[r])
+                for i in np.flatnonzero(~fin[r]):
+                    j = have[np.argmin(np.abs(ua[have] - ua[i]))]
+                    x[r, i] = x[r, j]
+            shape = list(np.moveaxis(g, a, -1).shape)
+            g = np.moveaxis(x.reshape(shape), -1, a).copy()
+            break
+        else:
+            raise ValueError("empty efficiency grid")
+    return g
+
+
+class _Grid:
+    """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
+
+    __slots__ = (
+        "flat",
+        "le",
+        "lr",
+        "measured",
+        "names",
+        "raw",
+        "shape",
+        "strides",
+        "ulists",
+        "us",
+        "vals",
+        "zero",
+    )
+
+    def __init__(self, names, coords: list[np.ndarray], le_rows: np.ndarray, zero, bound=None):
+        vals, inv = [], []
+        for c in coords:
+            v, i = np.unique(np.asarray(c, float), return_inverse=True)
+            vals.append(v)
+            inv.append(i)
+        shape = tuple(len(v) for v in vals)
+        flat_idx = np.ravel_multi_index(inv, shape)
+        n = int(np.prod(shape))
+        s = np.bincount(flat_idx, weights=le_rows, minlength=n)
+        c = np.bincount(flat_idx, minlength=n)
+        g = np.full(n, np.nan)
+        g[c > 0] = s[c > 0] / c[c > 0]
+        lr = None
+        if bound is not None:
+            r = bound(dict(zip(names, np.meshgrid(*vals, indexing="ij"))))
+            lr = np.log(np.maximum(np.broadcast_to(np.asarray(r, float), shape), 1e-300))
+        self._setup(names, vals, zero, g.reshape(shape), lr)
+
+    @classmethod
+    def from_cells(cls, names, vals, zero, raw: np.ndarray, lr=None) -> _Grid:
+        """A grid from its axis values, raw (unfilled, NaN = not measured) log efficiency and
+        log bound at the nodes (``lr``, for the fill; see :func:`_fill`)."""
+        self = cls.__new__(cls)
+        self._setup(names, vals, zero, raw, lr)
+        return self
+
+    def _setup(self, names, vals, zero, raw, lr=None):
+        self.names = tuple(names)
+        self.zero = tuple(bool(z) for z in zero)
+        self.vals = list(vals)
+        self.shape = tuple(len(v) for v in vals)
+        self.raw = raw
+        self.lr = lr
+        self.measured = int(np.isfinite(raw).sum())
+        self.us = [_u(v, z) for v, z in zip(self.vals, self.zero)]
+        self.le = _fill(raw, self.us, lr)
+        self.flat = self.le.ravel().tolist()
+        self.ulists = [u.tolist() for u in self.us]
+        st, acc = [], 1
+        for d in reversed(self.shape):
+            st.append(acc)
+            acc *= d
+        self.strides = tuple(reversed(st))
+
+    def with_values(self, values: np.ndarray) -> _Grid:
+        """The same axes carrying other (filled) values, e.g. log time for one query key."""
+        g = _Grid.__new__(_Grid)
+        for a in ("names", "vals", "us", "ulists", "zero", "strides", "shape", "measured"):
+            setattr(g, a, getattr(self, a))
+        g.raw = g.lr = None
+        g.le = np.asarray(values, float).reshape(self.shape)
+        g.flat = g.le.ravel().tolist()
+        return g
+
+    def nodes(self) -> list[np.ndarray]:
+        """Axis values at every grid node (``numpy.meshgrid``, ij order), one array per axis."""
+        return np.meshgrid(*self.vals, indexing="ij")
+
+    def clip(self, xs):
+        """``xs`` clipped to the grid's range per axis, or None when it lies inside."""
+        out, moved = [], False
+        for x, v in zip(xs, self.vals):
+            lo, hi = v[0], v[-1]
+            if x < lo or x > hi:
+                moved = True
+                x = lo if x < lo else hi
+            out.append(x)
+        return out if moved else None
+
+    def at(self, xs) -> float:
+        """Interpolated value at one point (scalar sizes, one per axis)."""
+        base = 0
+        corners = [(0, 1.0)]
+        for x, ul, z, st in zip(xs, self.ulists, self.zero, self.strides):
+            n = len(ul)
+            if n == 1:
+                continue
+            u = math.log2(1.0 + max(x, 0.0)) if z else math.log2(max(x, 1.0))
+            if u <= ul[0]:
+                continue
+            if u >= ul[-1]:
+                base += (n - 1) * st
+                continue
+            i = bisect.bisect_right(ul, u) - 1
+            w = (u - ul[i]) / (ul[i + 1] - ul[i])
+            base += i * st
+            corners = [(o, f * (1.0 - w)) for o, f in corners] + \
+                      [(o + st, f * w) for o, f in corners]
+        flat = self.flat
+        return sum(f * flat[base + o] for o, f in corners)
+
+    def at_array(self, xs) -> np.ndarray:
+        """Interpolated values at many points (arrays broadcast together, one per axis)."""
+        arrs = np.broadcast_arrays(*[np.asarray(x, float) for x in xs])
+        shape = arrs[0].shape
+        idx = np.zeros(arrs[0].size, dtype=np.int64)
+        parts = []
+        for x, u_ax, z, st in zip(arrs, self.us, self.zero, self.strides):
+            n = len(u_ax)
+            if n == 1:
+                continue
+            u = np.clip(_u(x.ravel(), z), u_ax[0], u_ax[-1])
+            i = np.clip(np.searchsorted(u_ax, u, side="right") - 1, 0, n - 2)
+            w = (u - u_ax[i]) / (u_ax[i + 1] - u_ax[i])
+            idx += i * st
+            parts.append((st, w))
+        out = np.zeros(idx.size)
+        le = self.le.ravel()
+        for mask in range(1 << len(parts)):
+            wt = np.ones(idx.size)
+            off = idx.copy()
+            for b, (st, w) in enumerate(parts):
+                if mask >> b & 1:
+                    wt = wt * w
+                    off = off + st
+                else:
+                    wt = wt * (1.0 - w)
+            out += wt * le[off]
+        return out.reshape(shape)

@@ -1,0 +1,277 @@
+"""Key resolution and evaluation of measured kernel tables: which key group answers a query
+(exact keys, the nearest measured numeric keys, dtype families, default kernels), its grid
+carried to the query's roofline bound, and the interpolated time (method:
+:mod:`simulator.perf.tables`). :class:`TableLookup` is the base of
+:class:`~simulator.perf.tables.TableSet`, which adds one method per operator family.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .table_bounds import (
+    _DTYPE_FAMILY,
+    all_reduce_roofline_s,
+    attention_decode_roofline_s,
+    attention_prefill_roofline_s,
+    collective_roofline_s,
+    elementwise_roofline_s,
+    gemm_roofline_s,
+    lm_head_roofline_s,
+    moe_roofline_s,
+)
+from .table_grid import _Grid
+from .table_io import _COMM, FAMILIES, SCHEMAS, TableFiles, _Family
+
+
+class TableLookup(TableFiles):
+    """Key resolution, grids and evaluation of one table set."""
+
+    # ---------------------------------------------------------------- key resolution
+    def _dtypes(self, op: str, dtype: str) -> tuple:
+        d = str(dtype).lower()
+        fam = _DTYPE_FAMILY.get(d, (d,))
+        if op not in _COMM:
+            fam = fam[:1] if d != "fp16" else fam
+        return fam
+
+    def _candidates(self, fam: _Family, cat: dict, kernel: str | None) -> list[tuple]:
+        s = fam.schema
+        out = []
+        for key in fam.groups:
+            kv = dict(zip((*s.cat, *s.num, "kernel"), key))
+            ok = True
+            for c, want in cat.items():
+                if c in ("dtype", "kv_dtype") and self._any_dtype:
+                    continue
+                if isinstance(want, tuple):
+                    if kv[c] not in want:
+                        ok = False
+                        break
+                elif kv[c] != want:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            k = kv["kernel"]
+            if kernel is not None:
+                if k != kernel:
+                    continue
+            elif fam.defaults is not None and k not in fam.defaults and len(fam.kernels) > 1:
+                continue
+            out.append(key)
+        if kernel is None and fam.defaults is None and len(fam.kernels) > 1 and out:
+            # several kernels and no stated default: the kernel with the most rows
+            nrow: dict = {}
+            for key in out:
+                nrow[key[-1]] = nrow.get(key[-1], 0) + len(fam.groups[key])
+            best = min(nrow, key=lambda k: (-nrow[k], k))
+            out = [key for key in out if key[-1] == best]
+        return out
+
+    def _cat_query(self, op: str, keys: dict) -> dict:
+        s = SCHEMAS[op]
+        cat = {}
+        for c in s.cat:
+            v = keys.get(c)
+            if v is None:
+                continue
+            if c in ("dtype", "kv_dtype"):
+                cat[c] = self._dtypes(op, v)
+            else:
+                cat[c] = str(v)
+        return cat
+
+    def has(self, op: str, **keys) -> bool:
+        """Whether this set holds a table for family ``op`` matching the categorical ``keys``.
+
+        ``keys``: ``dtype``, ``kv_dtype``, ``backend`` (``graph``, ``eager``, or ``nccl`` =
+        the NCCL table's all-reduce), ``distribution``, ``kernel``, ``collective`` (the NCCL
+        op); numeric keys (heads, shapes, ``num_gpus``) are accepted and ignored (they are
+        answered from the nearest measured key). Never raises for a missing table.
+        """
+        if op == "all_reduce" and keys.get("backend") == "nccl":
+            return self.has("nccl", collective="all_reduce", dtype=keys.get("dtype", "bf16"))
+        if op not in FAMILIES or self._source(op) is None:
+            return False
+        if op == "cpu_overhead":
+            return True
+        fam = self._family(op)
+        if fam is None:
+            return False
+        keys = dict(keys)
+        if op == "nccl" and "collective" in keys:
+            keys["op"] = keys.pop("collective")
+        return bool(self._candidates(fam, self._cat_query(op, keys), keys.get("kernel")))
+
+    def _resolve(self, op: str, cat: dict, num: dict, kernel, rdt: tuple):
+        ck = (op, tuple(sorted((k, v) for k, v in cat.items())),
+              tuple(sorted(num.items())), kernel, rdt)
+        hit = self._res.get(ck)
+        if hit is not None:
+            return hit
+        fam = self._family(op) if self._source(op) is not None else None
+        if fam is None:
+            raise ValueError(f"table set {self.name} ({self.folder}) has no {op} table")
+        cq = self._cat_query(op, cat)
+        cand = self._candidates(fam, cq, kernel)
+        if not cand:
+            have = sorted({tuple(k[:len(fam.schema.cat)]) for k in fam.groups})
+            raise ValueError(f"table set {self.name}: no {op} rows for "
+                             + ", ".join(f"{k}={v}" for k, v in cat.items())
+                             + (f", kernel={kernel}" if kernel else "")
+                             + f"; it has {', '.join('/'.join(h) for h in have[:12])}")
+        s = fam.schema
+        nc = len(s.cat)
+        # prefer the first dtype of a family (bf16 before fp16), then the nearest numeric key
+        prefs = {c: cq[c] for c in cq if isinstance(cq[c], tuple)
+                 and not (self._any_dtype and c in ("dtype", "kv_dtype"))}
+
+        def pref_rank(key):
+            return tuple(prefs[c].index(key[s.cat.index(c)]) for c in prefs)
+
+        best_rank = min(pref_rank(k) for k in cand)
+        cand = [k for k in cand if pref_rank(k) == best_rank]
+        nums = sorted({k[nc:nc + len(s.num)] for k in cand})
+
+        def dist(vals):
+            d = [abs(math.log2((1.0 + float(v)) / (1.0 + float(num.get(c, v)))))
+                 for c, v in zip(s.num, vals)]
+            return (d[0], sum(d[1:])) if d else (0.0,)
+
+        chosen = min(nums, key=lambda v: (dist(v), v)) if nums else ()
+        groups = tuple(k for k in cand if k[nc:nc + len(s.num)] == chosen)
+        note = ""
+        diffs = [(c, num[c], v) for c, v in zip(s.num, chosen)
+                 if c in num and float(num[c]) != float(v)]
+        if diffs:
+            note = (f"{op}: no table rows for " + ", ".join(f"{c}={q:g}" for c, q, _ in diffs)
+                    + "; efficiency of the nearest measured " +
+                    ", ".join(f"{c}={v:g}" for c, _, v in diffs) + " used")
+        sub = list(prefs)
+        got = {c: groups[0][s.cat.index(c)] for c in sub}
+        for c in sub:
+            if got[c] != cq[c][0]:
+                msg = f"{op}: {c}={got[c]} rows answer {c}={cq[c][0]} (same bytes moved)"
+                note = "; ".join(x for x in (note, msg) if x)
+        gk = (op, groups, rdt)
+        grid = self._grids.get(gk)
+        if grid is None:
+            grid = self._build(fam, groups, dict(zip(s.num, map(float, chosen))), rdt)
+            self._grids[gk] = grid
+        hit = (grid, note, dict(zip(s.num, map(float, chosen))))
+        self._res[ck] = hit
+        return hit
+
+    def _build(self, fam: _Family, groups, numv: dict, rdt: tuple, idx=None) -> _Grid:
+        if idx is None:
+            idx = np.concatenate([fam.groups[g] for g in groups])
+            idx.sort()
+        s = fam.schema
+        coords = [fam.grid_cols[c][idx] for c in s.grid]
+        r = self._roofline(fam.op, dict(zip(s.grid, coords)), numv, rdt)
+        e = r / fam.t[idx]
+        ok = np.isfinite(e) & (e > 0)
+        if not ok.any():
+            raise ValueError(f"table set {self.name}: {fam.op} rows give no finite efficiency")
+        return _Grid(s.grid, [c[ok] for c in coords], np.log(e[ok]),
+                     [c in s.zero for c in s.grid],
+                     bound=lambda nodes: self._roofline(fam.op, nodes, numv, rdt))
+
+    def _roofline(self, op: str, x: dict, numv: dict, rdt: tuple):
+        """Roofline of family ``op`` at sizes ``x`` (axis name -> value/array), numeric keys
+        ``numv`` and dtypes ``rdt`` (``(dtype,)`` or ``(dtype, kv_dtype)``)."""
+        g = self.gpu
+        dt = rdt[0]
+        if op == "gemm":
+            return gemm_roofline_s(x["m"], x["n"], x["k"], g, dt)
+        if op == "attention_prefill":
+            return attention_prefill_roofline_s(
+                x["q"], x["start"], g, batch=x["batch"], q_heads=numv["q_heads"],
+                kv_heads=numv["kv_heads"], head_dim=numv["head_dim"], kv_dtype=rdt[1],
+                dtype=dt, window=numv["window"])
+        if op == "attention_decode":
+            return attention_decode_roofline_s(
+                x["batch"], x["ctx_mean"], g, q_heads=numv["q_heads"], kv_heads=numv["kv_heads"],
+                head_dim=numv["head_dim"], kv_dtype=rdt[1], dtype=dt, window=numv["window"])
+        if op == "all_reduce":
+            return all_reduce_roofline_s(x["bytes"], numv["num_gpus"], g)
+        if op == "nccl":
+            return collective_roofline_s(rdt[1], x["bytes"], numv["num_gpus"], g)
+        if op == "moe":
+            return moe_roofline_s(x["num_tokens"], g, hidden=numv["hidden"], inter=numv["inter"],
+                                  topk=numv["topk"], num_experts=numv["num_experts"],
+                                  moe_tp=numv["moe_tp"], moe_ep=numv["moe_ep"], dtype=dt)
+        if op == "elementwise":
+            return elementwise_roofline_s(x["tokens"], g, hidden=numv["hidden"],
+                                          intermediate=numv["intermediate"], dtype=dt)
+        if op == "lm_head":
+            return lm_head_roofline_s(x["rows"], g, hidden=numv["hidden"], vocab=numv["vocab"],
+                                      dtype=dt)
+        raise ValueError(f"unknown table family {op!r}")
+
+    def _tgrid(self, op: str, grid: _Grid, num: dict, rdt: tuple, cache: bool = True) -> _Grid:
+        """Log time of a query key at the grid nodes: ``log R_q(node) - log e(node)``."""
+        key = (id(grid), op, tuple(sorted(num.items())), rdt)
+        hit = self._tgrids.get(key) if cache else None
+        if hit is not None:
+            return hit[1]
+        r = self._roofline(op, dict(zip(grid.names, grid.nodes())), num, rdt)
+        r = np.maximum(np.broadcast_to(np.asarray(r, float), grid.shape), 1e-300)
+        tg = grid.with_values(np.log(r) - grid.le)
+        if cache:
+            self._tgrids[key] = (grid, tg)   # keep grid alive: its id stays unique
+        return tg
+
+    def _eval(self, op: str, tg: _Grid, x: dict, num: dict, rdt: tuple):
+        """Seconds at sizes ``x`` from a log-time grid (method: :mod:`simulator.perf.tables`)."""
+        pos = [x[c] for c in tg.names]
+        if any(isinstance(v, np.ndarray) for v in pos):
+            xc = dict(x)
+            for c, v in zip(tg.names, tg.vals):
+                xc[c] = np.clip(np.asarray(x[c], float), v[0], v[-1])
+            ratio = np.asarray(self._roofline(op, x, num, rdt), float) / \
+                np.asarray(self._roofline(op, xc, num, rdt), float)
+            return np.exp(tg.at_array(pos)) * ratio
+        t = math.exp(tg.at(pos))
+        moved = tg.clip(pos)
+        if moved is not None:
+            xc = dict(x)
+            xc.update(zip(tg.names, moved))
+            t *= float(self._roofline(op, x, num, rdt)) / float(self._roofline(op, xc, num, rdt))
+        return t
+
+    def _time(self, op: str, cat: dict, num: dict, kernel, rdt: tuple, x: dict):
+        key = (op, tuple(sorted(cat.items())), tuple(sorted(num.items())), kernel, rdt, "t")
+        tg = self._res.get(key)
+        if tg is None:
+            grid = self._resolve(op, cat, num, kernel, rdt)[0]
+            tg = self._tgrid(op, grid, num, rdt)
+            self._res[key] = tg
+        return self._eval(op, tg, x, num, rdt)
+
+    def nearest_note(self, op: str, **keys) -> str:
+        """Why a query with ``keys`` is not answered from its own key group ("" when it is):
+        the nearest measured numeric key used instead, or an fp16 table answering bf16."""
+        op2, cat, num, kernel, rdt = self._query_keys(op, keys)
+        return self._resolve(op2, cat, num, kernel, rdt)[1]
+
+    def _query_keys(self, op: str, keys: dict):
+        keys = dict(keys)
+        if op == "all_reduce" and keys.get("backend") == "nccl":
+            op, keys = "nccl", {"op": "all_reduce", "dtype": keys.get("dtype", "bf16"),
+                                "num_gpus": keys.get("num_gpus")}
+        if op == "nccl" and "collective" in keys:
+            keys["op"] = keys.pop("collective")
+        s = SCHEMAS[op]
+        cat = {c: keys[c] for c in s.cat if keys.get(c) is not None}
+        num = {c: float(keys[c]) for c in s.num if keys.get(c) is not None}
+        dt = str(keys.get("dtype", "bf16")).lower()
+        if op.startswith("attention"):
+            rdt = (dt, str(keys.get("kv_dtype") or dt).lower())
+        elif op == "nccl":
+            rdt = (dt, str(keys.get("op")))
+        else:
+            rdt = (dt,)
+        return op, cat, num, keys.get("kernel"), rdt
