@@ -1,11 +1,23 @@
-"""Routers: which replica an arriving request goes to.
+"""Replicas and routers: what one replica is made of, and which replica an arriving request
+goes to.
 
 Routers see only what a real router can see (DESIGN.md invariant 8): queue lengths, KV
 usage and the request's declared fields; never its true output length.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from .config import Scenario
+from .hardware import GPUSpec
+from .kv import KVCacheManager, MemoryPlan
+from .metrics.records import RunRecorder
+from .models import ModelSpec
 from .rng import stream
+from .scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from .scheduling.emission import Jump
+from .scheduling.speculative import SpeculativeScheduler
+from .scheduling.static import StaticScheduler
 from .topology.routing import DEFAULT_LOAD_GUARD, prefix_affinity_pick
 
 ROUTERS = ("round_robin", "least_outstanding", "least_kv", "random", "prefix_affinity")
@@ -81,3 +93,78 @@ class Router:
         if p == "prefix_affinity":
             return prefix_affinity_pick(spec, replicas, self.load_guard)
         return int(self._rng.integers(n))
+
+
+@dataclass
+class ReplicaSetup:
+    """Everything one replica needs (identical for every replica of a scenario)."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    tensor_parallel_size: int
+    perf: object
+    memory: MemoryPlan | None
+    num_gpu_blocks: int
+    block_size: int
+    sched_cfg: SchedulerConfig
+    kv_cache_dtype: str
+    weight_dtype: str
+    usd_per_gpu_hour: float
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def num_usable_blocks(self) -> int:
+        """Blocks requests can hold: ``num_gpu_blocks`` less the engine's null block (vLLM V1
+        keeps block 0 unused)."""
+        rules = getattr(getattr(self.perf, "engine", None), "scheduler", None)
+        null = 1 if (rules is not None and rules.null_block and self.num_gpu_blocks > 1) else 0
+        return self.num_gpu_blocks - null
+
+
+class Replica:
+    """One model replica (a TP group) with its scheduler and KV cache (SimPy-free: the engine
+    drives it)."""
+
+    def __init__(self, idx: int, setup: ReplicaSetup, scenario: Scenario, rec: RunRecorder):
+        kvc = scenario.kv_cache
+        self.idx = idx
+        self.setup = setup
+        self.kv = KVCacheManager(setup.num_usable_blocks, setup.block_size,
+                                 enable_prefix_caching=kvc.enable_prefix_caching,
+                                 allocation=kvc.allocation,
+                                 max_model_len=setup.sched_cfg.max_model_len,
+                                 watermark=kvc.watermark)
+        self.sched = make_scheduler(scenario, setup, self.kv, rec, idx)
+        self.perf = setup.perf
+        #: the SimPy event an idle replica sleeps on (set and cleared by the engine)
+        self.wake = None
+        self.step_index = 0
+        #: the fast-forwarded decode run in progress (set and cleared by the engine)
+        self.jump: Jump | None = None
+        #: the clock (a ``simpy.Environment``; set by the engine)
+        self.env = None
+
+    def kv_blocks_used(self) -> int:
+        """Blocks held now, as stepping one iteration at a time would show them (during a
+        fast-forwarded run, the blocks of the step in progress)."""
+        jump = self.jump
+        if jump is None or self.env is None:
+            return self.kv.num_used_blocks
+        return jump.kv_blocks_at(self.env.now)
+
+    def notify(self) -> None:
+        w = self.wake
+        if w is not None and not w.triggered:
+            w.succeed()
+
+
+def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):
+    """The replica scheduler the scenario asks for."""
+    if scenario.speculative is not None and scenario.scheduler.policy == "continuous":
+        return SpeculativeScheduler(setup.sched_cfg, kv, rec, idx, scenario=scenario,
+                                    setup=setup)
+    if scenario.scheduler.policy == "static":
+        return StaticScheduler(setup.sched_cfg, kv, rec, idx,
+                               max_batch_size=scenario.scheduler.max_batch_size,
+                               batch_timeout_s=scenario.scheduler.batch_timeout_s)
+    return ContinuousScheduler(setup.sched_cfg, kv, rec, idx)

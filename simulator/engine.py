@@ -1,7 +1,9 @@
 """SimPy wiring: the arrival process, one process per replica, and the clock.
 
 SimPy owns only time and processes (DESIGN.md section 2). The scheduler, KV manager,
-router and performance model are plain objects. An idle replica sleeps on an event that
+router and performance model are plain objects (the replica, :class:`~simulator.cluster.
+Replica`, lives beside the routers); the engine keeps no scheduler state: a fast-forward is
+the scheduler's :class:`~simulator.scheduling.emission.Jump`, priced here. An idle replica sleeps on an event that
 the next arrival routed to it triggers (no polling). A fast-forwarded decode run sleeps on
 ``timeout | wake``: an arrival cuts the run at the end of the step in progress, so results
 equal those of stepping one iteration at a time.
@@ -11,9 +13,10 @@ size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): simulat
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,95 +24,19 @@ import pandas as pd
 import simpy
 
 from .budget import check_run_budget, estimate_scenario_run
-from .cluster import Router
+from .cluster import Replica, ReplicaSetup, Router
 from .config import Scenario
 from .hardware import GPUSpec, get_gpu
-from .kv import KVCacheManager, MemoryPlan, plan_memory
+from .kv import plan_memory
 from .metrics.records import RunRecorder
 from .models import ModelSpec, get_model
 from .perf import build_perf_model
 from .perf.pipeline import PipelinePerfModel
 from .request import RequestSpec
-from .scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from .scheduling.continuous import SchedulerConfig
 from .scheduling.state import REJECTED, ReqState
 from .topology.lockstep import dp_lockstep_process
 from .topology.pipeline import stage_model
-
-
-@dataclass
-class ReplicaSetup:
-    """Everything one replica needs (identical for every replica of a scenario)."""
-
-    model: ModelSpec
-    gpu: GPUSpec
-    tensor_parallel_size: int
-    perf: object
-    memory: MemoryPlan | None
-    num_gpu_blocks: int
-    block_size: int
-    sched_cfg: SchedulerConfig
-    kv_cache_dtype: str
-    weight_dtype: str
-    usd_per_gpu_hour: float
-    extra: dict = field(default_factory=dict)
-
-    @property
-    def num_usable_blocks(self) -> int:
-        """Blocks requests can hold: ``num_gpu_blocks`` less the engine's null block (vLLM V1
-        keeps block 0 unused)."""
-        rules = getattr(getattr(self.perf, "engine", None), "scheduler", None)
-        null = 1 if (rules is not None and rules.null_block and self.num_gpu_blocks > 1) else 0
-        return self.num_gpu_blocks - null
-
-
-class Replica:
-    """One model replica (a TP group) with its scheduler and KV cache."""
-
-    def __init__(self, idx: int, setup: ReplicaSetup, scenario: Scenario, rec: RunRecorder):
-        kvc = scenario.kv_cache
-        self.idx = idx
-        self.setup = setup
-        self.kv = KVCacheManager(setup.num_usable_blocks, setup.block_size,
-                                 enable_prefix_caching=kvc.enable_prefix_caching,
-                                 allocation=kvc.allocation,
-                                 max_model_len=setup.sched_cfg.max_model_len,
-                                 watermark=kvc.watermark)
-        self.sched = make_scheduler(scenario, setup, self.kv, rec, idx)
-        self.perf = setup.perf
-        self.wake: simpy.Event | None = None
-        self.step_index = 0
-        #: (out, start, ends, times, kv_blocks_used) of the fast-forwarded run in progress
-        self.run_state = None
-        self.env: simpy.Environment | None = None
-
-    def kv_blocks_used(self) -> int:
-        """Blocks held now, as stepping one iteration at a time would show them (during a
-        fast-forwarded run, the blocks of the step in progress)."""
-        st = self.run_state
-        if st is None or self.env is None:
-            return self.kv.num_used_blocks
-        ends, used = st[2], st[4]
-        i = min(int(np.searchsorted(ends, self.env.now, side="right")), len(ends) - 1)
-        return int(used[i])
-
-    def notify(self) -> None:
-        w = self.wake
-        if w is not None and not w.triggered:
-            w.succeed()
-
-
-def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):
-    """The replica scheduler the scenario asks for."""
-    if scenario.speculative is not None and scenario.scheduler.policy == "continuous":
-        from .speculative.scheduler import SpeculativeScheduler
-        return SpeculativeScheduler(setup.sched_cfg, kv, rec, idx, scenario=scenario,
-                                    setup=setup)
-    if scenario.scheduler.policy == "static":
-        from .scheduling.static import StaticScheduler
-        return StaticScheduler(setup.sched_cfg, kv, rec, idx,
-                               max_batch_size=scenario.scheduler.max_batch_size,
-                               batch_timeout_s=scenario.scheduler.batch_timeout_s)
-    return ContinuousScheduler(setup.sched_cfg, kv, rec, idx)
 
 
 def resolve_kv_dtype(scenario: Scenario) -> str:
@@ -273,10 +200,34 @@ class SimOutput:
 PROGRESS_EVERY_ITERATIONS = 512
 
 
-def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None):
-    sch, perf, kv = rep.sched, rep.perf, rep.kv
-    rid = rep.idx
-    nblocks = kv.num_gpu_blocks
+def _delay_to(now: float, t: float) -> float:
+    """A delay ``d`` with ``now + d == t`` exactly in floating point (``t - now`` may miss
+    ``t`` by an ulp when ``now < t / 2``), so a fast-forwarded run ends at the very time the
+    steps it replaces would."""
+    d = t - now
+    while now + d < t:
+        d = math.nextafter(d, math.inf)
+    while now + d > t:
+        d = math.nextafter(d, -math.inf)
+    return d
+
+
+def _step_time(perf, out) -> float:
+    """Seconds of one scheduled step. A pure one-token decode step is priced by the same
+    vectorised ``decode_step_times`` a fast-forwarded run uses, so stepping and fast-forward
+    give bit-equal step times."""
+    shape = out.shape
+    nd = shape.num_decode
+    if nd and not shape.prefill_q and shape.decode_q_per_seq == 1:
+        dt = float(perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0])
+    else:
+        dt = perf.step_time(shape)
+    return dt + out.extra_time_s
+
+
+def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None,
+                     fast_forward: bool = True):
+    sch = rep.sched
     n_iter = 0
     while True:
         if tick is not None:
@@ -291,58 +242,76 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
         now = env.now
         out = sch.schedule(now)
         if out is None:
-            wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
-            if wait is None and not sch.running and sch.num_waiting:
-                # nothing can ever start: the head request does not fit an empty replica
-                head = sch._peek_waiting()
-                sch._remove_waiting(head)
-                rec.reject(head, now, "kv_capacity")
-                continue
-            rep.wake = env.event()
-            if wait is not None:
-                yield env.timeout(wait - now) | rep.wake
-            else:
-                yield rep.wake
-            rep.wake = None
+            yield from _idle(env, rep, rec, now)
             continue
-        k = sch.plan_decode_run(out)
-        if k == 1:
-            dt = perf.step_time(out.shape) + getattr(out, "extra_time_s", 0.0)
+        jump = sch.plan_jump(out) if fast_forward else None
+        if jump is None:
+            dt = _step_time(rep.perf, out)
             yield env.timeout(dt)
-            end = now + dt
-            rec.add_step((rid, rep.step_index, now, dt, end, out.batch_size,
-                          out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
-                          out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, nblocks,
-                          len(out.preempted), out.kv_tokens, out.num_padding_seqs))
-            rep.step_index += 1
-            sch.update(out, now, end)
+            _record_step(rep, rec, out, now, dt)
+            sch.update(out, now, now + dt)
             continue
-        ctx, used = sch.decode_run_arrays(out, k)
-        times = perf.decode_step_times(out.num_decode_seqs, ctx)
-        ends = now + np.cumsum(times)
-        rep.run_state = (out, now, ends, times, used)
-        rep.wake = env.event()
-        yield env.timeout(float(ends[-1]) - now) | rep.wake
-        wake = rep.wake
-        rep.wake = None
-        if wake.triggered and env.now < ends[-1]:
-            t = env.now
-            done = int(np.searchsorted(ends, t, side="right"))  # steps ended by t
-            if done and ends[done - 1] == t:
-                kk = done
-            else:
-                kk = done + 1  # the step in progress completes
-            kk = max(1, min(kk, k))
-            if ends[kk - 1] > t:
-                yield env.timeout(float(ends[kk - 1]) - t)
-            k = kk
-        rep.run_state = None
-        _commit_run(rep, rec, out, k, now, ends, times, used)
+        yield from _run_jump(env, rep, rec, jump, now)
 
 
-def _commit_run(rep: Replica, rec: RunRecorder, out, k: int, now: float, ends, times,
-                used) -> None:
+def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
+    """Nothing to schedule now: sleep until the scheduler's retry time or an arrival, or
+    reject the head request when it can never start."""
+    sch = rep.sched
+    wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
+    if wait is None and not sch.running and sch.num_waiting:
+        # nothing can ever start: the head request does not fit an empty replica
+        head = sch.queue.peek()
+        sch.remove_waiting(head)
+        rec.reject(head, now, "kv_capacity")
+        return
+    rep.wake = env.event()
+    if wait is not None:
+        yield env.timeout(wait - now) | rep.wake
+    else:
+        yield rep.wake
+    rep.wake = None
+
+
+def _record_step(rep: Replica, rec: RunRecorder, out, now: float, dt: float) -> None:
+    rec.add_step((rep.idx, rep.step_index, now, dt, now + dt, out.batch_size,
+                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
+                  out.num_decode_seqs, out.num_waiting, rep.kv.num_used_blocks,
+                  rep.kv.num_gpu_blocks, len(out.preempted), out.kv_tokens,
+                  out.num_padding_seqs))
+    rep.step_index += 1
+
+
+def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now: float):
+    """Price a fast-forwarded decode run, sleep through it (an arrival cuts it at the end of
+    the step in progress) and commit the steps that ran."""
+    out = jump.step
+    times = np.asarray(rep.perf.decode_step_times(out.num_decode_seqs, jump.ctx_totals),
+                       dtype=float)
+    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum)
+    ends = np.cumsum(np.concatenate(([now], times)))[1:]
+    jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, ends
+    k = jump.k_steps
+    rep.jump = jump
+    rep.wake = env.event()
+    yield env.timeout(_delay_to(now, float(ends[-1]))) | rep.wake
+    wake = rep.wake
+    rep.wake = None
+    if wake.triggered and env.now < ends[-1]:
+        t = env.now
+        done = int(np.searchsorted(ends, t, side="right"))  # steps ended by t
+        kk = done if (done and ends[done - 1] == t) else done + 1  # the step in progress
+        kk = max(1, min(kk, k))
+        if ends[kk - 1] > t:
+            yield env.timeout(_delay_to(t, float(ends[kk - 1])))
+        k = kk
+    rep.jump = None
+    _commit_run(rep, rec, jump, k)
+
+
+def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
     """Record and apply the first ``k`` steps of a fast-forwarded decode run."""
+    out, now, ends, times = jump.step, jump.start_s, jump.step_end_times_s, jump.step_times_s
     starts = np.concatenate(([now], ends[:k - 1]))
     idx = np.arange(rep.step_index, rep.step_index + k)
     B = out.batch_size
@@ -353,20 +322,20 @@ def _commit_run(rep: Replica, rec: RunRecorder, out, k: int, now: float, ends, t
         "num_decode_tokens": np.full(k, out.num_decode_tokens),
         "num_prefill_seqs": np.zeros(k, dtype=np.int64),
         "num_decode_seqs": np.full(k, out.num_decode_seqs),
-        "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": used[:k],
+        "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": jump.kv_blocks_used[:k],
         "num_gpu_blocks": np.full(k, rep.kv.num_gpu_blocks),
         "num_preempted": np.zeros(k, dtype=np.int64),
         "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * (
             B - out.num_padding_seqs),
         "num_padding_seqs": np.full(k, out.num_padding_seqs, dtype=np.int64)})
     rep.step_index += k
-    rep.sched.commit_decode_run(out, k, now, ends)
+    rep.sched.commit_jump(jump, k)
 
 
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
              check_transitions: bool = False,
              progress: Callable[[int, int], None] | None = None,
-             until_s: float | None = None) -> SimOutput:
+             until_s: float | None = None, fast_forward: bool = True) -> SimOutput:
     """Run the discrete-event simulation of ``specs`` on the scenario's cluster.
 
     Parameters
@@ -384,6 +353,9 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         of a replica and at the end.
     until_s : float, optional
         Stop the clock at this time (requests still in flight are reported as such).
+    fast_forward : bool
+        Let schedulers jump over runs of identical decode steps (default); False steps every
+        iteration (the outputs are byte-identical either way: the equivalence tests).
 
     Raises
     ------
@@ -408,7 +380,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
         env.process(dp_lockstep_process(env, replicas, rec, tick))  # DP x EP (issue 11)
     else:
         for rep in replicas:
-            env.process(_replica_process(env, rep, rec, tick))
+            env.process(_replica_process(env, rep, rec, tick, fast_forward))
 
     def _cancel_cb(r, rep):
         def cb(_ev):
@@ -421,7 +393,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     def _timeout_cb(r, rep):
         def cb(_ev):
             never_scheduled = r.first_scheduled_time_s != r.first_scheduled_time_s  # NaN
-            if r.status == "waiting" and never_scheduled and rep.sched._remove_waiting(r):
+            if r.status == "waiting" and never_scheduled and rep.sched.remove_waiting(r):
                 rec.finish(r, env.now, REJECTED, "queue_timeout")
                 rep.notify()
         return cb
@@ -450,13 +422,12 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     if until_s is not None:
         env.run(until=until_s)
         for rep in replicas:  # credit the steps of a decode run that ended before the stop
-            st = rep.run_state
-            if st is not None:
-                out, start, ends, times, used = st
-                done = int(np.searchsorted(ends, until_s, side="left"))
-                rep.run_state = None
+            jump = rep.jump
+            if jump is not None:
+                done = int(np.searchsorted(jump.step_end_times_s, until_s, side="left"))
+                rep.jump = None
                 if done:
-                    _commit_run(rep, rec, out, done, start, ends, times, used)
+                    _commit_run(rep, rec, jump, done)
     else:
         env.run()
     if tick is not None:

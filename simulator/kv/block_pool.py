@@ -210,8 +210,7 @@ class BlockPool:
                 f = self.fresh
                 out.extend(range(f, f + n - k))
                 self.fresh = f + n - k
-            for b in out:
-                ref[b] = 1
+            ref.update(dict.fromkeys(out, 1))  # free blocks: no ref count yet
             return out
         if n > self.num_free_blocks:
             raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free blocks")
@@ -263,14 +262,17 @@ class BlockPool:
         ref = self._ref
         st = self._stack
         if st is not None:
-            for b in blocks:
-                c = ref.get(b, 0) - 1
-                if c < 0:
-                    raise BlockPoolError(f"block {b} freed with ref count 0")
-                if c:
-                    ref[b] = c
+            try:  # bulk (C-level) pop: ref counts are 1 unless a block is shared
+                counts = list(map(ref.pop, blocks))
+            except KeyError as e:
+                raise BlockPoolError(f"block {e.args[0]} freed with ref count 0") from None
+            if counts.count(1) == len(counts):
+                st.extend(blocks)
+                return
+            for b, c in zip(blocks, counts):
+                if c > 1:
+                    ref[b] = c - 1
                 else:
-                    del ref[b]
                     st.append(b)
             return
         front, back, bh = self._front, self._back, self._hash

@@ -21,7 +21,37 @@ the declared prefix, and its key chains the ids of every prefix block overlappin
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .block_pool import BlockPool
+
+
+class KVHandle:
+    """What a request holds in one replica's KV cache: only :class:`KVCacheManager` reads or
+    changes it (schedulers never see block ids or do block arithmetic).
+
+    Attributes
+    ----------
+    block_ids : list of int
+        Pool blocks in token order (block ``j`` holds tokens ``[j*bs, (j+1)*bs)``).
+    num_cached_blocks : int
+        Leading blocks whose prefix hash is registered (shared or shareable).
+
+    Notes
+    -----
+    Designed for copy-on-write forks (parallel sampling ``n``, beam search): a fork is a new
+    handle listing the parent's ``block_ids`` with one more reference on each in the pool;
+    the first write into a shared, partially filled last block replaces it by a private copy.
+    """
+
+    __slots__ = ("block_ids", "num_cached_blocks")
+
+    def __init__(self):
+        self.block_ids: list[int] = []
+        self.num_cached_blocks = 0
+
+    def __len__(self) -> int:
+        return len(self.block_ids)
 
 
 class KVCacheManager:
@@ -163,7 +193,8 @@ class KVCacheManager:
         bool
             False when the pool cannot supply the blocks (nothing changed).
         """
-        blocks = req.blocks
+        h = req.kv_handle
+        blocks = h.block_ids
         if self.allocation == "contiguous":
             if blocks:
                 return True
@@ -190,7 +221,7 @@ class KVCacheManager:
         if hit_blocks:
             pool.touch(hit_blocks)
             blocks.extend(hit_blocks)
-            req.num_cached_blocks = len(hit_blocks)
+            h.num_cached_blocks = len(hit_blocks)
         if need > 0:
             blocks.extend(pool.allocate(need))
         return True
@@ -200,7 +231,7 @@ class KVCacheManager:
         if self.allocation == "contiguous":
             return
         keep = -(-num_tokens // self.block_size)
-        blocks = req.blocks
+        blocks = req.kv_handle.block_ids
         if len(blocks) > keep:
             extra = blocks[keep:]
             del blocks[keep:]
@@ -209,20 +240,92 @@ class KVCacheManager:
 
     def free(self, req) -> None:
         """Release every block ``req`` holds (tail first, so its tail is evicted first)."""
-        blocks = req.blocks
+        h = req.kv_handle
+        blocks = h.block_ids
         if blocks:
             blocks.reverse()
             self.pool.free(blocks)
-            req.blocks = []
-        req.num_cached_blocks = 0
+            h.block_ids = []
+        h.num_cached_blocks = 0
 
     def cache_full_blocks(self, req) -> None:
         """Register the hashes of ``req``'s newly computed full shareable blocks."""
         keys = req.prefix_keys
         if not keys:
             return
-        upto = min(len(keys), req.num_computed_tokens // self.block_size, len(req.blocks))
+        h = req.kv_handle
+        blocks = h.block_ids
+        upto = min(len(keys), req.num_computed_tokens // self.block_size, len(blocks))
         pool = self.pool
-        for j in range(req.num_cached_blocks, upto):
-            pool.cache_block(req.blocks[j], keys[j])
-        req.num_cached_blocks = max(req.num_cached_blocks, upto)
+        for j in range(h.num_cached_blocks, upto):
+            pool.cache_block(blocks[j], keys[j])
+        h.num_cached_blocks = max(h.num_cached_blocks, upto)
+
+    # ------------------------------------------------------------------ decode runs
+    def has_slots(self, req, num_tokens: int) -> bool:
+        """Whether ``req`` already holds KV slots for its first ``num_tokens`` tokens."""
+        return num_tokens <= len(req.kv_handle.block_ids) * self.block_size
+
+    def blocks_held(self, reqs) -> np.ndarray:
+        """Blocks held by each request of ``reqs`` (int64 array, batch order)."""
+        return np.fromiter((len(r.kv_handle.block_ids) for r in reqs), dtype=np.int64,
+                           count=len(reqs))
+
+    def _run_growth(self, computed: np.ndarray, held: np.ndarray, k: int) -> int:
+        """New blocks a decode run of ``k`` steps takes (request ``i`` holds ``held[i]``
+        blocks and has ``computed[i]`` tokens computed before the run's first step)."""
+        return int(np.maximum(0, -(-(computed + k) // self.block_size) - held).sum())
+
+    def max_decode_run_steps(self, computed: np.ndarray, held: np.ndarray, k_max: int) -> int:
+        """The longest decode run, at most ``k_max`` steps, whose block growth the free pool
+        supplies (binary search; the growth is monotone in the run length).
+
+        Parameters
+        ----------
+        computed, held : ndarray of int64
+            Per request: computed tokens and blocks held before the run's first step (whose
+            blocks the scheduler already allocated).
+        k_max : int
+            Steps allowed by everything but KV (>= 1).
+
+        Returns
+        -------
+        int
+            ``k_max`` in contiguous mode (reservations never grow).
+        """
+        if self.allocation == "contiguous":
+            return k_max
+        free = self.num_free_blocks
+        if self._run_growth(computed, held, k_max) <= free:
+            return k_max
+        lo, hi = 1, k_max  # growth(lo) <= free (step 1 already allocated), growth(hi) > free
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._run_growth(computed, held, mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def decode_run_blocks_used(self, computed: np.ndarray, held: np.ndarray,
+                               k: int) -> np.ndarray:
+        """Pool blocks in use during each of ``k`` decode steps (step ``j`` holds the slots
+        of ``computed + j + 1`` tokens per request), int64 array of shape ``(k,)``."""
+        used0 = self.num_used_blocks
+        if self.allocation == "contiguous" or k == 1:
+            return np.full(k, used0, dtype=np.int64)
+        j = np.arange(k, dtype=np.int64)
+        need = -(-(computed[None, :] + j[:, None] + 1) // self.block_size) - held[None, :]
+        return used0 + np.maximum(need, 0).sum(axis=1)
+
+    def grow_decode_run(self, reqs) -> None:
+        """Give every request of a committed decode run the blocks its computed tokens now
+        need (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
+        if self.allocation != "paged":
+            return
+        bs, pool = self.block_size, self.pool
+        for r in reqs:
+            blocks = r.kv_handle.block_ids
+            need = -(-r.num_computed_tokens // bs) - len(blocks)
+            if need > 0:
+                blocks.extend(pool.allocate(need))

@@ -1,7 +1,7 @@
 """Speculative-decoding metrics of one run, from the replicas' scheduler counters.
 
 :func:`speculative_summary` turns the counters of every
-:class:`~simulator.speculative.scheduler.SpeculativeScheduler` of a run into the JSON-safe
+:class:`~simulator.scheduling.speculative.SpeculativeScheduler` of a run into the JSON-safe
 block ``summary["speculative"]``. Definitions (vLLM's spec-decode metrics where they exist):
 
 - ``num_drafts``: speculating (request, step) pairs; ``num_draft_tokens``: draft tokens
@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from ..scheduling.speculative import SpeculativeScheduler
 from ..speculative.acceptance import IIDAcceptance
-from ..speculative.scheduler import SpeculativeScheduler
 from .summary import json_safe as _json_safe
 
 __all__ = ["BATCH_BINS", "configured_alpha", "draft_cost_ratio", "speculative_summary",

@@ -229,11 +229,19 @@ class TableLookup(TableFiles):
         pos = [x[c] for c in tg.names]
         if any(isinstance(v, np.ndarray) for v in pos):
             xc = dict(x)
+            moved = False
             for c, v in zip(tg.names, tg.vals):
-                xc[c] = np.clip(np.asarray(x[c], float), v[0], v[-1])
+                xv = np.asarray(x[c], float)
+                if xv.min() < v[0] or xv.max() > v[-1]:
+                    moved = True
+                    xv = np.clip(xv, v[0], v[-1])
+                xc[c] = xv
+            t = np.exp(tg.at_array(pos))
+            if not moved:  # inside the grid: the roofline ratio is exactly 1
+                return t
             ratio = np.asarray(self._roofline(op, x, num, rdt), float) / \
                 np.asarray(self._roofline(op, xc, num, rdt), float)
-            return np.exp(tg.at_array(pos)) * ratio
+            return t * ratio
         t = math.exp(tg.at(pos))
         moved = tg.clip(pos)
         if moved is not None:

@@ -20,22 +20,24 @@ the step with the performance model, advances the clock and calls :meth:`update`
 
 Fast-forward: a pure-decode step after which nothing can change (no request finishes, no
 waiting request becomes admissible, no block shortage) repeats identically but for the
-context lengths; :meth:`plan_decode_run` returns how many such steps can run back to back
-and :meth:`commit_decode_run` applies ``k`` of them at once (numpy, O(batch) per run), with
-results identical to stepping one by one.
+context lengths; :meth:`plan_jump` returns a :class:`~simulator.scheduling.emission.Jump`
+of as many such steps as can run back to back (:meth:`plan_decode_run` counts them) and
+:meth:`commit_jump` applies the first ``k`` of them at once (numpy, O(batch) per run), with
+results identical to stepping one by one. Tokens, ITL and finishes of both paths go through
+:func:`~simulator.scheduling.emission.advance`; blocks through the KV manager only.
 
 size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): schedule() 82 lines.
 """
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..perf.roofline import StepShape
-from .state import CANCELLED, COMPLETED, REJECTED, RUNNING, WAITING, ReqState
+from .emission import Jump, advance
+from .queues import RequestQueue
+from .state import CANCELLED, REJECTED, RUNNING, WAITING, ReqState
 
 
 @dataclass
@@ -89,7 +91,6 @@ class StepOutput:
 
     __slots__ = (
         "extra_time_s",
-        "jumpable",
         "kv_tokens",
         "ntoks",
         "num_decode_seqs",
@@ -103,6 +104,7 @@ class StepOutput:
         "run_arrays",
         "shape",
         "swap_bytes",
+        "veto",
     )
 
     def __init__(self):
@@ -115,7 +117,9 @@ class StepOutput:
         self.num_prefill_seqs = 0
         self.num_decode_seqs = 0
         self.num_waiting = 0
-        self.jumpable = False
+        #: the first feature of :data:`~simulator.scheduling.emission.FAST_FORWARD_VETOES`
+        #: the step has ('' when it may be fast-forwarded)
+        self.veto = "prefill"
         self.swap_bytes = 0.0
         self.kv_tokens = 0  # tokens held in KV after the step (sum over running requests)
         self.num_padding_seqs = 0  # slots doing no useful work (static batching)
@@ -125,6 +129,11 @@ class StepOutput:
     @property
     def batch_size(self) -> int:
         return len(self.reqs)
+
+    @property
+    def jumpable(self) -> bool:
+        """Whether no feature vetoes fast-forwarding this step."""
+        return not self.veto
 
 
 class ContinuousScheduler:
@@ -140,15 +149,12 @@ class ContinuousScheduler:
     """
 
     def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0):
-        if config.policy not in ("fcfs", "priority"):
-            raise ValueError(f"scheduler.policy must be fcfs or priority, got {config.policy!r}")
+        self.queue = RequestQueue(config.policy)
         self.cfg = config
         self.kv = kv
         self.rec = recorder
         self.replica_id = replica_id
         self.priority = config.policy == "priority"
-        self.waiting: deque[ReqState] = deque()
-        self._heap: list = []  # priority policy: (priority, arrival, id, req)
         self.running: list[ReqState] = []
         self.num_preemptions = 0
         #: draft tokens verified per decode step (speculative decoding); 0 = plain decoding.
@@ -162,52 +168,33 @@ class ContinuousScheduler:
     # ------------------------------------------------------------------ queue helpers
     @property
     def num_waiting(self) -> int:
-        return len(self._heap) if self.priority else len(self.waiting)
+        return len(self.queue)
 
     def has_work(self) -> bool:
-        return bool(self.running) or self.num_waiting > 0
+        return bool(self.running) or len(self.queue) > 0
 
     def num_outstanding(self) -> int:
         """Requests routed here and not finished (what a real router can count)."""
-        return len(self.running) + self.num_waiting
+        return len(self.running) + len(self.queue)
 
     def _peek_waiting(self):
-        if self.priority:
-            return self._heap[0][3] if self._heap else None
-        return self.waiting[0] if self.waiting else None
+        return self.queue.peek()
 
     def _pop_waiting(self):
-        if self.priority:
-            return heapq.heappop(self._heap)[3]
-        return self.waiting.popleft()
+        return self.queue.pop()
 
     def _push_waiting(self, r: ReqState, front: bool = False):
-        if self.priority:
-            heapq.heappush(self._heap, (r.priority, r.arrival_time_s, r.request_id, r))
-        elif front:
-            self.waiting.appendleft(r)
-        else:
-            self.waiting.append(r)
+        self.queue.push(r, front)
 
     def _remove_waiting(self, r: ReqState) -> bool:
-        if self.priority:
-            for i, item in enumerate(self._heap):
-                if item[3] is r:
-                    self._heap[i] = self._heap[-1]
-                    self._heap.pop()
-                    heapq.heapify(self._heap)
-                    return True
-            return False
-        try:
-            self.waiting.remove(r)
-            return True
-        except ValueError:
-            return False
+        return self.queue.remove(r)
+
+    def remove_waiting(self, r: ReqState) -> bool:
+        """Take ``r`` out of the waiting queue (False when it is not there)."""
+        return self.queue.remove(r)
 
     def waiting_requests(self) -> list[ReqState]:
-        if self.priority:
-            return [it[3] for it in sorted(self._heap, key=lambda x: x[:3])]
-        return list(self.waiting)
+        return self.queue.ordered()
 
     # ------------------------------------------------------------------ admission
     def add_request(self, r: ReqState, now: float) -> bool:
@@ -259,7 +246,7 @@ class ContinuousScheduler:
     def _preempt(self, victim: ReqState, now: float, out: StepOutput) -> None:
         self.running.remove(victim)
         cfg = self.cfg
-        nb = len(victim.blocks)
+        nb = len(victim.kv_handle)
         if (cfg.preemption_mode == "swap" and victim.num_computed_tokens > 0 and nb
                 and self.swap_used_blocks + nb <= cfg.swap_space_blocks
                 and self.kv.allocation == "paged"):
@@ -292,7 +279,6 @@ class ContinuousScheduler:
         budget = cfg.max_num_batched_tokens
         sched: dict[ReqState, int] = {}
         running = self.running
-        bs = kv.block_size
         la = self.num_lookahead_tokens
         prefill_only = False
         if cfg.step_policy == "prefill_first" and self.num_waiting:  # V0: prefills alone
@@ -305,7 +291,7 @@ class ContinuousScheduler:
             if la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
                 n += la
             n = min(n, budget)
-            while (r.num_computed_tokens + n > len(r.blocks) * bs
+            while (not kv.has_slots(r, r.num_computed_tokens + n)
                    and not kv.allocate(r, r.num_computed_tokens + n)):
                 victim = self._pick_victim()
                 if victim in sched:
@@ -329,14 +315,10 @@ class ContinuousScheduler:
             sched[r] = n
             budget -= n
             i += 1
-        # waiting requests
-        blocked = True  # admission stopped for a reason that persists through decode steps
-        if prefill_only:
-            pass  # admitted above
-        elif not out.preempted:
+        # waiting requests (admission stops for a reason that persists through decode steps,
+        # unless something was preempted)
+        if not prefill_only and not out.preempted:  # a prefill-only step admitted above
             budget = self._admit_waiting(now, out, sched, budget)
-        else:
-            blocked = False
         if not sched:
             return None
         # shape of the step
@@ -370,9 +352,23 @@ class ContinuousScheduler:
         out.num_prefill_tokens = ntok_p
         out.num_prefill_seqs = len(pq)
         out.num_waiting = self.num_waiting
-        out.jumpable = (blocked and not pq and not la and not out.preempted
-                        and not any(r.cancel_requested for r in out.reqs))
+        out.veto = self._veto(out, la)
         return out
+
+    @staticmethod
+    def _veto(out: StepOutput, la: int) -> str:
+        """The first feature of ``FAST_FORWARD_VETOES`` this step has ('' for none)."""
+        if out.shape.prefill_q:
+            return "prefill"
+        if la:
+            return "lookahead"
+        if out.preempted:
+            return "preemption"
+        if any(r.cancel_requested for r in out.reqs):
+            return "cancel_pending"
+        if out.extra_time_s:
+            return "host_transfer"
+        return ""
 
     def _admission_order(self):
         """Waiting requests in admission order (a snapshot when skipping is possible)."""
@@ -456,42 +452,53 @@ class ContinuousScheduler:
 
     def update(self, out: StepOutput, start: float, end: float) -> None:
         """Apply a finished iteration: advance counters, emit tokens, finish requests."""
-        kv, rec = self.kv, self.rec
-        max_len = self.cfg.max_model_len
+        self._apply_step(out, start, end, None)
+
+    def _apply_step(self, out: StepOutput, start: float, end: float, drafted) -> None:
+        """Progress of every request of ``out``, emission through :func:`advance`, KV release.
+
+        ``drafted`` (speculative decoding) maps a verified request to the tokens it emits;
+        its computed tokens become ``num_tokens - 1`` after emission and its blocks beyond
+        them (rejected drafts) are released.
+        """
+        kv = self.kv
         prefix = kv.enable_prefix_caching
-        done = False
-        same_gap = 0
+        emitters, tokens, leaving = [], [], []
         for r, n in zip(out.reqs, out.ntoks):
             if r.status != RUNNING:
                 continue
-            r.num_computed_tokens += n
             if r.cancel_requested:
-                self.running.remove(r)
-                kv.free(r)
-                rec.finish(r, end, CANCELLED, "cancelled")  # leaves at the end of the step
+                r.num_computed_tokens += n
+                leaving.append(r)
                 continue
+            if drafted is not None:
+                e = drafted.get(r)
+                if e is not None:
+                    r.num_computed_tokens = r.num_tokens + e - 1
+                    emitters.append(r)
+                    tokens.append(e)
+                    continue
+            r.num_computed_tokens += n
             if prefix:
                 kv.cache_full_blocks(r)
             if r.num_computed_tokens == r.num_tokens:
-                if r.num_emitted == 0:
-                    r.first_token_time_s = end
-                elif r.last_token_time_s == start:
-                    same_gap += 1
-                else:
-                    rec.add_itl(end - r.last_token_time_s, 1)
-                r.num_emitted += 1
-                r.last_token_time_s = end
-                if r.num_emitted >= r.num_output_tokens:
-                    kv.free(r)
-                    rec.finish(r, end, COMPLETED, "")
-                    done = True
-                elif r.num_tokens >= max_len:
-                    kv.free(r)
-                    rec.finish(r, end, REJECTED, "max_model_len_reached")
-                    done = True
-        if same_gap:
-            rec.add_itl(end - start, same_gap)
-        if done or any(r.status != RUNNING for r in self.running):
+                emitters.append(r)
+                tokens.append(1)
+        for r in leaving:  # leaves at the end of the step
+            kv.free(r)
+            self.rec.finish(r, end, CANCELLED, "cancelled")
+        finished = advance(emitters, 1, (end,), start_s=start, recorder=self.rec,
+                           max_model_len=self.cfg.max_model_len,
+                           tokens=tokens if drafted else None)
+        for r in finished:
+            kv.free(r)
+        if drafted:
+            for r in drafted:
+                if r.status == RUNNING:
+                    kv.trim(r, r.num_computed_tokens)  # roll back the rejected drafts' slots
+                    if prefix:
+                        kv.cache_full_blocks(r)
+        if leaving or finished:
             self.running = [r for r in self.running if r.status == RUNNING]
 
     # ------------------------------------------------------------------ fast-forward
@@ -500,11 +507,24 @@ class ContinuousScheduler:
         (read once per decode run: planning and the per-step arrays share them)."""
         if out.run_arrays is None:
             reqs = out.reqs
-            n = len(reqs)
             out.run_arrays = (
-                np.fromiter((r.num_computed_tokens for r in reqs), dtype=np.int64, count=n),
-                np.fromiter((len(r.blocks) for r in reqs), dtype=np.int64, count=n))
+                np.fromiter((r.num_computed_tokens for r in reqs), dtype=np.int64,
+                            count=len(reqs)),
+                self.kv.blocks_held(reqs))
         return out.run_arrays
+
+    def plan_jump(self, out: StepOutput) -> Jump | None:
+        """A fast-forward of ``out`` and the identical decode steps after it, or None when
+        a feature vetoes it or only one step can run (step it with :meth:`update`)."""
+        k = self.plan_decode_run(out)
+        if k < 2:
+            return None
+        ctx, used = self.decode_run_arrays(out, k)
+        return Jump(out, k, ctx, used)
+
+    def commit_jump(self, jump: Jump, upto_step: int) -> None:
+        """Apply the first ``upto_step`` steps of ``jump`` (the engine priced it)."""
+        self.commit_decode_run(jump.step, upto_step, jump.start_s, jump.step_end_times_s)
 
     def plan_decode_run(self, out: StepOutput) -> int:
         """How many identical-shape decode steps (this one included) can run back to back.
@@ -512,10 +532,9 @@ class ContinuousScheduler:
         Limits: the first request to finish (it finishes at the last step), the first step
         whose new KV blocks the pool cannot supply, and ``max_model_len``.
         """
-        if not out.jumpable or out.extra_time_s:
+        if out.veto:
             return 1
         reqs = out.reqs
-        bs = self.kv.block_size
         c, held = self._run_arrays(out)
         remaining = np.fromiter((r.num_output_tokens - r.num_emitted for r in reqs),
                                 dtype=np.int64, count=len(reqs))
@@ -525,23 +544,7 @@ class ContinuousScheduler:
         k_max = max(1, min(k_max, k_len))
         if k_max <= 1:
             return 1
-        if self.kv.allocation == "contiguous":
-            return k_max
-        free = self.kv.num_free_blocks
-
-        def extra(k: int) -> int:
-            return int(np.maximum(0, -(-(c + k) // bs) - held).sum())
-
-        if extra(k_max) <= free:
-            return k_max
-        lo, hi = 1, k_max  # extra(lo) <= free (step 1 already allocated), extra(hi) > free
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if extra(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return self.kv.max_decode_run_steps(c, held, k_max)
 
     def decode_run_arrays(self, out: StepOutput, k: int):
         """Per-step total context and KV blocks used for ``k`` decode steps.
@@ -554,57 +557,25 @@ class ContinuousScheduler:
             Blocks held in the pool during each step.
         """
         reqs = out.reqs
-        bs = self.kv.block_size
         c, held = self._run_arrays(out)
         j = np.arange(k, dtype=np.int64)
         ctx_totals = int(c.sum() + len(reqs)) + j * len(reqs)
-        used0 = self.kv.num_used_blocks
-        if self.kv.allocation == "contiguous" or k == 1:
-            return ctx_totals, np.full(k, used0, dtype=np.int64)
-        need = -(-(c[None, :] + j[:, None] + 1) // bs) - held[None, :]
-        blocks_used = used0 + np.maximum(need, 0).sum(axis=1)
-        return ctx_totals, blocks_used
+        return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
 
     def commit_decode_run(self, out: StepOutput, k: int, start: float, ends: np.ndarray) -> None:
         """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times)."""
         if k == 1:
             self.update(out, start, float(ends[0]))
             return
-        kv, rec = self.kv, self.rec
-        end = float(ends[k - 1])
-        # ITL: first gap per request, then k-1 step durations for every request
-        first_end = float(ends[0])
-        paged = kv.allocation == "paged"
-        bs = kv.block_size
-        pool = kv.pool
-        same = 0
-        finished = False
-        for r in out.reqs:
-            if r.last_token_time_s == start:
-                same += 1
-            else:
-                rec.add_itl(first_end - r.last_token_time_s, 1)
+        reqs = out.reqs
+        for r in reqs:
             r.num_computed_tokens += k
-            r.num_emitted += k
-            r.last_token_time_s = end
-            if paged:
-                need = -(-r.num_computed_tokens // bs) - len(r.blocks)
-                if need > 0:
-                    r.blocks.extend(pool.allocate(need))
-        # finish only after every request took its blocks (as stepping does: frees happen
+        # every request takes its blocks before any finishes (as stepping does: frees happen
         # at the end of the last step, after that step's allocations)
-        for r in out.reqs:
-            if r.num_emitted >= r.num_output_tokens:
-                kv.free(r)
-                rec.finish(r, end, COMPLETED, "")
-                finished = True
-            elif r.num_tokens >= self.cfg.max_model_len:
-                kv.free(r)
-                rec.finish(r, end, REJECTED, "max_model_len_reached")
-                finished = True
-        if same:
-            rec.add_itl(first_end - start, same)
-        gaps = np.diff(ends[:k])
-        rec.add_itl_array(gaps, len(out.reqs))
+        self.kv.grow_decode_run(reqs)
+        finished = advance(reqs, k, ends, start_s=start, recorder=self.rec,
+                           max_model_len=self.cfg.max_model_len)
         if finished:
+            for r in finished:
+                self.kv.free(r)
             self.running = [r for r in self.running if r.status == RUNNING]

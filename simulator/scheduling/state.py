@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..kv.manager import KVHandle
 from ..request import RequestSpec
 
 WAITING, RUNNING, COMPLETED, REJECTED, CANCELLED = (
@@ -29,13 +30,12 @@ class ReqState:
 
     __slots__ = (
         "arrival_time_s",
-        "blocks",
         "cancel_requested",
         "finish_time_s",
         "first_scheduled_time_s",
         "first_token_time_s",
+        "kv_handle",
         "last_token_time_s",
-        "num_cached_blocks",
         "num_cached_prompt_tokens",
         "num_computed_tokens",
         "num_emitted",
@@ -70,9 +70,9 @@ class ReqState:
         self.finish_time_s = NaN
         self.last_token_time_s = NaN
         self.num_preemptions = 0
-        self.blocks: list[int] = []
+        #: the request's blocks, known to the KV manager only
+        self.kv_handle = KVHandle()
         self.prefix_keys = None
-        self.num_cached_blocks = 0
         self.num_cached_prompt_tokens = 0
         self.cancel_requested = False
         self.priority = spec.priority
@@ -96,10 +96,20 @@ class ReqState:
         return self.num_prompt_tokens + self.num_emitted
 
     @property
+    def blocks(self) -> list[int]:
+        """Block ids held (read-only view for tests and audits: ``kv_handle.block_ids``)."""
+        return self.kv_handle.block_ids
+
+    @property
+    def num_cached_blocks(self) -> int:
+        """Leading blocks with a registered prefix hash (``kv_handle.num_cached_blocks``)."""
+        return self.kv_handle.num_cached_blocks
+
+    @property
     def is_finished(self) -> bool:
         return self.status in FINAL
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return (f"ReqState(id={self.request_id}, {self.status}, computed="
                 f"{self.num_computed_tokens}/{self.num_tokens}, emitted={self.num_emitted}/"
-                f"{self.num_output_tokens}, blocks={len(self.blocks)})")
+                f"{self.num_output_tokens}, blocks={len(self.kv_handle)})")

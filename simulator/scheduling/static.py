@@ -51,17 +51,17 @@ padded batches.
 
 Fast-forward: decode steps of a batch are identical but for the context until the next live
 member finishes, so :meth:`StaticScheduler.plan_decode_run` allows a run up to that step and
-:meth:`StaticScheduler.commit_decode_run` applies it in O(batch).
+:meth:`StaticScheduler.commit_decode_run` applies it in O(batch) (the ``plan_jump`` /
+``commit_jump`` interface of :class:`ContinuousScheduler`; emission through
+:func:`~simulator.scheduling.emission.advance`).
 """
 from __future__ import annotations
-
-import heapq
-from itertools import islice
 
 import numpy as np
 
 from .continuous import ContinuousScheduler, SchedulerConfig, StepOutput
-from .state import CANCELLED, COMPLETED, REJECTED, RUNNING, ReqState
+from .emission import advance
+from .state import CANCELLED, RUNNING, ReqState
 
 #: Tolerance (seconds) when comparing the clock with a batch deadline (float round-off of
 #: ``now + (deadline - now)`` must not make the replica sleep for a zero-length timeout).
@@ -166,10 +166,7 @@ class StaticScheduler(ContinuousScheduler):
 
     def _candidates(self) -> list[ReqState]:
         """Up to ``capacity`` waiting requests in queue order (O(capacity) for FCFS)."""
-        cap = self.capacity
-        if self.priority:
-            return [it[3] for it in heapq.nsmallest(cap, self._heap)]
-        return list(islice(self.waiting, cap))
+        return self.queue.head(self.capacity)
 
     def _plan_batch(self) -> tuple[list[ReqState], bool]:
         """The requests the next batch would take now, and whether the batch is full.
@@ -253,6 +250,7 @@ class StaticScheduler(ContinuousScheduler):
 
         out = StaticStepOutput()
         out.is_prefill = True
+        out.veto = "static_prefill"
         out.reqs = take
         out.ntoks = [r.num_prompt_tokens for r in take]
         shape = out.shape
@@ -287,21 +285,10 @@ class StaticScheduler(ContinuousScheduler):
         out.num_live = live
         out.kv_tokens = self._live_prompt_sum + live * j
         out.num_waiting = self.num_waiting
-        out.jumpable = True
+        out.veto = ""
         return out
 
     # ------------------------------------------------------------------ results
-    def _finish_checks(self, r: ReqState, end: float) -> bool:
-        """Finish ``r`` if it emitted its last token or reached ``max_model_len`` (its slot
-        and KV stay held until the batch ends). Returns whether it left."""
-        if r.num_emitted >= r.num_output_tokens:
-            self.rec.finish(r, end, COMPLETED, "")
-            return True
-        if r.num_tokens >= self.cfg.max_model_len:
-            self.rec.finish(r, end, REJECTED, "max_model_len_reached")
-            return True
-        return False
-
     def _after_step(self, left: bool) -> None:
         if left:
             self.running = [r for r in self.running if r.status == RUNNING]
@@ -314,39 +301,27 @@ class StaticScheduler(ContinuousScheduler):
 
     def update(self, out: StaticStepOutput, start: float, end: float) -> None:
         """Apply one finished step (prefill or decode) of the running batch."""
-        rec = self.rec
-        B = len(out.reqs)
-        self.num_slot_steps += B
-        self.num_padding_slot_steps += out.num_padding_seqs
-        left = False
         if out.is_prefill:
+            self._count_slots(out, 1)
+            live = []
+            cancelled = False
             for r in self.running:
                 r.num_computed_tokens = r.num_prompt_tokens
                 if r.cancel_requested:
-                    rec.finish(r, r.finish_time_s, CANCELLED, "cancelled")
-                    left = True
-                    continue
-                r.first_token_time_s = end
-                r.num_emitted = 1
-                r.last_token_time_s = end
-                left |= self._finish_checks(r, end)
+                    self.rec.finish(r, r.finish_time_s, CANCELLED, "cancelled")
+                    cancelled = True
+                else:
+                    live.append(r)
+            finished = advance(live, 1, (end,), start_s=start, recorder=self.rec,
+                               max_model_len=self.cfg.max_model_len)
             self._prefilled = True
-            self._after_step(left)
+            self._after_step(cancelled or bool(finished))
             return
-        same_gap = 0
-        for r in self.running:
-            r.num_computed_tokens += 1
-            if r.last_token_time_s == start:
-                same_gap += 1
-            else:
-                rec.add_itl(end - r.last_token_time_s, 1)
-            r.num_emitted += 1
-            r.last_token_time_s = end
-            left |= self._finish_checks(r, end)
-        if same_gap:
-            rec.add_itl(end - start, same_gap)
-        self._j += 1
-        self._after_step(left)
+        self.commit_decode_run(out, 1, start, (end,))
+
+    def _count_slots(self, out: StaticStepOutput, k: int) -> None:
+        self.num_slot_steps += k * len(out.reqs)
+        self.num_padding_slot_steps += k * out.num_padding_seqs
 
     # ------------------------------------------------------------------ fast-forward
     def plan_decode_run(self, out: StaticStepOutput) -> int:
@@ -374,33 +349,17 @@ class StaticScheduler(ContinuousScheduler):
         return ctx, np.full(k, self.kv.num_used_blocks, dtype=np.int64)
 
     def commit_decode_run(self, out: StaticStepOutput, k: int, start: float,
-                          ends: np.ndarray) -> None:
-        """Apply ``k`` consecutive decode steps of ``out`` (``ends``: their end times)."""
-        if k == 1:
-            self.update(out, start, float(ends[0]))
-            return
-        rec = self.rec
-        B = len(out.reqs)
-        self.num_slot_steps += k * B
-        self.num_padding_slot_steps += k * out.num_padding_seqs
-        end = float(ends[k - 1])
-        first_end = float(ends[0])
-        same = 0
-        left = False
-        for r in self.running:
-            if r.last_token_time_s == start:
-                same += 1
-            else:
-                rec.add_itl(first_end - r.last_token_time_s, 1)
+                          ends) -> None:
+        """Apply ``k`` consecutive decode steps of ``out`` (``ends``: their end times); the
+        KV of finished members stays reserved until the batch ends."""
+        self._count_slots(out, k)
+        live = self.running
+        for r in live:
             r.num_computed_tokens += k
-            r.num_emitted += k
-            r.last_token_time_s = end
-            left |= self._finish_checks(r, end)
-        if same:
-            rec.add_itl(first_end - start, same)
-        rec.add_itl_array(np.diff(ends[:k]), out.num_live)
+        finished = advance(live, k, ends, start_s=start, recorder=self.rec,
+                           max_model_len=self.cfg.max_model_len)
         self._j += k
-        self._after_step(left)
+        self._after_step(bool(finished))
 
     # ------------------------------------------------------------------ statistics
     def stats(self) -> dict:

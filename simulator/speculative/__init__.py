@@ -13,7 +13,7 @@ the exact rejection sampler and the arithmetic of acceptance economics.
   speculation on versus off (pure arithmetic on run summaries).
 
 Elsewhere: the scheduler plug-in that runs speculation in the engine
-(``simulator/speculative/scheduler.py``, moving to ``simulator/scheduling/``), the run's
+(``simulator/scheduling/speculative.py``), the run's
 speculative counters (:mod:`simulator.metrics.speculative`), the ``servesim spec-sweep``
 experiment (:mod:`simulator.experiments.spec_sweep`) and its report
 (:mod:`simulator.report.spec_sweep`).

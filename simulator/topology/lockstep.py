@@ -22,8 +22,8 @@ def _idle_or_reject(reps, rec, now: float):
             continue
         wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
         if wait is None and not sch.running and sch.num_waiting:
-            head = sch._peek_waiting()
-            sch._remove_waiting(head)
+            head = sch.queue.peek()
+            sch.remove_waiting(head)
             rec.reject(head, now, "kv_capacity")
             return "rejected"
         if wait is not None:

@@ -26,7 +26,7 @@ import pytest
 from simulator.config import Scenario
 from simulator.kv.manager import KVCacheManager
 from simulator.run import run_scenario
-from simulator.speculative.scheduler import SpeculativeScheduler
+from simulator.scheduling.speculative import SpeculativeScheduler
 
 BASE = {
     "model": "llama-3.1-8b",

@@ -19,7 +19,7 @@ from simulator.perf.roofline import StepShape
 from simulator.request import RequestSpec
 from simulator.run import run_scenario
 from simulator.scheduling.state import COMPLETED, RUNNING, ReqState
-from simulator.speculative.scheduler import (
+from simulator.scheduling.speculative import (
     NGRAM_COST_PER_SEQ_S,
     DraftCostModel,
     SpeculativeScheduler,

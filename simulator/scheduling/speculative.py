@@ -51,9 +51,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..models import get_model
+from ..perf import build_perf_model
 from ..perf.roofline import StepShape
-from ..scheduling.continuous import ContinuousScheduler, SchedulerConfig, StepOutput
-from ..scheduling.state import COMPLETED, REJECTED, RUNNING
+from ..rng import stream
+from .continuous import ContinuousScheduler, SchedulerConfig, StepOutput
 
 __all__ = ["NGRAM_COST_PER_SEQ_S", "DraftCostModel", "SliceCounters", "SpeculativeScheduler",
            "spec_rng"]
@@ -81,7 +83,6 @@ def spec_rng(seed: int, replica_idx: int) -> np.random.Generator:
     numpy.random.Generator
         ``simulator.rng.stream(seed, "speculative", replica_idx)``.
     """
-    from ..rng import stream
     return stream(seed, SPEC_STREAM, replica_idx)
 
 
@@ -155,7 +156,6 @@ class DraftCostModel:
         if spec.method == "draft_model":
             draft = setup.extra.get("draft_model")
             if draft is None:
-                from ..models import get_model
                 draft = get_model(spec.draft_model)
         else:  # eagle / medusa: one layer of the target + its LM head
             draft = dataclasses.replace(setup.model, num_layers=1,
@@ -218,7 +218,6 @@ class DraftCostModel:
 
 
 def _build_draft_perf(model, scenario, setup):
-    from ..perf import build_perf_model
     try:
         return build_perf_model(model, setup.gpu, setup.tensor_parallel_size,
                                 setup.weight_dtype, setup.kv_cache_dtype,
@@ -421,6 +420,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         for r, n in zip(out.reqs, out.ntoks):
             if n == 1 and r.num_emitted > 0 and r.num_computed_tokens == r.num_tokens - 1:
                 self._counters(r.spec.slice).num_plain_decodes += 1
+        drafted = None
         if spec_reqs:
             self.num_spec_steps += 1
             self.spec_step_time_s += dt
@@ -431,26 +431,16 @@ class SpeculativeScheduler(ContinuousScheduler):
             log["prefill_tokens"].append(out.num_prefill_tokens)
             log["step_time_s"].append(dt)
             log["draft_time_s"].append(d_dec + d_pre)
-            self._verify(spec_reqs, start, end, dt, d_dec)
-        spec_set = {id(r) for r in spec_reqs}
-        rest = [(r, n) for r, n in zip(out.reqs, out.ntoks) if id(r) not in spec_set]
-        saved = out.reqs, out.ntoks
-        out.reqs = [r for r, _ in rest]
-        out.ntoks = [n for _, n in rest]
-        try:
-            super().update(out, start, end)
-        finally:
-            out.reqs, out.ntoks = saved
-        if spec_reqs and any(r.status != RUNNING for r in self.running):
-            self.running = [r for r in self.running if r.status == RUNNING]
+            drafted = self._verify(spec_reqs, dt, d_dec)
+        # emission, finishes and the rollback of rejected drafts' slots: the parent's one
+        # routine, told how many tokens each verified request emits
+        self._apply_step(out, start, end, drafted)
 
-    def _verify(self, spec_reqs: list, start: float, end: float, dt: float,
-                d_dec: float) -> None:
-        """Draw each speculating request's accepted drafts; emit, roll back, count."""
-        kv, rec = self.kv, self.rec
+    def _verify(self, spec_reqs: list, dt: float, d_dec: float) -> dict:
+        """Draw each speculating request's accepted drafts and count them; returns the
+        tokens each request emits (accepted + bonus, capped by its output length and
+        ``max_model_len``)."""
         max_len = self.cfg.max_model_len
-        prefix = kv.enable_prefix_caching
-        bs = kv.block_size
         row_of = self._slice_row
         rows_l = []
         for r in spec_reqs:
@@ -459,38 +449,20 @@ class SpeculativeScheduler(ContinuousScheduler):
         rows = np.array(rows_l, dtype=np.int64)
         accepted = self.sample_accepted(rows)
         emitted = np.empty(len(spec_reqs), dtype=np.int64)
-        same_gap = 0
+        drafted = {}
         for i, (r, a) in enumerate(zip(spec_reqs, accepted.tolist())):
             ntok = r.num_prompt_tokens + r.num_emitted
             # never past the output length or max_model_len
             e = min(a + 1, max(1, min(r.num_output_tokens - r.num_emitted, max_len - ntok)))
             emitted[i] = e
+            drafted[r] = e
             r.spec_drafts += 1
             r.spec_accepted += a
-            # one gap per request per step, whatever it emits
-            last = r.last_token_time_s
-            if last == start:
-                same_gap += 1
-            else:
-                rec.add_itl(end - last, 1)
-            r.num_emitted += e
-            r.last_token_time_s = end
-            # the accepted drafts' KV exists; the bonus token's is computed next step
-            c = ntok + e - 1
-            r.num_computed_tokens = c
-            if r.num_emitted >= r.num_output_tokens:
-                kv.free(r)
-                rec.finish(r, end, COMPLETED, "")
-            elif c + 1 >= max_len:
-                kv.free(r)
-                rec.finish(r, end, REJECTED, "max_model_len_reached")
-            else:
-                if len(r.blocks) > -(-c // bs):
-                    kv.trim(r, c)  # roll back the rejected drafts' slots
-                if prefix:
-                    kv.cache_full_blocks(r)
-        if same_gap:
-            rec.add_itl(end - start, same_gap)
+        self._count(rows, accepted, emitted, len(spec_reqs), dt, d_dec)
+        return drafted
+
+    def _count(self, rows, accepted, emitted, num_spec: int, dt: float, d_dec: float) -> None:
+        """Per-slice counters of one verification step."""
         # counters per slice (vectorised over the batch)
         nrow, k1 = len(self._slice_names), self.k + 1
         n = np.bincount(rows, minlength=nrow)
@@ -498,7 +470,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         emi = np.bincount(rows, weights=emitted, minlength=nrow)
         hist = np.bincount(rows * k1 + accepted, minlength=nrow * k1).reshape(nrow, k1)
         nver = self.num_lookahead_tokens
-        share = 1.0 / len(spec_reqs)
+        share = 1.0 / num_spec
         for row in np.flatnonzero(n).tolist():
             c = self._row_counters[row]
             cnt = int(n[row])

@@ -1,0 +1,143 @@
+"""Token emission, and the fast-forward interface every scheduler shares.
+
+:func:`advance` is the one routine that emits tokens: it moves ``num_emitted``, stamps the
+first token, records inter-token latency (ITL) and finishes requests that reached their
+output length or ``max_model_len``. Stepping one iteration is its ``k_steps == 1`` case; a
+fast-forwarded decode run (:class:`Jump`) is its ``k_steps > 1`` case, with results equal to
+``k`` single steps (DESIGN.md glossary: one inter-token gap per request per step, whatever
+the step emits).
+
+Fast-forward: a pure-decode step after which nothing can change but the context lengths
+repeats identically, so a scheduler may plan a :class:`Jump` of ``k`` such steps
+(``plan_jump``) and commit its first ``upto_step`` of them (``commit_jump``) when an arrival
+cuts it. A step that has any feature of :data:`FAST_FORWARD_VETOES` is stepped one at a
+time; a new feature that makes consecutive steps differ must add its name there and set
+``StepOutput.veto``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .state import COMPLETED, REJECTED
+
+#: Step features that veto a fast-forward jump (``StepOutput.veto`` names the first found):
+#:
+#: - ``prefill``: the step computes prompt tokens (its shape changes next step);
+#: - ``lookahead``: speculative decoding (each step's emission is random);
+#: - ``preemption``: a request was preempted (the waiting queue may admit next step);
+#: - ``cancel_pending``: a request leaves at the end of the step;
+#: - ``host_transfer``: the step swaps KV in or out (extra time; not repeated);
+#: - ``static_prefill``: the prefill of a static batch.
+FAST_FORWARD_VETOES = ("prefill", "lookahead", "preemption", "cancel_pending",
+                       "host_transfer", "static_prefill")
+
+
+@dataclass(slots=True)
+class Jump:
+    """A planned fast-forward: ``k_steps`` identical decode steps of ``step``.
+
+    Attributes
+    ----------
+    step : StepOutput
+        The first step (every step of the run has its batch and shape but for context).
+    k_steps : int
+        Steps planned (>= 2).
+    ctx_totals : ndarray of int64, shape (k_steps,)
+        Attended context summed over the batch at each step (tokens).
+    kv_blocks_used : ndarray of int64, shape (k_steps,)
+        Pool blocks in use during each step.
+    start_s : float
+        Clock at the first step's start (seconds); set by the engine.
+    step_times_s, step_end_times_s : ndarray of float, shape (k_steps,)
+        Each step's duration and end time (seconds); set by the engine from the
+        performance model.
+    """
+
+    step: object
+    k_steps: int
+    ctx_totals: np.ndarray
+    kv_blocks_used: np.ndarray
+    start_s: float = 0.0
+    step_times_s: np.ndarray | None = None
+    step_end_times_s: np.ndarray | None = None
+
+    def kv_blocks_at(self, t: float) -> int:
+        """Blocks in use at clock ``t`` (those of the step in progress)."""
+        ends = self.step_end_times_s
+        i = min(int(np.searchsorted(ends, t, side="right")), len(ends) - 1)
+        return int(self.kv_blocks_used[i])
+
+
+def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
+            max_model_len: int, tokens=None) -> list:
+    """Emit the tokens of ``k_steps`` consecutive steps for every request of ``batch``.
+
+    Each request emits at the end of every step: one token, or ``tokens[i]`` (only with
+    ``k_steps == 1``: speculative verification emits accepted drafts plus one). A request
+    without a token yet gets its first-token time; every other emission is one ITL gap.
+    Afterwards a request that emitted its output length is finished ``completed``; one that
+    reached ``max_model_len`` tokens is finished ``rejected`` (``max_model_len_reached``).
+
+    Parameters
+    ----------
+    batch : sequence of ReqState
+        Requests emitting, in batch order (the order of ITL records).
+    k_steps : int
+        Steps (>= 1).
+    step_end_times : sequence of float
+        End time of each step (seconds), at least ``k_steps`` values.
+    start_s : float
+        Start of the first step (seconds): gaps of requests that emitted exactly then are
+        recorded together as one weighted sample.
+    recorder : RunRecorder
+        Receives ITL samples and finishes.
+    max_model_len : int
+        Longest sequence (prompt + output tokens).
+    tokens : sequence of int, optional
+        Tokens each request emits (``k_steps == 1`` only); default 1.
+
+    Returns
+    -------
+    list of ReqState
+        The requests finished, in batch order (their KV is the caller's to release).
+
+    Raises
+    ------
+    ValueError
+        On ``tokens`` with ``k_steps > 1``.
+    """
+    if tokens is not None and k_steps != 1:
+        raise ValueError("advance: per-request tokens need k_steps == 1")
+    first_end = float(step_end_times[0])
+    end = float(step_end_times[k_steps - 1]) if k_steps > 1 else first_end
+    add_itl = recorder.add_itl
+    same = 0
+    finished = []
+    if tokens is None:
+        tokens = (k_steps,) * len(batch)
+    for r, e in zip(batch, tokens):
+        last = r.last_token_time_s
+        if r.num_emitted == 0:
+            r.first_token_time_s = first_end
+        elif last == start_s:
+            same += 1
+        else:
+            add_itl(first_end - last, 1)
+        r.num_emitted += e
+        r.last_token_time_s = end
+        if r.num_emitted >= r.num_output_tokens or r.num_prompt_tokens + r.num_emitted >= \
+                max_model_len:
+            finished.append(r)
+    if same:
+        add_itl(first_end - start_s, same)
+    if k_steps > 1:
+        recorder.add_itl_array(np.diff(np.asarray(step_end_times[:k_steps], dtype=float)),
+                               len(batch))
+    for r in finished:
+        if r.num_emitted >= r.num_output_tokens:
+            recorder.finish(r, end, COMPLETED, "")
+        else:
+            recorder.finish(r, end, REJECTED, "max_model_len_reached")
+    return finished
