@@ -25,6 +25,7 @@ from .degrade_config import (
 )
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
+from .topology.pools import KVTransferConfig, PoolMatch, check_pools
 from .topology.routing import DEFAULT_LOAD_GUARD
 from .workload.config import WorkloadConfig
 
@@ -68,6 +69,9 @@ class ClusterConfig(_Strict):
 
     num_replicas: int = Field(default=1, ge=1)
     tensor_parallel_size: int = Field(default=1, ge=1)
+    #: vLLM ``--pipeline-parallel-size``: each replica's layers split into this many stages
+    #: (one TP group each), up to this many micro-batches in flight
+    pipeline_parallel_size: int = Field(default=1, ge=1)
     router: Literal["round_robin", "least_outstanding", "least_kv", "random",
                     "prefix_affinity"] = "round_robin"
     #: ``router: prefix_affinity``: route by cached prefix only among the replicas within this
@@ -78,6 +82,20 @@ class ClusterConfig(_Strict):
     #: ranks, attention stays data parallel); tokens are exchanged by all-gather +
     #: reduce-scatter (vLLM's default ``allgather_reducescatter`` all2all backend)
     enable_expert_parallel: bool = False
+    #: step the replicas (DP ranks) together, each step as long as the slowest rank's, as
+    #: vLLM does when DP ranks share an EP group (idle ranks run dummy batches); default:
+    #: on with expert parallelism over several replicas
+    dp_lockstep: bool | None = None
+    #: expert-parallel load imbalance: the busiest rank's expert rows over the mean (1 =
+    #: uniform routing, the default); its expert GEMMs cost that much more
+    expert_load_skew: float = Field(default=1.0, ge=1.0)
+
+    @property
+    def dp_lockstep_active(self) -> bool:
+        """Whether the replicas step in lockstep (see ``dp_lockstep``)."""
+        if self.dp_lockstep is not None:
+            return self.dp_lockstep and self.num_replicas > 1
+        return self.enable_expert_parallel and self.num_replicas > 1
 
     @property
     def expert_parallel_size(self) -> int:
@@ -196,27 +214,6 @@ class CostConfig(_Strict):
     usd_per_gpu_hour: float | None = Field(default=None, ge=0)
 
 
-class KVTransferConfig(_Strict):
-    """The link a prefill pool ships each prompt's KV cache over to its decode pool
-    (alpha-beta: ``latency_s + bytes / bandwidth_bytes_per_s``; see
-    :mod:`simulator.topology.transfer`). ``layerwise`` overlaps the transfer with the prefill
-    layer by layer (vLLM's layer-wise connectors, DistServe)."""
-
-    kind: Literal["nvlink", "infiniband", "pcie"] = "infiniband"
-    bandwidth_bytes_per_s: float = Field(gt=0)
-    latency_s: float = Field(default=0.0, ge=0)
-    layerwise: bool = False
-
-
-class PoolMatch(_Strict):
-    """The request class a pool serves: requests whose tenant is in ``tenants`` or whose
-    slice is in ``slices`` (a pool without ``match`` takes every request no other pool
-    matched)."""
-
-    tenants: list[str] = []
-    slices: list[str] = []
-
-
 class PoolConfig(_Strict):
     """One pool of identical replicas behind the gateway (``pools:``). Sections left out are
     the scenario's own (``model``, ``hardware``, ``cluster``, ``scheduler``, ``kv_cache``,
@@ -237,47 +234,6 @@ class PoolConfig(_Strict):
     match: PoolMatch | None = None
     decode_pool: str | None = None
     kv_transfer: KVTransferConfig | None = None
-
-
-def check_pools(pools: list[PoolConfig]) -> None:
-    """Cross-pool rules of ``pools:`` (names unique, prefill -> decode links well formed).
-
-    Raises
-    ------
-    ValueError
-        One line naming the pool and the key path.
-    """
-    names = [p.name for p in pools]
-    dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
-        raise ValueError(f"pools: duplicate pool name(s) {', '.join(dup)}")
-    role = {p.name: p.role for p in pools}
-    fed = set()
-    for i, p in enumerate(pools):
-        if p.role == "prefill":
-            if p.decode_pool not in role or role[p.decode_pool] != "decode":
-                decodes = [n for n, r in role.items() if r == "decode"] or ["(none)"]
-                raise ValueError(f"pools.{i}.decode_pool: prefill pool '{p.name}' must name a "
-                                 f"decode pool; decode pools: {', '.join(decodes)}")
-            if p.kv_transfer is None:
-                raise ValueError(f"pools.{i}.kv_transfer: prefill pool '{p.name}' needs the "
-                                 "KV link (kind, bandwidth_bytes_per_s, latency_s)")
-            if p.decode_pool in fed:
-                raise ValueError(f"pools.{i}.decode_pool: decode pool '{p.decode_pool}' is "
-                                 "already fed by another prefill pool (scale a pool with "
-                                 "cluster.num_replicas: 2P1D is one prefill pool of 2 "
-                                 "replicas)")
-            fed.add(p.decode_pool)
-        elif p.decode_pool is not None or p.kv_transfer is not None:
-            raise ValueError(f"pools.{i}: decode_pool and kv_transfer apply to prefill pools "
-                             f"only ('{p.name}' is {p.role})")
-        if p.role == "decode" and p.match is not None:
-            raise ValueError(f"pools.{i}.match: decode pool '{p.name}' receives its requests "
-                             "from prefill pools; put match on the prefill pool")
-    lonely = [p.name for p in pools if p.role == "decode" and p.name not in fed]
-    if lonely:
-        raise ValueError(f"pools: decode pool(s) {', '.join(lonely)} not named by any prefill "
-                         "pool's decode_pool")
 
 
 class Scenario(_Strict):
@@ -302,6 +258,11 @@ class Scenario(_Strict):
 
     @model_validator(mode="after")
     def _check(self):
+        if self.cluster.pipeline_parallel_size > 1 and (
+                self.speculative is not None or self.scheduler.policy == "static"):
+            raise ValueError("cluster.pipeline_parallel_size > 1 is modelled for continuous "
+                             "batching without speculative decoding; set it to 1 or use "
+                             "scheduler.policy: continuous without speculative")
         if self.speculative is not None and self.scheduler.policy == "static":
             raise ValueError("speculative decoding needs scheduler.policy: continuous "
                              "(static batching does not speculate); remove speculative or "
@@ -324,7 +285,7 @@ class Scenario(_Strict):
 
     @property
     def gpus_per_replica(self) -> int:
-        return self.cluster.tensor_parallel_size
+        return self.cluster.tensor_parallel_size * self.cluster.pipeline_parallel_size
 
     @property
     def num_fallback_replicas(self) -> int:
@@ -334,13 +295,14 @@ class Scenario(_Strict):
 
     @property
     def num_gpus(self) -> int:
-        """GPUs of the deployment (every pool's, with ``pools``), plus the degrade fallback
-        set's."""
+        """GPUs of the deployment (every pool's, with ``pools``; TP x PP per replica), plus the
+        degrade fallback set's."""
+        def gpus(c: ClusterConfig) -> int:
+            return c.tensor_parallel_size * c.pipeline_parallel_size * c.num_replicas
         fb = self.num_fallback_replicas * self.cluster.tensor_parallel_size
         if self.pools:
-            return fb + sum((p.cluster or self.cluster).tensor_parallel_size
-                            * (p.cluster or self.cluster).num_replicas for p in self.pools)
-        return self.cluster.tensor_parallel_size * self.cluster.num_replicas + fb
+            return fb + sum(gpus(p.cluster or self.cluster) for p in self.pools)
+        return gpus(self.cluster) + fb
 
 
 # ---------------------------------------------------------------------- error formatting
@@ -489,21 +451,33 @@ def _blame(e: ValidationError, overrides) -> str | None:
     return found
 
 
+def _list_index(seq: list, part: str, item: str) -> int:
+    """``part`` as an index into ``seq`` (a list section such as ``pools``)."""
+    if not (part.isdigit() and int(part) < len(seq)):
+        raise ScenarioError(f"--set {item}: '{part}' is not an index of a list of {len(seq)} "
+                            f"(valid: 0..{len(seq) - 1})")
+    return int(part)
+
+
 def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
-    """Return a copy of ``raw`` with each ``a.b=v`` override applied."""
+    """Return a copy of ``raw`` with each ``a.b=v`` override applied (an integer part
+    indexes a list: ``pools.1.cluster.num_replicas=2``)."""
     out = copy.deepcopy(raw)
     for item in overrides or []:
         path, value = parse_override(item)
         d = out
         for p in path[:-1]:
-            nxt = d.get(p)
+            nxt = d[_list_index(d, p, item)] if isinstance(d, list) else d.get(p)
             if nxt is None:
                 nxt = {}
                 d[p] = nxt
-            elif not isinstance(nxt, dict):
+            elif not isinstance(nxt, dict | list):
                 raise ScenarioError(f"--set {item}: '{p}' is not a section")
             d = nxt
-        d[path[-1]] = value
+        if isinstance(d, list):
+            d[_list_index(d, path[-1], item)] = value
+        else:
+            d[path[-1]] = value
     return out
 
 

@@ -31,10 +31,13 @@ from .kv import plan_memory
 from .metrics.records import RunRecorder
 from .models import ModelSpec, get_model
 from .perf import build_perf_model
+from .perf.pipeline import PipelinePerfModel
 from .request import RequestSpec
 from .scheduling.continuous import SchedulerConfig
 from .scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
 from .scheduling.state import REJECTED, ReqState
+from .topology.lockstep import dp_lockstep_process
+from .topology.pipeline import stage_model
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # annotations only (start-up: pandas loads after the simulation)
@@ -131,7 +134,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
         raise ValueError(f"cluster.enable_expert_parallel: {model.name} is a dense model (no "
                          "experts to split); remove it or pick an MoE model")
     kvc = scenario.kv_cache
-    mem = plan_memory(model, gpu.hbm_bytes, tensor_parallel_size=tp,
+    pp = scenario.cluster.pipeline_parallel_size
+    mem = plan_memory(stage_model(model, pp), gpu.hbm_bytes, tensor_parallel_size=tp,
                       gpu_memory_utilization=kvc.gpu_memory_utilization,
                       block_size=kvc.block_size, weight_dtype=wdt,
                       kv_cache_dtype=kv_dtype, max_num_batched_tokens=sc.max_num_batched_tokens,
@@ -150,7 +154,13 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                             max_num_batched_tokens=sc.max_num_batched_tokens,
                             num_speculative_tokens=(spec.num_speculative_tokens
                                                     if spec is not None else 0),
-                            expert_parallel_size=ep)
+                            expert_parallel_size=ep,
+                            expert_load_skew=scenario.cluster.expert_load_skew)
+    if pp > 1:  # issue 11: stages + micro-batches in flight (simulator.perf.pipeline)
+        perf = PipelinePerfModel(perf, pp, model.num_layers, model.hidden_size,
+                                 gpu.interconnect_bandwidth_bytes_per_s
+                                 or gpu.host_link_bandwidth_bytes_per_s,
+                                 gpu.interconnect_latency_s)
     rules = getattr(getattr(perf, "engine", None), "scheduler", None)
     price = scenario.cost.usd_per_gpu_hour
     if price is None:
@@ -403,8 +413,11 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     admission = scenario.scheduler.admission
     n_total = len(specs)
     tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
-    for rep in replicas:
-        env.process(_replica_process(env, rep, rec, tick, fast_forward))
+    if scenario.cluster.dp_lockstep_active and scenario.speculative is None:
+        env.process(dp_lockstep_process(env, replicas, rec, tick))  # DP x EP (issue 11)
+    else:
+        for rep in replicas:
+            env.process(_replica_process(env, rep, rec, tick, fast_forward))
 
     def _cancel_cb(r, rep):
         def cb(_ev):

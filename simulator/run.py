@@ -109,7 +109,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
-    add_phase_cost(summary, steps, setup.perf, setup.tensor_parallel_size)
+    add_phase_cost(summary, steps, setup.perf, scenario.gpus_per_replica)
     summary["workload_synthesised"] = synthesised_labels(scenario.workload)
     add_parallel_sampling(summary, sim, setup)
     if sim.degrade:
@@ -120,6 +120,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
                             "step_time_s"].sum()) if len(steps) else 0.0)
         requests["degrade_policy"] = degrade_column(sim.degrade,
                                                     requests["request_id"].to_numpy())
+    if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
+        summary.update(setup.perf.summary_extras())
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format)

@@ -44,7 +44,7 @@ LAYERS: dict[str, int] = {
     "simulator.models": 1, "simulator.model_spec": 1, "simulator.model_config": 1,
     "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
-    "simulator.topology": 2,
+    "simulator.topology": 2, "simulator.topology.lockstep": 6,
     "simulator.config": 3,
     "simulator.scheduling": 4,
     "simulator.metrics": 5,

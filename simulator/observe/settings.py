@@ -422,7 +422,7 @@ def _put_parallelism(b: _Build, run: RecordedRun, base_dir: Path | None) -> None
         b.put("cluster.router", "least_outstanding",
               "approximation of vLLM's data-parallel balancing (it sends a request to the engine "
               "with the fewest waiting x 4 + running requests)")
-        b.approx.append(f"Data parallelism {dp}: {dp} independent replicas behind the "
+        b.approx.append(f"Data parallelism {dp}: {dp} replicas behind the "
                         "least_outstanding router (vLLM's DP coordinator balances by queue "
                         "length).")
     if run.setting("enable_expert_parallel") and not _is_moe(_get(b.raw, "model"), base_dir):
@@ -435,13 +435,15 @@ def _put_parallelism(b: _Build, run: RecordedRun, base_dir: Path | None) -> None
         b.approx.append(f"Expert parallelism (DP{dp} x EP{ep}): each data-parallel rank is a "
                         f"replica holding 1/{ep} of the experts; its MoE layers process the EP "
                         "group's tokens assuming every rank carries the same load, plus the "
-                        "all-gather / reduce-scatter of activations; the ranks are not stepped "
-                        "in lockstep (vLLM keeps DP ranks in step, idle ones running dummy "
-                        "batches).")
+                        "all-gather / reduce-scatter of activations; the ranks step in "
+                        "lockstep (each group step as long as the slowest rank's, as vLLM's DP "
+                        "ranks do), the dummy batches of idle ranks are not costed.")
     pp = run.setting("pipeline_parallel_size")
     if pp and int(pp) > 1:
-        b.approx.append(f"Pipeline parallelism {pp} is not modelled (the replica is one TP "
-                        "group).")
+        b.put("cluster.pipeline_parallel_size", int(pp),
+              run.settings["pipeline_parallel_size"].source)
+        b.approx.append(f"Pipeline parallelism {pp}: steady-state cycle of up to {pp} "
+                        "micro-batches in flight (simulator.perf.pipeline).")
 
 
 def _put_flags(b: _Build, gpu: str | None, model: str | None, sets: list[str] | None) -> None:

@@ -16,7 +16,8 @@ __all__ = ["ConstantPerfModel", "EngineProfile", "RooflineParams", "RooflinePerf
 
 def build_operator_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
                            kv_cache_dtype="bf16", source="auto", engine_version=None,
-                           engine_family="vllm", expert_parallel_size=1):
+                           engine_family="vllm", expert_parallel_size=1,
+                           expert_load_skew=1.0):
     """The per-operator time backend for one replica (no engine terms).
 
     ``source``:
@@ -41,20 +42,21 @@ def build_operator_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf1
                                   kv_cache_dtype, required=(source == "table"),
                                   engine_version=engine_version, engine_family=engine_family)
         if m is not None:
-            return m.with_expert_parallel(expert_parallel_size)
+            return m.with_expert_parallel(expert_parallel_size, expert_load_skew)
     if source in ("auto", "table", "fitted"):
         from .fitted import build_fitted_or_roofline
-        return build_fitted_or_roofline(model, gpu, tensor_parallel_size, weight_dtype,
-                                        kv_cache_dtype).with_expert_parallel(expert_parallel_size)
-    return RooflinePerfModel(model, gpu, tensor_parallel_size, weight_dtype,
-                             kv_cache_dtype).with_expert_parallel(expert_parallel_size)
+        ops = build_fitted_or_roofline(model, gpu, tensor_parallel_size, weight_dtype,
+                                       kv_cache_dtype)
+        return ops.with_expert_parallel(expert_parallel_size, expert_load_skew)
+    ops = RooflinePerfModel(model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype)
+    return ops.with_expert_parallel(expert_parallel_size, expert_load_skew)
 
 
 def build_perf_model(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
                      kv_cache_dtype="bf16", source="auto", *, engine="vllm-v1",
                      engine_version=None, constant=None, max_num_seqs=256,
                      max_num_batched_tokens=8192, num_speculative_tokens=0,
-                     expert_parallel_size=1):
+                     expert_parallel_size=1, expert_load_skew=1.0):
     """Build the step-time model of one replica.
 
     Parameters
@@ -75,6 +77,8 @@ def build_perf_model(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
         Scheduler settings that fix the CUDA-graph capture sizes.
     expert_parallel_size : int
         GPUs an MoE model's experts are split over (``cluster.enable_expert_parallel``).
+    expert_load_skew : float
+        Busiest EP rank's expert load over the mean (``cluster.expert_load_skew``, >= 1).
 
     Returns
     -------
@@ -88,7 +92,8 @@ def build_perf_model(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
     family = prof.engine if prof.engine not in ("none", "") else "vllm"
     ops = build_operator_backend(model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype,
                                  source, engine_version=engine_version, engine_family=family,
-                                 expert_parallel_size=expert_parallel_size)
+                                 expert_parallel_size=expert_parallel_size,
+                                 expert_load_skew=expert_load_skew)
     sizes = prof.cuda_graphs.sizes_for(max_num_seqs, max_num_batched_tokens,
                                        num_speculative_tokens)
     return StepTimeModel(ops, prof, sizes)

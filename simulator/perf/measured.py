@@ -138,7 +138,9 @@ class MeasuredOps(RooflinePerfModel):
             return super().moe_layer_time(num_tokens)
         m, sh = self.model, self.moe
         if self.ep > 1:  # the EP group's tokens over this rank's experts (table semantics)
-            t = float(self.tables.moe(self.group_tokens(num_tokens), hidden=m.hidden_size,
+            # the busiest rank under skew works like a balanced group of skew x the tokens
+            tg = max(1, round(self.group_tokens(num_tokens) * self.ep_skew))
+            t = float(self.tables.moe(tg, hidden=m.hidden_size,
                                       inter=m.intermediate_size, topk=sh["topk"],
                                       num_experts=m.num_experts, moe_tp=1, moe_ep=self.ep,
                                       dtype=self.wdt))

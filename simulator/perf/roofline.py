@@ -28,7 +28,6 @@ TP1 on A100 (``shared/reference/vidur/legacy/a100/cpu_overheads.csv``: ~1.4 ms a
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -155,20 +154,30 @@ class RooflinePerfModel:
             self.attn_d_prefill = self.attn_d_decode = float(head_dim)
             self.mla_bmms = {}
         self.ep = 1
+        self.ep_skew = 1.0  # busiest EP rank's expert load over the mean (1 = uniform)
         self.kv_bytes_per_token_layer = m.kv_bytes_per_token(kv_cache_dtype, tp) / L
         #: (window or None, layers): sliding-window layers attend at most ``window`` tokens
         self.attn_groups = m.attention_layer_groups()
         self._decode_cache: dict[int, tuple[float, float, float, float]] = {}
 
-    def with_expert_parallel(self, ep: int):
+    def with_expert_parallel(self, ep: int, skew: float = 1.0):
         """Split the MoE layers' experts over ``ep`` GPUs (vLLM ``--enable-expert-parallel``;
         returns ``self``). Each rank then holds ``E / ep`` whole experts and, per MoE layer,
         processes the expert rows of the whole EP group's tokens routed to them: with every
         data-parallel rank as loaded as this one (the balanced assumption), ``T_group = T x ep
         / TP`` tokens, ``T x topk x TP / TP`` local expert rows; the tokens travel by an
         all-gather and a reduce-scatter of ``T_group x hidden`` activations (vLLM's default
-        ``allgather_reducescatter`` all2all backend)."""
+        ``allgather_reducescatter`` all2all backend). ``skew >= 1``: the busiest rank's expert
+        rows over the mean (:mod:`simulator.topology.expert`); the step waits for it, so the
+        expert GEMMs cost ``skew`` times the balanced rows (the gathered activations, the same
+        for every rank, do not change)."""
         ep = int(ep)
+        if not skew >= 1.0:
+            raise ValueError(f"cluster.expert_load_skew must be >= 1 (1 = uniform), got {skew}")
+        self.ep_skew = float(skew)
+        fb = getattr(self, "fallback", None)
+        if fb is not None and fb is not self:
+            fb.ep_skew = float(skew)
         if ep <= 1 or not self.moe:
             return self
         m, h = self.model, self.model.hidden_size
@@ -236,7 +245,7 @@ class RooflinePerfModel:
         tg = self.group_tokens(num_tokens)
         local = e / self.ep
         touched = local * (1.0 - (1.0 - topk / e) ** tg)
-        rows = tg * topk / self.ep  # expert rows routed to this rank's experts
+        rows = tg * topk / self.ep * self.ep_skew  # expert rows of the busiest rank
         flops = 2.0 * rows * k * n
         byts = touched * k * n * self.wb + rows * (k + n) * ACT_BYTES
         return max(flops / self.gemm_peak, byts / self.mem_bw) + self.params.kernel_overhead_s

@@ -4,15 +4,15 @@ from __future__ import annotations
 import math
 import sys
 
+from ..config import read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
 from ..report.sweep import print_sweep_table
 from .plan import run_plan
 from .report import _headline, _tag, _usd, _usd4
-from ..config import read_yaml_mapping
 from .spec import PlanError, load_plan_spec, load_sweep_spec
-from .topology import cmd_topology_plan
 from .sweep import run_sweep
+from .topology import cmd_topology_plan
 
 __all__ = ["cmd_plan", "cmd_sweep", "register"]
 

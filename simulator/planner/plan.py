@@ -5,7 +5,7 @@ For each candidate (a point of ``search_space``; one replica) the planner search
 capacity under the SLOs (:mod:`simulator.planner.search`), sizes the replicas for the target
 rate with the headroom, confirms the sized cluster by simulation and prices it:
 
-* ``usd_per_hour = gpus x usd_per_gpu_hour`` (``gpus = replicas x tensor_parallel_size``);
+* ``usd_per_hour = gpus x usd_per_gpu_hour`` (``gpus = replicas x tensor_parallel_size x pipeline_parallel_size``);
 * ``cost_per_1m_input_tokens_usd = usd_per_hour / (target x mean prompt tokens x 3600) x 1e6``
   and likewise for output tokens and for both together: at a fixed target rate the whole
   GPU cost is divided by one token kind at a time, as the run summary does (DESIGN.md
@@ -330,7 +330,9 @@ def _evaluate(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: di
         cfg = json.loads(json.dumps(cfg))
         cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
         meta.append({"gpu": gname, "price": price, "price_source": price_src,
-                     "tp": int(cfg["cluster"]["tensor_parallel_size"])})
+                     "tp": int(cfg["cluster"]["tensor_parallel_size"]),
+                     "gpus_per_replica": int(cfg["cluster"]["tensor_parallel_size"])
+                     * int(cfg["cluster"].get("pipeline_parallel_size") or 1)})
         key = cache_key("candidate", {
             "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
             "gates": gates_key, "slo": base_dict["slo"], "target": target,
@@ -419,7 +421,7 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
          mean_out: float, *, name: str | None, is_baseline: bool) -> dict:
     cap = float(r.get("capacity_rps") or 0.0)
     replicas = r.get("replicas")
-    gpus = replicas * m["tp"] if replicas else None
+    gpus = replicas * m["gpus_per_replica"] if replicas else None
     usd_h = gpus * m["price"] if gpus else None
     fails = list(r.get("failed_gates") or [])
     details = [dict(f) for f in (r.get("gate_failures") or [])]
@@ -472,7 +474,7 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "error": r.get("error"),
         "provenance": r.get("provenance"),
         "capacity_rps": cap,
-        "capacity_rps_per_gpu": cap / m["tp"],
+        "capacity_rps_per_gpu": cap / m["gpus_per_replica"],
         "capacity_rate_scale": r.get("capacity_rate_scale"),
         "search_note": r.get("search_note"),
         "replicas": replicas,

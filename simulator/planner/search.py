@@ -423,7 +423,8 @@ def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
     runner = runner or SimRunner(setup_factory=setup_factory)
     slo = scenario["slo"]
     reps = int(replicas if replicas is not None else scenario["cluster"]["num_replicas"])
-    gpus = reps * int(scenario["cluster"]["tensor_parallel_size"])
+    gpus = reps * int(scenario["cluster"]["tensor_parallel_size"]) * int(
+        scenario["cluster"].get("pipeline_parallel_size") or 1)
     probe_specs = list(specs[: st["max_requests"]])
     rate1 = specs_rate(probe_specs)
 
@@ -464,7 +465,9 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
     gates = task["gates"]
     base = dict(task["scenario"])
     slo = base["slo"]
-    tp = int(base["cluster"]["tensor_parallel_size"])
+    # GPUs per replica (TP x PP)
+    tp = int(base["cluster"]["tensor_parallel_size"]) * int(
+        base["cluster"].get("pipeline_parallel_size") or 1)
     runner = SimRunner(ResultCache(task.get("cache_dir"), enabled=task.get("use_cache", True)),
                        task.get("setup_factory"), task.get("factory_id"))
     out: dict[str, Any] = {"index": task["index"], "probes": [], "confirmations": [],

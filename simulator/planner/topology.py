@@ -3,8 +3,8 @@
 A plan file with a ``topology_search`` section (``servesim plan FILE``) replays the base
 scenario's workload (at ``workload.rate_scale`` and over ``window_s``) on
 
-- **aggregated** deployments: ``N`` identical replicas of tensor-parallel degree ``t``, each
-  serving whole requests (vLLM V1 mixed steps);
+- **aggregated** deployments: ``N`` identical replicas of each listed TP x PP x EP layout,
+  each serving whole requests (vLLM V1 mixed steps);
 - **disaggregated** deployments: ``x`` prefill replicas and ``y`` decode replicas (xPyD) of
   degree ``t``, the KV of each prompt crossing ``kv_transfer``
   (:mod:`simulator.topology.gateway`);
@@ -18,14 +18,14 @@ each pool is.
 """
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import numpy as np
 from pydantic import Field, ValidationError
 
-from ..config import (KVTransferConfig, SLOConfig, apply_overrides, cli_overrides,
-                      validate_scenario)
+from ..config import KVTransferConfig, SLOConfig, apply_overrides, cli_overrides, validate_scenario
 from ..report.format import ms, pct, usd
 from ..report.tables import markdown_table
 from ..run import run_scenario
@@ -36,9 +36,12 @@ from .spec import PlanError, format_spec_error, resolve_base
 
 
 class FamilySearch(StrictModel):
-    """Degrees and the largest replica counts tried for one deployment family."""
+    """Aggregated family: every TP x PP x EP combination listed, 1 .. ``max_replicas``
+    replicas each (``enable_expert_parallel: [false, true]`` for an MoE model)."""
 
     tensor_parallel_size: list[int] = Field(default=[1], min_length=1)
+    pipeline_parallel_size: list[int] = Field(default=[1], min_length=1)
+    enable_expert_parallel: list[bool] = Field(default=[False], min_length=1)
     max_replicas: int = Field(default=8, ge=1)
 
 
@@ -83,16 +86,21 @@ def load_topology_plan(raw: dict, source: str) -> TopologyPlanSpec:
 
 
 def _candidates(spec: TopologyPlanSpec) -> list[dict]:
-    """Every deployment to try, as ``{family, tp, label, gpus, set}`` (``set``: overrides of
+    """Every deployment to try, as ``{family, layout, label, gpus, set}`` (``set``: overrides of
     the base scenario), cheapest (fewest GPUs) first within a family and degree."""
     out = []
     ts = spec.topology_search
-    if ts.aggregated is not None:
-        for tp in ts.aggregated.tensor_parallel_size:
-            for n in range(1, ts.aggregated.max_replicas + 1):
-                out.append({"family": "aggregated", "tp": tp, "gpus": n * tp,
-                            "label": f"aggregated {n}x TP{tp}",
-                            "set": {"cluster": {"num_replicas": n, "tensor_parallel_size": tp}}})
+    a = ts.aggregated
+    if a is not None:
+        for tp, pp, ep in itertools.product(a.tensor_parallel_size, a.pipeline_parallel_size,
+                                            a.enable_expert_parallel):
+            tag = f"TP{tp}" + (f" PP{pp}" if pp > 1 else "") + (" EP" if ep else "")
+            for n in range(1, a.max_replicas + 1):
+                out.append({"family": "aggregated", "layout": tag, "gpus": n * tp * pp,
+                            "label": f"aggregated {n}x {tag}",
+                            "set": {"cluster": {"num_replicas": n, "tensor_parallel_size": tp,
+                                                "pipeline_parallel_size": pp,
+                                                "enable_expert_parallel": ep}}})
     d = ts.disaggregated
     if d is not None:
         link = json.loads(d.kv_transfer.model_dump_json())
@@ -107,7 +115,7 @@ def _candidates(spec: TopologyPlanSpec) -> list[dict]:
                          {"name": "decode", "role": "decode",
                           "cluster": {"num_replicas": y, "tensor_parallel_size": tp,
                                       "router": "least_outstanding"}}]
-                out.append({"family": "disaggregated", "tp": tp, "gpus": (x + y) * tp,
+                out.append({"family": "disaggregated", "layout": f"TP{tp}", "gpus": (x + y) * tp,
                             "label": f"disaggregated {x}P{y}D TP{tp}", "set": {"pools": pools}})
     return out
 
@@ -150,7 +158,7 @@ def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_di
                                   sc.cluster.num_replicas)}
     sm, slo = res.summary, sc.slo
     passed = bool(sm.get("slo_met")) and not sm["num_rejected"] and not sm["num_unfinished"]
-    return {**{k: cand[k] for k in ("family", "tp", "gpus", "label")},
+    return {**{k: cand[k] for k in ("family", "layout", "gpus", "label")},
             "usd_per_hour": cand["gpus"] * spec.usd_per_gpu_hour, "passed": passed,
             "slo_attainment": sm.get("slo_attainment"),
             "ttft_p90_s": sm["ttft_s"].get("p90"), "ttft_p99_s": sm["ttft_s"].get("p99"),
@@ -184,7 +192,7 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
     specs = load_workload(base_sc.workload, base_sc.seed, base_dir)
     rows, best = [], {}
     for cand in _candidates(spec):
-        key = (cand["family"], cand["tp"])
+        key = (cand["family"], cand["layout"])
         if key in best:
             continue  # the cheapest passing deployment of this family and degree is found
         row = _evaluate(cand, base_raw, specs, spec, base_dir)
@@ -194,7 +202,7 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
         if row["passed"]:
             best[key] = row
     fam_best = {}
-    for (fam, _tp), row in best.items():
+    for (fam, _layout), row in best.items():
         if fam not in fam_best or _rank(row) < _rank(fam_best[fam]):
             fam_best[fam] = row
     winner = min(fam_best.values(), key=_rank, default=None)
@@ -228,9 +236,9 @@ def explain(plan: dict) -> str:
         fails = "; ".join(_why_fail(r) for r in rows[-2:])
         return f"No candidate meets the SLOs within the search bounds ({fails})."
     w = plan["winner"]
-    parts = [f"Cheapest under the SLOs: {w['label']}, {w['gpus']} GPUs at "
-             f"{usd(w['usd_per_hour'])}/h (attainment {pct(w['slo_attainment'])}, "
-             f"TTFT p99 {ms(w['ttft_p99_s'])}, TPOT p99 {ms(w['tpot_p99_s'])})."]
+    parts = [(f"Cheapest under the SLOs: {w['label']}, {w['gpus']} GPUs at "
+              f"{usd(w['usd_per_hour'])}/h (attainment {pct(w['slo_attainment'])}, "
+              f"TTFT p99 {ms(w['ttft_p99_s'])}, TPOT p99 {ms(w['tpot_p99_s'])}).")]
     other = [r for f, r in best.items() if f != w["family"]]
     for o in other:
         d = (o["usd_per_hour"] - w["usd_per_hour"]) / w["usd_per_hour"]

@@ -12,6 +12,7 @@ share of the stage-time) is ``1 - m t / makespan`` (= ``(p - 1) / (m + p - 1)`` 
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -126,3 +127,20 @@ def kv_bytes_per_token_per_gpu(kv_bytes_per_token_tp: float, num_layers: int,
     """
     counts = stage_layer_counts(num_layers, pipeline_parallel_size)
     return float(kv_bytes_per_token_tp) * counts[stage] / int(num_layers)
+
+
+def stage_model(model, pipeline_parallel_size: int):
+    """The part of ``model`` (a :class:`simulator.models.ModelSpec`) the first pipeline stage
+    holds: its layers (the most of any stage under vLLM's split), with the dense and
+    sliding-window layer indices that fall in them. Planning memory with it gives a GPU's
+    weights and KV bytes per token under PP (embeddings and LM head are counted on the same
+    GPU: a slight overestimate of the first stage's weights)."""
+    p = int(pipeline_parallel_size)
+    if p <= 1:
+        return model
+    c = stage_layer_counts(model.num_layers, p)[0]
+    sw = model.sliding_window_layer_indices
+    return dataclasses.replace(
+        model, num_layers=c,
+        dense_layer_indices=tuple(i for i in model.dense_layer_indices if i < c),
+        sliding_window_layer_indices=None if sw is None else tuple(i for i in sw if i < c))

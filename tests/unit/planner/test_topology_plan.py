@@ -51,3 +51,15 @@ def test_plan_picks_the_cheapest_passing(tmp_path):
     assert res["winner"]["usd_per_hour"] == res["winner"]["gpus"] * 2.0
     assert res["explanation"].startswith(f"Cheapest under the SLOs: {res['winner']['label']}")
     assert (tmp_path / "plan.md").read_text().count("| ") > 0
+
+
+def test_aggregated_layouts_multiply_tp_pp(tmp_path):
+    spec = _plan(tmp_path, aggregated={"tensor_parallel_size": [1, 2],
+                                       "pipeline_parallel_size": [1, 2], "max_replicas": 2})
+    cands = _candidates(spec)
+    # 2 TP x 2 PP layouts x 2 replica counts; GPUs = replicas x TP x PP
+    assert [(c["label"], c["gpus"]) for c in cands] == [
+        ("aggregated 1x TP1", 1), ("aggregated 2x TP1", 2),
+        ("aggregated 1x TP1 PP2", 2), ("aggregated 2x TP1 PP2", 4),
+        ("aggregated 1x TP2", 2), ("aggregated 2x TP2", 4),
+        ("aggregated 1x TP2 PP2", 4), ("aggregated 2x TP2 PP2", 8)]

@@ -106,3 +106,27 @@ def test_decode_pool_admits_only_with_the_blocks():
     assert req.loc[1, "decode_queue_s"] == pytest.approx(0.04)
     assert req.loc[1, "finish_time_s"] == pytest.approx(0.01 + xfer + 0.08)
     assert (req["status"] == "completed").all()
+
+
+def test_set_indexes_a_pool():
+    from simulator.config import apply_overrides
+    raw = {"pools": [{"name": "A"}, {"name": "B", "cluster": {"num_replicas": 1}}]}
+    out = apply_overrides(raw, ["pools.1.cluster.num_replicas=3", "pools.0.model=llama-3.1-70b"])
+    assert out["pools"][1]["cluster"]["num_replicas"] == 3
+    assert out["pools"][0]["model"] == "llama-3.1-70b"
+    with pytest.raises(ScenarioError, match="'5' is not an index of a list of 2"):
+        apply_overrides(raw, ["pools.5.model=x"])
+
+
+def test_same_pools_scenario_same_outputs(tmp_path):
+    sc = _pools_scenario([
+        {"name": "P", "role": "prefill", "decode_pool": "D", "cluster": {"num_replicas": 2},
+         "kv_transfer": {"bandwidth_bytes_per_s": 50e9, "layerwise": True}},
+        {"name": "D", "role": "decode"}])
+    specs = [spec(i, 0.01 * i, 100 + 7 * i, 2 + i % 5) for i in range(30)]
+    a = run_gateway(sc, specs=specs, outdir=tmp_path / "a", figures=False)
+    b = run_gateway(sc, specs=specs, outdir=tmp_path / "b", figures=False)
+    for name in ("requests.csv", "steps.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    assert len(a.requests) == 30 and set(a.requests["status"]) == {"completed"}
+    assert b.summary["num_completed"] == 30

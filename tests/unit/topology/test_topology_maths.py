@@ -6,8 +6,13 @@ import pytest
 
 from simulator.models import get_model
 from simulator.topology.expert import ep_all_to_all_volume
-from simulator.topology.pipeline import (activation_bytes, kv_bytes_per_token_per_gpu,
-                                         pipeline_schedule, stage_layer_counts, stage_times_s)
+from simulator.topology.pipeline import (
+    activation_bytes,
+    kv_bytes_per_token_per_gpu,
+    pipeline_schedule,
+    stage_layer_counts,
+    stage_times_s,
+)
 from simulator.topology.transfer import Link, kv_transfer_bytes, kv_transfer_time_s
 
 
