@@ -25,9 +25,9 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from ..config import PoolConfig, Scenario, validate_scenario
@@ -38,6 +38,9 @@ from ..request import RequestSpec
 from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict
 from ..workload import load_workload
 from .transfer import Link, kv_transfer_time_s
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 #: scenario sections a pool may replace
 POOL_SECTIONS = ("model", "hardware", "cluster", "scheduler", "kv_cache", "perf", "cost")
@@ -128,6 +131,7 @@ def handoff_times_s(prefill: PoolRun, link: Link, layerwise: bool) -> pd.DataFra
         ``request_id`` (workload id), ``first_token_time_s``, ``kv_transfer_s`` and
         ``decode_arrival_time_s`` (= first token + transfer), seconds.
     """
+    import pandas as pd
     req = prefill.result.requests
     done = req[req["status"] == "completed"]
     model = get_model(prefill.scenario.model)
@@ -262,6 +266,7 @@ def _pool_summary(run: PoolRun) -> dict:
 
 def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFrame],
             num_specs: int, write: bool, outdir, figures: bool) -> GatewayResult:
+    import pandas as pd
     requests = pd.concat(rows, ignore_index=True).sort_values(
         "request_id", kind="stable").reset_index(drop=True)
     if len(requests) != num_specs or requests["request_id"].duplicated().any():
