@@ -86,7 +86,7 @@ def cmd_run(args) -> int:
     specs = load_workload(scenario.workload, scenario.seed, base)
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
-                          figures=not args.no_figures)
+                          figures=not args.no_figures, table_format=args.table_format)
     else:
         with progress("simulating requests", enabled=not args.quiet,
                       force=args.progress) as cb:

@@ -22,7 +22,7 @@ from .metrics.cost import phase_cost
 from .metrics.degrade import degrade_column, degrade_effects
 from .metrics.speculative import speculative_summary
 from .metrics.summary import json_safe, kv_and_batching_stats, summarize
-from .metrics.tables_io import check_table_format, write_table
+from .metrics.tables_io import check_table_format, write_run_tables
 from .report.run import write_run_report
 from .request import RequestSpec
 from .workload import load_workload, synthesised_labels
@@ -224,10 +224,7 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     summary = dict(res.summary)
     summary.pop("sim_wall_s_note", None)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    for stem, df in (("requests", res.requests), ("steps", res.steps)):
-        write_table(df, out, stem, table_format)
-        for other in (f for f in ("parquet", "csv") if f != table_format):
-            (out / f"{stem}.{other}").unlink(missing_ok=True)
+    write_run_tables(out, {"requests": res.requests, "steps": res.steps}, table_format)
     (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     sd_report = dict(sd)
     sd_report["provenance"] = res.summary.get("provenance", {})

@@ -74,6 +74,22 @@ def write_table(df: pd.DataFrame, folder: Path, stem: str, table_format: str = "
     return path
 
 
+def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet") -> None:
+    """Write each ``{stem: DataFrame}`` of a run with :func:`write_table` and delete the same
+    stem in the other format (left by an earlier run into the same folder), so a folder never
+    holds two disagreeing copies of a table.
+
+    Raises
+    ------
+    ValueError
+        If ``table_format`` is not one of :data:`TABLE_FORMATS`.
+    """
+    for stem, df in tables.items():
+        write_table(df, folder, stem, table_format)
+        for other in (f for f in TABLE_FORMATS if f != table_format):
+            (Path(folder) / f"{stem}.{other}").unlink(missing_ok=True)
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a table written by :func:`write_table` (by its suffix) into a DataFrame.
 
