@@ -44,7 +44,7 @@ from .speculative.calculator import (
     optimal_k,
     sweep_table,
 )
-from .topology.gateway import run_gateway
+from .topology.gateway import check_defaults, run_gateway
 from .workload import describe_workload, load_workload, read_columns, write_parquet_trace
 
 EXIT_BAD_INPUT = 2
@@ -83,6 +83,8 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 def cmd_run(args) -> int:
     """``servesim run``: simulate one scenario, print the headline table, write the report."""
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
+    if scenario.pools:
+        check_defaults(scenario)  # names before reading the trace
     specs = load_workload(scenario.workload, scenario.seed, base)
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,

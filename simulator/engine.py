@@ -130,10 +130,14 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                 f"but {model.name} has {model.vocab_size:,}: a draft model must share the "
                 "target's tokenizer (e.g. llama-3.2-1b for Llama-3.x targets)")
     ep = scenario.cluster.expert_parallel_size
-    if ep > 1 and not model.is_moe:
+    if scenario.cluster.enable_expert_parallel and not model.is_moe:
         raise ValueError(f"cluster.enable_expert_parallel: {model.name} is a dense model (no "
                          "experts to split); remove it or pick an MoE model")
     kvc = scenario.kv_cache
+    if scenario.cluster.router == "prefix_affinity" and not kvc.enable_prefix_caching:
+        raise ValueError("cluster.router: prefix_affinity routes to the replica holding the "
+                         "longest cached prefix, but kv_cache.enable_prefix_caching is false "
+                         "(no replica caches anything); enable it or pick another router")
     pp = scenario.cluster.pipeline_parallel_size
     mem = plan_memory(stage_model(model, pp), gpu.hbm_bytes, tensor_parallel_size=tp,
                       gpu_memory_utilization=kvc.gpu_memory_utilization,

@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from ..config import KVTransferConfig, SLOConfig, apply_overrides, cli_overrides, validate_scenario
 from ..report.format import ms, pct, usd
@@ -55,6 +55,12 @@ class DisaggregatedSearch(StrictModel):
 class TopologySearch(StrictModel):
     aggregated: FamilySearch | None = None
     disaggregated: DisaggregatedSearch | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self):
+        if self.aggregated is None and self.disaggregated is None:
+            raise ValueError("give aggregated, disaggregated or both (nothing to search)")
+        return self
 
 
 class TopologyPlanSpec(StrictModel):

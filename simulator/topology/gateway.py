@@ -33,6 +33,7 @@ import yaml
 from ..config import PoolConfig, Scenario, validate_scenario
 from ..metrics.summary import latency_stats, summarize
 from ..metrics.tables_io import check_table_format, write_run_tables
+from ..hardware import get_gpu
 from ..models import get_model
 from ..report.run import write_run_report
 from ..request import RequestSpec
@@ -112,10 +113,40 @@ def _dense(specs: list[RequestSpec]) -> tuple[list[RequestSpec], np.ndarray]:
 
 def _run_pool(scenario: Scenario, pool: PoolConfig, specs: list[RequestSpec],
               base_dir: Path | None) -> PoolRun:
-    sub = pool_scenario(scenario, pool)
-    dense, ids = _dense(specs)
-    res = run_scenario(sub, base_dir, specs=dense, write=False, figures=False)
+    """Simulate one pool's share of the requests; an error names the pool's key path
+    (``pools.<index> (<name>): ...``), since the single-pool scenario's key paths are the
+    pool's."""
+    idx = next(i for i, p in enumerate(scenario.pools) if p.name == pool.name)
+    try:
+        sub = pool_scenario(scenario, pool)
+        dense, ids = _dense(specs)
+        res = run_scenario(sub, base_dir, specs=dense, write=False, figures=False)
+    except ValueError as e:
+        raise ValueError(f"pools.{idx} ({pool.name}): {e}") from None
     return PoolRun(pool, sub, res, ids)
+
+
+def check_defaults(scenario: Scenario) -> None:
+    """Check every pool's model and GPU names, and the top-level ``model`` and
+    ``hardware.gpu`` (the pools' defaults: an unknown name is an error even when every pool
+    states its own, so a typo cannot pass silently), before any request is read.
+
+    Raises
+    ------
+    ValueError
+        Naming the key (``model (the pools' default): ...``, ``pools.0 (chat): ...``).
+    """
+    def check(where: str, model: str, gpu: str) -> None:
+        try:
+            get_model(model)
+            get_gpu(gpu)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+
+    check("model / hardware.gpu (the pools' defaults)", scenario.model, scenario.hardware.gpu)
+    for i, p in enumerate(scenario.pools or []):
+        check(f"pools.{i} ({p.name})", p.model or scenario.model,
+              (p.hardware or scenario.hardware).gpu)
 
 
 def prefill_copy(spec: RequestSpec) -> RequestSpec:
@@ -220,6 +251,7 @@ def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
         different models (their KV would not be interchangeable).
     """
     check_table_format(table_format)
+    check_defaults(scenario)
     if specs is None:
         specs = load_workload(scenario.workload, scenario.seed, base_dir)
     by_id = {s.request_id: s for s in specs}

@@ -242,6 +242,9 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     specs = cols.to_specs()
     ps = cfg.parallel_sampling
     if ps is not None and (ps.n > 1 or ps.use_beam_search):
+        if any(s.n != 1 or s.use_beam_search for s in specs):
+            raise WorkloadError(f"{source}: workload.parallel_sampling would replace the trace's "
+                             "own n / beam-search values; remove one of the two")
         specs = [dataclasses.replace(s, n=ps.n, use_beam_search=ps.use_beam_search)
                  if ps.slices is None or s.slice in ps.slices else s for s in specs]
     return specs

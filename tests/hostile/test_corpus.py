@@ -468,10 +468,19 @@ def _cli_cases(tmp):
          ["sweep base scenario: --set bogus.key=1", "unknown key 'bogus'"]),
         (["sweep", "sweep_default", "--set", "scheduler.max_num_seqs=-1", "-o", str(tmp / "sw")],
          {}, ["--set scheduler.max_num_seqs=-1", "greater than or equal to 1"]),
+        (["run", "pools_mixed_gpu", "--set", "model=nosuchmodel"], {},
+         ["model / hardware.gpu (the pools' defaults)", "unknown model 'nosuchmodel'"]),
+        (["run", "pools_mixed_gpu", "--set", "pools.0.model=nosuchmodel"], {},
+         ["pools.0 (chat-h100)", "unknown model 'nosuchmodel'"]),
+        (["run", "default", "--set", "cluster.enable_expert_parallel=true"], {},
+         ["cluster.enable_expert_parallel", "dense model"]),
+        (["run", "default", "--set", "kv_cache.enable_prefix_caching=false", "--set",
+          "cluster.router=prefix_affinity"], {},
+         ["cluster.router: prefix_affinity", "enable_prefix_caching is false"]),
     ]
 
 
-CLI_IDS = [f"cli{i:02d}" for i in range(28)]
+CLI_IDS = [f"cli{i:02d}" for i in range(32)]
 
 
 @pytest.mark.parametrize("i", range(len(CLI_IDS)), ids=CLI_IDS)
