@@ -37,6 +37,7 @@ from ..hardware import get_gpu
 from ..models import get_model
 from ..report.run import write_run_report
 from ..request import RequestSpec
+from ..engine import build_setup
 from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict
 from ..workload import load_workload
 from .transfer import Link, kv_transfer_time_s
@@ -124,6 +125,38 @@ def _run_pool(scenario: Scenario, pool: PoolConfig, specs: list[RequestSpec],
     except ValueError as e:
         raise ValueError(f"pools.{idx} ({pool.name}): {e}") from None
     return PoolRun(pool, sub, res, ids)
+
+
+def check_decode_capacity(scenario: Scenario, dpool: PoolConfig, part: list[RequestSpec],
+                          base_dir: Path | None) -> None:
+    """Refuse a disaggregated run whose decode pool cannot hold even the shortest handed-over
+    prompt (every request would be prefilled, transferred, then rejected).
+
+    A replica's KV capacity is ``num_usable_blocks x block_size`` tokens; a request needs
+    its prompt plus its first token there. Requests larger than the capacity while others fit
+    are simulated and reported rejected (``kv_capacity``) by the decode pool, as vLLM would.
+
+    Raises
+    ------
+    ValueError
+        Naming the pool, its capacity in tokens and the shortest prompt.
+    """
+    if not part:
+        return
+    idx = next(i for i, p in enumerate(scenario.pools) if p.name == dpool.name)
+    try:
+        setup = build_setup(pool_scenario(scenario, dpool), base_dir)
+    except ValueError as e:
+        raise ValueError(f"pools.{idx} ({dpool.name}): {e}") from None
+    cap_tokens = setup.num_usable_blocks * setup.block_size
+    need = min(s.num_prompt_tokens + 1 for s in part)
+    if cap_tokens < need:
+        raise ValueError(
+            f"pools.{idx} ({dpool.name}): the decode pool's KV cache holds {cap_tokens:,} "
+            f"tokens per replica ({setup.num_usable_blocks:,} blocks x {setup.block_size}), "
+            f"fewer than the shortest prompt handed to it ({need:,} tokens with its first "
+            "token): every request would be rejected after its prefill; give it more blocks "
+            "(kv_cache.num_gpu_blocks, gpu_memory_utilization) or a larger GPU")
 
 
 def check_defaults(scenario: Scenario) -> None:
@@ -269,6 +302,7 @@ def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
             raise ValueError(f"pools: prefill pool '{name}' and decode pool '{dpool.name}' "
                              "serve different models; KV can only move between pools of one "
                              "model")
+        check_decode_capacity(scenario, dpool, part, base_dir)
         pre = runs[name] = _run_pool(scenario, pool, [prefill_copy(s) for s in part],
                                      base_dir)
         kt = pool.kv_transfer

@@ -477,10 +477,13 @@ def _cli_cases(tmp):
         (["run", "default", "--set", "kv_cache.enable_prefix_caching=false", "--set",
           "cluster.router=prefix_affinity"], {},
          ["cluster.router: prefix_affinity", "enable_prefix_caching is false"]),
+        (["run", "pd_1p1d_llama3_8b", "--set", "pools.1.kv_cache.num_gpu_blocks=4"], {},
+         ["pools.1 (decode)", "holds 48 tokens per replica (3 blocks x 16)",
+          "fewer than the shortest prompt"]),
     ]
 
 
-CLI_IDS = [f"cli{i:02d}" for i in range(32)]
+CLI_IDS = [f"cli{i:02d}" for i in range(33)]
 
 
 @pytest.mark.parametrize("i", range(len(CLI_IDS)), ids=CLI_IDS)
