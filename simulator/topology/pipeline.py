@@ -30,7 +30,7 @@ def stage_layer_counts(num_layers: int, pipeline_parallel_size: int) -> list[int
     """
     L, p = int(num_layers), int(pipeline_parallel_size)
     if p < 1 or p > L:
-        raise ValueError(f"pipeline_parallel_size must be between 1 and the model's "
+        raise ValueError(f"cluster.pipeline_parallel_size must be between 1 and the model's "
                          f"{L} layers, got {p}")
     counts = [L // p] * p
     for i in range(2, L % p + 2):
