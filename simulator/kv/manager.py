@@ -267,8 +267,7 @@ class KVCacheManager:
         saved = blocks_saved(p, num_tokens, req.num_seqs, bs)
         self.cow_blocks_saved += saved - self._cow_saved.get(rid, 0)
         self._cow_saved[rid] = saved
-        if self.cow_blocks_saved > self.cow_blocks_saved_peak:
-            self.cow_blocks_saved_peak = self.cow_blocks_saved
+        self.cow_blocks_saved_peak = max(self.cow_blocks_saved_peak, self.cow_blocks_saved)
 
     def trim(self, req, num_tokens: int) -> None:
         """Release blocks beyond what ``num_tokens`` tokens need (paged mode; rollback)."""

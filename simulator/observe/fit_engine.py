@@ -122,7 +122,7 @@ def simulate_case(case: FitCase, profile: EngineProfile):
 def case_errors(case: FitCase, sim) -> dict[str, Any]:
     """Normalised per-request errors and the signed mean % errors of one replay."""
     pair = paired_frame(case.outcomes, sim)
-    out: dict[str, Any] = {"num_compared": int(len(pair))}
+    out: dict[str, Any] = {"num_compared": len(pair)}
     res = []
     for m in ("ttft_s", "tpot_s", "e2e_s"):
         real = pair[f"real_{m}"].to_numpy(dtype=float)

@@ -31,13 +31,13 @@ import numpy as np
 import yaml
 
 from ..config import PoolConfig, Scenario, validate_scenario
+from ..engine import build_setup
+from ..hardware import get_gpu
 from ..metrics.summary import latency_stats, summarize
 from ..metrics.tables_io import check_table_format, write_run_tables
-from ..hardware import get_gpu
 from ..models import get_model
 from ..report.run import write_run_report
 from ..request import RequestSpec
-from ..engine import build_setup
 from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict
 from ..workload import load_workload
 from .transfer import Link, kv_transfer_time_s

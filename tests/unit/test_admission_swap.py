@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import ConstantStepPerf
 
 from simulator.config import validate_scenario
 from simulator.engine import build_setup, simulate
@@ -11,19 +12,6 @@ from simulator.request import RequestSpec
 STEP_S = 0.01
 
 
-class ConstPerf:
-    """Every step costs STEP_S seconds (swap time comes on top via out.extra_time_s)."""
-
-    kind = "const"
-
-    def step_time(self, shape):
-        return STEP_S
-
-    def decode_step_times(self, num_seqs, ctx_totals):
-        return np.full(len(ctx_totals), STEP_S)
-
-    def provenance(self):
-        return {}
 
 
 def _scenario(**sched):
@@ -41,7 +29,7 @@ def _scenario(**sched):
 
 def _run(sc, specs, **kw):
     setup = build_setup(sc)
-    setup.perf = ConstPerf()
+    setup.perf = ConstantStepPerf(STEP_S)
     return simulate(sc, setup, specs, check_transitions=True, **kw), setup
 
 

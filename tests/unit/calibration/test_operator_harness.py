@@ -262,9 +262,8 @@ def test_calibrate_v2_on_cuda_end_to_end(micro_config, tmp_path):
     assert d["cuda_graph"].astype(bool).any()
     assert (d["median_s"] > 0).all() and (d["median_s"] < 1.0).all()
     try:  # the simulator's v2 reader, once this checkout has it
-        from simulator.perf.tables import TableSet
-
         from simulator.hardware import load_gpu_spec
+        from simulator.perf.tables import TableSet
     except ImportError:
         return
     ts = TableSet(set_dir, load_gpu_spec(out))

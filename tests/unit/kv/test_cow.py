@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import ConstantStepPerf
 
 from simulator.config import validate_scenario
 from simulator.engine import build_setup, simulate
@@ -68,17 +69,6 @@ def test_manager_refuses_what_does_not_fit_and_changes_nothing():
     assert r.blocks == [0, 1, 2] and kv.num_cow_copies == 0
 
 
-class ConstPerf:
-    kind = "const"
-
-    def step_time(self, shape):
-        return STEP_S
-
-    def decode_step_times(self, num_seqs, ctx_totals):
-        return np.full(len(ctx_totals), STEP_S)
-
-    def provenance(self):
-        return {}
 
 
 def _run(specs, kv_blocks=None, **sched):
@@ -91,7 +81,7 @@ def _run(specs, kv_blocks=None, **sched):
                                    "prompt_tokens": {"dist": "fixed", "value": 10},
                                    "output_tokens": {"dist": "fixed", "value": 10}}}})
     setup = build_setup(sc)
-    setup.perf = ConstPerf()
+    setup.perf = ConstantStepPerf(STEP_S)
     return simulate(sc, setup, specs, check_transitions=True)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
-
 from helpers import synthetic_workload
 
 from simulator.config import ScenarioError, validate_scenario

@@ -2,8 +2,8 @@
 through the engine, and the report section. Expected values are derived by hand in comments."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from helpers import ConstantStepPerf
 
 from simulator.config import ScenarioError, validate_scenario
 from simulator.degrade_config import DegradePolicyConfig
@@ -15,19 +15,6 @@ from simulator.scheduling.degrade import DegradeController, DegradeSignals
 STEP_S = 0.01
 
 
-class ConstPerf:
-    """Every step costs STEP_S seconds."""
-
-    kind = "const"
-
-    def step_time(self, shape):
-        return STEP_S
-
-    def decode_step_times(self, num_seqs, ctx_totals):
-        return np.full(len(ctx_totals), STEP_S)
-
-    def provenance(self):
-        return {}
 
 
 def _policy(**kw) -> DegradePolicyConfig:
@@ -53,10 +40,10 @@ def _scenario(degrade, fallback=None, **extra):
 
 def _run(sc, specs):
     setup = build_setup(sc)
-    setup.perf = ConstPerf()
+    setup.perf = ConstantStepPerf(STEP_S)
     fb = setup.extra.get("fallback")
     if fb is not None:
-        fb.perf = ConstPerf()
+        fb.perf = ConstantStepPerf(STEP_S)
     return simulate(sc, setup, specs, check_transitions=True)
 
 
@@ -192,8 +179,8 @@ def test_fallback_busy_time_in_the_summary(tmp_path):
     sc = _scenario([{"name": "to_small", "action": "fallback", "when": {"num_waiting": 1}}],
                    fallback={"model": "llama-3.2-1b", "num_replicas": 2})
     setup = build_setup(sc)
-    setup.perf = ConstPerf()
-    setup.extra["fallback"].perf = ConstPerf()
+    setup.perf = ConstantStepPerf(STEP_S)
+    setup.extra["fallback"].perf = ConstantStepPerf(STEP_S)
     res = run_scenario(sc, specs=[RequestSpec(i, 0.0, 10, 10) for i in range(3)],
                        outdir=tmp_path, setup=setup, figures=False)
     assert res.summary["num_fallback_replicas"] == 2
@@ -249,7 +236,7 @@ def test_run_report_shows_each_policy_in_markdown_and_html(tmp_path):
                      "when": {"num_waiting": 100}}])
     specs = [RequestSpec(i, 0.0, 10, 10) for i in range(5)] + [RequestSpec(5, 1.0, 10, 10)]
     setup = build_setup(sc)
-    setup.perf.step_time = ConstPerf().step_time
+    setup.perf.step_time = ConstantStepPerf(STEP_S).step_time
     res = run_scenario(sc, specs=specs, outdir=tmp_path, setup=setup, figures=False)
     # the same counts as the engine test above: 3 shed in one episode [0, 1) s
     (shed, cap) = res.summary["degrade"]

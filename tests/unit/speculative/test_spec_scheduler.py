@@ -18,13 +18,13 @@ from simulator.perf import build_perf_model
 from simulator.perf.roofline import StepShape
 from simulator.request import RequestSpec
 from simulator.run import run_scenario
-from simulator.scheduling.state import COMPLETED, RUNNING, ReqState
 from simulator.scheduling.speculative import (
     NGRAM_COST_PER_SEQ_S,
     DraftCostModel,
     SpeculativeScheduler,
     spec_rng,
 )
+from simulator.scheduling.state import COMPLETED, RUNNING, ReqState
 
 T = 0.01  # stub step time, seconds
 
