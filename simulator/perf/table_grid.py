@@ -199,30 +199,46 @@ class _Grid:
         return sum(f * flat[base + o] for o, f in corners)
 
     def at_array(self, xs) -> np.ndarray:
-        """Interpolated values at many points (arrays broadcast together, one per axis)."""
-        arrs = np.broadcast_arrays(*[np.asarray(x, float) for x in xs])
-        shape = arrs[0].shape
-        idx = np.zeros(arrs[0].size, dtype=np.int64)
+        """Interpolated values at many points (arrays broadcast together, one per axis).
+
+        The same arithmetic as :meth:`at` on numpy ufuncs, element by element, whatever the
+        broadcast length: an axis given as a scalar (e.g. the batch of a decode run) gets its
+        interpolation weight computed once and broadcast, and each corner's weight is the
+        product of the per-axis factors in axis order (``1 * f0 * f1 ...`` with the leading
+        ``1 *`` dropped: exact), so results do not depend on how the query is batched.
+        """
+        arrs = [np.asarray(x, float) for x in xs]
+        shape = np.broadcast_shapes(*(a.shape for a in arrs))
+        size = math.prod(shape)
+        idx = 0
         parts = []
         for x, u_ax, z, st in zip(arrs, self.us, self.zero, self.strides):
             n = len(u_ax)
             if n == 1:
                 continue
-            u = np.clip(_u(x.ravel(), z), u_ax[0], u_ax[-1])
-            i = np.clip(np.searchsorted(u_ax, u, side="right") - 1, 0, n - 2)
-            w = (u - u_ax[i]) / (u_ax[i + 1] - u_ax[i])
-            idx += i * st
-            parts.append((st, w))
-        out = np.zeros(idx.size)
+            x = x.ravel()
+            u = np.log2(1.0 + np.maximum(x, 0.0)) if z else np.log2(np.maximum(x, 1.0))
+            u = np.minimum(np.maximum(u, u_ax[0]), u_ax[-1])   # = np.clip, without its wrapper
+            i = np.searchsorted(u_ax, u, side="right") - 1
+            i = np.minimum(np.maximum(i, 0), n - 2)
+            lo = u_ax[i]
+            w = (u - lo) / (u_ax[i + 1] - lo)
+            idx = idx + i * st
+            parts.append((st, w, 1.0 - w))
         le = self.le.ravel()
+        out = np.zeros(size)
+        if not parts:
+            out += le[0]
+            return out.reshape(shape)
         for mask in range(1 << len(parts)):
-            wt = np.ones(idx.size)
-            off = idx.copy()
-            for b, (st, w) in enumerate(parts):
+            wt = None
+            off = 0
+            for b, (st, w, om) in enumerate(parts):
                 if mask >> b & 1:
-                    wt = wt * w
-                    off = off + st
+                    f = w
+                    off += st
                 else:
-                    wt = wt * (1.0 - w)
-            out += wt * le[off]
+                    f = om
+                wt = f if wt is None else wt * f
+            out += wt * le[idx + off]
         return out.reshape(shape)
