@@ -16,6 +16,10 @@ import math
 
 import numpy as np
 
+#: Scalar axis values whose interpolation index and weight a grid remembers (a decode run's
+#: batch size takes at most ``max_num_seqs`` values; the bound only caps memory).
+_AXIS_MEMO_MAX = 4096
+
 
 def _u(x, zero: bool):
     """Interpolation coordinate of a size: ``log2(x)`` (``log2(1 + x)`` on axes that hold 0);
@@ -92,6 +96,7 @@ class _Grid:
     """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
 
     __slots__ = (
+        "_axis_memo",
         "flat",
         "le",
         "lr",
@@ -150,6 +155,7 @@ class _Grid:
             st.append(acc)
             acc *= d
         self.strides = tuple(reversed(st))
+        self._axis_memo = {}
 
     def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
@@ -157,6 +163,7 @@ class _Grid:
         for a in ("names", "vals", "us", "ulists", "zero", "strides", "shape", "measured"):
             setattr(g, a, getattr(self, a))
         g.raw = g.lr = None
+        g._axis_memo = {}
         g.le = np.asarray(values, float).reshape(self.shape)
         g.flat = g.le.ravel().tolist()
         return g
@@ -212,19 +219,27 @@ class _Grid:
         size = math.prod(shape)
         idx = 0
         parts = []
-        for x, u_ax, z, st in zip(arrs, self.us, self.zero, self.strides):
+        memo = self._axis_memo
+        for a, (x, u_ax, z, st) in enumerate(zip(arrs, self.us, self.zero, self.strides)):
             n = len(u_ax)
             if n == 1:
                 continue
-            x = x.ravel()
-            u = np.log2(1.0 + np.maximum(x, 0.0)) if z else np.log2(np.maximum(x, 1.0))
-            u = np.minimum(np.maximum(u, u_ax[0]), u_ax[-1])   # = np.clip, without its wrapper
-            i = np.searchsorted(u_ax, u, side="right") - 1
-            i = np.minimum(np.maximum(i, 0), n - 2)
-            lo = u_ax[i]
-            w = (u - lo) / (u_ax[i + 1] - lo)
-            idx = idx + i * st
-            parts.append((st, w, 1.0 - w))
+            key = (a, float(x)) if x.ndim == 0 else None
+            hit = memo.get(key) if key is not None else None
+            if hit is None:
+                x = x.ravel()
+                u = np.log2(1.0 + np.maximum(x, 0.0)) if z else np.log2(np.maximum(x, 1.0))
+                u = np.minimum(np.maximum(u, u_ax[0]), u_ax[-1])   # = np.clip, no wrapper
+                i = np.searchsorted(u_ax, u, side="right") - 1
+                i = np.minimum(np.maximum(i, 0), n - 2)
+                lo = u_ax[i]
+                w = (u - lo) / (u_ax[i + 1] - lo)
+                hit = (i * st, w, 1.0 - w)
+                if key is not None and len(memo) < _AXIS_MEMO_MAX:
+                    memo[key] = hit   # a scalar axis (a decode run's batch) recurs
+            off_i, w, om = hit
+            idx = idx + off_i
+            parts.append((st, w, om))
         le = self.le.ravel()
         out = np.zeros(size)
         if not parts:
