@@ -19,6 +19,9 @@ import numpy as np
 #: Scalar axis values whose interpolation index and weight a grid remembers (a decode run's
 #: batch size takes at most ``max_num_seqs`` values; the bound only caps memory).
 _AXIS_MEMO_MAX = 4096
+#: Queries of at most this many points are interpolated in plain Python (numpy's per-call
+#: overhead dominates below it; the arithmetic is the same IEEE double either way).
+_SMALL_QUERY = 8
 
 
 def _u(x, zero: bool):
@@ -208,52 +211,103 @@ class _Grid:
     def at_array(self, xs) -> np.ndarray:
         """Interpolated values at many points (arrays broadcast together, one per axis).
 
-        The same arithmetic as :meth:`at` on numpy ufuncs, element by element, whatever the
-        broadcast length: an axis given as a scalar (e.g. the batch of a decode run) gets its
-        interpolation weight computed once and broadcast, and each corner's weight is the
-        product of the per-axis factors in axis order (``1 * f0 * f1 ...`` with the leading
-        ``1 *`` dropped: exact), so results do not depend on how the query is batched.
+        The same arithmetic element by element whatever the broadcast length (``log2`` on
+        numpy; clipping, bracketing and weights in IEEE double either way): an axis given as
+        a scalar (e.g. the batch of a decode run) gets its interpolation index and weight
+        computed once (and remembered), each corner's weight is the product of the per-axis
+        factors in axis order, and queries of at most ``_SMALL_QUERY`` points run in plain
+        Python, so results do not depend on how the query is batched.
         """
         arrs = [np.asarray(x, float) for x in xs]
         shape = np.broadcast_shapes(*(a.shape for a in arrs))
         size = math.prod(shape)
-        idx = 0
-        parts = []
+        small = size <= _SMALL_QUERY
+        parts = []   # (stride, offset, weight, 1 - weight): scalars, lists (small) or arrays
         memo = self._axis_memo
         for a, (x, u_ax, z, st) in enumerate(zip(arrs, self.us, self.zero, self.strides)):
             n = len(u_ax)
             if n == 1:
                 continue
-            key = (a, float(x)) if x.ndim == 0 else None
-            hit = memo.get(key) if key is not None else None
-            if hit is None:
-                x = x.ravel()
-                u = np.log2(1.0 + np.maximum(x, 0.0)) if z else np.log2(np.maximum(x, 1.0))
-                u = np.minimum(np.maximum(u, u_ax[0]), u_ax[-1])   # = np.clip, no wrapper
-                i = np.searchsorted(u_ax, u, side="right") - 1
-                i = np.minimum(np.maximum(i, 0), n - 2)
-                lo = u_ax[i]
-                w = (u - lo) / (u_ax[i + 1] - lo)
-                hit = (i * st, w, 1.0 - w)
-                if key is not None and len(memo) < _AXIS_MEMO_MAX:
-                    memo[key] = hit   # a scalar axis (a decode run's batch) recurs
-            off_i, w, om = hit
-            idx = idx + off_i
-            parts.append((st, w, om))
+            if x.ndim == 0:
+                key = (a, float(x))
+                hit = memo.get(key)
+                if hit is None:
+                    i, w = self._axis_weights(a, x.reshape(1))
+                    hit = (int(i[0]) * st, float(w[0]), float(1.0 - w[0]))
+                    if len(memo) < _AXIS_MEMO_MAX:
+                        memo[key] = hit   # a scalar axis (a decode run's batch) recurs
+                parts.append((st, *hit))
+                continue
+            if x.shape != shape:
+                x = np.broadcast_to(x, shape)
+            x = x.ravel()
+            if small:
+                ul = self.ulists[a]
+                u0, u1 = ul[0], ul[-1]
+                offs, ws, oms = [], [], []
+                for u in (np.log2(1.0 + np.maximum(x, 0.0)) if z
+                          else np.log2(np.maximum(x, 1.0))).tolist():
+                    u = min(max(u, u0), u1)
+                    i = min(max(bisect.bisect_right(ul, u) - 1, 0), n - 2)
+                    lo = ul[i]
+                    w = (u - lo) / (ul[i + 1] - lo)
+                    offs.append(i * st)
+                    ws.append(w)
+                    oms.append(1.0 - w)
+                parts.append((st, offs, ws, oms))
+            else:
+                i, w = self._axis_weights(a, x)
+                parts.append((st, i * st, w, 1.0 - w))
+        if small:
+            return np.array([self._corners(parts, e) for e in range(size)],
+                            dtype=float).reshape(shape)
         le = self.le.ravel()
         out = np.zeros(size)
-        if not parts:
-            out += le[0]
-            return out.reshape(shape)
+        idx = sum(p[1] for p in parts)
         for mask in range(1 << len(parts)):
             wt = None
             off = 0
-            for b, (st, w, om) in enumerate(parts):
+            for b, (st, _, w, om) in enumerate(parts):
                 if mask >> b & 1:
                     f = w
                     off += st
                 else:
                     f = om
                 wt = f if wt is None else wt * f
-            out += wt * le[idx + off]
+            out += le[idx + off] if wt is None else wt * le[idx + off]
         return out.reshape(shape)
+
+    def _axis_weights(self, a: int, x: np.ndarray):
+        """Lower bracketing node index and linear weight in ``u`` along axis ``a`` at sizes
+        ``x`` (1-d), clipped to the axis's range."""
+        u_ax, n = self.us[a], len(self.us[a])
+        u = np.log2(1.0 + np.maximum(x, 0.0)) if self.zero[a] else np.log2(np.maximum(x, 1.0))
+        u = np.minimum(np.maximum(u, u_ax[0]), u_ax[-1])   # = np.clip, without its wrapper
+        i = np.minimum(np.maximum(np.searchsorted(u_ax, u, side="right") - 1, 0), n - 2)
+        lo = u_ax[i]
+        return i, (u - lo) / (u_ax[i + 1] - lo)
+
+    def _corners(self, parts, e: int) -> float:
+        """Point ``e`` of a small query: the weighted sum over the cell's corners (the same
+        order and products as the array path)."""
+        base = 0
+        fs = []
+        for st, off, w, om in parts:
+            if isinstance(off, list):
+                off, w, om = off[e], w[e], om[e]
+            base += off
+            fs.append((st, w, om))
+        flat = self.flat
+        out = 0.0
+        for mask in range(1 << len(fs)):
+            wt = None
+            off = base
+            for b, (st, w, om) in enumerate(fs):
+                if mask >> b & 1:
+                    f = w
+                    off += st
+                else:
+                    f = om
+                wt = f if wt is None else wt * f
+            out += flat[off] if wt is None else wt * flat[off]
+        return out
