@@ -28,6 +28,7 @@ import numpy as np
 from . import __version__
 from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
+from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
 from .perf.tables import table_sets
 from .progress import progress
@@ -81,23 +82,25 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 # --------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     """``servesim run``: simulate one scenario, print the headline table, write the report."""
-    from rich.console import Console
-
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     specs = load_workload(scenario.workload, scenario.seed, base)
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
-                          figures=not args.no_figures)
+                          figures=not args.no_figures, table_format=args.table_format)
     else:
         with progress("simulating requests", enabled=not args.quiet,
                       force=args.progress) as cb:
             res = run_scenario(scenario, base, specs=specs, outdir=args.output,
-                               figures=not args.no_figures, progress=cb)
+                               figures=not args.no_figures, progress=cb,
+                               table_format=args.table_format)
     if not args.quiet:
+        from rich.console import Console  # after the simulation (start-up)
+
         console = Console()
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
                             scenario=scenario)
-        console.print(f"outputs: {res.outdir}/ (summary.json, requests.csv, steps.csv, "
+        ext = args.table_format
+        console.print(f"outputs: {res.outdir}/ (summary.json, requests.{ext}, steps.{ext}, "
                       "report.md, report.html)")
     return 0
 
@@ -112,6 +115,9 @@ def register_run(sub) -> None:
     r.add_argument("--seed", type=int, help="override the scenario seed")
     r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
     r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    r.add_argument("--table-format", choices=TABLE_FORMATS, default="parquet",
+                   help="file format of requests and steps tables (default: parquet; csv "
+                        "keeps full float precision too)")
     r.add_argument("--progress", action="store_true",
                    help="always show progress (a bar on a terminal; plain lines at the start "
                         "and every 10%% otherwise)")
@@ -329,8 +335,16 @@ def _load(row: Subcommand):
                        f"{type(e).__name__}: {cause}") from e
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``servesim`` parser with every subcommand of :data:`SUBCOMMANDS`.
+
+    Parameters
+    ----------
+    command : str, optional
+        A subcommand name: only its row's module is imported and registered (start-up: a
+        ``servesim run`` does not import the planner, the experiments or the calibration
+        harness). ``None``, or a name no row has, builds the whole parser (``--help``, and
+        argparse's error listing the valid subcommands).
 
     Raises
     ------
@@ -342,7 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for row in SUBCOMMANDS:
+    rows = [r for r in SUBCOMMANDS if command in r.names] or SUBCOMMANDS
+    for row in rows:
         before = set(sub.choices)
         _load(row)(sub)
         added = tuple(n for n in sub.choices if n not in before)
@@ -366,8 +381,9 @@ def _first_line(e: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``servesim`` with ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        parser = build_parser()
+        parser = build_parser(argv[0] if argv else None)
     except CLIError as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise

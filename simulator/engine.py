@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import simpy
 
 from .budget import check_run_budget, estimate_scenario_run
@@ -38,6 +38,9 @@ from .scheduling.degrade import DegradeController, RoundRobinTarget, observe_rep
 from .scheduling.state import REJECTED, ReqState
 from .topology.lockstep import dp_lockstep_process
 from .topology.pipeline import stage_model
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # annotations only (start-up: pandas loads after the simulation)
 
 
 def resolve_kv_dtype(scenario: Scenario) -> str:

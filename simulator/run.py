@@ -1,8 +1,9 @@
 """Run one scenario end to end: workload -> simulation -> summary -> outputs.
 
 Outputs written to ``OUTDIR`` (``scenario.output_dir``, ``{name}`` expanded):
-``summary.json``, ``requests.csv``, ``steps.csv`` (or ``steps.parquet`` when large),
-``scenario.yaml`` (the resolved scenario), ``report.md`` and its PNG figures.
+``summary.json``, ``requests.parquet`` and ``steps.parquet`` (``.csv`` with
+``table_format="csv"``; see :mod:`simulator.metrics.tables_io`), ``scenario.yaml`` (the
+resolved scenario), ``report.md`` / ``report.html`` and its PNG figures.
 """
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from .config import Scenario
@@ -21,9 +22,13 @@ from .metrics.cost import phase_cost
 from .metrics.degrade import degrade_column, degrade_effects
 from .metrics.speculative import speculative_summary
 from .metrics.summary import json_safe, kv_and_batching_stats, summarize
+from .metrics.tables_io import check_table_format, write_run_tables
 from .report.run import write_run_report
 from .request import RequestSpec
 from .workload import load_workload, synthesised_labels
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 
 @dataclass
@@ -51,7 +56,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
                  specs: list[RequestSpec] | None = None, write: bool = True,
                  outdir: str | Path | None = None, figures: bool = True,
                  progress: Callable[[int, int], None] | None = None,
-                 check_transitions: bool = False, setup: ReplicaSetup | None = None) -> RunResult:
+                 check_transitions: bool = False, setup: ReplicaSetup | None = None,
+                 table_format: str = "parquet") -> RunResult:
     """Simulate ``scenario`` and (optionally) write its outputs.
 
     Parameters
@@ -65,7 +71,15 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         Write the output files.
     outdir : path, optional
         Overrides ``scenario.output_dir``.
+    table_format : {"parquet", "csv"}
+        File format of ``requests`` and ``steps`` (:func:`simulator.metrics.tables_io.write_table`).
+
+    Raises
+    ------
+    ValueError
+        On a bad ``table_format`` (before simulating) or an unusable output folder.
     """
+    check_table_format(table_format)
     if scenario.pools:
         raise ValueError(f"scenario '{scenario.name}' declares pools: it runs through the "
                          "gateway (servesim run; simulator.topology.gateway.run_gateway)")
@@ -110,7 +124,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         summary.update(setup.perf.summary_extras())
     res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
     if write:
-        res.outdir = write_outputs(res, outdir, figures=figures)
+        res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format)
     return res
 
 
@@ -191,8 +205,14 @@ def resolve_outdir(scenario: Scenario, outdir: str | Path | None = None) -> Path
     return p
 
 
-def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: bool = True) -> Path:
-    """Write summary.json, requests.csv, steps.csv, scenario.yaml and report.md."""
+def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: bool = True,
+                  table_format: str = "parquet") -> Path:
+    """Write summary.json, the requests and steps tables, scenario.yaml and the report.
+
+    The tables are ``requests.{table_format}`` and ``steps.{table_format}`` (full float
+    precision, pyarrow's writers); a table file of the other format left by an earlier run
+    in the same folder is removed so the folder never holds two versions of a table.
+    """
     out = resolve_outdir(res.scenario, outdir)
     if out.exists() and not out.is_dir():
         raise ValueError(f"output folder {str(out)!r} exists and is not a folder")
@@ -204,8 +224,7 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     summary = dict(res.summary)
     summary.pop("sim_wall_s_note", None)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    res.requests.to_csv(out / "requests.csv", index=False, float_format="%.9g")
-    res.steps.to_csv(out / "steps.csv", index=False, float_format="%.9g")
+    write_run_tables(out, {"requests": res.requests, "steps": res.steps}, table_format)
     (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     sd_report = dict(sd)
     sd_report["provenance"] = res.summary.get("provenance", {})

@@ -58,12 +58,14 @@ time: the input price is per prompt token sent.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..perf.roofline import StepShape
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 __all__ = ["PHASE_SPLIT_METHODS", "phase_cost", "phase_gpu_seconds", "step_prefill_fraction"]
 
@@ -78,6 +80,7 @@ _ROW_OPS = ("lm_head", "sampler")
 
 
 def _col(steps: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
+    import pandas as pd
     if name in steps.columns:
         return np.nan_to_num(pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float),
                              nan=default)

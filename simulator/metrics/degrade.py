@@ -10,12 +10,14 @@ run without the policy is the scenario with ``scheduler.admission.degrade: []``.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from .summary import per_request_latencies, weighted_percentiles
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 
 def _pct(x: np.ndarray, q: float) -> float | None:

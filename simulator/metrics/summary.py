@@ -31,10 +31,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 __all__ = [
     "STAT_KEYS",
@@ -165,6 +167,7 @@ def latency_stats(values, weights=None) -> dict[str, float | int | None]:
 # --------------------------------------------------------------------------------------------
 def _num(df: pd.DataFrame, col: str, default: float = np.nan) -> np.ndarray:
     """Column ``col`` as a float array (``default`` everywhere when the column is missing)."""
+    import pandas as pd
     if col in df.columns:
         return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
     return np.full(len(df), default, dtype=float)
@@ -202,6 +205,7 @@ def per_request_latencies(requests: pd.DataFrame) -> pd.DataFrame:
         * ``e2e_latency_s`` = finish time - arrival time, only for completed requests;
         * ``queue_delay_s`` = first scheduled time - arrival time.
     """
+    import pandas as pd
     arrival = _num(requests, "arrival_time_s")
     first_sched = _num(requests, "first_scheduled_time_s")
     first_tok = _num(requests, "first_token_time_s")
@@ -487,6 +491,7 @@ def summarize(
     ValueError
         If ``window`` ends before it starts or ``num_gpus`` is negative.
     """
+    import pandas as pd
     if num_gpus < 0:
         raise ValueError(f"num_gpus must be >= 0, got {num_gpus}")
     slo = dict(slo or {})

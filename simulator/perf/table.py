@@ -39,14 +39,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from ..hardware import GPUSpec
 from ..models import ModelSpec
 from .roofline import ACT_BYTES, RooflinePerfModel
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 TABLE_FILES = {
     "gemm": "gemm.csv",
@@ -111,6 +114,7 @@ def shard_shapes(model: ModelSpec, tensor_parallel_size: int) -> dict:
 
 def read_profile_tables(profile_dir: str | Path) -> dict[str, pd.DataFrame]:
     """Every table CSV present in ``profile_dir`` (op class -> DataFrame)."""
+    import pandas as pd
     out = {}
     d = Path(profile_dir)
     for op, fname in TABLE_FILES.items():
@@ -171,6 +175,7 @@ class EfficiencyCurve:
     """
 
     def __init__(self, x, eff):
+        import pandas as pd
         df = pd.DataFrame({"x": np.asarray(x, dtype=float), "e": np.asarray(eff, dtype=float)})
         df = df[np.isfinite(df.e) & (df.e > 0)].groupby("x", as_index=False)["e"].mean()
         if df.empty:
@@ -191,6 +196,7 @@ class EfficiencyGrid:
     """
 
     def __init__(self, x, y, eff):
+        import pandas as pd
         from scipy.interpolate import NearestNDInterpolator, RegularGridInterpolator
         df = pd.DataFrame({"x": np.asarray(x, dtype=float), "y": np.asarray(y, dtype=float),
                            "e": np.asarray(eff, dtype=float)})

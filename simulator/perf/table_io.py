@@ -7,12 +7,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from ..hardware import GPUSpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 PROVENANCE_FILE = "provenance.yaml"
 TABLES_DIR = "tables"
@@ -74,6 +77,7 @@ def read_table_file(path: str | Path, op: str) -> pd.DataFrame:
     ValueError
         One line naming the file: unreadable, unknown family, or missing required columns.
     """
+    import pandas as pd
     p = Path(path)
     if op not in FAMILIES:
         raise ValueError(f"{p}: unknown table family {op!r}; known: {', '.join(FAMILIES)}")
@@ -228,6 +232,7 @@ class TableFiles:
         return self._file(self.folder, op)
 
     def _family(self, op: str) -> _Family | None:
+        import pandas as pd
         if op in self._fam:
             return self._fam[op]
         fam = None

@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..hardware import GPUSpec
 from .table_bounds import (
@@ -81,6 +81,9 @@ from .table_io import (
     version_key,
 )
 from .table_lookup import TableLookup
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 __all__ = [
     "FAMILIES",

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
     from matplotlib.figure import Figure
 
 __all__ = [
@@ -148,6 +148,7 @@ def _no_data(ax, what: str) -> None:
 
 
 def _col(df: pd.DataFrame, name: str) -> np.ndarray:
+    import pandas as pd
     if name in df.columns:
         return pd.to_numeric(df[name], errors="coerce").to_numpy(dtype=float)
     return np.full(len(df), np.nan)

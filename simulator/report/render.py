@@ -23,11 +23,12 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-from markdown_it import MarkdownIt
+from typing import TYPE_CHECKING, Any
 
 from .tables import cell, markdown_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from markdown_it import MarkdownIt
 
 __all__ = ["TEMPLATES", "environment", "markdown_to_html", "oneline", "render", "write_report"]
 
@@ -75,6 +76,8 @@ def render(template: str, **context: Any) -> str:
 
 
 def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt  # loaded with the first report, not at start-up
+
     return MarkdownIt("commonmark", {"html": True}).enable("table")
 
 

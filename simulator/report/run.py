@@ -15,15 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .degrade import degrade_section
 from .figures import FIGURE_FILES, write_figures
 from .format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
 from .render import context_mapping, render, write_report
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 __all__ = [
     "HTML_FILE",

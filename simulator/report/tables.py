@@ -13,9 +13,11 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
+
 
 __all__ = ["ALIGNMENTS", "cell", "markdown_table", "write_table"]
 
@@ -53,6 +55,7 @@ def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]],
     ValueError
         A row whose length differs from the header's, or an unknown alignment.
     """
+    import pandas as pd
     header = [cell(h) for h in header]
     n = len(header)
     body = []

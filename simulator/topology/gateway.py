@@ -25,19 +25,23 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from ..config import PoolConfig, Scenario, validate_scenario
 from ..metrics.summary import latency_stats, summarize
+from ..metrics.tables_io import check_table_format, write_run_tables
 from ..models import get_model
 from ..report.run import write_run_report
 from ..request import RequestSpec
 from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict
 from ..workload import load_workload
 from .transfer import Link, kv_transfer_time_s
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used, after the simulation
 
 #: scenario sections a pool may replace
 POOL_SECTIONS = ("model", "hardware", "cluster", "scheduler", "kv_cache", "perf", "cost")
@@ -128,6 +132,7 @@ def handoff_times_s(prefill: PoolRun, link: Link, layerwise: bool) -> pd.DataFra
         ``request_id`` (workload id), ``first_token_time_s``, ``kv_transfer_s`` and
         ``decode_arrival_time_s`` (= first token + transfer), seconds.
     """
+    import pandas as pd
     req = prefill.result.requests
     done = req[req["status"] == "completed"]
     model = get_model(prefill.scenario.model)
@@ -203,8 +208,10 @@ def _itl(runs: list[PoolRun]) -> tuple[np.ndarray, np.ndarray]:
 
 def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
                 specs: list[RequestSpec] | None = None, write: bool = True,
-                outdir: str | Path | None = None, figures: bool = True) -> GatewayResult:
-    """Simulate a multi-pool scenario (see the module docstring) and merge its outputs.
+                outdir: str | Path | None = None, figures: bool = True,
+                table_format: str = "parquet") -> GatewayResult:
+    """Simulate a multi-pool scenario (see the module docstring) and merge its outputs
+    (``requests`` and ``steps`` in ``table_format``: ``parquet`` or ``csv``, full precision).
 
     Raises
     ------
@@ -212,6 +219,7 @@ def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
         A request no pool serves (:func:`assign_pools`); a prefill and a decode pool with
         different models (their KV would not be interchangeable).
     """
+    check_table_format(table_format)
     if specs is None:
         specs = load_workload(scenario.workload, scenario.seed, base_dir)
     by_id = {s.request_id: s for s in specs}
@@ -238,7 +246,7 @@ def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
         runs[dpool.name] = dec
         merged = merge_disaggregated(pre, dec, hand, by_id)
         rows.append(merged)
-    return _finish(scenario, runs, rows, len(specs), write, outdir, figures)
+    return _finish(scenario, runs, rows, len(specs), write, outdir, figures, table_format)
 
 
 def _pool_summary(run: PoolRun) -> dict:
@@ -261,7 +269,9 @@ def _pool_summary(run: PoolRun) -> dict:
 
 
 def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFrame],
-            num_specs: int, write: bool, outdir, figures: bool) -> GatewayResult:
+            num_specs: int, write: bool, outdir, figures: bool,
+            table_format: str = "parquet") -> GatewayResult:
+    import pandas as pd
     requests = pd.concat(rows, ignore_index=True).sort_values(
         "request_id", kind="stable").reset_index(drop=True)
     if len(requests) != num_specs or requests["request_id"].duplicated().any():
@@ -291,14 +301,17 @@ def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFram
             "decode_queue_s": latency_stats(requests["decode_queue_s"].dropna().to_numpy())}
     res = GatewayResult(scenario, summary, requests, steps, runs)
     if write:
-        res.outdir = write_gateway_outputs(res, outdir, figures=figures)
+        res.outdir = write_gateway_outputs(res, outdir, figures=figures,
+                                           table_format=table_format)
     return res
 
 
-def write_gateway_outputs(res: GatewayResult, outdir=None, *, figures: bool = True) -> Path:
-    """Write ``summary.json`` (with ``pools`` and ``disaggregation``), ``requests.csv``
-    (with ``pool`` and the P/D columns), ``steps.csv`` (with ``pool``), ``scenario.yaml``
-    and the run report."""
+def write_gateway_outputs(res: GatewayResult, outdir=None, *, figures: bool = True,
+                          table_format: str = "parquet") -> Path:
+    """Write ``summary.json`` (with ``pools`` and ``disaggregation``), ``requests`` (with
+    ``pool`` and the P/D columns) and ``steps`` (with ``pool``) as ``table_format`` files
+    (:func:`simulator.metrics.tables_io.write_run_tables`), ``scenario.yaml`` and the run
+    report."""
     out = resolve_outdir(res.scenario, outdir)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -306,8 +319,7 @@ def write_gateway_outputs(res: GatewayResult, outdir=None, *, figures: bool = Tr
         raise ValueError(f"cannot create output folder {str(out)!r}: {e.strerror}") from None
     sd = scenario_dict(res.scenario)
     (out / "summary.json").write_text(json.dumps(res.summary, indent=2, sort_keys=True) + "\n")
-    res.requests.to_csv(out / "requests.csv", index=False, float_format="%.9g")
-    res.steps.to_csv(out / "steps.csv", index=False, float_format="%.9g")
+    write_run_tables(out, {"requests": res.requests, "steps": res.steps}, table_format)
     (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     write_run_report(out, res.summary, res.requests, res.steps, sd,
                      title=f"servesim run: {res.scenario.name}", figures=figures)

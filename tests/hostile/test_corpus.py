@@ -14,7 +14,7 @@ Tables (each row one case):
 - ``COMPLETES``: edge inputs that are valid and must run to the end with
   ``completed + rejected + cancelled + unfinished == number of input requests`` (the input
   count is stated in the case, from the workload it describes), each request once in
-  ``requests.csv``, and nothing on stderr that looks like a traceback or a leaked warning.
+  ``requests.parquet``, and nothing on stderr that looks like a traceback or a leaked warning.
 
 A refusal is checked for: exit code 2, exactly one line on stderr starting with
 ``servesim: error:``, no ``Traceback`` and no ``internal error``, and the case's needle(s).
@@ -621,7 +621,7 @@ def test_completes_and_accounts_for_every_request(capsys, base, tmp_path, sets, 
     assert s["num_requests"] == n_in
     assert (s["num_completed"] + s["num_rejected"] + s["num_cancelled"]
             + s["num_unfinished"]) == n_in
-    df = pd.read_csv(out / "requests.csv")
+    df = pd.read_parquet(out / "requests.parquet")
     assert len(df) == n_in and df.request_id.is_unique
     assert set(df.status) <= {"completed", "rejected", "cancelled"}
 

@@ -75,18 +75,20 @@ def test_same_seed_identical_records():
     assert a.summary["prefix_cache_hit_tokens"] > 0
 
 
-def _write(tmp, name):
-    res = run_scenario(_rich(), outdir=tmp / name, write=True, figures=True)
+def _write(tmp, name, table_format="parquet"):
+    res = run_scenario(_rich(), outdir=tmp / name, write=True, figures=True,
+                       table_format=table_format)
     return res.outdir
 
 
-def test_written_outputs_byte_identical(tmp_path):
-    d1, d2 = _write(tmp_path, "a"), _write(tmp_path, "b")
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_written_outputs_byte_identical(tmp_path, fmt):
+    d1, d2 = _write(tmp_path, "a", fmt), _write(tmp_path, "b", fmt)
     files = sorted(p.name for p in d1.iterdir())
     assert files == sorted(p.name for p in d2.iterdir())
     pngs = [f for f in files if f.endswith(".png")]
     assert len(pngs) >= 3
-    for f in ["requests.csv", "steps.csv", "scenario.yaml", *pngs]:
+    for f in [f"requests.{fmt}", f"steps.{fmt}", "scenario.yaml", *pngs]:
         assert (d1 / f).read_bytes() == (d2 / f).read_bytes(), f
     s1, s2 = (json.loads((d / "summary.json").read_text()) for d in (d1, d2))
     assert summary_without_wall(s1) == summary_without_wall(s2)

@@ -57,7 +57,23 @@ def test_a_broken_dependency_names_the_subcommand(monkeypatch, capsys):
         return real(name, *a, **k)
 
     monkeypatch.setattr(cli.importlib, "import_module", fake)
-    assert main(["run", "x.yaml"]) == 2
-    err = capsys.readouterr().err
-    assert "subcommand sweep/plan cannot load: simulator.planner.cli: ImportError: No module " \
-           "named 'pyarrow'" in err
+    for argv in (["plan", "x.yaml"], ["--help"], ["no-such-command"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "subcommand sweep/plan cannot load: simulator.planner.cli: ImportError: No " \
+               "module named 'pyarrow'" in err, argv
+
+
+def test_a_subcommand_imports_only_its_own_row(monkeypatch, capsys):
+    """Start-up: ``servesim run`` imports the module of the ``run`` row and no other row's."""
+    real = importlib.import_module
+    loaded = []
+
+    def spy(name, *a, **k):
+        loaded.append(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(cli.importlib, "import_module", spy)
+    assert main(["run", "no-such-file.yaml"]) == 2  # parsed, then the file is missing
+    assert "not found" in capsys.readouterr().err
+    assert loaded == ["simulator.cli"]

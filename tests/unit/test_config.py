@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from helpers import synthetic_workload
@@ -164,6 +166,27 @@ def test_cli_runs_a_tiny_scenario(tmp_path, capsys):
     assert rc == 0, err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["num_requests"] == 20 and summary["num_completed"] == 20
-    assert (out / "requests.csv").read_text().count("\n") == 21  # header + 20 rows
-    assert (out / "steps.csv").is_file() and (out / "report.md").is_file()
+    # Parquet by default: 20 rows, the arrival times exactly the in-memory doubles
+    req = pd.read_parquet(out / "requests.parquet")
+    assert len(req) == 20 and not (out / "requests.csv").exists()
+    assert (out / "steps.parquet").is_file() and (out / "report.md").is_file()
     assert yaml.safe_load((out / "scenario.yaml").read_text())["seed"] == 3
+    # CSV on request, into the same folder: the Parquet tables are replaced, not kept
+    rc, _, err = _cli(capsys, "run", str(p), "-o", str(out), "-q", "--no-figures",
+                      "--set", "seed=3", "--table-format", "csv")
+    assert rc == 0, err
+    assert (out / "requests.csv").read_text().count("\n") == 21  # header + 20 rows
+    assert (out / "steps.csv").is_file() and not (out / "steps.parquet").exists()
+    # full precision: the CSV text reads back to the very same doubles as the Parquet file
+    back = pd.read_csv(out / "requests.csv")
+    np.testing.assert_array_equal(back["arrival_time_s"].to_numpy(),
+                                  req["arrival_time_s"].to_numpy())
+
+
+def test_cli_rejects_a_bad_table_format(tmp_path, capsys):
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({"name": "tiny", "workload": synthetic_workload(5, 10)}))
+    with pytest.raises(SystemExit) as e:
+        _cli(capsys, "run", str(p), "--table-format", "xlsx")
+    assert e.value.code == 2
+    assert "parquet" in capsys.readouterr().err

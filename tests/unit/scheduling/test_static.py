@@ -256,7 +256,7 @@ def test_fast_forward_equals_single_steps(monkeypatch):
     slow = run_scenario(sc, specs=specs, write=False, check_transitions=True)
     assert len(fast.steps) == len(slow.steps)
     # the fast run did jump (decode runs recorded as chunks), the slow one did not
-    assert fast.sim.recorder._step_chunks and not slow.sim.recorder._step_chunks
+    assert fast.sim.recorder.num_step_chunks and not slow.sim.recorder.num_step_chunks
     for col in ("batch_size", "num_padding_seqs", "kv_tokens_used", "kv_blocks_used",
                 "num_prefill_tokens", "num_decode_tokens"):
         assert fast.steps[col].tolist() == slow.steps[col].tolist(), col

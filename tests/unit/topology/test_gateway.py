@@ -2,6 +2,7 @@
 (hand-derived with a constant step time)."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from helpers import make_scenario, spec, synthetic_workload
 
@@ -126,7 +127,12 @@ def test_same_pools_scenario_same_outputs(tmp_path):
     specs = [spec(i, 0.01 * i, 100 + 7 * i, 2 + i % 5) for i in range(30)]
     a = run_gateway(sc, specs=specs, outdir=tmp_path / "a", figures=False)
     b = run_gateway(sc, specs=specs, outdir=tmp_path / "b", figures=False)
-    for name in ("requests.csv", "steps.csv"):
+    for name in ("requests.parquet", "steps.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    # CSV on request, into the same folder: the Parquet copies go, full precision kept
+    run_gateway(sc, specs=specs, outdir=tmp_path / "a", figures=False, table_format="csv")
+    assert not (tmp_path / "a" / "requests.parquet").exists()
+    back = pd.read_csv(tmp_path / "a" / "requests.csv")
+    assert back["arrival_time_s"].tolist() == a.requests["arrival_time_s"].tolist()
     assert len(a.requests) == 30 and set(a.requests["status"]) == {"completed"}
     assert b.summary["num_completed"] == 30

@@ -1,0 +1,75 @@
+"""RunRecorder packs step rows and ITL samples into columnar chunks (bounded memory for long
+runs); the tables it returns must be exactly what the rows said, whatever the chunk size."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.metrics import records
+from simulator.metrics.records import STEP_COLUMNS, RunRecorder
+
+
+def _row(rid: int, idx: int) -> tuple:
+    # every column a distinct function of (replica, index) so a mix-up cannot pass
+    t = 10.0 * rid + 0.1 * idx
+    return (rid, idx, t, 0.1, t + 0.1, idx % 7, 3 * idx, 5 * idx, 1, 2, rid, 11 * idx, 999,
+            0, 13 * idx, 0)
+
+
+def _chunk(rid: int, first: int, k: int) -> dict:
+    rows = [_row(rid, first + j) for j in range(k)]
+    return {c: np.array([r[i] for r in rows]) for i, c in enumerate(STEP_COLUMNS)}
+
+
+def _fill(rec: RunRecorder) -> list[tuple]:
+    """Two replicas interleaved in time, single steps and decode-run chunks mixed."""
+    want = []
+    for i in range(0, 30, 3):
+        for rid in (1, 0):
+            rec.add_step(_row(rid, i))
+            rec.add_step_chunk(_chunk(rid, i + 1, 2))
+            want += [_row(rid, i), _row(rid, i + 1), _row(rid, i + 2)]
+    return sorted(want, key=lambda r: (r[0], r[1]))
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 4, 7, 10_000])
+def test_steps_frame_is_exact_for_any_chunk_size(monkeypatch, chunk_rows):
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", chunk_rows)
+    rec = RunRecorder()
+    want = _fill(rec)
+    assert rec.num_steps == 60 and rec.num_step_chunks == 20
+    df = rec.steps_frame()
+    assert list(df.columns) == STEP_COLUMNS and len(df) == 60
+    for i, c in enumerate(STEP_COLUMNS):
+        expect = np.array([r[i] for r in want])
+        np.testing.assert_array_equal(df[c].to_numpy(), expect, err_msg=c)
+        assert df[c].dtype == (np.float64 if c.endswith("_s") else np.int64), c
+    # a second call gives the same table (the packed chunk is kept, sorted)
+    assert rec.steps_frame().equals(df)
+    if chunk_rows < 60:
+        assert len(rec._packed) == 1  # everything merged into one columnar chunk
+
+
+def test_itl_samples_survive_packing(monkeypatch):
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 3)
+    rec = RunRecorder()
+    rec.add_itl(0.5, 2)
+    rec.add_itl_array(np.array([0.1, 0.2]), 4)
+    rec.add_itl(0.3, 1)
+    rec.add_itl(0.4, 1)
+    rec.add_itl_array(np.array([]), 9)  # empty: ignored
+    rec.add_itl_array(np.array([0.7]), 3)
+    v, w = rec.itl_samples()
+    got = sorted(zip(v.tolist(), w.tolist()))
+    assert got == [(0.1, 4), (0.2, 4), (0.3, 1), (0.4, 1), (0.5, 2), (0.7, 3)]
+    assert w.dtype == np.int64 and v.dtype == np.float64
+    v2, w2 = rec.itl_samples()  # idempotent
+    np.testing.assert_array_equal(v, v2)
+    np.testing.assert_array_equal(w, w2)
+
+
+def test_empty_recorder_gives_empty_tables():
+    rec = RunRecorder()
+    assert rec.steps_frame().empty and list(rec.steps_frame().columns) == STEP_COLUMNS
+    v, w = rec.itl_samples()
+    assert v.size == 0 and w.size == 0
