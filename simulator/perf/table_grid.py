@@ -16,6 +16,13 @@ import math
 
 import numpy as np
 
+#: Scalar axis values whose interpolation index and weight a grid remembers (a decode run's
+#: batch size takes at most ``max_num_seqs`` values; the bound only caps memory).
+_AXIS_MEMO_MAX = 4096
+#: Queries of at most this many points are interpolated in plain Python (numpy's per-call
+#: overhead dominates below it; the arithmetic is the same IEEE double either way).
+_SMALL_QUERY = 8
+
 
 def _u(x, zero: bool):
     """Interpolation coordinate of a size: ``log2(x)`` (``log2(1 + x)`` on axes that hold 0);
@@ -92,6 +99,7 @@ class _Grid:
     """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
 
     __slots__ = (
+        "_axis_memo",
         "flat",
         "le",
         "lr",
@@ -150,6 +158,7 @@ class _Grid:
             st.append(acc)
             acc *= d
         self.strides = tuple(reversed(st))
+        self._axis_memo = {}
 
     def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
@@ -157,6 +166,7 @@ class _Grid:
         for a in ("names", "vals", "us", "ulists", "zero", "strides", "shape", "measured"):
             setattr(g, a, getattr(self, a))
         g.raw = g.lr = None
+        g._axis_memo = {}
         g.le = np.asarray(values, float).reshape(self.shape)
         g.flat = g.le.ravel().tolist()
         return g
@@ -199,30 +209,105 @@ class _Grid:
         return sum(f * flat[base + o] for o, f in corners)
 
     def at_array(self, xs) -> np.ndarray:
-        """Interpolated values at many points (arrays broadcast together, one per axis)."""
-        arrs = np.broadcast_arrays(*[np.asarray(x, float) for x in xs])
-        shape = arrs[0].shape
-        idx = np.zeros(arrs[0].size, dtype=np.int64)
-        parts = []
-        for x, u_ax, z, st in zip(arrs, self.us, self.zero, self.strides):
+        """Interpolated values at many points (arrays broadcast together, one per axis).
+
+        The same arithmetic element by element whatever the broadcast length (``log2`` on
+        numpy; clipping, bracketing and weights in IEEE double either way): an axis given as
+        a scalar (e.g. the batch of a decode run) gets its interpolation index and weight
+        computed once (and remembered), each corner's weight is the product of the per-axis
+        factors in axis order, and queries of at most ``_SMALL_QUERY`` points run in plain
+        Python, so results do not depend on how the query is batched.
+        """
+        arrs = [np.asarray(x, float) for x in xs]
+        shape = np.broadcast_shapes(*(a.shape for a in arrs))
+        size = math.prod(shape)
+        small = size <= _SMALL_QUERY
+        parts = []   # (stride, offset, weight, 1 - weight): scalars, lists (small) or arrays
+        memo = self._axis_memo
+        for a, (x, u_ax, z, st) in enumerate(zip(arrs, self.us, self.zero, self.strides)):
             n = len(u_ax)
             if n == 1:
                 continue
-            u = np.clip(_u(x.ravel(), z), u_ax[0], u_ax[-1])
-            i = np.clip(np.searchsorted(u_ax, u, side="right") - 1, 0, n - 2)
-            w = (u - u_ax[i]) / (u_ax[i + 1] - u_ax[i])
-            idx += i * st
-            parts.append((st, w))
-        out = np.zeros(idx.size)
+            if x.ndim == 0:
+                key = (a, float(x))
+                hit = memo.get(key)
+                if hit is None:
+                    i, w = self._axis_weights(a, x.reshape(1))
+                    hit = (int(i[0]) * st, float(w[0]), float(1.0 - w[0]))
+                    if len(memo) < _AXIS_MEMO_MAX:
+                        memo[key] = hit   # a scalar axis (a decode run's batch) recurs
+                parts.append((st, *hit))
+                continue
+            if x.shape != shape:
+                x = np.broadcast_to(x, shape)
+            x = x.ravel()
+            if small:
+                ul = self.ulists[a]
+                u0, u1 = ul[0], ul[-1]
+                offs, ws, oms = [], [], []
+                for u in (np.log2(1.0 + np.maximum(x, 0.0)) if z
+                          else np.log2(np.maximum(x, 1.0))).tolist():
+                    u = min(max(u, u0), u1)
+                    i = min(max(bisect.bisect_right(ul, u) - 1, 0), n - 2)
+                    lo = ul[i]
+                    w = (u - lo) / (ul[i + 1] - lo)
+                    offs.append(i * st)
+                    ws.append(w)
+                    oms.append(1.0 - w)
+                parts.append((st, offs, ws, oms))
+            else:
+                i, w = self._axis_weights(a, x)
+                parts.append((st, i * st, w, 1.0 - w))
+        if small:
+            return np.array([self._corners(parts, e) for e in range(size)],
+                            dtype=float).reshape(shape)
         le = self.le.ravel()
+        out = np.zeros(size)
+        idx = sum(p[1] for p in parts)
         for mask in range(1 << len(parts)):
-            wt = np.ones(idx.size)
-            off = idx.copy()
-            for b, (st, w) in enumerate(parts):
+            wt = None
+            off = 0
+            for b, (st, _, w, om) in enumerate(parts):
                 if mask >> b & 1:
-                    wt = wt * w
-                    off = off + st
+                    f = w
+                    off += st
                 else:
-                    wt = wt * (1.0 - w)
-            out += wt * le[off]
+                    f = om
+                wt = f if wt is None else wt * f
+            out += le[idx + off] if wt is None else wt * le[idx + off]
         return out.reshape(shape)
+
+    def _axis_weights(self, a: int, x: np.ndarray):
+        """Lower bracketing node index and linear weight in ``u`` along axis ``a`` at sizes
+        ``x`` (1-d), clipped to the axis's range."""
+        u_ax, n = self.us[a], len(self.us[a])
+        u = np.log2(1.0 + np.maximum(x, 0.0)) if self.zero[a] else np.log2(np.maximum(x, 1.0))
+        u = np.minimum(np.maximum(u, u_ax[0]), u_ax[-1])   # = np.clip, without its wrapper
+        i = np.minimum(np.maximum(np.searchsorted(u_ax, u, side="right") - 1, 0), n - 2)
+        lo = u_ax[i]
+        return i, (u - lo) / (u_ax[i + 1] - lo)
+
+    def _corners(self, parts, e: int) -> float:
+        """Point ``e`` of a small query: the weighted sum over the cell's corners (the same
+        order and products as the array path)."""
+        base = 0
+        fs = []
+        for st, off, w, om in parts:
+            if isinstance(off, list):
+                off, w, om = off[e], w[e], om[e]
+            base += off
+            fs.append((st, w, om))
+        flat = self.flat
+        out = 0.0
+        for mask in range(1 << len(fs)):
+            wt = None
+            off = base
+            for b, (st, w, om) in enumerate(fs):
+                if mask >> b & 1:
+                    f = w
+                    off += st
+                else:
+                    f = om
+                wt = f if wt is None else wt * f
+            out += flat[off] if wt is None else wt * flat[off]
+        return out

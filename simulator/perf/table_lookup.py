@@ -228,17 +228,13 @@ class TableLookup(TableFiles):
         """Seconds at sizes ``x`` from a log-time grid (method: :mod:`simulator.perf.tables`)."""
         pos = [x[c] for c in tg.names]
         if any(isinstance(v, np.ndarray) for v in pos):
-            xc = dict(x)
-            moved = False
-            for c, v in zip(tg.names, tg.vals):
-                xv = np.asarray(x[c], float)
-                if xv.min() < v[0] or xv.max() > v[-1]:
-                    moved = True
-                    xv = np.clip(xv, v[0], v[-1])
-                xc[c] = xv
             t = np.exp(tg.at_array(pos))
-            if not moved:  # inside the grid: the roofline ratio is exactly 1
-                return t
+            if not any((p.min() < v[0] or p.max() > v[-1]) if isinstance(p, np.ndarray)
+                       else (p < v[0] or p > v[-1]) for p, v in zip(pos, tg.vals)):
+                return t   # inside the grid: the roofline ratio is exactly 1
+            xc = dict(x)
+            for c, v in zip(tg.names, tg.vals):
+                xc[c] = np.clip(np.asarray(x[c], float), v[0], v[-1])
             ratio = np.asarray(self._roofline(op, x, num, rdt), float) / \
                 np.asarray(self._roofline(op, xc, num, rdt), float)
             return t * ratio
