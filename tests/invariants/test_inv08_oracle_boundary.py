@@ -102,6 +102,8 @@ def _scenario(router, **extra):
                         "admission": {"max_waiting": 8, "max_queue_delay_s": 4.0}}}
     for k, v in extra.items():
         ov.setdefault(k, {}).update(v)
+    if router == "prefix_affinity":  # routes by cached prefix: needs the prefix cache
+        ov["kv_cache"]["enable_prefix_caching"] = True
     return make_scenario(ov, workload=synthetic_workload(250, 60, max_tokens=400))
 
 
