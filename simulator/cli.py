@@ -34,7 +34,7 @@ from .perf.tables import table_sets
 from .progress import progress
 from .report.figures import plot_speculative_speedup
 from .report.run import print_summary_table
-from .run import run_scenario
+from .run import check_policy_slices, run_scenario
 from .speculative.calculator import (
     DEFAULT_SWEEP_KS,
     DEFAULT_SWEEP_RATES,
@@ -86,6 +86,7 @@ def cmd_run(args) -> int:
     if scenario.pools:
         check_defaults(scenario)  # names before reading the trace
     specs = load_workload(scenario.workload, scenario.seed, base)
+    check_policy_slices(scenario, specs)
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
                           figures=not args.no_figures, table_format=args.table_format)

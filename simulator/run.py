@@ -190,14 +190,44 @@ def check_slices(scenario: Scenario, specs: list[RequestSpec]) -> None:
         Naming the unknown slices and the workload's slices.
     """
     spec = scenario.speculative
-    if spec is None or not spec.acceptance_by_slice:
+    if spec is not None and spec.acceptance_by_slice:
+        _check_named(specs, [("speculative.acceptance_by_slice", list(spec.acceptance_by_slice))])
+
+
+def check_policy_slices(scenario: Scenario, specs: list[RequestSpec]) -> None:
+    """Slices named by a degrade policy (``scheduler.admission.degrade.<i>.slices``, also
+    in each pool's ``scheduler``) or by ``workload.parallel_sampling.slices`` must occur in
+    the whole workload (``specs``: every request, before pools split it): a typo would make
+    the setting do nothing, silently. Called by ``servesim run`` on the whole workload.
+
+    Raises
+    ------
+    ValueError
+        Naming the key, the unknown slices and the workload's slices.
+    """
+    named: list[tuple[str, list[str]]] = []
+    scheds = [("scheduler", scenario.scheduler)] + [
+        (f"pools.{i}.scheduler", p.scheduler) for i, p in enumerate(scenario.pools or [])
+        if p.scheduler is not None]
+    for where, sch in scheds:
+        for i, pol in enumerate(sch.admission.degrade or []):
+            if pol.slices:
+                named.append((f"{where}.admission.degrade.{i} ({pol.name}).slices", pol.slices))
+    ps = scenario.workload.parallel_sampling
+    if ps is not None and ps.slices:
+        named.append(("workload.parallel_sampling.slices", ps.slices))
+    _check_named(specs, named)
+
+
+def _check_named(specs: list[RequestSpec], named: list[tuple[str, list[str]]]) -> None:
+    if not named:
         return
     present = {s.slice for s in specs}
-    unknown = sorted(set(spec.acceptance_by_slice) - present)
-    if unknown:
-        raise ValueError(f"speculative.acceptance_by_slice names slice(s) {', '.join(unknown)} "
-                         f"that the workload does not have; its slices: "
-                         + ", ".join(sorted(present)))
+    for key, slices in named:
+        unknown = sorted(set(slices) - present)
+        if unknown:
+            raise ValueError(f"{key} names slice(s) {', '.join(unknown)} that the workload "
+                             "does not have; its slices: " + ", ".join(sorted(present)))
 
 
 def resolve_outdir(scenario: Scenario, outdir: str | Path | None = None) -> Path:

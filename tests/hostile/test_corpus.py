@@ -480,10 +480,15 @@ def _cli_cases(tmp):
         (["run", "pd_1p1d_llama3_8b", "--set", "pools.1.kv_cache.num_gpu_blocks=4"], {},
          ["pools.1 (decode)", "holds 48 tokens per replica (3 blocks x 16)",
           "fewer than the shortest prompt"]),
+        (["run", "degrade_overload", "--set", "scheduler.admission.degrade.2.slices=[nosuch]"],
+         {}, ["scheduler.admission.degrade.2 (shed_when_stuck).slices", "slice(s) nosuch",
+              "its slices: default"]),
+        (["run", "default", "--set", "workload.parallel_sampling={n: 2, slices: [nosuch]}"], {},
+         ["workload.parallel_sampling.slices names slice(s) nosuch"]),
     ]
 
 
-CLI_IDS = [f"cli{i:02d}" for i in range(33)]
+CLI_IDS = [f"cli{i:02d}" for i in range(35)]
 
 
 @pytest.mark.parametrize("i", range(len(CLI_IDS)), ids=CLI_IDS)
