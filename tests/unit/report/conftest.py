@@ -48,3 +48,21 @@ def make_tables(n_steps: int = 200, n_replicas: int = 2, n_requests: int = 60, s
 def tables():
     """The factory :func:`make_tables` (keyword arguments: sizes and seed)."""
     return make_tables
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium session (tests/browser.py) for the page tests; skips without a
+    Chromium binary, fails when one is found but does not start."""
+    from browser import Browser, BrowserError, find_chromium
+
+    binary = find_chromium()
+    if binary is None:
+        pytest.skip("no Chromium found: install the Debian package `chromium` (.ci/run tries "
+                    "apt-get) or set SERVESIM_CHROMIUM=/path/to/chromium")
+    try:
+        b = Browser(binary)
+    except (BrowserError, OSError) as e:
+        pytest.fail(f"Chromium at {binary} did not start: {e}", pytrace=False)
+    yield b
+    b.close()

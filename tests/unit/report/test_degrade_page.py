@@ -3,8 +3,7 @@ console error, its five figures are embedded and not blank, and the "Degrade act
 shows the policy with the counts the engine test derives by hand (issue 15 parts 1 and 6)."""
 from __future__ import annotations
 
-import pytest
-from browser import Browser, BrowserError, find_chromium, non_background_fraction
+from browser import non_background_fraction
 
 from simulator.config import validate_scenario
 from simulator.request import RequestSpec
@@ -12,19 +11,6 @@ from simulator.run import run_scenario
 
 MIN_INK = 0.01
 
-
-@pytest.fixture(scope="module")
-def browser():
-    binary = find_chromium()
-    if binary is None:
-        pytest.skip("no Chromium found: install the Debian package `chromium` or set "
-                    "SERVESIM_CHROMIUM=/path/to/chromium")
-    try:
-        b = Browser(binary)
-    except (BrowserError, OSError) as e:
-        pytest.fail(f"Chromium at {binary} did not start: {e}", pytrace=False)
-    yield b
-    b.close()
 
 
 def test_degrade_section_renders(browser, tmp_path):

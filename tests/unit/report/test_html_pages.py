@@ -17,7 +17,7 @@ import re
 from html.parser import HTMLParser
 
 import pytest
-from browser import Browser, BrowserError, find_chromium, non_background_fraction
+from browser import non_background_fraction
 from report_cases import WRITERS
 
 #: Least share of a figure's pixels that must differ from the white background.
@@ -28,19 +28,6 @@ PAGES = ["run_plain", "run_spec", "plan", "plan_none", "compare", "spec_sweep", 
 #: Figures the run and plan pages must show (the five of each report).
 FIGURES = {"run_plain": 5, "run_spec": 5, "plan": 5}
 
-
-@pytest.fixture(scope="module")
-def browser():
-    binary = find_chromium()
-    if binary is None:
-        pytest.skip("no Chromium found: install the Debian package `chromium` (.ci/run tries "
-                    "apt-get) or set SERVESIM_CHROMIUM=/path/to/chromium")
-    try:
-        b = Browser(binary)
-    except (BrowserError, OSError) as e:
-        pytest.fail(f"Chromium at {binary} did not start: {e}", pytrace=False)
-    yield b
-    b.close()
 
 
 class _Text(HTMLParser):
