@@ -113,24 +113,27 @@ def _dense(specs: list[RequestSpec]) -> tuple[list[RequestSpec], np.ndarray]:
 
 
 def _run_pool(scenario: Scenario, pool: PoolConfig, specs: list[RequestSpec],
-              base_dir: Path | None) -> PoolRun:
-    """Simulate one pool's share of the requests; an error names the pool's key path
+              base_dir: Path | None, setup=None) -> PoolRun:
+    """Simulate one pool's share of the requests (``setup``: the pool's replica setup when
+    already built, see :func:`check_decode_capacity`); an error names the pool's key path
     (``pools.<index> (<name>): ...``), since the single-pool scenario's key paths are the
     pool's."""
     idx = next(i for i, p in enumerate(scenario.pools) if p.name == pool.name)
     try:
         sub = pool_scenario(scenario, pool)
         dense, ids = _dense(specs)
-        res = run_scenario(sub, base_dir, specs=dense, write=False, figures=False)
+        res = run_scenario(sub, base_dir, specs=dense, write=False, figures=False,
+                           setup=setup)
     except ValueError as e:
         raise ValueError(f"pools.{idx} ({pool.name}): {e}") from None
     return PoolRun(pool, sub, res, ids)
 
 
 def check_decode_capacity(scenario: Scenario, dpool: PoolConfig, part: list[RequestSpec],
-                          base_dir: Path | None) -> None:
+                          base_dir: Path | None):
     """Refuse a disaggregated run whose decode pool cannot hold even the shortest handed-over
-    prompt (every request would be prefilled, transferred, then rejected).
+    prompt (every request would be prefilled, transferred, then rejected); return the decode
+    pool's replica setup (built for the check, reused by its run), ``None`` without requests.
 
     A replica's KV capacity is ``num_usable_blocks x block_size`` tokens; a request needs
     its prompt plus its first token there. Requests larger than the capacity while others fit
@@ -142,7 +145,7 @@ def check_decode_capacity(scenario: Scenario, dpool: PoolConfig, part: list[Requ
         Naming the pool, its capacity in tokens and the shortest prompt.
     """
     if not part:
-        return
+        return None
     idx = next(i for i, p in enumerate(scenario.pools) if p.name == dpool.name)
     try:
         setup = build_setup(pool_scenario(scenario, dpool), base_dir)
@@ -157,6 +160,7 @@ def check_decode_capacity(scenario: Scenario, dpool: PoolConfig, part: list[Requ
             f"fewer than the shortest prompt handed to it ({need:,} tokens with its first "
             "token): every request would be rejected after its prefill; give it more blocks "
             "(kv_cache.num_gpu_blocks, gpu_memory_utilization) or a larger GPU")
+    return setup
 
 
 def check_defaults(scenario: Scenario) -> None:
@@ -302,13 +306,13 @@ def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
             raise ValueError(f"pools: prefill pool '{name}' and decode pool '{dpool.name}' "
                              "serve different models; KV can only move between pools of one "
                              "model")
-        check_decode_capacity(scenario, dpool, part, base_dir)
+        dsetup = check_decode_capacity(scenario, dpool, part, base_dir)
         pre = runs[name] = _run_pool(scenario, pool, [prefill_copy(s) for s in part],
                                      base_dir)
         kt = pool.kv_transfer
         hand = handoff_times_s(pre, Link(kt.bandwidth_bytes_per_s, kt.latency_s, kt.kind),
                                kt.layerwise)
-        dec = _run_pool(scenario, dpool, decode_copies(hand, by_id), base_dir)
+        dec = _run_pool(scenario, dpool, decode_copies(hand, by_id), base_dir, dsetup)
         runs[dpool.name] = dec
         merged = merge_disaggregated(pre, dec, hand, by_id)
         rows.append(merged)
