@@ -4,6 +4,9 @@ Usage::
 
     python benchmarks/bench_tables_loo.py -o reports/bench_tables_loo [--gpu h100-sxm]
         [--gemm-sample 2000] [--seed 0]
+    # compare fill methods on the same held-out cells, 300 per (set, family) (~10 min for 8):
+    python benchmarks/bench_tables_loo.py -o /tmp/loo_cmp --sample 300 --no-cost \
+        --method linear --method akima [--families gemm ...]
 
 For every shipped table set (``hardware_profiles/<gpu>/tables/<engine>-<version>/``) and
 operator family it holds in its own right (a family that only points at another set's table,
@@ -20,7 +23,15 @@ stratified sample is held out instead of every point: per dtype, the points are 
 their ``m`` value (74 strata in the 0.19+ grids, 21 in 0.14), and ``ceil(S / strata)`` points
 are drawn per stratum without replacement with ``numpy.random.default_rng(seed)`` (S =
 ``--gemm-sample``, default 2000), so every ``m`` (and with it every tile-boundary pair such as
-64/65) is represented equally.
+64/65) is represented equally. ``--sample N`` instead draws ``N`` cells per (set, family)
+uniformly over all its key groups (``default_rng(seed)``), for quick comparisons.
+
+``--method`` (repeatable) names the fill of :mod:`simulator.perf.table_grid` used to predict
+each held-out cell (``FILL_METHODS``: ``linear``, ``pchip``, ``akima``, ``makima``,
+``natural``, each also as ``-eff``, interpolating log efficiency instead of log time; default
+the one queries use, ``FILL_METHOD``): every method predicts the same held-out cells, and a
+summary per method (rows meeting each target, median over rows of the median and p90) closes
+``loo.md``; ``loo_points.csv`` holds every held-out cell's signed error.
 
 Prints one table (GPU, set, family, points, median and p90 absolute % error, and the same
 over interior points only: points strictly inside the measured range along every axis, i.e.
@@ -105,7 +116,7 @@ def _stratified(first, cells, sample, rng):
 def _loo_points(ts, op, g, pick, methods) -> list[tuple]:
     """Held-out error of the points ``pick`` of one key group ``g`` for each fill method:
     rows ``(method, abs_pct, signed_pct, interior)``."""
-    idx, numv, rdt, grid, coords, cells, flat = g
+    idx, numv, rdt, grid, coords, _cells, flat = g
     fam = ts._family(op)
     s = fam.schema
     out = []

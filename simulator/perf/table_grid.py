@@ -3,11 +3,17 @@ efficiency on a rectangular grid over ``u = log2(size)`` coordinates (method:
 :mod:`simulator.perf.tables`).
 
 Grid cells that were not measured are filled with what a query would return were they
-absent: cells between measured cells along an axis by linear interpolation in ``u`` of log
-time (log bound minus log efficiency) between the nearest measured cells on both sides, the
-median over the axes along which the cell is bracketed (the mean for two; the median of three
-resists a tile-boundary step on one axis); cells bracketed nowhere hold the efficiency of the
-nearest measured cell.
+absent: cells between measured cells along an axis by interpolation in ``u`` of log time (log
+bound minus log efficiency) through the measured cells of that grid line, the median over the
+axes along which the cell is bracketed (the mean for two; the median of three resists a
+tile-boundary step on one axis); cells bracketed nowhere hold the efficiency of the nearest
+measured cell. The interpolant along a line is Akima's (``scipy.interpolate.Akima1DInterpolator``;
+H. Akima, "A new method of interpolation and smooth curve fitting based on local procedures",
+J. ACM 17(4), 1970), the chord where a line holds two measured cells: chosen over the chord,
+PCHIP, modified Akima, a natural cubic spline and the same kinds on log efficiency (and, tried
+and dropped, estimates along the grid diagonals too) by the held-out error of every shipped table
+(``benchmarks/bench_tables_loo.py --method``; figures in ``hardware_profiles/README.md``).
+Queries between measured nodes stay multilinear in ``u`` (:meth:`_Grid.at`).
 """
 from __future__ import annotations
 
