@@ -372,9 +372,20 @@ class KVCacheManager:
         need (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
         if self.allocation != "paged":
             return
-        bs, pool = self.block_size, self.pool
+        bs = self.block_size
+        grow, total = [], 0
         for r in reqs:
             blocks = r.kv_handle.block_ids
             need = -(-r.num_computed_tokens // bs) - len(blocks)
             if need > 0:
-                blocks.extend(pool.allocate(need))
+                grow.append((blocks, need))
+                total += need
+        if not total:
+            return
+        # one pool call: the free queue hands out blocks front first, so taking them all at
+        # once and splitting in batch order gives every request the ids it would get alone
+        new = self.pool.allocate(total)
+        at = 0
+        for blocks, need in grow:
+            blocks.extend(new[at:at + need])
+            at += need

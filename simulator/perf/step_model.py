@@ -60,6 +60,8 @@ class StepTimeModel:
         self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
         self._tok: dict = {}
         self._fixed_decode: dict = {}
+        #: rows sampled -> LM head seconds (rows <= max_num_seqs x (1 + lookahead): bounded)
+        self._lm_head: dict = {}
         self._layers = int(self.model.num_layers)
         # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:
         # vLLM gathers the TP-sharded logits before sampling)
@@ -118,7 +120,11 @@ class StepTimeModel:
         if ops.mla:
             out["mla"] = ops.mla_extra_time(shape.prefill_q, shape.prefill_start,
                                             shape.num_decode * shape.decode_q_per_seq)
-        out["lm_head"] = ops.lm_head_time(shape.num_sampled)
+        rows = shape.num_sampled
+        lm = self._lm_head.get(rows)
+        if lm is None:  # a function of the row count alone: remembered per count
+            lm = self._lm_head[rows] = ops.lm_head_time(rows)
+        out["lm_head"] = lm
         out["sampler"] = self.sampler_time(shape.num_sampled)
         return out
 

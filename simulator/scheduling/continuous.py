@@ -318,9 +318,11 @@ class ContinuousScheduler:
             budget = self._admit_waiting(now, out, sched, budget)
             prefill_only = bool(sched)
         i = len(running) if prefill_only else 0  # a prefill-only step skips the decodes
+        bs = kv.block_size
         while i < len(running) and budget > 0:
             r = running[i]
-            n = r.num_tokens - r.num_computed_tokens
+            c = r.num_computed_tokens
+            n = r.num_prompt_tokens + r.num_emitted - c  # num_tokens - computed (inlined)
             ns = r.num_seqs
             if ns > 1 and n == 1 and r.num_emitted > 0:
                 # parallel sampling: one decode token per sequence, all or none
@@ -330,9 +332,16 @@ class ContinuousScheduler:
                 n = ns
             elif la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
                 n += la
-            n = min(n, budget)
-            kv_tokens = r.num_computed_tokens + n if ns == 1 else kv_tokens_per_seq(r, n)
-            while (not kv.has_slots(r, kv_tokens) and not kv.allocate(r, kv_tokens)):
+            if n > budget:
+                n = budget
+            if ns == 1:  # kv.has_slots, inlined for one sequence (the common case)
+                kv_tokens = c + n
+                fits = kv_tokens <= len(r.kv_handle.block_ids) * bs
+            else:
+                kv_tokens = kv_tokens_per_seq(r, n)
+                fits = kv.has_slots(r, kv_tokens)
+            while (not fits and not kv.has_slots(r, kv_tokens)
+                   and not kv.allocate(r, kv_tokens)):
                 victim = self._pick_victim()
                 if victim in sched:
                     budget += sched.pop(victim)
@@ -364,34 +373,39 @@ class ContinuousScheduler:
         shape = out.shape
         pq, ps = shape.prefill_q, shape.prefill_start
         nd = ctx = nsamp = ntok_p = 0
+        kvt = 0  # KV tokens held after the step by the scheduled single-sequence requests
         parallel = False
         for r, n in sched.items():
             c = r.num_computed_tokens
             ns = r.num_seqs
             if ns > 1:
                 parallel = True
+            else:
+                kvt += c + n
+            ntok = r.num_prompt_tokens + r.num_emitted  # r.num_tokens, inlined
             if ns > 1 and n == ns and is_parallel_decode(r):
                 nd += ns  # ns decode sequences of context c + 1 each
                 ctx += ns * (c + 1)
                 nsamp += ns
-            elif ns == 1 and r.num_emitted > 0 and c == r.num_tokens - 1 \
-                    and (n == 1 or n == 1 + la):
+            elif ns == 1 and r.num_emitted > 0 and c == ntok - 1 and (n == 1 or n == 1 + la):
                 # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
                 ctx += c + n
                 nsamp += n
             else:
-                if c + n == r.num_tokens:
+                if c + n == ntok:
                     nsamp += ns  # the prompt's last chunk samples every sequence's token
                 pq.append(n)
                 ps.append(c)
                 ntok_p += n
-            out.reqs.append(r)
-            out.ntoks.append(n)
-        kvt = 0
-        for r in self.running:
-            kvt += (r.num_computed_tokens + sched.get(r, 0) if r.num_seqs == 1
-                    else kv_tokens_held(r, sched.get(r, 0)))
+        out.reqs = list(sched)
+        out.ntoks = list(sched.values())
+        running = self.running
+        if parallel or len(sched) != len(running):  # sched's keys are running requests
+            kvt = 0
+            for r in running:
+                kvt += (r.num_computed_tokens + sched.get(r, 0) if r.num_seqs == 1
+                        else kv_tokens_held(r, sched.get(r, 0)))
         out.kv_tokens = kvt
         shape.num_decode = nd
         shape.decode_ctx_total = ctx
