@@ -356,6 +356,29 @@ class KVCacheManager:
                 hi = mid
         return lo
 
+    def plan_decode_run_blocks(self, computed: np.ndarray, held: np.ndarray,
+                               k_max: int) -> tuple[int, np.ndarray]:
+        """:meth:`max_decode_run_steps` and :meth:`decode_run_blocks_used` of its answer at
+        once (one pass over the ``k_max`` steps instead of a growth check, then the per-step
+        counts).
+
+        Returns
+        -------
+        k : int
+            The longest run, at most ``k_max`` steps, whose block growth the free pool supplies.
+        blocks_used : ndarray of int64, shape (k_max,)
+            Pool blocks in use during each of the first ``k_max`` steps (use ``[:k]``).
+        """
+        used0 = self.num_used_blocks
+        if self.allocation == "contiguous":
+            return k_max, np.full(k_max, used0, dtype=np.int64)
+        j = np.arange(1, k_max + 1, dtype=np.int64)
+        growth = np.maximum(-(-(computed[None, :] + j[:, None]) // self.block_size)
+                            - held[None, :], 0).sum(axis=1)  # nondecreasing in the step
+        free = self.num_free_blocks
+        k = k_max if growth[-1] <= free else max(1, int(np.searchsorted(growth, free, "right")))
+        return k, used0 + growth
+
     def decode_run_blocks_used(self, computed: np.ndarray, held: np.ndarray,
                                k: int) -> np.ndarray:
         """Pool blocks in use during each of ``k`` decode steps (step ``j`` holds the slots

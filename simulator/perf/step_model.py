@@ -24,6 +24,10 @@ import numpy as np
 from .engine_profile import EngineProfile
 from .roofline import StepShape
 
+#: pairs (num_seqs, ctx_total) of decode step times remembered before the memo starts afresh
+#: (about 100 bytes each: 20 MB at most)
+DECODE_MEMO_MAX = 200_000
+
 #: op-time keys a step reports, in display order
 GPU_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "elementwise", "all_reduce",
            "attention_prefill", "attention_decode", "lm_head", "sampler")
@@ -60,6 +64,9 @@ class StepTimeModel:
         self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
         self._tok: dict = {}
         self._fixed_decode: dict = {}
+        #: num_seqs -> {ctx_total: decode step seconds} (:meth:`decode_step_times`)
+        self._decode_memo: dict[int, dict[int, float]] = {}
+        self._decode_memo_size = 0
         #: rows sampled -> LM head seconds (rows <= max_num_seqs x (1 + lookahead): bounded)
         self._lm_head: dict = {}
         self._layers = int(self.model.num_layers)
@@ -179,10 +186,39 @@ class StepTimeModel:
         return self._decode_fixed(num_seqs) + np.asarray(
             self.ops.attention_decode_total(num_seqs, ctx), dtype=float)
 
-    def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
-        """Wall-clock seconds of consecutive pure-decode steps, shape ``(K,)``."""
+    def _decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
         gpu = self.gpu_decode_step_times(num_seqs, ctx_totals)
         return np.asarray(self._engine_seconds(gpu, num_seqs, num_seqs), dtype=float)
+
+    def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
+        """Wall-clock seconds of consecutive pure-decode steps, shape ``(K,)``.
+
+        A step's time is a function of ``(num_seqs, ctx_total)`` alone, computed element by
+        element (every operator is elementwise in the context; the table interpolation gives
+        the same bits whatever the batching, :meth:`simulator.perf.table_grid._Grid.at_array`),
+        so times are remembered per pair: a decode run cut by an arrival and planned again
+        asks for the same steps (most steps of a replay are asked for more than once). Only
+        the pairs not seen yet are computed, in one vectorised call. The memory is bounded:
+        past :data:`DECODE_MEMO_MAX` pairs it starts afresh (results are the same either way).
+        """
+        ctx = np.asarray(ctx_totals)
+        if ctx.ndim != 1:
+            return self._decode_step_times(num_seqs, ctx)
+        memo = self._decode_memo.get(num_seqs)
+        if memo is None:
+            if self._decode_memo_size >= DECODE_MEMO_MAX:
+                self._decode_memo.clear()
+                self._decode_memo_size = 0
+            memo = self._decode_memo[num_seqs] = {}
+        cs = ctx.tolist()
+        got = list(map(memo.get, cs))
+        if None in got:
+            miss = [c for c, t in zip(cs, got) if t is None]
+            times = self._decode_step_times(num_seqs, np.array(miss, dtype=ctx.dtype)).tolist()
+            memo.update(zip(miss, times))
+            self._decode_memo_size += len(miss)
+            got = list(map(memo.get, cs))
+        return np.array(got, dtype=float)
 
     # ---------------------------------------------------------------- reporting
     def provenance(self) -> dict[str, str]:

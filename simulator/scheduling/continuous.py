@@ -103,6 +103,7 @@ class StepOutput:
         "preempted",
         "reqs",
         "run_arrays",
+        "run_blocks",
         "shape",
         "swap_bytes",
         "veto",
@@ -126,6 +127,7 @@ class StepOutput:
         self.num_padding_seqs = 0  # slots doing no useful work (static batching)
         self.extra_time_s = 0.0  # added to the step time (swap transfers, drafting)
         self.run_arrays = None  # (computed tokens, blocks held) per request, for a decode run
+        self.run_blocks = None  # pool blocks in use per step of the planned decode run
 
     @property
     def batch_size(self) -> int:
@@ -617,7 +619,8 @@ class ContinuousScheduler:
         k_max = max(1, min(k_max, k_len))
         if k_max <= 1:
             return 1
-        return self.kv.max_decode_run_steps(c, held, k_max)
+        k, out.run_blocks = self.kv.plan_decode_run_blocks(c, held, k_max)
+        return k
 
     def decode_run_arrays(self, out: StepOutput, k: int):
         """Per-step total context and KV blocks used for ``k`` decode steps.
@@ -633,7 +636,10 @@ class ContinuousScheduler:
         c, held = self._run_arrays(out)
         j = np.arange(k, dtype=np.int64)
         ctx_totals = int(c.sum() + len(reqs)) + j * len(reqs)
-        return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
+        used = out.run_blocks  # from plan_decode_run, at this very state
+        if used is None or len(used) < k:
+            return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
+        return ctx_totals, used[:k]
 
     def commit_decode_run(self, out: StepOutput, k: int, start: float, ends: np.ndarray) -> None:
         """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times)."""
