@@ -610,16 +610,13 @@ class ContinuousScheduler:
         if out.veto:
             return 1
         reqs = out.reqs
-        c, held = self._run_arrays(out)
-        remaining = np.fromiter((r.num_output_tokens - r.num_emitted for r in reqs),
-                                dtype=np.int64, count=len(reqs))
-        k_max = int(remaining.min())
-        ntoks = c + 1  # num_tokens of each request (decode: computed = tokens - 1)
-        k_len = int(self.cfg.max_model_len - ntoks.max())
+        k_max = min([r.num_output_tokens - r.num_emitted for r in reqs])
+        # num_tokens of each request is computed + 1 (a decode step)
+        k_len = self.cfg.max_model_len - 1 - max([r.num_computed_tokens for r in reqs])
         k_max = max(1, min(k_max, k_len))
         if k_max <= 1:
             return 1
-        k, out.run_blocks = self.kv.plan_decode_run_blocks(c, held, k_max)
+        k, out.run_blocks = self.kv.plan_decode_run_blocks(reqs, k_max)
         return k
 
     def decode_run_arrays(self, out: StepOutput, k: int):
@@ -633,11 +630,11 @@ class ContinuousScheduler:
             Blocks held in the pool during each step.
         """
         reqs = out.reqs
-        c, held = self._run_arrays(out)
         j = np.arange(k, dtype=np.int64)
-        ctx_totals = int(c.sum() + len(reqs)) + j * len(reqs)
+        ctx_totals = (sum([r.num_computed_tokens for r in reqs]) + len(reqs)) + j * len(reqs)
         used = out.run_blocks  # from plan_decode_run, at this very state
         if used is None or len(used) < k:
+            c, held = self._run_arrays(out)
             return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
         return ctx_totals, used[:k]
 

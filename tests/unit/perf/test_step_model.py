@@ -129,6 +129,24 @@ def test_decode_run_equals_single_steps():
     assert np.allclose(run - gpu, cpu, rtol=1e-9)
 
 
+def test_decode_step_times_are_the_same_bits_however_asked():
+    # remembered per (num_seqs, ctx_total): a run asked again, in part or in another
+    # batching, gets exactly what a fresh model computes for each step alone
+    prof = get_engine_profile("vllm-v1")
+    m = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
+    ctx = np.arange(100, 140) * 24
+    first = m.decode_step_times(24, ctx)
+    again = m.decode_step_times(24, ctx[10:30])  # all remembered
+    mixed = m.decode_step_times(24, np.arange(130, 150) * 24)  # half remembered
+    fresh = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
+    alone = [float(fresh.decode_step_times(24, np.array([c]))[0])
+             for c in np.arange(100, 150) * 24]
+    assert first.tolist() == alone[:40]
+    assert again.tolist() == alone[10:30]
+    assert mixed.tolist() == alone[30:50]
+    assert m.decode_step_times(25, ctx[:3]).tolist() != first[:3].tolist()  # keyed by batch
+
+
 def test_none_profile_is_kernel_sum_only():
     m = build_perf_model(MODEL, GPU, 1, source="roofline", engine="none")
     ops = m.ops
