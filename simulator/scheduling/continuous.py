@@ -460,6 +460,8 @@ class ContinuousScheduler:
         return back
 
     def _admit_waiting(self, now: float, out: StepOutput, sched: dict, budget: int) -> int:
+        if not len(self.queue):
+            return budget  # nothing waits (most decode steps): no per-request counts needed
         cfg, kv, running = self.cfg, self.kv, self.running
         cap = cfg.tenant_max_seqs
         counts: dict[str, int] = {}
