@@ -55,6 +55,8 @@ class StepTimeModel:
 
     def __init__(self, ops, engine: EngineProfile, capture_sizes: tuple[int, ...] = ()):
         self.ops = ops
+        self._decode_memo: dict[int, dict[int, float]] = {}
+        self._decode_memo_size = 0
         self.engine = engine
         self.model, self.gpu, self.tp = ops.model, ops.gpu, ops.tp
         self.kind = getattr(ops, "kind", "roofline")
@@ -64,9 +66,6 @@ class StepTimeModel:
         self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
         self._tok: dict = {}
         self._fixed_decode: dict = {}
-        #: num_seqs -> {ctx_total: decode step seconds} (:meth:`decode_step_times`)
-        self._decode_memo: dict[int, dict[int, float]] = {}
-        self._decode_memo_size = 0
         #: rows sampled -> LM head seconds (rows <= max_num_seqs x (1 + lookahead): bounded)
         self._lm_head: dict = {}
         self._layers = int(self.model.num_layers)
@@ -77,6 +76,19 @@ class StepTimeModel:
                                    / (self.gpu.hbm_bandwidth_bytes_per_s
                                       * ops.params.memory_efficiency)) if bpl else 0.0
         self._cpu_from_ops = bool(getattr(engine, "cpu_from_profile", False))
+
+    @property
+    def engine(self) -> EngineProfile:
+        """The engine profile; setting another one (``fit-engine`` tries candidates on one
+        model) forgets the remembered decode step times, which include its CPU and sync."""
+        return self._engine
+
+    @engine.setter
+    def engine(self, profile: EngineProfile) -> None:
+        self._engine = profile
+        #: num_seqs -> {ctx_total: decode step seconds} (:meth:`decode_step_times`)
+        self._decode_memo.clear()
+        self._decode_memo_size = 0
 
     # ---------------------------------------------------------------- graph padding
     def in_graph(self, num_tokens: int, pure_decode: bool) -> bool:
@@ -199,25 +211,29 @@ class StepTimeModel:
         so times are remembered per pair: a decode run cut by an arrival and planned again
         asks for the same steps (most steps of a replay are asked for more than once). Only
         the pairs not seen yet are computed, in one vectorised call. The memory is bounded:
-        past :data:`DECODE_MEMO_MAX` pairs it starts afresh (results are the same either way).
+        past :data:`DECODE_MEMO_MAX` pairs it starts afresh with the pairs of the call (results
+        are the same either way).
         """
         ctx = np.asarray(ctx_totals)
         if ctx.ndim != 1:
             return self._decode_step_times(num_seqs, ctx)
-        memo = self._decode_memo.get(num_seqs)
+        memos = self._decode_memo
+        memo = memos.get(num_seqs)
         if memo is None:
-            if self._decode_memo_size >= DECODE_MEMO_MAX:
-                self._decode_memo.clear()
-                self._decode_memo_size = 0
-            memo = self._decode_memo[num_seqs] = {}
+            memo = memos[num_seqs] = {}
         cs = ctx.tolist()
         got = list(map(memo.get, cs))
         if None in got:
             miss = [c for c, t in zip(cs, got) if t is None]
             times = self._decode_step_times(num_seqs, np.array(miss, dtype=ctx.dtype)).tolist()
+            if self._decode_memo_size + len(miss) > DECODE_MEMO_MAX:
+                memos.clear()
+                memo = memos[num_seqs] = {}
+                self._decode_memo_size = 0
             memo.update(zip(miss, times))
             self._decode_memo_size += len(miss)
-            got = list(map(memo.get, cs))
+            fill = iter(times)
+            got = [next(fill) if t is None else t for t in got]
         return np.array(got, dtype=float)
 
     # ---------------------------------------------------------------- reporting
