@@ -349,21 +349,26 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
     """Record and apply the first ``k`` steps of a fast-forwarded decode run."""
     out, now, ends, times = jump.step, jump.start_s, jump.step_end_times_s, jump.step_times_s
     starts = np.concatenate(([now], ends[:k - 1]))
-    idx = np.arange(rep.step_index, rep.step_index + k)
+    s0 = rep.step_index
     B = out.batch_size
+    j = np.arange(k, dtype=np.int64)
+    # the columns constant over the run: one int64 array, k copies of each value in turn
+    # (contiguous slices, one allocation instead of one ``np.full`` per column)
+    const = np.repeat(np.array((rep.idx, B, 0, out.num_decode_tokens, out.num_decode_seqs,
+                                out.num_waiting, rep.kv.num_gpu_blocks,
+                                out.num_padding_seqs), dtype=np.int64), k)
     rec.add_step_chunk({
-        "replica_id": np.full(k, rep.idx), "step_index": idx, "start_time_s": starts,
-        "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": np.full(k, B),
-        "num_prefill_tokens": np.zeros(k, dtype=np.int64),
-        "num_decode_tokens": np.full(k, out.num_decode_tokens),
-        "num_prefill_seqs": np.zeros(k, dtype=np.int64),
-        "num_decode_seqs": np.full(k, out.num_decode_seqs),
-        "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": jump.kv_blocks_used[:k],
-        "num_gpu_blocks": np.full(k, rep.kv.num_gpu_blocks),
-        "num_preempted": np.zeros(k, dtype=np.int64),
-        "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * (
-            B - out.num_padding_seqs),
-        "num_padding_seqs": np.full(k, out.num_padding_seqs, dtype=np.int64)})
+        "replica_id": const[:k], "step_index": j + s0, "start_time_s": starts,
+        "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": const[k:2 * k],
+        "num_prefill_tokens": const[2 * k:3 * k],
+        "num_decode_tokens": const[3 * k:4 * k],
+        "num_prefill_seqs": const[2 * k:3 * k],
+        "num_decode_seqs": const[4 * k:5 * k],
+        "num_waiting": const[5 * k:6 * k], "kv_blocks_used": jump.kv_blocks_used[:k],
+        "num_gpu_blocks": const[6 * k:7 * k],
+        "num_preempted": const[2 * k:3 * k],
+        "kv_tokens_used": out.kv_tokens + j * (B - out.num_padding_seqs),
+        "num_padding_seqs": const[7 * k:]})
     rep.step_index += k
     rep.sched.commit_jump(jump, k)
 
