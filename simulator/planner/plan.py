@@ -44,6 +44,7 @@ from ..workload import WorkloadConfig, load_workload, synthesised_labels
 from .bottleneck import bottleneck_note
 from .provenance import compare_provenance
 from .report import write_plan_report
+from .prune import dominance_bound
 from .search import evaluate_candidate, gate_failure
 from .simulate import specs_rate
 from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec, load_quality_table, resolve_base
@@ -184,9 +185,17 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
     out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
+    cache = ResultCache(out / ".cache", enabled=use_cache)
     ev = _evaluate(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
-                   ResultCache(out / ".cache", enabled=use_cache), use_cache, setup_factory,
-                   backend=backend, jobs=jobs, address=address, progress=progress)
+                   cache, use_cache, setup_factory, backend=backend, jobs=jobs,
+                   address=address, progress=progress, n_cand=n_cand,
+                   prune=plan.search.prune_dominated)
+    if ev["bound"] is not None and not _any_within(ev, n_cand, plan, target):
+        # no candidate at or below the bound passed: an unpruned plan would recommend a
+        # skipped one over the fallback, so evaluate them all
+        ev = _evaluate(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
+                       cache, use_cache, setup_factory, backend=backend, jobs=jobs,
+                       address=address, progress=progress, n_cand=n_cand, prune=False)
 
     slices = sorted({s.slice for s in pool})
     rows = []
@@ -220,6 +229,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         sum(1 for k in set(row_task) if results_by_key[k].get("cached"))
     stats = {"num_candidates": len(cand_rows), "num_configurations_evaluated":
              len(set(row_task)), "num_simulations": n_sims, "num_cache_hits": n_hits,
+             "worker_cpu_s": sum(r.get("cpu_s", 0.0) for r in new),
              "wall_s": time.perf_counter() - t0, "jobs": jobs, "backend": backend}
     workload = {"num_requests_pool": len(pool), "pool_rate_rps": specs_rate(pool),
                 "target_rate_rps": target, "mean_prompt_tokens": mean_in,
@@ -305,12 +315,26 @@ def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list
     return all_ov, configs + base_configs + lkg_configs, len(configs)
 
 
+def _any_within(ev: dict, n_cand: int, plan: PlanSpec, target: float) -> bool:
+    """Whether a candidate costing at most the dominance bound passed every gate."""
+    for i in range(n_cand):
+        r, m = ev["results"][ev["row_task"][i]], ev["meta"][i]
+        row = _row(i, {}, r, m, plan, target, 1.0, 1.0, name="", is_baseline=False)
+        if row["passed"] and row["usd_per_hour"] <= ev["bound"] * (1 + 1e-12):
+            return True
+    return False
+
+
 def _evaluate(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: dict, base_sc,
               base_dict: dict, cache: ResultCache, use_cache: bool, setup_factory, *,
-              backend: str, jobs: int, address, progress) -> dict[str, Any]:
+              backend: str, jobs: int, address, progress, n_cand: int,
+              prune: bool) -> dict[str, Any]:
     """Price every configuration, evaluate the ones the cache does not hold (one task each,
     through the executor) and store the new results; returns ``row_task`` (each row's cache
-    key), ``meta`` (GPU, price, TP per row), ``results`` (key -> result) and ``new``."""
+    key), ``meta`` (GPU, price, TP per row), ``results`` (key -> result), ``new`` and
+    ``bound`` (the dominance bound in USD per hour, :mod:`simulator.planner.prune`; None:
+    no pruning). With ``prune`` the baseline and last known-good run first; the candidates
+    then carry the bound (their cache keys too)."""
     base_gpu = get_gpu(base_sc.hardware.gpu).name
     scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
         base_raw.get("cost"), dict) else None
@@ -340,10 +364,6 @@ def _evaluate(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: di
         row_task.append(key)
         if key in key_to_task or key in results_by_key:
             continue
-        hit = cache.get(key)
-        if hit is not None:
-            results_by_key[key] = {**hit, "num_simulations": 0, "cached": True}
-            continue
         key_to_task[key] = len(tasks)
         task_keys.append(key)
         tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
@@ -351,16 +371,74 @@ def _evaluate(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: di
                       "max_extra_replicas": plan.max_extra_replicas,
                       "cache_dir": str(cache.folder), "use_cache": use_cache,
                       "setup_factory": setup_factory, "factory_id": fid})
-    new = run_tasks(evaluate_candidate, tasks, shared={"pool": pool}, backend=backend,
-                    jobs=jobs, address=address, progress=progress)
-    for key, r in zip(task_keys, new):
+    run = {"cache": cache, "pool": pool, "backend": backend, "jobs": jobs,
+           "address": address, "progress": progress, "all_cfg": all_cfg,
+           "done": 0, "total": len(tasks)}
+    new, bound = [], None
+    pilot = set(row_task[n_cand:])  # the baseline's and last known-good's evaluations
+    phases = ([[j for j, k in enumerate(task_keys) if k in pilot],
+               [j for j, k in enumerate(task_keys) if k not in pilot]] if prune
+              else [list(range(len(tasks)))])
+    for ph, idx in enumerate(phases):
+        if ph == 1:
+            bound = dominance_bound([results_by_key[row_task[i]] for i in
+                                     range(n_cand, len(row_task))],
+                                    [m["gpus_per_replica"] for m in meta[n_cand:]],
+                                    [m["price"] for m in meta[n_cand:]])
+            for j in idx if bound is not None else []:
+                tasks[j]["prune_usd_per_hour"] = bound
+                task_keys[j] = cache_key("candidate_pruned", {"key": task_keys[j],
+                                                              "bound": bound})
+                row_task[tasks[j]["index"]] = task_keys[j]
+        new += _run_phase([tasks[j] for j in idx], [task_keys[j] for j in idx],
+                          results_by_key, run)
+    return {"row_task": row_task, "meta": meta, "results": results_by_key, "new": new,
+            "bound": bound}
+
+
+def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: dict) -> list:
+    """Evaluate ``tasks`` (cache hits first, the rest through the executor, slowest
+    first), store their results under ``keys``; returns the new results."""
+    cache, todo, todo_keys = run["cache"], [], []
+    for t, key in zip(tasks, keys):
+        hit = cache.get(key)
+        if hit is not None:
+            results_by_key[key] = {**hit, "num_simulations": 0, "cached": True}
+        else:
+            todo.append(t)
+            todo_keys.append(key)
+    run["done"] += len(tasks) - len(todo)
+    done0, prog = run["done"], run["progress"]
+    new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
+                    backend=run["backend"], jobs=run["jobs"], address=run["address"],
+                    progress=(None if prog is None else
+                              lambda d, _n: prog(done0 + d, run["total"])),
+                    order=longest_first([run["all_cfg"][t["index"]] for t in todo]))
+    run["done"] += len(todo)
+    for key, r in zip(todo_keys, new):
         for k, v in (r.pop("new_cache", None) or {}).items():
             cache.put(k, v)
         r["cached"] = False
         if r.get("failed_gates") != ["error"]:
             cache.put(key, r)
         results_by_key[key] = r
-    return {"row_task": row_task, "meta": meta, "results": results_by_key, "new": new}
+    return new
+
+
+def longest_first(configs: list[dict]) -> list[int]:
+    """Task order for a pool: the slowest replicas first (longest-processing-time first).
+
+    A candidate's evaluation time grows with the replicas its confirmation simulates and the
+    probes a slow replica needs; both scale with the inverse of the replica's HBM bandwidth
+    (decode is memory-bound): ``1 / (hbm_bandwidth_bytes_per_s x tensor_parallel_size x
+    pipeline_parallel_size)``. Ties keep the configurations' order.
+    """
+    def speed(cfg: dict) -> float:
+        c = cfg["cluster"]
+        return (get_gpu(cfg["hardware"]["gpu"]).hbm_bandwidth_bytes_per_s
+                * int(c["tensor_parallel_size"]) * int(c.get("pipeline_parallel_size") or 1))
+
+    return sorted(range(len(configs)), key=lambda i: (speed(configs[i]), i))
 
 
 def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict | None):
@@ -374,7 +452,10 @@ def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict
     if passing:
         status, chosen = "candidate", passing[0]
         runners = passing[1: 1 + plan.top_k]
-        reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(ranked)}")
+        n_skip = sum(1 for r in ranked if r["failed_gates"] == ["dominated"])
+        reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(ranked)}"
+                  + (f" ({n_skip} skipped: dominated by the cost of a passing "
+                     f"{fb_what})" if n_skip else ""))
     else:
         chosen = fb_row
         runners = []
@@ -502,6 +583,8 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "confirm_extra": r.get("confirm_extra"),
         "num_simulations": r.get("num_simulations", 0),
         "cached": bool(r.get("cached")),
+        "dominance": r.get("dominance"),
+        "dominance_probe": r.get("dominance_probe"),
     }
 
 
