@@ -18,6 +18,12 @@ recommends nothing (status ``none_passed``; the baseline is still reported for c
 when it fails too; either way it lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
 output tokens/s per GPU against tokens/s per user (``1 / mean TPOT``).
 
+With ``search.prune_dominated`` the baseline and last known-good are evaluated first and
+every candidate carries the lowest passing cost among them as a bound: one that cannot cost
+at most the bound is skipped (:mod:`simulator.planner.prune`); when no candidate within the
+bound passes, the plan evaluates them all unpruned, so the recommendation is the unpruned
+plan's. Tasks start slowest first (:func:`~simulator.planner.evaluate.longest_first`).
+
 size: pending its owner's split (issue 14 part 4; owner: wave3-topology): run_plan() 99 lines, _row() 85 lines.
 """
 from __future__ import annotations
@@ -29,27 +35,25 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
-from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from ..experiments.executor import run_tasks
+from ..experiments.cache import ResultCache
 from ..experiments.grid import config_label, expand_grid, set_path
-from ..experiments.runner import absolute_spec_paths, factory_id, prepare_points
+from ..experiments.runner import absolute_spec_paths, prepare_points
 from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
 from ..workload import WorkloadConfig, load_workload, synthesised_labels
 from .bottleneck import bottleneck_note
+from .evaluate import evaluate_configurations, longest_first
 from .provenance import compare_provenance
 from .report import write_plan_report
-from .prune import dominance_bound
-from .search import evaluate_candidate, gate_failure
+from .search import gate_failure
 from .simulate import specs_rate
-from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec, load_quality_table, resolve_base
+from .spec import PlanError, PlanSpec, load_quality_table, resolve_base
 
-__all__ = ["PlanResult", "pareto_front", "run_plan"]
+__all__ = ["PlanResult", "longest_first", "pareto_front", "run_plan"]
 
 
 @dataclass
@@ -114,17 +118,6 @@ def pareto_front(points: list[dict], x: str, y: str) -> list[dict]:
     return sorted(front, key=lambda p: p[x])
 
 
-def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None,
-           base_gpu: str) -> tuple[float, str]:
-    g = get_gpu(gpu_name)
-    for k, v in prices.items():
-        if get_gpu(k).name == g.name:
-            return float(v), "plan prices"
-    if scenario_price is not None and g.name == base_gpu:
-        return float(scenario_price), "scenario cost.usd_per_gpu_hour"
-    return float(g.usd_per_gpu_hour), f"{g.name} profile"
-
-
 def _load_pool(base: dict, search, base_dir: Path):
     w = dict(base["workload"])
     start = float(w.get("start_s") or 0.0) + search.start_s
@@ -186,14 +179,14 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
                else None)
     out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
     cache = ResultCache(out / ".cache", enabled=use_cache)
-    ev = _evaluate(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
+    ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                    cache, use_cache, setup_factory, backend=backend, jobs=jobs,
                    address=address, progress=progress, n_cand=n_cand,
                    prune=plan.search.prune_dominated)
     if ev["bound"] is not None and not _any_within(ev, n_cand, plan, target):
         # no candidate at or below the bound passed: an unpruned plan would recommend a
         # skipped one over the fallback, so evaluate them all
-        ev = _evaluate(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
+        ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                        cache, use_cache, setup_factory, backend=backend, jobs=jobs,
                        address=address, progress=progress, n_cand=n_cand, prune=False)
 
@@ -323,122 +316,6 @@ def _any_within(ev: dict, n_cand: int, plan: PlanSpec, target: float) -> bool:
         if row["passed"] and row["usd_per_hour"] <= ev["bound"] * (1 + 1e-12):
             return True
     return False
-
-
-def _evaluate(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: dict, base_sc,
-              base_dict: dict, cache: ResultCache, use_cache: bool, setup_factory, *,
-              backend: str, jobs: int, address, progress, n_cand: int,
-              prune: bool) -> dict[str, Any]:
-    """Price every configuration, evaluate the ones the cache does not hold (one task each,
-    through the executor) and store the new results; returns ``row_task`` (each row's cache
-    key), ``meta`` (GPU, price, TP per row), ``results`` (key -> result), ``new`` and
-    ``bound`` (the dominance bound in USD per hour, :mod:`simulator.planner.prune`; None:
-    no pruning). With ``prune`` the baseline and last known-good run first; the candidates
-    then carry the bound (their cache keys too)."""
-    base_gpu = get_gpu(base_sc.hardware.gpu).name
-    scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
-        base_raw.get("cost"), dict) else None
-    fid = factory_id(setup_factory)
-    search_d = plan.search.model_dump()
-    gates_d = plan.gates.model_dump()
-    # deployment-level gates are checked on the plan rows: they do not change a candidate's
-    # simulations, so they stay out of its cache key
-    gates_key = {k: v for k, v in gates_d.items() if k not in DEPLOYMENT_GATES}
-    pool_fp = specs_fingerprint(pool)
-    tasks, task_keys, row_task, meta = [], [], [], []
-    key_to_task: dict[str, int] = {}
-    results_by_key: dict[str, dict] = {}
-    for i, (_ov, cfg) in enumerate(zip(all_ov, all_cfg)):
-        gname = get_gpu(cfg["hardware"]["gpu"]).name
-        price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
-        cfg = json.loads(json.dumps(cfg))
-        cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
-        meta.append({"gpu": gname, "price": price, "price_source": price_src,
-                     "tp": int(cfg["cluster"]["tensor_parallel_size"]),
-                     "gpus_per_replica": int(cfg["cluster"]["tensor_parallel_size"])
-                     * int(cfg["cluster"].get("pipeline_parallel_size") or 1)})
-        key = cache_key("candidate", {
-            "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
-            "gates": gates_key, "slo": base_dict["slo"], "target": target,
-            "headroom": plan.headroom, "max_extra": plan.max_extra_replicas, "setup": fid})
-        row_task.append(key)
-        if key in key_to_task or key in results_by_key:
-            continue
-        key_to_task[key] = len(tasks)
-        task_keys.append(key)
-        tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
-                      "target_rate_rps": target, "headroom": plan.headroom,
-                      "max_extra_replicas": plan.max_extra_replicas,
-                      "cache_dir": str(cache.folder), "use_cache": use_cache,
-                      "setup_factory": setup_factory, "factory_id": fid})
-    run = {"cache": cache, "pool": pool, "backend": backend, "jobs": jobs,
-           "address": address, "progress": progress, "all_cfg": all_cfg,
-           "done": 0, "total": len(tasks)}
-    new, bound = [], None
-    pilot = set(row_task[n_cand:])  # the baseline's and last known-good's evaluations
-    phases = ([[j for j, k in enumerate(task_keys) if k in pilot],
-               [j for j, k in enumerate(task_keys) if k not in pilot]] if prune
-              else [list(range(len(tasks)))])
-    for ph, idx in enumerate(phases):
-        if ph == 1:
-            bound = dominance_bound([results_by_key[row_task[i]] for i in
-                                     range(n_cand, len(row_task))],
-                                    [m["gpus_per_replica"] for m in meta[n_cand:]],
-                                    [m["price"] for m in meta[n_cand:]])
-            for j in idx if bound is not None else []:
-                tasks[j]["prune_usd_per_hour"] = bound
-                task_keys[j] = cache_key("candidate_pruned", {"key": task_keys[j],
-                                                              "bound": bound})
-                row_task[tasks[j]["index"]] = task_keys[j]
-        new += _run_phase([tasks[j] for j in idx], [task_keys[j] for j in idx],
-                          results_by_key, run)
-    return {"row_task": row_task, "meta": meta, "results": results_by_key, "new": new,
-            "bound": bound}
-
-
-def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: dict) -> list:
-    """Evaluate ``tasks`` (cache hits first, the rest through the executor, slowest
-    first), store their results under ``keys``; returns the new results."""
-    cache, todo, todo_keys = run["cache"], [], []
-    for t, key in zip(tasks, keys):
-        hit = cache.get(key)
-        if hit is not None:
-            results_by_key[key] = {**hit, "num_simulations": 0, "cached": True}
-        else:
-            todo.append(t)
-            todo_keys.append(key)
-    run["done"] += len(tasks) - len(todo)
-    done0, prog = run["done"], run["progress"]
-    new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
-                    backend=run["backend"], jobs=run["jobs"], address=run["address"],
-                    progress=(None if prog is None else
-                              lambda d, _n: prog(done0 + d, run["total"])),
-                    order=longest_first([run["all_cfg"][t["index"]] for t in todo]))
-    run["done"] += len(todo)
-    for key, r in zip(todo_keys, new):
-        for k, v in (r.pop("new_cache", None) or {}).items():
-            cache.put(k, v)
-        r["cached"] = False
-        if r.get("failed_gates") != ["error"]:
-            cache.put(key, r)
-        results_by_key[key] = r
-    return new
-
-
-def longest_first(configs: list[dict]) -> list[int]:
-    """Task order for a pool: the slowest replicas first (longest-processing-time first).
-
-    A candidate's evaluation time grows with the replicas its confirmation simulates and the
-    probes a slow replica needs; both scale with the inverse of the replica's HBM bandwidth
-    (decode is memory-bound): ``1 / (hbm_bandwidth_bytes_per_s x tensor_parallel_size x
-    pipeline_parallel_size)``. Ties keep the configurations' order.
-    """
-    def speed(cfg: dict) -> float:
-        c = cfg["cluster"]
-        return (get_gpu(cfg["hardware"]["gpu"]).hbm_bandwidth_bytes_per_s
-                * int(c["tensor_parallel_size"]) * int(c.get("pipeline_parallel_size") or 1))
-
-    return sorted(range(len(configs)), key=lambda i: (speed(configs[i]), i))
 
 
 def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict | None):
