@@ -57,10 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         spec = spec.model_copy(update={"search": spec.search.model_copy(update=upd)})
     load0 = os.getloadavg()
     out = Path(args.output) if args.output else Path(tempfile.mkdtemp(prefix="bench_plan_"))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = run_plan(spec, folder, trace=args.trace, jobs=args.jobs, use_cache=False,
                    outdir=out, figures=not args.no_figures)
     wall = time.perf_counter() - t0
+    main_cpu = time.process_time() - c0
     load1 = os.getloadavg()
     st = res.stats
     rows = list(res.candidates) + [res.baseline]
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
           f"candidate(s) skipped as dominated "
           f"(early_stop={spec.search.early_stop}, prune_dominated={spec.search.prune_dominated})")
     print(f"load average (1 min) before / after: {load0[0]:.2f} / {load1[0]:.2f}; worker CPU "
-          f"{st.get('worker_cpu_s', 0.0):.1f} s")
+          f"{st.get('worker_cpu_s', 0.0):.1f} s, this process {main_cpu:.1f} CPU-s")
     print(_headline(res))
     print(f"report: {out / 'plan.html'}")
     ok = wall <= args.budget_s and st["num_candidates"] >= 50

@@ -56,10 +56,15 @@ def _call_with(fn: Callable, task: Any, shared: Mapping[str, Any]) -> Any:
     return fn(task, shared)
 
 
-def _mp_context():
+def _mp_context(preload: str | None = None):
     methods = mp.get_all_start_methods()
     # forkserver: safe with threads in the parent (progress bars), cheap per worker
-    return mp.get_context("forkserver" if "forkserver" in methods else None)
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else None)
+    if preload and ctx.get_start_method() == "forkserver":
+        # the server (started once per parent process) imports the task's module, so every
+        # worker of this and later pools forks with it loaded instead of importing it anew
+        ctx.set_forkserver_preload([preload])
+    return ctx
 
 
 def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any], *,
@@ -122,7 +127,8 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
                 progress(i + 1, total)
         return out
     results: list[Any] = [None] * total
-    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=_mp_context(),
+    with ProcessPoolExecutor(max_workers=min(jobs, total),
+                             mp_context=_mp_context(getattr(fn, "__module__", None)),
                              initializer=_init_worker, initargs=(shared,)) as ex:
         futs = {ex.submit(_call_in_worker, fn, tasks[i]): i for i in order}
         pending = set(futs)
