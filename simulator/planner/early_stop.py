@@ -145,6 +145,15 @@ class ProbeStop:
                 out[name] = (float(b), p99_exceed_count(n_s))
         return out
 
+    def identity(self) -> dict[str, Any]:
+        """The rules as plain data (what a cached stopped run depends on besides its
+        scenario and requests)."""
+        return {"n": self.n, "ttft_s": self.ttft_b, "tpot_s": self.tpot_b,
+                "e2e_s": self.e2e_b, "miss_limit": self.miss_limit,
+                "bad_limit": self.bad_limit,
+                "ttft_rule": sorted(self.ttft_rule.items()),
+                "tpot_rule": sorted(self.tpot_rule.items())}
+
     @property
     def active(self) -> bool:
         """Whether any rule can fire (else the probe runs to its end)."""

@@ -381,7 +381,7 @@ class SimRunner:
         stop = stop if (stop is not None and stop.active) else None
         key = cache_key("sim", {"scenario": scenario_identity(scenario),
                                 "specs": specs_fingerprint(specs), "setup": self.factory_id,
-                                "early_stop": stop is not None})
+                                "early_stop": stop.identity() if stop else None})
         if key in self.new_cache:
             return self.new_cache[key]
         hit = self.cache.get(key) if self.cache is not None else None

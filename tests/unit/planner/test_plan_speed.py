@@ -189,3 +189,24 @@ def test_pruning_reevaluates_when_nothing_within_the_bound_passes(tmp_path):
     fast = run_plan(_plan(True, **over), None, outdir=tmp_path / "b", jobs=1, write=False)
     assert _decision(fast) == _decision(full)
     assert fast.candidates[0]["failed_gates"] != ["dominated"]
+
+
+def test_stop_rules_are_part_of_the_simulation_cache_key(probe_inputs, tmp_path):
+    """A run stopped under one set of gates must not answer a probe under other gates:
+    with the p99 gate off, the 64x probe is not stopped by it."""
+    from simulator.experiments.cache import ResultCache
+    scenario, specs = probe_inputs
+    rate1 = specs_rate(specs)
+    st = SearchSettings().model_dump()
+    cache = ResultCache(tmp_path)
+    first = SimRunner(cache)
+    a = run_probe(scenario, specs, 64.0, rate1, reps=1, gpus=1, st=st,
+                  gates=GateSettings().model_dump(), runner=first)
+    for k, v in first.new_cache.items():
+        cache.put(k, v)
+    second = SimRunner(cache)
+    b = run_probe(scenario, specs, 64.0, rate1, reps=1, gpus=1, st=st,
+                  gates=GateSettings(slice_ttft_p99=False).model_dump(), runner=second)
+    assert a["stopped_early"] and "slice_ttft_p99[chat]" in a["failed_gates"]
+    assert second.num_cache_hits == 0
+    assert not any(g.startswith("slice_ttft_p99") for g in b["failed_gates"])
