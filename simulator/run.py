@@ -90,8 +90,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         specs = load_workload(scenario.workload, scenario.seed, base_dir)
     check_slices(scenario, specs)
     setup = setup or build_setup(scenario, base_dir)
-    sim = simulate(scenario, setup, specs, check_transitions=check_transitions,
-                   progress=progress, stop_when=stop_when)
+    sim = simulate(scenario, setup, specs, stop_when=stop_when, check_transitions=check_transitions,
+                   progress=progress)
     requests = sim.requests()
     steps = sim.steps()
     itl_v, itl_w = sim.recorder.itl_samples()
