@@ -376,7 +376,8 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
              check_transitions: bool = False,
              progress: Callable[[int, int], None] | None = None,
-             until_s: float | None = None, fast_forward: bool = True) -> SimOutput:
+             until_s: float | None = None, fast_forward: bool = True,
+             stop_when: Callable[[ReqState, float], bool] | None = None) -> SimOutput:
     """Run the discrete-event simulation of ``specs`` on the scenario's cluster.
 
     Parameters
@@ -397,6 +398,11 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     fast_forward : bool
         Let schedulers jump over runs of identical decode steps (default); False steps every
         iteration (the outputs are byte-identical either way: the equivalence tests).
+    stop_when : callable, optional
+        ``stop_when(request, now_s) -> bool``, called after every request finishes
+        (completed, rejected or cancelled); True ends the run at that instant, as
+        ``until_s`` does (requests in flight are reported as such; requests not yet arrived
+        never enter). The capacity planner stops a probe whose verdict is already known.
 
     Raises
     ------
@@ -471,12 +477,14 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                 rep.notify()
 
     env.process(arrivals())
-    if until_s is not None:
+    stopped = _install_stop(env, rec, stop_when) if stop_when is not None else None
+    if until_s is not None or stopped is not None:
         env.run(until=until_s)
+        end_s = env.now if (until_s is None or stopped) else until_s
         for rep in replicas:  # credit the steps of a decode run that ended before the stop
             jump = rep.jump
             if jump is not None:
-                done = int(np.searchsorted(jump.step_end_times_s, until_s, side="left"))
+                done = int(np.searchsorted(jump.step_end_times_s, end_s, side="left"))
                 rep.jump = None
                 if done:
                     _commit_run(rep, rec, jump, done)
@@ -488,6 +496,25 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     return SimOutput(rec, replicas, env.now, time.perf_counter() - t0,
                      degrade=degrade.summary() if degrade else [],
                      num_primary_replicas=n_primary)
+
+
+def _install_stop(env: simpy.Environment, rec: RunRecorder, stop_when) -> list:
+    """Check ``stop_when`` after every finish; when it holds, end ``env.run`` at that instant
+    (a :class:`simpy.core.StopSimulation` event). Returns a list that is non-empty once
+    stopped."""
+    stopped: list = []
+    finish = rec.finish
+
+    def finish_and_check(r, now, status, reason):
+        finish(r, now, status, reason)
+        if not stopped and stop_when(r, now):
+            stopped.append(now)
+            ev = env.event()
+            ev.callbacks.append(simpy.core.StopSimulation.callback)
+            ev.succeed()
+
+    rec.finish = finish_and_check
+    return stopped
 
 
 def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder) -> list:
