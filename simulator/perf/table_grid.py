@@ -3,11 +3,17 @@ efficiency on a rectangular grid over ``u = log2(size)`` coordinates (method:
 :mod:`simulator.perf.tables`).
 
 Grid cells that were not measured are filled with what a query would return were they
-absent: cells between measured cells along an axis by linear interpolation in ``u`` of log
-time (log bound minus log efficiency) between the nearest measured cells on both sides, the
-median over the axes along which the cell is bracketed (the mean for two; the median of three
-resists a tile-boundary step on one axis); cells bracketed nowhere hold the efficiency of the
-nearest measured cell.
+absent: cells between measured cells along an axis by interpolation in ``u`` of log time (log
+bound minus log efficiency) through the measured cells of that grid line, the median over the
+axes along which the cell is bracketed (the mean for two; the median of three resists a
+tile-boundary step on one axis); cells bracketed nowhere hold the efficiency of the nearest
+measured cell. The interpolant along a line is Akima's (``scipy.interpolate.Akima1DInterpolator``;
+H. Akima, "A new method of interpolation and smooth curve fitting based on local procedures",
+J. ACM 17(4), 1970), the chord where a line holds two measured cells: chosen over the chord,
+PCHIP, modified Akima, a natural cubic spline and the same kinds on log efficiency (and, tried
+and dropped, estimates along the grid diagonals too) by the held-out error of every shipped table
+(``benchmarks/bench_tables_loo.py --method``; figures in ``hardware_profiles/README.md``).
+Queries between measured nodes stay multilinear in ``u`` (:meth:`_Grid.at`).
 """
 from __future__ import annotations
 
@@ -32,14 +38,77 @@ def _u(x, zero: bool):
     return math.log2(1.0 + max(x, 0.0)) if zero else math.log2(max(x, 1.0))
 
 
-def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None) -> np.ndarray:
+#: interpolants of the fill along one axis (method names of :func:`_fill`): ``linear`` in
+#: ``u``, or a scipy cubic through every measured cell of the line (``pchip``:
+#: ``PchipInterpolator``, shape-preserving; ``akima``/``makima``: ``Akima1DInterpolator``;
+#: ``natural``: ``CubicSpline`` with natural ends)
+FILL_KINDS = ("linear", "pchip", "akima", "makima", "natural")
+#: fill methods: a kind, optionally ``-eff`` (interpolate log efficiency instead of log time)
+FILL_METHODS = FILL_KINDS + tuple(f"{k}-eff" for k in FILL_KINDS)
+FILL_METHOD = "akima"
+
+
+def _cubic(kind: str, xs: np.ndarray, ys: np.ndarray):
+    """A scipy cubic interpolant of kind ``kind`` through ``(xs, ys[:, j])`` for every row
+    ``j`` (``ys``: points x rows)."""
+    from scipy.interpolate import Akima1DInterpolator, CubicSpline, PchipInterpolator
+    if kind == "pchip" or len(xs) < 3:   # through two points every kind is the chord
+        return PchipInterpolator(xs, ys, axis=0)
+    if kind in ("akima", "makima"):
+        return Akima1DInterpolator(xs, ys, axis=0, method=kind)
+    return CubicSpline(xs, ys, axis=0, bc_type="natural")
+
+
+def _line_estimates(x: np.ndarray, ua: np.ndarray, kind: str) -> np.ndarray | None:
+    """Estimates of the bracketed NaN cells of the rows of ``x`` (rows x n, NaN = empty)
+    by interpolation along the row in ``u`` (``ua``); NaN where not bracketed. None when
+    no cell is bracketed."""
+    n = x.shape[1]
+    fin = np.isfinite(x)
+    idx = np.arange(n)
+    prev = np.maximum.accumulate(np.where(fin, idx, -1), axis=1)
+    nxt = np.minimum.accumulate(np.where(fin, idx, n)[:, ::-1], axis=1)[:, ::-1]
+    ok = ~fin & (prev >= 0) & (nxt < n)
+    if not ok.any():
+        return None
+    val = np.full_like(x, np.nan)
+    if kind == "linear":
+        r, i = np.nonzero(ok)
+        lo, hi = prev[r, i], nxt[r, i]
+        w = (ua[i] - ua[lo]) / (ua[hi] - ua[lo])
+        val[r, i] = x[r, lo] * (1.0 - w) + x[r, hi] * w
+        return val
+    rows = np.flatnonzero(ok.any(axis=1))
+    pats, inv = np.unique(fin[rows], axis=0, return_inverse=True)
+    for p, pat in enumerate(pats):
+        rr = rows[inv.ravel() == p]
+        holes = np.flatnonzero(ok[rr[0]])
+        f = _cubic(kind, ua[pat], x[np.ix_(rr, np.flatnonzero(pat))].T)
+        val[np.ix_(rr, holes)] = np.asarray(f(ua[holes])).T
+    return val
+
+
+def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None,
+          method: str = FILL_METHOD) -> np.ndarray:
     """Fill the NaN cells of the log-efficiency grid ``g`` (module docstring).
 
-    Cells bracketed along an axis get the median over such axes of the linear interpolation
-    in ``u`` of log *time* ``lr - g`` (``lr``: log bound at the nodes; None: of ``g`` itself),
-    i.e. the value a query would get were the cell absent; cells bracketed nowhere hold the
-    log efficiency of the nearest measured cell along an axis (as a query beyond the grid).
+    Cells bracketed along an axis get the median over such axes of the interpolation along
+    the axis in ``u`` of log *time* ``lr - g`` (``lr``: log bound at the nodes; None, or a
+    ``-eff`` method: of ``g`` itself), i.e. the value a query would get were the cell absent;
+    cells bracketed nowhere hold the log efficiency of the nearest measured cell along an
+    axis (as a query beyond the grid). ``method``: one of :data:`FILL_METHODS` (the kind of
+    interpolant along an axis).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``method``, or a grid without a finite cell.
     """
+    if method not in FILL_METHODS:
+        raise ValueError(f"unknown fill method {method!r}; known: {', '.join(FILL_METHODS)}")
+    kind = method.removesuffix("-eff")
+    if method.endswith("-eff"):
+        lr = None
     g = g.copy()
     nd = g.ndim
     while np.isnan(g).any():
@@ -50,19 +119,9 @@ def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None) -> 
             if n < 3:
                 continue
             x = np.moveaxis(base, a, -1).reshape(-1, n)
-            fin = np.isfinite(x)
-            idx = np.arange(n)
-            prev = np.maximum.accumulate(np.where(fin, idx, -1), axis=1)
-            nxt = np.minimum.accumulate(np.where(fin, idx, n)[:, ::-1], axis=1)[:, ::-1]
-            ok = ~fin & (prev >= 0) & (nxt < n)
-            if not ok.any():
+            val = _line_estimates(x, us[a], kind)
+            if val is None:
                 continue
-            r, i = np.nonzero(ok)
-            lo, hi = prev[r, i], nxt[r, i]
-            ua = us[a]
-            w = (ua[i] - ua[lo]) / (ua[hi] - ua[lo])
-            val = np.full_like(x, np.nan)
-            val[r, i] = x[r, lo] * (1.0 - w) + x[r, hi] * w
             shape = list(np.moveaxis(g, a, -1).shape)
             ests.append(np.moveaxis(val.reshape(shape), -1, a))
         if ests:
@@ -134,14 +193,16 @@ class _Grid:
         self._setup(names, vals, zero, g.reshape(shape), lr)
 
     @classmethod
-    def from_cells(cls, names, vals, zero, raw: np.ndarray, lr=None) -> _Grid:
+    def from_cells(cls, names, vals, zero, raw: np.ndarray, lr=None,
+                   method: str = FILL_METHOD) -> _Grid:
         """A grid from its axis values, raw (unfilled, NaN = not measured) log efficiency and
-        log bound at the nodes (``lr``, for the fill; see :func:`_fill`)."""
+        log bound at the nodes (``lr``, for the fill; see :func:`_fill`, which also documents
+        ``method``)."""
         self = cls.__new__(cls)
-        self._setup(names, vals, zero, raw, lr)
+        self._setup(names, vals, zero, raw, lr, method)
         return self
 
-    def _setup(self, names, vals, zero, raw, lr=None):
+    def _setup(self, names, vals, zero, raw, lr=None, method=FILL_METHOD):
         self.names = tuple(names)
         self.zero = tuple(bool(z) for z in zero)
         self.vals = list(vals)
@@ -150,7 +211,7 @@ class _Grid:
         self.lr = lr
         self.measured = int(np.isfinite(raw).sum())
         self.us = [_u(v, z) for v, z in zip(self.vals, self.zero)]
-        self.le = _fill(raw, self.us, lr)
+        self.le = _fill(raw, self.us, lr, method)
         self.flat = self.le.ravel().tolist()
         self.ulists = [u.tolist() for u in self.us]
         st, acc = [], 1

@@ -3,8 +3,9 @@ is queried alone, in a small query (plain-Python path) or in a large one (numpy 
 import math
 
 import numpy as np
+import pytest
 
-from simulator.perf.table_grid import _SMALL_QUERY, _Grid
+from simulator.perf.table_grid import _SMALL_QUERY, FILL_METHODS, _Grid
 
 
 def _grid():
@@ -36,3 +37,62 @@ def test_scalar_axis_and_small_and_large_queries_agree():
         assert math.isclose(alone, g.at([3.0, b[k]]), rel_tol=1e-12, abs_tol=1e-12)
     small = g.at_array([np.full(_SMALL_QUERY, 3.0), b[:_SMALL_QUERY]])
     assert np.array_equal(small, big[:_SMALL_QUERY])
+
+
+# ---------------------------------------------------------------------- the fill of empty cells
+def _line(values, lr=None, method="akima"):
+    """A 1-d grid over sizes 1, 2, 4, 8 (u = 0, 1, 2, 3) from raw log efficiencies."""
+    return _Grid.from_cells(["x"], [np.array([1.0, 2.0, 4.0, 8.0])], [False],
+                            np.array(values, float), lr, method=method)
+
+
+def test_fill_kinds_by_hand():
+    # measured at u = 0, 1, 3 with values 0, 1, 1; the cell u = 2 is empty.
+    # linear: the chord between u = 1 and 3 -> 1.
+    # pchip (Fritsch-Carlson, scipy's end rule): secants 1 and 0 change sign at u = 1 -> slope
+    #   0 there; the right end slope ((2h0 + h1) d0 - h0 d1) / (h0 + h1) = -2/3 has the wrong
+    #   sign -> 0; Hermite on [1, 3] with both slopes 0 -> 1.
+    # akima: secants extended linearly (2, 3 on the left; -1, -2 on the right) give equal
+    #   weights, slopes (1 + 0) / 2 = 0.5 at u = 1 and (0 - 1) / 2 = -0.5 at u = 3; Hermite at
+    #   the midpoint: (1 + 1) / 2 + 2 / 8 x (0.5 - (-0.5)) = 1.25.
+    # natural cubic spline: 6 M1 = 6 (0 - 1) -> M1 = -1; at u = 2: -1/12 + 5/6 + 1/2 = 1.25.
+    raw = [0.0, 1.0, np.nan, 1.0]
+    want = {"linear": 1.0, "pchip": 1.0, "akima": 1.25, "natural": 1.25}
+    for method, v in want.items():
+        g = _line(raw, method=method)
+        assert math.isclose(g.le[2], v, rel_tol=1e-12), method
+        assert g.le[[0, 1, 3]].tolist() == [0.0, 1.0, 1.0]   # measured cells untouched
+        assert g.at([4.0]) == g.at_array([np.array([4.0])])[0] == g.le[2]
+
+
+def test_constant_efficiency_under_a_power_law_bound_is_reproduced():
+    # a roofline that is one power law along the axis (t = c x^1.5: log t linear in u) and a
+    # constant efficiency: every kind interpolating log time reproduces the line, so the
+    # empty cell gets the same efficiency; the -eff kinds interpolate the constant itself
+    lr = np.log(3e-6 * np.array([1.0, 2.0, 4.0, 8.0]) ** 1.5)
+    le = math.log(0.6)
+    for method in FILL_METHODS:
+        g = _line([le, le, np.nan, le], lr=lr, method=method)
+        assert math.isclose(g.le[2], le, rel_tol=1e-12), method
+
+
+def test_constant_efficiency_across_a_roofline_knee_with_eff_methods():
+    # bound max(x, 4) (memory-bound flat part, then compute-bound): log time is not linear in
+    # u, but log efficiency is constant, which the -eff kinds reproduce exactly
+    lr = np.log(np.maximum(np.array([1.0, 2.0, 4.0, 8.0]), 4.0))
+    for method in [m for m in FILL_METHODS if m.endswith("-eff")]:
+        g = _line([-0.5, -0.5, np.nan, -0.5], lr=lr, method=method)
+        assert g.le[2] == -0.5 or math.isclose(g.le[2], -0.5, rel_tol=1e-12), method
+
+
+def test_fill_takes_the_median_over_bracketing_axes():
+    # 3 x 3 grid, centre empty: along a (u = 0, 1, 2) the akima estimate of 0, ?, 4 is the
+    # chord 2 (two points), along b 10, ?, 20 gives 15; two axes -> their mean 8.5
+    raw = np.array([[np.nan, 0.0, np.nan], [10.0, np.nan, 20.0], [np.nan, 4.0, np.nan]])
+    g = _Grid.from_cells(["a", "b"], [np.array([1.0, 2.0, 4.0])] * 2, [False, False], raw)
+    assert g.le[1, 1] == 8.5
+
+
+def test_unknown_fill_method_is_refused():
+    with pytest.raises(ValueError, match="unknown fill method 'cubic'; known: linear, pchip"):
+        _line([0.0, 1.0, np.nan, 1.0], method="cubic")

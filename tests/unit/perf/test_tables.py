@@ -160,9 +160,10 @@ def test_fp8_gemm_uses_the_fp8_roofline(profile):
 
 
 def test_unmeasured_cell_is_filled_from_its_neighbours(profile):
-    # (m=16, n=2048) missing: filled from m=4 and m=64 along m (the only bracketing axis)
-    rows = [r for r in gemm_rows(lambda m, n, k: E_GEMM[m]) if not (r["m"] == 16 and
-                                                                   r["n"] == 2048)]
+    # (m=16, n=2048) missing: filled from m=4 and m=64 along m (the only bracketing axis);
+    # with one measured cell on each side every fill kind is the chord in u
+    rows = [r for r in gemm_rows(lambda m, n, k: E_GEMM[m], ms=(4, 16, 64))
+            if not (r["m"] == 16 and r["n"] == 2048)]
     write_set(profile, "vllm-1.0", {"gemm": rows})
     ts = TableSet(profile / "tables" / "vllm-1.0", load_gpu_spec(profile))
     # log2 16 = 4 is halfway between log2 4 = 2 and log2 64 = 6: the cell gets the geometric
