@@ -215,11 +215,12 @@ class StepTable:
             return pd.DataFrame({c: pd.Series(dtype=float) for c in self._columns})
         return pd.DataFrame({c: self.column(c) for c in self._columns}, copy=False)
 
-    def iter_frames(self, rows: int = WRITE_ROWS) -> Iterator[pd.DataFrame]:
-        """Consecutive row slices of at most ``rows`` rows as DataFrames (all rows, in
-        order; one empty frame for an empty table)."""
+    def iter_frames(self, rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """Consecutive row slices of at most ``rows`` rows (default :data:`WRITE_ROWS`) as
+        DataFrames (all rows, in order; one empty frame for an empty table)."""
         import pandas as pd
 
+        rows = WRITE_ROWS if rows is None else rows
         if self._mask is not None or self._spool is None or self._len == 0:
             df = self.to_pandas()
             for a in range(0, max(len(df), 1), rows):
