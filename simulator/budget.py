@@ -198,9 +198,14 @@ def estimate_scenario_run(scenario, setup, specs, until_s: float | None = None) 
     """
     import numpy as np
     n = len(specs)
-    p = np.fromiter((s.num_prompt_tokens for s in specs), dtype=np.float64, count=n)
-    o = np.fromiter((s.num_output_tokens for s in specs), dtype=np.float64, count=n)
-    mt = np.fromiter((s.max_tokens or 0 for s in specs), dtype=np.float64, count=n)
+    if hasattr(specs, "budget_columns"):  # a RequestStream: read its columns, build no spec
+        p, o, mt, has_patience = specs.budget_columns()
+    else:
+        p = np.fromiter((s.num_prompt_tokens for s in specs), dtype=np.float64, count=n)
+        o = np.fromiter((s.num_output_tokens for s in specs), dtype=np.float64, count=n)
+        mt = np.fromiter((s.max_tokens or 0 for s in specs), dtype=np.float64, count=n)
+        has_patience = np.fromiter((s.cancel_after_s is not None for s in specs), dtype=bool,
+                                   count=n)
     cfg = setup.sched_cfg
     L = float(cfg.max_model_len)
     kvc = scenario.kv_cache
@@ -216,8 +221,7 @@ def estimate_scenario_run(scenario, setup, specs, until_s: float | None = None) 
     o = np.where(ok, np.minimum(o, L - p), 0.0)
     adm = scenario.scheduler.admission
     may_drop = adm.max_waiting is not None or adm.max_queue_delay_s is not None
-    runs = ok & ~np.fromiter((s.cancel_after_s is not None for s in specs), dtype=bool,
-                             count=n)
+    runs = ok & ~has_patience
     if may_drop or until_s is not None:
         runs[:] = False
     spec = scenario.speculative

@@ -79,8 +79,9 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     scenario : Scenario
     base_dir : Path, optional
         Folder relative paths in the scenario are resolved against (the scenario file's).
-    specs : list of RequestSpec, optional
-        Use these requests instead of loading the scenario's workload (sweeps, compare).
+    specs : list of RequestSpec or RequestStream, optional
+        Use these requests instead of loading the scenario's workload (sweeps, compare);
+        loaded lazily (:class:`simulator.workload.loader.RequestStream`) when not given.
     write : bool
         Write the output files.
     outdir : path, optional
@@ -98,7 +99,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         raise ValueError(f"scenario '{scenario.name}' declares pools: it runs through the "
                          "gateway (servesim run; simulator.topology.gateway.run_gateway)")
     if specs is None:
-        specs = load_workload(scenario.workload, scenario.seed, base_dir)
+        specs = load_workload(scenario.workload, scenario.seed, base_dir, lazy=True)
     check_slices(scenario, specs)
     setup = setup or build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, check_transitions=check_transitions,
@@ -236,7 +237,7 @@ def check_policy_slices(scenario: Scenario, specs: list[RequestSpec]) -> None:
 def _check_named(specs: list[RequestSpec], named: list[tuple[str, list[str]]]) -> None:
     if not named:
         return
-    present = {s.slice for s in specs}
+    present = specs.slices() if hasattr(specs, "slices") else {s.slice for s in specs}
     for key, slices in named:
         unknown = sorted(set(slices) - present)
         if unknown:
