@@ -88,6 +88,31 @@ class TraceColumns:
                                  if isinstance(self.prefix_block_tokens, list)
                                  else self.prefix_block_tokens))
 
+    @staticmethod
+    def concat(parts: list[TraceColumns]) -> TraceColumns:
+        """The rows of ``parts`` (batches of one file: same optional columns) in order."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+
+        def arr(name):
+            v = [getattr(p, name) for p in parts]
+            return None if v[0] is None else np.concatenate(v)
+
+        def lst(name):
+            v = [getattr(p, name) for p in parts]
+            return None if v[0] is None else [x for part in v for x in part]
+
+        bt = first.prefix_block_tokens
+        if isinstance(bt, list):
+            bt = [x for p in parts for x in p.prefix_block_tokens]
+        return TraceColumns(
+            path=first.path, format=first.format, arrival_s=arr("arrival_s"),
+            prompt=arr("prompt"), output=arr("output"), lines=arr("lines"),
+            tenant=lst("tenant"), priority=arr("priority"), slice=lst("slice"),
+            cancel_after_s=arr("cancel_after_s"), max_tokens=arr("max_tokens"), n=arr("n"),
+            prefix_hash_ids=lst("prefix_hash_ids"), prefix_block_tokens=bt)
+
     def to_specs(self, start: int = 0, stop: int | None = None) -> list[RequestSpec]:
         """One :class:`RequestSpec` per row ``start:stop`` (all rows by default),
         ``request_id`` = row index."""
