@@ -173,11 +173,13 @@ def latency_stats(values, weights=None) -> dict[str, float | int | None]:
 # --------------------------------------------------------------------------------------------
 # per-request quantities
 # --------------------------------------------------------------------------------------------
-def _num(df: pd.DataFrame, col: str, default: float = np.nan) -> np.ndarray:
-    """Column ``col`` as a float array (``default`` everywhere when the column is missing)."""
+def _num(df: pd.DataFrame, col: str, default: float = np.nan, *,
+         copy: bool = False) -> np.ndarray:
+    """Column ``col`` as a float array (``default`` everywhere when the column is missing);
+    ``copy``: never a view of the table's own data (the caller may write into it)."""
     import pandas as pd
     if col in df.columns:
-        return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, copy=copy)
     return np.full(len(df), default, dtype=float)
 
 
@@ -354,10 +356,11 @@ def _measurement_window(requests: pd.DataFrame, steps: pd.DataFrame,
         start = float(step_starts.min())
     else:
         start = 0.0
-    ends = np.concatenate(
-        [arrivals, finite(requests, "finish_time_s"), finite(steps, "end_time_s"), [start]]
-    )
-    return start, float(ends.max())
+    # the largest of the parts' maxima (exact, as the maximum of their concatenation), so a
+    # long step table's end times are not copied once more
+    ends = [start] + [float(x.max()) for x in (arrivals, finite(requests, "finish_time_s"),
+                                                finite(steps, "end_time_s")) if x.size]
+    return start, max(ends)
 
 
 def _group_summary(req: pd.DataFrame, lat: pd.DataFrame, met: np.ndarray,
@@ -539,9 +542,11 @@ def summarize(
     # ---- steps starting in the window ----------------------------------------------------
     st_start = _num(steps, "start_time_s")
     st = steps.loc[(st_start >= start_s) & (st_start <= end_s)] if len(steps) else steps
+    del st_start  # memory: one column of a long table at a time where possible
     dt = _num(st, "step_time_s", 0.0)
+    usage = _num(st, "kv_blocks_used", copy=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        usage = _num(st, "kv_blocks_used") / _num(st, "num_gpu_blocks")
+        np.divide(usage, _num(st, "num_gpu_blocks"), out=usage)
     usage[~np.isfinite(usage)] = np.nan
 
     # ---- cost ----------------------------------------------------------------------------
@@ -629,16 +634,24 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
         return {"max_concurrency": 0, "padding_waste": None, "kv_reserved_bytes_mean": None,
                 "kv_used_bytes_mean": None, "kv_wasted_bytes_mean": None,
                 "mean_kv_fragmentation": None}
+    # Memory: at most three step-length arrays and one temporary at a time (a 10^7-step
+    # table is 80 MB a column); the arithmetic is that of the whole-frame expressions.
+    n_rep = max(1, steps["replica_id"].nunique())
     w = steps["step_time_s"].to_numpy(dtype=float)
     wsum = w.sum() or 1.0
-    blocks = steps["kv_blocks_used"].to_numpy(dtype=float)
-    tokens = steps["kv_tokens_used"].to_numpy(dtype=float) if "kv_tokens_used" in steps else blocks * block_size
-    reserved = blocks * block_size
-    tokens = np.minimum(tokens, reserved)
-    n_rep = max(1, steps["replica_id"].nunique())
-    reserved_b = float((reserved * w).sum() / wsum) * kv_bytes_per_token
+    reserved = steps["kv_blocks_used"].to_numpy(dtype=float) * block_size
+    tokens = (steps["kv_tokens_used"].to_numpy(dtype=float, copy=True)
+              if "kv_tokens_used" in steps else reserved.copy())
+    np.minimum(tokens, reserved, out=tokens)
+    reserved_w = (reserved * w).sum()
+    reserved_sum = reserved.sum()
+    reserved_b = float(reserved_w / wsum) * kv_bytes_per_token
     used_b = float((tokens * w).sum() / wsum) * kv_bytes_per_token
-    frag = float(((reserved - tokens) * w).sum() / max((reserved * w).sum(), 1e-300))
+    np.subtract(reserved, tokens, out=reserved)  # reserved - tokens
+    del tokens
+    reserved *= w
+    frag = float(reserved.sum() / max(reserved_w, 1e-300))
+    del reserved, w
     batch = steps["batch_size"].to_numpy(dtype=float)
     pad = steps["num_padding_seqs"].to_numpy(dtype=float) if "num_padding_seqs" in steps else 0 * batch
     return {
@@ -647,6 +660,6 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
         "kv_reserved_bytes_mean": reserved_b,
         "kv_used_bytes_mean": used_b,
         "kv_wasted_bytes_mean": reserved_b - used_b,
-        "mean_kv_fragmentation": frag if reserved.sum() else None,
+        "mean_kv_fragmentation": frag if reserved_sum else None,
         "num_replicas_with_steps": int(n_rep),
     }
