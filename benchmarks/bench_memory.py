@@ -98,7 +98,7 @@ def measure(raw: dict) -> dict:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     blocks = sum(rep.kv.pool.fresh for rep in res.sim.replicas)
-    return {"N": len(specs), "R": sc.cluster.num_replicas, "S": len(res.steps), "B": blocks,
+    return {"N": len(specs), "R": sc.cluster.num_replicas, "S": len(res.step_table), "B": blocks,
             "peak_bytes": peak}
 
 

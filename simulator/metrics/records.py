@@ -93,6 +93,7 @@ class RunRecorder:
         self.num_beam_search_requests = 0
         self._request_chunks: list = []
         self._num_unpacked_finished = 0
+        self._next_pack = REQUEST_CHUNK_ROWS
 
     # ------------------------------------------------------------------ lifecycle
     def transition(self, r, to: str, now: float) -> None:
@@ -113,8 +114,11 @@ class RunRecorder:
         self.exit_time[r.request_id] = now
         self.num_finished += 1
         self._num_unpacked_finished += 1
-        if self._num_unpacked_finished >= REQUEST_CHUNK_ROWS:
+        if self._num_unpacked_finished >= self._next_pack:
             self._pack_requests(now)
+            # the next attempt after another chunk's worth of finishes (requests exiting at
+            # ``now`` stay, so a burst of simultaneous exits cannot re-scan at every finish)
+            self._next_pack = self._num_unpacked_finished + REQUEST_CHUNK_ROWS
 
     # ------------------------------------------------------------------ ITL
     def add_itl(self, value: float, weight: int) -> None:

@@ -24,7 +24,7 @@ Choices made here (each one also stated where it is implemented):
   duration ``step_time_s``; idle gaps between steps are not counted.
 * **ITL** samples come aggregated for the whole run, so the window does not filter them.
 
-size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 630 lines, summarize() 199 lines.
+size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 665 lines, summarize() 199 lines.
 """
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
 ``cancel_after_s`` (s), ``max_tokens`` and ``n`` (sequences per request: parallel sampling,
 >= 1); an empty cell (or JSON ``null``) means "not given".
 
-size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 768 lines.
+size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 830 lines.
 """
 from __future__ import annotations
 

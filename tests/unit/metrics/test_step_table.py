@@ -181,3 +181,29 @@ def test_spooled_runs_are_byte_identical(monkeypatch, tmp_path):
         for stem in ("steps", "requests"):
             assert _md5(tmp_path / f"a{fmt}" / f"{stem}.{fmt}") == \
                 _md5(tmp_path / f"b{fmt}" / f"{stem}.{fmt}")
+
+
+def test_finished_requests_are_packed_and_freed(monkeypatch):
+    from tests.helpers import req
+    monkeypatch.setattr(records, "REQUEST_CHUNK_ROWS", 3)
+    rec = RunRecorder()
+    rs = [req(i, prompt=10 + i, output=5) for i in range(10)]
+    for r in rs:
+        rec.admit(r)
+    # requests 0-5 exit at t = 1..6 one by one; 6-8 together at t = 7; 9 stays waiting
+    for i, r in enumerate(rs[:6]):
+        rec.finish(r, float(i + 1), "rejected", "queue_full")
+    for r in rs[6:9]:
+        rec.finish(r, 7.0, "rejected", "queue_timeout")
+    held = {r.request_id for r in rec.all_requests}
+    # packs at the 3rd finish (t=3: 0, 1 exited before), the 5th... never a request that
+    # exited at the pack's own time; 9 (never finished) is always held
+    assert 9 in held and len(held) < 10 and rec._request_chunks
+    assert not held & {0, 1}
+    df = rec.requests_frame()
+    assert df["request_id"].tolist() == list(range(10))  # every admitted request, once
+    want_exit = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 7.0, 7.0, math.nan]
+    np.testing.assert_array_equal(df["exit_time_s"].to_numpy(), np.array(want_exit))
+    assert df["status"].tolist() == ["rejected"] * 9 + ["waiting"]
+    assert df["reject_reason"].tolist() == ["queue_full"] * 6 + ["queue_timeout"] * 3 + [""]
+    assert df["num_prompt_tokens"].tolist() == [10 + i for i in range(10)]
