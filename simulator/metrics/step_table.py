@@ -103,6 +103,17 @@ class ColumnSpool:
         """Remove the spool folder now."""
         self._finalizer()
 
+    def __getstate__(self) -> dict:
+        # pickled (a result sent between processes) with its data; unpickled into a new
+        # temporary folder of its own
+        return {"columns": self.columns, "float_columns": self.float_columns,
+                "data": {c: self.read(c) for c in self.columns}}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["columns"], state["float_columns"])
+        if state["data"] and len(state["data"][self.columns[0]]):
+            self.append(state["data"])
+
 
 class _Loc:
     def __init__(self, table: StepTable):

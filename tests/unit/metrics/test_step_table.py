@@ -207,3 +207,18 @@ def test_finished_requests_are_packed_and_freed(monkeypatch):
     assert df["status"].tolist() == ["rejected"] * 9 + ["waiting"]
     assert df["reject_reason"].tolist() == ["queue_full"] * 6 + ["queue_timeout"] * 3 + [""]
     assert df["num_prompt_tokens"].tolist() == [10 + i for i in range(10)]
+
+
+def test_a_spooled_table_pickles_with_its_data(monkeypatch):
+    import pickle
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 4)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    rec = RunRecorder()
+    for i in range(11):
+        rec.add_step(_row(i))
+    t = rec.step_table()
+    back = pickle.loads(pickle.dumps(t))
+    assert back.is_spooled and back._spool.folder != t._spool.folder
+    want = _sorted_columns(11)
+    for c in STEP_COLUMNS:
+        np.testing.assert_array_equal(back.column(c), want[c], err_msg=c)
