@@ -166,6 +166,29 @@ def _bin_fraction(perf, pf, nps, nd, ndt, kvt, idx) -> float | None:
                                  decode_rows=n_dec * q_per)
 
 
+def _split_mixed(steps, perf, idx_all: np.ndarray, pf_m: np.ndarray, ndt_m: np.ndarray,
+                 frac: np.ndarray) -> tuple[str, int]:
+    """Set ``frac`` (prefill fraction per step) of the mixed steps ``idx_all`` bin by bin from
+    operator times; returns (method, bins evaluated). Reads only the mixed rows' columns."""
+    nps_m = _col(steps, "num_prefill_seqs")[idx_all]
+    nd_m = (_col(steps, "num_decode_seqs")[idx_all] if "num_decode_seqs" in steps.columns
+            else ndt_m.copy())
+    kvt_m = (_col(steps, "kv_tokens_used")[idx_all] if "kv_tokens_used" in steps.columns
+             else None)
+    key = _log2_bucket(pf_m) * 64 + _log2_bucket(nd_m)
+    order = np.argsort(key, kind="stable")
+    cuts = np.flatnonzero(np.diff(key[order])) + 1
+    all_op, n_bins = True, 0
+    for grp in np.split(order, cuts):  # positions among the mixed steps
+        n_bins += 1
+        f = _bin_fraction(perf, pf_m, nps_m, nd_m, ndt_m, kvt_m, grp)
+        if f is None:
+            all_op = False
+            continue
+        frac[idx_all[grp]] = f
+    return ("operator" if all_op else "token_share"), n_bins
+
+
 def phase_gpu_seconds(steps: pd.DataFrame, perf=None, *,
                       gpus_per_replica: int = 1) -> dict[str, Any]:
     """Split a run's busy time between prefill and decode (rule: module docstring).
@@ -221,26 +244,9 @@ def phase_gpu_seconds(steps: pd.DataFrame, perf=None, *,
     frac = np.divide(pf, tok, out=tok, where=has_tok)  # token share (pure steps: 0 or 1)
     frac[~has_tok] = 0.0
     del pf, ndt, tok, has_tok
-    method = "token_share"
-    n_bins = 0
+    method, n_bins = "token_share", 0
     if perf is not None and hasattr(perf, "op_times") and idx_all.size:
-        nps_m = _col(steps, "num_prefill_seqs")[idx_all]
-        nd_m = (_col(steps, "num_decode_seqs")[idx_all] if "num_decode_seqs" in steps.columns
-                else ndt_m.copy())
-        kvt_m = (_col(steps, "kv_tokens_used")[idx_all] if "kv_tokens_used" in steps.columns
-                 else None)
-        key = _log2_bucket(pf_m) * 64 + _log2_bucket(nd_m)
-        order = np.argsort(key, kind="stable")
-        cuts = np.flatnonzero(np.diff(key[order])) + 1
-        all_op = True
-        for grp in np.split(order, cuts):  # positions among the mixed steps
-            n_bins += 1
-            f = _bin_fraction(perf, pf_m, nps_m, nd_m, ndt_m, kvt_m, grp)
-            if f is None:
-                all_op = False
-                continue
-            frac[idx_all[grp]] = f
-        method = "operator" if all_op else "token_share"
+        method, n_bins = _split_mixed(steps, perf, idx_all, pf_m, ndt_m, frac)
     t = _col(steps, "step_time_s")
     pre = float(np.dot(t, frac)) * gpus_per_replica
     busy = float(t.sum()) * gpus_per_replica
