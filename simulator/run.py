@@ -104,8 +104,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     setup = setup or build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, check_transitions=check_transitions,
                    progress=progress)
+    steps = sim.step_table()  # first: its on-disk sort peaks before the request table exists
     requests = sim.requests()
-    steps = sim.step_table()
     itl_v, itl_w = sim.recorder.itl_samples()
     slo = scenario.slo.model_dump()
     summary = summarize(requests, steps, itl_v, itl_w, slo=slo,

@@ -94,6 +94,7 @@ class RunRecorder:
         self._request_chunks: list = []
         self._num_unpacked_finished = 0
         self._next_pack = REQUEST_CHUNK_ROWS
+        self._requests_done = None
 
     # ------------------------------------------------------------------ lifecycle
     def transition(self, r, to: str, now: float) -> None:
@@ -280,19 +281,35 @@ class RunRecorder:
         """One row per request that entered the run (:data:`REQUEST_COLUMNS`), by request_id.
 
         Requests packed during the run (:data:`REQUEST_CHUNK_ROWS` at a time) and those
-        still held are concatenated; every admitted request has exactly one row.
+        still held are concatenated; every admitted request has exactly one row. Once any
+        were packed the packed rows are handed over: the call returns the same frame from
+        then on (call it after the run ends; treat the frame as shared).
+
+        Raises
+        ------
+        RuntimeError
+            If the rows do not match the admitted requests one to one (DESIGN.md invariant 1).
         """
         import pandas as pd
 
+        if self._requests_done is not None:
+            return self._requests_done
         last = pd.DataFrame.from_records(
             [self._row(r, self.exit_time.get(r.request_id, math.nan))
              for r in self.all_requests], columns=REQUEST_COLUMNS)
-        if self._request_chunks:
+        packed = bool(self._request_chunks)
+        if packed:
             parts = self._request_chunks + ([last] if len(last) else [])
+            self._request_chunks = []  # memory: the chunks live on only in the table
             df = pd.concat(parts, ignore_index=True)
+            del parts
         else:
             df = last
         if len(df) != self.num_admitted and self.num_admitted:
             raise RuntimeError(f"request accounting: {len(df)} rows for "
                                f"{self.num_admitted} admitted requests")  # invariant 1
-        return df.sort_values("request_id", kind="stable").reset_index(drop=True)
+        df = df.sort_values("request_id", kind="stable").reset_index(drop=True)
+        if packed:  # the rows left the recorder: later calls return this very table
+            self._requests_done = df
+            self.all_requests, self.exit_time = [], {}
+        return df

@@ -166,7 +166,7 @@ def test_spooled_run_equals_the_in_memory_run(monkeypatch, tmp_path):
     # every request that entered is in the table once (invariant 1)
     ids = spooled.requests["request_id"].to_numpy()
     assert len(ids) == 120 and np.array_equal(ids, np.arange(120))
-    assert spooled.sim.recorder._request_chunks  # requests were packed during the run
+    assert spooled.sim.recorder._requests_done is spooled.requests  # packed during the run
 
 
 def test_spooled_runs_are_byte_identical(monkeypatch, tmp_path):
@@ -207,6 +207,7 @@ def test_finished_requests_are_packed_and_freed(monkeypatch):
     assert df["status"].tolist() == ["rejected"] * 9 + ["waiting"]
     assert df["reject_reason"].tolist() == ["queue_full"] * 6 + ["queue_timeout"] * 3 + [""]
     assert df["num_prompt_tokens"].tolist() == [10 + i for i in range(10)]
+    assert rec.requests_frame() is df and rec.all_requests == []  # rows handed over once
 
 
 def test_a_spooled_table_pickles_with_its_data(monkeypatch):
