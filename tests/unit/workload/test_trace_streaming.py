@@ -101,3 +101,19 @@ def test_request_stream_builds_specs_in_batches(tmp_path):
     it = lazy.cols.iter_specs(batch_rows=3)
     ids = [s.request_id for s in it]
     assert ids == list(range(7))
+
+
+def test_budget_estimate_reads_the_stream_columns(tmp_path):
+    from simulator.budget import estimate_scenario_run
+    from simulator.engine import build_setup
+    from tests.helpers import make_scenario
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_time_s,num_prompt_tokens,num_output_tokens,max_tokens,"
+                    "cancel_after_s\n0.0,37,5,8,\n0.5,20,3,,2.0\n1.0,64,9,,\n")
+    sc = make_scenario({"workload": {"trace": str(path), "format": "generic_csv"}},
+                       workload={"trace": str(path), "format": "generic_csv"})
+    setup = build_setup(sc)
+    lazy = load_workload(sc.workload, 0, lazy=True)
+    p, o, mt, cancel = lazy.budget_columns()
+    assert mt.tolist() == [8.0, 0.0, 0.0] and cancel.tolist() == [False, True, False]
+    assert estimate_scenario_run(sc, setup, lazy) == estimate_scenario_run(sc, setup, list(lazy))
