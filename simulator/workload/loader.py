@@ -15,9 +15,9 @@ import numpy as np
 from simulator.budget import check_workload_budget
 from simulator.request import RequestSpec
 from simulator.resources import resolve_path
+from simulator.workload.columns import TraceColumns
 from simulator.workload.config import WorkloadConfig
 from simulator.workload.errors import WorkloadError, WorkloadWarning
-from simulator.workload.columns import TraceColumns
 from simulator.workload.readers import read_columns
 from simulator.workload.synthetic import (
     STREAM_ARRIVALS,

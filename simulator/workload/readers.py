@@ -388,7 +388,8 @@ def _read_azure(path: Path, shown: str) -> TraceColumns:
         prompt = _int_column(_csv_col(header, rows, ctx), lines, ctx, errors, min_value=1)
         output = _int_column(_csv_col(header, rows, gen), lines, gen, errors, min_value=1)
         cols = TraceColumns(shown, "azure", np.zeros(len(lines)), prompt, output, lines)
-        _optional_columns(cols, lambda c: _csv_col(header, rows, c), header.__contains__, {},
+        _optional_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
+                          header.__contains__, {},
                           errors)
         _check_max_tokens(cols, errors)
         errors.raise_if_any()
@@ -410,7 +411,8 @@ def _read_vidur(path: Path, shown: str) -> TraceColumns:
         prompt = _int_column(_csv_col(header, rows, pf), lines, pf, errors, min_value=1)
         output = _int_column(_csv_col(header, rows, dc), lines, dc, errors, min_value=1)
         cols = TraceColumns(shown, "vidur", arrival, prompt, output, lines)
-        _optional_columns(cols, lambda c: _csv_col(header, rows, c), header.__contains__, {},
+        _optional_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
+                          header.__contains__, {},
                           errors)
         _check_max_tokens(cols, errors)
         errors.raise_if_any()

@@ -12,13 +12,13 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
+from helpers import make_scenario, summary_without_wall, synthetic_workload
 
 from simulator.metrics import records, step_table
 from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
 from simulator.metrics.summary import kv_and_batching_stats
 from simulator.metrics.tables_io import write_table
 from simulator.run import run_scenario
-from tests.helpers import make_scenario, summary_without_wall, synthetic_workload
 
 
 def _row(i: int) -> tuple:
@@ -177,14 +177,14 @@ def test_spooled_runs_are_byte_identical(monkeypatch, tmp_path):
     for fmt in ("parquet", "csv"):
         a = run_scenario(sc, outdir=tmp_path / f"a{fmt}", figures=False, table_format=fmt)
         b = run_scenario(sc, outdir=tmp_path / f"b{fmt}", figures=False, table_format=fmt)
-        assert a.step_table.is_spooled
+        assert a.step_table.is_spooled and b.step_table.is_spooled
         for stem in ("steps", "requests"):
             assert _md5(tmp_path / f"a{fmt}" / f"{stem}.{fmt}") == \
                 _md5(tmp_path / f"b{fmt}" / f"{stem}.{fmt}")
 
 
 def test_finished_requests_are_packed_and_freed(monkeypatch):
-    from tests.helpers import req
+    from helpers import req
     monkeypatch.setattr(records, "REQUEST_CHUNK_ROWS", 3)
     rec = RunRecorder()
     rs = [req(i, prompt=10 + i, output=5) for i in range(10)]

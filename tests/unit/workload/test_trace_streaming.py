@@ -8,8 +8,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from simulator.workload import WorkloadConfig, WorkloadError, load_workload, readers
-from simulator.workload import write_parquet_trace, read_columns
+from simulator.workload import (
+    WorkloadConfig,
+    WorkloadError,
+    load_workload,
+    read_columns,
+    readers,
+    write_parquet_trace,
+)
 from simulator.workload.loader import RequestStream
 
 ROWS = [(0.25 * i, 10 + i, 1 + i % 4, ["a", "b", "c"][i % 3]) for i in range(7)]
@@ -104,9 +110,10 @@ def test_request_stream_builds_specs_in_batches(tmp_path):
 
 
 def test_budget_estimate_reads_the_stream_columns(tmp_path):
+    from helpers import make_scenario
+
     from simulator.budget import estimate_scenario_run
     from simulator.engine import build_setup
-    from tests.helpers import make_scenario
     path = tmp_path / "t.csv"
     path.write_text("arrival_time_s,num_prompt_tokens,num_output_tokens,max_tokens,"
                     "cancel_after_s\n0.0,37,5,8,\n0.5,20,3,,2.0\n1.0,64,9,,\n")
@@ -114,6 +121,6 @@ def test_budget_estimate_reads_the_stream_columns(tmp_path):
                        workload={"trace": str(path), "format": "generic_csv"})
     setup = build_setup(sc)
     lazy = load_workload(sc.workload, 0, lazy=True)
-    p, o, mt, cancel = lazy.budget_columns()
+    _p, _o, mt, cancel = lazy.budget_columns()
     assert mt.tolist() == [8.0, 0.0, 0.0] and cancel.tolist() == [False, True, False]
     assert estimate_scenario_run(sc, setup, lazy) == estimate_scenario_run(sc, setup, list(lazy))
