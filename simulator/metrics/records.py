@@ -83,6 +83,7 @@ class RunRecorder:
         #: parent folder of the step spool (None: the system temporary folder)
         self.spool_dir = spool_dir
         self._spool: ColumnSpool | None = None
+        self._itl_spool: ColumnSpool | None = None
         self._table: StepTable | None = None
         self.prefix_hit_tokens = 0
         self.num_finished = 0
@@ -144,6 +145,13 @@ class RunRecorder:
             ws.append(np.full(len(v), w, dtype=np.int64))
         self._itl_packed.append((np.concatenate(vals), np.concatenate(ws)))
         self._itl_vals, self._itl_w, self._itl_chunks, self._itl_rows = [], [], [], 0
+        if self._itl_spool is None and len(self._itl_packed) > SPOOL_AFTER_CHUNKS:
+            self._itl_spool = ColumnSpool(["value", "weight"], frozenset({"value"}),
+                                          self.spool_dir)
+        if self._itl_spool is not None:  # a long run: to disk, like the steps
+            for v, w in self._itl_packed:
+                self._itl_spool.append({"value": v, "weight": w})
+            self._itl_packed = []
 
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
         """All inter-token gaps (seconds) with integer multiplicities.
@@ -152,6 +160,10 @@ class RunRecorder:
         samples before its array samples (deterministic for a given run).
         """
         self._pack_itl()
+        if self._itl_spool is not None:  # read back whole, in the order written; drop the files
+            self._itl_packed = [(self._itl_spool.read("value"), self._itl_spool.read("weight"))]
+            self._itl_spool.close()
+            self._itl_spool = None
         vals = [v for v, _ in self._itl_packed]
         ws = [w for _, w in self._itl_packed]
         if len(self._itl_packed) > 1:

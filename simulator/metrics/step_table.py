@@ -156,6 +156,8 @@ class StepTable:
         self._float = float_columns
         self._data = data
         self._spool = spool
+        if mask is not None and np.count_nonzero(mask) == len(mask):
+            mask = None  # every row: reads need no masked copy
         self._mask = mask
         if mask is not None:
             self._len = int(np.count_nonzero(mask))

@@ -102,7 +102,7 @@ def weighted_percentiles(values, weights, qs) -> np.ndarray:
     if weights is None:
         w = np.ones_like(v)
     else:
-        w = np.asarray(weights, dtype=float).ravel()
+        w = _weights(weights)
         if w.shape != v.shape:
             raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
         if np.any(~np.isfinite(w)) or np.any(w < 0.0):
@@ -120,8 +120,20 @@ def weighted_percentiles(values, weights, qs) -> np.ndarray:
     w = w[order]
     cum = np.cumsum(w, out=w)
     target = (q / 100.0) * cum[-1]
+    if cum.dtype.kind == "i":  # exact integer sums: cum >= target <=> cum >= ceil(target)
+        target = np.ceil(target).astype(np.int64)
     idx = np.clip(np.searchsorted(cum, target, side="left"), 0, v.size - 1)
     return v[order[idx]]
+
+
+def _weights(weights) -> np.ndarray:
+    """``weights`` as a 1-D array: integer multiplicities stay int64 (their sums are exact,
+    so every result equals that of float weights, and a long ITL sample is not copied),
+    anything else float64."""
+    w = np.asarray(weights).ravel()
+    if w.dtype.kind in "iu":
+        return w.astype(np.int64, copy=False)
+    return w.astype(float, copy=False)
 
 
 def _kept(v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,17 +163,18 @@ def latency_stats(values, weights=None) -> dict[str, float | int | None]:
         ``count``, which is 0.
     """
     v = np.asarray(values, dtype=float).ravel()
-    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float).ravel()
+    w = np.ones_like(v) if weights is None else _weights(weights)
     if w.shape != v.shape:
         raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
     v, w = _kept(v, w)
     if v.size == 0:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None, "count": 0}
     total = float(w.sum())
+    mean = float(np.dot(v, w.astype(float, copy=False)) / total)  # float weights: BLAS dot
     p50, p90, p99 = weighted_percentiles(v, w, _PERCENTILES)
     count: float | int = int(total) if float(total).is_integer() else total
     return {
-        "mean": float(np.dot(v, w) / total),
+        "mean": mean,
         "p50": float(p50),
         "p90": float(p90),
         "p99": float(p99),
@@ -327,7 +340,10 @@ def _nansum(x: np.ndarray) -> float:
 def _time_weighted(values: np.ndarray, durations: np.ndarray) -> float | None:
     """Mean of ``values`` weighted by ``durations`` (plain mean if all durations are 0)."""
     keep = ~np.isnan(values)
-    values, durations = values[keep], np.nan_to_num(durations[keep], nan=0.0)
+    if not keep.all():  # copies only when something is dropped or replaced (long tables)
+        values, durations = values[keep], durations[keep]
+    if np.isnan(durations).any():
+        durations = np.nan_to_num(durations, nan=0.0)
     if values.size == 0:
         return None
     total = durations.sum()
@@ -344,22 +360,26 @@ def _measurement_window(requests: pd.DataFrame, steps: pd.DataFrame,
         if not end >= start:
             raise ValueError(f"window end must be >= start, got {window}")
         return start, end
-    def finite(df: pd.DataFrame, col: str) -> np.ndarray:
-        x = _num(df, col)
-        return x[np.isfinite(x)]
 
-    arrivals = finite(requests, "arrival_time_s")
-    step_starts = finite(steps, "start_time_s")
-    if arrivals.size:
-        start = float(arrivals.min())
-    elif step_starts.size:
-        start = float(step_starts.min())
+    def extreme(df: pd.DataFrame, col: str, fn) -> float | None:
+        """``fn`` (min or max) of the column's finite values, None without any; one column
+        at a time and no filtered copy when all are finite (a long step table)."""
+        x = _num(df, col)
+        ok = np.isfinite(x)
+        if not ok.all():
+            x = x[ok]
+        return float(fn(x)) if x.size else None
+
+    first_arrival = extreme(requests, "arrival_time_s", np.min)
+    if first_arrival is not None:
+        start = first_arrival
     else:
-        start = 0.0
-    # the largest of the parts' maxima (exact, as the maximum of their concatenation), so a
-    # long step table's end times are not copied once more
-    ends = [start] + [float(x.max()) for x in (arrivals, finite(requests, "finish_time_s"),
-                                                finite(steps, "end_time_s")) if x.size]
+        first_step = extreme(steps, "start_time_s", np.min)
+        start = first_step if first_step is not None else 0.0
+    # the end: the largest finite arrival, finish or step end (or the start)
+    ends = [start] + [e for e in (extreme(requests, "arrival_time_s", np.max),
+                                  extreme(requests, "finish_time_s", np.max),
+                                  extreme(steps, "end_time_s", np.max)) if e is not None]
     return start, max(ends)
 
 
@@ -545,8 +565,15 @@ def summarize(
     del st_start  # memory: one column of a long table at a time where possible
     dt = _num(st, "step_time_s", 0.0)
     usage = _num(st, "kv_blocks_used", copy=True)
+    gpu_blocks = st["num_gpu_blocks"] if "num_gpu_blocks" in st.columns else None
+    if (gpu_blocks is None or not isinstance(gpu_blocks.dtype, np.dtype)
+            or gpu_blocks.dtype.kind not in "iuf"):
+        gpu_blocks = _num(st, "num_gpu_blocks")  # missing or not numeric: NaN where not
+    else:  # int64 as stored: the division casts each value exactly, with no float copy
+        gpu_blocks = gpu_blocks.to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
-        np.divide(usage, _num(st, "num_gpu_blocks"), out=usage)
+        np.divide(usage, gpu_blocks, out=usage)
+    del gpu_blocks
     usage[~np.isfinite(usage)] = np.nan
 
     # ---- cost ----------------------------------------------------------------------------
@@ -607,6 +634,15 @@ def summarize(
     return _json_safe(summary)
 
 
+def _num_distinct(col: pd.Series) -> int:
+    """``col.nunique()``; for small non-negative integers (replica ids) by counting, which
+    needs no hash table over a long step table."""
+    x = col.to_numpy()
+    if x.dtype.kind in "iu" and x.size and x.min() >= 0 and x.max() < 1 << 24:
+        return int(np.count_nonzero(np.bincount(x)))
+    return int(col.nunique())
+
+
 def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
                           kv_bytes_per_token: float) -> dict[str, Any]:
     """KV waste and batching figures from the steps frame (time-weighted over busy time).
@@ -636,7 +672,7 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
                 "mean_kv_fragmentation": None}
     # Memory: at most three step-length arrays and one temporary at a time (a 10^7-step
     # table is 80 MB a column); the arithmetic is that of the whole-frame expressions.
-    n_rep = max(1, steps["replica_id"].nunique())
+    n_rep = max(1, _num_distinct(steps["replica_id"]))
     w = steps["step_time_s"].to_numpy(dtype=float)
     wsum = w.sum() or 1.0
     reserved = steps["kv_blocks_used"].to_numpy(dtype=float) * block_size
