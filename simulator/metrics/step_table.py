@@ -201,6 +201,30 @@ class StepTable:
             x = self._data[name]
         return x if self._mask is None else x[self._mask]
 
+    def float_column(self, name: str, copy: bool = False) -> np.ndarray:
+        """One column as float64 (int64 columns are cast exactly). A spooled int column is
+        read and cast 1,048,576 rows at a time, so no int64 copy of the whole column exists;
+        ``copy``: never the table's own buffer (the caller may write into it).
+
+        Raises
+        ------
+        KeyError
+            If ``name`` is not a column.
+        """
+        if name not in self._columns:
+            raise KeyError(name)
+        if name in self._float or self._spool is None or self._base_len() == 0:
+            x = self.column(name)
+            if x.dtype != np.float64:
+                return x.astype(np.float64)
+            own = self._spool is not None or self._mask is not None
+            return x.copy() if copy and not own else x
+        n = self._spool.num_rows
+        out = np.empty(n, dtype=np.float64)
+        for a in range(0, n, WRITE_ROWS):
+            out[a:a + WRITE_ROWS] = self._spool.read(name, a, a + WRITE_ROWS)
+        return out if self._mask is None else out[self._mask]
+
     def __getitem__(self, name: str) -> pd.Series:
         import pandas as pd
 

@@ -192,6 +192,8 @@ def _num(df: pd.DataFrame, col: str, default: float = np.nan, *,
     ``copy``: never a view of the table's own data (the caller may write into it)."""
     import pandas as pd
     if col in df.columns:
+        if hasattr(df, "float_column"):  # a StepTable: numeric, cast without a whole copy
+            return df.float_column(col, copy=copy)
         return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, copy=copy)
     return np.full(len(df), default, dtype=float)
 
@@ -575,6 +577,9 @@ def summarize(
         np.divide(usage, gpu_blocks, out=usage)
     del gpu_blocks
     usage[~np.isfinite(usage)] = np.nan
+    mean_usage = _time_weighted(usage, dt)
+    max_usage = float(np.nanmax(usage)) if np.any(~np.isnan(usage)) else None
+    del usage  # memory: before the next columns are read
 
     # ---- cost ----------------------------------------------------------------------------
     gpu_hours = num_gpus * duration_s / 3600.0
@@ -607,8 +612,8 @@ def summarize(
         "slo_met": (None if target is None or attainment is None
                     else bool(attainment >= float(target))),
         "num_preemptions": int(_nansum(_num(req, "num_preemptions", 0.0))),
-        "mean_kv_cache_usage": _time_weighted(usage, dt),
-        "max_kv_cache_usage": float(np.nanmax(usage)) if np.any(~np.isnan(usage)) else None,
+        "mean_kv_cache_usage": mean_usage,
+        "max_kv_cache_usage": max_usage,
         "mean_batch_size": _time_weighted(_num(st, "batch_size"), dt),
         "mean_num_waiting": _time_weighted(_num(st, "num_waiting"), dt),
         "num_steps": len(st),
