@@ -354,21 +354,26 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
     """Record and apply the first ``k`` steps of a fast-forwarded decode run."""
     out, now, ends, times = jump.step, jump.start_s, jump.step_end_times_s, jump.step_times_s
     starts = np.concatenate(([now], ends[:k - 1]))
-    idx = np.arange(rep.step_index, rep.step_index + k)
+    s0 = rep.step_index
     B = out.batch_size
+    j = np.arange(k, dtype=np.int64)
+    # the columns constant over the run: one int64 array, k copies of each value in turn
+    # (contiguous slices, one allocation instead of one ``np.full`` per column)
+    const = np.repeat(np.array((rep.idx, B, 0, out.num_decode_tokens, out.num_decode_seqs,
+                                out.num_waiting, rep.kv.num_gpu_blocks,
+                                out.num_padding_seqs), dtype=np.int64), k)
     rec.add_step_chunk({
-        "replica_id": np.full(k, rep.idx), "step_index": idx, "start_time_s": starts,
-        "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": np.full(k, B),
-        "num_prefill_tokens": np.zeros(k, dtype=np.int64),
-        "num_decode_tokens": np.full(k, out.num_decode_tokens),
-        "num_prefill_seqs": np.zeros(k, dtype=np.int64),
-        "num_decode_seqs": np.full(k, out.num_decode_seqs),
-        "num_waiting": np.full(k, out.num_waiting), "kv_blocks_used": jump.kv_blocks_used[:k],
-        "num_gpu_blocks": np.full(k, rep.kv.num_gpu_blocks),
-        "num_preempted": np.zeros(k, dtype=np.int64),
-        "kv_tokens_used": out.kv_tokens + np.arange(k, dtype=np.int64) * (
-            B - out.num_padding_seqs),
-        "num_padding_seqs": np.full(k, out.num_padding_seqs, dtype=np.int64)})
+        "replica_id": const[:k], "step_index": j + s0, "start_time_s": starts,
+        "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": const[k:2 * k],
+        "num_prefill_tokens": const[2 * k:3 * k],
+        "num_decode_tokens": const[3 * k:4 * k],
+        "num_prefill_seqs": const[2 * k:3 * k],
+        "num_decode_seqs": const[4 * k:5 * k],
+        "num_waiting": const[5 * k:6 * k], "kv_blocks_used": jump.kv_blocks_used[:k],
+        "num_gpu_blocks": const[6 * k:7 * k],
+        "num_preempted": const[2 * k:3 * k],
+        "kv_tokens_used": out.kv_tokens + j * (B - out.num_padding_seqs),
+        "num_padding_seqs": const[7 * k:]})
     rep.step_index += k
     rep.sched.commit_jump(jump, k)
 
@@ -376,7 +381,8 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
              check_transitions: bool = False,
              progress: Callable[[int, int], None] | None = None,
-             until_s: float | None = None, fast_forward: bool = True) -> SimOutput:
+             until_s: float | None = None, fast_forward: bool = True,
+             stop_when: Callable[[ReqState, float], bool] | None = None) -> SimOutput:
     """Run the discrete-event simulation of ``specs`` on the scenario's cluster.
 
     Parameters
@@ -397,6 +403,11 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     fast_forward : bool
         Let schedulers jump over runs of identical decode steps (default); False steps every
         iteration (the outputs are byte-identical either way: the equivalence tests).
+    stop_when : callable, optional
+        ``stop_when(request, now_s) -> bool``, called after every request finishes
+        (completed, rejected or cancelled); True ends the run at that instant, as
+        ``until_s`` does (requests in flight are reported as such; requests not yet arrived
+        never enter). The capacity planner stops a probe whose verdict is already known.
 
     Raises
     ------
@@ -471,12 +482,14 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                 rep.notify()
 
     env.process(arrivals())
-    if until_s is not None:
+    stopped = _install_stop(env, rec, stop_when) if stop_when is not None else None
+    if until_s is not None or stopped is not None:
         env.run(until=until_s)
+        end_s = env.now if (until_s is None or stopped) else until_s
         for rep in replicas:  # credit the steps of a decode run that ended before the stop
             jump = rep.jump
             if jump is not None:
-                done = int(np.searchsorted(jump.step_end_times_s, until_s, side="left"))
+                done = int(np.searchsorted(jump.step_end_times_s, end_s, side="left"))
                 rep.jump = None
                 if done:
                     _commit_run(rep, rec, jump, done)
@@ -488,6 +501,25 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     return SimOutput(rec, replicas, env.now, time.perf_counter() - t0,
                      degrade=degrade.summary() if degrade else [],
                      num_primary_replicas=n_primary)
+
+
+def _install_stop(env: simpy.Environment, rec: RunRecorder, stop_when) -> list:
+    """Check ``stop_when`` after every finish; when it holds, end ``env.run`` at that instant
+    (a :class:`simpy.core.StopSimulation` event). Returns a list that is non-empty once
+    stopped."""
+    stopped: list = []
+    finish = rec.finish
+
+    def finish_and_check(r, now, status, reason):
+        finish(r, now, status, reason)
+        if not stopped and stop_when(r, now):
+            stopped.append(now)
+            ev = env.event()
+            ev.callbacks.append(simpy.core.StopSimulation.callback)
+            ev.succeed()
+
+    rec.finish = finish_and_check
+    return stopped
 
 
 def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder) -> list:

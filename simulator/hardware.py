@@ -174,14 +174,29 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
                    host_link=str(raw.get("host_link", "")), profile_dir=p.parent, **vals)
 
 
+#: the last catalog read, by the (path, mtime, size) of every spec file it read
+_CATALOG: dict[tuple, dict[str, GPUSpec]] = {}
+
+
 def gpu_catalog() -> dict[str, GPUSpec]:
-    """All profiles under the shipped ``hardware_profiles/`` folder, by name."""
-    out = {}
+    """All profiles under the shipped ``hardware_profiles/`` folder, by name.
+
+    The specs are parsed again only when the set of spec files, or one's modification time
+    or size, changed since the last call (a capacity plan looks GPUs up hundreds of times).
+    """
     root = data_dir("hardware_profiles")
-    for spec in sorted(root.glob("*/spec.yaml")):
-        g = load_gpu_spec(spec)
-        out[g.name] = g
-    return out
+    specs = sorted(root.glob("*/spec.yaml"))
+    stats = [s.stat() for s in specs]
+    key = tuple((str(s), st.st_mtime_ns, st.st_size) for s, st in zip(specs, stats))
+    hit = _CATALOG.get(key)
+    if hit is None:
+        hit = {}
+        for spec in specs:
+            g = load_gpu_spec(spec)
+            hit[g.name] = g
+        _CATALOG.clear()
+        _CATALOG[key] = hit
+    return dict(hit)
 
 
 def _looks_like_path(key: str) -> bool:

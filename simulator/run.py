@@ -71,7 +71,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
                  outdir: str | Path | None = None, figures: bool = True,
                  progress: Callable[[int, int], None] | None = None,
                  check_transitions: bool = False, setup: ReplicaSetup | None = None,
-                 table_format: str = "parquet") -> RunResult:
+                 table_format: str = "parquet",
+                 stop_when: Callable | None = None) -> RunResult:
     """Simulate ``scenario`` and (optionally) write its outputs.
 
     Parameters
@@ -88,6 +89,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         Overrides ``scenario.output_dir``.
     table_format : {"parquet", "csv"}
         File format of ``requests`` and ``steps`` (:func:`simulator.metrics.tables_io.write_table`).
+    stop_when : callable, optional
+        Passed to :func:`simulator.engine.simulate` (end the run once it holds).
 
     Raises
     ------
@@ -102,7 +105,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         specs = load_workload(scenario.workload, scenario.seed, base_dir, lazy=True)
     check_slices(scenario, specs)
     setup = setup or build_setup(scenario, base_dir)
-    sim = simulate(scenario, setup, specs, check_transitions=check_transitions,
+    sim = simulate(scenario, setup, specs, stop_when=stop_when, check_transitions=check_transitions,
                    progress=progress)
     steps = sim.step_table()  # first: its on-disk sort peaks before the request table exists
     requests = sim.requests()

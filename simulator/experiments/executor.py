@@ -56,15 +56,21 @@ def _call_with(fn: Callable, task: Any, shared: Mapping[str, Any]) -> Any:
     return fn(task, shared)
 
 
-def _mp_context():
+def _mp_context(preload: str | None = None):
     methods = mp.get_all_start_methods()
     # forkserver: safe with threads in the parent (progress bars), cheap per worker
-    return mp.get_context("forkserver" if "forkserver" in methods else None)
+    ctx = mp.get_context("forkserver" if "forkserver" in methods else None)
+    if preload and ctx.get_start_method() == "forkserver":
+        # the server (started once per parent process) imports the task's module, so every
+        # worker of this and later pools forks with it loaded instead of importing it anew
+        ctx.set_forkserver_preload([preload])
+    return ctx
 
 
 def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any], *,
               shared: Mapping[str, Any] | None = None, backend: str = "local", jobs: int = 1,
-              address: str | None = None, progress: Progress | None = None) -> list[Any]:
+              address: str | None = None, progress: Progress | None = None,
+              order: Sequence[int] | None = None) -> list[Any]:
     """Run ``fn(task, shared)`` for every task; results in task order.
 
     Parameters
@@ -87,11 +93,16 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
         installed.
     progress : callable, optional
         ``progress(done, total)`` after every finished task.
+    order : sequence of int, optional
+        The order tasks are started in (a permutation of their indices; default: task
+        order). Starting the longest first balances a pool (longest-processing-time
+        first); results stay in task order whatever the order.
 
     Raises
     ------
     ValueError
-        Unknown backend, ``jobs < 1``, or Ray requested but not installed.
+        Unknown backend, ``jobs < 1``, Ray requested but not installed, or an ``order``
+        that is not a permutation of the task indices.
     """
     shared = dict(shared or {})
     tasks = list(tasks)
@@ -100,10 +111,14 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if jobs < 1:
         raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    if order is None:
+        order = range(total)
+    elif sorted(order) != list(range(total)):
+        raise ValueError(f"order must be a permutation of the {total} task indices")
     if total == 0:
         return []
     if backend == "ray":
-        return _run_ray(fn, tasks, shared, jobs, address, progress)
+        return _run_ray(fn, tasks, shared, jobs, address, progress, order)
     if jobs == 1 or total == 1:
         out = []
         for i, t in enumerate(tasks):
@@ -112,9 +127,10 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
                 progress(i + 1, total)
         return out
     results: list[Any] = [None] * total
-    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=_mp_context(),
+    with ProcessPoolExecutor(max_workers=min(jobs, total),
+                             mp_context=_mp_context(getattr(fn, "__module__", None)),
                              initializer=_init_worker, initargs=(shared,)) as ex:
-        futs = {ex.submit(_call_in_worker, fn, t): i for i, t in enumerate(tasks)}
+        futs = {ex.submit(_call_in_worker, fn, tasks[i]): i for i in order}
         pending = set(futs)
         done_n = 0
         while pending:
@@ -127,7 +143,7 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
     return results
 
 
-def _run_ray(fn, tasks, shared, jobs, address, progress) -> list[Any]:
+def _run_ray(fn, tasks, shared, jobs, address, progress, order) -> list[Any]:
     try:
         import ray
     except Exception as e:  # noqa: BLE001
@@ -142,8 +158,8 @@ def _run_ray(fn, tasks, shared, jobs, address, progress) -> list[Any]:
     try:
         shared_ref = ray.put(shared)
         remote = ray.remote(num_cpus=1)(_call_with)
-        refs = [remote.remote(fn, t, shared_ref) for t in tasks]
-        index = {r: i for i, r in enumerate(refs)}
+        index = {remote.remote(fn, tasks[i], shared_ref): i for i in order}
+        refs = list(index)
         results: list[Any] = [None] * len(refs)
         pending = list(refs)
         done_n = 0

@@ -198,6 +198,10 @@ class BlockPool:
         ref = self._ref
         st = self._stack
         if st is not None:
+            if n == 1 and st:  # one block from the top of the stack (a decode step's growth)
+                b = st.pop()
+                ref[b] = 1
+                return [b]
             have = len(st)
             if n > have + self.num_blocks - self.fresh:
                 raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free "

@@ -32,6 +32,9 @@ requests, now and at its peak (``cow_blocks_saved``, ``cow_blocks_saved_peak``).
 """
 from __future__ import annotations
 
+from bisect import bisect_right
+from itertools import accumulate
+
 import numpy as np
 
 from .block_pool import BlockPool
@@ -356,6 +359,46 @@ class KVCacheManager:
                 hi = mid
         return lo
 
+    def plan_decode_run_blocks(self, reqs, k_max: int) -> tuple[int, np.ndarray]:
+        """:meth:`max_decode_run_steps` and :meth:`decode_run_blocks_used` of its answer at
+        once, for the decode batch ``reqs`` (before the run's first step, whose blocks the
+        scheduler already allocated).
+
+        Request ``i`` (``c`` tokens computed, ``h`` blocks held) needs ``ceil((c + s) / bs)``
+        blocks at step ``s``: one more than it holds first at step ``h x bs - c + 1``, then
+        every ``block_size`` steps. Counting those steps per request (integers, plain Python:
+        a batch is tens of requests) gives the run's growth after each step without the
+        ``(k_max, batch)`` arrays.
+
+        Returns
+        -------
+        k : int
+            The longest run, at most ``k_max`` steps, whose block growth the free pool supplies.
+        blocks_used : ndarray of int64, shape (k_max,)
+            Pool blocks in use during each of the first ``k_max`` steps (use ``[:k]``).
+        """
+        used0 = self.num_used_blocks
+        if self.allocation == "contiguous":
+            return k_max, np.full(k_max, used0, dtype=np.int64)
+        bs = self.block_size
+        inc = [0] * (k_max + 1)  # inc[s]: blocks first needed at step s (1-based)
+        for r in reqs:
+            c = r.num_computed_tokens
+            h = len(r.kv_handle.block_ids)
+            nb = -(-(c + 1) // bs)  # blocks the first step needs
+            if nb > h:
+                inc[1] += nb - h
+                h = nb
+            s = h * bs - c + 1
+            while s <= k_max:
+                inc[s] += 1
+                s += bs
+        growth = list(accumulate(inc))
+        del growth[0]  # growth[s - 1]: blocks taken by the end of step s (nondecreasing)
+        free = self.num_free_blocks
+        k = k_max if growth[-1] <= free else max(1, bisect_right(growth, free))
+        return k, np.array(growth, dtype=np.int64) + used0
+
     def decode_run_blocks_used(self, computed: np.ndarray, held: np.ndarray,
                                k: int) -> np.ndarray:
         """Pool blocks in use during each of ``k`` decode steps (step ``j`` holds the slots
@@ -372,9 +415,20 @@ class KVCacheManager:
         need (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
         if self.allocation != "paged":
             return
-        bs, pool = self.block_size, self.pool
+        bs = self.block_size
+        grow, total = [], 0
         for r in reqs:
             blocks = r.kv_handle.block_ids
             need = -(-r.num_computed_tokens // bs) - len(blocks)
             if need > 0:
-                blocks.extend(pool.allocate(need))
+                grow.append((blocks, need))
+                total += need
+        if not total:
+            return
+        # one pool call: the free queue hands out blocks front first, so taking them all at
+        # once and splitting in batch order gives every request the ids it would get alone
+        new = self.pool.allocate(total)
+        at = 0
+        for blocks, need in grow:
+            blocks.extend(new[at:at + need])
+            at += need

@@ -11,7 +11,22 @@ from .step_model import ConstantPerfModel, StepTimeModel
 
 __all__ = ["ConstantPerfModel", "EngineProfile", "RooflineParams", "RooflinePerfModel",
            "StepShape", "StepTimeModel", "build_operator_backend", "build_perf_model",
-           "get_engine_profile"]
+           "enable_operator_backend_memo", "get_engine_profile"]
+
+#: operator backends built in this process, by their arguments (None: no reuse)
+_BACKEND_MEMO: dict | None = None
+
+
+def enable_operator_backend_memo() -> None:
+    """Reuse operator backends in this process: :func:`build_operator_backend` keeps what it
+    built by its arguments (the tables are read once per GPU, TP and dtype, not once per
+    scheduler setting). For worker processes of capacity plans, which build dozens of setups
+    of a few GPUs; the backends are read-only after construction (their memo caches hold
+    values that depend on the query alone). Tables changed on disk afterwards are not
+    re-read."""
+    global _BACKEND_MEMO
+    if _BACKEND_MEMO is None:
+        _BACKEND_MEMO = {}
 
 
 def build_operator_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16",
@@ -36,6 +51,21 @@ def build_operator_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf1
     ValueError
         ``table`` without tables, or an ``engine_version`` the profile does not have.
     """
+    if _BACKEND_MEMO is not None:
+        key = (model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype, source,
+               engine_version, engine_family, expert_parallel_size, expert_load_skew)
+        hit = _BACKEND_MEMO.get(key)
+        if hit is None:
+            hit = _BACKEND_MEMO[key] = _build_operator_backend(*key)
+        return hit
+    return _build_operator_backend(model, gpu, tensor_parallel_size, weight_dtype,
+                                   kv_cache_dtype, source, engine_version, engine_family,
+                                   expert_parallel_size, expert_load_skew)
+
+
+def _build_operator_backend(model, gpu, tensor_parallel_size, weight_dtype, kv_cache_dtype,
+                            source, engine_version, engine_family, expert_parallel_size,
+                            expert_load_skew):
     if source in ("auto", "table"):
         from .measured import load_measured_backend
         m = load_measured_backend(model, gpu, tensor_parallel_size, weight_dtype,

@@ -176,7 +176,10 @@ class MeasuredOps(RooflinePerfModel):
     def attn_decode_time(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
         if not self._has_decode or num_seqs <= 0:
             return self.fallback.attn_decode_time(num_seqs, ctx_total, q_per_seq)
-        mean = np.asarray(ctx_total, dtype=float) / num_seqs
+        if isinstance(ctx_total, np.ndarray):
+            mean = np.asarray(ctx_total, dtype=float) / num_seqs
+        else:  # one step: the same division in Python floats (no numpy scalar round trip)
+            mean = float(ctx_total) / num_seqs
         t = self.tables.attention_decode(int(num_seqs), mean, **self._akey)
         if q_per_seq != 1:  # verification of k drafts: scale by the roofline ratio
             r1 = RooflinePerfModel.attn_decode_time(self, num_seqs, ctx_total, 1)

@@ -292,6 +292,11 @@ class RooflinePerfModel:
         """Decode attention summed over layers; ``ctx_total`` may be an array (steps). A
         sliding-window layer attends to at most ``num_seqs x window`` tokens in all."""
         out = 0.0
+        if not isinstance(ctx_total, np.ndarray):  # one step (a mixed one): Python floats,
+            for w, n in self.attn_groups:         # the same IEEE operations in the same order
+                c = ctx_total if w is None else min(ctx_total, num_seqs * w)
+                out = out + n * float(self.attn_decode_time(num_seqs, c, q_per_seq))
+            return out
         for w, n in self.attn_groups:
             c = ctx_total if w is None else np.minimum(ctx_total, num_seqs * w)
             out = out + n * np.asarray(self.attn_decode_time(num_seqs, c, q_per_seq), dtype=float)

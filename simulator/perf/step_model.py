@@ -24,6 +24,10 @@ import numpy as np
 from .engine_profile import EngineProfile
 from .roofline import StepShape
 
+#: pairs (num_seqs, ctx_total) of decode step times remembered before the memo starts afresh
+#: (about 100 bytes each: 20 MB at most)
+DECODE_MEMO_MAX = 200_000
+
 #: op-time keys a step reports, in display order
 GPU_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "elementwise", "all_reduce",
            "attention_prefill", "attention_decode", "lm_head", "sampler")
@@ -51,6 +55,8 @@ class StepTimeModel:
 
     def __init__(self, ops, engine: EngineProfile, capture_sizes: tuple[int, ...] = ()):
         self.ops = ops
+        self._decode_memo: dict[int, dict[int, float]] = {}
+        self._decode_memo_size = 0
         self.engine = engine
         self.model, self.gpu, self.tp = ops.model, ops.gpu, ops.tp
         self.kind = getattr(ops, "kind", "roofline")
@@ -60,6 +66,8 @@ class StepTimeModel:
         self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
         self._tok: dict = {}
         self._fixed_decode: dict = {}
+        #: rows sampled -> LM head seconds (rows <= max_num_seqs x (1 + lookahead): bounded)
+        self._lm_head: dict = {}
         self._layers = int(self.model.num_layers)
         # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:
         # vLLM gathers the TP-sharded logits before sampling)
@@ -68,6 +76,19 @@ class StepTimeModel:
                                    / (self.gpu.hbm_bandwidth_bytes_per_s
                                       * ops.params.memory_efficiency)) if bpl else 0.0
         self._cpu_from_ops = bool(getattr(engine, "cpu_from_profile", False))
+
+    @property
+    def engine(self) -> EngineProfile:
+        """The engine profile; setting another one (``fit-engine`` tries candidates on one
+        model) forgets the remembered decode step times, which include its CPU and sync."""
+        return self._engine
+
+    @engine.setter
+    def engine(self, profile: EngineProfile) -> None:
+        self._engine = profile
+        #: num_seqs -> {ctx_total: decode step seconds} (:meth:`decode_step_times`)
+        self._decode_memo.clear()
+        self._decode_memo_size = 0
 
     # ---------------------------------------------------------------- graph padding
     def in_graph(self, num_tokens: int, pure_decode: bool) -> bool:
@@ -118,7 +139,11 @@ class StepTimeModel:
         if ops.mla:
             out["mla"] = ops.mla_extra_time(shape.prefill_q, shape.prefill_start,
                                             shape.num_decode * shape.decode_q_per_seq)
-        out["lm_head"] = ops.lm_head_time(shape.num_sampled)
+        rows = shape.num_sampled
+        lm = self._lm_head.get(rows)
+        if lm is None:  # a function of the row count alone: remembered per count
+            lm = self._lm_head[rows] = ops.lm_head_time(rows)
+        out["lm_head"] = lm
         out["sampler"] = self.sampler_time(shape.num_sampled)
         return out
 
@@ -173,10 +198,43 @@ class StepTimeModel:
         return self._decode_fixed(num_seqs) + np.asarray(
             self.ops.attention_decode_total(num_seqs, ctx), dtype=float)
 
-    def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
-        """Wall-clock seconds of consecutive pure-decode steps, shape ``(K,)``."""
+    def _decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
         gpu = self.gpu_decode_step_times(num_seqs, ctx_totals)
         return np.asarray(self._engine_seconds(gpu, num_seqs, num_seqs), dtype=float)
+
+    def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
+        """Wall-clock seconds of consecutive pure-decode steps, shape ``(K,)``.
+
+        A step's time is a function of ``(num_seqs, ctx_total)`` alone, computed element by
+        element (every operator is elementwise in the context; the table interpolation gives
+        the same bits whatever the batching, :meth:`simulator.perf.table_grid._Grid.at_array`),
+        so times are remembered per pair: a decode run cut by an arrival and planned again
+        asks for the same steps (most steps of a replay are asked for more than once). Only
+        the pairs not seen yet are computed, in one vectorised call. The memory is bounded:
+        past :data:`DECODE_MEMO_MAX` pairs it starts afresh with the pairs of the call (results
+        are the same either way).
+        """
+        ctx = np.asarray(ctx_totals)
+        if ctx.ndim != 1:
+            return self._decode_step_times(num_seqs, ctx)
+        memos = self._decode_memo
+        memo = memos.get(num_seqs)
+        if memo is None:
+            memo = memos[num_seqs] = {}
+        cs = ctx.tolist()
+        got = list(map(memo.get, cs))
+        if None in got:
+            miss = [c for c, t in zip(cs, got) if t is None]
+            times = self._decode_step_times(num_seqs, np.array(miss, dtype=ctx.dtype)).tolist()
+            if self._decode_memo_size + len(miss) > DECODE_MEMO_MAX:
+                memos.clear()
+                memo = memos[num_seqs] = {}
+                self._decode_memo_size = 0
+            memo.update(zip(miss, times))
+            self._decode_memo_size += len(miss)
+            fill = iter(times)
+            got = [next(fill) if t is None else t for t in got]
+        return np.array(got, dtype=float)
 
     # ---------------------------------------------------------------- reporting
     def provenance(self) -> dict[str, str]:

@@ -246,14 +246,18 @@ class TableLookup(TableFiles):
             t *= float(self._roofline(op, x, num, rdt)) / float(self._roofline(op, xc, num, rdt))
         return t
 
-    def _time(self, op: str, cat: dict, num: dict, kernel, rdt: tuple, x: dict):
+    def _time_grid(self, op: str, cat: dict, num: dict, kernel, rdt: tuple) -> _Grid:
+        """The log-time grid answering a query key (resolved once, then remembered)."""
         key = (op, tuple(sorted(cat.items())), tuple(sorted(num.items())), kernel, rdt, "t")
         tg = self._res.get(key)
         if tg is None:
             grid = self._resolve(op, cat, num, kernel, rdt)[0]
             tg = self._tgrid(op, grid, num, rdt)
             self._res[key] = tg
-        return self._eval(op, tg, x, num, rdt)
+        return tg
+
+    def _time(self, op: str, cat: dict, num: dict, kernel, rdt: tuple, x: dict):
+        return self._eval(op, self._time_grid(op, cat, num, kernel, rdt), x, num, rdt)
 
     def nearest_note(self, op: str, **keys) -> str:
         """Why a query with ``keys`` is not answered from its own key group ("" when it is):

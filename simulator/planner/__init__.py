@@ -9,7 +9,10 @@ Public API::
     load_sweep_spec(path), load_plan_spec(path)          # validated files (PlanError)
 
 The execution backends, the result cache and the field-path grids are shared with the other
-experiments: :mod:`simulator.experiments`.
+experiments: :mod:`simulator.experiments`. Speed (issue 12 part 2): probes stop once their
+verdict is known (:mod:`.early_stop`, ``search.early_stop``), candidates that cannot cost
+less than a passing baseline are skipped (:mod:`.prune`, ``search.prune_dominated``), and
+:mod:`.evaluate` runs the configurations in those phases, slowest first.
 """
 from __future__ import annotations
 

@@ -18,6 +18,12 @@ recommends nothing (status ``none_passed``; the baseline is still reported for c
 when it fails too; either way it lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
 output tokens/s per GPU against tokens/s per user (``1 / mean TPOT``).
 
+With ``search.prune_dominated`` the baseline and last known-good are evaluated first and
+every candidate carries the lowest passing cost among them as a bound: one that cannot cost
+at most the bound is skipped (:mod:`simulator.planner.prune`); when no candidate within the
+bound passes, the plan evaluates them all unpruned, so the recommendation is the unpruned
+plan's. Tasks start slowest first (:func:`~simulator.planner.evaluate.longest_first`).
+
 size: pending its owner's split (issue 14 part 4; owner: wave3-topology): run_plan() 99 lines, _row() 85 lines.
 """
 from __future__ import annotations
@@ -29,26 +35,25 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
-from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from ..experiments.executor import run_tasks
+from ..experiments.cache import ResultCache
 from ..experiments.grid import config_label, expand_grid, set_path
-from ..experiments.runner import absolute_spec_paths, factory_id, prepare_points
+from ..experiments.runner import absolute_spec_paths, prepare_points
 from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
 from ..workload import WorkloadConfig, load_workload, synthesised_labels
 from .bottleneck import bottleneck_note
+from .evaluate import evaluate_configurations, longest_first
 from .provenance import compare_provenance
 from .report import write_plan_report
-from .search import evaluate_candidate, gate_failure
+from .search import gate_failure
 from .simulate import specs_rate
-from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec, load_quality_table, resolve_base
+from .spec import PlanError, PlanSpec, load_quality_table, resolve_base
 
-__all__ = ["PlanResult", "pareto_front", "run_plan"]
+__all__ = ["PlanResult", "longest_first", "pareto_front", "run_plan"]
 
 
 @dataclass
@@ -113,17 +118,6 @@ def pareto_front(points: list[dict], x: str, y: str) -> list[dict]:
     return sorted(front, key=lambda p: p[x])
 
 
-def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None,
-           base_gpu: str) -> tuple[float, str]:
-    g = get_gpu(gpu_name)
-    for k, v in prices.items():
-        if get_gpu(k).name == g.name:
-            return float(v), "plan prices"
-    if scenario_price is not None and g.name == base_gpu:
-        return float(scenario_price), "scenario cost.usd_per_gpu_hour"
-    return float(g.usd_per_gpu_hour), f"{g.name} profile"
-
-
 def _load_pool(base: dict, search, base_dir: Path):
     w = dict(base["workload"])
     start = float(w.get("start_s") or 0.0) + search.start_s
@@ -184,9 +178,17 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
     out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
-    ev = _evaluate(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
-                   ResultCache(out / ".cache", enabled=use_cache), use_cache, setup_factory,
-                   backend=backend, jobs=jobs, address=address, progress=progress)
+    cache = ResultCache(out / ".cache", enabled=use_cache)
+    ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
+                   cache, use_cache, setup_factory, backend=backend, jobs=jobs,
+                   address=address, progress=progress, n_cand=n_cand,
+                   prune=plan.search.prune_dominated)
+    if ev["bound"] is not None and not _any_within(ev, n_cand, plan, target):
+        # no candidate at or below the bound passed: an unpruned plan would recommend a
+        # skipped one over the fallback, so evaluate them all
+        ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
+                       cache, use_cache, setup_factory, backend=backend, jobs=jobs,
+                       address=address, progress=progress, n_cand=n_cand, prune=False)
 
     slices = sorted({s.slice for s in pool})
     rows = []
@@ -220,6 +222,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         sum(1 for k in set(row_task) if results_by_key[k].get("cached"))
     stats = {"num_candidates": len(cand_rows), "num_configurations_evaluated":
              len(set(row_task)), "num_simulations": n_sims, "num_cache_hits": n_hits,
+             "worker_cpu_s": sum(r.get("cpu_s", 0.0) for r in new),
              "wall_s": time.perf_counter() - t0, "jobs": jobs, "backend": backend}
     workload = {"num_requests_pool": len(pool), "pool_rate_rps": specs_rate(pool),
                 "target_rate_rps": target, "mean_prompt_tokens": mean_in,
@@ -305,62 +308,14 @@ def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list
     return all_ov, configs + base_configs + lkg_configs, len(configs)
 
 
-def _evaluate(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: dict, base_sc,
-              base_dict: dict, cache: ResultCache, use_cache: bool, setup_factory, *,
-              backend: str, jobs: int, address, progress) -> dict[str, Any]:
-    """Price every configuration, evaluate the ones the cache does not hold (one task each,
-    through the executor) and store the new results; returns ``row_task`` (each row's cache
-    key), ``meta`` (GPU, price, TP per row), ``results`` (key -> result) and ``new``."""
-    base_gpu = get_gpu(base_sc.hardware.gpu).name
-    scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
-        base_raw.get("cost"), dict) else None
-    fid = factory_id(setup_factory)
-    search_d = plan.search.model_dump()
-    gates_d = plan.gates.model_dump()
-    # deployment-level gates are checked on the plan rows: they do not change a candidate's
-    # simulations, so they stay out of its cache key
-    gates_key = {k: v for k, v in gates_d.items() if k not in DEPLOYMENT_GATES}
-    pool_fp = specs_fingerprint(pool)
-    tasks, task_keys, row_task, meta = [], [], [], []
-    key_to_task: dict[str, int] = {}
-    results_by_key: dict[str, dict] = {}
-    for i, (_ov, cfg) in enumerate(zip(all_ov, all_cfg)):
-        gname = get_gpu(cfg["hardware"]["gpu"]).name
-        price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
-        cfg = json.loads(json.dumps(cfg))
-        cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
-        meta.append({"gpu": gname, "price": price, "price_source": price_src,
-                     "tp": int(cfg["cluster"]["tensor_parallel_size"]),
-                     "gpus_per_replica": int(cfg["cluster"]["tensor_parallel_size"])
-                     * int(cfg["cluster"].get("pipeline_parallel_size") or 1)})
-        key = cache_key("candidate", {
-            "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
-            "gates": gates_key, "slo": base_dict["slo"], "target": target,
-            "headroom": plan.headroom, "max_extra": plan.max_extra_replicas, "setup": fid})
-        row_task.append(key)
-        if key in key_to_task or key in results_by_key:
-            continue
-        hit = cache.get(key)
-        if hit is not None:
-            results_by_key[key] = {**hit, "num_simulations": 0, "cached": True}
-            continue
-        key_to_task[key] = len(tasks)
-        task_keys.append(key)
-        tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
-                      "target_rate_rps": target, "headroom": plan.headroom,
-                      "max_extra_replicas": plan.max_extra_replicas,
-                      "cache_dir": str(cache.folder), "use_cache": use_cache,
-                      "setup_factory": setup_factory, "factory_id": fid})
-    new = run_tasks(evaluate_candidate, tasks, shared={"pool": pool}, backend=backend,
-                    jobs=jobs, address=address, progress=progress)
-    for key, r in zip(task_keys, new):
-        for k, v in (r.pop("new_cache", None) or {}).items():
-            cache.put(k, v)
-        r["cached"] = False
-        if r.get("failed_gates") != ["error"]:
-            cache.put(key, r)
-        results_by_key[key] = r
-    return {"row_task": row_task, "meta": meta, "results": results_by_key, "new": new}
+def _any_within(ev: dict, n_cand: int, plan: PlanSpec, target: float) -> bool:
+    """Whether a candidate costing at most the dominance bound passed every gate."""
+    for i in range(n_cand):
+        r, m = ev["results"][ev["row_task"][i]], ev["meta"][i]
+        row = _row(i, {}, r, m, plan, target, 1.0, 1.0, name="", is_baseline=False)
+        if row["passed"] and row["usd_per_hour"] <= ev["bound"] * (1 + 1e-12):
+            return True
+    return False
 
 
 def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict | None):
@@ -374,7 +329,10 @@ def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict
     if passing:
         status, chosen = "candidate", passing[0]
         runners = passing[1: 1 + plan.top_k]
-        reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(ranked)}")
+        n_skip = sum(1 for r in ranked if r["failed_gates"] == ["dominated"])
+        reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(ranked)}"
+                  + (f" ({n_skip} skipped: dominated by the cost of a passing "
+                     f"{fb_what})" if n_skip else ""))
     else:
         chosen = fb_row
         runners = []
@@ -502,6 +460,8 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "confirm_extra": r.get("confirm_extra"),
         "num_simulations": r.get("num_simulations", 0),
         "cached": bool(r.get("cached")),
+        "dominance": r.get("dominance"),
+        "dominance_probe": r.get("dominance_probe"),
     }
 
 

@@ -205,9 +205,26 @@ def _method(result) -> str:
             "prefill share of the confirmation run's busy GPU time (per step: pure prefill "
             "or decode steps to their phase, mixed steps by operator times; idle time pro "
             "rata) and divide each phase by the tokens the target rate brings per hour. "
-            f"{st['num_simulations']} simulation(s) run, {st['num_cache_hits']} cache "
+            + _speedups_text(result)
+            + f"{st['num_simulations']} simulation(s) run, {st['num_cache_hits']} cache "
             f"hit(s), {st['wall_s']:.1f} s wall clock, backend {st['backend']} with "
             f"{st['jobs']} job(s).")
+
+
+def _speedups_text(result) -> str:
+    """How many runs stopped early and candidates were skipped (empty when none)."""
+    runs = [p for r in _evaluated(result) for p in (r.get("probes") or [])
+            + (r.get("confirmations") or [])]
+    n_stop = sum(1 for p in runs if p.get("stopped_early"))
+    n_skip = sum(1 for r in result.candidates if r.get("failed_gates") == ["dominated"])
+    out = ""
+    if n_stop:
+        out += (f"{n_stop} of {len(runs)} probe and confirmation runs stopped as soon as "
+                "their finished requests proved a gate failed (search.early_stop). ")
+    if n_skip:
+        out += (f"{n_skip} candidate(s) skipped: they cannot cost at most a passing "
+                "baseline's USD/h (search.prune_dominated). ")
+    return out
 
 
 def _evaluated(result) -> list[dict]:

@@ -23,11 +23,19 @@ confirms it, adding one replica at a time (up to ``max_extra_replicas``) until i
 A finite probe measures a transient: above the true capacity queues grow during the probe,
 so attainment falls as the rate rises; more requests per probe make the edge sharper.
 
-size: pending its owner's split (issue 14 part 4; owner: wave3-topology): evaluate_candidate() 89 lines.
+Speed (issue 12 part 2): with ``search.early_stop`` a probe or confirmation ends once its
+finished requests prove a gate failed (:mod:`simulator.planner.early_stop`); with
+``prune_usd_per_hour`` in the task (``search.prune_dominated``) a candidate that cannot cost
+at most that bound is skipped after at most one probe (:func:`dominance_check`,
+:mod:`simulator.planner.prune`).
+
+size: pending its owner's split (issue 14 part 4; owner: wave3-topology): evaluate_candidate() 94 lines;
+the module is ~615 lines (gates, probes and the per-candidate driver share their records).
 """
 from __future__ import annotations
 
 import math
+import multiprocessing as mp
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,8 +43,11 @@ from typing import Any
 from ..config import validate_scenario
 from ..engine import build_setup
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from ..perf import enable_operator_backend_memo
+from .early_stop import ProbeStop
 from .provenance import perf_provenance, scenario_provenance
-from .simulate import rescale_specs, simulate_summary, specs_rate
+from .prune import gate_rate, max_replicas_within, skipped_result
+from .simulate import compact_summary, rescale_specs, simulate_summary, specs_rate
 from .spec import GateSettings, SearchSettings
 
 __all__ = [
@@ -270,9 +281,20 @@ def _get(d: Mapping | None, *keys):
 
 def probe_record(summary: Mapping[str, Any], extra: Mapping[str, Any] | None, *,
                  rate_rps: float, gpus: int, gates: Mapping[str, Any],
-                 slo: Mapping[str, Any]) -> dict[str, Any]:
-    """The compact record of one probe or confirmation run (what reports and curves use)."""
-    details = evaluate_gates(summary, gates, slo)
+                 slo: Mapping[str, Any], stopped: Mapping[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """The compact record of one probe or confirmation run (what reports and curves use).
+
+    ``stopped`` (a run ended early, :mod:`simulator.planner.early_stop`): ``stopped_at_s``
+    and ``gate_failures`` (the gates proven failed: the verdict); the other figures then
+    cover the requests that entered before the stop (``num_requests``).
+    """
+    if stopped:
+        details = [gate_failure(f["gate"], f["value"], f["bound"], op=f["op"],
+                                unit=f["unit"], text=f["text"])
+                   for f in stopped["gate_failures"]]
+    else:
+        details = evaluate_gates(summary, gates, slo)
     fails = [f["gate"] for f in details]
     tpot_mean = _get(summary, "tpot_s", "mean")
     out_tps = summary.get("output_token_throughput_tps")
@@ -303,6 +325,8 @@ def probe_record(summary: Mapping[str, Any], extra: Mapping[str, Any] | None, *,
         "price_per_1m_output_tokens_usd": summary.get("price_per_1m_output_tokens_usd"),
         "busy_fraction": extra.get("busy_fraction"),
         "queue_share_of_ttft": extra.get("queue_share_of_ttft"),
+        "stopped_early": bool(stopped),
+        "stopped_at_s": stopped["stopped_at_s"] if stopped else None,
     }
 
 
@@ -349,17 +373,24 @@ class SimRunner:
             self._setup = f(sc) if f is not None else build_setup(sc)
         return self._setup
 
-    def run(self, scenario: Mapping[str, Any], specs: list) -> dict:
-        """``{"summary", "extra"}`` of ``scenario`` on ``specs`` (cached when possible)."""
+    def run(self, scenario: Mapping[str, Any], specs: list,
+            stop: ProbeStop | None = None) -> dict:
+        """``{"summary", "extra", "stopped"}`` of ``scenario`` on ``specs`` (cached when
+        possible). With ``stop`` (its rules active) the run ends once a gate is proven
+        failed; ``stopped`` is then ``{"stopped_at_s", "gate_failures"}``, else ``None``."""
+        stop = stop if (stop is not None and stop.active) else None
         key = cache_key("sim", {"scenario": scenario_identity(scenario),
-                                "specs": specs_fingerprint(specs), "setup": self.factory_id})
+                                "specs": specs_fingerprint(specs), "setup": self.factory_id,
+                                "early_stop": stop.identity() if stop else None})
         if key in self.new_cache:
             return self.new_cache[key]
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None:
             self.num_cache_hits += 1
             return hit
-        r = simulate_summary(scenario, specs, setup=self.setup(scenario))
+        r = simulate_summary(scenario, specs, setup=self.setup(scenario), stop_when=stop)
+        r["stopped"] = ({"stopped_at_s": stop.stopped_at_s, "gate_failures": stop.failures}
+                        if stop is not None and stop.stopped_at_s is not None else None)
         self.num_simulations += 1
         self.new_cache[key] = r
         return r
@@ -384,6 +415,45 @@ def _settings(search) -> dict:
     if hasattr(search, "model_dump"):
         return search.model_dump()
     return SearchSettings.model_validate(dict(search)).model_dump()
+
+
+def run_probe(scenario: Mapping[str, Any], probe_specs: list, scale: float, rate1: float, *,
+              reps: int, gpus: int, st: Mapping[str, Any], gates: Mapping[str, Any],
+              runner: SimRunner) -> dict[str, Any]:
+    """One capacity probe: ``probe_specs`` (arrival rate ``rate1`` requests/s) rate-scaled by
+    ``scale`` on ``reps`` replicas (``gpus`` GPUs); its :func:`probe_record` (early-stopped
+    when ``st["early_stop"]``)."""
+    sp = rescale_specs(probe_specs, scale)
+    stop = ProbeStop(sp, scenario["slo"], gates) if st["early_stop"] else None
+    r = runner.run(scenario_at(scenario, reps, scale, len(sp)), sp, stop)
+    return probe_record(r["summary"], r["extra"], rate_rps=scale * rate1, gpus=gpus,
+                        gates=gates, slo=scenario["slo"], stopped=r.get("stopped"))
+
+
+def dominance_check(task: Mapping[str, Any], base: Mapping[str, Any], pool: list,
+                    runner: SimRunner) -> tuple[dict | None, dict | None]:
+    """Whether a candidate is dominated by ``task["prune_usd_per_hour"]``
+    (:mod:`simulator.planner.prune`): ``(skipped fields or None, the gate probe's record
+    or None)``."""
+    bound = task.get("prune_usd_per_hour")
+    if bound is None:
+        return None, None
+    st = task["search"]
+    c = base["cluster"]
+    g = int(c["tensor_parallel_size"]) * int(c.get("pipeline_parallel_size") or 1)
+    price = float(base["cost"]["usd_per_gpu_hour"])
+    n_max = max_replicas_within(float(bound), g, price)
+    if n_max < 1:
+        return skipped_result(float(bound), g, price, 0, None), None
+    rate = gate_rate(float(task["target_rate_rps"]), float(task["headroom"]), n_max)
+    probe_specs = list(pool[: st["max_requests"]])
+    rate1 = specs_rate(probe_specs)
+    rec = run_probe(base, probe_specs, rate / rate1, rate1, reps=1, gpus=g, st=st,
+                    gates=task["gates"], runner=runner)
+    rec["rate_scale"] = rate / rate1
+    if rec["feasible"]:
+        return None, rec
+    return skipped_result(float(bound), g, price, n_max, rate), rec
 
 
 def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
@@ -421,7 +491,7 @@ def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
     st = _settings(search)
     gates = GateSettings.model_validate(dict(gates or {})).model_dump()
     runner = runner or SimRunner(setup_factory=setup_factory)
-    slo = scenario["slo"]
+    scenario["slo"]
     reps = int(replicas if replicas is not None else scenario["cluster"]["num_replicas"])
     gpus = reps * int(scenario["cluster"]["tensor_parallel_size"]) * int(
         scenario["cluster"].get("pipeline_parallel_size") or 1)
@@ -429,10 +499,8 @@ def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
     rate1 = specs_rate(probe_specs)
 
     def probe(scale: float) -> dict:
-        sp = rescale_specs(probe_specs, scale)
-        r = runner.run(scenario_at(scenario, reps, scale, len(sp)), sp)
-        return probe_record(r["summary"], r["extra"], rate_rps=scale * rate1, gpus=gpus,
-                            gates=gates, slo=slo)
+        return run_probe(scenario, probe_specs, scale, rate1, reps=reps, gpus=gpus, st=st,
+                         gates=gates, runner=runner)
 
     cap_scale, records, note = find_capacity(
         probe, start=st["initial_rate_scale"], growth=st["growth"], rel_tol=st["rel_tol"],
@@ -460,6 +528,8 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
     """
 
     t0 = time.perf_counter()
+    if mp.parent_process() is not None:
+        enable_operator_backend_memo()  # a pool worker: read each GPU's tables once
     pool = shared["pool"]
     st = task["search"]
     gates = task["gates"]
@@ -471,7 +541,7 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
     runner = SimRunner(ResultCache(task.get("cache_dir"), enabled=task.get("use_cache", True)),
                        task.get("setup_factory"), task.get("factory_id"))
     out: dict[str, Any] = {"index": task["index"], "probes": [], "confirmations": [],
-                           "error": None}
+                           "error": None, "_cpu0": time.process_time()}
     try:
         try:
             setup = runner.setup(base)
@@ -483,6 +553,10 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
                        provenance=scenario_provenance(base))
             return _finish(out, runner, t0)
         out["provenance"] = perf_provenance(setup.perf)
+        skipped, out["dominance_probe"] = dominance_check(task, base, pool, runner)
+        if skipped is not None:
+            out.update(skipped)
+            return _finish(out, runner, t0)
         found = search_capacity(base, pool, search=st, gates=gates, replicas=1, runner=runner)
         last_fail = found.pop("last_failed_gates")
         last_details = found.pop("last_gate_failures")
@@ -508,13 +582,14 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
             specs_c = pool[:m]
             scale_c = target / specs_rate(specs_c)
             specs_c = rescale_specs(specs_c, scale_c)
-            r = runner.run(scenario_at(base, n, scale_c, m), specs_c)
+            stop = ProbeStop(specs_c, slo, gates) if st.get("early_stop") else None
+            r = runner.run(scenario_at(base, n, scale_c, m), specs_c, stop)
             rec = probe_record(r["summary"], r["extra"], rate_rps=target, gpus=tp * n,
-                               gates=gates, slo=slo)
+                               gates=gates, slo=slo, stopped=r.get("stopped"))
             rec["replicas"] = n
             out["confirmations"].append(rec)
             out["confirm_extra"] = r["extra"]
-            out["confirm_summary"] = _compact_summary(r["summary"])
+            out["confirm_summary"] = compact_summary(r["summary"])
             fails = rec["failed_gates"]
             if not fails:
                 passed = True
@@ -539,32 +614,10 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
     return _finish(out, runner, t0)
 
 
-def _compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
-    keep = ("num_requests", "num_completed", "num_rejected", "num_cancelled",
-            "num_preemptions", "slo_attainment", "ttft_s", "tpot_s", "e2e_latency_s",
-            "queue_delay_s", "output_token_throughput_tps", "mean_batch_size",
-            "mean_kv_cache_usage", "max_kv_cache_usage", "num_gpu_blocks", "kv_cache_tokens",
-            "perf_model", "reject_reasons", "duration_s", "num_input_tokens",
-            "num_output_tokens", "cost_usd", "price_per_1m_input_tokens_usd",
-            "price_per_1m_output_tokens_usd", "workload_synthesised")
-    out = {k: s.get(k) for k in keep}
-    pc = s.get("phase_cost") or {}
-    out["phase_cost"] = {k: pc.get(k) for k in (
-        "prefill_share", "prefill_gpu_s", "decode_gpu_s", "idle_gpu_s", "idle_share",
-        "phase_split_method", "mixed_time_share")} if pc else None
-    out["degrade"] = [{k: d.get(k) for k in (
-        "name", "action", "num_episodes", "active_s", "num_requests",
-        "num_output_tokens_not_generated")} for d in s.get("degrade") or []] or None
-    out["by_slice"] = {k: {"ttft_s": v.get("ttft_s"), "tpot_s": v.get("tpot_s"),
-                           "slo_attainment": v.get("slo_attainment"),
-                           "num_requests": v.get("num_requests")}
-                       for k, v in (s.get("by_slice") or {}).items()}
-    return out
-
-
 def _finish(out: dict, runner: SimRunner, t0: float) -> dict:
     out["new_cache"] = runner.new_cache
     out["num_simulations"] = runner.num_simulations
     out["num_cache_hits"] = runner.num_cache_hits
     out["wall_s"] = time.perf_counter() - t0
+    out["cpu_s"] = time.process_time() - out.pop("_cpu0", 0.0)
     return out

@@ -27,7 +27,7 @@ from ..engine import build_setup
 from ..perf.roofline import StepShape
 from ..run import run_scenario
 
-__all__ = ["BOTTLENECK_KEYS", "mean_step_shape", "rescale_specs", "run_extras",
+__all__ = ["BOTTLENECK_KEYS", "compact_summary", "mean_step_shape", "rescale_specs", "run_extras",
            "simulate_summary", "specs_rate", "step_bottleneck"]
 
 #: Shares :meth:`RooflinePerfModel.bottleneck_shares` returns (they sum to 1).
@@ -262,7 +262,8 @@ def run_extras(res) -> dict[str, Any]:
 
 
 def simulate_summary(scenario: Mapping[str, Any], specs: Sequence, *, setup=None,
-                     setup_factory: Callable | None = None) -> dict[str, Any]:
+                     setup_factory: Callable | None = None,
+                     stop_when: Callable | None = None) -> dict[str, Any]:
     """Simulate a resolved scenario on ``specs``; returns ``{"summary", "extra"}``.
 
     Parameters
@@ -276,9 +277,37 @@ def simulate_summary(scenario: Mapping[str, Any], specs: Sequence, *, setup=None
     setup_factory : callable, optional
         ``setup_factory(Scenario) -> ReplicaSetup`` instead of
         :func:`simulator.engine.build_setup` (tests inject a constant-time model).
+    stop_when : callable, optional
+        ``stop_when(request, now_s) -> bool`` after every finish: True ends the run
+        (:func:`simulator.engine.simulate`; the planner's :class:`~.early_stop.ProbeStop`).
     """
     sc = validate_scenario(dict(scenario))
     if setup is None:
         setup = setup_factory(sc) if setup_factory is not None else build_setup(sc)
-    res = run_scenario(sc, None, specs=list(specs), write=False, setup=setup)
+    res = run_scenario(sc, None, specs=list(specs), write=False, setup=setup,
+                       stop_when=stop_when)
     return {"summary": res.summary, "extra": run_extras(res)}
+
+
+def compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures of a run summary a plan keeps for a confirmation (JSON-safe subset)."""
+    keep = ("num_requests", "num_completed", "num_rejected", "num_cancelled",
+            "num_preemptions", "slo_attainment", "ttft_s", "tpot_s", "e2e_latency_s",
+            "queue_delay_s", "output_token_throughput_tps", "mean_batch_size",
+            "mean_kv_cache_usage", "max_kv_cache_usage", "num_gpu_blocks", "kv_cache_tokens",
+            "perf_model", "reject_reasons", "duration_s", "num_input_tokens",
+            "num_output_tokens", "cost_usd", "price_per_1m_input_tokens_usd",
+            "price_per_1m_output_tokens_usd", "workload_synthesised")
+    out = {k: s.get(k) for k in keep}
+    pc = s.get("phase_cost") or {}
+    out["phase_cost"] = {k: pc.get(k) for k in (
+        "prefill_share", "prefill_gpu_s", "decode_gpu_s", "idle_gpu_s", "idle_share",
+        "phase_split_method", "mixed_time_share")} if pc else None
+    out["degrade"] = [{k: d.get(k) for k in (
+        "name", "action", "num_episodes", "active_s", "num_requests",
+        "num_output_tokens_not_generated")} for d in s.get("degrade") or []] or None
+    out["by_slice"] = {k: {"ttft_s": v.get("ttft_s"), "tpot_s": v.get("tpot_s"),
+                           "slo_attainment": v.get("slo_attainment"),
+                           "num_requests": v.get("num_requests")}
+                       for k, v in (s.get("by_slice") or {}).items()}
+    return out

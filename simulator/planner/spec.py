@@ -138,6 +138,16 @@ class SearchSettings(_Strict):
     min_rate_scale, max_rate_scale : float
         Bracketing limits: below ``min_rate_scale`` the configuration has no capacity; at
         ``max_rate_scale`` the search stops and reports that bound.
+    early_stop : bool
+        End a probe (or a confirmation) as soon as finished requests prove a gate failed
+        (:mod:`simulator.planner.early_stop`); its verdict is the full run's, its other
+        metrics cover the part that ran (``stopped_early``). False: every run to its end.
+    prune_dominated : bool
+        Evaluate the baseline (and last known-good) first and skip every candidate that
+        cannot cost less than a passing one (:mod:`simulator.planner.prune`: one replica
+        already dearer, or one probe at the capacity it would need fails); skipped
+        candidates are reported (``status: skipped``, gate ``dominated`` with its bound).
+        The recommendation is unchanged; runners-up are among the candidates not skipped.
     """
 
     window_s: float | None = Field(default=600.0, gt=0)
@@ -150,6 +160,8 @@ class SearchSettings(_Strict):
     max_probes: int = Field(default=12, ge=2, le=64)
     min_rate_scale: float = Field(default=1.0 / 64, gt=0)
     max_rate_scale: float = Field(default=1024.0, gt=0)
+    early_stop: bool = True
+    prune_dominated: bool = False
 
     @model_validator(mode="after")
     def _limits(self):

@@ -103,6 +103,7 @@ class StepOutput:
         "preempted",
         "reqs",
         "run_arrays",
+        "run_blocks",
         "shape",
         "swap_bytes",
         "veto",
@@ -126,6 +127,7 @@ class StepOutput:
         self.num_padding_seqs = 0  # slots doing no useful work (static batching)
         self.extra_time_s = 0.0  # added to the step time (swap transfers, drafting)
         self.run_arrays = None  # (computed tokens, blocks held) per request, for a decode run
+        self.run_blocks = None  # pool blocks in use per step of the planned decode run
 
     @property
     def batch_size(self) -> int:
@@ -318,9 +320,11 @@ class ContinuousScheduler:
             budget = self._admit_waiting(now, out, sched, budget)
             prefill_only = bool(sched)
         i = len(running) if prefill_only else 0  # a prefill-only step skips the decodes
+        bs = kv.block_size
         while i < len(running) and budget > 0:
             r = running[i]
-            n = r.num_tokens - r.num_computed_tokens
+            c = r.num_computed_tokens
+            n = r.num_prompt_tokens + r.num_emitted - c  # num_tokens - computed (inlined)
             ns = r.num_seqs
             if ns > 1 and n == 1 and r.num_emitted > 0:
                 # parallel sampling: one decode token per sequence, all or none
@@ -330,9 +334,16 @@ class ContinuousScheduler:
                 n = ns
             elif la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
                 n += la
-            n = min(n, budget)
-            kv_tokens = r.num_computed_tokens + n if ns == 1 else kv_tokens_per_seq(r, n)
-            while (not kv.has_slots(r, kv_tokens) and not kv.allocate(r, kv_tokens)):
+            if n > budget:
+                n = budget
+            if ns == 1:  # kv.has_slots, inlined for one sequence (the common case)
+                kv_tokens = c + n
+                fits = kv_tokens <= len(r.kv_handle.block_ids) * bs
+            else:
+                kv_tokens = kv_tokens_per_seq(r, n)
+                fits = kv.has_slots(r, kv_tokens)
+            while (not fits and not kv.has_slots(r, kv_tokens)
+                   and not kv.allocate(r, kv_tokens)):
                 victim = self._pick_victim()
                 if victim in sched:
                     budget += sched.pop(victim)
@@ -364,34 +375,39 @@ class ContinuousScheduler:
         shape = out.shape
         pq, ps = shape.prefill_q, shape.prefill_start
         nd = ctx = nsamp = ntok_p = 0
+        kvt = 0  # KV tokens held after the step by the scheduled single-sequence requests
         parallel = False
         for r, n in sched.items():
             c = r.num_computed_tokens
             ns = r.num_seqs
             if ns > 1:
                 parallel = True
+            else:
+                kvt += c + n
+            ntok = r.num_prompt_tokens + r.num_emitted  # r.num_tokens, inlined
             if ns > 1 and n == ns and is_parallel_decode(r):
                 nd += ns  # ns decode sequences of context c + 1 each
                 ctx += ns * (c + 1)
                 nsamp += ns
-            elif ns == 1 and r.num_emitted > 0 and c == r.num_tokens - 1 \
-                    and (n == 1 or n == 1 + la):
+            elif ns == 1 and r.num_emitted > 0 and c == ntok - 1 and (n == 1 or n == 1 + la):
                 # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
                 ctx += c + n
                 nsamp += n
             else:
-                if c + n == r.num_tokens:
+                if c + n == ntok:
                     nsamp += ns  # the prompt's last chunk samples every sequence's token
                 pq.append(n)
                 ps.append(c)
                 ntok_p += n
-            out.reqs.append(r)
-            out.ntoks.append(n)
-        kvt = 0
-        for r in self.running:
-            kvt += (r.num_computed_tokens + sched.get(r, 0) if r.num_seqs == 1
-                    else kv_tokens_held(r, sched.get(r, 0)))
+        out.reqs = list(sched)
+        out.ntoks = list(sched.values())
+        running = self.running
+        if parallel or len(sched) != len(running):  # sched's keys are running requests
+            kvt = 0
+            for r in running:
+                kvt += (r.num_computed_tokens + sched.get(r, 0) if r.num_seqs == 1
+                        else kv_tokens_held(r, sched.get(r, 0)))
         out.kv_tokens = kvt
         shape.num_decode = nd
         shape.decode_ctx_total = ctx
@@ -444,6 +460,8 @@ class ContinuousScheduler:
         return back
 
     def _admit_waiting(self, now: float, out: StepOutput, sched: dict, budget: int) -> int:
+        if not len(self.queue):
+            return budget  # nothing waits (most decode steps): no per-request counts needed
         cfg, kv, running = self.cfg, self.kv, self.running
         cap = cfg.tenant_max_seqs
         counts: dict[str, int] = {}
@@ -594,16 +612,14 @@ class ContinuousScheduler:
         if out.veto:
             return 1
         reqs = out.reqs
-        c, held = self._run_arrays(out)
-        remaining = np.fromiter((r.num_output_tokens - r.num_emitted for r in reqs),
-                                dtype=np.int64, count=len(reqs))
-        k_max = int(remaining.min())
-        ntoks = c + 1  # num_tokens of each request (decode: computed = tokens - 1)
-        k_len = int(self.cfg.max_model_len - ntoks.max())
+        k_max = min([r.num_output_tokens - r.num_emitted for r in reqs])
+        # num_tokens of each request is computed + 1 (a decode step)
+        k_len = self.cfg.max_model_len - 1 - max([r.num_computed_tokens for r in reqs])
         k_max = max(1, min(k_max, k_len))
         if k_max <= 1:
             return 1
-        return self.kv.max_decode_run_steps(c, held, k_max)
+        k, out.run_blocks = self.kv.plan_decode_run_blocks(reqs, k_max)
+        return k
 
     def decode_run_arrays(self, out: StepOutput, k: int):
         """Per-step total context and KV blocks used for ``k`` decode steps.
@@ -616,10 +632,13 @@ class ContinuousScheduler:
             Blocks held in the pool during each step.
         """
         reqs = out.reqs
-        c, held = self._run_arrays(out)
         j = np.arange(k, dtype=np.int64)
-        ctx_totals = int(c.sum() + len(reqs)) + j * len(reqs)
-        return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
+        ctx_totals = (sum([r.num_computed_tokens for r in reqs]) + len(reqs)) + j * len(reqs)
+        used = out.run_blocks  # from plan_decode_run, at this very state
+        if used is None or len(used) < k:
+            c, held = self._run_arrays(out)
+            return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
+        return ctx_totals, used[:k]
 
     def commit_decode_run(self, out: StepOutput, k: int, start: float, ends: np.ndarray) -> None:
         """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times)."""

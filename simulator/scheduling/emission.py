@@ -119,27 +119,32 @@ def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
     end = float(step_end_times[k_steps - 1]) if k_steps > 1 else first_end
     add_itl = recorder.add_itl
     same = 0
+    num_seqs = 0
     finished = []
     if tokens is None:
         tokens = (k_steps,) * len(batch)
     for r, e in zip(batch, tokens):
-        last = r.last_token_time_s
-        if r.num_emitted == 0:
+        ns = r.num_seqs
+        num_seqs += ns
+        emitted = r.num_emitted
+        if emitted == 0:
             r.first_token_time_s = first_end  # every sequence's first token (n > 1)
-        elif last == start_s:
-            same += r.num_seqs  # one gap per sequence
         else:
-            add_itl(first_end - last, r.num_seqs)
-        r.num_emitted += e
+            last = r.last_token_time_s
+            if last == start_s:
+                same += ns  # one gap per sequence
+            else:
+                add_itl(first_end - last, ns)
+        emitted += e
+        r.num_emitted = emitted
         r.last_token_time_s = end
-        if r.num_emitted >= r.num_output_tokens or r.num_prompt_tokens + r.num_emitted >= \
-                max_model_len:
+        if emitted >= r.num_output_tokens or r.num_prompt_tokens + emitted >= max_model_len:
             finished.append(r)
     if same:
         add_itl(first_end - start_s, same)
     if k_steps > 1:
-        recorder.add_itl_array(np.diff(np.asarray(step_end_times[:k_steps], dtype=float)),
-                               sum(r.num_seqs for r in batch))
+        ends = np.asarray(step_end_times[:k_steps], dtype=float)
+        recorder.add_itl_array(ends[1:] - ends[:-1], num_seqs)  # = np.diff(ends)
     for r in finished:
         if r.num_emitted >= r.num_output_tokens:
             recorder.finish(r, end, COMPLETED, "")

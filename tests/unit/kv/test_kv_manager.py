@@ -2,6 +2,7 @@
 with exact shared block ids and ref counts, the hit cap, chained keys, trim, watermark."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from helpers import req
 
@@ -169,3 +170,20 @@ def test_bad_arguments():
         KVCacheManager(10, 0)
     with pytest.raises(ValueError):
         KVCacheManager(10, 16, allocation="virtual")
+
+
+def test_plan_decode_run_blocks_counts_block_boundaries():
+    # block_size 4. A: 5 tokens computed, 2 blocks held: step s needs ceil((5 + s) / 4)
+    # blocks = 2, 2, 2, 3, 3, 3 -> grows at step 4. B: 2 computed, 1 held: ceil((2 + s) / 4)
+    # = 1, 1, 2, 2, 2, 2 -> grows at step 3. Growth after each step: 0, 0, 1, 2, 2, 2.
+    kv = KVCacheManager(4, 4)
+    a, b = req(0, prompt=5, output=10), req(1, prompt=2, output=10)
+    assert kv.allocate(a, 6) and kv.allocate(b, 3)  # the first step's slots: 2 + 1 blocks
+    a.num_computed_tokens, b.num_computed_tokens = 5, 2
+    k, used = kv.plan_decode_run_blocks([a, b], 6)
+    assert k == 3  # 1 block free: step 3 takes it, step 4 would need another
+    assert used.tolist() == [3, 3, 4, 5, 5, 5]  # 3 held + growth
+    # the same answers as the one-at-a-time methods
+    c, held = np.array([5, 2]), kv.blocks_held([a, b])
+    assert kv.max_decode_run_steps(c, held, 6) == k
+    assert kv.decode_run_blocks_used(c, held, 6).tolist() == used.tolist()

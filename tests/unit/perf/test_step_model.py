@@ -129,6 +129,49 @@ def test_decode_run_equals_single_steps():
     assert np.allclose(run - gpu, cpu, rtol=1e-9)
 
 
+def test_decode_step_times_are_the_same_bits_however_asked():
+    # remembered per (num_seqs, ctx_total): a run asked again, in part or in another
+    # batching, gets exactly what a fresh model computes for each step alone
+    prof = get_engine_profile("vllm-v1")
+    m = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
+    ctx = np.arange(100, 140) * 24
+    first = m.decode_step_times(24, ctx)
+    again = m.decode_step_times(24, ctx[10:30])  # all remembered
+    mixed = m.decode_step_times(24, np.arange(130, 150) * 24)  # half remembered
+    fresh = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
+    alone = [float(fresh.decode_step_times(24, np.array([c]))[0])
+             for c in np.arange(100, 150) * 24]
+    assert first.tolist() == alone[:40]
+    assert again.tolist() == alone[10:30]
+    assert mixed.tolist() == alone[30:50]
+    assert m.decode_step_times(25, ctx[:3]).tolist() != first[:3].tolist()  # keyed by batch
+
+
+def test_decode_step_memo_is_bounded(monkeypatch):
+    from simulator.perf import step_model
+    monkeypatch.setattr(step_model, "DECODE_MEMO_MAX", 8)
+    prof = get_engine_profile("vllm-v1")
+    m = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
+    fresh = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
+    ctx = np.arange(100, 112) * 24
+    a = m.decode_step_times(24, ctx[:6])   # 6 remembered
+    b = m.decode_step_times(24, ctx[4:10])  # 4 new: 10 > 8, starts afresh with these 4
+    assert m._decode_memo_size == 4
+    alone = [float(fresh.decode_step_times(24, np.array([c]))[0]) for c in ctx]
+    assert a.tolist() == alone[:6] and b.tolist() == alone[4:10]
+
+
+def test_decode_step_times_follow_a_new_engine_profile():
+    # fit-engine sets candidate profiles on one model: remembered times must not outlive one
+    m = build_perf_model(MODEL, GPU, 1, source="roofline", engine=get_engine_profile("vllm-v1"))
+    ctx = np.arange(100, 104) * 24
+    m.decode_step_times(24, ctx)
+    v0 = get_engine_profile("vllm-v0")
+    m.engine = v0
+    fresh = build_perf_model(MODEL, GPU, 1, source="roofline", engine=v0)
+    assert m.decode_step_times(24, ctx).tolist() == fresh.decode_step_times(24, ctx).tolist()
+
+
 def test_none_profile_is_kernel_sum_only():
     m = build_perf_model(MODEL, GPU, 1, source="roofline", engine="none")
     ops = m.ops

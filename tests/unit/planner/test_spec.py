@@ -23,7 +23,7 @@ def test_plan_loads_with_defaults(tmp_path):
 
 @pytest.mark.parametrize("change, message", [
     ({"search": {"max_request": 5}},
-     "unknown key 'search.max_request'; allowed keys: confirm_max_requests, growth"),
+     "unknown key 'search.max_request'; allowed keys: confirm_max_requests, early_stop, growth"),
     ({"serach": {}}, "unknown key 'serach'; allowed keys: base, baseline"),
     ({"search": {"rel_tol": 0}}, "search.rel_tol: value 0: Input should be greater than 0"),
     ({"gates": {"slice_ttft_p99_s": {"code": -1}}},

@@ -1,0 +1,150 @@
+"""Evaluating a plan's configurations: pricing, cache keys, the executor phases.
+
+:func:`evaluate_configurations` prices every configuration, builds one task per distinct
+configuration (its cache key covers the scenario, the request pool, the search and gate
+settings, the target and the headroom), evaluates the ones the cache does not hold through
+the executor, slowest first (:func:`longest_first`), and stores the new results. With
+dominance pruning (:mod:`simulator.planner.prune`) the baseline and last known-good run in a
+first phase; the candidates then carry the lowest passing cost among them as a bound.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from ..experiments.executor import run_tasks
+from ..experiments.runner import factory_id
+from ..hardware import get_gpu
+from .prune import dominance_bound
+from .search import evaluate_candidate
+from .spec import DEPLOYMENT_GATES, PlanSpec
+
+__all__ = ["evaluate_configurations", "longest_first"]
+
+
+def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None,
+           base_gpu: str) -> tuple[float, str]:
+    g = get_gpu(gpu_name)
+    for k, v in prices.items():
+        if get_gpu(k).name == g.name:
+            return float(v), "plan prices"
+    if scenario_price is not None and g.name == base_gpu:
+        return float(scenario_price), "scenario cost.usd_per_gpu_hour"
+    return float(g.usd_per_gpu_hour), f"{g.name} profile"
+
+
+def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: dict, base_sc,
+              base_dict: dict, cache: ResultCache, use_cache: bool, setup_factory, *,
+              backend: str, jobs: int, address, progress, n_cand: int,
+              prune: bool) -> dict[str, Any]:
+    """Price every configuration, evaluate the ones the cache does not hold (one task each,
+    through the executor) and store the new results; returns ``row_task`` (each row's cache
+    key), ``meta`` (GPU, price, TP per row), ``results`` (key -> result), ``new`` and
+    ``bound`` (the dominance bound in USD per hour, :mod:`simulator.planner.prune`; None:
+    no pruning). With ``prune`` the baseline and last known-good run first; the candidates
+    then carry the bound (their cache keys too)."""
+    base_gpu = get_gpu(base_sc.hardware.gpu).name
+    scenario_price = base_raw.get("cost", {}).get("usd_per_gpu_hour") if isinstance(
+        base_raw.get("cost"), dict) else None
+    fid = factory_id(setup_factory)
+    search_d = plan.search.model_dump()
+    gates_d = plan.gates.model_dump()
+    # deployment-level gates are checked on the plan rows: they do not change a candidate's
+    # simulations, so they stay out of its cache key
+    gates_key = {k: v for k, v in gates_d.items() if k not in DEPLOYMENT_GATES}
+    pool_fp = specs_fingerprint(pool)
+    tasks, task_keys, row_task, meta = [], [], [], []
+    key_to_task: dict[str, int] = {}
+    results_by_key: dict[str, dict] = {}
+    for i, (_ov, cfg) in enumerate(zip(all_ov, all_cfg)):
+        gname = get_gpu(cfg["hardware"]["gpu"]).name
+        price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
+        cfg = json.loads(json.dumps(cfg))
+        cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
+        meta.append({"gpu": gname, "price": price, "price_source": price_src,
+                     "tp": int(cfg["cluster"]["tensor_parallel_size"]),
+                     "gpus_per_replica": int(cfg["cluster"]["tensor_parallel_size"])
+                     * int(cfg["cluster"].get("pipeline_parallel_size") or 1)})
+        key = cache_key("candidate", {
+            "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
+            "gates": gates_key, "slo": base_dict["slo"], "target": target,
+            "headroom": plan.headroom, "max_extra": plan.max_extra_replicas, "setup": fid})
+        row_task.append(key)
+        if key in key_to_task or key in results_by_key:
+            continue
+        key_to_task[key] = len(tasks)
+        task_keys.append(key)
+        tasks.append({"index": i, "scenario": cfg, "search": search_d, "gates": gates_d,
+                      "target_rate_rps": target, "headroom": plan.headroom,
+                      "max_extra_replicas": plan.max_extra_replicas,
+                      "cache_dir": str(cache.folder), "use_cache": use_cache,
+                      "setup_factory": setup_factory, "factory_id": fid})
+    run = {"cache": cache, "pool": pool, "backend": backend, "jobs": jobs,
+           "address": address, "progress": progress, "all_cfg": all_cfg,
+           "done": 0, "total": len(tasks)}
+    new, bound = [], None
+    pilot = set(row_task[n_cand:])  # the baseline's and last known-good's evaluations
+    phases = ([[j for j, k in enumerate(task_keys) if k in pilot],
+               [j for j, k in enumerate(task_keys) if k not in pilot]] if prune
+              else [list(range(len(tasks)))])
+    for ph, idx in enumerate(phases):
+        if ph == 1:
+            bound = dominance_bound([results_by_key[row_task[i]] for i in
+                                     range(n_cand, len(row_task))],
+                                    [m["gpus_per_replica"] for m in meta[n_cand:]],
+                                    [m["price"] for m in meta[n_cand:]])
+            for j in idx if bound is not None else []:
+                tasks[j]["prune_usd_per_hour"] = bound
+                task_keys[j] = cache_key("candidate_pruned", {"key": task_keys[j],
+                                                              "bound": bound})
+                row_task[tasks[j]["index"]] = task_keys[j]
+        new += _run_phase([tasks[j] for j in idx], [task_keys[j] for j in idx],
+                          results_by_key, run)
+    return {"row_task": row_task, "meta": meta, "results": results_by_key, "new": new,
+            "bound": bound}
+
+
+def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: dict) -> list:
+    """Evaluate ``tasks`` (cache hits first, the rest through the executor, slowest
+    first), store their results under ``keys``; returns the new results."""
+    cache, todo, todo_keys = run["cache"], [], []
+    for t, key in zip(tasks, keys):
+        hit = cache.get(key)
+        if hit is not None:
+            results_by_key[key] = {**hit, "num_simulations": 0, "cached": True}
+        else:
+            todo.append(t)
+            todo_keys.append(key)
+    run["done"] += len(tasks) - len(todo)
+    done0, prog = run["done"], run["progress"]
+    new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
+                    backend=run["backend"], jobs=run["jobs"], address=run["address"],
+                    progress=(None if prog is None else
+                              lambda d, _n: prog(done0 + d, run["total"])),
+                    order=longest_first([run["all_cfg"][t["index"]] for t in todo]))
+    run["done"] += len(todo)
+    for key, r in zip(todo_keys, new):
+        for k, v in (r.pop("new_cache", None) or {}).items():
+            cache.put(k, v)
+        r["cached"] = False
+        if r.get("failed_gates") != ["error"]:
+            cache.put(key, r)
+        results_by_key[key] = r
+    return new
+
+
+def longest_first(configs: list[dict]) -> list[int]:
+    """Task order for a pool: the slowest replicas first (longest-processing-time first).
+
+    A candidate's evaluation time grows with the replicas its confirmation simulates and the
+    probes a slow replica needs; both scale with the inverse of the replica's HBM bandwidth
+    (decode is memory-bound): ``1 / (hbm_bandwidth_bytes_per_s x tensor_parallel_size x
+    pipeline_parallel_size)``. Ties keep the configurations' order.
+    """
+    def speed(cfg: dict) -> float:
+        c = cfg["cluster"]
+        return (get_gpu(cfg["hardware"]["gpu"]).hbm_bandwidth_bytes_per_s
+                * int(c["tensor_parallel_size"]) * int(c.get("pipeline_parallel_size") or 1))
+
+    return sorted(range(len(configs)), key=lambda i: (speed(configs[i]), i))
