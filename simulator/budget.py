@@ -19,12 +19,18 @@ The budget is ``$SERVESIM_MEMORY_BUDGET_GB`` (GB = 1e9 bytes) when set, else the
 kernel reports available (``MemAvailable`` in ``/proc/meminfo``, Linux; else
 ``os.sysconf`` available pages), else unknown (nothing is refused).
 
-The ``BYTES_*`` coefficients were fitted by ``benchmarks/bench_memory.py`` (tracemalloc peak
-of complete ``servesim run`` executions, outputs and figures included) over 14 runs spanning
-50-32,000 requests, 1-16,000 replicas, 1,100-286,000 step rows and 266-108,000 touched blocks,
-by non-negative least squares; leave-one-out error of the peak: median 28.5 %, max 79 %
-(the peak of a run is the largest of its phases, not a sum, so a linear form is only
-order-of-magnitude accurate, which is what a refusal needs).
+The ``BYTES_*`` coefficients were fitted by ``benchmarks/bench_memory.py --quick``
+(tracemalloc peak of complete ``servesim run`` executions, outputs and figures included) over
+12 runs spanning 50-16,000 requests, 1-8,000 replicas, 1,100-286,000 step rows and
+266-108,000 touched blocks, by non-negative least squares, after the step table began to
+stream to disk (2026-12-02); leave-one-out error of the peak: median 36.7 %, max 75 % (the
+peak of a run is the largest of its phases, not a sum, so a linear form is only
+order-of-magnitude accurate, which is what a refusal needs). The reduced set (the full set
+adds 32,000 requests and 16,000 replicas) was run for time on a loaded 2-core machine.
+All fitted runs keep their step table in memory (at most 4 x 65,536 rows); past that the
+rows stream to disk (:mod:`simulator.metrics.step_table`) and a row costs far less than
+``BYTES_PER_STEP_ROW`` (the summary reads ~3 columns at a time: ~24 bytes a row, plus 16 for
+its ITL sample), so the estimate of a long run errs high, on the side of a warning.
 """
 from __future__ import annotations
 
@@ -33,11 +39,11 @@ import os
 from dataclasses import dataclass
 
 #: fitted by benchmarks/bench_memory.py (see the module docstring)
-BYTES_FIXED = 7.1e6
-BYTES_PER_REQUEST = 1213.0
-BYTES_PER_REPLICA = 2523.0
-BYTES_PER_STEP_ROW = 514.0
-BYTES_PER_BLOCK = 70.0
+BYTES_FIXED = 7.0e6
+BYTES_PER_REQUEST = 2520.0
+BYTES_PER_REPLICA = 2690.0
+BYTES_PER_STEP_ROW = 147.0
+BYTES_PER_BLOCK = 41.0
 
 ENV_BUDGET = "SERVESIM_MEMORY_BUDGET_GB"
 
@@ -198,9 +204,14 @@ def estimate_scenario_run(scenario, setup, specs, until_s: float | None = None) 
     """
     import numpy as np
     n = len(specs)
-    p = np.fromiter((s.num_prompt_tokens for s in specs), dtype=np.float64, count=n)
-    o = np.fromiter((s.num_output_tokens for s in specs), dtype=np.float64, count=n)
-    mt = np.fromiter((s.max_tokens or 0 for s in specs), dtype=np.float64, count=n)
+    if hasattr(specs, "budget_columns"):  # a RequestStream: read its columns, build no spec
+        p, o, mt, has_patience = specs.budget_columns()
+    else:
+        p = np.fromiter((s.num_prompt_tokens for s in specs), dtype=np.float64, count=n)
+        o = np.fromiter((s.num_output_tokens for s in specs), dtype=np.float64, count=n)
+        mt = np.fromiter((s.max_tokens or 0 for s in specs), dtype=np.float64, count=n)
+        has_patience = np.fromiter((s.cancel_after_s is not None for s in specs), dtype=bool,
+                                   count=n)
     cfg = setup.sched_cfg
     L = float(cfg.max_model_len)
     kvc = scenario.kv_cache
@@ -216,8 +227,7 @@ def estimate_scenario_run(scenario, setup, specs, until_s: float | None = None) 
     o = np.where(ok, np.minimum(o, L - p), 0.0)
     adm = scenario.scheduler.admission
     may_drop = adm.max_waiting is not None or adm.max_queue_delay_s is not None
-    runs = ok & ~np.fromiter((s.cancel_after_s is not None for s in specs), dtype=bool,
-                             count=n)
+    runs = ok & ~has_patience
     if may_drop or until_s is not None:
         runs[:] = False
     spec = scenario.speculative

@@ -85,7 +85,8 @@ def cmd_run(args) -> int:
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     if scenario.pools:
         check_defaults(scenario)  # names before reading the trace
-    specs = load_workload(scenario.workload, scenario.seed, base)
+    # one pool: the requests stay columns until the run reaches them (issue 12 part 3)
+    specs = load_workload(scenario.workload, scenario.seed, base, lazy=not scenario.pools)
     check_policy_slices(scenario, specs)
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,

@@ -230,6 +230,11 @@ class SimOutput:
     def steps(self) -> pd.DataFrame:
         return self.recorder.steps_frame()
 
+    def step_table(self):
+        """The step table without building a DataFrame
+        (:meth:`simulator.metrics.records.RunRecorder.step_table`)."""
+        return self.recorder.step_table()
+
 
 #: a replica reports progress once every this many scheduler iterations (a cheap counter;
 #: the reporter itself rate-limits what it prints)
@@ -458,7 +463,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
             spec, i, shed = (_degrade_decision(degrade, primaries, fallback, spec, env.now)
                              if degrade else (spec, -1, False))
             r = ReqState(spec)
-            rec.all_requests.append(r)
+            rec.admit(r)
             if shed:
                 rec.reject(r, env.now, "degrade_shed")
                 continue

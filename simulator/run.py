@@ -30,6 +30,8 @@ from .workload import load_workload, synthesised_labels
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
 
+    from .metrics.step_table import StepTable
+
 
 @dataclass
 class RunResult:
@@ -39,12 +41,24 @@ class RunResult:
     setup: ReplicaSetup
     summary: dict
     requests: pd.DataFrame
-    steps: pd.DataFrame
+    #: the step table: a :class:`~simulator.metrics.step_table.StepTable` (in memory, or
+    #: spooled to disk for a large run) or a DataFrame
+    step_table: StepTable | pd.DataFrame
     itl_values_s: np.ndarray
     itl_weights: np.ndarray
     sim: SimOutput
     outdir: Path | None = None
     extra: dict = field(default_factory=dict)
+    _steps_frame: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The step table as a DataFrame, built on first use and kept (a spooled table then
+        costs its whole size in memory: readers that can should use ``step_table``)."""
+        if self._steps_frame is None:
+            t = self.step_table
+            self._steps_frame = t.to_pandas() if hasattr(t, "to_pandas") else t
+        return self._steps_frame
 
 
 def scenario_dict(scenario: Scenario) -> dict:
@@ -66,8 +80,9 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     scenario : Scenario
     base_dir : Path, optional
         Folder relative paths in the scenario are resolved against (the scenario file's).
-    specs : list of RequestSpec, optional
-        Use these requests instead of loading the scenario's workload (sweeps, compare).
+    specs : list of RequestSpec or RequestStream, optional
+        Use these requests instead of loading the scenario's workload (sweeps, compare);
+        loaded lazily (:class:`simulator.workload.loader.RequestStream`) when not given.
     write : bool
         Write the output files.
     outdir : path, optional
@@ -87,13 +102,13 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         raise ValueError(f"scenario '{scenario.name}' declares pools: it runs through the "
                          "gateway (servesim run; simulator.topology.gateway.run_gateway)")
     if specs is None:
-        specs = load_workload(scenario.workload, scenario.seed, base_dir)
+        specs = load_workload(scenario.workload, scenario.seed, base_dir, lazy=True)
     check_slices(scenario, specs)
     setup = setup or build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, stop_when=stop_when, check_transitions=check_transitions,
                    progress=progress)
+    steps = sim.step_table()  # first: its on-disk sort peaks before the request table exists
     requests = sim.requests()
-    steps = sim.steps()
     itl_v, itl_w = sim.recorder.itl_samples()
     slo = scenario.slo.model_dump()
     summary = summarize(requests, steps, itl_v, itl_w, slo=slo,
@@ -119,8 +134,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
         summary["degrade"] = json_safe(degrade_effects(sim.degrade, requests, sim.end_time_s))
         summary["num_fallback_replicas"] = len(sim.replicas) - sim.num_primary_replicas
         summary["fallback_busy_s"] = (
-            float(steps.loc[steps["replica_id"] >= sim.num_primary_replicas,
-                            "step_time_s"].sum()) if len(steps) else 0.0)
+            float(steps.loc[steps["replica_id"].to_numpy() >= sim.num_primary_replicas][
+                "step_time_s"].sum()) if len(steps) else 0.0)
         requests["degrade_policy"] = degrade_column(sim.degrade,
                                                     requests["request_id"].to_numpy())
     if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
@@ -167,16 +182,16 @@ def add_parallel_sampling(summary: dict, sim: SimOutput, setup: ReplicaSetup) ->
     independent requests at its peak, summed over replicas) and ``cow_bytes_saved_peak``
     (those blocks in bytes per GPU: blocks x ``block_size`` x KV bytes per token per GPU).
     """
-    par = [r for r in sim.recorder.all_requests if r.num_seqs > 1]
-    if not par:
+    rec = sim.recorder
+    if not rec.num_parallel_requests:
         return
     kvs = [rep.kv for rep in sim.replicas]
     peak = int(sum(kv.cow_blocks_saved_peak for kv in kvs))
     per_token = setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)
     summary["parallel_sampling"] = {
-        "num_requests": len(par),
-        "num_sequences": int(sum(r.num_seqs for r in par)),
-        "num_beam_search_requests": int(sum(1 for r in par if r.spec.use_beam_search)),
+        "num_requests": int(rec.num_parallel_requests),
+        "num_sequences": int(rec.num_parallel_sequences),
+        "num_beam_search_requests": int(rec.num_beam_search_requests),
         "num_cow_copies": int(sum(kv.num_cow_copies for kv in kvs)),
         "cow_blocks_saved_peak": peak,
         "cow_bytes_saved_peak": float(peak * setup.block_size * per_token),
@@ -225,7 +240,7 @@ def check_policy_slices(scenario: Scenario, specs: list[RequestSpec]) -> None:
 def _check_named(specs: list[RequestSpec], named: list[tuple[str, list[str]]]) -> None:
     if not named:
         return
-    present = {s.slice for s in specs}
+    present = specs.slices() if hasattr(specs, "slices") else {s.slice for s in specs}
     for key, slices in named:
         unknown = sorted(set(slices) - present)
         if unknown:
@@ -257,10 +272,11 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     summary = dict(res.summary)
     summary.pop("sim_wall_s_note", None)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
-    write_run_tables(out, {"requests": res.requests, "steps": res.steps}, table_format)
+    steps = res.step_table if res._steps_frame is None else res.steps
+    write_run_tables(out, {"requests": res.requests, "steps": steps}, table_format)
     (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     sd_report = dict(sd)
     sd_report["provenance"] = res.summary.get("provenance", {})
-    write_run_report(out, res.summary, res.requests, res.steps, sd_report,
+    write_run_report(out, res.summary, res.requests, steps, sd_report,
                      title=f"servesim run: {res.scenario.name}", figures=figures)
     return out

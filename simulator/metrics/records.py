@@ -3,8 +3,12 @@
 Per-step rows arrive as plain tuples (single steps) and as numpy chunks (fast-forwarded
 decode runs). Every :data:`STEP_CHUNK_ROWS` rows the pending rows are packed into one
 columnar chunk (one int64 or float64 array per column, 128 bytes a step instead of ~1 KB
-of Python tuples), so a million-request run keeps its step table in bounded memory; the
-tidy DataFrame is built once, at the end. ITL samples are packed the same way.
+of Python tuples); past a few chunks they are appended to a disk spool instead
+(:mod:`simulator.metrics.step_table`), so a million-request run holds one chunk of steps
+in memory, and the summary reads the table back a column at a time. ITL samples are packed
+the same way (in memory: one float and one int a sample). Finished requests are packed
+into columnar chunks of the request table :data:`REQUEST_CHUNK_ROWS` at a time and their
+objects dropped, so request memory follows the requests in flight, not all requests.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..scheduling.state import FINAL, LEGAL_TRANSITIONS
+from .step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -37,6 +42,11 @@ REQUEST_COLUMNS = ["request_id", "replica_id", "tenant", "slice", "priority", "a
                    "exit_time_s", "num_preemptions", "n"]
 
 
+#: Finished requests held as objects before those that exited are packed into one chunk of
+#: the request table (a request object costs ~1.2 KB; its packed row ~150 bytes).
+REQUEST_CHUNK_ROWS = 65_536
+
+
 class IllegalTransition(RuntimeError):
     """A request moved between statuses in a way DESIGN.md invariant 2 forbids."""
 
@@ -51,10 +61,13 @@ class RunRecorder:
         (``self.transitions``: (time_s, request_id, from, to)). Costs a little time.
     """
 
-    def __init__(self, check_transitions: bool = False):
+    def __init__(self, check_transitions: bool = False, spool_dir=None):
         self.check = check_transitions
         self.transitions: list[tuple] = []
+        #: requests admitted and not yet packed into the request table (all of them in a
+        #: run that finished fewer than :data:`REQUEST_CHUNK_ROWS`)
         self.all_requests: list = []
+        #: exit time (s) of each finished request not yet packed
         self.exit_time: dict[int, float] = {}
         self._itl_vals: list[float] = []
         self._itl_w: list[int] = []
@@ -67,8 +80,22 @@ class RunRecorder:
         #: decode runs recorded through :meth:`add_step_chunk` (fast-forwards), a count
         self.num_step_chunks = 0
         self._packed: list[dict[str, np.ndarray]] = []
+        #: parent folder of the step spool (None: the system temporary folder)
+        self.spool_dir = spool_dir
+        self._spool: ColumnSpool | None = None
+        self._itl_spool: ColumnSpool | None = None
+        self._table: StepTable | None = None
         self.prefix_hit_tokens = 0
         self.num_finished = 0
+        #: requests admitted (:meth:`admit`); with ``n > 1``: requests, sequences, beam
+        self.num_admitted = 0
+        self.num_parallel_requests = 0
+        self.num_parallel_sequences = 0
+        self.num_beam_search_requests = 0
+        self._request_chunks: list = []
+        self._num_unpacked_finished = 0
+        self._next_pack = REQUEST_CHUNK_ROWS
+        self._requests_done = None
 
     # ------------------------------------------------------------------ lifecycle
     def transition(self, r, to: str, now: float) -> None:
@@ -88,6 +115,12 @@ class RunRecorder:
         r.finish_time_s = now if status == "completed" else math.nan
         self.exit_time[r.request_id] = now
         self.num_finished += 1
+        self._num_unpacked_finished += 1
+        if self._num_unpacked_finished >= self._next_pack:
+            self._pack_requests(now)
+            # the next attempt after another chunk's worth of finishes (requests exiting at
+            # ``now`` stay, so a burst of simultaneous exits cannot re-scan at every finish)
+            self._next_pack = self._num_unpacked_finished + REQUEST_CHUNK_ROWS
 
     # ------------------------------------------------------------------ ITL
     def add_itl(self, value: float, weight: int) -> None:
@@ -112,6 +145,13 @@ class RunRecorder:
             ws.append(np.full(len(v), w, dtype=np.int64))
         self._itl_packed.append((np.concatenate(vals), np.concatenate(ws)))
         self._itl_vals, self._itl_w, self._itl_chunks, self._itl_rows = [], [], [], 0
+        if self._itl_spool is None and len(self._itl_packed) > SPOOL_AFTER_CHUNKS:
+            self._itl_spool = ColumnSpool(["value", "weight"], frozenset({"value"}),
+                                          self.spool_dir)
+        if self._itl_spool is not None:  # a long run: to disk, like the steps
+            for v, w in self._itl_packed:
+                self._itl_spool.append({"value": v, "weight": w})
+            self._itl_packed = []
 
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
         """All inter-token gaps (seconds) with integer multiplicities.
@@ -120,6 +160,10 @@ class RunRecorder:
         samples before its array samples (deterministic for a given run).
         """
         self._pack_itl()
+        if self._itl_spool is not None:  # read back whole, in the order written; drop the files
+            self._itl_packed = [(self._itl_spool.read("value"), self._itl_spool.read("weight"))]
+            self._itl_spool.close()
+            self._itl_spool = None
         vals = [v for v, _ in self._itl_packed]
         ws = [w for _, w in self._itl_packed]
         if len(self._itl_packed) > 1:
@@ -144,11 +188,14 @@ class RunRecorder:
     @property
     def num_steps(self) -> int:
         """Steps recorded so far."""
-        return (sum(len(p["step_index"]) for p in self._packed) + len(self._steps)
+        spooled = self._spool.num_rows if self._spool is not None else 0
+        return (spooled + sum(len(p["step_index"]) for p in self._packed) + len(self._steps)
                 + self._pending_rows)
 
     def _pack_steps(self) -> None:
-        """Pack the buffered tuples and chunks into one columnar chunk (int64 / float64)."""
+        """Pack the buffered tuples and chunks into one columnar chunk (int64 / float64);
+        past :data:`~simulator.metrics.step_table.SPOOL_AFTER_CHUNKS` chunks the packed
+        chunks go to the disk spool instead of staying in memory."""
         if not self._steps and not self._step_chunks:
             return
         cols: dict[str, list] = {c: [] for c in STEP_COLUMNS}
@@ -162,46 +209,119 @@ class RunRecorder:
             np.float64 if c in STEP_FLOAT_COLUMNS else np.int64, copy=False)
             for c, v in cols.items()})
         self._steps, self._step_chunks, self._pending_rows = [], [], 0
+        if self._spool is None and len(self._packed) > SPOOL_AFTER_CHUNKS:
+            self._spool = ColumnSpool(STEP_COLUMNS, STEP_FLOAT_COLUMNS, self.spool_dir)
+        if self._spool is not None:
+            for p in self._packed:
+                self._spool.append(p)
+            self._packed = []
 
-    def steps_frame(self) -> pd.DataFrame:
-        """All steps as one DataFrame sorted by (replica_id, step_index).
-
-        Columns are :data:`STEP_COLUMNS`: float64 for :data:`STEP_FLOAT_COLUMNS`, int64 for
-        the others (an empty run gives empty float columns). The frame shares its column
-        arrays with the recorder (no second copy of a large table): treat it as read-only.
-        """
-        import pandas as pd
-
+    def step_table(self) -> StepTable:
+        """All steps as a :class:`~simulator.metrics.step_table.StepTable` sorted by
+        (replica_id, step_index): in memory for a small run, on disk (spool) for a large
+        one. Columns are :data:`STEP_COLUMNS`: float64 for :data:`STEP_FLOAT_COLUMNS`, int64
+        for the others (an empty run gives empty float columns). Idempotent."""
+        if self._table is not None:
+            return self._table
         self._pack_steps()
-        if not self._packed:
-            return pd.DataFrame({c: pd.Series(dtype=float) for c in STEP_COLUMNS})
+        if self._spool is not None:
+            for p in self._packed:
+                self._spool.append(p)
+            self._packed = []
+            self._spool.sort_by("replica_id", "step_index")
+            self._table = StepTable(STEP_COLUMNS, STEP_FLOAT_COLUMNS, spool=self._spool)
+            return self._table
         if len(self._packed) > 1:  # concatenate column by column, freeing chunks as we go
             merged = {}
             for c in STEP_COLUMNS:
                 merged[c] = np.concatenate([p.pop(c) for p in self._packed])
             self._packed = [merged]
-        data = self._packed[0]
-        order = np.lexsort((data["step_index"], data["replica_id"]))
-        if np.any(order[1:] < order[:-1]):  # not sorted yet: sort in place of the chunk
-            for c in STEP_COLUMNS:
-                data[c] = data[c][order]
-        return pd.DataFrame({c: data[c] for c in STEP_COLUMNS}, copy=False)
+        data = self._packed[0] if self._packed else {}
+        if data:
+            order = np.lexsort((data["step_index"], data["replica_id"]))
+            if np.any(order[1:] < order[:-1]):  # not sorted yet: sort in place of the chunk
+                for c in STEP_COLUMNS:
+                    data[c] = data[c][order]
+        self._table = StepTable(STEP_COLUMNS, STEP_FLOAT_COLUMNS, data=data)
+        return self._table
+
+    def steps_frame(self) -> pd.DataFrame:
+        """All steps as one DataFrame (:meth:`step_table` in memory; treat as read-only: it
+        shares its column arrays with the recorder)."""
+        return self.step_table().to_pandas()
 
     # ------------------------------------------------------------------ requests
-    def requests_frame(self) -> pd.DataFrame:
-        """One row per request that entered the run (:data:`REQUEST_COLUMNS`), by request_id."""
+    def admit(self, r) -> None:
+        """A request entered the run (once per request, before any status change)."""
+        self.all_requests.append(r)
+        self.num_admitted += 1
+        if r.num_seqs > 1:
+            self.num_parallel_requests += 1
+            self.num_parallel_sequences += int(r.num_seqs)
+            self.num_beam_search_requests += bool(r.spec.use_beam_search)
+
+    def _row(self, r, exit_time_s: float) -> tuple:
+        s = r.spec
+        return (r.request_id, r.replica_id, s.tenant, s.slice, s.priority,
+                r.arrival_time_s, r.num_prompt_tokens, r.num_output_tokens,
+                r.num_emitted, r.num_cached_prompt_tokens,
+                r.status if r.status in FINAL or r.status in ("waiting", "running")
+                else "waiting",
+                r.reject_reason, r.first_scheduled_time_s, r.first_token_time_s,
+                r.finish_time_s, exit_time_s, r.num_preemptions, r.num_seqs)
+
+    def _pack_requests(self, now: float) -> None:
+        """Pack the requests that exited before ``now`` into one columnar chunk and drop
+        them (and their ``exit_time`` entries): a request object is freed once it left the
+        run. Requests that exited at ``now`` itself wait for the next pack, since their
+        scheduler may still be finishing the step that ended them."""
         import pandas as pd
 
-        rows = []
+        done, keep = [], []
         for r in self.all_requests:
-            s = r.spec
-            rows.append((r.request_id, r.replica_id, s.tenant, s.slice, s.priority,
-                         r.arrival_time_s, r.num_prompt_tokens, r.num_output_tokens,
-                         r.num_emitted, r.num_cached_prompt_tokens,
-                         r.status if r.status in FINAL or r.status in ("waiting", "running")
-                         else "waiting",
-                         r.reject_reason, r.first_scheduled_time_s, r.first_token_time_s,
-                         r.finish_time_s, self.exit_time.get(r.request_id, math.nan),
-                         r.num_preemptions, r.num_seqs))
-        df = pd.DataFrame.from_records(rows, columns=REQUEST_COLUMNS)
-        return df.sort_values("request_id", kind="stable").reset_index(drop=True)
+            t = self.exit_time.get(r.request_id) if r.status in FINAL else None
+            (done if t is not None and t < now else keep).append(r)
+        if not done:
+            return
+        self._request_chunks.append(pd.DataFrame.from_records(
+            [self._row(r, self.exit_time.pop(r.request_id)) for r in done],
+            columns=REQUEST_COLUMNS))
+        self.all_requests = keep
+        self._num_unpacked_finished = sum(1 for r in keep if r.status in FINAL)
+
+    def requests_frame(self) -> pd.DataFrame:
+        """One row per request that entered the run (:data:`REQUEST_COLUMNS`), by request_id.
+
+        Requests packed during the run (:data:`REQUEST_CHUNK_ROWS` at a time) and those
+        still held are concatenated; every admitted request has exactly one row. Once any
+        were packed the packed rows are handed over: the call returns the same frame from
+        then on (call it after the run ends; treat the frame as shared).
+
+        Raises
+        ------
+        RuntimeError
+            If the rows do not match the admitted requests one to one (DESIGN.md invariant 1).
+        """
+        import pandas as pd
+
+        if self._requests_done is not None:
+            return self._requests_done
+        last = pd.DataFrame.from_records(
+            [self._row(r, self.exit_time.get(r.request_id, math.nan))
+             for r in self.all_requests], columns=REQUEST_COLUMNS)
+        packed = bool(self._request_chunks)
+        if packed:
+            parts = self._request_chunks + ([last] if len(last) else [])
+            self._request_chunks = []  # memory: the chunks live on only in the table
+            df = pd.concat(parts, ignore_index=True)
+            del parts
+        else:
+            df = last
+        if len(df) != self.num_admitted and self.num_admitted:
+            raise RuntimeError(f"request accounting: {len(df)} rows for "
+                               f"{self.num_admitted} admitted requests")  # invariant 1
+        df = df.sort_values("request_id", kind="stable").reset_index(drop=True)
+        if packed:  # the rows left the recorder: later calls return this very table
+            self._requests_done = df
+            self.all_requests, self.exit_time = [], {}
+        return df

@@ -24,7 +24,7 @@ Choices made here (each one also stated where it is implemented):
   duration ``step_time_s``; idle gaps between steps are not counted.
 * **ITL** samples come aggregated for the whole run, so the window does not filter them.
 
-size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 630 lines, summarize() 199 lines.
+size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 665 lines, summarize() 199 lines.
 """
 from __future__ import annotations
 
@@ -102,25 +102,46 @@ def weighted_percentiles(values, weights, qs) -> np.ndarray:
     if weights is None:
         w = np.ones_like(v)
     else:
-        w = np.asarray(weights, dtype=float).ravel()
+        w = _weights(weights)
         if w.shape != v.shape:
             raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
         if np.any(~np.isfinite(w)) or np.any(w < 0.0):
             raise ValueError("weights must be finite and non-negative")
-    keep = ~np.isnan(v) & (w > 0.0)
-    v, w = v[keep], w[keep]
+    v, w = _kept(v, w)
     if v.size == 0:
         return np.full(q.shape, np.nan)
     if np.all(w == w[0]):
         # Equal weights: use unit weights so the float arithmetic below is the same as
         # numpy's (target = n * q / 100) and results match np.percentile bit for bit.
         w = np.ones_like(w)
+    # Memory: a 10^7-sample ITL array is 80 MB a copy; the order and the sorted copies are
+    # made one at a time and the cumulative sum reuses the sorted weights' buffer.
     order = np.argsort(v, kind="stable")
-    v, w = v[order], w[order]
-    cum = np.cumsum(w)
+    w = w[order]
+    cum = np.cumsum(w, out=w)
     target = (q / 100.0) * cum[-1]
-    idx = np.searchsorted(cum, target, side="left")
-    return v[np.clip(idx, 0, v.size - 1)]
+    if cum.dtype.kind == "i":  # exact integer sums: cum >= target <=> cum >= ceil(target)
+        target = np.ceil(target).astype(np.int64)
+    idx = np.clip(np.searchsorted(cum, target, side="left"), 0, v.size - 1)
+    return v[order[idx]]
+
+
+def _weights(weights) -> np.ndarray:
+    """``weights`` as a 1-D array: integer multiplicities stay int64 (their sums are exact,
+    so every result equals that of float weights, and a long ITL sample is not copied),
+    anything else float64."""
+    w = np.asarray(weights).ravel()
+    if w.dtype.kind in "iu":
+        return w.astype(np.int64, copy=False)
+    return w.astype(float, copy=False)
+
+
+def _kept(v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``v`` and ``w`` without NaN values and zero weights (no copy when none is dropped)."""
+    keep = ~np.isnan(v) & (w > 0.0)
+    if keep.all():
+        return v, w
+    return v[keep], w[keep]
 
 
 def latency_stats(values, weights=None) -> dict[str, float | int | None]:
@@ -142,18 +163,18 @@ def latency_stats(values, weights=None) -> dict[str, float | int | None]:
         ``count``, which is 0.
     """
     v = np.asarray(values, dtype=float).ravel()
-    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=float).ravel()
+    w = np.ones_like(v) if weights is None else _weights(weights)
     if w.shape != v.shape:
         raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
-    keep = ~np.isnan(v) & (w > 0.0)
-    v, w = v[keep], w[keep]
+    v, w = _kept(v, w)
     if v.size == 0:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None, "count": 0}
     total = float(w.sum())
+    mean = float(np.dot(v, w.astype(float, copy=False)) / total)  # float weights: BLAS dot
     p50, p90, p99 = weighted_percentiles(v, w, _PERCENTILES)
     count: float | int = int(total) if float(total).is_integer() else total
     return {
-        "mean": float(np.dot(v, w) / total),
+        "mean": mean,
         "p50": float(p50),
         "p90": float(p90),
         "p99": float(p99),
@@ -165,11 +186,15 @@ def latency_stats(values, weights=None) -> dict[str, float | int | None]:
 # --------------------------------------------------------------------------------------------
 # per-request quantities
 # --------------------------------------------------------------------------------------------
-def _num(df: pd.DataFrame, col: str, default: float = np.nan) -> np.ndarray:
-    """Column ``col`` as a float array (``default`` everywhere when the column is missing)."""
+def _num(df: pd.DataFrame, col: str, default: float = np.nan, *,
+         copy: bool = False) -> np.ndarray:
+    """Column ``col`` as a float array (``default`` everywhere when the column is missing);
+    ``copy``: never a view of the table's own data (the caller may write into it)."""
     import pandas as pd
     if col in df.columns:
-        return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        if hasattr(df, "float_column"):  # a StepTable: numeric, cast without a whole copy
+            return df.float_column(col, copy=copy)
+        return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, copy=copy)
     return np.full(len(df), default, dtype=float)
 
 
@@ -317,7 +342,10 @@ def _nansum(x: np.ndarray) -> float:
 def _time_weighted(values: np.ndarray, durations: np.ndarray) -> float | None:
     """Mean of ``values`` weighted by ``durations`` (plain mean if all durations are 0)."""
     keep = ~np.isnan(values)
-    values, durations = values[keep], np.nan_to_num(durations[keep], nan=0.0)
+    if not keep.all():  # copies only when something is dropped or replaced (long tables)
+        values, durations = values[keep], durations[keep]
+    if np.isnan(durations).any():
+        durations = np.nan_to_num(durations, nan=0.0)
     if values.size == 0:
         return None
     total = durations.sum()
@@ -334,22 +362,27 @@ def _measurement_window(requests: pd.DataFrame, steps: pd.DataFrame,
         if not end >= start:
             raise ValueError(f"window end must be >= start, got {window}")
         return start, end
-    def finite(df: pd.DataFrame, col: str) -> np.ndarray:
-        x = _num(df, col)
-        return x[np.isfinite(x)]
 
-    arrivals = finite(requests, "arrival_time_s")
-    step_starts = finite(steps, "start_time_s")
-    if arrivals.size:
-        start = float(arrivals.min())
-    elif step_starts.size:
-        start = float(step_starts.min())
+    def extreme(df: pd.DataFrame, col: str, fn) -> float | None:
+        """``fn`` (min or max) of the column's finite values, None without any; one column
+        at a time and no filtered copy when all are finite (a long step table)."""
+        x = _num(df, col)
+        ok = np.isfinite(x)
+        if not ok.all():
+            x = x[ok]
+        return float(fn(x)) if x.size else None
+
+    first_arrival = extreme(requests, "arrival_time_s", np.min)
+    if first_arrival is not None:
+        start = first_arrival
     else:
-        start = 0.0
-    ends = np.concatenate(
-        [arrivals, finite(requests, "finish_time_s"), finite(steps, "end_time_s"), [start]]
-    )
-    return start, float(ends.max())
+        first_step = extreme(steps, "start_time_s", np.min)
+        start = first_step if first_step is not None else 0.0
+    # the end: the largest finite arrival, finish or step end (or the start)
+    ends = [start] + [e for e in (extreme(requests, "arrival_time_s", np.max),
+                                  extreme(requests, "finish_time_s", np.max),
+                                  extreme(steps, "end_time_s", np.max)) if e is not None]
+    return start, max(ends)
 
 
 def _group_summary(req: pd.DataFrame, lat: pd.DataFrame, met: np.ndarray,
@@ -531,10 +564,22 @@ def summarize(
     # ---- steps starting in the window ----------------------------------------------------
     st_start = _num(steps, "start_time_s")
     st = steps.loc[(st_start >= start_s) & (st_start <= end_s)] if len(steps) else steps
+    del st_start  # memory: one column of a long table at a time where possible
     dt = _num(st, "step_time_s", 0.0)
+    usage = _num(st, "kv_blocks_used", copy=True)
+    gpu_blocks = st["num_gpu_blocks"] if "num_gpu_blocks" in st.columns else None
+    if (gpu_blocks is None or not isinstance(gpu_blocks.dtype, np.dtype)
+            or gpu_blocks.dtype.kind not in "iuf"):
+        gpu_blocks = _num(st, "num_gpu_blocks")  # missing or not numeric: NaN where not
+    else:  # int64 as stored: the division casts each value exactly, with no float copy
+        gpu_blocks = gpu_blocks.to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
-        usage = _num(st, "kv_blocks_used") / _num(st, "num_gpu_blocks")
+        np.divide(usage, gpu_blocks, out=usage)
+    del gpu_blocks
     usage[~np.isfinite(usage)] = np.nan
+    mean_usage = _time_weighted(usage, dt)
+    max_usage = float(np.nanmax(usage)) if np.any(~np.isnan(usage)) else None
+    del usage  # memory: before the next columns are read
 
     # ---- cost ----------------------------------------------------------------------------
     gpu_hours = num_gpus * duration_s / 3600.0
@@ -567,8 +612,8 @@ def summarize(
         "slo_met": (None if target is None or attainment is None
                     else bool(attainment >= float(target))),
         "num_preemptions": int(_nansum(_num(req, "num_preemptions", 0.0))),
-        "mean_kv_cache_usage": _time_weighted(usage, dt),
-        "max_kv_cache_usage": float(np.nanmax(usage)) if np.any(~np.isnan(usage)) else None,
+        "mean_kv_cache_usage": mean_usage,
+        "max_kv_cache_usage": max_usage,
         "mean_batch_size": _time_weighted(_num(st, "batch_size"), dt),
         "mean_num_waiting": _time_weighted(_num(st, "num_waiting"), dt),
         "num_steps": len(st),
@@ -592,6 +637,15 @@ def summarize(
         "by_tenant": _by_group(req, lat, met, finished_in_window, duration_s, "tenant"),
     }
     return _json_safe(summary)
+
+
+def _num_distinct(col: pd.Series) -> int:
+    """``col.nunique()``; for small non-negative integers (replica ids) by counting, which
+    needs no hash table over a long step table."""
+    x = col.to_numpy()
+    if x.dtype.kind in "iu" and x.size and x.min() >= 0 and x.max() < 1 << 24:
+        return int(np.count_nonzero(np.bincount(x)))
+    return int(col.nunique())
 
 
 def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
@@ -621,16 +675,24 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
         return {"max_concurrency": 0, "padding_waste": None, "kv_reserved_bytes_mean": None,
                 "kv_used_bytes_mean": None, "kv_wasted_bytes_mean": None,
                 "mean_kv_fragmentation": None}
+    # Memory: at most three step-length arrays and one temporary at a time (a 10^7-step
+    # table is 80 MB a column); the arithmetic is that of the whole-frame expressions.
+    n_rep = max(1, _num_distinct(steps["replica_id"]))
     w = steps["step_time_s"].to_numpy(dtype=float)
     wsum = w.sum() or 1.0
-    blocks = steps["kv_blocks_used"].to_numpy(dtype=float)
-    tokens = steps["kv_tokens_used"].to_numpy(dtype=float) if "kv_tokens_used" in steps else blocks * block_size
-    reserved = blocks * block_size
-    tokens = np.minimum(tokens, reserved)
-    n_rep = max(1, steps["replica_id"].nunique())
-    reserved_b = float((reserved * w).sum() / wsum) * kv_bytes_per_token
+    reserved = steps["kv_blocks_used"].to_numpy(dtype=float) * block_size
+    tokens = (steps["kv_tokens_used"].to_numpy(dtype=float, copy=True)
+              if "kv_tokens_used" in steps else reserved.copy())
+    np.minimum(tokens, reserved, out=tokens)
+    reserved_w = (reserved * w).sum()
+    reserved_sum = reserved.sum()
+    reserved_b = float(reserved_w / wsum) * kv_bytes_per_token
     used_b = float((tokens * w).sum() / wsum) * kv_bytes_per_token
-    frag = float(((reserved - tokens) * w).sum() / max((reserved * w).sum(), 1e-300))
+    np.subtract(reserved, tokens, out=reserved)  # reserved - tokens
+    del tokens
+    reserved *= w
+    frag = float(reserved.sum() / max(reserved_w, 1e-300))
+    del reserved, w
     batch = steps["batch_size"].to_numpy(dtype=float)
     pad = steps["num_padding_seqs"].to_numpy(dtype=float) if "num_padding_seqs" in steps else 0 * batch
     return {
@@ -639,6 +701,6 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
         "kv_reserved_bytes_mean": reserved_b,
         "kv_used_bytes_mean": used_b,
         "kv_wasted_bytes_mean": reserved_b - used_b,
-        "mean_kv_fragmentation": frag if reserved.sum() else None,
+        "mean_kv_fragmentation": frag if reserved_sum else None,
         "num_replicas_with_steps": int(n_rep),
     }

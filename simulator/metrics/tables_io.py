@@ -8,11 +8,14 @@ field. pyarrow is imported on first use (it costs ~0.1 s of start-up).
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+    from .step_table import StepTable
 
 #: Valid values of ``table_format`` (``servesim run --table-format``).
 TABLE_FORMATS: tuple[str, ...] = ("parquet", "csv")
@@ -32,13 +35,18 @@ def check_table_format(table_format: str) -> str:
     return table_format
 
 
-def write_table(df: pd.DataFrame, folder: Path, stem: str, table_format: str = "parquet"
-                ) -> Path:
+def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
+                table_format: str = "parquet") -> Path:
     """Write ``df`` to ``folder / (stem + "." + table_format)`` and return that path.
+
+    A :class:`~simulator.metrics.step_table.StepTable` is written in row slices of
+    :data:`~simulator.metrics.step_table.WRITE_ROWS` rows (one Parquet row group each, the
+    size ``pyarrow.parquet.write_table`` uses), so a spooled table never sits in memory
+    whole and the file has the bytes of the same table written at once.
 
     Parameters
     ----------
-    df : pandas.DataFrame
+    df : pandas.DataFrame or StepTable
         The table (its index is not written).
     folder : Path
         Existing output folder.
@@ -58,20 +66,37 @@ def write_table(df: pd.DataFrame, folder: Path, stem: str, table_format: str = "
     ValueError
         If ``table_format`` is not one of :data:`TABLE_FORMATS`.
     """
-    import pyarrow as pa
-
     check_table_format(table_format)
     path = Path(folder) / f"{stem}.{table_format}"
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    if table_format == "parquet":
-        import pyarrow.parquet as pq
-
-        pq.write_table(table, path, compression="zstd")
-    else:
-        import pyarrow.csv as pcsv
-
-        pcsv.write_csv(table, path)
+    frames = df.iter_frames() if hasattr(df, "iter_frames") else iter([df])
+    write_frames(frames, path, table_format)
     return path
+
+
+def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) -> None:
+    """Write consecutive slices of one table (same columns and dtypes) to ``path``: each
+    slice is one Parquet ``write_table`` call (row groups of at most pyarrow's default
+    length) or one CSV batch (the header once). At least one slice, possibly empty.
+    """
+    import pyarrow as pa
+
+    writer = None
+    try:
+        for frame in frames:
+            table = pa.Table.from_pandas(frame, preserve_index=False)
+            if writer is None:
+                if table_format == "parquet":
+                    import pyarrow.parquet as pq
+
+                    writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+                else:
+                    import pyarrow.csv as pcsv
+
+                    writer = pcsv.CSVWriter(path, table.schema)
+            writer.write_table(table)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet") -> None:

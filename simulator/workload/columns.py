@@ -5,6 +5,7 @@ ServeGen generator (:mod:`simulator.workload.servegen`) and the synthetic arriva
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,34 +88,68 @@ class TraceColumns:
                                  if isinstance(self.prefix_block_tokens, list)
                                  else self.prefix_block_tokens))
 
-    def to_specs(self) -> list[RequestSpec]:
-        """One :class:`RequestSpec` per row, ``request_id`` = row index."""
+    @staticmethod
+    def concat(parts: list[TraceColumns]) -> TraceColumns:
+        """The rows of ``parts`` (batches of one file: same optional columns) in order."""
+        if len(parts) == 1:
+            return parts[0]
+        first = parts[0]
+
+        def arr(name):
+            v = [getattr(p, name) for p in parts]
+            return None if v[0] is None else np.concatenate(v)
+
+        def lst(name):
+            v = [getattr(p, name) for p in parts]
+            return None if v[0] is None else [x for part in v for x in part]
+
+        bt = first.prefix_block_tokens
+        if isinstance(bt, list):
+            bt = [x for p in parts for x in p.prefix_block_tokens]
+        return TraceColumns(
+            path=first.path, format=first.format, arrival_s=arr("arrival_s"),
+            prompt=arr("prompt"), output=arr("output"), lines=arr("lines"),
+            tenant=lst("tenant"), priority=arr("priority"), slice=lst("slice"),
+            cancel_after_s=arr("cancel_after_s"), max_tokens=arr("max_tokens"), n=arr("n"),
+            prefix_hash_ids=lst("prefix_hash_ids"), prefix_block_tokens=bt)
+
+    def to_specs(self, start: int = 0, stop: int | None = None) -> list[RequestSpec]:
+        """One :class:`RequestSpec` per row ``start:stop`` (all rows by default),
+        ``request_id`` = row index."""
         n = len(self)
-        arr = self.arrival_s.tolist()
-        pr = self.prompt.tolist()
-        out = self.output.tolist()
-        lines = [ln if ln > 0 else None for ln in self.lines.tolist()]
-        tenant = self.tenant or ["default"] * n
-        slc = self.slice or ["default"] * n
-        prio = self.priority.tolist() if self.priority is not None else [0] * n
+        stop = n if stop is None else min(stop, n)
+        k = max(0, stop - start)
+        sl = slice(start, stop)
+        arr = self.arrival_s[sl].tolist()
+        pr = self.prompt[sl].tolist()
+        out = self.output[sl].tolist()
+        lines = [ln if ln > 0 else None for ln in self.lines[sl].tolist()]
+        tenant = self.tenant[sl] if self.tenant else ["default"] * k
+        slc = self.slice[sl] if self.slice else ["default"] * k
+        prio = self.priority[sl].tolist() if self.priority is not None else [0] * k
         if self.cancel_after_s is not None:
-            cancel = [None if math.isnan(c) else c for c in self.cancel_after_s.tolist()]
+            cancel = [None if math.isnan(c) else c for c in self.cancel_after_s[sl].tolist()]
         else:
-            cancel = [None] * n
+            cancel = [None] * k
         if self.max_tokens is not None:
-            mt = [m if m > 0 else None for m in self.max_tokens.tolist()]
+            mt = [m if m > 0 else None for m in self.max_tokens[sl].tolist()]
         else:
-            mt = [None] * n
-        pref = self.prefix_hash_ids or [None] * n
-        seqs = [max(1, k) for k in self.n.tolist()] if self.n is not None else [1] * n
+            mt = [None] * k
+        pref = self.prefix_hash_ids[sl] if self.prefix_hash_ids else [None] * k
+        seqs = [max(1, j) for j in self.n[sl].tolist()] if self.n is not None else [1] * k
         bt = self.prefix_block_tokens
-        if not isinstance(bt, list):
-            bt = [bt] * n
+        bt = bt[sl] if isinstance(bt, list) else [bt] * k
         return [
-            RequestSpec(request_id=i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
+            RequestSpec(request_id=start + i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
                         num_output_tokens=out[i], max_tokens=mt[i], tenant=tenant[i],
                         priority=prio[i], slice=slc[i], cancel_after_s=cancel[i],
                         prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i],
                         n=seqs[i])
-            for i in range(n)
+            for i in range(k)
         ]
+
+    def iter_specs(self, batch_rows: int = 65_536) -> Iterator[RequestSpec]:
+        """The rows as :class:`RequestSpec` objects, built ``batch_rows`` at a time (what
+        :meth:`to_specs` returns, without holding every object at once)."""
+        for a in range(0, len(self), batch_rows):
+            yield from self.to_specs(a, a + batch_rows)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +15,10 @@ import numpy as np
 from simulator.budget import check_workload_budget
 from simulator.request import RequestSpec
 from simulator.resources import resolve_path
+from simulator.workload.columns import TraceColumns
 from simulator.workload.config import WorkloadConfig
 from simulator.workload.errors import WorkloadError, WorkloadWarning
-from simulator.workload.readers import TraceColumns, read_columns
+from simulator.workload.readers import read_columns
 from simulator.workload.synthetic import (
     STREAM_ARRIVALS,
     STREAM_PATIENCE,
@@ -101,7 +103,8 @@ def _resolve(path: str, base_dir: Path | None) -> Path:
 
 
 def load_workload(cfg: WorkloadConfig, seed: int,
-                  base_dir: Path | None = None) -> list[RequestSpec]:
+                  base_dir: Path | None = None, *, lazy: bool = False
+                  ) -> list[RequestSpec] | RequestStream:
     """Build the request list of a workload.
 
     Steps, in order:
@@ -136,10 +139,13 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         Non-negative run seed.
     base_dir : pathlib.Path or None
         Folder that relative trace paths are resolved against first (e.g. the scenario's).
+    lazy : bool
+        Return a :class:`RequestStream` (the same requests, built as the run reaches them)
+        instead of a list: a large workload then costs its columns, not its objects.
 
     Returns
     -------
-    list of RequestSpec
+    list of RequestSpec, or RequestStream
         Sorted by ``arrival_time_s`` (seconds from the window start), ``request_id`` 0..N-1.
 
     Raises
@@ -239,15 +245,75 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         _attach_prefixes(cols, cfg, source)
 
     # 8. parallel sampling / beam search
-    specs = cols.to_specs()
     ps = cfg.parallel_sampling
     if ps is not None and (ps.n > 1 or ps.use_beam_search):
-        if any(s.n != 1 or s.use_beam_search for s in specs):
+        if cols.n is not None and np.any(np.maximum(cols.n, 1) != 1):
             raise WorkloadError(f"{source}: workload.parallel_sampling would replace the trace's "
                              "own n / beam-search values; remove one of the two")
-        specs = [dataclasses.replace(s, n=ps.n, use_beam_search=ps.use_beam_search)
-                 if ps.slices is None or s.slice in ps.slices else s for s in specs]
-    return specs
+    else:
+        ps = None
+    stream = RequestStream(cols, ps)
+    return stream if lazy else list(stream)
+
+
+class RequestStream(Sequence):
+    """The requests of a loaded workload, built on demand from its columns.
+
+    A :class:`RequestSpec` costs ~250 bytes as an object and ~60 as a row of numpy columns,
+    so a million-request workload is kept as columns and each spec is built when the run
+    reaches it (:meth:`simulator.workload.columns.TraceColumns.iter_specs`, 65,536 at a
+    time). Iteration, ``len`` and indexing give what the list from
+    ``load_workload(..., lazy=False)`` holds, in the same order.
+
+    Parameters
+    ----------
+    cols : TraceColumns
+        The final columns (windowed, sorted, labelled).
+    parallel : ParallelSamplingConfig or None
+        ``workload.parallel_sampling`` to apply (its slices only, if given).
+    """
+
+    def __init__(self, cols: TraceColumns, parallel=None):
+        self.cols = cols
+        self._ps = parallel
+
+    def _apply(self, s: RequestSpec) -> RequestSpec:
+        ps = self._ps
+        if ps is not None and (ps.slices is None or s.slice in ps.slices):
+            return dataclasses.replace(s, n=ps.n, use_beam_search=ps.use_beam_search)
+        return s
+
+    def __len__(self) -> int:
+        return len(self.cols)
+
+    def __iter__(self):
+        if self._ps is None:
+            return self.cols.iter_specs()
+        return (self._apply(s) for s in self.cols.iter_specs())
+
+    def __getitem__(self, i):
+        n = len(self)
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(n))]
+        j = int(i) + n if int(i) < 0 else int(i)
+        if not 0 <= j < n:
+            raise IndexError(f"request index {i} out of range for {n} requests")
+        return self._apply(self.cols.to_specs(j, j + 1)[0])
+
+    def slices(self) -> set[str]:
+        """The slice names that occur."""
+        return set(self.cols.slice) if self.cols.slice else ({"default"} if len(self) else set())
+
+    def budget_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(prompt, output, max_tokens, has_patience)`` per request, as
+        :func:`simulator.budget.estimate_scenario_run` reads them from specs (max_tokens 0
+        where none is declared)."""
+        c, n = self.cols, len(self)
+        mt = (np.where(c.max_tokens > 0, c.max_tokens, 0).astype(np.float64)
+              if c.max_tokens is not None else np.zeros(n))
+        cancel = (~np.isnan(c.cancel_after_s) if c.cancel_after_s is not None
+                  else np.zeros(n, dtype=bool))
+        return c.prompt.astype(np.float64), c.output.astype(np.float64), mt, cancel
 
 
 #: Request fields a workload config may assign at random, and the key that assigns them.

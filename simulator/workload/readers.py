@@ -31,7 +31,7 @@ Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
 ``cancel_after_s`` (s), ``max_tokens`` and ``n`` (sequences per request: parallel sampling,
 >= 1); an empty cell (or JSON ``null``) means "not given".
 
-size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 768 lines.
+size: pending its owner's split (issue 14 part 4; owner: wave2-scale): 830 lines.
 """
 from __future__ import annotations
 
@@ -40,6 +40,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,10 @@ from simulator.workload.columns import MOONCAKE_BLOCK_TOKENS, TraceColumns
 from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
 from simulator.workload.errors import WorkloadError
 from simulator.workload.servegen import is_servegen_path, read_servegen
+
+#: Rows read, validated and converted at a time by the CSV and Parquet readers (a 10^7-row
+#: trace never exists as Python objects at once; its columns are numpy arrays).
+READ_BATCH_ROWS = 65_536
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
@@ -237,13 +242,16 @@ def _check_max_tokens(cols: TraceColumns, errors: _Errors) -> None:
 
 # --------------------------------------------------------------------------- raw tables
 
-def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]], np.ndarray]:
-    """Header, rows (lists of strings) and their 1-based line numbers."""
+def _iter_csv_tables(path: Path, shown: str, batch_rows: int | None = None
+                     ) -> Iterator[tuple[list[str], list[list[str]], np.ndarray]]:
+    """Header, rows (lists of strings) and their 1-based line numbers, ``batch_rows`` rows
+    (default :data:`READ_BATCH_ROWS`) at a time; at least one batch (maybe without rows)."""
+    batch_rows = batch_rows or READ_BATCH_ROWS
     header = None
-    header_line = 1
     rows: list[list[str]] = []
     lines: list[int] = []
     prev = 0
+    yielded = False
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
@@ -253,20 +261,43 @@ def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]],
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue
                 if header is None:
-                    header = [h.strip() for h in row]
-                    header_line = start
+                    header = _csv_header(row, shown, start)
                     continue
                 rows.append(row)
                 lines.append(start)
+                if len(rows) >= batch_rows:
+                    yield header, _check_fields(header, rows, lines, shown), \
+                        np.asarray(lines, dtype=np.int64)
+                    rows, lines, yielded = [], [], True
     except (csv.Error, UnicodeDecodeError) as e:
         raise WorkloadError(f"{shown}:{prev + 1}: cannot parse CSV ({e})") from e
     except OSError as e:
         raise WorkloadError(f"{shown}: cannot open ({e})") from e
     if header is None:
         raise WorkloadError(f"{shown}: empty file (no header)")
+    if rows or not yielded:
+        yield header, _check_fields(header, rows, lines, shown), np.asarray(lines, dtype=np.int64)
+
+
+def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]], np.ndarray]:
+    """Header, every row (lists of strings) and their 1-based line numbers, at once."""
+    header, rows, lines = [], [], []
+    for header, r, ln in _iter_csv_tables(path, shown):
+        rows += r
+        lines.append(ln)
+    return header, rows, np.concatenate(lines)
+
+
+def _csv_header(row: list[str], shown: str, line: int) -> list[str]:
+    header = [h.strip() for h in row]
     dup = sorted({h for h in header if header.count(h) > 1})
     if dup:
-        raise WorkloadError(f"{shown}:{header_line}: duplicate column(s) {dup}")
+        raise WorkloadError(f"{shown}:{line}: duplicate column(s) {dup}")
+    return header
+
+
+def _check_fields(header: list[str], rows: list[list[str]], lines: list[int],
+                  shown: str) -> list[list[str]]:
     if rows:
         lens = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         bad = lens != len(header)
@@ -274,7 +305,7 @@ def _read_csv_table(path: Path, shown: str) -> tuple[list[str], list[list[str]],
             i = int(np.argmax(bad))
             raise WorkloadError(f"{shown}:{lines[i]}: {lens[i]} fields, but the header has "
                                 f"{len(header)}")
-    return header, rows, np.asarray(lines, dtype=np.int64)
+    return rows
 
 
 def _read_jsonl_table(path: Path, shown: str) -> tuple[list[dict], np.ndarray]:
@@ -348,37 +379,45 @@ def _need(header_or_keys, required, shown: str, fmt: str, where: str) -> None:
 
 
 def _read_azure(path: Path, shown: str) -> TraceColumns:
-    header, rows, lines = _read_csv_table(path, shown)
-    _need(header, AZURE_COLUMNS, shown, "azure", "the header")
-    errors = _Errors(shown)
-    ts, ctx, gen = AZURE_COLUMNS
-    ns = _azure_timestamps_ns(_csv_col(header, rows, ts), lines, ts, errors)
-    prompt = _int_column(_csv_col(header, rows, ctx), lines, ctx, errors, min_value=1)
-    output = _int_column(_csv_col(header, rows, gen), lines, gen, errors, min_value=1)
+    parts, ns_parts = [], []
+    for header, rows, lines in _iter_csv_tables(path, shown):
+        _need(header, AZURE_COLUMNS, shown, "azure", "the header")
+        errors = _Errors(shown)
+        ts, ctx, gen = AZURE_COLUMNS
+        ns_parts.append(_azure_timestamps_ns(_csv_col(header, rows, ts), lines, ts, errors))
+        prompt = _int_column(_csv_col(header, rows, ctx), lines, ctx, errors, min_value=1)
+        output = _int_column(_csv_col(header, rows, gen), lines, gen, errors, min_value=1)
+        cols = TraceColumns(shown, "azure", np.zeros(len(lines)), prompt, output, lines)
+        _optional_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
+                          header.__contains__, {},
+                          errors)
+        _check_max_tokens(cols, errors)
+        errors.raise_if_any()
+        parts.append(cols)
+    cols = TraceColumns.concat(parts)
+    ns = np.concatenate(ns_parts)
     # Relative to the earliest row, exactly in integer ns, then one rounding to float seconds.
-    arrival = (ns - ns.min()) / 1e9 if len(ns) else np.zeros(0)
-    cols = TraceColumns(shown, "azure", arrival, prompt, output, lines)
-    _optional_columns(cols, lambda c: _csv_col(header, rows, c), header.__contains__, {},
-                      errors)
-    _check_max_tokens(cols, errors)
-    errors.raise_if_any()
+    cols.arrival_s = (ns - ns.min()) / 1e9 if len(ns) else np.zeros(0)
     return cols
 
 
 def _read_vidur(path: Path, shown: str) -> TraceColumns:
-    header, rows, lines = _read_csv_table(path, shown)
-    _need(header, VIDUR_COLUMNS, shown, "vidur", "the header")
-    errors = _Errors(shown)
-    ta, pf, dc = VIDUR_COLUMNS
-    arrival = _float_column(_csv_col(header, rows, ta), lines, ta, errors, positive=False)
-    prompt = _int_column(_csv_col(header, rows, pf), lines, pf, errors, min_value=1)
-    output = _int_column(_csv_col(header, rows, dc), lines, dc, errors, min_value=1)
-    cols = TraceColumns(shown, "vidur", arrival, prompt, output, lines)
-    _optional_columns(cols, lambda c: _csv_col(header, rows, c), header.__contains__, {},
-                      errors)
-    _check_max_tokens(cols, errors)
-    errors.raise_if_any()
-    return cols
+    parts = []
+    for header, rows, lines in _iter_csv_tables(path, shown):
+        _need(header, VIDUR_COLUMNS, shown, "vidur", "the header")
+        errors = _Errors(shown)
+        ta, pf, dc = VIDUR_COLUMNS
+        arrival = _float_column(_csv_col(header, rows, ta), lines, ta, errors, positive=False)
+        prompt = _int_column(_csv_col(header, rows, pf), lines, pf, errors, min_value=1)
+        output = _int_column(_csv_col(header, rows, dc), lines, dc, errors, min_value=1)
+        cols = TraceColumns(shown, "vidur", arrival, prompt, output, lines)
+        _optional_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
+                          header.__contains__, {},
+                          errors)
+        _check_max_tokens(cols, errors)
+        errors.raise_if_any()
+        parts.append(cols)
+    return TraceColumns.concat(parts)
 
 
 def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors,
@@ -460,9 +499,10 @@ def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: 
 
 
 def _read_generic_csv(path: Path, shown: str, columns, time_unit) -> TraceColumns:
-    header, rows, lines = _read_csv_table(path, shown)
-    return _generic(shown, "generic_csv", lambda c: _csv_col(header, rows, c),
-                    header.__contains__, header, len(rows) or 1, lines, columns, time_unit)
+    return TraceColumns.concat([
+        _generic(shown, "generic_csv", lambda c, h=header, r=rows: _csv_col(h, r, c),
+                 header.__contains__, header, len(rows) or 1, lines, columns, time_unit)
+        for header, rows, lines in _iter_csv_tables(path, shown)])
 
 
 def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColumns:
@@ -496,25 +536,39 @@ def _is_parquet(p: Path) -> bool:
 
 
 def _read_parquet(path: Path, shown: str, columns, time_unit) -> TraceColumns:
+    """Read a Parquet trace one record batch (:data:`READ_BATCH_ROWS` rows) at a time."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     try:
-        table = pq.read_table(path)
+        pf = pq.ParquetFile(path)
+        names = list(pf.schema_arrow.names)
+        dup = sorted({c for c in names if names.count(c) > 1})
+        if dup:
+            raise WorkloadError(f"{shown}: duplicate column(s) {dup}")
+        parts, offset = [], 0
+        for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS):
+            parts.append(_parquet_batch(batch, names, offset, shown, columns, time_unit))
+            offset += batch.num_rows
+        if not parts:  # no rows: validate the columns all the same
+            empty = pa.RecordBatch.from_pylist([], schema=pf.schema_arrow)
+            parts.append(_parquet_batch(empty, names, 0, shown, columns, time_unit))
     except (pa.ArrowException, OSError) as e:
         raise WorkloadError(f"{shown}: not a readable Parquet file ({e})") from None
-    names = list(table.column_names)
-    dup = sorted({c for c in names if names.count(c) > 1})
-    if dup:
-        raise WorkloadError(f"{shown}: duplicate column(s) {dup}")
+    return TraceColumns.concat(parts)
+
+
+def _parquet_batch(batch, names: list[str], offset: int, shown: str, columns,
+                   time_unit) -> TraceColumns:
+    """Validate and convert one record batch whose first row is row ``offset + 1``."""
     cache: dict[str, list] = {}
 
     def get(c: str) -> list:
         if c not in cache:
-            cache[c] = table.column(c).to_pylist()
+            cache[c] = batch.column(c).to_pylist()
         return cache[c]
 
-    n = table.num_rows
-    lines = np.arange(1, n + 1, dtype=np.int64)
+    n = batch.num_rows
+    lines = np.arange(offset + 1, offset + n + 1, dtype=np.int64)
     cols = _generic(shown, "parquet", get, names.__contains__, names, n or 1, lines, columns,
                     time_unit, json_numbers=True)
     if "prefix_hash_ids" in names:
@@ -530,7 +584,8 @@ def _read_parquet(path: Path, shown: str, columns, time_unit) -> TraceColumns:
                                              for h in v):
                 ids.append(tuple(v))
             else:
-                errors.add(i + 1, f"prefix_hash_ids {str(v)[:60]!r} is not a list of integers")
+                errors.add(int(lines[i]), f"prefix_hash_ids {str(v)[:60]!r} is not a list of "
+                                          "integers")
                 break
         _json_numbers(get("prefix_block_tokens"), lines, "prefix_block_tokens", errors)
         bt = _int_column(get("prefix_block_tokens"), lines, "prefix_block_tokens", errors,

@@ -446,11 +446,12 @@ def _cli_cases(tmp):
         (["run", "default"], {"SERVESIM_MEMORY_BUDGET_GB": "0.000001"},
          ["needs an estimated", "memory budget is 1e-06 GB ($SERVESIM_MEMORY_BUDGET_GB)"]),
         # 20 requests of 10 + 131,000 tokens (within Llama-3.1-8B's 131,072): >= 131,000 step
-        # rows x 514 B = 67 MB, the largest part, above a 0.05 GB budget
+        # rows x 147 B (budget.BYTES_PER_STEP_ROW) = 19 MB, the largest part; with the 7 MB
+        # fixed part 26.6 MB, above a 0.02 GB budget
         (["run", "default", "--set", ("workload={synthetic: {arrival: {process: poisson, "
           "rate_rps: 1}, num_requests: 20, prompt_tokens: {dist: fixed, value: 10}, "
-          "output_tokens: {dist: fixed, value: 131000}}}")], {"SERVESIM_MEMORY_BUDGET_GB": "0.05"},
-         [">= 131,000 step rows", "memory budget is 0.05 GB", "fewer or shorter requests"]),
+          "output_tokens: {dist: fixed, value: 131000}}}")], {"SERVESIM_MEMORY_BUDGET_GB": "0.02"},
+         [">= 131,000 step rows", "memory budget is 0.02 GB", "fewer or shorter requests"]),
         (["run", "default", "--progress", "--no-figures"],
          {"SERVESIM_PROGRESS_INTERVAL_S": "soon"}, "SERVESIM_PROGRESS_INTERVAL_S='soon'"),
         (["compare", "default", "--vary", "bogus.key=1,2"], {},

@@ -32,9 +32,11 @@ def _fill(rec: RunRecorder) -> list[tuple]:
     return sorted(want, key=lambda r: (r[0], r[1]))
 
 
+@pytest.mark.parametrize("spool_after", [0, 10**6])
 @pytest.mark.parametrize("chunk_rows", [1, 4, 7, 10_000])
-def test_steps_frame_is_exact_for_any_chunk_size(monkeypatch, chunk_rows):
+def test_steps_frame_is_exact_for_any_chunk_size(monkeypatch, chunk_rows, spool_after):
     monkeypatch.setattr(records, "STEP_CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", spool_after)
     rec = RunRecorder()
     want = _fill(rec)
     assert rec.num_steps == 60 and rec.num_step_chunks == 20
@@ -46,12 +48,15 @@ def test_steps_frame_is_exact_for_any_chunk_size(monkeypatch, chunk_rows):
         assert df[c].dtype == (np.float64 if c.endswith("_s") else np.int64), c
     # a second call gives the same table (the packed chunk is kept, sorted)
     assert rec.steps_frame().equals(df)
-    if chunk_rows < 60:
-        assert len(rec._packed) == 1  # everything merged into one columnar chunk
+    if chunk_rows < 60:  # packed at least once: spooled to disk, or merged into one chunk
+        assert rec.step_table().is_spooled == (spool_after == 0)
+        assert rec.step_table().is_spooled or len(rec._packed) == 1
 
 
-def test_itl_samples_survive_packing(monkeypatch):
+@pytest.mark.parametrize("spool_after", [0, 10**6])  # on disk / in memory
+def test_itl_samples_survive_packing(monkeypatch, spool_after):
     monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 3)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", spool_after)
     rec = RunRecorder()
     rec.add_itl(0.5, 2)
     rec.add_itl_array(np.array([0.1, 0.2]), 4)
@@ -60,6 +65,7 @@ def test_itl_samples_survive_packing(monkeypatch):
     rec.add_itl_array(np.array([]), 9)  # empty: ignored
     rec.add_itl_array(np.array([0.7]), 3)
     v, w = rec.itl_samples()
+    assert rec._itl_spool is None  # a spool is read back and removed
     got = sorted(zip(v.tolist(), w.tolist()))
     assert got == [(0.1, 4), (0.2, 4), (0.3, 1), (0.4, 1), (0.5, 2), (0.7, 3)]
     assert w.dtype == np.int64 and v.dtype == np.float64

@@ -1,0 +1,281 @@
+"""The run's step table, in memory for a small run and spooled to disk for a large one.
+
+A run appends its per-step rows in packed chunks (:class:`~simulator.metrics.records.
+RunRecorder`, :data:`~simulator.metrics.records.STEP_CHUNK_ROWS` rows a chunk). The first
+chunks stay in memory; once a run has packed :data:`SPOOL_AFTER_CHUNKS` chunks every chunk is
+appended to one raw file per column in a spool folder instead (native-endian int64 /
+float64, no header: a column of ``n`` rows is ``8 n`` bytes, appended with one ``write``),
+so the loop holds at most one chunk of steps. At the end the spool is put in the table's
+canonical order, ``(replica_id, step_index)`` (one column at a time: the permutation is
+computed from those two columns and applied to each column in turn), and the resulting
+:class:`StepTable` reads a column back whole, exactly as it was recorded, or writes the
+table to Parquet / CSV in row slices.
+
+Why raw columns and not a Parquet spool: the rows arrive in completion order, interleaved
+over replicas (and a fast-forwarded decode run lands after steps of other replicas that
+ended earlier), so the spool must be permuted before anything is written; a column file
+permutes with one read and one write, and a summary reads one column without decoding
+pages. Every statistic read from a :class:`StepTable` is computed over the same array, in
+the same order, as over the DataFrame it replaces, so the summary is bit-identical.
+
+:class:`StepTable` answers the narrow part of the DataFrame interface the readers of the
+step table use (``len``, ``columns``, ``name in table``, ``table[name]`` as a Series,
+``table.loc[mask]``, ``to_pandas()``), so small-run code keeps working on either.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+#: Chunks kept in memory before the step table spools to disk: a run of up to this many
+#: chunks (65,536 rows each, 8 MiB packed) never touches the disk.
+SPOOL_AFTER_CHUNKS = 4
+
+#: Rows per Parquet row group and per CSV write: pyarrow's default maximum row group length
+#: (``pyarrow.parquet.write_table``), so a table written in slices has the bytes of the same
+#: table written at once.
+WRITE_ROWS = 1024 * 1024
+
+
+def _dtype(name: str, float_columns: frozenset) -> np.dtype:
+    return np.dtype(np.float64 if name in float_columns else np.int64)
+
+
+class ColumnSpool:
+    """Append-only raw column files in a temporary folder (removed with the object).
+
+    Parameters
+    ----------
+    columns : list of str
+        Column names, in table order.
+    float_columns : frozenset of str
+        Columns stored as float64 (the others int64).
+    folder : Path, optional
+        Parent of the spool folder (default: the system temporary folder, ``TMPDIR``).
+    """
+
+    def __init__(self, columns: list[str], float_columns: frozenset,
+                 folder: Path | None = None):
+        self.columns = list(columns)
+        self.float_columns = float_columns
+        self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        self.num_rows = 0
+
+    def path(self, name: str) -> Path:
+        return self.folder / f"{name}.bin"
+
+    def append(self, chunk: dict[str, np.ndarray]) -> None:
+        """Append one packed chunk (every column, equal lengths, the spool's dtypes)."""
+        n = len(chunk[self.columns[0]])
+        for c in self.columns:
+            with open(self.path(c), "ab") as f:
+                np.ascontiguousarray(chunk[c], dtype=_dtype(c, self.float_columns)).tofile(f)
+        self.num_rows += n
+
+    def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Rows ``start:stop`` of one column (a fresh array)."""
+        stop = self.num_rows if stop is None else min(stop, self.num_rows)
+        dt = _dtype(name, self.float_columns)
+        if stop <= start:
+            return np.zeros(0, dtype=dt)
+        return np.fromfile(self.path(name), dtype=dt, count=stop - start,
+                           offset=start * dt.itemsize)
+
+    def sort_by(self, primary: str, secondary: str) -> None:
+        """Put every column in ``(primary, secondary)`` order (stable, in place on disk)."""
+        # int32 keys where the values fit (half the memory; the same order)
+        keys = []
+        for name in (secondary, primary):
+            k = self.read(name)
+            if k.size and k.dtype.kind == "i" and k.min() >= 0 and k.max() < 2**31:
+                k = k.astype(np.int32)
+            keys.append(k)
+        order = np.lexsort(keys)
+        del keys
+        if not np.any(order[1:] < order[:-1]):
+            return  # already in order (a single replica, or runs that never interleave)
+        for c in self.columns:
+            self.read(c)[order].tofile(str(self.path(c)))
+
+    def close(self) -> None:
+        """Remove the spool folder now."""
+        self._finalizer()
+
+    def __getstate__(self) -> dict:
+        # pickled (a result sent between processes) with its data; unpickled into a new
+        # temporary folder of its own
+        return {"columns": self.columns, "float_columns": self.float_columns,
+                "data": {c: self.read(c) for c in self.columns}}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["columns"], state["float_columns"])
+        if state["data"] and len(state["data"][self.columns[0]]):
+            self.append(state["data"])
+
+
+class _Loc:
+    def __init__(self, table: StepTable):
+        self._table = table
+
+    def __getitem__(self, mask) -> StepTable:
+        return self._table.filter(np.asarray(mask, dtype=bool))
+
+
+class StepTable:
+    """A step table whose columns live in memory or in a :class:`ColumnSpool`.
+
+    Parameters
+    ----------
+    columns : list of str
+        Column names in table order.
+    float_columns : frozenset of str
+        Float64 columns (the others are int64; an empty table has float columns only, as
+        the DataFrame of an empty run always had).
+    data : dict of str to ndarray, optional
+        The columns in memory (canonical order), or None when ``spool`` holds them.
+    spool : ColumnSpool, optional
+        The columns on disk (already in canonical order).
+    mask : ndarray of bool, optional
+        Row selection (``table.loc[mask]``); None selects every row.
+    """
+
+    def __init__(self, columns: list[str], float_columns: frozenset, *,
+                 data: dict[str, np.ndarray] | None = None, spool: ColumnSpool | None = None,
+                 mask: np.ndarray | None = None):
+        self._columns = list(columns)
+        self._float = float_columns
+        self._data = data
+        self._spool = spool
+        if mask is not None and np.count_nonzero(mask) == len(mask):
+            mask = None  # every row: reads need no masked copy
+        self._mask = mask
+        if mask is not None:
+            self._len = int(np.count_nonzero(mask))
+        elif spool is not None:
+            self._len = spool.num_rows
+        else:
+            self._len = len(next(iter(data.values()))) if data else 0
+
+    # ------------------------------------------------------------------ DataFrame subset
+    @property
+    def columns(self) -> list[str]:
+        """Column names in table order."""
+        return list(self._columns)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._columns
+
+    @property
+    def is_spooled(self) -> bool:
+        """Whether the columns live on disk."""
+        return self._spool is not None
+
+    def column(self, name: str) -> np.ndarray:
+        """One column as an array (read from disk for a spooled table; treat as read-only).
+
+        Raises
+        ------
+        KeyError
+            If ``name`` is not a column.
+        """
+        if name not in self._columns:
+            raise KeyError(name)
+        if self._base_len() == 0:
+            x = np.zeros(0, dtype=float)
+        elif self._spool is not None:
+            x = self._spool.read(name)
+        else:
+            x = self._data[name]
+        return x if self._mask is None else x[self._mask]
+
+    def float_column(self, name: str, copy: bool = False) -> np.ndarray:
+        """One column as float64 (int64 columns are cast exactly). A spooled int column is
+        read and cast 1,048,576 rows at a time, so no int64 copy of the whole column exists;
+        ``copy``: never the table's own buffer (the caller may write into it).
+
+        Raises
+        ------
+        KeyError
+            If ``name`` is not a column.
+        """
+        if name not in self._columns:
+            raise KeyError(name)
+        if name in self._float or self._spool is None or self._base_len() == 0:
+            x = self.column(name)
+            if x.dtype != np.float64:
+                return x.astype(np.float64)
+            own = self._spool is not None or self._mask is not None
+            return x.copy() if copy and not own else x
+        n = self._spool.num_rows
+        out = np.empty(n, dtype=np.float64)
+        for a in range(0, n, WRITE_ROWS):
+            out[a:a + WRITE_ROWS] = self._spool.read(name, a, a + WRITE_ROWS)
+        return out if self._mask is None else out[self._mask]
+
+    def __getitem__(self, name: str) -> pd.Series:
+        import pandas as pd
+
+        return pd.Series(self.column(name), name=name, copy=False)
+
+    @property
+    def loc(self) -> _Loc:
+        """``table.loc[mask]``: the rows where the boolean ``mask`` is true (a view)."""
+        return _Loc(self)
+
+    def filter(self, mask: np.ndarray) -> StepTable:
+        """The rows where ``mask`` (one bool per row of this table) is true."""
+        if len(mask) != self._len:
+            raise ValueError(f"mask has {len(mask)} entries for {self._len} rows")
+        if self._mask is not None:
+            full = self._mask.copy()
+            full[full] = mask
+            mask = full
+        return StepTable(self._columns, self._float, data=self._data, spool=self._spool,
+                         mask=mask)
+
+    def _base_len(self) -> int:
+        if self._spool is not None:
+            return self._spool.num_rows
+        return len(next(iter(self._data.values()))) if self._data else 0
+
+    def to_pandas(self) -> pd.DataFrame:
+        """The whole table as a DataFrame (every column in memory: for small runs and
+        callers that need a frame)."""
+        import pandas as pd
+
+        if self._base_len() == 0:
+            return pd.DataFrame({c: pd.Series(dtype=float) for c in self._columns})
+        return pd.DataFrame({c: self.column(c) for c in self._columns}, copy=False)
+
+    def iter_frames(self, rows: int | None = None) -> Iterator[pd.DataFrame]:
+        """Consecutive row slices of at most ``rows`` rows (default :data:`WRITE_ROWS`) as
+        DataFrames (all rows, in order; one empty frame for an empty table)."""
+        import pandas as pd
+
+        rows = WRITE_ROWS if rows is None else rows
+        if self._mask is not None or self._spool is None or self._len == 0:
+            df = self.to_pandas()
+            for a in range(0, max(len(df), 1), rows):
+                yield df.iloc[a:a + rows]
+            return
+        for a in range(0, self._len, rows):
+            yield pd.DataFrame({c: self._spool.read(c, a, a + rows) for c in self._columns},
+                               copy=False)
+
+    def close(self) -> None:
+        """Remove the spool folder (the table is unusable afterwards); a no-op in memory."""
+        if self._spool is not None:
+            self._spool.close()

@@ -1,0 +1,225 @@
+"""The step table spooled to disk (issue 12 part 3): exact at chunk boundaries, written in
+slices with the bytes of a one-shot write, read a column at a time by the summary with the
+numbers of the in-memory table, and request outcomes packed without losing a request."""
+from __future__ import annotations
+
+import gc
+import hashlib
+import math
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+import pytest
+from helpers import make_scenario, summary_without_wall, synthetic_workload
+
+from simulator.metrics import records, step_table
+from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
+from simulator.metrics.summary import kv_and_batching_stats
+from simulator.metrics.tables_io import write_table
+from simulator.run import run_scenario
+
+
+def _row(i: int) -> tuple:
+    rid = i % 3  # three replicas interleaved: the spool must be re-sorted
+    idx = i // 3
+    t = 0.25 * i
+    return (rid, idx, t, 0.125, t + 0.125, i % 5, 7 * i, 2 * i, 1, i % 4, i % 6, i % 9, 64,
+            0, 3 * i, i % 2)
+
+
+def _sorted_columns(n: int) -> dict[str, np.ndarray]:
+    rows = sorted((_row(i) for i in range(n)), key=lambda r: (r[0], r[1]))
+    return {c: np.array([r[k] for r in rows],
+                        dtype=np.float64 if c in STEP_FLOAT_COLUMNS else np.int64)
+            for k, c in enumerate(STEP_COLUMNS)}
+
+
+@pytest.mark.parametrize("extra", [None, 0, 1])  # 0 rows, exactly one chunk, one row more
+def test_spooled_table_is_exact_at_chunk_boundaries(monkeypatch, extra):
+    chunk = 16
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", chunk)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)  # every packed chunk goes to disk
+    n = 0 if extra is None else chunk + extra
+    rec = RunRecorder()
+    for i in range(n):
+        rec.add_step(_row(i))
+    t = rec.step_table()
+    assert len(t) == n and t.columns == STEP_COLUMNS
+    assert t.is_spooled == (n >= chunk)
+    want = _sorted_columns(n)
+    for c in STEP_COLUMNS:
+        got = t.column(c)
+        if n:
+            np.testing.assert_array_equal(got, want[c], err_msg=c)
+            assert got.dtype == want[c].dtype, c
+        else:
+            assert got.size == 0
+    df = t.to_pandas()
+    assert len(df) == n and list(df.columns) == STEP_COLUMNS
+
+
+def test_spool_folder_is_removed_with_the_table(monkeypatch):
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 4)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    rec = RunRecorder()
+    for i in range(10):
+        rec.add_step(_row(i))
+    t = rec.step_table()
+    folder = t._spool.folder
+    assert folder.is_dir() and len(list(folder.glob("*.bin"))) == len(STEP_COLUMNS)
+    # 10 rows x 8 bytes per column file
+    assert all(p.stat().st_size == 80 for p in folder.glob("*.bin"))
+    del rec, t
+    gc.collect()
+    assert not folder.exists()
+
+
+def test_loc_view_equals_the_frame_filter(monkeypatch):
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 5)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    rec = RunRecorder()
+    for i in range(23):
+        rec.add_step(_row(i))
+    t = rec.step_table()
+    df = t.to_pandas()
+    mask = df["start_time_s"].to_numpy() >= 2.0
+    sub = t.loc[mask]
+    assert len(sub) == int(mask.sum()) == 23 - 8  # start 0.25 i >= 2  <=>  i >= 8
+    sub2 = sub.loc[sub["replica_id"].to_numpy() == 1]
+    want = df.loc[mask]
+    want = want.loc[want["replica_id"] == 1]
+    for c in STEP_COLUMNS:
+        np.testing.assert_array_equal(sub2.column(c), want[c].to_numpy(), err_msg=c)
+
+
+def _md5(path) -> str:
+    return hashlib.md5(open(path, "rb").read()).hexdigest()
+
+
+@pytest.mark.parametrize("n", [0, 7, 15])
+def test_sliced_writes_have_the_bytes_of_one_write(monkeypatch, tmp_path, n):
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 4)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    monkeypatch.setattr(step_table, "WRITE_ROWS", 7)  # 15 rows: slices of 7, 7, 1
+    rec = RunRecorder()
+    for i in range(n):
+        rec.add_step(_row(i))
+    t = rec.step_table()
+    arrow = pa.Table.from_pandas(t.to_pandas(), preserve_index=False)
+    pq.write_table(arrow, tmp_path / "one.parquet", compression="zstd", row_group_size=7)
+    pcsv.write_csv(arrow, tmp_path / "one.csv")
+    (tmp_path / "s").mkdir()
+    got_pq = write_table(t, tmp_path / "s", "steps", "parquet")
+    got_csv = write_table(t, tmp_path / "s", "steps", "csv")
+    assert _md5(got_pq) == _md5(tmp_path / "one.parquet")
+    assert _md5(got_csv) == _md5(tmp_path / "one.csv")
+    assert pq.ParquetFile(got_pq).metadata.num_row_groups == max(1, math.ceil(n / 7))
+
+
+def test_kv_stats_of_a_spooled_table_match_the_hand_formula(monkeypatch):
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 8)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    rec = RunRecorder()
+    n = 30
+    for i in range(n):
+        rec.add_step(_row(i))
+    got = kv_and_batching_stats(rec.step_table(), block_size=16, kv_bytes_per_token=2.0)
+    # by hand: every step lasts 0.125 s, so time weights are equal; blocks i % 9, tokens
+    # min(3 i, 16 blocks); padding i % 2 of batch i % 5
+    i = np.arange(n)
+    reserved = (i % 9) * 16.0
+    tokens = np.minimum(3.0 * i, reserved)
+    assert got["max_concurrency"] == 4
+    assert got["padding_waste"] == pytest.approx((i % 2).sum() / (i % 5).sum())
+    assert got["kv_reserved_bytes_mean"] == pytest.approx(reserved.mean() * 2.0)
+    assert got["kv_used_bytes_mean"] == pytest.approx(tokens.mean() * 2.0)
+    assert got["num_replicas_with_steps"] == 3
+
+
+def _small_scenario():
+    return make_scenario({"cluster": {"num_replicas": 2}},
+                         workload=synthetic_workload(n=120, rate_rps=30.0))
+
+
+def test_spooled_run_equals_the_in_memory_run(monkeypatch, tmp_path):
+    sc = _small_scenario()
+    # the same chunk size both ways (it orders the ITL samples, hence the ITL mean's sum)
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 64)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 10**6)
+    mem = run_scenario(sc, outdir=tmp_path / "mem", figures=False)
+    assert not mem.step_table.is_spooled
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    monkeypatch.setattr(records, "REQUEST_CHUNK_ROWS", 16)
+    spooled = run_scenario(sc, outdir=tmp_path / "disk", figures=False)
+    assert spooled.step_table.is_spooled
+    assert len(spooled.step_table) > 64
+    assert summary_without_wall(spooled.summary) == summary_without_wall(mem.summary)
+    for f in ("steps.parquet", "requests.parquet", "report.md"):
+        assert _md5(tmp_path / "mem" / f) == _md5(tmp_path / "disk" / f), f
+    # the summary's busy-time mean batch size, by hand from the frame
+    st = mem.steps
+    dt = st["step_time_s"].to_numpy()
+    assert spooled.summary["mean_batch_size"] == pytest.approx(
+        float(np.dot(st["batch_size"].to_numpy(), dt) / dt.sum()))
+    # every request that entered is in the table once (invariant 1)
+    ids = spooled.requests["request_id"].to_numpy()
+    assert len(ids) == 120 and np.array_equal(ids, np.arange(120))
+    assert spooled.sim.recorder._requests_done is spooled.requests  # packed during the run
+
+
+def test_spooled_runs_are_byte_identical(monkeypatch, tmp_path):
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 50)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 1)
+    monkeypatch.setattr(records, "REQUEST_CHUNK_ROWS", 10)
+    sc = _small_scenario()
+    for fmt in ("parquet", "csv"):
+        a = run_scenario(sc, outdir=tmp_path / f"a{fmt}", figures=False, table_format=fmt)
+        b = run_scenario(sc, outdir=tmp_path / f"b{fmt}", figures=False, table_format=fmt)
+        assert a.step_table.is_spooled and b.step_table.is_spooled
+        for stem in ("steps", "requests"):
+            assert _md5(tmp_path / f"a{fmt}" / f"{stem}.{fmt}") == \
+                _md5(tmp_path / f"b{fmt}" / f"{stem}.{fmt}")
+
+
+def test_finished_requests_are_packed_and_freed(monkeypatch):
+    from helpers import req
+    monkeypatch.setattr(records, "REQUEST_CHUNK_ROWS", 3)
+    rec = RunRecorder()
+    rs = [req(i, prompt=10 + i, output=5) for i in range(10)]
+    for r in rs:
+        rec.admit(r)
+    # requests 0-5 exit at t = 1..6 one by one; 6-8 together at t = 7; 9 stays waiting
+    for i, r in enumerate(rs[:6]):
+        rec.finish(r, float(i + 1), "rejected", "queue_full")
+    for r in rs[6:9]:
+        rec.finish(r, 7.0, "rejected", "queue_timeout")
+    held = {r.request_id for r in rec.all_requests}
+    # packs at the 3rd finish (t=3: 0, 1 exited before), the 5th... never a request that
+    # exited at the pack's own time; 9 (never finished) is always held
+    assert 9 in held and len(held) < 10 and rec._request_chunks
+    assert not held & {0, 1}
+    df = rec.requests_frame()
+    assert df["request_id"].tolist() == list(range(10))  # every admitted request, once
+    want_exit = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 7.0, 7.0, math.nan]
+    np.testing.assert_array_equal(df["exit_time_s"].to_numpy(), np.array(want_exit))
+    assert df["status"].tolist() == ["rejected"] * 9 + ["waiting"]
+    assert df["reject_reason"].tolist() == ["queue_full"] * 6 + ["queue_timeout"] * 3 + [""]
+    assert df["num_prompt_tokens"].tolist() == [10 + i for i in range(10)]
+    assert rec.requests_frame() is df and rec.all_requests == []  # rows handed over once
+
+
+def test_a_spooled_table_pickles_with_its_data(monkeypatch):
+    import pickle
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 4)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    rec = RunRecorder()
+    for i in range(11):
+        rec.add_step(_row(i))
+    t = rec.step_table()
+    back = pickle.loads(pickle.dumps(t))
+    assert back.is_spooled and back._spool.folder != t._spool.folder
+    want = _sorted_columns(11)
+    for c in STEP_COLUMNS:
+        np.testing.assert_array_equal(back.column(c), want[c], err_msg=c)
