@@ -1,0 +1,100 @@
+"""Exact weighted percentiles of a long sample without sorting it.
+
+:func:`simulator.metrics.summary.weighted_percentiles` sorts the sample: an ``argsort`` order
+and the permuted weights cost 16 bytes a sample (290 MB for the 18M inter-token-latency
+samples of a million-request run, the largest part of that run's peak memory). For
+non-negative values with integer weights this module gives the *same* values, bit for bit, by
+selection in two passes over fixed-size chunks:
+
+1. Bucket every value by the top bits of its IEEE-754 pattern (for non-negative doubles the
+   int64 view orders like the value, so a bucket is an interval of values and the buckets are
+   ordered) and add its weight to the bucket (``np.bincount``; integer weights sum exactly in
+   float64 below 2**53, checked).
+2. For each percentile, the target cumulative weight ``T = ceil(q / 100 * total)`` falls in one
+   bucket; gather that bucket's values, sort them (a small set) and take the first value whose
+   cumulative weight, counted from the buckets before it, reaches ``T``.
+
+That is the inverse-CDF definition the sorting path uses (Hyndman & Fan definition 1), with the
+same integer arithmetic, so the two paths agree exactly. Memory: O(chunk + buckets + one
+bucket's values).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["SELECT_MIN_SAMPLES", "select_percentiles"]
+
+#: Samples from which :func:`weighted_percentiles` selects instead of sorting (below, the sort
+#: is cheap and its memory small). 2**22 samples = 32 MB a float64 copy.
+SELECT_MIN_SAMPLES = 1 << 22
+
+_CHUNK = 1 << 20          # values per pass step: 8 MB temporaries
+_BUCKET_BITS = 16         # 65,536 buckets
+_EXACT_INT = float(2**53)
+
+
+def select_percentiles(v: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray | None:
+    """Inverse-CDF weighted percentiles by bucketed selection, or ``None`` where not exact.
+
+    Parameters
+    ----------
+    v : ndarray of float64, shape (n,)
+        Values, no NaN (the caller drops them), n >= 1.
+    w : ndarray of int64, shape (n,)
+        Positive integer weights (zero weights already dropped).
+    q : ndarray of float, shape (m,)
+        Percentiles in percent, in ``[0, 100]``.
+
+    Returns
+    -------
+    ndarray of float64, shape (m,), or None
+        ``min { v_k : W(v <= v_k) >= ceil(q / 100 * W_total) }`` for each ``q``: the result of
+        the sorting path exactly. ``None`` when the shortcut does not apply (a negative value or
+        ``-0.0``, non-integer weights, or a total weight of 2**53 or more); the caller then sorts.
+    """
+    if w.dtype.kind != "i" or v.dtype != np.float64:
+        return None
+    bits = v.view(np.int64)
+    n = v.size
+    lo = hi = None
+    total = 0
+    for s in range(0, n, _CHUNK):
+        b = bits[s:s + _CHUNK]
+        bmin, bmax = int(b.min()), int(b.max())
+        if bmin < 0:  # a negative value or -0.0: the int view no longer orders like the value
+            return None
+        lo = bmin if lo is None else min(lo, bmin)
+        hi = bmax if hi is None else max(hi, bmax)
+        total += int(w[s:s + _CHUNK].sum())
+    if total >= _EXACT_INT:
+        return None
+    shift = max(0, (hi - lo).bit_length() - _BUCKET_BITS)
+    nb = ((hi - lo) >> shift) + 1
+    weight = np.zeros(nb, dtype=np.float64)
+    for s in range(0, n, _CHUNK):
+        key = (bits[s:s + _CHUNK] - lo) >> shift
+        weight += np.bincount(key, weights=w[s:s + _CHUNK], minlength=nb)
+    cum = np.cumsum(weight).astype(np.int64)   # exact: integer sums below 2**53
+    target = np.ceil((q / 100.0) * total).astype(np.int64)
+    buckets = np.searchsorted(cum, target, side="left")
+    buckets = np.minimum(buckets, nb - 1)
+    out = np.empty(q.shape, dtype=np.float64)
+    for b in np.unique(buckets):
+        vals, wts = _gather(bits, v, w, lo, shift, int(b))
+        order = np.argsort(vals, kind="stable")
+        before = int(cum[b - 1]) if b > 0 else 0
+        c = np.cumsum(wts[order]) + before
+        for i in np.flatnonzero(buckets == b):
+            k = min(int(np.searchsorted(c, target[i], side="left")), c.size - 1)
+            out[i] = vals[order[k]]
+    return out
+
+
+def _gather(bits, v, w, lo: int, shift: int, bucket: int) -> tuple[np.ndarray, np.ndarray]:
+    """The values and weights of one bucket, chunk by chunk."""
+    vs, ws = [], []
+    for s in range(0, v.size, _CHUNK):
+        m = ((bits[s:s + _CHUNK] - lo) >> shift) == bucket
+        vs.append(v[s:s + _CHUNK][m])
+        ws.append(w[s:s + _CHUNK][m])
+    return np.concatenate(vs), np.concatenate(ws)
