@@ -183,14 +183,17 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
                    cache, use_cache, setup_factory, backend=backend, jobs=jobs,
                    address=address, progress=progress, n_cand=n_cand,
                    prune=plan.search.prune_dominated)
-    if ev["bound"] is not None and not _any_within(ev, n_cand, plan, target):
+    slices = sorted({s.slice for s in pool})
+    gate_ctx = (quality, all_cfg, slices)
+    if ev["bound"] is not None and not _any_within(ev, n_cand, plan, target, gate_ctx):
         # no candidate at or below the bound passed: an unpruned plan would recommend a
         # skipped one over the fallback, so evaluate them all
+        pruned_sims = sum(r.get("num_simulations", 0) for r in ev["new"])
         ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                        cache, use_cache, setup_factory, backend=backend, jobs=jobs,
                        address=address, progress=progress, n_cand=n_cand, prune=False)
+        ev["pruning_abandoned_after_simulations"] = pruned_sims
 
-    slices = sorted({s.slice for s in pool})
     rows = []
     for i, (ov, key, m) in enumerate(zip(all_ov, ev["row_task"], ev["meta"])):
         is_base = i == n_cand
@@ -223,7 +226,11 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     stats = {"num_candidates": len(cand_rows), "num_configurations_evaluated":
              len(set(row_task)), "num_simulations": n_sims, "num_cache_hits": n_hits,
              "worker_cpu_s": sum(r.get("cpu_s", 0.0) for r in new),
-             "wall_s": time.perf_counter() - t0, "jobs": jobs, "backend": backend}
+             "wall_s": time.perf_counter() - t0, "jobs": jobs, "backend": backend,
+             # pruning given up (no candidate within the bound passed): the simulations spent
+             # in the pruned pass before the unpruned one (None: not given up)
+             "pruning_abandoned_after_simulations":
+                 ev.get("pruning_abandoned_after_simulations")}
     workload = {"num_requests_pool": len(pool), "pool_rate_rps": specs_rate(pool),
                 "target_rate_rps": target, "mean_prompt_tokens": mean_in,
                 "mean_output_tokens": mean_out, "window": {k: pool_w.get(k) for k in
@@ -308,11 +315,20 @@ def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list
     return all_ov, configs + base_configs + lkg_configs, len(configs)
 
 
-def _any_within(ev: dict, n_cand: int, plan: PlanSpec, target: float) -> bool:
-    """Whether a candidate costing at most the dominance bound passed every gate."""
+def _any_within(ev: dict, n_cand: int, plan: PlanSpec, target: float, gate_ctx) -> bool:
+    """Whether a candidate costing at most the dominance bound passed every gate, the quality
+    gate included (``gate_ctx``: the quality table, the configurations, the slices).
+
+    This alone makes the pruned plan's answer the unpruned one's: every skipped candidate
+    costs more than the bound, so the cheapest passing candidate is among those evaluated,
+    whichever deployment set the bound.
+    """
+    quality, all_cfg, slices = gate_ctx
     for i in range(n_cand):
         r, m = ev["results"][ev["row_task"][i]], ev["meta"][i]
         row = _row(i, {}, r, m, plan, target, 1.0, 1.0, name="", is_baseline=False)
+        if quality is not None:
+            _quality_gate(row, all_cfg[i], quality, plan.quality, slices)
         if row["passed"] and row["usd_per_hour"] <= ev["bound"] * (1 + 1e-12):
             return True
     return False

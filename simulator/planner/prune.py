@@ -70,7 +70,8 @@ def skipped_result(bound_usd_per_hour: float, gpus_per_replica: int, usd_per_gpu
            f"no capacity at {rate_rps:.3g} requests/s per replica (the probe there fails), "
            f"so >= {n_max + 1} replicas")
     text = (f"skipped: dominated: {why}: >= ${least:.2f}/h > ${bound_usd_per_hour:.2f}/h "
-            "of a passing baseline")
+            "(the cheapest fallback deployment that met the simulated gates; the plan is "
+            "re-run unpruned unless a candidate within it passes every gate)")
     return {"status": "skipped", "failed_gates": ["dominated"],
             "gate_failures": [{"gate": "dominated", "value": least,
                                "bound": bound_usd_per_hour, "op": "<=", "unit": "usd",

@@ -191,6 +191,35 @@ def test_pruning_reevaluates_when_nothing_within_the_bound_passes(tmp_path):
     assert fast.candidates[0]["failed_gates"] != ["dominated"]
 
 
+def test_pruning_with_a_quality_gate_keeps_the_unpruned_answer(tmp_path):
+    """Review finding: the within-bound candidates (H100, as cheap as the H100 baseline) pass
+    the simulated gates but fail the quality gate; the A100 ones cost more than the bound and
+    are skipped first. The pruned plan must notice that nothing within the bound passes every
+    gate and evaluate the skipped ones, recommending what the unpruned plan recommends."""
+    import yaml
+
+    from simulator.planner.spec import load_plan_spec
+    quality = {"metric": "accuracy", "source": "hand-written test table",
+               "scores": [{"name": "h100", "match": {"hardware.gpu": "h100-sxm"}, "score": 0.5},
+                          {"name": "a100", "match": {"hardware.gpu": "a100-sxm-80gb"},
+                           "score": 0.9}]}
+    (tmp_path / "q.yaml").write_text(yaml.safe_dump(quality))
+    decisions = []
+    for prune in (False, True):
+        # an A100 replica ($3.5/h) is dearer than the $3/h H100 baseline: skipped by price
+        d = tiny_plan(quality={"table": "q.yaml", "min_score": 0.8},
+                      prices={"h100": 3.0, "a100-sxm-80gb": 3.5})
+        d["search"] = {**d["search"], "prune_dominated": prune}
+        (tmp_path / f"plan_{prune}.yaml").write_text(yaml.safe_dump(d))
+        spec, folder = load_plan_spec(tmp_path / f"plan_{prune}.yaml")
+        res = run_plan(spec, folder, outdir=tmp_path / f"o{prune}", jobs=1, write=False)
+        decisions.append(_decision(res))
+        if prune:
+            assert res.stats["pruning_abandoned_after_simulations"] is not None
+    assert decisions[0] == decisions[1]
+    assert decisions[0][0] == "candidate" and "a100" in decisions[0][1]
+
+
 def test_stop_rules_are_part_of_the_simulation_cache_key(probe_inputs, tmp_path):
     """A run stopped under one set of gates must not answer a probe under other gates:
     with the p99 gate off, the 64x probe is not stopped by it."""
