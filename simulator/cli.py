@@ -18,7 +18,9 @@ import importlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -394,6 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
+    restore = _exit_cleanly_on_sigterm()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -403,15 +406,47 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except OSError as e:  # e.g. no space left for the step spool (its message says where)
+        if os.environ.get("SERVESIM_DEBUG"):
+            raise
+        print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print("servesim: terminated", file=sys.stderr)
+        return 143
     except Exception as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise
         print(f"servesim: internal error: {type(e).__name__}: {e} "
               "(set SERVESIM_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1
+    finally:
+        restore()
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwind like Ctrl-C so temporary files (the step spool) are removed."""
+
+
+def _exit_cleanly_on_sigterm():
+    """Turn SIGTERM (``kill``, ``timeout``, batch schedulers) into :class:`_Terminated` while
+    ``main`` runs, where the default action would kill the process before its clean-up;
+    returns the function that restores the previous handler. A no-op off the main thread or
+    where another handler is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        return lambda: None
+
+    def _raise(signum, frame):
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, _raise)
+    return lambda: signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

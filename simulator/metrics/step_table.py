@@ -77,9 +77,14 @@ class ColumnSpool:
     def append(self, chunk: dict[str, np.ndarray]) -> None:
         """Append one packed chunk (every column, equal lengths, the spool's dtypes)."""
         n = len(chunk[self.columns[0]])
-        for c in self.columns:
-            with open(self.path(c), "ab") as f:
-                np.ascontiguousarray(chunk[c], dtype=_dtype(c, self.float_columns)).tofile(f)
+        try:
+            for c in self.columns:
+                with open(self.path(c), "ab") as f:
+                    np.ascontiguousarray(chunk[c], dtype=_dtype(c, self.float_columns)).tofile(f)
+        except OSError as e:  # e.g. a full disk: say where the spool lives and how to move it
+            raise OSError(f"cannot write the run's step spool in {self.folder.parent} "
+                          f"({e.strerror or e}); point TMPDIR at a folder with more free "
+                          "space") from None
         self.num_rows += n
 
     def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:

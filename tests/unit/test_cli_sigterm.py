@@ -1,0 +1,48 @@
+"""SIGTERM ends `servesim` like Ctrl-C: exit code 143, one line, temporary spools removed
+(review finding: `kill` / `timeout` left a run's step spool in $TMPDIR)."""
+from __future__ import annotations
+
+import os
+import signal
+
+import numpy as np
+
+from simulator import cli
+from simulator.metrics.step_table import ColumnSpool
+
+
+def test_sigterm_exits_143_and_removes_the_spool(monkeypatch, tmp_path, capsys):
+    folders = []
+
+    def command(args):
+        spool = ColumnSpool(["x"], frozenset({"x"}), tmp_path)
+        spool.append({"x": np.arange(4.0)})
+        folders.append(spool.folder)
+        assert spool.folder.is_dir()
+        os.kill(os.getpid(), signal.SIGTERM)   # delivered here, in the main thread
+        raise AssertionError("SIGTERM did not interrupt the command")
+
+    class Parser:
+        def parse_args(self, argv):
+            return type("A", (), {"func": staticmethod(command)})()
+
+    monkeypatch.setattr(cli, "build_parser", lambda first: Parser())
+    before = signal.getsignal(signal.SIGTERM)
+    assert cli.main(["run"]) == 143
+    assert capsys.readouterr().err.strip() == "servesim: terminated"
+    assert signal.getsignal(signal.SIGTERM) is before        # handler restored
+    assert folders and not folders[0].exists()               # the spool went with the frames
+
+
+def test_spool_write_error_names_the_folder_and_tmpdir(tmp_path):
+    spool = ColumnSpool(["x"], frozenset(), tmp_path)
+    spool.path("x").mkdir()                                   # opening it for append fails
+    try:
+        spool.append({"x": np.arange(3)})
+    except OSError as e:
+        msg = str(e)
+    else:  # pragma: no cover
+        raise AssertionError("no error")
+    assert str(tmp_path) in msg and "TMPDIR" in msg
+    spool.close()
+    assert not spool.folder.exists()
