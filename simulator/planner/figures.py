@@ -75,7 +75,8 @@ def _fig_cost(result, path: Path) -> Path:
 
 
 def _fig_capacity(result, path: Path) -> Path:
-    rows = [r for r in result.candidates][:_MAX_BARS]
+    # candidates skipped as dominated have no measured capacity: not drawn as zero bars
+    rows = [r for r in result.candidates if r.get("failed_gates") != ["dominated"]][:_MAX_BARS]
     if result.baseline not in rows:
         rows = rows + [result.baseline]
     rows = rows[::-1]
@@ -87,7 +88,9 @@ def _fig_capacity(result, path: Path) -> Path:
     ax.set_yticklabels([("[baseline] " if r["is_baseline"] else "") + r["label"] for r in rows],
                        fontsize=6)
     ax.set_xlabel("capacity per replica under the SLOs (requests/s)")
-    ax.set_title("Capacity per configuration (green: passes; cheapest at the top)")
+    n_skip = sum(1 for r in result.candidates if r.get("failed_gates") == ["dominated"])
+    ax.set_title("Capacity per configuration (green: passes; cheapest at the top)"
+                 + (f"; {n_skip} skipped as dominated not shown" if n_skip else ""), fontsize=9)
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
 
@@ -140,10 +143,19 @@ def _fig_latency(result, path: Path) -> Path:
         if not pr:
             continue
         lab = ("[baseline] " if r.get("is_baseline") else "") + r["label"]
+        # a probe stopped early (its verdict proven) measured only the part that ran: its
+        # latencies are not the full run's, so it is marked, not joined into the curve
+        full = [p for p in pr if not p.get("stopped_early")]
+        cut = [p for p in pr if p.get("stopped_early")]
         for ax, key in zip(axes, ("ttft_p99_s", "tpot_p99_s")):
-            xs = [p["rate_rps"] for p in pr if p.get(key) is not None]
-            ys = [p[key] for p in pr if p.get(key) is not None]
-            ax.plot(xs, ys, "-o", ms=3, label=lab)
+            line, = ax.plot([p["rate_rps"] for p in full if p.get(key) is not None],
+                            [p[key] for p in full if p.get(key) is not None], "-o", ms=3,
+                            label=lab)
+            xs = [p["rate_rps"] for p in cut if p.get(key) is not None]
+            if xs:
+                ax.scatter(xs, [p[key] for p in cut if p.get(key) is not None], marker="x",
+                           s=24, color=line.get_color(), zorder=3)
+    axes[0].scatter([], [], marker="x", color="grey", label="x: stopped early (failed; partial run)")
     for ax, key, title in ((axes[0], "ttft_s", "p99 TTFT"), (axes[1], "tpot_s", "p99 TPOT")):
         if slo.get(key) is not None:
             ax.axhline(slo[key], color="grey", ls="--", lw=1, label=f"SLO {key}")
@@ -154,6 +166,8 @@ def _fig_latency(result, path: Path) -> Path:
         ax.grid(alpha=0.3, which="both")
     if axes[1].get_legend_handles_labels()[0]:
         axes[1].legend(fontsize=6)
+    axes[0].legend(handles=[h for h, t in zip(*axes[0].get_legend_handles_labels())
+                            if t.startswith("x:")], fontsize=6, loc="upper left")
     return _save(fig, path)
 
 
