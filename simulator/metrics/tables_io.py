@@ -8,6 +8,7 @@ field. pyarrow is imported on first use (it costs ~0.1 s of start-up).
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -80,7 +81,12 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
     """
     import pyarrow as pa
 
+    # written under a temporary name and renamed when complete: an interrupted or failed
+    # write leaves no valid-looking but truncated table behind
+    path = Path(path)
+    part = path.with_name(path.name + ".part")
     writer = None
+    done = False
     try:
         for frame in frames:
             table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -88,15 +94,20 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
                 if table_format == "parquet":
                     import pyarrow.parquet as pq
 
-                    writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+                    writer = pq.ParquetWriter(part, table.schema, compression="zstd")
                 else:
                     import pyarrow.csv as pcsv
 
-                    writer = pcsv.CSVWriter(path, table.schema)
+                    writer = pcsv.CSVWriter(part, table.schema)
             writer.write_table(table)
+        done = True
     finally:
         if writer is not None:
             writer.close()
+        if done and writer is not None:
+            os.replace(part, path)
+        else:
+            part.unlink(missing_ok=True)
 
 
 def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet") -> None:
