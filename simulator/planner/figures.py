@@ -155,7 +155,9 @@ def _fig_latency(result, path: Path) -> Path:
             if xs:
                 ax.scatter(xs, [p[key] for p in cut if p.get(key) is not None], marker="x",
                            s=24, color=line.get_color(), zorder=3)
-    axes[0].scatter([], [], marker="x", color="grey", label="x: stopped early (failed; partial run)")
+    if any(p.get("stopped_early") for r in _top_rows(result) for p in r.get("probes", [])):
+        axes[0].scatter([], [], marker="x", color="grey",
+                        label="x: stopped early (failed; partial run)")
     for ax, key, title in ((axes[0], "ttft_s", "p99 TTFT"), (axes[1], "tpot_s", "p99 TPOT")):
         if slo.get(key) is not None:
             ax.axhline(slo[key], color="grey", ls="--", lw=1, label=f"SLO {key}")
@@ -166,8 +168,9 @@ def _fig_latency(result, path: Path) -> Path:
         ax.grid(alpha=0.3, which="both")
     if axes[1].get_legend_handles_labels()[0]:
         axes[1].legend(fontsize=6)
-    axes[0].legend(handles=[h for h, t in zip(*axes[0].get_legend_handles_labels())
-                            if t.startswith("x:")], fontsize=6, loc="upper left")
+    marks = [h for h, t in zip(*axes[0].get_legend_handles_labels()) if t.startswith("x:")]
+    if marks:
+        axes[0].legend(handles=marks, fontsize=6, loc="upper left")
     return _save(fig, path)
 
 
