@@ -342,6 +342,17 @@ def _json_col(objs: list[dict], name: str) -> list:
     return [o.get(name) for o in objs]
 
 
+def _finish_columns(cols: TraceColumns, get, have, names: dict[str, str], errors: _Errors,
+                    json_numbers: bool = False) -> TraceColumns:
+    """What every reader does once a table's (or batch's) three required columns are read:
+    the optional fields (:func:`_optional_columns`), the ``max_tokens`` check, then every
+    error of the table raised at once (a :class:`WorkloadError` naming file:line)."""
+    _optional_columns(cols, get, have, names, errors, json_numbers=json_numbers)
+    _check_max_tokens(cols, errors)
+    errors.raise_if_any()
+    return cols
+
+
 def _optional_columns(cols: TraceColumns, get, have, names: dict[str, str],
                       errors: _Errors, json_numbers: bool = False) -> None:
     """Fill the optional fields whose (mapped) column exists (``json_numbers``: numeric
@@ -388,12 +399,8 @@ def _read_azure(path: Path, shown: str) -> TraceColumns:
         prompt = _int_column(_csv_col(header, rows, ctx), lines, ctx, errors, min_value=1)
         output = _int_column(_csv_col(header, rows, gen), lines, gen, errors, min_value=1)
         cols = TraceColumns(shown, "azure", np.zeros(len(lines)), prompt, output, lines)
-        _optional_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
-                          header.__contains__, {},
-                          errors)
-        _check_max_tokens(cols, errors)
-        errors.raise_if_any()
-        parts.append(cols)
+        parts.append(_finish_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
+                                     header.__contains__, {}, errors))
     cols = TraceColumns.concat(parts)
     ns = np.concatenate(ns_parts)
     # Relative to the earliest row, exactly in integer ns, then one rounding to float seconds.
@@ -411,12 +418,8 @@ def _read_vidur(path: Path, shown: str) -> TraceColumns:
         prompt = _int_column(_csv_col(header, rows, pf), lines, pf, errors, min_value=1)
         output = _int_column(_csv_col(header, rows, dc), lines, dc, errors, min_value=1)
         cols = TraceColumns(shown, "vidur", arrival, prompt, output, lines)
-        _optional_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
-                          header.__contains__, {},
-                          errors)
-        _check_max_tokens(cols, errors)
-        errors.raise_if_any()
-        parts.append(cols)
+        parts.append(_finish_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
+                                     header.__contains__, {}, errors))
     return TraceColumns.concat(parts)
 
 
@@ -458,11 +461,8 @@ def _read_mooncake(path: Path, shown: str) -> TraceColumns:
     if any("hash_ids" in o for o in objs):
         cols.prefix_hash_ids = _hash_ids(_json_col(objs, "hash_ids"), lines, errors, prompt)
         cols.prefix_block_tokens = MOONCAKE_BLOCK_TOKENS
-    _optional_columns(cols, lambda c: _json_col(objs, c),
-                      lambda c: any(c in o for o in objs), {}, errors, json_numbers=True)
-    _check_max_tokens(cols, errors)
-    errors.raise_if_any()
-    return cols
+    return _finish_columns(cols, lambda c: _json_col(objs, c),
+                           lambda c: any(c in o for o in objs), {}, errors, json_numbers=True)
 
 
 def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: int,
@@ -492,10 +492,7 @@ def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: 
     prompt = _int_column(get(p_src), lines, p_src, errors, min_value=1)
     output = _int_column(get(o_src), lines, o_src, errors, min_value=1)
     cols = TraceColumns(shown, fmt, arrival, prompt, output, lines)
-    _optional_columns(cols, get, have, names, errors, json_numbers=json_numbers)
-    _check_max_tokens(cols, errors)
-    errors.raise_if_any()
-    return cols
+    return _finish_columns(cols, get, have, names, errors, json_numbers=json_numbers)
 
 
 def _read_generic_csv(path: Path, shown: str, columns, time_unit) -> TraceColumns:
