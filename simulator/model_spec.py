@@ -251,6 +251,11 @@ class ModelSpec:
             return (q, 1, self.kv_lora_rank + self.qk_rope_head_dim)
         return (q, self.kv_heads_per_gpu(tp), self.head_dim)
 
+    def _require_mla(self) -> None:
+        """Raise ``ValueError`` unless the model uses MLA attention."""
+        if self.attention_kind != "mla":
+            raise ValueError(f"model {self.name} does not use MLA attention")
+
     def mla_prefill_heads(self, tp: int = 1) -> tuple[int, int, int]:
         """MLA prefill (vLLM's ``forward_mha``: latents expanded by ``kv_b_proj``): ``(heads
         per GPU, q/k head dim = nope + rope, v head dim)``.
@@ -260,8 +265,7 @@ class ModelSpec:
         ValueError
             If the model does not use MLA.
         """
-        if self.attention_kind != "mla":
-            raise ValueError(f"model {self.name} does not use MLA attention")
+        self._require_mla()
         return (self.num_attention_heads // int(tp), self.qk_nope_head_dim + self.qk_rope_head_dim,
                 self.v_head_dim)
 
@@ -320,8 +324,7 @@ class ModelSpec:
         ValueError
             If the model does not use MLA.
         """
-        if self.attention_kind != "mla":
-            raise ValueError(f"model {self.name} does not use MLA attention")
+        self._require_mla()
         hq = self.num_attention_heads // int(tp)
         return {"mla_q_absorb": (hq, self.qk_nope_head_dim, self.kv_lora_rank),
                 "mla_v_up": (hq, self.kv_lora_rank, self.v_head_dim)}
