@@ -79,8 +79,11 @@ def select_percentiles(v: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
     buckets = np.searchsorted(cum, target, side="left")
     buckets = np.minimum(buckets, nb - 1)
     out = np.empty(q.shape, dtype=np.float64)
-    for b in np.unique(buckets):
-        vals, wts = _gather(bits, v, w, lo, shift, int(b))
+    wanted = np.unique(buckets)
+    keys, values, weights = _gather(bits, v, w, lo, shift, wanted)
+    for b in wanted:
+        sel = keys == b
+        vals, wts = values[sel], weights[sel]
         order = np.argsort(vals, kind="stable")
         before = int(cum[b - 1]) if b > 0 else 0
         c = np.cumsum(wts[order]) + before
@@ -90,11 +93,14 @@ def select_percentiles(v: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
     return out
 
 
-def _gather(bits, v, w, lo: int, shift: int, bucket: int) -> tuple[np.ndarray, np.ndarray]:
-    """The values and weights of one bucket, chunk by chunk."""
-    vs, ws = [], []
+def _gather(bits, v, w, lo: int, shift: int, buckets: np.ndarray):
+    """The bucket keys, values and weights of the samples in ``buckets``, in one pass over
+    the chunks."""
+    ks, vs, ws = [], [], []
     for s in range(0, v.size, _CHUNK):
-        m = ((bits[s:s + _CHUNK] - lo) >> shift) == bucket
+        key = (bits[s:s + _CHUNK] - lo) >> shift
+        m = np.isin(key, buckets)
+        ks.append(key[m])
         vs.append(v[s:s + _CHUNK][m])
         ws.append(w[s:s + _CHUNK][m])
-    return np.concatenate(vs), np.concatenate(ws)
+    return np.concatenate(ks), np.concatenate(vs), np.concatenate(ws)

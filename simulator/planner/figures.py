@@ -138,7 +138,8 @@ def _fig_latency(result, path: Path) -> Path:
     fig = _fig(9.0, 3.8)
     slo = result.base_scenario["slo"]
     axes = [fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)]
-    for r in _top_rows(result):
+    top = _top_rows(result)
+    for r in top:
         pr = sorted(r.get("probes", []), key=lambda p: p["rate_rps"])
         if not pr:
             continue
@@ -155,7 +156,7 @@ def _fig_latency(result, path: Path) -> Path:
             if xs:
                 ax.scatter(xs, [p[key] for p in cut if p.get(key) is not None], marker="x",
                            s=24, color=line.get_color(), zorder=3)
-    if any(p.get("stopped_early") for r in _top_rows(result) for p in r.get("probes", [])):
+    if any(p.get("stopped_early") for r in top for p in r.get("probes", [])):
         axes[0].scatter([], [], marker="x", color="grey",
                         label="x: stopped early (failed; partial run)")
     for ax, key, title in ((axes[0], "ttft_s", "p99 TTFT"), (axes[1], "tpot_s", "p99 TPOT")):
