@@ -82,12 +82,12 @@ def test_gpu_and_model_never_default(tmp_path):
     m = _meta()
     m["hardware"]["device_name"] = "Quantum GPU 9000"
     run = read_recorded(write_vllm_run(tmp_path / "b", meta=m))
-    with pytest.raises(ScenarioError, match="'Quantum GPU 9000' .* is not in the GPU catalog"):
+    with pytest.raises(ScenarioError, match="'Quantum GPU 9000' .* has no profile in the GPU catalog"):
         build_replay_scenario(run)
     m = _meta(model="Org/Unknown-1B")
     m["model"] = "Org/Unknown-1B"
     run = read_recorded(write_vllm_run(tmp_path / "c", meta=m))
-    with pytest.raises(ScenarioError, match="'Org/Unknown-1B' .* neither in the model catalog"):
+    with pytest.raises(ScenarioError, match="'Org/Unknown-1B' .* is not in the model catalog"):
         build_replay_scenario(run)
 
 
