@@ -66,6 +66,7 @@ RECORD_KEYS: dict[str, str] = {
     "enable_prefix_caching": "kv_cache.enable_prefix_caching",
     "kv_cache_dtype": "kv_cache.kv_cache_dtype",
     "dtype": "perf.weight_dtype",
+    "quantization": "perf.weight_dtype",
     "vllm_version": "perf.engine_version",
     "seed": "seed",
     "link_bandwidth_bytes_per_s": "hardware.interconnect.bandwidth_bytes_per_s",
@@ -104,6 +105,8 @@ REPORTED_KEYS = ("hardware.gpu", "model", "cluster.tensor_parallel_size",
 
 _DTYPES = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
            "torch.float16": "fp16", "half": "fp16", "fp16": "fp16", "fp8": "fp8"}
+#: vLLM ``quantization`` methods whose weights are 8-bit floats (online or checkpoint FP8).
+_QUANT = {"fp8": "fp8", "fbgemm_fp8": "fp8", "modelopt": "fp8", "ptpc_fp8": "fp8"}
 _KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
               "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
@@ -234,6 +237,12 @@ def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str, str | None]
         if gen == "v1" and rel[:2] >= (0, 19):
             d["async_scheduling"] = True
         return d, _ENGINE_DEFAULTS_SOURCE[gen].format(v=shown), gen
+    if run.format == "vllm_request_stats":
+        # RequestStateStats (queued / scheduled / first / last token timestamps) exist only in
+        # vLLM's V1 engine (vllm/v1/metrics/stats.py)
+        src = ("vLLM V1 default (assumed: the record names no vLLM version; its "
+               "RequestStateStats timestamps exist only in the V1 engine)")
+        return dict(V1_DEFAULTS), src, "v1"
     if run.format == "vllm_bench_json" and str(run.extra.get("backend", "vllm")).startswith(
             ("vllm", "openai")):
         src = ("vLLM V1 default (assumed: the vllm bench serve file names no vLLM version; "
@@ -244,6 +253,16 @@ def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str, str | None]
 
 def _convert(name: str, value: Any, notes: list[str]) -> Any:
     """A record value in the scenario's terms, or None when it has no equivalent."""
+    if name == "dtype" and str(value).lower() == "auto":
+        notes.append("record dtype 'auto' (the checkpoint's torch_dtype): weights costed as "
+                     "perf.weight_dtype's default bf16 (16-bit; fp16 costs the same)")
+        return None
+    if name == "quantization":
+        v = _QUANT.get(str(value).lower())
+        if v is None:
+            notes.append(f"record quantization {value!r} is not modelled: weights costed at "
+                         "the record's dtype")
+        return v
     if name == "dtype":
         v = _DTYPES.get(str(value).lower())
         if v is None:

@@ -207,3 +207,46 @@ def test_bench_json_without_version_assumes_v1_and_says_so(tmp_path):
     assert rows["perf.engine"][0] == "vllm-v1"
     assert any("names no vLLM version: h200-sxm's newest measured kernel tables (vLLM 0.24.0)"
                in a for a in rs.approximations)
+
+
+# ------------------------------------------------------------------------------ more settings
+def test_request_stats_without_version_are_v1(tmp_path):
+    # RequestStateStats exist only in vLLM's V1 engine: V1 defaults, labelled as assumed
+    meta = base_meta()
+    del meta["vllm_version"]
+    meta["hardware"] = {"device_name": "NVIDIA H100 80GB HBM3"}
+    rs = build_replay_scenario(read_recorded(write_vllm_run(tmp_path, synthetic_stats_rows(4),
+                                                            meta)))
+    rows = _rows(rs)
+    assert rows["perf.engine"][0] == "vllm-v1"
+    assert rows["kv_cache.enable_prefix_caching"][0] is True
+    assert "assumed: the record names no vLLM version" in rows["kv_cache.enable_prefix_caching"][1]
+
+
+def test_fp8_quantization_and_dtype_auto(tmp_path):
+    rs = build_replay_scenario(_run(tmp_path / "q", quantization="fp8"))
+    assert _rows(rs)["perf.weight_dtype"] == ("fp8", "meta.json engine_kwargs.quantization")
+    rs = build_replay_scenario(_run(tmp_path / "a", dtype="auto"))
+    assert _rows(rs)["perf.weight_dtype"][0] == "bf16"
+    assert any("dtype 'auto'" in n for n in rs.notes)
+    rs = build_replay_scenario(_run(tmp_path / "w", quantization="awq"))
+    assert _rows(rs)["perf.weight_dtype"][0] == "bf16"
+    assert any("quantization 'awq' is not modelled" in n for n in rs.notes)
+
+
+def test_fp8_kv_cache_halves_the_kv_bytes(tmp_path):
+    rs = build_replay_scenario(_run(tmp_path, kv_cache_dtype="fp8_e4m3"))
+    assert _rows(rs)["kv_cache.kv_cache_dtype"] == ("fp8", "meta.json engine_kwargs.kv_cache_dtype")
+
+
+def test_moe_on_a_table_set_without_balanced_rows_replays(tmp_path):
+    # a100 vLLM 0.14.0 measured its fused MoE under power-law routing only: the replay costs
+    # MoE layers without that table (and says so) instead of failing
+    from simulator.observe import validate_recorded
+    folder = write_vllm_run(tmp_path, synthetic_stats_rows(4), {
+        **base_meta(model="mistralai/Mixtral-8x7B-Instruct-v0.1", tensor_parallel_size=2),
+        "vllm_version": "0.14.1", "hardware": {"device_name": "NVIDIA A100-SXM4-80GB"}})
+    rv = validate_recorded(folder, write=False)
+    assert rv.validation["counts"]["num_compared"] == 4
+    assert rv.replay.scenario.perf.engine_version == "0.14.0"
+    assert rv.validation["provenance"]["moe"].startswith("fitted (Vidur a100")

@@ -135,8 +135,8 @@ def test_bad_override_is_a_scenario_error(tmp_path):
 
 
 def test_unmodelled_record_settings_are_named(tmp_path):
-    m = _meta(quantization="fp8")
+    m = _meta(enable_lora=True)   # (quantization fp8 is modelled: perf.weight_dtype fp8)
     rs = build_replay_scenario(read_recorded(write_vllm_run(tmp_path, meta=m)))
-    assert any(n.startswith("record setting quantization='fp8' (meta.json "
-                            "engine_kwargs.quantization) has no servesim equivalent")
+    assert any(n.startswith("record setting enable_lora=True (meta.json "
+                            "engine_kwargs.enable_lora) has no servesim equivalent")
                for n in rs.notes)
