@@ -383,7 +383,10 @@ def _batch_defaults(b: _Build, run: RecordedRun, gen: str, dsrc: str, base_dir) 
             b.approx.append(f"The record does not state chunked prefill or the token budget: {why} "
                             "is assumed.")
             return
-        if mbt_key not in b.src:
+        if mbt_key not in b.src and _get(b.raw, cp_key):
+            b.put(mbt_key, 512, f"vLLM {ver} V0 default with chunked prefill: 512 tokens per "
+                                "step (EngineArgs of 0.6)")
+        elif mbt_key not in b.src:
             b.put(mbt_key, max(int(mml), 2048), f"vLLM {ver} V0 default without chunked prefill: "
                   f"max(max_model_len {mml}, 2048)")
         if (_get(b.raw, "scheduler.enable_chunked_prefill") is False

@@ -250,3 +250,14 @@ def test_moe_on_a_table_set_without_balanced_rows_replays(tmp_path):
     assert rv.validation["counts"]["num_compared"] == 4
     assert rv.replay.scenario.perf.engine_version == "0.14.0"
     assert rv.validation["provenance"]["moe"].startswith("fitted (Vidur a100")
+
+
+def test_v0_recorded_chunked_prefill_gets_its_token_budget(tmp_path):
+    rs = build_replay_scenario(_run(tmp_path, version="0.6.3", max_model_len=4096,
+                                    enable_chunked_prefill=True,
+                                    drop=("max_num_batched_tokens",)))
+    rows = _rows(rs)
+    assert rows["scheduler.enable_chunked_prefill"] == (
+        True, "meta.json engine_kwargs.enable_chunked_prefill")
+    assert rows["scheduler.max_num_batched_tokens"][0] == 512
+    assert rs.scenario.scheduler.step_policy == "decode_first"
