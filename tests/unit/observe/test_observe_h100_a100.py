@@ -261,3 +261,16 @@ def test_v0_recorded_chunked_prefill_gets_its_token_budget(tmp_path):
         True, "meta.json engine_kwargs.enable_chunked_prefill")
     assert rows["scheduler.max_num_batched_tokens"][0] == 512
     assert rs.scenario.scheduler.step_policy == "decode_first"
+
+
+def test_bench_json_e2els_name_for_latencies(tmp_path):
+    # bench_result: request 0 TTFT 0.25 s + 9 gaps of 0.125 s -> E2E 1.375 s; here saved as e2els
+    d = bench_result(device_name="NVIDIA H100 80GB HBM3", vllm_version="0.11.0")
+    d["e2els"] = d.pop("latencies")
+    d["e2els"][0] = 2.0            # differs from TTFT + gaps: shows which one is read
+    p = tmp_path / "b.json"
+    p.write_text(json.dumps(d))
+    run = read_recorded(p)
+    row = run.outcomes.set_index("record_request_id").loc["0"]
+    assert row["e2e_latency_s"] == 2.0
+    assert row["tpot_s"] == (2.0 - 0.25) / 9
