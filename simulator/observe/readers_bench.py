@@ -87,7 +87,11 @@ def _bench_rows(data: dict, shown: str) -> tuple[int, tuple[list, ...]]:
     n = len(inp)
     outl = _bench_list(data, "output_lens", n, shown, True)
     ttfts = _bench_list(data, "ttfts", n, shown, True)
-    lat = _bench_list(data, "latencies", n, shown, False)
+    # end-to-end latency: ``latencies``, or ``e2els`` (the name some vllm bench serve
+    # derivatives save); without either, TTFT + the sum of the ITLs
+    lat_key = "latencies" if data.get("latencies") is not None or "e2els" not in data \
+        else "e2els"
+    lat = _bench_list(data, lat_key, n, shown, False)
     itls = _bench_list(data, "itls", n, shown, lat is None)
     starts = _bench_list(data, "start_times", n, shown, False)
     errs = _bench_list(data, "errors", n, shown, False)
@@ -107,9 +111,9 @@ def _bench_rows(data: dict, shown: str) -> tuple[int, tuple[list, ...]]:
             if not isinstance(g, list):
                 raise RecordError(f"{shown}: itls[{i}] must be a list of seconds")
             gaps = tuple(_num(x, f"itls[{i}]", j, shown) for j, x in enumerate(g))
-        e = _num(lat[i], "latencies", i, shown) if lat is not None else t + sum(gaps)
+        e = _num(lat[i], lat_key, i, shown) if lat is not None else t + sum(gaps)
         if e < t:
-            raise RecordError(f"{shown}: latencies[{i}] {e!r} is below ttfts[{i}] {t!r}")
+            raise RecordError(f"{shown}: {lat_key}[{i}] {e!r} is below ttfts[{i}] {t!r}")
         ttft.append(t)
         e2e.append(e)
         itl_out.append(gaps)

@@ -32,7 +32,7 @@ _SETTING_TYPES: dict[str, type] = {
     "enable_prefix_caching": bool, "enable_chunked_prefill": bool,
     "enable_expert_parallel": bool, "async_scheduling": bool, "enforce_eager": bool,
     "gpu_memory_utilization": float, "model": str, "vllm_version": str, "device_name": str,
-    "dtype": str, "kv_cache_dtype": str, "policy": str,
+    "dtype": str, "kv_cache_dtype": str, "policy": str, "quantization": str,
 }
 
 

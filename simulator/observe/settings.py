@@ -36,6 +36,14 @@ from simulator.hardware import get_gpu, gpu_catalog
 from simulator.models import get_model
 from simulator.perf.tables import table_sets, version_key
 
+from .engine_defaults import (
+    V0_DEFAULTS,
+    V1_DEFAULTS,
+    batch_defaults,
+    engine_generation,
+    release_tuple,
+)
+from .model_lookup import resolve_model
 from .record import RecordedRun
 
 __all__ = ["ENGINE_DEFAULTS", "RECORD_KEYS", "ReplayScenario", "SettingRow",
@@ -58,6 +66,7 @@ RECORD_KEYS: dict[str, str] = {
     "enable_prefix_caching": "kv_cache.enable_prefix_caching",
     "kv_cache_dtype": "kv_cache.kv_cache_dtype",
     "dtype": "perf.weight_dtype",
+    "quantization": "perf.weight_dtype",
     "vllm_version": "perf.engine_version",
     "seed": "seed",
     "link_bandwidth_bytes_per_s": "hardware.interconnect.bandwidth_bytes_per_s",
@@ -70,19 +79,18 @@ ENGINE_FEATURES = ("async_scheduling", "cudagraph_capture_sizes", "cudagraph_mod
                    "enforce_eager", "enable_expert_parallel", "pipeline_parallel_size",
                    "device_count")
 
-#: Defaults of the recording engine, by (engine, major.minor version), for settings a record
-#: leaves out. vLLM 0.19: ``CacheConfig`` block_size 16 (``DEFAULT_BLOCK_SIZE``),
-#: gpu_memory_utilization 0.9, enable_prefix_caching True, cache_dtype auto;
-#: ``SchedulerConfig`` enable_chunked_prefill True, policy fcfs, async_scheduling True: the
-#: values the resolved config of a vLLM 0.19.0 run shows for options its ``engine_kwargs``
-#: leave unset (shared/reference/groundtruth/llmservingsim, RTX4090/Llama-3.1-8B meta.json).
+#: Defaults of the recording engine by (engine, generation), for settings a record leaves out
+#: (:mod:`simulator.observe.engine_defaults` gives the sources; the GPU-dependent batch budgets
+#: are added once the GPU is known).
 ENGINE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
-    ("vllm", "0.19"): {"block_size": 16, "gpu_memory_utilization": 0.9,
-                       "enable_prefix_caching": True, "enable_chunked_prefill": True,
-                       "kv_cache_dtype": "auto", "policy": "fcfs", "async_scheduling": True},
+    ("vllm", "v1"): V1_DEFAULTS,
+    ("vllm", "v0"): V0_DEFAULTS,
 }
-_ENGINE_DEFAULTS_SOURCE = ("vLLM {v} default (not in the record; the value a 0.19.0 resolved "
-                           "config shows when the option is left unset)")
+_ENGINE_DEFAULTS_SOURCE = {
+    "v1": "vLLM {v} default (not in the record; the value a 0.19.0 resolved config "
+          "shows when the option is left unset)",
+    "v0": "vLLM {v} default (V0 engine, vllm 0.6 EngineArgs; not in the record)",
+}
 
 #: Settings listed in the report's settings table, in this order (scenario keys).
 REPORTED_KEYS = ("hardware.gpu", "model", "cluster.tensor_parallel_size",
@@ -97,6 +105,8 @@ REPORTED_KEYS = ("hardware.gpu", "model", "cluster.tensor_parallel_size",
 
 _DTYPES = {"bfloat16": "bf16", "torch.bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
            "torch.float16": "fp16", "half": "fp16", "fp16": "fp16", "fp8": "fp8"}
+#: vLLM ``quantization`` methods whose weights are 8-bit floats (online or checkpoint FP8).
+_QUANT = {"fp8": "fp8", "fbgemm_fp8": "fp8", "modelopt": "fp8", "ptpc_fp8": "fp8"}
 _KV_DTYPES = {"auto": "auto", "bfloat16": "bf16", "bf16": "bf16", "float16": "fp16",
               "fp16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
@@ -188,36 +198,6 @@ def match_gpu(device: str) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def resolve_model(model_id: str, run: RecordedRun) -> tuple[str, str]:
-    """A model id the replay can load, and how it was found.
-
-    Returns
-    -------
-    (str, str)
-        The catalog id or a ``config.json`` path; a description (``catalog`` or the path).
-
-    Raises
-    ------
-    ScenarioError
-        When neither the catalog nor ``configs/model/<id>.json`` under the run's repository
-        root (or any parent folder of the record) has it.
-    """
-    try:
-        m = get_model(model_id)
-        return m.name, f"catalog {m.name}"
-    except ValueError:
-        pass
-    rel = f"configs/model/{model_id}.json"
-    starts = [run.root] if run.root is not None else []
-    starts += [run.path.parent, *run.path.parent.parents]
-    for base in starts:
-        q = base / rel
-        if q.is_file():
-            return str(q), f"{rel} under {base}"
-    raise ScenarioError(f"model {model_id!r} (from the record) is neither in the model catalog "
-                        f"nor at {rel} under the run's folders; pass --model ID|config.json")
-
-
 # ----------------------------------------------------------------------------- building
 def _set(raw: dict, key: str, value: Any) -> None:
     d = raw
@@ -244,17 +224,45 @@ def _leaves(d: dict, prefix: str = ""):
             yield key, v
 
 
-def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str]:
-    ver = str(run.setting("vllm_version", "") or "")
-    m = re.match(r"(\d+)\.(\d+)", ver)
-    if not m or run.format != "vllm_request_stats":
-        return {}, ""
-    mm = f"{m.group(1)}.{m.group(2)}"
-    return ENGINE_DEFAULTS.get(("vllm", mm), {}), _ENGINE_DEFAULTS_SOURCE.format(v=mm)
+def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str, str | None]:
+    """The recording engine's defaults (record setting names), their source label and the
+    engine generation (``v0`` / ``v1``; None when the record names no vLLM version and is not
+    a vLLM benchmark)."""
+    ver = run.setting("vllm_version")
+    gen = engine_generation(ver)
+    if gen is not None:
+        rel = release_tuple(ver)
+        shown = f"{rel[0]}.{rel[1]}"
+        d = dict(ENGINE_DEFAULTS[("vllm", gen)])
+        if gen == "v1" and rel[:2] >= (0, 19):
+            d["async_scheduling"] = True
+        return d, _ENGINE_DEFAULTS_SOURCE[gen].format(v=shown), gen
+    if run.format == "vllm_request_stats":
+        # RequestStateStats (queued / scheduled / first / last token timestamps) exist only in
+        # vLLM's V1 engine (vllm/v1/metrics/stats.py)
+        src = ("vLLM V1 default (assumed: the record names no vLLM version; its "
+               "RequestStateStats timestamps exist only in the V1 engine)")
+        return dict(V1_DEFAULTS), src, "v1"
+    if run.format == "vllm_bench_json" and str(run.extra.get("backend", "vllm")).startswith(
+            ("vllm", "openai")):
+        src = ("vLLM V1 default (assumed: the vllm bench serve file names no vLLM version; "
+               "record it with --metadata vllm_version=X.Y.Z)")
+        return dict(V1_DEFAULTS), src, "v1"
+    return {}, "", None
 
 
 def _convert(name: str, value: Any, notes: list[str]) -> Any:
     """A record value in the scenario's terms, or None when it has no equivalent."""
+    if name == "dtype" and str(value).lower() == "auto":
+        notes.append("record dtype 'auto' (the checkpoint's torch_dtype): weights costed as "
+                     "perf.weight_dtype's default bf16 (16-bit; fp16 costs the same)")
+        return None
+    if name == "quantization":
+        v = _QUANT.get(str(value).lower())
+        if v is None:
+            notes.append(f"record quantization {value!r} is not modelled: weights costed at "
+                         "the record's dtype")
+        return v
     if name == "dtype":
         v = _DTYPES.get(str(value).lower())
         if v is None:
@@ -303,12 +311,14 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
     """
     b = _Build()
     # 2. engine defaults
-    defaults, dsrc = _engine_defaults(run)
+    defaults, dsrc, gen = _engine_defaults(run)
     for name, value in defaults.items():
         if name in RECORD_KEYS and name not in run.settings:
             v = _convert(name, value, b.notes)
             if v is not None:
                 b.put(RECORD_KEYS[name], v, dsrc)
+    if gen is not None and "vllm_version" not in run.settings:
+        b.put("perf.engine", f"vllm-{gen}", dsrc)
     # 3. scenario file
     base_dir = _put_scenario_file(b, run, scenario) if scenario is not None else None
     # 4. the record
@@ -324,6 +334,8 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
         raise ScenarioError("the record names no model; pass --model ID|config.json (or a "
                             "--scenario with model)")
     _nearest_table_version(raw, src, approx, base_dir)
+    if gen is not None:
+        _batch_defaults(b, run, gen, dsrc, base_dir)
     raw.setdefault("name", f"validate-{re.sub(r'[^A-Za-z0-9._-]+', '-', run.name)}")
     raw["workload"] = {"trace": trace, "format": "generic_csv"}
     sc = validate_scenario(raw, source=f"replay of {run.name}")
@@ -343,6 +355,58 @@ def build_replay_scenario(run: RecordedRun, *, scenario: str | Path | None = Non
         elif name in defaults:
             feats[name] = {"value": defaults[name], "source": dsrc}
     return ReplayScenario(sc, base_dir, rows, approx, notes, feats)
+
+
+def _batch_defaults(b: _Build, run: RecordedRun, gen: str, dsrc: str, base_dir) -> None:
+    """The engine's step budgets where neither the record, the scenario nor a flag sets them:
+    V1 by version and GPU (:func:`~simulator.observe.engine_defaults.batch_defaults`, the
+    ``vllm serve`` values, an approximation since the entry point is not recorded); V0 256
+    sequences and max(max_model_len, 2048) tokens in prefill-only steps."""
+    seqs_key, mbt_key = "scheduler.max_num_seqs", "scheduler.max_num_batched_tokens"
+    if seqs_key in b.src and mbt_key in b.src:
+        return
+    ver = run.setting("vllm_version")
+    try:
+        g = get_gpu(_user_path(str(_get(b.raw, "hardware.gpu")), base_dir))
+        m = get_model(_user_path(str(_get(b.raw, "model")), base_dir))
+    except (ValueError, ImportError):
+        return   # building the scenario reports the error
+    if gen == "v0":
+        mml = _get(b.raw, "scheduler.max_model_len") or m.max_position_embeddings
+        cp_key = "scheduler.enable_chunked_prefill"
+        if (int(mml) > 32768 and not m.sliding_window and str(b.src.get(cp_key, "")).startswith(
+                "vLLM") and mbt_key not in b.src):
+            why = (f"vLLM {ver} V0 default for max_model_len {mml} > 32768: chunked prefill is "
+                   "switched on, 512 tokens per step (EngineArgs of 0.6)")
+            b.put(cp_key, True, why)
+            b.put(mbt_key, 512, why)
+            b.approx.append(f"The record does not state chunked prefill or the token budget: {why} "
+                            "is assumed.")
+            return
+        if mbt_key not in b.src and _get(b.raw, cp_key):
+            b.put(mbt_key, 512, f"vLLM {ver} V0 default with chunked prefill: 512 tokens per "
+                                "step (EngineArgs of 0.6)")
+        elif mbt_key not in b.src:
+            b.put(mbt_key, max(int(mml), 2048), f"vLLM {ver} V0 default without chunked prefill: "
+                  f"max(max_model_len {mml}, 2048)")
+        if (_get(b.raw, "scheduler.enable_chunked_prefill") is False
+                and "scheduler.step_policy" not in b.src):
+            b.put("scheduler.step_policy", "prefill_first",
+                  f"vLLM {ver} V0 scheduler without chunked prefill (prefill-only steps first)")
+        return
+    dev = run.setting("device_name") or g.name
+    mbt, seqs, rule = batch_defaults(ver, str(dev), float(g.hbm_bytes))
+    ver = ver or "(not recorded)"
+    filled = []
+    if seqs_key not in b.src:
+        b.put(seqs_key, seqs, rule)
+        filled.append(f"max_num_seqs {seqs}")
+    if mbt_key not in b.src:
+        b.put(mbt_key, mbt, rule)
+        filled.append(f"max_num_batched_tokens {mbt}")
+    b.approx.append(f"The record does not state {' and '.join(filled)}: the {rule} is used (the "
+                    "offline LLM class defaults to twice the tokens, and other entry points "
+                    "differ; --set scheduler.max_num_batched_tokens=N corrects it).")
 
 
 @dataclass
@@ -396,6 +460,9 @@ def _put_record(b: _Build, run: RecordedRun, gpu: str | None, model: str | None)
         if m and (int(m.group(1)), int(m.group(2))) >= (0, 8):
             b.put("perf.engine", "vllm-v1", f"{ver.source} {ver.value} (vLLM >= 0.8 runs its V1 "
                                             "engine)")
+        elif m:
+            b.put("perf.engine", "vllm-v0", f"{ver.source} {ver.value} (vLLM < 0.8 runs its V0 "
+                                            "engine)")
     dev = run.settings.get("device_name")
     if dev is not None:
         name = match_gpu(str(dev.value))
@@ -403,9 +470,11 @@ def _put_record(b: _Build, run: RecordedRun, gpu: str | None, model: str | None)
             b.put("hardware.gpu", name, f"{dev.source} {dev.value!r} -> GPU catalog {name}")
         elif gpu is None:
             if _get(b.raw, "hardware.gpu") is None:
-                raise ScenarioError(f"the record's GPU {dev.value!r} ({dev.source}) is not in the "
-                                    "GPU catalog (servesim profiles lists it); pass --gpu "
-                                    "NAME|spec.yaml")
+                raise ScenarioError(
+                    f"the record's GPU {dev.value!r} ({dev.source}) has no profile in the GPU "
+                    f"catalog ({', '.join(sorted(gpu_catalog()))}); another board is not "
+                    "substituted (memory, bandwidth, clocks and link differ): pass --gpu "
+                    "NAME|spec.yaml")
             b.notes.append(f"the record's GPU {dev.value!r} is not in the GPU catalog; the "
                            f"scenario's {_get(b.raw, 'hardware.gpu')!r} is used")
     rec_model = run.settings.get("model")
@@ -468,7 +537,7 @@ def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None
     shipped one (the newest earlier version, else the oldest later one), as an approximation;
     a version given by a flag is kept (and fails with the available versions if absent)."""
     ver = _get(raw, "perf.engine_version")
-    if ver is None or str(src.get("perf.engine_version", "")).startswith("flag"):
+    if str(src.get("perf.engine_version", "")).startswith("flag"):
         return
     try:
         gpu = get_gpu(_user_path(str(_get(raw, "hardware.gpu")), base_dir))
@@ -476,16 +545,28 @@ def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None
         return
     have = sorted({s.engine_version for s in table_sets(gpu) if s.engine == "vllm"},
                   key=version_key)
-    if not have or str(ver) in have:
+    if ver is None and have:
+        approx.append(f"The record names no vLLM version: {gpu.name}'s newest measured kernel "
+                      f"tables (vLLM {have[-1]}) are used.")
+    if ver is None or not have or str(ver) in have:
         return
-    want = version_key(str(ver))
-    earlier = [v for v in have if version_key(v) <= want]
-    pick = earlier[-1] if earlier else have[0]
+    want = release_tuple(ver)
+    rel = {v: release_tuple(v) or (0, 0, 0) for v in have}
+    same = [v for v in have if want is not None and rel[v] == want]
+    if same:
+        pick, why = same[-1], f"the tables of release {same[-1]} (a build of the same release)"
+    else:
+        earlier = [v for v in have if want is not None and rel[v] <= want]
+        pick = earlier[-1] if earlier else have[0]
+        why = ("the newest shipped set not newer than the record's" if earlier else
+               "the oldest shipped set (every set is newer than the record's)")
     raw.setdefault("perf", {})["engine_version"] = pick
     src["perf.engine_version"] = (f"{src.get('perf.engine_version', 'record')} {ver} -> nearest "
                                   f"measured tables of {gpu.name}: vLLM {pick}")
-    approx.append(f"{gpu.name} has no measured kernel tables of vLLM {ver}; the nearest shipped "
-                  f"set (vLLM {pick}; available: {', '.join(have)}) is used.")
+    approx.append(f"{gpu.name} has no measured kernel tables of vLLM {ver}; vLLM {pick} is used, "
+                  f"{why} (rule: same release, else the newest earlier, else the oldest later; "
+                  f"available: {', '.join(have)}). Kernels that changed between the versions "
+                  "are not corrected for.")
 
 
 def _is_moe(model_id, base_dir) -> bool:

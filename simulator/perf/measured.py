@@ -76,7 +76,7 @@ class MeasuredOps(RooflinePerfModel):
         self._has_nccl = (tp > 1 and not stated
                           and ts.has("nccl", collective="all_reduce", num_gpus=tp))
         self._custom_ar = custom_allreduce_possible(gpu)
-        self._has_moe = self._moe and ts.has("moe", dtype=self.wdt)
+        self._has_moe = self._moe and ts.has("moe", dtype=self.wdt, distribution="balanced")
         # elementwise tables are per model shape: use one only for this very shape (a nearest
         # other model's norms and activations are not this model's)
         h = model.hidden_size

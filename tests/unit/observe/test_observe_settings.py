@@ -82,12 +82,12 @@ def test_gpu_and_model_never_default(tmp_path):
     m = _meta()
     m["hardware"]["device_name"] = "Quantum GPU 9000"
     run = read_recorded(write_vllm_run(tmp_path / "b", meta=m))
-    with pytest.raises(ScenarioError, match="'Quantum GPU 9000' .* is not in the GPU catalog"):
+    with pytest.raises(ScenarioError, match="'Quantum GPU 9000' .* has no profile in the GPU catalog"):
         build_replay_scenario(run)
     m = _meta(model="Org/Unknown-1B")
     m["model"] = "Org/Unknown-1B"
     run = read_recorded(write_vllm_run(tmp_path / "c", meta=m))
-    with pytest.raises(ScenarioError, match="'Org/Unknown-1B' .* neither in the model catalog"):
+    with pytest.raises(ScenarioError, match="'Org/Unknown-1B' .* is not in the model catalog"):
         build_replay_scenario(run)
 
 
@@ -135,8 +135,8 @@ def test_bad_override_is_a_scenario_error(tmp_path):
 
 
 def test_unmodelled_record_settings_are_named(tmp_path):
-    m = _meta(quantization="fp8")
+    m = _meta(enable_lora=True)   # (quantization fp8 is modelled: perf.weight_dtype fp8)
     rs = build_replay_scenario(read_recorded(write_vllm_run(tmp_path, meta=m)))
-    assert any(n.startswith("record setting quantization='fp8' (meta.json "
-                            "engine_kwargs.quantization) has no servesim equivalent")
+    assert any(n.startswith("record setting enable_lora=True (meta.json "
+                            "engine_kwargs.enable_lora) has no servesim equivalent")
                for n in rs.notes)
