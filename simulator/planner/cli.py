@@ -4,13 +4,13 @@ from __future__ import annotations
 import math
 import sys
 
-from ..config import read_yaml_mapping
+from ..config import Override, read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
 from ..report.sweep import print_sweep_table
 from .plan import run_plan
 from .report import _headline, _tag, _usd, _usd4
-from .spec import PlanError, load_plan_spec, load_sweep_spec
+from .spec import PlanError, load_plan_spec, load_sweep_spec, spec_overrides
 from .sweep import run_sweep
 from .topology import cmd_topology_plan
 
@@ -61,6 +61,11 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def _notice(line: str) -> None:
+    """One ``servesim: plan:`` line on stderr (the plan changed course)."""
+    print(f"servesim: plan: {line}", file=sys.stderr, flush=True)
+
+
 def _cell(v) -> str:
     if v is None:
         return "-"
@@ -77,17 +82,20 @@ def cmd_plan(args) -> int:
     raw, raw_path = read_yaml_mapping(args.plan, "plan", PlanError)
     if "topology_search" in raw:  # aggregated vs disaggregated (issue 11)
         return cmd_topology_plan(args, raw, raw_path.parent)
-    plan_set = list(args.plan_set or [])
+    plan_set = spec_overrides(args.plan_set, "--plan-set")
     if args.target_rate is not None:
-        plan_set.append(f"target_rate_rps={args.target_rate}")
+        plan_set.append(Override(f"target_rate_rps={args.target_rate}",
+                                 f"--target-rate {args.target_rate}"))
     if args.max_requests is not None:
-        plan_set.append(f"search.max_requests={args.max_requests}")
+        plan_set.append(Override(f"search.max_requests={args.max_requests}",
+                                 f"--max-requests {args.max_requests}"))
     spec, folder = load_plan_spec(args.plan, plan_set)
     with progress("plan candidates", enabled=not args.quiet, force=args.progress) as cb:
         res = run_plan(spec, folder, scenario_overrides=args.set, trace=args.trace,
                        jobs=_jobs(args), backend=args.backend, address=args.address,
                        use_cache=not args.no_cache, outdir=args.output,
-                       figures=not args.no_figures, progress=cb)
+                       figures=not args.no_figures, progress=cb,
+                       notify=None if args.quiet else _notice)
     c = Console()
     if args.quiet:
         print(_headline(res))
@@ -95,7 +103,7 @@ def cmd_plan(args) -> int:
     c.print(f"[bold]servesim plan: {spec.name}[/bold]  target "
             f"{res.workload['target_rate_rps']:.3f} requests/s, "
             f"{res.stats['num_candidates']} candidates")
-    style = "green" if res.status == "candidate" else "red"
+    style = "green" if res.status in ("candidate", "baseline", "last_known_good") else "red"
     c.print(f"[{style}]{_headline(res)}[/{style}]")
     c.print(f"{res.recommendation['reason']}")
     b = res.recommendation.get("bottleneck") or {}

@@ -17,13 +17,20 @@ from pydantic import (
 )
 
 from ..config import (
+    Override,
+    Scenario,
     ScenarioError,
+    is_bool_field,
     apply_overrides,
+    blame_override,
+    cli_bool,
     format_validation_error,
+    override_annotation,
     parse_override,
     read_scenario_yaml,
     read_yaml_mapping,
 )
+from ..report.format import ms
 from ..schema import StrictModel
 
 __all__ = [
@@ -43,6 +50,7 @@ __all__ = [
     "load_quality_table",
     "load_sweep_spec",
     "resolve_base",
+    "slo_text",
 ]
 
 
@@ -330,6 +338,16 @@ class SLOOverride(_Strict):
     attainment_target: float | None = Field(default=None, gt=0, le=1)
 
 
+def slo_text(slo) -> str:
+    """Per-request SLO bounds as text: ``TTFT <= 500 ms, TPOT <= 50 ms`` (``none`` when no
+    bound is set); ``slo``: a mapping or model with ``ttft_s``, ``tpot_s``, ``e2e_s`` (s)."""
+    d = slo.model_dump() if hasattr(slo, "model_dump") else dict(slo or {})
+    parts = [f"{label} <= {ms(d[k], '{:.4g} ms')}" for k, label in (
+        ("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "end-to-end latency"))
+        if d.get(k) is not None]
+    return ", ".join(parts) or "none"
+
+
 class BaselineSpec(_Strict):
     """A named configuration the plan evaluates beside the candidates: the baseline (what
     runs today) or the last known-good configuration (the plan's fallback when given)."""
@@ -465,40 +483,68 @@ def _read_yaml(path: str | Path, what: str) -> tuple[dict, Path]:
     return raw, p.parent
 
 
-def _apply_spec_overrides(raw: dict, overrides: list[str] | None) -> dict:
+def spec_overrides(items: list[str] | None, flag: str) -> list[Override]:
+    """``items`` as overrides that name ``flag`` in errors (an item that already knows its
+    flag, such as ``--target-rate``'s, keeps it)."""
+    return [i if isinstance(i, Override) else Override(i, f"{flag} {i}") for i in items or []]
+
+
+def _apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict:
     """``--plan-set a.b=v`` on the spec itself; ``set.x.y`` / ``search_space.x.y`` style keys
-    address the dotted field paths inside those mappings."""
+    address the dotted field paths inside those mappings. Booleans accept the command-line
+    spellings of :func:`simulator.config.cli_bool` (``set.x.y`` ones against the scenario's
+    field)."""
     out = copy.deepcopy(raw)
     for item in overrides or []:
         path, value = parse_override(item)
         if path[0] in ("set", "search_space", "grid", "prices") and len(path) > 1:
-            out.setdefault(path[0], {})
+            ann = override_annotation(Scenario, path[1:]) if path[0] == "set" else None
+            if ann is not None and is_bool_field(ann):
+                value = cli_bool(value, path, item.origin, nullable=ann is not bool)
+            if not isinstance(out.get(path[0]), dict):
+                out[path[0]] = {}
             out[path[0]][".".join(path[1:])] = value
         else:
-            out = apply_overrides(out, [item])
+            out = apply_overrides(out, [item], schema)
     return out
+
+
+def _load_spec(path: str | Path, overrides: list[str] | None, what: str, schema, flag: str):
+    raw, folder = _read_yaml(path, what)
+    ovs = spec_overrides(overrides, flag)
+    raw = _apply_spec_overrides(raw, ovs, schema)
+    try:
+        return schema.model_validate(raw), folder
+    except ValidationError as e:
+        who = blame_override(e, ovs)
+        src = f"{path}: {who}" if who else str(path)
+        raise PlanError(format_spec_error(e, schema, src)) from None
 
 
 def load_sweep_spec(path: str | Path, overrides: list[str] | None = None) -> tuple[SweepSpec,
                                                                                    Path]:
-    """Read and validate a sweep file; returns the spec and the folder of the file."""
-    raw, folder = _read_yaml(path, "sweep")
-    raw = _apply_spec_overrides(raw, overrides)
-    try:
-        return SweepSpec.model_validate(raw), folder
-    except ValidationError as e:
-        raise PlanError(format_spec_error(e, SweepSpec, str(path))) from None
+    """Read and validate a sweep file (``overrides``: its ``--sweep-set`` items); returns the
+    spec and the folder of the file.
+
+    Raises
+    ------
+    PlanError
+        One line naming the file, the ``--sweep-set`` item responsible (if any) and the key.
+    """
+    return _load_spec(path, overrides, "sweep", SweepSpec, "--sweep-set")
 
 
 def load_plan_spec(path: str | Path, overrides: list[str] | None = None) -> tuple[PlanSpec,
                                                                                  Path]:
-    """Read and validate a plan file; returns the spec and the folder of the file."""
-    raw, folder = _read_yaml(path, "plan")
-    raw = _apply_spec_overrides(raw, overrides)
-    try:
-        return PlanSpec.model_validate(raw), folder
-    except ValidationError as e:
-        raise PlanError(format_spec_error(e, PlanSpec, str(path))) from None
+    """Read and validate a plan file (``overrides``: its ``--plan-set`` items); returns the
+    spec and the folder of the file.
+
+    Raises
+    ------
+    PlanError
+        One line naming the file, the ``--plan-set`` item responsible (if any) and the key.
+    """
+    return _load_spec(path, overrides, "plan", PlanSpec, "--plan-set")
 
 
 def resolve_base(base: str | dict, spec_dir: Path | None) -> tuple[dict, Path]:
