@@ -215,12 +215,15 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
         else:
             todo.append(t)
             queued.add(key)
-    new = run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
-                    progress=progress)
     store = cache_entries or _store_result
-    for t, r in zip(todo, new):
+
+    def keep(i: int, r: Any) -> None:
+        # stored as each task finishes: an interrupted family keeps its finished tasks
         if cache is not None:
-            for k, v in store(t["key"], r):
+            for k, v in store(todo[i]["key"], r):
                 cache.put(k, v)
-        results[t["key"]] = r
+        results[todo[i]["key"]] = r
+
+    run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
+              progress=progress, on_result=keep)
     return results, queued

@@ -118,19 +118,23 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
             todo_keys.append(key)
     run["done"] += len(tasks) - len(todo)
     done0, prog = run["done"], run["progress"]
-    new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
-                    backend=run["backend"], jobs=run["jobs"], address=run["address"],
-                    progress=(None if prog is None else
-                              lambda d, _n: prog(done0 + d, run["total"])),
-                    order=longest_first([run["all_cfg"][t["index"]] for t in todo]))
-    run["done"] += len(todo)
-    for key, r in zip(todo_keys, new):
+
+    def keep(j: int, r: dict) -> None:
+        # stored as each candidate finishes: an interrupted plan resumes from the cache
         for k, v in (r.pop("new_cache", None) or {}).items():
             cache.put(k, v)
         r["cached"] = False
         if r.get("failed_gates") != ["error"]:
-            cache.put(key, r)
-        results_by_key[key] = r
+            cache.put(todo_keys[j], r)
+        results_by_key[todo_keys[j]] = r
+
+    new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
+                    backend=run["backend"], jobs=run["jobs"], address=run["address"],
+                    progress=(None if prog is None else
+                              lambda d, _n: prog(done0 + d, run["total"])),
+                    order=longest_first([run["all_cfg"][t["index"]] for t in todo]),
+                    on_result=keep)
+    run["done"] += len(todo)
     return new
 
 

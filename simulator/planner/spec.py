@@ -71,6 +71,29 @@ def _check_paths(d: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
     return d
 
 
+def check_count(grid: dict[str, list], points: list | None, limit: int, what: str,
+                grid_key: str, points_key: str, limit_key: str) -> None:
+    """Refuse an empty explicit list and a Cartesian product larger than ``limit`` (before it
+    is expanded: a typo'd range would otherwise build millions of configurations silently).
+
+    Raises
+    ------
+    ValueError
+        One line naming the keys, the count and its factors.
+    """
+    if points is not None and not points:
+        raise ValueError(f"{points_key}: an empty list; give at least one override set or "
+                         f"leave '{points_key}' out")
+    n = max(1, len(points or []))
+    for vals in grid.values():
+        n *= len(vals)
+    if n > limit:
+        factors = " x ".join([f"{k.split('.')[-1]} {len(v)}" for k, v in grid.items()]
+                             + ([f"{points_key} {len(points)}"] if points else []))
+        raise ValueError(f"{grid_key} x {points_key}: {n:,} {what} ({factors}) > "
+                         f"{limit_key} {limit:,}; narrow the {grid_key} or raise {limit_key}")
+
+
 class SweepSpec(_Strict):
     """A sweep file.
 
@@ -90,6 +113,9 @@ class SweepSpec(_Strict):
     output_dir : str
         Where ``sweep.parquet``, ``sweep.csv`` and the cache (``.cache/``) go; ``{name}``
         is replaced by ``name``.
+    max_points : int
+        Most points the sweep may have (``points`` x the grid's product, checked before
+        expanding it): a guard against a typo'd range, not a model limit.
     """
 
     name: str = "sweep"
@@ -98,6 +124,13 @@ class SweepSpec(_Strict):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     points: list[dict[str, Any]] | None = None
     output_dir: str = "reports/sweep_{name}"
+    max_points: int = Field(default=10_000, ge=1)
+
+    @model_validator(mode="after")
+    def _count(self):
+        check_count(self.grid, self.points, self.max_points, "points", "grid", "points",
+                    "max_points")
+        return self
 
     @field_validator("set", "grid")
     @classmethod
@@ -402,6 +435,9 @@ class PlanSpec(_Strict):
         Runners-up listed and configurations drawn in the latency-vs-load figure.
     output_dir : str
         Report folder (``{name}`` expanded); the cache is ``OUTDIR/.cache/``.
+    max_candidates : int
+        Most candidates the plan may have (``candidates`` x the product of ``search_space``,
+        checked before expanding it): a guard against a typo'd range, not a model limit.
     """
 
     name: str = "plan"
@@ -422,6 +458,7 @@ class PlanSpec(_Strict):
     search: SearchSettings = Field(default_factory=SearchSettings)
     top_k: int = Field(default=5, ge=1, le=50)
     output_dir: str = "reports/plan_{name}"
+    max_candidates: int = Field(default=10_000, ge=1)
 
     @field_validator("set", "search_space")
     @classmethod
@@ -462,6 +499,8 @@ class PlanSpec(_Strict):
 
     @model_validator(mode="after")
     def _target(self):
+        check_count(self.search_space, self.candidates, self.max_candidates, "candidates",
+                    "search_space", "candidates", "max_candidates")
         if self.target_rate_rps is not None and self.rate_scale is not None:
             raise ValueError("give target_rate_rps or rate_scale, not both")
         if self.last_known_good is not None and \

@@ -239,3 +239,56 @@ def test_top_level_cluster_keys_unused_by_every_pool_are_refused():
     # a pool without its own cluster reads the top-level one: allowed
     validate_scenario({**raw, "pools": [{"name": "A"}, pools[1]],
                        "cluster": {"num_replicas": 3}})
+
+
+# ---------------------------------------------------------------------- hostile inputs
+def _factory(stop_on: str | None):
+    from simulator.engine import build_setup
+
+    def factory(sc):
+        if sc.hardware.gpu == stop_on:
+            raise KeyboardInterrupt  # Ctrl-C while this candidate is evaluated
+        return build_setup(sc)
+    factory.cache_id = "review-interrupt"  # the same cache keys for both factories
+    return factory
+
+
+def test_an_interrupted_plan_resumes_from_its_finished_candidates(tmp_path):
+    # H100 first (the baseline shares its evaluation), then the A100: interrupted there
+    d = tiny_plan(search_space={"hardware.gpu": ["h100-sxm", "a100-sxm-80gb"]})
+    spec = PlanSpec.model_validate(d)
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(spec, None, outdir=tmp_path, jobs=1, write=False,
+                 setup_factory=_factory("a100-sxm-80gb"))
+    res = run_plan(spec, None, outdir=tmp_path, jobs=1, write=False,
+                   setup_factory=_factory(None))
+    # before: nothing was cached until every candidate finished, so both ran again
+    h100 = next(r for r in res.candidates if r["gpu"] == "h100-sxm")
+    a100 = next(r for r in res.candidates if r["gpu"] == "a100-sxm-80gb")
+    assert h100["cached"] and h100["num_simulations"] == 0
+    assert not a100["cached"] and a100["num_simulations"] > 0
+
+
+@pytest.mark.parametrize("plan_set, needle", [
+    (["candidates=[]"], "candidates: an empty list; give at least one override set"),
+    (["search_space={scheduler.max_num_seqs: [1, 2, 3], kv_cache.block_size: [8, 16]}",
+      "max_candidates=5"],
+     "search_space x candidates: 6 candidates (max_num_seqs 3 x block_size 2) > "
+     "max_candidates 5"),
+])
+def test_plan_candidate_lists_are_checked_before_expanding(plan_file, plan_set, needle):
+    with pytest.raises(PlanError) as e:
+        load_plan_spec(plan_file, plan_set)
+    assert needle in str(e.value)
+
+
+def test_a_million_point_sweep_is_refused_before_expanding(tmp_path):
+    p = tmp_path / "sweep.yaml"
+    grid = {"scheduler.max_num_seqs": list(range(1, 101)),
+            "scheduler.max_num_batched_tokens": list(range(2048, 2148)),
+            "kv_cache.block_size": list(range(1, 101))}
+    p.write_text(yaml.safe_dump({"base": tiny_scenario(), "grid": grid}))  # keys sorted
+    with pytest.raises(PlanError) as e:
+        load_sweep_spec(p)
+    assert "grid x points: 1,000,000 points (block_size 100 x max_num_batched_tokens " \
+           "100 x max_num_seqs 100) > max_points 10,000" in str(e.value)
