@@ -33,11 +33,33 @@ from .cache import ResultCache
 from .executor import run_tasks
 from .grid import config_label, set_path
 
-__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "prepare_points", "run_family"]
+__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "output_folder", "prepare_points",
+           "run_family"]
 
 Progress = Callable[[int, int], None]
 #: ``cache_entries(task_key, result)`` -> the ``(key, value)`` pairs to store for a result.
 CacheEntries = Callable[[str, Any], Iterable[tuple[str, Any]]]
+
+
+def output_folder(path: str | Path, create: bool = True) -> Path:
+    """The output folder of a sweep or plan, created (with its parents) when ``create``.
+
+    Raises
+    ------
+    ScenarioError
+        One line when the folder cannot be created (a file in the way, no permission),
+        before any simulation runs.
+    """
+    out = Path(path)
+    if create:
+        if out.exists() and not out.is_dir():
+            raise ScenarioError(f"output folder {out}: a file of that name is in the way")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ScenarioError(f"output folder {out}: cannot create it "
+                                f"({e.strerror or e})") from None
+    return out
 
 
 def absolute_spec_paths(raw: dict, folders: Sequence[Path | None]) -> None:

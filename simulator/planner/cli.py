@@ -55,7 +55,7 @@ def cmd_sweep(args) -> int:
                 f"{res.files.get('csv')}; report: {res.files.get('md')}, "
                 f"{res.files.get('html')}")
     n_err = int((res.table["status"] == "error").sum())
-    if n_err and not args.quiet:
+    if n_err:  # also with -q: quiet drops the tables and progress, not the warnings
         print(f"servesim: warning: {n_err} point(s) failed (see the 'error' column)",
               file=sys.stderr)
     return 0

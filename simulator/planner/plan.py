@@ -44,7 +44,7 @@ import numpy as np
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
 from ..experiments.cache import ResultCache, scenario_identity
 from ..experiments.grid import config_label, expand_grid, set_path
-from ..experiments.runner import absolute_spec_paths, prepare_points
+from ..experiments.runner import absolute_spec_paths, output_folder, prepare_points
 from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
 from ..workload import WorkloadConfig, load_workload, synthesised_labels
@@ -185,7 +185,8 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     lkg = plan.last_known_good
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
-    out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
+    out = output_folder(outdir if outdir is not None else plan.output_dir.format(
+        name=plan.name), create=write or use_cache)
     cache = ResultCache(out / ".cache", enabled=use_cache)
     ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                    cache, use_cache, setup_factory, backend=backend, jobs=jobs,

@@ -35,10 +35,9 @@ def test_rank_key_applies_the_tie_rule_in_its_order():
     # by hand: $2 first; at $3 the baseline's config, the last known-good's, then the
     # higher headroom (4.0), then list order 0, 1; the failing one last
     assert [r["index"] for r in sorted(rows, key=_rank_key)] == [5, 4, 3, 2, 0, 1, 6]
-    # fewer GPUs before more headroom at equal cost (2 GPUs at $1.5 vs 1 GPU at $3: cost
-    # differs, so compare two at $3: 1 GPU beats 3 cheaper-per-GPU ones)
+    # fewer GPUs before more headroom at equal cost: 1 GPU at $3/h beats 3 GPUs at $1/h each
     a, b = _r(0, 3.0, 3, 5.0), _r(1, 3.0, 1, 0.0)
-    assert sorted([a, b], key=_rank_key)[0] is b
+    assert min([a, b], key=_rank_key) is b
     assert TIE_RULE.startswith("at equal USD per hour: the baseline's configuration")
 
 
@@ -273,8 +272,8 @@ def test_an_interrupted_plan_resumes_from_its_finished_candidates(tmp_path):
     (["candidates=[]"], "candidates: an empty list; give at least one override set"),
     (["search_space={scheduler.max_num_seqs: [1, 2, 3], kv_cache.block_size: [8, 16]}",
       "max_candidates=5"],
-     "search_space x candidates: 6 candidates (max_num_seqs 3 x block_size 2) > "
-     "max_candidates 5"),
+     ("search_space x candidates: 6 candidates (max_num_seqs 3 x block_size 2) > "
+      "max_candidates 5")),
 ])
 def test_plan_candidate_lists_are_checked_before_expanding(plan_file, plan_set, needle):
     with pytest.raises(PlanError) as e:
@@ -292,3 +291,46 @@ def test_a_million_point_sweep_is_refused_before_expanding(tmp_path):
         load_sweep_spec(p)
     assert "grid x points: 1,000,000 points (block_size 100 x max_num_batched_tokens " \
            "100 x max_num_seqs 100) > max_points 10,000" in str(e.value)
+
+
+def test_unknown_candidate_gpu_names_the_candidate_and_the_key(tmp_path):
+    d = tiny_plan(search_space={"hardware.gpu": ["h100-sxm", "nonsense"]})
+    with pytest.raises(PlanError) as e:
+        run_plan(PlanSpec.model_validate(d), None, outdir=tmp_path, jobs=1, write=False)
+    # before: "unknown GPU 'nonsense'; ..." with no candidate or key named
+    assert str(e.value).startswith("plan candidate point 1 (gpu=nonsense): hardware.gpu: "
+                                   "unknown GPU 'nonsense'")
+
+
+def test_free_gpus_with_pruning_are_evaluated_not_errors(tmp_path):
+    # price 0: a replica costs $0/h, never more than the bound; before, every pruned
+    # candidate failed with "error: ValueError: a replica must cost > 0 USD per hour"
+    d = tiny_plan(prices={"h100": 0.0, "a100-sxm-80gb": 0.0})
+    d["search"] = {**d["search"], "prune_dominated": True}
+    res = run_plan(PlanSpec.model_validate(d), None, outdir=tmp_path, jobs=1, write=False)
+    assert not any(r["error"] for r in res.candidates)
+    assert all(r["usd_per_hour"] == 0.0 for r in res.candidates if r["passed"])
+    # every cost ties at $0/h: the baseline's configuration (H100, max_num_seqs 64) wins
+    c = res.recommendation["config"]
+    assert res.status == "candidate" and c["same_config_as"] == "baseline"
+
+
+@pytest.mark.parametrize("make", ["file", "under_file"])
+def test_an_unusable_output_folder_is_one_line_before_any_simulation(tmp_path, make):
+    (tmp_path / "f").write_text("x")
+    out = tmp_path / "f" if make == "file" else tmp_path / "f" / "sub"
+    with pytest.raises(ScenarioError) as e:
+        run_plan(PlanSpec.model_validate(tiny_plan()), None, outdir=out, jobs=1)
+    # before: "[Errno 20] Not a directory: '.../.cache/1e'" after the first candidate ran
+    assert str(e.value).startswith(f"output folder {out}: ")
+    assert "\n" not in str(e.value)
+
+
+def test_sweep_warns_about_failed_points_even_when_quiet(tmp_path, capsys):
+    from simulator.cli import main
+    p = tmp_path / "sweep.yaml"
+    p.write_text(yaml.safe_dump({"base": tiny_scenario(num_requests=20),
+                                 "grid": {"model": ["llama-3.1-8b", "llama-3.1-405b"]}}))
+    assert main(["sweep", str(p), "-q", "-j", "1", "-o", str(tmp_path / "o")]) == 0
+    err = capsys.readouterr().err
+    assert "servesim: warning: 1 point(s) failed (see the 'error' column)" in err
