@@ -10,9 +10,15 @@ from ..progress import progress
 from ..report.sweep import print_sweep_table
 from .plan import run_plan
 from .report import _headline, _tag, _usd, _usd4
-from .spec import PlanError, load_plan_spec, load_sweep_spec, spec_overrides
+from .spec import (
+    PlanError,
+    apply_spec_overrides,
+    load_plan_spec,
+    load_sweep_spec,
+    spec_overrides,
+)
 from .sweep import run_sweep
-from .topology import cmd_topology_plan
+from .topology import TopologyPlanSpec, cmd_topology_plan
 
 __all__ = ["cmd_plan", "cmd_sweep", "register"]
 
@@ -80,9 +86,16 @@ def cmd_plan(args) -> int:
     from rich.table import Table
 
     raw, raw_path = read_yaml_mapping(args.plan, "plan", PlanError)
-    if "topology_search" in raw:  # aggregated vs disaggregated (issue 11)
-        return cmd_topology_plan(args, raw, raw_path.parent)
     plan_set = spec_overrides(args.plan_set, "--plan-set")
+    if "topology_search" in raw:  # aggregated vs disaggregated (issue 11)
+        unused = [f for f, v in (("--target-rate", args.target_rate),
+                                 ("--max-requests", args.max_requests)) if v is not None]
+        if unused:
+            raise PlanError(f"{args.plan}: {', '.join(unused)}: not used by a topology plan "
+                            "(it replays the base workload at rate_scale; use --plan-set "
+                            "rate_scale=X or window_s=S)")
+        raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
+        return cmd_topology_plan(args, raw, raw_path.parent)
     if args.target_rate is not None:
         plan_set.append(Override(f"target_rate_rps={args.target_rate}",
                                  f"--target-rate {args.target_rate}"))

@@ -381,6 +381,17 @@ def slo_text(slo) -> str:
     return ", ".join(parts) or "none"
 
 
+def _not_sized(v: dict[str, Any], what: str) -> dict[str, Any]:
+    """Refuse ``cluster.num_replicas`` in a plan's overrides: the planner sizes replicas
+    (a value there would be replaced silently)."""
+    for k in v:
+        if k == "cluster.num_replicas" or (k == "cluster" and isinstance(v[k], dict)
+                                           and "num_replicas" in v[k]):
+            raise ValueError(f"{what}: cluster.num_replicas is sized by the planner (from "
+                             "the capacity, the target and the headroom), not set")
+    return v
+
+
 class BaselineSpec(_Strict):
     """A named configuration the plan evaluates beside the candidates: the baseline (what
     runs today) or the last known-good configuration (the plan's fallback when given)."""
@@ -391,7 +402,7 @@ class BaselineSpec(_Strict):
     @field_validator("set")
     @classmethod
     def _paths(cls, v):
-        return _check_paths(v, "set")
+        return _not_sized(_check_paths(v, "set"), "set")
 
 
 class PlanSpec(_Strict):
@@ -465,6 +476,11 @@ class PlanSpec(_Strict):
     def _paths(cls, v, info):
         return _check_paths(v, info.field_name)
 
+    @field_validator("set")
+    @classmethod
+    def _set_not_sized(cls, v):
+        return _not_sized(v, "set")
+
     @field_validator("search_space")
     @classmethod
     def _space(cls, v):
@@ -528,7 +544,7 @@ def spec_overrides(items: list[str] | None, flag: str) -> list[Override]:
     return [i if isinstance(i, Override) else Override(i, f"{flag} {i}") for i in items or []]
 
 
-def _apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict:
+def apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict:
     """``--plan-set a.b=v`` on the spec itself; ``set.x.y`` / ``search_space.x.y`` style keys
     address the dotted field paths inside those mappings. Booleans accept the command-line
     spellings of :func:`simulator.config.cli_bool` (``set.x.y`` ones against the scenario's
@@ -551,7 +567,7 @@ def _apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dic
 def _load_spec(path: str | Path, overrides: list[str] | None, what: str, schema, flag: str):
     raw, folder = _read_yaml(path, what)
     ovs = spec_overrides(overrides, flag)
-    raw = _apply_spec_overrides(raw, ovs, schema)
+    raw = apply_spec_overrides(raw, ovs, schema)
     try:
         return schema.model_validate(raw), folder
     except ValidationError as e:
@@ -598,7 +614,10 @@ def resolve_base(base: str | dict, spec_dir: Path | None) -> tuple[dict, Path]:
     p = Path(base)
     if not p.is_absolute() and spec_dir is not None and (spec_dir / p).is_file():
         p = spec_dir / p
-    raw = read_scenario_yaml(p)
+    try:
+        raw = read_scenario_yaml(p)
+    except ScenarioError as e:
+        raise PlanError(f"base: {e}") from None
     folder = Path(raw.pop("__file__", p)).parent
     return raw, folder
 

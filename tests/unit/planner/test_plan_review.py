@@ -334,3 +334,45 @@ def test_sweep_warns_about_failed_points_even_when_quiet(tmp_path, capsys):
     assert main(["sweep", str(p), "-q", "-j", "1", "-o", str(tmp_path / "o")]) == 0
     err = capsys.readouterr().err
     assert "servesim: warning: 1 point(s) failed (see the 'error' column)" in err
+
+
+def _topology_file(tmp_path):
+    p = tmp_path / "topo.yaml"
+    p.write_text(yaml.safe_dump({"name": "t", "base": tiny_scenario(num_requests=20),
+                                 "usd_per_gpu_hour": 2.0, "output_dir": str(tmp_path / "o"),
+                                 "topology_search": {"aggregated": {"max_replicas": 1}}}))
+    return p
+
+
+def test_topology_plan_reads_plan_set_and_refuses_flags_it_does_not_use(tmp_path, capsys):
+    from simulator.cli import main
+    p = _topology_file(tmp_path)
+    # before: --plan-set and --target-rate were ignored silently for a topology plan
+    assert main(["plan", str(p), "-q", "--plan-set", "rate_scale=0"]) == 2
+    assert "rate_scale: value 0: Input should be greater than 0" in capsys.readouterr().err
+    assert main(["plan", str(p), "-q", "--target-rate", "5"]) == 2
+    assert "--target-rate: not used by a topology plan" in capsys.readouterr().err
+    assert main(["plan", str(p), "-q", "--plan-set", "name=renamed"]) == 0
+    assert "renamed" in (tmp_path / "o" / "plan.md").read_text()
+
+
+@pytest.mark.parametrize("plan_set, key", [
+    (["set={cluster.num_replicas: 4}"], "set"),
+    (["baseline={set: {cluster: {num_replicas: 4}}}"], "baseline.set"),
+    (["last_known_good={name: lkg, set: {cluster.num_replicas: 2}}"], "last_known_good.set"),
+])
+def test_replicas_in_plan_overrides_are_refused_not_replaced(plan_file, plan_set, key):
+    # before: the planner replaced the value by its own sizing without a word
+    with pytest.raises(PlanError) as e:
+        load_plan_spec(plan_file, plan_set)
+    assert f"{key}: value {{...}}: set: cluster.num_replicas is sized by the planner" in \
+        str(e.value)
+
+
+def test_a_missing_base_names_the_plan_key(tmp_path):
+    p = tmp_path / "plan.yaml"
+    p.write_text(yaml.safe_dump(tiny_plan(base="missing.yaml")))
+    spec, folder = load_plan_spec(p)
+    with pytest.raises(PlanError) as e:
+        run_plan(spec, folder, outdir=tmp_path / "o", jobs=1, write=False)
+    assert str(e.value).startswith("base: scenario file 'missing.yaml' not found")
