@@ -499,6 +499,7 @@ def override_annotation(model_cls: type[BaseModel], path: list[str]) -> Any:
 
 
 def is_bool_field(ann: Any) -> bool:
+    """Whether a field annotation is ``bool`` or ``bool | None``."""
     import typing
     args = typing.get_args(ann)
     return ann is bool or (bool in args and all(a in (bool, type(None)) for a in args))

@@ -133,6 +133,12 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
             if progress is not None:
                 progress(i + 1, total)
         return out
+    return _run_pool(fn, tasks, shared, jobs, progress, order, on_result)
+
+
+def _run_pool(fn, tasks, shared, jobs, progress, order, on_result) -> list[Any]:
+    """The local process pool of :func:`run_tasks` (results in task order)."""
+    total = len(tasks)
     results: list[Any] = [None] * total
     with ProcessPoolExecutor(max_workers=min(jobs, total),
                              mp_context=_mp_context(getattr(fn, "__module__", None)),

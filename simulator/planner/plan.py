@@ -316,9 +316,13 @@ def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list
 
 def _rows(ev: dict, ctx) -> list[dict]:
     """One plan row per evaluated configuration (candidates, baseline, last known-good), with
-    the quality gate, the provenance comparison and ``is_baseline_config`` (a candidate whose
-    resolved scenario is the baseline's: 1 for the baseline's, 2 for the last known-good's,
-    0 otherwise; see :func:`_rank_key`)."""
+    the quality gate, the provenance comparison, ``same_config_as`` (``"baseline"`` or
+    ``"last_known_good"`` for a candidate whose resolved scenario is that one's, else None;
+    see :func:`_rank_key`) and ``status`` (:func:`_status_text`).
+
+    ``ctx``: the plan, the target (requests/s), the mean prompt and output tokens, the quality
+    table, every configuration's overrides and resolved scenario, the slices and the number
+    of candidates."""
     plan, target, mean_in, mean_out, quality, all_ov, all_cfg, slices, n_cand = ctx
     lkg = plan.last_known_good
     ident = [scenario_identity(c) for c in all_cfg]

@@ -30,8 +30,8 @@ from ..config import (
     read_scenario_yaml,
     read_yaml_mapping,
 )
-from ..report.format import ms
 from ..schema import StrictModel
+from .spec_checks import check_count, check_not_sized, check_paths, slo_text
 
 __all__ = [
     "DEPLOYMENT_GATES",
@@ -60,38 +60,6 @@ class PlanError(ScenarioError):
 
 #: sweep and plan files: unknown keys forbidden, no coercion, finite floats
 _Strict = StrictModel
-
-
-def _check_paths(d: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
-    if d is None:
-        return d
-    for k in d:
-        if not isinstance(k, str) or not k or any(not p for p in k.split(".")):
-            raise ValueError(f"{what}: field path {k!r} is not of the form a.b.c")
-    return d
-
-
-def check_count(grid: dict[str, list], points: list | None, limit: int, what: str,
-                grid_key: str, points_key: str, limit_key: str) -> None:
-    """Refuse an empty explicit list and a Cartesian product larger than ``limit`` (before it
-    is expanded: a typo'd range would otherwise build millions of configurations silently).
-
-    Raises
-    ------
-    ValueError
-        One line naming the keys, the count and its factors.
-    """
-    if points is not None and not points:
-        raise ValueError(f"{points_key}: an empty list; give at least one override set or "
-                         f"leave '{points_key}' out")
-    n = max(1, len(points or []))
-    for vals in grid.values():
-        n *= len(vals)
-    if n > limit:
-        factors = " x ".join([f"{k.split('.')[-1]} {len(v)}" for k, v in grid.items()]
-                             + ([f"{points_key} {len(points)}"] if points else []))
-        raise ValueError(f"{grid_key} x {points_key}: {n:,} {what} ({factors}) > "
-                         f"{limit_key} {limit:,}; narrow the {grid_key} or raise {limit_key}")
 
 
 class SweepSpec(_Strict):
@@ -135,7 +103,7 @@ class SweepSpec(_Strict):
     @field_validator("set", "grid")
     @classmethod
     def _paths(cls, v, info):
-        return _check_paths(v, info.field_name)
+        return check_paths(v, info.field_name)
 
     @field_validator("grid")
     @classmethod
@@ -149,7 +117,7 @@ class SweepSpec(_Strict):
     @classmethod
     def _points(cls, v):
         for p in v or []:
-            _check_paths(p, "points")
+            check_paths(p, "points")
         return v
 
 
@@ -303,7 +271,7 @@ class QualityEntry(_Strict):
     @field_validator("match")
     @classmethod
     def _paths(cls, v):
-        return _check_paths(v, "match")
+        return check_paths(v, "match")
 
     @model_validator(mode="after")
     def _some_score(self):
@@ -371,27 +339,6 @@ class SLOOverride(_Strict):
     attainment_target: float | None = Field(default=None, gt=0, le=1)
 
 
-def slo_text(slo) -> str:
-    """Per-request SLO bounds as text: ``TTFT <= 500 ms, TPOT <= 50 ms`` (``none`` when no
-    bound is set); ``slo``: a mapping or model with ``ttft_s``, ``tpot_s``, ``e2e_s`` (s)."""
-    d = slo.model_dump() if hasattr(slo, "model_dump") else dict(slo or {})
-    parts = [f"{label} <= {ms(d[k], '{:.4g} ms')}" for k, label in (
-        ("ttft_s", "TTFT"), ("tpot_s", "TPOT"), ("e2e_s", "end-to-end latency"))
-        if d.get(k) is not None]
-    return ", ".join(parts) or "none"
-
-
-def _not_sized(v: dict[str, Any], what: str) -> dict[str, Any]:
-    """Refuse ``cluster.num_replicas`` in a plan's overrides: the planner sizes replicas
-    (a value there would be replaced silently)."""
-    for k in v:
-        if k == "cluster.num_replicas" or (k == "cluster" and isinstance(v[k], dict)
-                                           and "num_replicas" in v[k]):
-            raise ValueError(f"{what}: cluster.num_replicas is sized by the planner (from "
-                             "the capacity, the target and the headroom), not set")
-    return v
-
-
 class BaselineSpec(_Strict):
     """A named configuration the plan evaluates beside the candidates: the baseline (what
     runs today) or the last known-good configuration (the plan's fallback when given)."""
@@ -402,7 +349,7 @@ class BaselineSpec(_Strict):
     @field_validator("set")
     @classmethod
     def _paths(cls, v):
-        return _not_sized(_check_paths(v, "set"), "set")
+        return check_not_sized(check_paths(v, "set"), "set")
 
 
 class PlanSpec(_Strict):
@@ -474,12 +421,12 @@ class PlanSpec(_Strict):
     @field_validator("set", "search_space")
     @classmethod
     def _paths(cls, v, info):
-        return _check_paths(v, info.field_name)
+        return check_paths(v, info.field_name)
 
     @field_validator("set")
     @classmethod
-    def _set_not_sized(cls, v):
-        return _not_sized(v, "set")
+    def _setcheck_not_sized(cls, v):
+        return check_not_sized(v, "set")
 
     @field_validator("search_space")
     @classmethod
@@ -499,7 +446,7 @@ class PlanSpec(_Strict):
     @classmethod
     def _cands(cls, v):
         for p in v or []:
-            _check_paths(p, "candidates")
+            check_paths(p, "candidates")
             for k in p:
                 if k == "cluster.num_replicas" or k.startswith("workload"):
                     raise ValueError(f"'{k}' cannot vary between candidates")
