@@ -513,6 +513,10 @@ def apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict
 
 def _load_spec(path: str | Path, overrides: list[str] | None, what: str, schema, flag: str):
     raw, folder = _read_yaml(path, what)
+    if "base" not in raw and "workload" in raw:
+        raise PlanError(f"{path}: a scenario file (it has workload: and no base:), not a "
+                        f"{what} file; run it with servesim run, or name it as base: in a "
+                        f"{what} file")
     ovs = spec_overrides(overrides, flag)
     raw = apply_spec_overrides(raw, ovs, schema)
     try:

@@ -376,3 +376,13 @@ def test_a_missing_base_names_the_plan_key(tmp_path):
     with pytest.raises(PlanError) as e:
         run_plan(spec, folder, outdir=tmp_path / "o", jobs=1, write=False)
     assert str(e.value).startswith("base: scenario file 'missing.yaml' not found")
+
+
+@pytest.mark.parametrize("load", [load_plan_spec, load_sweep_spec])
+def test_a_scenario_given_as_a_plan_or_sweep_says_so(tmp_path, load):
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump(tiny_scenario()))
+    with pytest.raises(PlanError) as e:
+        load(p)
+    # before: "missing required key 'base'"
+    assert "a scenario file (it has workload: and no base:)" in str(e.value)
