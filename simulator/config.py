@@ -390,7 +390,9 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     ScenarioError
         If there is no ``=`` or the key is empty.
     """
-    key, raw = split_assignment(item, "--set", "key.path=value")
+    origin = getattr(item, "origin", None)  # an Override names its flag (--plan-set, ...)
+    flag = origin.split(" ", 1)[0] if origin and origin.startswith("--") else "--set"
+    key, raw = split_assignment(item, flag, "key.path=value")
     return key.split("."), parse_yaml_value(raw) if raw.strip() != "" else ""
 
 
@@ -459,11 +461,16 @@ def blame_override(e: ValidationError, overrides) -> str | None:
     loc = [str(p) for p in e.errors()[0]["loc"]
            if not (isinstance(p, str) and (p.startswith("function-") or p in ("str", "dict")))]
     found = None
+    where = ".".join(loc)
     for item in overrides or []:
         key = str(item).partition("=")[0].strip()
         path = key.split(".")
         n = min(len(path), len(loc))
-        if n and path[:n] == loc[:n]:
+        # also a dotted key inside a mapping field (search_space.hardware.gpu: loc
+        # ("search_space", "hardware.gpu"))
+        nested = bool(loc) and (f"{where}.".startswith(f"{key}.")
+                                or f"{key}.".startswith(f"{where}."))
+        if (n and path[:n] == loc[:n]) or nested:
             found = getattr(item, "origin", None) or f"--set {item}"
     return found
 

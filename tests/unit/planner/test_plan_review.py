@@ -386,3 +386,17 @@ def test_a_scenario_given_as_a_plan_or_sweep_says_so(tmp_path, load):
         load(p)
     # before: "missing required key 'base'"
     assert "a scenario file (it has workload: and no base:)" in str(e.value)
+
+
+def test_a_malformed_plan_set_names_its_own_flag(plan_file):
+    with pytest.raises(ScenarioError) as e:
+        load_plan_spec(plan_file, ["search.max_requests"])
+    # before: "--set 'search.max_requests': expected key.path=value"
+    assert str(e.value) == "--plan-set 'search.max_requests': expected key.path=value"
+
+
+def test_a_dotted_key_inside_a_mapping_is_blamed_on_its_flag(plan_file):
+    with pytest.raises(PlanError) as e:
+        load_plan_spec(plan_file, ["search_space.hardware.gpu=h100"])
+    assert f"{plan_file}: --plan-set search_space.hardware.gpu=h100: " \
+           "search_space.hardware.gpu: value 'h100'" in str(e.value)
