@@ -17,21 +17,21 @@ from pydantic import (
 )
 
 from ..config import (
-    Override,
-    Scenario,
     ScenarioError,
-    apply_overrides,
     blame_override,
-    cli_bool,
     format_validation_error,
-    is_bool_field,
-    override_annotation,
-    parse_override,
     read_scenario_yaml,
     read_yaml_mapping,
 )
 from ..schema import StrictModel
-from .spec_checks import check_count, check_not_sized, check_paths, slo_text
+from .spec_checks import (
+    apply_spec_overrides,
+    check_count,
+    check_not_sized,
+    check_paths,
+    slo_text,
+    spec_overrides,
+)
 
 __all__ = [
     "DEPLOYMENT_GATES",
@@ -483,32 +483,6 @@ def format_spec_error(e: ValidationError, model_cls, source: str) -> str:
 def _read_yaml(path: str | Path, what: str) -> tuple[dict, Path]:
     raw, p = read_yaml_mapping(path, what, PlanError)
     return raw, p.parent
-
-
-def spec_overrides(items: list[str] | None, flag: str) -> list[Override]:
-    """``items`` as overrides that name ``flag`` in errors (an item that already knows its
-    flag, such as ``--target-rate``'s, keeps it)."""
-    return [i if isinstance(i, Override) else Override(i, f"{flag} {i}") for i in items or []]
-
-
-def apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict:
-    """``--plan-set a.b=v`` on the spec itself; ``set.x.y`` / ``search_space.x.y`` style keys
-    address the dotted field paths inside those mappings. Booleans accept the command-line
-    spellings of :func:`simulator.config.cli_bool` (``set.x.y`` ones against the scenario's
-    field)."""
-    out = copy.deepcopy(raw)
-    for item in overrides or []:
-        path, value = parse_override(item)
-        if path[0] in ("set", "search_space", "grid", "prices") and len(path) > 1:
-            ann = override_annotation(Scenario, path[1:]) if path[0] == "set" else None
-            if ann is not None and is_bool_field(ann):
-                value = cli_bool(value, path, item.origin, nullable=ann is not bool)
-            if not isinstance(out.get(path[0]), dict):
-                out[path[0]] = {}
-            out[path[0]][".".join(path[1:])] = value
-        else:
-            out = apply_overrides(out, [item], schema)
-    return out
 
 
 def _load_spec(path: str | Path, overrides: list[str] | None, what: str, schema, flag: str):

@@ -1,13 +1,25 @@
-"""Checks and text shared by the sweep and plan schemas (:mod:`simulator.planner.spec`):
-field paths, the size of a grid before it is expanded, overrides the planner would replace,
-and the SLOs as text."""
+"""Checks, text and command-line overrides shared by the sweep and plan schemas
+(:mod:`simulator.planner.spec`): field paths, the size of a grid before it is expanded,
+overrides the planner would replace, the SLOs as text, and ``--plan-set`` / ``--sweep-set``
+applied to a spec file."""
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+from ..config import (
+    Override,
+    Scenario,
+    apply_overrides,
+    cli_bool,
+    is_bool_field,
+    override_annotation,
+    parse_override,
+)
 from ..report.format import ms
 
-__all__ = ["check_count", "check_not_sized", "check_paths", "slo_text"]
+__all__ = ["apply_spec_overrides", "check_count", "check_not_sized", "check_paths",
+           "slo_text", "spec_overrides"]
 
 
 def check_paths(d: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
@@ -68,3 +80,42 @@ def check_not_sized(v: dict[str, Any], what: str) -> dict[str, Any]:
             raise ValueError(f"{what}: cluster.num_replicas is sized by the planner (from "
                              "the capacity, the target and the headroom), not set")
     return v
+
+
+def spec_overrides(items: list[str] | None, flag: str) -> list[Override]:
+    """``items`` as overrides that name ``flag`` in errors (an item that already knows its
+    flag, such as ``--target-rate``'s, keeps it)."""
+    return [i if isinstance(i, Override) else Override(i, f"{flag} {i}") for i in items or []]
+
+
+#: mappings of a spec whose keys are dotted field paths (``--plan-set set.a.b=v`` sets the
+#: key ``a.b`` of ``set``); a path of two parts names a mapping inside a section
+_PATH_MAPPINGS = (("set",), ("search_space",), ("grid",), ("prices",), ("baseline", "set"),
+                  ("last_known_good", "set"))
+
+
+def apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict:
+    """``--plan-set a.b=v`` on the spec itself; ``set.x.y``, ``search_space.x.y``,
+    ``baseline.set.x.y`` (and the other :data:`_PATH_MAPPINGS`) address the dotted field
+    path ``x.y`` inside those mappings, so one key changes, not a whole section. Booleans
+    accept the command-line spellings of :func:`simulator.config.cli_bool` (scenario paths
+    of a ``set`` against the scenario's field)."""
+    out = copy.deepcopy(raw)
+    for item in overrides or []:
+        path, value = parse_override(item)
+        where = next((m for m in _PATH_MAPPINGS if tuple(path[:len(m)]) == m
+                      and len(path) > len(m)), None)
+        if where is None:
+            out = apply_overrides(out, [item], schema)
+            continue
+        field = path[len(where):]
+        ann = override_annotation(Scenario, field) if where[-1] == "set" else None
+        if ann is not None and is_bool_field(ann):
+            value = cli_bool(value, path, item.origin, nullable=ann is not bool)
+        d = out
+        for part in where:
+            if not isinstance(d.get(part), dict):
+                d[part] = {}
+            d = d[part]
+        d[".".join(field)] = value
+    return out

@@ -400,3 +400,13 @@ def test_a_dotted_key_inside_a_mapping_is_blamed_on_its_flag(plan_file):
         load_plan_spec(plan_file, ["search_space.hardware.gpu=h100"])
     assert f"{plan_file}: --plan-set search_space.hardware.gpu=h100: " \
            "search_space.hardware.gpu: value 'h100'" in str(e.value)
+
+
+def test_plan_set_into_baseline_set_changes_one_key_not_the_section(plan_file):
+    # before: baseline.set became {"scheduler": {"max_num_seqs": 32}}, which replaced the
+    # base's whole scheduler section (its max_num_batched_tokens silently lost)
+    spec, _ = load_plan_spec(plan_file, ["baseline.set.scheduler.max_num_seqs=32",
+                                         "last_known_good.set.scheduler.enable_chunked_"
+                                         "prefill=0"])
+    assert spec.baseline.set == {"hardware.gpu": "h100-sxm", "scheduler.max_num_seqs": 32}
+    assert spec.last_known_good.set == {"scheduler.enable_chunked_prefill": False}
