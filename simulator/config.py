@@ -275,6 +275,12 @@ class Scenario(_Strict):
         if self.pools is not None:
             check_pools(self.pools)
             check_no_fallback_with_pools(self)
+            unused = self._unused_cluster_keys()
+            if unused:
+                raise ValueError(
+                    f"cluster: key(s) {', '.join(unused)} unused: every pool states its own "
+                    "cluster (pools.N.cluster replaces the top-level one whole); move them "
+                    "into the pools or remove them")
         hw = self.hardware
         if hw.num_gpus_per_replica is not None and \
                 hw.num_gpus_per_replica != self.cluster.tensor_parallel_size:
@@ -282,6 +288,15 @@ class Scenario(_Strict):
                 f"hardware.num_gpus_per_replica ({hw.num_gpus_per_replica}) must equal "
                 f"cluster.tensor_parallel_size ({self.cluster.tensor_parallel_size})")
         return self
+
+    def _unused_cluster_keys(self) -> list[str]:
+        """Top-level ``cluster`` keys set away from their defaults while every pool states
+        its own ``cluster`` (so none of them is read); empty otherwise."""
+        if not self.pools or any(p.cluster is None for p in self.pools):
+            return []
+        default = ClusterConfig()
+        return sorted(k for k in ClusterConfig.model_fields
+                      if getattr(self.cluster, k) != getattr(default, k))
 
     @property
     def gpus_per_replica(self) -> int:
@@ -356,6 +371,8 @@ def format_validation_error(e: ValidationError, source: str = "scenario",
         return f"{source}: missing required key '{path}'"
     msg = err["msg"]
     msg = msg.removeprefix("Value error, ")
+    if err["type"] in ("bool_type", "bool_parsing"):
+        msg = "Input should be a valid boolean (true or false)"
     if not loc:  # a whole-scenario check: its message names the keys itself
         return f"{source}: {msg}"
     vs = repr(val) if not isinstance(val, dict) else "{...}"
@@ -373,7 +390,9 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     ScenarioError
         If there is no ``=`` or the key is empty.
     """
-    key, raw = split_assignment(item, "--set", "key.path=value")
+    origin = getattr(item, "origin", None)  # an Override names its flag (--plan-set, ...)
+    flag = origin.split(" ", 1)[0] if origin and origin.startswith("--") else "--set"
+    key, raw = split_assignment(item, flag, "key.path=value")
     return key.split("."), parse_yaml_value(raw) if raw.strip() != "" else ""
 
 
@@ -436,17 +455,22 @@ def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
     return out
 
 
-def _blame(e: ValidationError, overrides) -> str | None:
+def blame_override(e: ValidationError, overrides) -> str | None:
     """The flag (``Override.origin``) of the last override whose key path is on the path of
     ``e``'s first error (above or below it), or None."""
     loc = [str(p) for p in e.errors()[0]["loc"]
            if not (isinstance(p, str) and (p.startswith("function-") or p in ("str", "dict")))]
     found = None
+    where = ".".join(loc)
     for item in overrides or []:
         key = str(item).partition("=")[0].strip()
         path = key.split(".")
         n = min(len(path), len(loc))
-        if n and path[:n] == loc[:n]:
+        # also a dotted key inside a mapping field (search_space.hardware.gpu: loc
+        # ("search_space", "hardware.gpu"))
+        nested = bool(loc) and (f"{where}.".startswith(f"{key}.")
+                                or f"{key}.".startswith(f"{where}."))
+        if (n and path[:n] == loc[:n]) or nested:
             found = getattr(item, "origin", None) or f"--set {item}"
     return found
 
@@ -459,12 +483,73 @@ def _list_index(seq: list, part: str, item: str) -> int:
     return int(part)
 
 
-def apply_overrides(raw: dict, overrides: list[str] | None) -> dict:
+#: the spellings of a boolean pydantic's lax mode accepts (compared lower-cased); YAML files
+#: stay strict, but a boolean typed on the command line may use any of them
+_BOOL_SPELLINGS = {"true": True, "false": False, "1": True, "0": False, "yes": True,
+                   "no": False, "on": True, "off": False, "t": True, "f": False, "y": True,
+                   "n": False}
+
+
+def override_annotation(model_cls: type[BaseModel], path: list[str]) -> Any:
+    """The type annotation of the field ``path`` addresses in ``model_cls`` (list indices
+    skipped), or None when the path leaves the model tree."""
+    ann: Any = model_cls
+    for part in path:
+        if part.isdigit():
+            continue
+        m = _first_model(ann)
+        f = getattr(m, "model_fields", {}).get(part) if m is not None else None
+        if f is None:
+            return None
+        ann = f.annotation
+    return ann
+
+
+def is_bool_field(ann: Any) -> bool:
+    """Whether a field annotation is ``bool`` or ``bool | None``."""
+    import typing
+    args = typing.get_args(ann)
+    return ann is bool or (bool in args and all(a in (bool, type(None)) for a in args))
+
+
+def cli_bool(value: Any, path: list[str], origin: str, nullable: bool = False) -> Any:
+    """A command-line value for a boolean field as a bool: ``true/false``, ``1/0``,
+    ``yes/no``, ``on/off`` (and ``t/f``, ``y/n``), any case, as pydantic's lax mode reads them.
+
+    Raises
+    ------
+    ScenarioError
+        One line naming the flag, the key path and the valid spellings.
+    """
+    if isinstance(value, bool) or (value is None and nullable):
+        return value
+    word = str(value).strip().lower()
+    if isinstance(value, float) and value in (0.0, 1.0):
+        word = str(int(value))
+    if word in _BOOL_SPELLINGS:
+        return _BOOL_SPELLINGS[word]
+    raise ScenarioError(f"{origin}: {'.'.join(path)}: value {value!r} is not a boolean; use "
+                        "true/false, 1/0, yes/no or on/off (any case)"
+                        + (", or null" if nullable else ""))
+
+
+def apply_overrides(raw: dict, overrides: list[str] | None,
+                    schema: type[BaseModel] | None = None) -> dict:
     """Return a copy of ``raw`` with each ``a.b=v`` override applied (an integer part
-    indexes a list: ``pools.1.cluster.num_replicas=2``)."""
+    indexes a list: ``pools.1.cluster.num_replicas=2``).
+
+    With ``schema`` (the model ``raw`` is validated against), a value for a boolean field is
+    read with :func:`cli_bool` (``--plan-set search.early_stop=1`` works; a bad spelling raises
+    :class:`ScenarioError` naming the flag). Scenario ``--set`` overrides pass no schema: their
+    values are not coerced (README "Scenario reference"; pinned by the hostile corpus).
+    """
     out = copy.deepcopy(raw)
     for item in overrides or []:
         path, value = parse_override(item)
+        ann = override_annotation(schema, path) if schema is not None else None
+        if ann is not None and is_bool_field(ann):
+            value = cli_bool(value, path, getattr(item, "origin", None) or f"--set {item}",
+                             nullable=ann is not bool)
         d = out
         for p in path[:-1]:
             nxt = d[_list_index(d, p, item)] if isinstance(d, list) else d.get(p)
@@ -591,7 +676,7 @@ def validate_scenario(raw: dict, source: str = "scenario",
     try:
         return Scenario.model_validate(data)
     except ValidationError as e:
-        who = _blame(e, overrides)
+        who = blame_override(e, overrides)
         src = f"{source}: {who}" if who else source
         raise ScenarioError(format_validation_error(e, src)) from None
 

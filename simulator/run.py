@@ -129,7 +129,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
     add_phase_cost(summary, steps, setup.perf, scenario.gpus_per_replica)
     summary["workload_synthesised"] = synthesised_labels(scenario.workload)
-    add_parallel_sampling(summary, sim, setup)
+    add_parallel_sampling(summary, sim, setup, requests)
     if sim.degrade:
         summary["degrade"] = json_safe(degrade_effects(sim.degrade, requests, sim.end_time_s))
         summary["num_fallback_replicas"] = len(sim.replicas) - sim.num_primary_replicas
@@ -173,24 +173,33 @@ def add_phase_cost(summary: dict, steps: pd.DataFrame, perf, tensor_parallel_siz
         "price_per_1m_output_tokens_usd"]
 
 
-def add_parallel_sampling(summary: dict, sim: SimOutput, setup: ReplicaSetup) -> None:
+def add_parallel_sampling(summary: dict, sim: SimOutput, setup: ReplicaSetup,
+                          requests=None) -> None:
     """Add ``summary["parallel_sampling"]`` (in place) when a request had ``n > 1``.
 
-    Keys: ``num_requests`` (requests with ``n > 1``), ``num_sequences`` (their sequences),
-    ``num_beam_search_requests``, ``num_cow_copies`` (partial prompt blocks copied on first
-    write), ``cow_blocks_saved_peak`` (blocks copy-on-write sharing saved against ``n``
-    independent requests at its peak, summed over replicas) and ``cow_bytes_saved_peak``
-    (those blocks in bytes per GPU: blocks x ``block_size`` x KV bytes per token per GPU).
+    Keys: ``num_requests`` (requests with ``n > 1`` that entered the run),
+    ``num_requests_not_run`` (those of them never scheduled: rejected at arrival, e.g.
+    ``n_exceeds_max_num_seqs``, or cancelled while waiting), ``num_sequences`` (the sequences
+    of those that ran: scheduled at least once), ``num_beam_search_requests``,
+    ``num_cow_copies`` (partial prompt blocks copied on first write),
+    ``cow_blocks_saved_peak`` (blocks copy-on-write sharing saved against ``n`` independent
+    requests at its peak, summed over replicas) and ``cow_bytes_saved_peak`` (those blocks in
+    bytes per GPU: blocks x ``block_size`` x KV bytes per token per GPU). ``requests``: the
+    run's request table (default: ``sim.requests()``).
     """
     rec = sim.recorder
     if not rec.num_parallel_requests:
         return
+    req = sim.requests() if requests is None else requests
+    par = req[req["n"] > 1]
+    ran = par["first_scheduled_time_s"].notna().to_numpy()
     kvs = [rep.kv for rep in sim.replicas]
     peak = int(sum(kv.cow_blocks_saved_peak for kv in kvs))
     per_token = setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)
     summary["parallel_sampling"] = {
         "num_requests": int(rec.num_parallel_requests),
-        "num_sequences": int(rec.num_parallel_sequences),
+        "num_requests_not_run": int((~ran).sum()),
+        "num_sequences": int(par["n"].to_numpy()[ran].sum()),
         "num_beam_search_requests": int(rec.num_beam_search_requests),
         "num_cow_copies": int(sum(kv.num_cow_copies for kv in kvs)),
         "cow_blocks_saved_peak": peak,

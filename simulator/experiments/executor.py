@@ -70,7 +70,8 @@ def _mp_context(preload: str | None = None):
 def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any], *,
               shared: Mapping[str, Any] | None = None, backend: str = "local", jobs: int = 1,
               address: str | None = None, progress: Progress | None = None,
-              order: Sequence[int] | None = None) -> list[Any]:
+              order: Sequence[int] | None = None,
+              on_result: Callable[[int, Any], None] | None = None) -> list[Any]:
     """Run ``fn(task, shared)`` for every task; results in task order.
 
     Parameters
@@ -97,6 +98,10 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
         The order tasks are started in (a permutation of their indices; default: task
         order). Starting the longest first balances a pool (longest-processing-time
         first); results stay in task order whatever the order.
+    on_result : callable, optional
+        ``on_result(index, result)`` as each task finishes (before ``progress``), so that a
+        caller can keep finished work (cache it) even when a later task, or the user with
+        Ctrl-C, stops the run.
 
     Raises
     ------
@@ -118,14 +123,22 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
     if total == 0:
         return []
     if backend == "ray":
-        return _run_ray(fn, tasks, shared, jobs, address, progress, order)
+        return _run_ray(fn, tasks, shared, jobs, address, progress, order, on_result)
     if jobs == 1 or total == 1:
         out = []
         for i, t in enumerate(tasks):
             out.append(fn(t, shared))
+            if on_result is not None:
+                on_result(i, out[i])
             if progress is not None:
                 progress(i + 1, total)
         return out
+    return _run_pool(fn, tasks, shared, jobs, progress, order, on_result)
+
+
+def _run_pool(fn, tasks, shared, jobs, progress, order, on_result) -> list[Any]:
+    """The local process pool of :func:`run_tasks` (results in task order)."""
+    total = len(tasks)
     results: list[Any] = [None] * total
     with ProcessPoolExecutor(max_workers=min(jobs, total),
                              mp_context=_mp_context(getattr(fn, "__module__", None)),
@@ -137,13 +150,15 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in done:
                 results[futs[f]] = f.result()
+                if on_result is not None:
+                    on_result(futs[f], results[futs[f]])
                 done_n += 1
                 if progress is not None:
                     progress(done_n, total)
     return results
 
 
-def _run_ray(fn, tasks, shared, jobs, address, progress, order) -> list[Any]:
+def _run_ray(fn, tasks, shared, jobs, address, progress, order, on_result) -> list[Any]:
     try:
         import ray
     except Exception as e:  # noqa: BLE001
@@ -167,6 +182,8 @@ def _run_ray(fn, tasks, shared, jobs, address, progress, order) -> list[Any]:
             ready, pending = ray.wait(pending, num_returns=1)
             for r in ready:
                 results[index[r]] = ray.get(r)
+                if on_result is not None:
+                    on_result(index[r], results[index[r]])
                 done_n += 1
                 if progress is not None:
                     progress(done_n, len(refs))

@@ -33,11 +33,33 @@ from .cache import ResultCache
 from .executor import run_tasks
 from .grid import config_label, set_path
 
-__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "prepare_points", "run_family"]
+__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "output_folder", "prepare_points",
+           "run_family"]
 
 Progress = Callable[[int, int], None]
 #: ``cache_entries(task_key, result)`` -> the ``(key, value)`` pairs to store for a result.
 CacheEntries = Callable[[str, Any], Iterable[tuple[str, Any]]]
+
+
+def output_folder(path: str | Path, create: bool = True) -> Path:
+    """The output folder of a sweep or plan, created (with its parents) when ``create``.
+
+    Raises
+    ------
+    ScenarioError
+        One line when the folder cannot be created (a file in the way, no permission),
+        before any simulation runs.
+    """
+    out = Path(path)
+    if create:
+        if out.exists() and not out.is_dir():
+            raise ScenarioError(f"output folder {out}: a file of that name is in the way")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ScenarioError(f"output folder {out}: cannot create it "
+                                f"({e.strerror or e})") from None
+    return out
 
 
 def absolute_spec_paths(raw: dict, folders: Sequence[Path | None]) -> None:
@@ -215,12 +237,15 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
         else:
             todo.append(t)
             queued.add(key)
-    new = run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
-                    progress=progress)
     store = cache_entries or _store_result
-    for t, r in zip(todo, new):
+
+    def keep(i: int, r: Any) -> None:
+        # stored as each task finishes: an interrupted family keeps its finished tasks
         if cache is not None:
-            for k, v in store(t["key"], r):
+            for k, v in store(todo[i]["key"], r):
                 cache.put(k, v)
-        results[t["key"]] = r
+        results[todo[i]["key"]] = r
+
+    run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
+              progress=progress, on_result=keep)
     return results, queued

@@ -4,15 +4,21 @@ from __future__ import annotations
 import math
 import sys
 
-from ..config import read_yaml_mapping
+from ..config import Override, read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
 from ..report.sweep import print_sweep_table
 from .plan import run_plan
 from .report import _headline, _tag, _usd, _usd4
-from .spec import PlanError, load_plan_spec, load_sweep_spec
+from .spec import (
+    PlanError,
+    apply_spec_overrides,
+    load_plan_spec,
+    load_sweep_spec,
+    spec_overrides,
+)
 from .sweep import run_sweep
-from .topology import cmd_topology_plan
+from .topology import TopologyPlanSpec, cmd_topology_plan
 
 __all__ = ["cmd_plan", "cmd_sweep", "register"]
 
@@ -55,10 +61,15 @@ def cmd_sweep(args) -> int:
                 f"{res.files.get('csv')}; report: {res.files.get('md')}, "
                 f"{res.files.get('html')}")
     n_err = int((res.table["status"] == "error").sum())
-    if n_err and not args.quiet:
+    if n_err:  # also with -q: quiet drops the tables and progress, not the warnings
         print(f"servesim: warning: {n_err} point(s) failed (see the 'error' column)",
               file=sys.stderr)
     return 0
+
+
+def _notice(line: str) -> None:
+    """One ``servesim: plan:`` line on stderr (the plan changed course)."""
+    print(f"servesim: plan: {line}", file=sys.stderr, flush=True)
 
 
 def _cell(v) -> str:
@@ -75,19 +86,29 @@ def cmd_plan(args) -> int:
     from rich.table import Table
 
     raw, raw_path = read_yaml_mapping(args.plan, "plan", PlanError)
+    plan_set = spec_overrides(args.plan_set, "--plan-set")
     if "topology_search" in raw:  # aggregated vs disaggregated (issue 11)
+        unused = [f for f, v in (("--target-rate", args.target_rate),
+                                 ("--max-requests", args.max_requests)) if v is not None]
+        if unused:
+            raise PlanError(f"{args.plan}: {', '.join(unused)}: not used by a topology plan "
+                            "(it replays the base workload at rate_scale; use --plan-set "
+                            "rate_scale=X or window_s=S)")
+        raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
         return cmd_topology_plan(args, raw, raw_path.parent)
-    plan_set = list(args.plan_set or [])
     if args.target_rate is not None:
-        plan_set.append(f"target_rate_rps={args.target_rate}")
+        plan_set.append(Override(f"target_rate_rps={args.target_rate}",
+                                 f"--target-rate {args.target_rate}"))
     if args.max_requests is not None:
-        plan_set.append(f"search.max_requests={args.max_requests}")
+        plan_set.append(Override(f"search.max_requests={args.max_requests}",
+                                 f"--max-requests {args.max_requests}"))
     spec, folder = load_plan_spec(args.plan, plan_set)
     with progress("plan candidates", enabled=not args.quiet, force=args.progress) as cb:
         res = run_plan(spec, folder, scenario_overrides=args.set, trace=args.trace,
                        jobs=_jobs(args), backend=args.backend, address=args.address,
                        use_cache=not args.no_cache, outdir=args.output,
-                       figures=not args.no_figures, progress=cb)
+                       figures=not args.no_figures, progress=cb,
+                       notify=None if args.quiet else _notice)
     c = Console()
     if args.quiet:
         print(_headline(res))
@@ -95,7 +116,7 @@ def cmd_plan(args) -> int:
     c.print(f"[bold]servesim plan: {spec.name}[/bold]  target "
             f"{res.workload['target_rate_rps']:.3f} requests/s, "
             f"{res.stats['num_candidates']} candidates")
-    style = "green" if res.status == "candidate" else "red"
+    style = "green" if res.status in ("candidate", "baseline", "last_known_good") else "red"
     c.print(f"[{style}]{_headline(res)}[/{style}]")
     c.print(f"{res.recommendation['reason']}")
     b = res.recommendation.get("bottleneck") or {}

@@ -14,11 +14,12 @@ from typing import Any
 
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.executor import run_tasks
+from ..experiments.grid import config_label
 from ..experiments.runner import factory_id
 from ..hardware import get_gpu
 from .prune import dominance_bound
 from .search import evaluate_candidate
-from .spec import DEPLOYMENT_GATES, PlanSpec
+from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec
 
 __all__ = ["evaluate_configurations", "longest_first"]
 
@@ -32,6 +33,23 @@ def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None
     if scenario_price is not None and g.name == base_gpu:
         return float(scenario_price), "scenario cost.usd_per_gpu_hour"
     return float(g.usd_per_gpu_hour), f"{g.name} profile"
+
+
+def _gpu_name(cfg: dict, i: int, n_cand: int, ov: dict) -> str:
+    """The catalog name of a configuration's GPU.
+
+    Raises
+    ------
+    PlanError
+        An unknown GPU, naming the configuration (candidate point, baseline or last
+        known-good) and the key.
+    """
+    try:
+        return get_gpu(cfg["hardware"]["gpu"]).name
+    except ValueError as e:
+        who = (f"plan candidate point {i} ({config_label(ov)})" if i < n_cand else
+               "plan baseline" if i == n_cand else "plan last_known_good")
+        raise PlanError(f"{who}: hardware.gpu: {e}") from None
 
 
 def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: dict, base_sc,
@@ -57,8 +75,8 @@ def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float
     tasks, task_keys, row_task, meta = [], [], [], []
     key_to_task: dict[str, int] = {}
     results_by_key: dict[str, dict] = {}
-    for i, (_ov, cfg) in enumerate(zip(all_ov, all_cfg)):
-        gname = get_gpu(cfg["hardware"]["gpu"]).name
+    for i, (ov, cfg) in enumerate(zip(all_ov, all_cfg)):
+        gname = _gpu_name(cfg, i, n_cand, ov)
         price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
         cfg = json.loads(json.dumps(cfg))
         cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
@@ -118,19 +136,23 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
             todo_keys.append(key)
     run["done"] += len(tasks) - len(todo)
     done0, prog = run["done"], run["progress"]
-    new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
-                    backend=run["backend"], jobs=run["jobs"], address=run["address"],
-                    progress=(None if prog is None else
-                              lambda d, _n: prog(done0 + d, run["total"])),
-                    order=longest_first([run["all_cfg"][t["index"]] for t in todo]))
-    run["done"] += len(todo)
-    for key, r in zip(todo_keys, new):
+
+    def keep(j: int, r: dict) -> None:
+        # stored as each candidate finishes: an interrupted plan resumes from the cache
         for k, v in (r.pop("new_cache", None) or {}).items():
             cache.put(k, v)
         r["cached"] = False
         if r.get("failed_gates") != ["error"]:
-            cache.put(key, r)
-        results_by_key[key] = r
+            cache.put(todo_keys[j], r)
+        results_by_key[todo_keys[j]] = r
+
+    new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
+                    backend=run["backend"], jobs=run["jobs"], address=run["address"],
+                    progress=(None if prog is None else
+                              lambda d, _n: prog(done0 + d, run["total"])),
+                    order=longest_first([run["all_cfg"][t["index"]] for t in todo]),
+                    on_result=keep)
+    run["done"] += len(todo)
     return new
 
 

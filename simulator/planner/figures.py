@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..report.figures import default_style, figure, save_png
+from .prune import is_skipped
 
 __all__ = ["FIGURES", "FIGURE_TITLES", "plan_figures"]
 
@@ -76,7 +77,7 @@ def _fig_cost(result, path: Path) -> Path:
 
 def _fig_capacity(result, path: Path) -> Path:
     # candidates skipped as dominated have no measured capacity: not drawn as zero bars
-    rows = [r for r in result.candidates if r.get("failed_gates") != ["dominated"]][:_MAX_BARS]
+    rows = [r for r in result.candidates if not is_skipped(r)][:_MAX_BARS]
     if result.baseline not in rows:
         rows = rows + [result.baseline]
     rows = rows[::-1]
@@ -88,7 +89,7 @@ def _fig_capacity(result, path: Path) -> Path:
     ax.set_yticklabels([("[baseline] " if r["is_baseline"] else "") + r["label"] for r in rows],
                        fontsize=6)
     ax.set_xlabel("capacity per replica under the SLOs (requests/s)")
-    n_skip = sum(1 for r in result.candidates if r.get("failed_gates") == ["dominated"])
+    n_skip = sum(1 for r in result.candidates if is_skipped(r))
     ax.set_title("Capacity per configuration (green: passes; cheapest at the top)"
                  + (f"; {n_skip} skipped as dominated not shown" if n_skip else ""), fontsize=9)
     ax.grid(axis="x", alpha=0.3)

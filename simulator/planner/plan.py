@@ -11,8 +11,11 @@ rate with the headroom, confirms the sized cluster by simulation and prices it:
   GPU cost is divided by one token kind at a time, as the run summary does (DESIGN.md
   glossary: input and output shown apart; the figures are alternative views, not a split).
 
-The recommendation is the passing candidate with the lowest ``usd_per_hour`` (ties: fewer
-GPUs, then more headroom, i.e. more deployed capacity). With no passing candidate the plan
+The recommendation is the passing candidate with the lowest ``usd_per_hour``; ties
+(:data:`TIE_RULE`): the baseline's configuration wins (a passing baseline that costs as much
+as the cheapest passing candidate is recommended itself, status ``baseline``), then the last
+known-good's (status ``last_known_good``), then fewer GPUs, then more headroom (more deployed
+capacity), then list order. With no passing candidate the plan
 recommends the baseline (status ``baseline_fallback``) when the baseline passes, and
 recommends nothing (status ``none_passed``; the baseline is still reported for comparison)
 when it fails too; either way it lists which gates failed. The Pareto front is drawn from every feasible capacity probe:
@@ -39,21 +42,22 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
-from ..experiments.cache import ResultCache
+from ..experiments.cache import ResultCache, scenario_identity
 from ..experiments.grid import config_label, expand_grid, set_path
-from ..experiments.runner import absolute_spec_paths, prepare_points
+from ..experiments.runner import absolute_spec_paths, output_folder, prepare_points
 from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
 from ..workload import WorkloadConfig, load_workload, synthesised_labels
 from .bottleneck import bottleneck_note
 from .evaluate import evaluate_configurations, longest_first
 from .provenance import compare_provenance
+from .prune import is_skipped
 from .report import write_plan_report
 from .search import gate_failure
 from .simulate import specs_rate
 from .spec import PlanError, PlanSpec, load_quality_table, resolve_base
 
-__all__ = ["PlanResult", "longest_first", "pareto_front", "run_plan"]
+__all__ = ["TIE_RULE", "PlanResult", "longest_first", "pareto_front", "run_plan"]
 
 
 @dataclass
@@ -137,7 +141,8 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
              jobs: int = 1, backend: str = "local", address: str | None = None,
              use_cache: bool = True, outdir: str | Path | None = None, write: bool = True,
              figures: bool = True, progress: Callable[[int, int], None] | None = None,
-             setup_factory: Callable | None = None) -> PlanResult:
+             setup_factory: Callable | None = None,
+             notify: Callable[[str], None] | None = None) -> PlanResult:
     """Run a capacity plan and (optionally) write its report.
 
     Parameters
@@ -161,6 +166,9 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
         ``progress(done, total)`` over the candidates.
     setup_factory : callable, optional
         Replaces :func:`simulator.engine.build_setup` (tests).
+    notify : callable, optional
+        ``notify(line)``: one line when the plan changes course (pruning abandoned, so the
+        candidates are evaluated again and ``progress`` restarts from 0).
 
     Raises
     ------
@@ -177,38 +185,29 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     lkg = plan.last_known_good
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
-    out = Path(outdir) if outdir is not None else Path(plan.output_dir.format(name=plan.name))
+    out = output_folder(outdir if outdir is not None else plan.output_dir.format(
+        name=plan.name), create=write or use_cache)
     cache = ResultCache(out / ".cache", enabled=use_cache)
     ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                    cache, use_cache, setup_factory, backend=backend, jobs=jobs,
                    address=address, progress=progress, n_cand=n_cand,
                    prune=plan.search.prune_dominated)
     slices = sorted({s.slice for s in pool})
-    gate_ctx = (quality, all_cfg, slices)
-    if ev["bound"] is not None and not _any_within(ev, n_cand, plan, target, gate_ctx):
+    row_ctx = (plan, target, mean_in, mean_out, quality, all_ov, all_cfg, slices, n_cand)
+    rows = _rows(ev, row_ctx)
+    if ev["bound"] is not None and not _any_within(rows[:n_cand], ev["bound"]):
         # no candidate at or below the bound passed: an unpruned plan would recommend a
         # skipped one over the fallback, so evaluate them all
         pruned_sims = sum(r.get("num_simulations", 0) for r in ev["new"])
+        if notify is not None:
+            notify(f"pruning abandoned: no candidate within the bound ${ev['bound']:,.2f}/h "
+                   f"passed; evaluating all {n_cand} candidates unpruned (progress restarts; "
+                   f"{pruned_sims} simulation(s) spent so far)")
         ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                        cache, use_cache, setup_factory, backend=backend, jobs=jobs,
                        address=address, progress=progress, n_cand=n_cand, prune=False)
         ev["pruning_abandoned_after_simulations"] = pruned_sims
-
-    rows = []
-    for i, (ov, key, m) in enumerate(zip(all_ov, ev["row_task"], ev["meta"])):
-        is_base = i == n_cand
-        is_lkg = i == n_cand + 1
-        name = plan.baseline.name if is_base else (lkg.name if is_lkg else None)
-        row = _row(i, ov, ev["results"][key], m, plan, target, mean_in, mean_out, name=name,
-                   is_baseline=is_base)
-        row["is_last_known_good"] = is_lkg
-        if quality is not None:
-            _quality_gate(row, all_cfg[i], quality, plan.quality, slices)
-        rows.append(row)
-    for row, cmp in zip(rows, compare_provenance([row.get("provenance") for row in rows])):
-        row["provenance_weaker"] = cmp["weaker"]
-        row["provenance_note"] = cmp["note"]
-        row["provenance_weaker_operators"] = cmp["weaker_operators"]
+        rows = _rows(ev, row_ctx)
     cand_rows, base_row = rows[:n_cand], rows[n_cand]
     lkg_row = rows[n_cand + 1] if lkg is not None else None
     ranked = sorted(cand_rows, key=_rank_key)
@@ -315,23 +314,63 @@ def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list
     return all_ov, configs + base_configs + lkg_configs, len(configs)
 
 
-def _any_within(ev: dict, n_cand: int, plan: PlanSpec, target: float, gate_ctx) -> bool:
+def _rows(ev: dict, ctx) -> list[dict]:
+    """One plan row per evaluated configuration (candidates, baseline, last known-good), with
+    the quality gate, the provenance comparison, ``same_config_as`` (``"baseline"`` or
+    ``"last_known_good"`` for a candidate whose resolved scenario is that one's, else None;
+    see :func:`_rank_key`) and ``status`` (:func:`_status_text`).
+
+    ``ctx``: the plan, the target (requests/s), the mean prompt and output tokens, the quality
+    table, every configuration's overrides and resolved scenario, the slices and the number
+    of candidates."""
+    plan, target, mean_in, mean_out, quality, all_ov, all_cfg, slices, n_cand = ctx
+    lkg = plan.last_known_good
+    ident = [scenario_identity(c) for c in all_cfg]
+    rows = []
+    for i, (ov, key, m) in enumerate(zip(all_ov, ev["row_task"], ev["meta"])):
+        is_base = i == n_cand
+        is_lkg = i == n_cand + 1
+        name = plan.baseline.name if is_base else (lkg.name if is_lkg else None)
+        row = _row(i, ov, ev["results"][key], m, plan, target, mean_in, mean_out, name=name,
+                   is_baseline=is_base)
+        row["is_last_known_good"] = is_lkg
+        row["same_config_as"] = next(
+            (w for w, j in (("baseline", n_cand), ("last_known_good", n_cand + 1))
+             if i < n_cand and j < len(ident) and ident[i] == ident[j]), None)
+        if quality is not None:
+            _quality_gate(row, all_cfg[i], quality, plan.quality, slices)
+        rows.append(row)
+    for row, cmp in zip(rows, compare_provenance([row.get("provenance") for row in rows])):
+        row["provenance_weaker"] = cmp["weaker"]
+        row["provenance_note"] = cmp["note"]
+        row["provenance_weaker_operators"] = cmp["weaker_operators"]
+    setter = next((r for r in rows[n_cand:] if ev["bound"] is not None
+                   and _same_cost(r, {"usd_per_hour": ev["bound"]})), None)
+    for row in rows:
+        row["status"] = _status_text(row, setter)
+    return rows
+
+
+def _status_text(row: dict, setter: dict | None) -> str:
+    """``pass``, ``fail: <gates>`` or ``skipped: dominated by <the deployment that set the
+    bound> ($/h)`` (a skipped candidate has no capacity: ``capacity_rps`` is None)."""
+    if row.get("dominance"):
+        who = (f"{'the baseline' if setter['is_baseline'] else 'the last known-good'} "
+               f"'{setter['label']}'" if setter is not None else "a passing fallback")
+        return (f"skipped: dominated by {who} at "
+                f"${row['dominance']['bound_usd_per_hour']:,.2f}/h")
+    return "pass" if row["passed"] else "fail: " + ", ".join(row["failed_gates"])
+
+
+def _any_within(cand_rows: list[dict], bound: float) -> bool:
     """Whether a candidate costing at most the dominance bound passed every gate, the quality
-    gate included (``gate_ctx``: the quality table, the configurations, the slices).
+    gate included.
 
     This alone makes the pruned plan's answer the unpruned one's: every skipped candidate
     costs more than the bound, so the cheapest passing candidate is among those evaluated,
     whichever deployment set the bound.
     """
-    quality, all_cfg, slices = gate_ctx
-    for i in range(n_cand):
-        r, m = ev["results"][ev["row_task"][i]], ev["meta"][i]
-        row = _row(i, {}, r, m, plan, target, 1.0, 1.0, name="", is_baseline=False)
-        if quality is not None:
-            _quality_gate(row, all_cfg[i], quality, plan.quality, slices)
-        if row["passed"] and row["usd_per_hour"] <= ev["bound"] * (1 + 1e-12):
-            return True
-    return False
+    return any(r["passed"] and r["usd_per_hour"] <= bound * (1 + 1e-12) for r in cand_rows)
 
 
 def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict | None):
@@ -345,10 +384,23 @@ def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict
     if passing:
         status, chosen = "candidate", passing[0]
         runners = passing[1: 1 + plan.top_k]
-        n_skip = sum(1 for r in ranked if r["failed_gates"] == ["dominated"])
+        n_skip = sum(1 for r in ranked if is_skipped(r))
         reason = (f"cheapest of {len(passing)} passing candidate(s) out of {len(ranked)}"
                   + (f" ({n_skip} skipped: dominated by the cost of a passing "
                      f"{fb_what})" if n_skip else ""))
+        tie = [r for r in (base_row, lkg_row) if r is not None and r["passed"]
+               and _same_cost(r, chosen) and _preference(r) < _preference(chosen)]
+        if tie:
+            # the tie rule: what runs today (then the last known-good) wins at equal cost
+            won = min(tie, key=_preference)
+            kind = "baseline" if won["is_baseline"] else "last_known_good"
+            reason = (f"the {kind.replace('_', ' ')} '{won['label']}' passes at the cost of "
+                      f"the cheapest passing candidate '{chosen['label']}' "
+                      f"(${chosen['usd_per_hour']:,.2f}/h) and wins the tie ({TIE_RULE}); "
+                      + reason)
+            status, chosen, runners = kind, won, passing[: plan.top_k]
+        elif len(passing) > 1 and _same_cost(passing[0], passing[1]):
+            reason += f"; equal-cost tie settled {TIE_RULE}"
     else:
         chosen = fb_row
         runners = []
@@ -384,16 +436,41 @@ def _pareto(rows: list[dict]) -> list[dict]:
     return pareto_front(points, "output_tps_per_gpu", "tps_per_user")
 
 
+#: the tie rule, wherever a cheapest configuration is chosen (README "Reading a capacity plan")
+TIE_RULE = ("at equal USD per hour: the baseline's configuration, then the last known-good's, "
+            "then fewer GPUs, then more deployed capacity (headroom), then list order")
+
+_PREFERENCE = {"baseline": 0, "last_known_good": 1}
+
+
+def _preference(r: dict) -> int:
+    """0 for the baseline's configuration, 1 for the last known-good's, 2 for any other."""
+    if r.get("is_baseline"):
+        return 0
+    if r.get("is_last_known_good"):
+        return 1
+    return _PREFERENCE.get(r.get("same_config_as"), 2)
+
+
 def _rank_key(r: dict):
+    """Passing first, then :data:`TIE_RULE`: USD per hour, the baseline's (then the last
+    known-good's) configuration, fewer GPUs, more headroom, list order."""
     inf = math.inf
     return (not r["passed"], r["usd_per_hour"] if r["usd_per_hour"] is not None else inf,
-            r["gpus"] if r["gpus"] is not None else inf,
+            _preference(r), r["gpus"] if r["gpus"] is not None else inf,
             -(r["headroom"] if r["headroom"] is not None else -inf), r["index"])
+
+
+def _same_cost(a: dict, b: dict) -> bool:
+    """Equal ``usd_per_hour`` (to a relative 1e-12: the same GPUs at the same price)."""
+    x, y = a.get("usd_per_hour"), b.get("usd_per_hour")
+    return x is not None and y is not None and abs(x - y) <= 1e-12 * max(abs(x), abs(y))
 
 
 def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean_in: float,
          mean_out: float, *, name: str | None, is_baseline: bool) -> dict:
-    cap = float(r.get("capacity_rps") or 0.0)
+    # None: not measured (a candidate skipped as dominated); 0.0: no feasible rate found
+    cap = None if r.get("capacity_rps") is None else float(r["capacity_rps"])
     replicas = r.get("replicas")
     gpus = replicas * m["gpus_per_replica"] if replicas else None
     usd_h = gpus * m["price"] if gpus else None
@@ -448,7 +525,7 @@ def _row(i: int, ov: dict, r: dict, m: dict, plan: PlanSpec, target: float, mean
         "error": r.get("error"),
         "provenance": r.get("provenance"),
         "capacity_rps": cap,
-        "capacity_rps_per_gpu": cap / m["gpus_per_replica"],
+        "capacity_rps_per_gpu": None if cap is None else cap / m["gpus_per_replica"],
         "capacity_rate_scale": r.get("capacity_rate_scale"),
         "search_note": r.get("search_note"),
         "replicas": replicas,

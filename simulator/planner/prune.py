@@ -1,7 +1,7 @@
 """Dominance pruning of plan candidates: skip those that cannot cost less than a known one.
 
-The plan recommends the cheapest passing candidate (``usd_per_hour``; ties: fewer GPUs,
-more headroom). The baseline (and the last known-good) are evaluated in full anyway; when
+The plan recommends the cheapest passing candidate (``usd_per_hour``; ties:
+:data:`simulator.planner.plan.TIE_RULE`). The baseline (and the last known-good) are evaluated in full anyway; when
 one of them passes at ``C`` USD per hour, a candidate can only matter if its deployment
 costs at most ``C``. A deployment of ``n`` replicas of ``g`` GPUs at ``p`` USD per GPU-hour
 costs ``n g p``, and the confirmation only ever adds replicas to the
@@ -28,7 +28,14 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["dominance_bound", "gate_rate", "max_replicas_within", "skipped_result"]
+__all__ = ["dominance_bound", "gate_rate", "is_skipped", "max_replicas_within",
+           "skipped_result"]
+
+
+def is_skipped(row: Mapping[str, Any]) -> bool:
+    """Whether a plan row is a candidate skipped as dominated (its ``status`` starts with
+    ``skipped``; it has no measured capacity)."""
+    return str(row.get("status") or "").startswith("skipped")
 
 
 def dominance_bound(results: list[Mapping[str, Any]], gpus_per_replica: list[int],
@@ -78,7 +85,7 @@ def skipped_result(bound_usd_per_hour: float, gpus_per_replica: int, usd_per_gpu
                                "excess": least - bound_usd_per_hour,
                                "relative": (least - bound_usd_per_hour) / bound_usd_per_hour,
                                "text": text}],
-            "capacity_rps": 0.0, "capacity_rate_scale": None,
+            "capacity_rps": None, "capacity_rate_scale": None,
             "capacity_below_rps": rate_rps, "search_note": "skipped: dominated",
             "dominance": {"bound_usd_per_hour": bound_usd_per_hour, "max_replicas": n_max,
                           "gate_rate_rps": rate_rps, "least_usd_per_hour": least}}

@@ -27,6 +27,8 @@ from ..report.format import fmt
 from ..report.render import render, write_report
 from ..report.tables import write_table
 from .figures import FIGURE_TITLES, FIGURES, plan_figures
+from .prune import is_skipped
+from .spec import slo_text
 
 __all__ = ["FIGURES", "candidates_table", "plan_figures", "render_plan_markdown",
            "write_plan_report"]
@@ -47,7 +49,7 @@ _KNOWN_CANDIDATE_KEYS = frozenset({
     "is_last_known_good", "price_per_1m_input_tokens_usd", "price_per_1m_output_tokens_usd",
     "prefill_share_at_target", "slice_tpot_p99_s_at_target", "peak_kv_cache_usage_at_target",
     "gate_failures", "provenance", "provenance_weaker", "provenance_note",
-    "provenance_weaker_operators", "quality", "degrade_at_target"})
+    "provenance_weaker_operators", "quality", "degrade_at_target", "status", "same_config_as"})
 #: PlanResult fields the report lays out (the rest goes to "More results").
 _KNOWN_RESULT_FIELDS = frozenset({"plan", "status", "recommendation", "candidates", "baseline",
                                   "pareto", "workload", "stats", "base_scenario", "outdir",
@@ -182,8 +184,7 @@ def _target_rows(result) -> list[tuple[str, str]]:
                       f"requests at {_f(w['pool_rate_rps'], '{:.3f}')} requests/s; mean "
                       f"{w['mean_prompt_tokens']:.0f} prompt / {w['mean_output_tokens']:.0f} "
                       "output tokens)")),
-        ("SLOs (per request)", ", ".join(f"{k} <= {_ms(slo[k])}" for k in
-                                         ("ttft_s", "tpot_s", "e2e_s") if slo.get(k)) or "none"),
+        ("SLOs (per request)", slo_text(slo)),
         ("attainment target", _f(slo.get("attainment_target"), "{:.3f}")),
         ("gates", _gates_text(plan.gates.model_dump())),
         ("quality gate", _quality_gate_text(result)),
@@ -214,12 +215,16 @@ def _method(result) -> str:
 def _speedups_text(result) -> str:
     """How many runs stopped early and candidates were skipped (empty when none)."""
     runs = [p for r in _evaluated(result) for p in (r.get("probes") or [])
-            + (r.get("confirmations") or [])]
+            + (r.get("confirmations") or [])
+            + ([r["dominance_probe"]] if r.get("dominance_probe") else [])]
+    n_dom = sum(1 for r in _evaluated(result) if r.get("dominance_probe"))
     n_stop = sum(1 for p in runs if p.get("stopped_early"))
-    n_skip = sum(1 for r in result.candidates if r.get("failed_gates") == ["dominated"])
+    n_skip = sum(1 for r in result.candidates if is_skipped(r))
     out = ""
     if n_stop:
-        out += (f"{n_stop} of {len(runs)} probe and confirmation runs stopped as soon as "
+        kinds = "probe, dominance-probe and confirmation" if n_dom else \
+            "probe and confirmation"
+        out += (f"{n_stop} of {len(runs)} {kinds} runs stopped as soon as "
                 "their finished requests proved a gate failed (search.early_stop). ")
     if n_skip:
         out += (f"{n_skip} candidate(s) skipped: they cannot cost at most a passing "

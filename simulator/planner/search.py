@@ -442,6 +442,8 @@ def dominance_check(task: Mapping[str, Any], base: Mapping[str, Any], pool: list
     c = base["cluster"]
     g = int(c["tensor_parallel_size"]) * int(c.get("pipeline_parallel_size") or 1)
     price = float(base["cost"]["usd_per_gpu_hour"])
+    if not g * price > 0:
+        return None, None  # free replicas (price 0) never cost more than the bound
     n_max = max_replicas_within(float(bound), g, price)
     if n_max < 1:
         return skipped_result(float(bound), g, price, 0, None), None

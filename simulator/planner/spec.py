@@ -18,13 +18,20 @@ from pydantic import (
 
 from ..config import (
     ScenarioError,
-    apply_overrides,
+    blame_override,
     format_validation_error,
-    parse_override,
     read_scenario_yaml,
     read_yaml_mapping,
 )
 from ..schema import StrictModel
+from .spec_checks import (
+    apply_spec_overrides,
+    check_count,
+    check_not_sized,
+    check_paths,
+    slo_text,
+    spec_overrides,
+)
 
 __all__ = [
     "DEPLOYMENT_GATES",
@@ -43,6 +50,7 @@ __all__ = [
     "load_quality_table",
     "load_sweep_spec",
     "resolve_base",
+    "slo_text",
 ]
 
 
@@ -52,15 +60,6 @@ class PlanError(ScenarioError):
 
 #: sweep and plan files: unknown keys forbidden, no coercion, finite floats
 _Strict = StrictModel
-
-
-def _check_paths(d: dict[str, Any] | None, what: str) -> dict[str, Any] | None:
-    if d is None:
-        return d
-    for k in d:
-        if not isinstance(k, str) or not k or any(not p for p in k.split(".")):
-            raise ValueError(f"{what}: field path {k!r} is not of the form a.b.c")
-    return d
 
 
 class SweepSpec(_Strict):
@@ -82,6 +81,9 @@ class SweepSpec(_Strict):
     output_dir : str
         Where ``sweep.parquet``, ``sweep.csv`` and the cache (``.cache/``) go; ``{name}``
         is replaced by ``name``.
+    max_points : int
+        Most points the sweep may have (``points`` x the grid's product, checked before
+        expanding it): a guard against a typo'd range, not a model limit.
     """
 
     name: str = "sweep"
@@ -90,11 +92,18 @@ class SweepSpec(_Strict):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     points: list[dict[str, Any]] | None = None
     output_dir: str = "reports/sweep_{name}"
+    max_points: int = Field(default=10_000, ge=1)
+
+    @model_validator(mode="after")
+    def _count(self):
+        check_count(self.grid, self.points, self.max_points, "points", "grid", "points",
+                    "max_points")
+        return self
 
     @field_validator("set", "grid")
     @classmethod
     def _paths(cls, v, info):
-        return _check_paths(v, info.field_name)
+        return check_paths(v, info.field_name)
 
     @field_validator("grid")
     @classmethod
@@ -108,7 +117,7 @@ class SweepSpec(_Strict):
     @classmethod
     def _points(cls, v):
         for p in v or []:
-            _check_paths(p, "points")
+            check_paths(p, "points")
         return v
 
 
@@ -262,7 +271,7 @@ class QualityEntry(_Strict):
     @field_validator("match")
     @classmethod
     def _paths(cls, v):
-        return _check_paths(v, "match")
+        return check_paths(v, "match")
 
     @model_validator(mode="after")
     def _some_score(self):
@@ -340,7 +349,7 @@ class BaselineSpec(_Strict):
     @field_validator("set")
     @classmethod
     def _paths(cls, v):
-        return _check_paths(v, "set")
+        return check_not_sized(check_paths(v, "set"), "set")
 
 
 class PlanSpec(_Strict):
@@ -384,6 +393,9 @@ class PlanSpec(_Strict):
         Runners-up listed and configurations drawn in the latency-vs-load figure.
     output_dir : str
         Report folder (``{name}`` expanded); the cache is ``OUTDIR/.cache/``.
+    max_candidates : int
+        Most candidates the plan may have (``candidates`` x the product of ``search_space``,
+        checked before expanding it): a guard against a typo'd range, not a model limit.
     """
 
     name: str = "plan"
@@ -404,11 +416,17 @@ class PlanSpec(_Strict):
     search: SearchSettings = Field(default_factory=SearchSettings)
     top_k: int = Field(default=5, ge=1, le=50)
     output_dir: str = "reports/plan_{name}"
+    max_candidates: int = Field(default=10_000, ge=1)
 
     @field_validator("set", "search_space")
     @classmethod
     def _paths(cls, v, info):
-        return _check_paths(v, info.field_name)
+        return check_paths(v, info.field_name)
+
+    @field_validator("set")
+    @classmethod
+    def _setcheck_not_sized(cls, v):
+        return check_not_sized(v, "set")
 
     @field_validator("search_space")
     @classmethod
@@ -428,7 +446,7 @@ class PlanSpec(_Strict):
     @classmethod
     def _cands(cls, v):
         for p in v or []:
-            _check_paths(p, "candidates")
+            check_paths(p, "candidates")
             for k in p:
                 if k == "cluster.num_replicas" or k.startswith("workload"):
                     raise ValueError(f"'{k}' cannot vary between candidates")
@@ -444,6 +462,8 @@ class PlanSpec(_Strict):
 
     @model_validator(mode="after")
     def _target(self):
+        check_count(self.search_space, self.candidates, self.max_candidates, "candidates",
+                    "search_space", "candidates", "max_candidates")
         if self.target_rate_rps is not None and self.rate_scale is not None:
             raise ValueError("give target_rate_rps or rate_scale, not both")
         if self.last_known_good is not None and \
@@ -465,40 +485,46 @@ def _read_yaml(path: str | Path, what: str) -> tuple[dict, Path]:
     return raw, p.parent
 
 
-def _apply_spec_overrides(raw: dict, overrides: list[str] | None) -> dict:
-    """``--plan-set a.b=v`` on the spec itself; ``set.x.y`` / ``search_space.x.y`` style keys
-    address the dotted field paths inside those mappings."""
-    out = copy.deepcopy(raw)
-    for item in overrides or []:
-        path, value = parse_override(item)
-        if path[0] in ("set", "search_space", "grid", "prices") and len(path) > 1:
-            out.setdefault(path[0], {})
-            out[path[0]][".".join(path[1:])] = value
-        else:
-            out = apply_overrides(out, [item])
-    return out
+def _load_spec(path: str | Path, overrides: list[str] | None, what: str, schema, flag: str):
+    raw, folder = _read_yaml(path, what)
+    if "base" not in raw and "workload" in raw:
+        raise PlanError(f"{path}: a scenario file (it has workload: and no base:), not a "
+                        f"{what} file; run it with servesim run, or name it as base: in a "
+                        f"{what} file")
+    ovs = spec_overrides(overrides, flag)
+    raw = apply_spec_overrides(raw, ovs, schema)
+    try:
+        return schema.model_validate(raw), folder
+    except ValidationError as e:
+        who = blame_override(e, ovs)
+        src = f"{path}: {who}" if who else str(path)
+        raise PlanError(format_spec_error(e, schema, src)) from None
 
 
 def load_sweep_spec(path: str | Path, overrides: list[str] | None = None) -> tuple[SweepSpec,
                                                                                    Path]:
-    """Read and validate a sweep file; returns the spec and the folder of the file."""
-    raw, folder = _read_yaml(path, "sweep")
-    raw = _apply_spec_overrides(raw, overrides)
-    try:
-        return SweepSpec.model_validate(raw), folder
-    except ValidationError as e:
-        raise PlanError(format_spec_error(e, SweepSpec, str(path))) from None
+    """Read and validate a sweep file (``overrides``: its ``--sweep-set`` items); returns the
+    spec and the folder of the file.
+
+    Raises
+    ------
+    PlanError
+        One line naming the file, the ``--sweep-set`` item responsible (if any) and the key.
+    """
+    return _load_spec(path, overrides, "sweep", SweepSpec, "--sweep-set")
 
 
 def load_plan_spec(path: str | Path, overrides: list[str] | None = None) -> tuple[PlanSpec,
                                                                                  Path]:
-    """Read and validate a plan file; returns the spec and the folder of the file."""
-    raw, folder = _read_yaml(path, "plan")
-    raw = _apply_spec_overrides(raw, overrides)
-    try:
-        return PlanSpec.model_validate(raw), folder
-    except ValidationError as e:
-        raise PlanError(format_spec_error(e, PlanSpec, str(path))) from None
+    """Read and validate a plan file (``overrides``: its ``--plan-set`` items); returns the
+    spec and the folder of the file.
+
+    Raises
+    ------
+    PlanError
+        One line naming the file, the ``--plan-set`` item responsible (if any) and the key.
+    """
+    return _load_spec(path, overrides, "plan", PlanSpec, "--plan-set")
 
 
 def resolve_base(base: str | dict, spec_dir: Path | None) -> tuple[dict, Path]:
@@ -513,7 +539,10 @@ def resolve_base(base: str | dict, spec_dir: Path | None) -> tuple[dict, Path]:
     p = Path(base)
     if not p.is_absolute() and spec_dir is not None and (spec_dir / p).is_file():
         p = spec_dir / p
-    raw = read_scenario_yaml(p)
+    try:
+        raw = read_scenario_yaml(p)
+    except ScenarioError as e:
+        raise PlanError(f"base: {e}") from None
     folder = Path(raw.pop("__file__", p)).parent
     return raw, folder
 

@@ -24,7 +24,7 @@ import pandas as pd
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
-from ..experiments.runner import Workloads, factory_id, prepare_points, run_family
+from ..experiments.runner import Workloads, factory_id, output_folder, prepare_points, run_family
 from ..report.sweep import write_sweep_report
 from ..report.tables import write_table
 from .simulate import simulate_summary
@@ -118,7 +118,8 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     wids = [workloads.add(p["workload"], p["seed"], base_dir) for p in points]
     fps = {w: specs_fingerprint(s) for w, s in workloads.lists.items()}
 
-    out = Path(outdir) if outdir is not None else Path(spec.output_dir.format(name=spec.name))
+    out = output_folder(outdir if outdir is not None else spec.output_dir.format(
+        name=spec.name), create=write or use_cache)
     cache = ResultCache(out / ".cache", enabled=use_cache)
     fid = factory_id(setup_factory)
     tasks = [{"key": cache_key("sim", {"scenario": scenario_identity(p), "specs": fps[w],

@@ -32,7 +32,7 @@ from ..run import run_scenario
 from ..schema import StrictModel
 from ..topology.gateway import run_gateway
 from ..workload import load_workload
-from .spec import PlanError, format_spec_error, resolve_base
+from .spec import PlanError, format_spec_error, resolve_base, slo_text
 
 
 class FamilySearch(StrictModel):
@@ -150,6 +150,9 @@ def _busy(steps, duration_s: float, replicas: int) -> float:
 
 def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_dir) -> dict:
     raw = apply_overrides(base_raw, [])
+    if "pools" in cand["set"]:
+        # the pools state their own clusters: the base's top-level one would go unused
+        raw.pop("cluster", None)
     raw.update({k: v for k, v in cand["set"].items() if k == "pools"})
     if "cluster" in cand["set"]:
         raw["cluster"] = {**raw.get("cluster", {}), **cand["set"]["cluster"]}
@@ -202,6 +205,7 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
         if key in best:
             continue  # the cheapest passing deployment of this family and degree is found
         row = _evaluate(cand, base_raw, specs, spec, base_dir)
+        row["order"] = len(rows)  # list order: the last tie-breaker of _rank
         rows.append(row)
         if progress is not None:
             progress(len(rows), 0)
@@ -223,9 +227,10 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
 
 
 def _rank(row: dict) -> tuple:
-    """Cheapest first; at equal price the higher SLO attainment (more headroom), then the
-    label (deterministic)."""
-    return (row["usd_per_hour"], -(row["slo_attainment"] or 0.0), row["label"])
+    """Cheapest first; at equal price fewer GPUs, then the higher SLO attainment (more
+    headroom), then list order (the plan's tie rule, :data:`simulator.planner.plan.TIE_RULE`,
+    without a baseline)."""
+    return (row["usd_per_hour"], row["gpus"], -(row["slo_attainment"] or 0.0), row["order"])
 
 
 def _why_fail(row: dict) -> str:
@@ -282,9 +287,12 @@ def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
     rows = [[r["label"], r["gpus"], usd(r["usd_per_hour"]), pct(r["slo_attainment"]),
              ms(r["ttft_p99_s"]), ms(r["tpot_p99_s"]), ms(r["kv_transfer_p99_s"]),
              "yes" if r["passed"] else "no"] for r in plan["rows"]]
+    window = ("whole workload" if plan["window_s"] is None else
+              f"window {plan['window_s']:g} s")
     md = (f"# servesim plan (topology): {plan['name']}\n\n"
           f"Base `{plan['base']}`, {plan['num_requests']} requests (rate x{plan['rate_scale']:g}"
-          f", window {plan['window_s']} s), SLOs {plan['slo']}, "
+          f", {window}), SLOs per request {slo_text(plan['slo'])} "
+          f"(attainment >= {pct(plan['slo']['attainment_target'])}), "
           f"{usd(plan['usd_per_gpu_hour'])} per GPU-hour.\n\n"
           f"**Verdict.** {plan['explanation']}\n\n" + markdown_table(header, rows) + "\n")
     (out / "plan.md").write_text(md)

@@ -292,8 +292,10 @@ def _kv_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     if ps:
         rows += [
             ("Parallel sampling", f"{ps['num_requests']:,} requests with n > 1 "
-                                  f"({ps['num_sequences']:,} sequences, "
-                                  f"{ps['num_beam_search_requests']:,} beam search)"),
+                                  f"({ps['num_sequences']:,} sequences run, "
+                                  f"{ps['num_beam_search_requests']:,} beam search"
+                                  + (f"; {ps['num_requests_not_run']:,} not run"
+                                     if ps.get("num_requests_not_run") else "") + ")"),
             ("Blocks saved by copy-on-write sharing (peak)",
              f"{ps['cow_blocks_saved_peak']:,} blocks = {ps['cow_bytes_saved_peak'] / 1e9:.3f} GB "
              "vs n independent requests"),

@@ -89,3 +89,31 @@ def test_spec_sweep_in_a_pool_equals_in_process():
     for r in (0.5, 2.0):
         assert r1[r]["speculative"]["num_output_tokens"] == r1[r]["baseline"][
             "num_output_tokens"]
+
+
+def _double_or_stop(task, shared):
+    if task["x"] < 0:
+        raise KeyboardInterrupt  # the user pressed Ctrl-C while this task ran
+    return {"value": 2 * task["x"]}
+
+
+def test_an_interrupted_family_keeps_its_finished_tasks(tmp_path):
+    # review finding: results were cached only after every task finished, so Ctrl-C lost
+    # all finished work; now each is stored as it finishes
+    cache = ResultCache(tmp_path / "c")
+    tasks = [{"key": "a", "x": 1}, {"key": "b", "x": 2}, {"key": "stop", "x": -1}]
+    with pytest.raises(KeyboardInterrupt):
+        run_family(_double_or_stop, tasks, cache=cache)
+    assert cache.get("a") == {"value": 2} and cache.get("b") == {"value": 4}
+    assert cache.get("stop") is None
+    out, ran = run_family(_double_or_stop, tasks[:2], cache=cache)
+    assert ran == set() and out == {"a": {"value": 2}, "b": {"value": 4}}
+
+
+def test_run_tasks_reports_each_result_as_it_finishes():
+    from simulator.experiments.executor import run_tasks
+    seen: list[tuple[int, int]] = []
+    out = run_tasks(_double, [{"x": 1}, {"x": 2}, {"x": 3}], shared={"offset": 0}, jobs=2,
+                    on_result=lambda i, r: seen.append((i, r["value"])))
+    assert [r["value"] for r in out] == [2, 4, 6]
+    assert sorted(seen) == [(0, 2), (1, 4), (2, 6)]  # every task once, whatever the order

@@ -162,3 +162,23 @@ def test_parallel_requests_under_kv_pressure_keep_every_invariant():
     assert (st.kv_blocks_used <= st.num_gpu_blocks).all()
     # sequences in a step never exceed max_num_seqs: decode tokens count one per sequence
     assert (st.num_decode_seqs + st.num_prefill_seqs <= 16).all()
+
+
+def test_summary_counts_only_the_sequences_that_ran(tmp_path):
+    # review finding: a rejected n = 4 request added its 4 sequences to num_sequences
+    from simulator.run import run_scenario
+    sc = validate_scenario({
+        "model": "llama-3.1-8b", "scheduler": {"max_num_seqs": 3},
+        "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
+                                   "num_requests": 1,
+                                   "prompt_tokens": {"dist": "fixed", "value": 10},
+                                   "output_tokens": {"dist": "fixed", "value": 10}}}})
+    specs = [RequestSpec(0, 0.0, 37, 5, n=4),   # 4 > max_num_seqs 3: rejected at arrival
+             RequestSpec(1, 0.0, 20, 3, n=2)]
+    res = run_scenario(sc, specs=specs, outdir=tmp_path, figures=False)
+    ps = res.summary["parallel_sampling"]
+    assert ps["num_requests"] == 2 and ps["num_requests_not_run"] == 1
+    assert ps["num_sequences"] == 2   # request 1's two sequences; request 0 never ran
+    assert res.summary["num_output_tokens"] == 2 * 3
+    md = (tmp_path / "report.md").read_text()
+    assert "2 requests with n > 1 (2 sequences run, 0 beam search; 1 not run)" in md
