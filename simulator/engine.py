@@ -36,6 +36,7 @@ from .request import RequestSpec
 from .scheduling.continuous import SchedulerConfig
 from .scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
 from .scheduling.state import REJECTED, ReqState
+from .scheduling.step_rows import DecodeRunRows
 from .topology.lockstep import dp_lockstep_process
 from .topology.pipeline import stage_model
 
@@ -351,31 +352,23 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
 
 
 def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
-    """Record and apply the first ``k`` steps of a fast-forwarded decode run."""
-    out, now, ends, times = jump.step, jump.start_s, jump.step_end_times_s, jump.step_times_s
-    starts = np.concatenate(([now], ends[:k - 1]))
-    s0 = rep.step_index
-    B = out.batch_size
-    j = np.arange(k, dtype=np.int64)
-    # the columns constant over the run: one int64 array, k copies of each value in turn
-    # (contiguous slices, one allocation instead of one ``np.full`` per column)
-    const = np.repeat(np.array((rep.idx, B, 0, out.num_decode_tokens, out.num_decode_seqs,
-                                out.num_waiting, rep.kv.num_gpu_blocks,
-                                out.num_padding_seqs), dtype=np.int64), k)
-    rec.add_step_chunk({
-        "replica_id": const[:k], "step_index": j + s0, "start_time_s": starts,
-        "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": const[k:2 * k],
-        "num_prefill_tokens": const[2 * k:3 * k],
-        "num_decode_tokens": const[3 * k:4 * k],
-        "num_prefill_seqs": const[2 * k:3 * k],
-        "num_decode_seqs": const[4 * k:5 * k],
-        "num_waiting": const[5 * k:6 * k], "kv_blocks_used": jump.kv_blocks_used[:k],
-        "num_gpu_blocks": const[6 * k:7 * k],
-        "num_preempted": const[2 * k:3 * k],
-        "kv_tokens_used": out.kv_tokens + j * (B - out.num_padding_seqs),
-        "num_padding_seqs": const[7 * k:]})
+    """Record and apply the first ``k`` steps of a fast-forwarded decode run (the rows go
+    through the replica's :class:`~simulator.scheduling.step_rows.DecodeRunRows` when the
+    engine gave it one, else straight to the recorder)."""
+    rows = rep.run_rows
+    if rows is None:
+        rows = DecodeRunRows(rec)
+        _add_run_rows(rows, rep, jump, k)
+        rows.flush()
+    else:
+        _add_run_rows(rows, rep, jump, k)
     rep.step_index += k
     rep.sched.commit_jump(jump, k)
+
+
+def _add_run_rows(rows: DecodeRunRows, rep: Replica, jump, k: int) -> None:
+    rows.add(rep.idx, rep.step_index, k, jump.start_s, jump.step_times_s,
+             jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks)
 
 
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
@@ -425,6 +418,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     primaries = replicas[:n_primary]
     for rep in replicas:
         rep.env = env
+        rep.run_rows = DecodeRunRows(rec)
     router = Router(scenario.cluster.router, scenario.seed,
                     scenario.cluster.prefix_affinity_load_guard)
     degrade = DegradeController(scenario.scheduler.admission.degrade)
@@ -495,6 +489,9 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                     _commit_run(rep, rec, jump, done)
     else:
         env.run()
+    for rep in replicas:
+        rep.run_rows.flush()
+        rep.run_rows = None
     if tick is not None:
         tick()
     degrade.close(env.now)
