@@ -161,6 +161,7 @@ class _Grid:
     """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
 
     __slots__ = (
+        "_at_memo",
         "_axis_memo",
         "flat",
         "le",
@@ -223,6 +224,7 @@ class _Grid:
             acc *= d
         self.strides = tuple(reversed(st))
         self._axis_memo = {}
+        self._at_memo = {}
 
     def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
@@ -231,6 +233,7 @@ class _Grid:
             setattr(g, a, getattr(self, a))
         g.raw = g.lr = None
         g._axis_memo = {}
+        g._at_memo = {}
         g.le = np.asarray(values, float).reshape(self.shape)
         g.flat = g.le.ravel().tolist()
         return g
@@ -251,26 +254,55 @@ class _Grid:
         return out if moved else None
 
     def at(self, xs) -> float:
-        """Interpolated value at one point (scalar sizes, one per axis)."""
+        """Interpolated value at one point (scalar sizes, one per axis).
+
+        An integer size (a batch, a GEMM's ``n`` and ``k``) has its node offset and weight
+        remembered per axis (``math.log2``, bisect: the same values every time)."""
         base = 0
-        corners = [(0, 1.0)]
-        for x, ul, z, st in zip(xs, self.ulists, self.zero, self.strides):
-            n = len(ul)
-            if n == 1:
+        corners = None   # (offset, weight) per cell corner; None: the one corner (0, 1.0)
+        memo = self._at_memo
+        strides = self.strides
+        for a, x in enumerate(xs):
+            if type(x) is int:
+                hit = memo.get((a, x))
+                if hit is None:
+                    hit = self._at_axis(a, x)
+                    if len(memo) < _AXIS_MEMO_MAX:
+                        memo[(a, x)] = hit
+            else:
+                hit = self._at_axis(a, x)
+            off, w = hit
+            base += off
+            if w is None:
                 continue
-            u = math.log2(1.0 + max(x, 0.0)) if z else math.log2(max(x, 1.0))
-            if u <= ul[0]:
-                continue
-            if u >= ul[-1]:
-                base += (n - 1) * st
-                continue
-            i = bisect.bisect_right(ul, u) - 1
-            w = (u - ul[i]) / (ul[i + 1] - ul[i])
-            base += i * st
-            corners = [(o, f * (1.0 - w)) for o, f in corners] + \
-                      [(o + st, f * w) for o, f in corners]
+            st = strides[a]
+            if corners is None:   # 1.0 x (1 - w) and 1.0 x w, exactly
+                corners = [(0, 1.0 - w), (st, w)]
+            else:
+                corners = [(o, f * (1.0 - w)) for o, f in corners] + \
+                          [(o + st, f * w) for o, f in corners]
         flat = self.flat
-        return sum(f * flat[base + o] for o, f in corners)
+        if corners is None:
+            return 0.0 + flat[base]
+        out = 0.0
+        for o, f in corners:
+            out += f * flat[base + o]
+        return out
+
+    def _at_axis(self, a: int, x) -> tuple[int, float | None]:
+        """Node offset and weight of scalar size ``x`` on axis ``a`` for :meth:`at` (weight
+        None: at or beyond an end node, or a one-node axis)."""
+        ul = self.ulists[a]
+        n = len(ul)
+        if n == 1:
+            return 0, None
+        u = math.log2(1.0 + max(x, 0.0)) if self.zero[a] else math.log2(max(x, 1.0))
+        if u <= ul[0]:
+            return 0, None
+        if u >= ul[-1]:
+            return (n - 1) * self.strides[a], None
+        i = bisect.bisect_right(ul, u) - 1
+        return i * self.strides[a], (u - ul[i]) / (ul[i + 1] - ul[i])
 
     def at_array(self, xs) -> np.ndarray:
         """Interpolated values at many points (arrays broadcast together, one per axis).
