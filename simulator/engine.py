@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from bisect import bisect_right
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -330,22 +331,28 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
     out = jump.step
     times = np.asarray(rep.perf.decode_step_times(out.num_decode_seqs, jump.ctx_totals),
                        dtype=float)
-    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum)
-    ends = np.cumsum(np.concatenate(([now], times)))[1:]
+    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum);
+    # plain floats: the run is ~10 steps, where numpy's per-call cost dominates
+    e = now
+    el = []
+    for dt in times.tolist():
+        e += dt
+        el.append(e)
+    ends = np.array(el)
     jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, ends
     k = jump.k_steps
     rep.jump = jump
     rep.wake = env.event()
-    yield env.timeout(_delay_to(now, float(ends[-1]))) | rep.wake
+    yield env.timeout(_delay_to(now, e)) | rep.wake
     wake = rep.wake
     rep.wake = None
-    if wake.triggered and env.now < ends[-1]:
+    if wake.triggered and env.now < e:
         t = env.now
-        done = int(np.searchsorted(ends, t, side="right"))  # steps ended by t
-        kk = done if (done and ends[done - 1] == t) else done + 1  # the step in progress
+        done = bisect_right(el, t)  # steps ended by t
+        kk = done if (done and el[done - 1] == t) else done + 1  # the step in progress
         kk = max(1, min(kk, k))
-        if ends[kk - 1] > t:
-            yield env.timeout(_delay_to(t, float(ends[kk - 1])))
+        if el[kk - 1] > t:
+            yield env.timeout(_delay_to(t, el[kk - 1]))
         k = kk
     rep.jump = None
     _commit_run(rep, rec, jump, k)

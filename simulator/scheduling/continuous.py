@@ -679,8 +679,9 @@ class ContinuousScheduler:
             Blocks held in the pool during each step.
         """
         reqs = out.reqs
-        j = np.arange(k, dtype=np.int64)
-        ctx_totals = (sum([r.num_computed_tokens for r in reqs]) + len(reqs)) + j * len(reqs)
+        B = len(reqs)
+        c0 = sum([r.num_computed_tokens for r in reqs]) + B
+        ctx_totals = np.arange(c0, c0 + k * B, B, dtype=np.int64)  # c0 + j * B
         used = out.run_blocks  # from plan_decode_run, at this very state
         if used is None or len(used) < k:
             c, held = self._run_arrays(out)
