@@ -227,7 +227,12 @@ class TableLookup(TableFiles):
     def _eval(self, op: str, tg: _Grid, x: dict, num: dict, rdt: tuple):
         """Seconds at sizes ``x`` from a log-time grid (method: :mod:`simulator.perf.tables`)."""
         pos = [x[c] for c in tg.names]
-        if any(isinstance(v, np.ndarray) for v in pos):
+        arr = False
+        for v in pos:  # any array among the sizes (a plain loop: this runs every step)
+            if isinstance(v, np.ndarray):
+                arr = True
+                break
+        if arr:
             t = np.exp(tg.at_array(pos))
             if not any((p.min() < v[0] or p.max() > v[-1]) if isinstance(p, np.ndarray)
                        else (p < v[0] or p > v[-1]) for p, v in zip(pos, tg.vals)):
