@@ -315,7 +315,11 @@ class _Grid:
         Python, so results do not depend on how the query is batched.
         """
         arrs = [np.asarray(x, float) for x in xs]
-        shape = np.broadcast_shapes(*(a.shape for a in arrs))
+        shapes = [a.shape for a in arrs if a.ndim]
+        if len(shapes) == 1:   # one array among scalars (a decode run): its own shape
+            shape = shapes[0]
+        else:
+            shape = np.broadcast_shapes(*(a.shape for a in arrs))
         size = math.prod(shape)
         small = size <= _SMALL_QUERY
         if len(shape) == 1 and size <= _LINE_QUERY:
