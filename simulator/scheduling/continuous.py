@@ -339,18 +339,20 @@ class ContinuousScheduler:
         nd = ctx = nsamp = ntok_p = kvt = 0
         general = cfg.step_policy == "prefill_first"
         pq, ps = out.shape.prefill_q, out.shape.prefill_start
-        while i < len(running) and budget > 0:
+        nrun = len(running)
+        while i < nrun and budget > 0:
             r = running[i]
             c = r.num_computed_tokens
-            n = n0 = r.num_prompt_tokens + r.num_emitted - c  # num_tokens - computed (inlined)
+            e = r.num_emitted
+            n = n0 = r.num_prompt_tokens + e - c  # num_tokens - computed (inlined)
             ns = r.num_seqs
-            if ns > 1 and n == 1 and r.num_emitted > 0:
+            if ns > 1 and n == 1 and e > 0:
                 # parallel sampling: one decode token per sequence, all or none
                 if budget < ns:
                     i += 1
                     continue
                 n = ns
-            elif la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
+            elif la and n == 1 and e > 0 and budget >= 1 + la:
                 n += la
             if n > budget:
                 n = budget
@@ -374,19 +376,21 @@ class ContinuousScheduler:
                     break
                 idx = running.index(victim)
                 self._preempt(victim, now, out)
+                nrun = len(running)
                 if idx < i:
                     i -= 1
                 if victim is r:
                     r = None
                     break
             if r is None:
+                nrun = len(running)  # a request left the running list
                 continue
             sched[r] = n
             budget -= n
             i += 1
             if ns != 1:
                 general = True
-            elif n0 == 1 and r.num_emitted > 0 and (n == 1 or n == 1 + la):
+            elif n0 == 1 and e > 0 and (n == 1 or n == 1 + la):
                 nd += 1  # a decode (with ``la`` draft tokens to verify when speculating)
                 ctx += c + n
                 nsamp += n
