@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from bisect import bisect_right
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
