@@ -360,22 +360,15 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
 
 def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
     """Record and apply the first ``k`` steps of a fast-forwarded decode run (the rows go
-    through the replica's :class:`~simulator.scheduling.step_rows.DecodeRunRows` when the
-    engine gave it one, else straight to the recorder)."""
+    through the replica's :class:`~simulator.scheduling.step_rows.DecodeRunRows`, made at
+    its first run: an idle replica holds none; :func:`simulate` flushes them at the end)."""
     rows = rep.run_rows
     if rows is None:
-        rows = DecodeRunRows(rec)
-        _add_run_rows(rows, rep, jump, k)
-        rows.flush()
-    else:
-        _add_run_rows(rows, rep, jump, k)
-    rep.step_index += k
-    rep.sched.commit_jump(jump, k)
-
-
-def _add_run_rows(rows: DecodeRunRows, rep: Replica, jump, k: int) -> None:
+        rows = rep.run_rows = DecodeRunRows(rec)
     rows.add(rep.idx, rep.step_index, k, jump.start_s, jump.step_times_s,
              jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks)
+    rep.step_index += k
+    rep.sched.commit_jump(jump, k)
 
 
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
@@ -425,7 +418,6 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     primaries = replicas[:n_primary]
     for rep in replicas:
         rep.env = env
-        rep.run_rows = DecodeRunRows(rec)
     router = Router(scenario.cluster.router, scenario.seed,
                     scenario.cluster.prefix_affinity_load_guard)
     degrade = DegradeController(scenario.scheduler.admission.degrade)
@@ -496,9 +488,10 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                     _commit_run(rep, rec, jump, done)
     else:
         env.run()
-    for rep in replicas:
-        rep.run_rows.flush()
-        rep.run_rows = None
+    for rep in replicas:  # the decode runs' rows not recorded yet
+        if rep.run_rows is not None:
+            rep.run_rows.flush()
+            rep.run_rows = None
     if tick is not None:
         tick()
     degrade.close(env.now)
