@@ -143,6 +143,8 @@ class Replica:
         self.jump: Jump | None = None
         #: the clock (a ``simpy.Environment``; set by the engine)
         self.env = None
+        #: step rows of committed decode runs not yet recorded (set and flushed by the engine)
+        self.run_rows = None
 
     def kv_blocks_used(self) -> int:
         """Blocks held now, as stepping one iteration at a time would show them (during a

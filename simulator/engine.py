@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from .request import RequestSpec
 from .scheduling.continuous import SchedulerConfig
 from .scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
 from .scheduling.state import REJECTED, ReqState
+from .scheduling.step_rows import DecodeRunRows
 from .topology.lockstep import dp_lockstep_process
 from .topology.pipeline import stage_model
 
@@ -329,51 +331,42 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
     out = jump.step
     times = np.asarray(rep.perf.decode_step_times(out.num_decode_seqs, jump.ctx_totals),
                        dtype=float)
-    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum)
-    ends = np.cumsum(np.concatenate(([now], times)))[1:]
+    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum);
+    # plain floats: the run is ~10 steps, where numpy's per-call cost dominates
+    e = now
+    el = []
+    for dt in times.tolist():
+        e += dt
+        el.append(e)
+    ends = np.array(el)
     jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, ends
     k = jump.k_steps
     rep.jump = jump
     rep.wake = env.event()
-    yield env.timeout(_delay_to(now, float(ends[-1]))) | rep.wake
+    yield env.timeout(_delay_to(now, e)) | rep.wake
     wake = rep.wake
     rep.wake = None
-    if wake.triggered and env.now < ends[-1]:
+    if wake.triggered and env.now < e:
         t = env.now
-        done = int(np.searchsorted(ends, t, side="right"))  # steps ended by t
-        kk = done if (done and ends[done - 1] == t) else done + 1  # the step in progress
+        done = bisect_right(el, t)  # steps ended by t
+        kk = done if (done and el[done - 1] == t) else done + 1  # the step in progress
         kk = max(1, min(kk, k))
-        if ends[kk - 1] > t:
-            yield env.timeout(_delay_to(t, float(ends[kk - 1])))
+        if el[kk - 1] > t:
+            yield env.timeout(_delay_to(t, el[kk - 1]))
         k = kk
     rep.jump = None
     _commit_run(rep, rec, jump, k)
 
 
 def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
-    """Record and apply the first ``k`` steps of a fast-forwarded decode run."""
-    out, now, ends, times = jump.step, jump.start_s, jump.step_end_times_s, jump.step_times_s
-    starts = np.concatenate(([now], ends[:k - 1]))
-    s0 = rep.step_index
-    B = out.batch_size
-    j = np.arange(k, dtype=np.int64)
-    # the columns constant over the run: one int64 array, k copies of each value in turn
-    # (contiguous slices, one allocation instead of one ``np.full`` per column)
-    const = np.repeat(np.array((rep.idx, B, 0, out.num_decode_tokens, out.num_decode_seqs,
-                                out.num_waiting, rep.kv.num_gpu_blocks,
-                                out.num_padding_seqs), dtype=np.int64), k)
-    rec.add_step_chunk({
-        "replica_id": const[:k], "step_index": j + s0, "start_time_s": starts,
-        "step_time_s": times[:k], "end_time_s": ends[:k], "batch_size": const[k:2 * k],
-        "num_prefill_tokens": const[2 * k:3 * k],
-        "num_decode_tokens": const[3 * k:4 * k],
-        "num_prefill_seqs": const[2 * k:3 * k],
-        "num_decode_seqs": const[4 * k:5 * k],
-        "num_waiting": const[5 * k:6 * k], "kv_blocks_used": jump.kv_blocks_used[:k],
-        "num_gpu_blocks": const[6 * k:7 * k],
-        "num_preempted": const[2 * k:3 * k],
-        "kv_tokens_used": out.kv_tokens + j * (B - out.num_padding_seqs),
-        "num_padding_seqs": const[7 * k:]})
+    """Record and apply the first ``k`` steps of a fast-forwarded decode run (the rows go
+    through the replica's :class:`~simulator.scheduling.step_rows.DecodeRunRows`, made at
+    its first run: an idle replica holds none; :func:`simulate` flushes them at the end)."""
+    rows = rep.run_rows
+    if rows is None:
+        rows = rep.run_rows = DecodeRunRows(rec)
+    rows.add(rep.idx, rep.step_index, k, jump.start_s, jump.step_times_s,
+             jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks)
     rep.step_index += k
     rep.sched.commit_jump(jump, k)
 
@@ -495,6 +488,10 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
                     _commit_run(rep, rec, jump, done)
     else:
         env.run()
+    for rep in replicas:  # the decode runs' rows not recorded yet
+        if rep.run_rows is not None:
+            rep.run_rows.flush()
+            rep.run_rows = None
     if tick is not None:
         tick()
     degrade.close(env.now)

@@ -176,7 +176,8 @@ class MeasuredOps(RooflinePerfModel):
     def attn_decode_time(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
         if not self._has_decode or num_seqs <= 0:
             return self.fallback.attn_decode_time(num_seqs, ctx_total, q_per_seq)
-        if isinstance(ctx_total, np.ndarray):
+        arr = isinstance(ctx_total, np.ndarray)
+        if arr:
             mean = np.asarray(ctx_total, dtype=float) / num_seqs
         else:  # one step: the same division in Python floats (no numpy scalar round trip)
             mean = float(ctx_total) / num_seqs
@@ -185,7 +186,7 @@ class MeasuredOps(RooflinePerfModel):
             r1 = RooflinePerfModel.attn_decode_time(self, num_seqs, ctx_total, 1)
             rq = RooflinePerfModel.attn_decode_time(self, num_seqs, ctx_total, q_per_seq)
             t = np.asarray(t) * (np.asarray(rq) / np.asarray(r1))
-        return t if np.ndim(ctx_total) else float(t)
+        return t if (arr and ctx_total.ndim) else float(t)  # = np.ndim(ctx_total)
 
     def elementwise_time(self, num_tokens: int) -> float:
         if not self._has_ew or num_tokens <= 0:

@@ -31,6 +31,8 @@ DECODE_MEMO_MAX = 200_000
 #: op-time keys a step reports, in display order
 GPU_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "elementwise", "all_reduce",
            "attention_prefill", "attention_decode", "lm_head", "sampler")
+#: the op-time keys :meth:`StepTimeModel.gpu_op_times` adds after the token terms
+_STEP_TERMS = frozenset({"attention_prefill", "attention_decode", "mla", "lm_head", "sampler"})
 
 
 class StepTimeModel:
@@ -65,6 +67,7 @@ class StepTimeModel:
         self.max_capture = int(self._cap[-1]) if len(self._cap) else 0
         self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
         self._tok: dict = {}
+        self._tok_sum: dict = {}
         self._fixed_decode: dict = {}
         #: rows sampled -> LM head seconds (rows <= max_num_seqs x (1 + lookahead): bounded)
         self._lm_head: dict = {}
@@ -164,8 +167,42 @@ class StepTimeModel:
         return out
 
     def gpu_step_time(self, shape: StepShape) -> float:
-        """Seconds of one step's kernels (no engine CPU or sync time)."""
-        return float(sum(self.gpu_op_times(shape).values()))
+        """Seconds of one step's kernels (no engine CPU or sync time): the values of
+        :meth:`gpu_op_times` summed in their order, the token terms' share as one remembered
+        prefix sum (the same additions in the same order, without building the dict)."""
+        T = shape.num_tokens
+        pure = not shape.prefill_q
+        graph = self.in_graph(T, pure)
+        Tp = self.padded_tokens(T, pure) if graph else T
+        tok = self._token_sum(Tp, graph) if Tp else None
+        if tok is None:
+            return float(sum(self.gpu_op_times(shape).values()))
+        ops = self.ops
+        t = tok + ops.attention_prefill_total(shape.prefill_q, shape.prefill_start)
+        t = t + (float(ops.attention_decode_total(shape.num_decode, shape.decode_ctx_total,
+                                                  shape.decode_q_per_seq))
+                 if shape.num_decode else 0.0)
+        if ops.mla:
+            t = t + ops.mla_extra_time(shape.prefill_q, shape.prefill_start,
+                                       shape.num_decode * shape.decode_q_per_seq)
+        rows = shape.num_sampled
+        lm = self._lm_head.get(rows)
+        if lm is None:
+            lm = self._lm_head[rows] = self.ops.lm_head_time(rows)
+        return float(t + lm + self.sampler_time(rows))
+
+    def _token_sum(self, T: int, graph: bool):
+        """``sum`` of the token terms of ``(T, graph)`` in their order (remembered), or None
+        when a token term shares a name with a per-step term (:meth:`gpu_op_times` would
+        overwrite it in place)."""
+        key = (T, graph)
+        hit = self._tok_sum.get(key, False)
+        if hit is False:
+            terms = self._token_terms(T, graph)
+            hit = sum(terms.values()) if _STEP_TERMS.isdisjoint(terms) else None
+            if len(self._tok_sum) < 65536:
+                self._tok_sum[key] = hit
+        return hit
 
     def step_time(self, shape: StepShape) -> float:
         """Wall-clock seconds of one engine iteration of ``shape``."""

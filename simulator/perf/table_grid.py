@@ -28,6 +28,9 @@ _AXIS_MEMO_MAX = 4096
 #: Queries of at most this many points are interpolated in plain Python (numpy's per-call
 #: overhead dominates below it; the arithmetic is the same IEEE double either way).
 _SMALL_QUERY = 8
+#: Queries along one grid line (one axis an array, the others scalars) of at most this many
+#: points are interpolated point by point in plain Python (:meth:`_Grid._at_line`).
+_LINE_QUERY = 48
 
 
 def _u(x, zero: bool):
@@ -158,6 +161,7 @@ class _Grid:
     """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
 
     __slots__ = (
+        "_at_memo",
         "_axis_memo",
         "flat",
         "le",
@@ -220,6 +224,7 @@ class _Grid:
             acc *= d
         self.strides = tuple(reversed(st))
         self._axis_memo = {}
+        self._at_memo = {}
 
     def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
@@ -228,6 +233,7 @@ class _Grid:
             setattr(g, a, getattr(self, a))
         g.raw = g.lr = None
         g._axis_memo = {}
+        g._at_memo = {}
         g.le = np.asarray(values, float).reshape(self.shape)
         g.flat = g.le.ravel().tolist()
         return g
@@ -248,26 +254,55 @@ class _Grid:
         return out if moved else None
 
     def at(self, xs) -> float:
-        """Interpolated value at one point (scalar sizes, one per axis)."""
+        """Interpolated value at one point (scalar sizes, one per axis).
+
+        An integer size (a batch, a GEMM's ``n`` and ``k``) has its node offset and weight
+        remembered per axis (``math.log2``, bisect: the same values every time)."""
         base = 0
-        corners = [(0, 1.0)]
-        for x, ul, z, st in zip(xs, self.ulists, self.zero, self.strides):
-            n = len(ul)
-            if n == 1:
+        corners = None   # (offset, weight) per cell corner; None: the one corner (0, 1.0)
+        memo = self._at_memo
+        strides = self.strides
+        for a, x in enumerate(xs):
+            if type(x) is int:
+                hit = memo.get((a, x))
+                if hit is None:
+                    hit = self._at_axis(a, x)
+                    if len(memo) < _AXIS_MEMO_MAX:
+                        memo[(a, x)] = hit
+            else:
+                hit = self._at_axis(a, x)
+            off, w = hit
+            base += off
+            if w is None:
                 continue
-            u = math.log2(1.0 + max(x, 0.0)) if z else math.log2(max(x, 1.0))
-            if u <= ul[0]:
-                continue
-            if u >= ul[-1]:
-                base += (n - 1) * st
-                continue
-            i = bisect.bisect_right(ul, u) - 1
-            w = (u - ul[i]) / (ul[i + 1] - ul[i])
-            base += i * st
-            corners = [(o, f * (1.0 - w)) for o, f in corners] + \
-                      [(o + st, f * w) for o, f in corners]
+            st = strides[a]
+            if corners is None:   # 1.0 x (1 - w) and 1.0 x w, exactly
+                corners = [(0, 1.0 - w), (st, w)]
+            else:
+                corners = [(o, f * (1.0 - w)) for o, f in corners] + \
+                          [(o + st, f * w) for o, f in corners]
         flat = self.flat
-        return sum(f * flat[base + o] for o, f in corners)
+        if corners is None:
+            return 0.0 + flat[base]
+        out = 0.0
+        for o, f in corners:
+            out += f * flat[base + o]
+        return out
+
+    def _at_axis(self, a: int, x) -> tuple[int, float | None]:
+        """Node offset and weight of scalar size ``x`` on axis ``a`` for :meth:`at` (weight
+        None: at or beyond an end node, or a one-node axis)."""
+        ul = self.ulists[a]
+        n = len(ul)
+        if n == 1:
+            return 0, None
+        u = math.log2(1.0 + max(x, 0.0)) if self.zero[a] else math.log2(max(x, 1.0))
+        if u <= ul[0]:
+            return 0, None
+        if u >= ul[-1]:
+            return (n - 1) * self.strides[a], None
+        i = bisect.bisect_right(ul, u) - 1
+        return i * self.strides[a], (u - ul[i]) / (ul[i + 1] - ul[i])
 
     def at_array(self, xs) -> np.ndarray:
         """Interpolated values at many points (arrays broadcast together, one per axis).
@@ -280,24 +315,24 @@ class _Grid:
         Python, so results do not depend on how the query is batched.
         """
         arrs = [np.asarray(x, float) for x in xs]
-        shape = np.broadcast_shapes(*(a.shape for a in arrs))
+        shapes = [a.shape for a in arrs if a.ndim]
+        if len(shapes) == 1:   # one array among scalars (a decode run): its own shape
+            shape = shapes[0]
+        else:
+            shape = np.broadcast_shapes(*(a.shape for a in arrs))
         size = math.prod(shape)
         small = size <= _SMALL_QUERY
+        if len(shape) == 1 and size <= _LINE_QUERY:
+            line = self._at_line(arrs)
+            if line is not None:
+                return line
         parts = []   # (stride, offset, weight, 1 - weight): scalars, lists (small) or arrays
-        memo = self._axis_memo
         for a, (x, u_ax, z, st) in enumerate(zip(arrs, self.us, self.zero, self.strides)):
             n = len(u_ax)
             if n == 1:
                 continue
             if x.ndim == 0:
-                key = (a, float(x))
-                hit = memo.get(key)
-                if hit is None:
-                    i, w = self._axis_weights(a, x.reshape(1))
-                    hit = (int(i[0]) * st, float(w[0]), float(1.0 - w[0]))
-                    if len(memo) < _AXIS_MEMO_MAX:
-                        memo[key] = hit   # a scalar axis (a decode run's batch) recurs
-                parts.append((st, *hit))
+                parts.append((st, *self._scalar_part(a, x)))
                 continue
             if x.shape != shape:
                 x = np.broadcast_to(x, shape)
@@ -337,6 +372,73 @@ class _Grid:
                 wt = f if wt is None else wt * f
             out += le[idx + off] if wt is None else wt * le[idx + off]
         return out.reshape(shape)
+
+    def _scalar_part(self, a: int, x: np.ndarray) -> tuple[int, float, float]:
+        """(offset, weight, 1 - weight) of scalar size ``x`` on axis ``a`` (remembered)."""
+        key = (a, float(x))
+        memo = self._axis_memo
+        hit = memo.get(key)
+        if hit is None:
+            i, w = self._axis_weights(a, x.reshape(1))
+            hit = (int(i[0]) * self.strides[a], float(w[0]), float(1.0 - w[0]))
+            if len(memo) < _AXIS_MEMO_MAX:
+                memo[key] = hit   # a scalar axis (a decode run's batch) recurs
+        return hit
+
+    def _at_line(self, arrs) -> np.ndarray | None:
+        """:meth:`at_array` along one line of the grid: one axis given as a 1-d array (a
+        decode run's context), every other axis a scalar, at most two axes of more than one
+        node (None otherwise: the general path answers). Plain Python per point, the same
+        IEEE operations in the same order as :meth:`_corners` (``0.0`` first, corners by
+        mask, each weight the product of the per-axis factors in axis order)."""
+        var = -1
+        fixed = []   # (position among the interpolated axes, stride, offset, w, 1 - w)
+        for a, x in enumerate(arrs):
+            if len(self.us[a]) == 1:
+                continue
+            if x.ndim:
+                if var >= 0:
+                    return None
+                var, pos = a, len(fixed)
+            else:
+                fixed.append((self.strides[a], *self._scalar_part(a, x)))
+        if var < 0 or len(fixed) > 1:
+            return None
+        ul, st = self.ulists[var], self.strides[var]
+        u0, u1, top = ul[0], ul[-1], len(ul) - 2
+        x = arrs[var]
+        us = (np.log2(1.0 + np.maximum(x, 0.0)) if self.zero[var]
+              else np.log2(np.maximum(x, 1.0))).tolist()
+        flat, br = self.flat, bisect.bisect_right
+        out = []
+        if fixed:
+            s1, o1, w1, m1 = fixed[0]
+            s01 = st + s1
+        for u in us:
+            if u < u0:
+                u = u0
+            elif u > u1:
+                u = u1
+            i = br(ul, u) - 1
+            if i < 0:
+                i = 0
+            elif i > top:
+                i = top
+            lo = ul[i]
+            w = (u - lo) / (ul[i + 1] - lo)
+            m = 1.0 - w
+            if not fixed:
+                b = i * st
+                out.append((0.0 + m * flat[b]) + w * flat[b + st])
+            elif pos == 0:   # the varying axis first: its factor leads each product
+                b = i * st + o1
+                out.append((((0.0 + (m * m1) * flat[b]) + (w * m1) * flat[b + st])
+                            + (m * w1) * flat[b + s1]) + (w * w1) * flat[b + s01])
+            else:
+                b = o1 + i * st
+                out.append((((0.0 + (m1 * m) * flat[b]) + (w1 * m) * flat[b + s1])
+                            + (m1 * w) * flat[b + st]) + (w1 * w) * flat[b + s01])
+        return np.array(out, dtype=float)
 
     def _axis_weights(self, a: int, x: np.ndarray):
         """Lower bracketing node index and linear weight in ``u`` along axis ``a`` at sizes

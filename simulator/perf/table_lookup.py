@@ -25,6 +25,24 @@ from .table_grid import _Grid
 from .table_io import _COMM, FAMILIES, SCHEMAS, TableFiles, _Family
 
 
+def _outside(pos, vals) -> bool:
+    """Whether any size of ``pos`` (scalars or arrays, one per axis) lies outside its axis's
+    node range ``vals`` (a small array is compared as Python floats: the same comparisons
+    without numpy's per-call cost)."""
+    for p, v in zip(pos, vals):
+        lo, hi = v[0], v[-1]
+        if isinstance(p, np.ndarray):
+            if 0 < p.size <= 64:
+                lst = p.ravel().tolist()
+                if min(lst) < lo or max(lst) > hi:
+                    return True
+            elif p.min() < lo or p.max() > hi:
+                return True
+        elif p < lo or p > hi:
+            return True
+    return False
+
+
 class TableLookup(TableFiles):
     """Key resolution, grids and evaluation of one table set."""
 
@@ -227,10 +245,14 @@ class TableLookup(TableFiles):
     def _eval(self, op: str, tg: _Grid, x: dict, num: dict, rdt: tuple):
         """Seconds at sizes ``x`` from a log-time grid (method: :mod:`simulator.perf.tables`)."""
         pos = [x[c] for c in tg.names]
-        if any(isinstance(v, np.ndarray) for v in pos):
+        arr = False
+        for v in pos:  # any array among the sizes (a plain loop: this runs every step)
+            if isinstance(v, np.ndarray):
+                arr = True
+                break
+        if arr:
             t = np.exp(tg.at_array(pos))
-            if not any((p.min() < v[0] or p.max() > v[-1]) if isinstance(p, np.ndarray)
-                       else (p < v[0] or p > v[-1]) for p, v in zip(pos, tg.vals)):
+            if not _outside(pos, tg.vals):
                 return t   # inside the grid: the roofline ratio is exactly 1
             xc = dict(x)
             for c, v in zip(tg.names, tg.vals):

@@ -31,6 +31,7 @@ size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): about 6
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
@@ -177,6 +178,8 @@ class ContinuousScheduler:
         self.swap_used_blocks = 0
         self.num_swap_outs = 0
         self.num_swap_ins = 0
+        #: running requests whose client cancelled (``cancel_requested`` set), ever
+        self.num_cancels_requested = 0
 
     # ------------------------------------------------------------------ queue helpers
     @property
@@ -260,6 +263,7 @@ class ContinuousScheduler:
             self.rec.finish(r, now, CANCELLED, "cancelled")
         elif r.status == RUNNING:
             r.cancel_requested = True  # applied at the end of the current step
+            self.num_cancels_requested += 1
             r.finish_time_s = now
 
     # ------------------------------------------------------------------ preemption
@@ -296,21 +300,30 @@ class ContinuousScheduler:
         """Build the next iteration; None when nothing can run."""
         out = StepOutput()
         sched: dict[ReqState, int] = {}
-        budget, prefill_only = self._schedule_running(now, out, sched)
+        budget, prefill_only, acc = self._schedule_running(now, out, sched)
+        n_run = len(sched)
         # waiting requests (admission stops for a reason that persists through decode steps,
         # unless something was preempted)
         if not prefill_only and not out.preempted:  # prefill_first: admitted first
             self._admit_waiting(now, out, sched, budget)
         if not sched:
             return None
-        parallel = self._fill_shape(out, sched)
-        out.veto = self._veto(out, self.num_lookahead_tokens, parallel)
+        if acc is None or out.preempted:  # counted afresh from the scheduled tokens
+            parallel = self._fill_shape(out, sched)
+        else:  # the running requests were counted as they were scheduled; add the admitted
+            parallel = self._set_shape(out, sched, self._count_shape(
+                out, islice(sched.items(), n_run, None) if len(sched) > n_run else (), acc))
+        out.veto = self._veto(out, self.num_lookahead_tokens, parallel,
+                              self.num_cancels_requested)
         return out
 
-    def _schedule_running(self, now: float, out: StepOutput, sched: dict) -> tuple[int, bool]:
+    def _schedule_running(self, now: float, out: StepOutput,
+                          sched: dict) -> tuple[int, bool, list | None]:
         """Give the running requests their tokens, preempting when the KV pool runs dry
-        (``step_policy: prefill_first``: waiting prompts first, alone); returns the budget left
-        and whether the step is prefill-only."""
+        (``step_policy: prefill_first``: waiting prompts first, alone); returns the budget left,
+        whether the step is prefill-only, and the shape counts of the requests scheduled
+        (:meth:`_count_shape`'s accumulator, counted on the way; None when a request with
+        several sequences or ``prefill_first`` asks for the general count)."""
         cfg, kv = self.cfg, self.kv
         budget = cfg.max_num_batched_tokens
         running = self.running
@@ -321,18 +334,25 @@ class ContinuousScheduler:
             prefill_only = bool(sched)
         i = len(running) if prefill_only else 0  # a prefill-only step skips the decodes
         bs = kv.block_size
-        while i < len(running) and budget > 0:
+        # _count_shape inlined for one-sequence requests: decodes, decode context, sampled
+        # rows, prefill tokens, KV tokens after the step, parallel sampling seen
+        nd = ctx = nsamp = ntok_p = kvt = 0
+        general = cfg.step_policy == "prefill_first"
+        pq, ps = out.shape.prefill_q, out.shape.prefill_start
+        nrun = len(running)
+        while i < nrun and budget > 0:
             r = running[i]
             c = r.num_computed_tokens
-            n = r.num_prompt_tokens + r.num_emitted - c  # num_tokens - computed (inlined)
+            e = r.num_emitted
+            n = n0 = r.num_prompt_tokens + e - c  # num_tokens - computed (inlined)
             ns = r.num_seqs
-            if ns > 1 and n == 1 and r.num_emitted > 0:
+            if ns > 1 and n == 1 and e > 0:
                 # parallel sampling: one decode token per sequence, all or none
                 if budget < ns:
                     i += 1
                     continue
                 n = ns
-            elif la and n == 1 and r.num_emitted > 0 and budget >= 1 + la:
+            elif la and n == 1 and e > 0 and budget >= 1 + la:
                 n += la
             if n > budget:
                 n = budget
@@ -356,28 +376,50 @@ class ContinuousScheduler:
                     break
                 idx = running.index(victim)
                 self._preempt(victim, now, out)
+                nrun = len(running)
                 if idx < i:
                     i -= 1
                 if victim is r:
                     r = None
                     break
             if r is None:
+                nrun = len(running)  # a request left the running list
                 continue
             sched[r] = n
             budget -= n
             i += 1
-        return budget, prefill_only
+            if ns != 1:
+                general = True
+            elif n0 == 1 and e > 0 and (n == 1 or n == 1 + la):
+                nd += 1  # a decode (with ``la`` draft tokens to verify when speculating)
+                ctx += c + n
+                nsamp += n
+                kvt += c + n
+            else:
+                if n == n0:
+                    nsamp += 1  # the prompt's last chunk samples its token
+                pq.append(n)
+                ps.append(c)
+                ntok_p += n
+                kvt += c + n
+        return budget, prefill_only, (None if general else [nd, ctx, nsamp, ntok_p, kvt, False])
 
     def _fill_shape(self, out: StepOutput, sched: dict) -> bool:
         """The step's shape and counters from the scheduled tokens; True when a request with
         several sequences (parallel sampling) is in the step."""
+        out.shape.prefill_q.clear()
+        out.shape.prefill_start.clear()
+        return self._set_shape(out, sched, self._count_shape(out, sched.items(),
+                                                             [0, 0, 0, 0, 0, False]))
+
+    def _count_shape(self, out: StepOutput, items, acc: list) -> list:
+        """Add the scheduled ``(request, tokens)`` pairs ``items`` to the shape counts ``acc``
+        (decodes, decode context, sampled rows, prefill tokens, KV tokens after the step of
+        the one-sequence requests, parallel sampling seen) and the step's prefill chunks."""
         la = self.num_lookahead_tokens
-        shape = out.shape
-        pq, ps = shape.prefill_q, shape.prefill_start
-        nd = ctx = nsamp = ntok_p = 0
-        kvt = 0  # KV tokens held after the step by the scheduled single-sequence requests
-        parallel = False
-        for r, n in sched.items():
+        pq, ps = out.shape.prefill_q, out.shape.prefill_start
+        nd, ctx, nsamp, ntok_p, kvt, parallel = acc
+        for r, n in items:
             c = r.num_computed_tokens
             ns = r.num_seqs
             if ns > 1:
@@ -400,6 +442,14 @@ class ContinuousScheduler:
                 pq.append(n)
                 ps.append(c)
                 ntok_p += n
+        return [nd, ctx, nsamp, ntok_p, kvt, parallel]
+
+    def _set_shape(self, out: StepOutput, sched: dict, acc: list) -> bool:
+        """Write the counts ``acc`` (:meth:`_count_shape`) into ``out``; returns whether
+        parallel sampling is in the step."""
+        la = self.num_lookahead_tokens
+        shape = out.shape
+        nd, ctx, nsamp, ntok_p, kvt, parallel = acc
         out.reqs = list(sched)
         out.ntoks = list(sched.values())
         running = self.running
@@ -415,13 +465,14 @@ class ContinuousScheduler:
         shape.num_sampled = nsamp
         out.num_decode_seqs = out.num_decode_tokens = nd
         out.num_prefill_tokens = ntok_p
-        out.num_prefill_seqs = len(pq)
+        out.num_prefill_seqs = len(shape.prefill_q)
         out.num_waiting = self.num_waiting
         return parallel
 
     @staticmethod
-    def _veto(out: StepOutput, la: int, parallel: bool = False) -> str:
-        """The first feature of ``FAST_FORWARD_VETOES`` this step has ('' for none)."""
+    def _veto(out: StepOutput, la: int, parallel: bool = False, cancels: int = 1) -> str:
+        """The first feature of ``FAST_FORWARD_VETOES`` this step has ('' for none);
+        ``cancels``: cancellations of running requests so far (0: none can be pending)."""
         if out.shape.prefill_q:
             return "prefill"
         if parallel:
@@ -430,7 +481,7 @@ class ContinuousScheduler:
             return "lookahead"
         if out.preempted:
             return "preemption"
-        if any(r.cancel_requested for r in out.reqs):
+        if cancels and any(r.cancel_requested for r in out.reqs):
             return "cancel_pending"
         if out.extra_time_s:
             return "host_transfer"
@@ -632,8 +683,9 @@ class ContinuousScheduler:
             Blocks held in the pool during each step.
         """
         reqs = out.reqs
-        j = np.arange(k, dtype=np.int64)
-        ctx_totals = (sum([r.num_computed_tokens for r in reqs]) + len(reqs)) + j * len(reqs)
+        B = len(reqs)
+        c0 = sum([r.num_computed_tokens for r in reqs]) + B
+        ctx_totals = np.arange(c0, c0 + k * B, B, dtype=np.int64)  # c0 + j * B
         used = out.run_blocks  # from plan_decode_run, at this very state
         if used is None or len(used) < k:
             c, held = self._run_arrays(out)

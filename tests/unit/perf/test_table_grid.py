@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from simulator.perf.table_grid import _SMALL_QUERY, FILL_METHODS, _Grid
+from simulator.perf.table_grid import _LINE_QUERY, _SMALL_QUERY, FILL_METHODS, _Grid
 
 
 def _grid():
@@ -29,7 +29,7 @@ def test_bilinear_value_by_hand():
 def test_scalar_axis_and_small_and_large_queries_agree():
     g = _grid()
     rng = np.random.default_rng(3)
-    b = rng.uniform(0.5, 50.0, size=_SMALL_QUERY * 4)
+    b = rng.uniform(0.5, 50.0, size=max(_SMALL_QUERY, _LINE_QUERY) * 2)
     big = g.at_array([3.0, b])                      # numpy path
     for k in range(len(b)):
         alone = g.at_array([3.0, b[k:k + 1]])[0]     # plain-Python path, remembered a = 3

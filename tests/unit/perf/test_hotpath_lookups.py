@@ -1,0 +1,67 @@
+"""The per-step lookups of the event loop answer what the general code answers, bit for bit:
+a query along one grid line (``_Grid._at_line``) against the corner sum and the numpy path,
+``_Grid.at`` with remembered integer sizes against the value by hand, and
+``StepTimeModel.gpu_step_time`` against the sum of ``gpu_op_times``."""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.hardware import get_gpu
+from simulator.models import get_model
+from simulator.perf import build_perf_model, get_engine_profile
+from simulator.perf.roofline import StepShape
+from simulator.perf.table_grid import _LINE_QUERY, _Grid
+
+
+def _grid():
+    # axes: a = (1, 4) -> u = (0, 2); b = (2, 8, 32) -> u = (1, 3, 5); values v[a, b]
+    raw = np.array([[0.0, 1.0, 5.0], [2.0, 4.0, 6.0]])
+    return _Grid.from_cells(["a", "b"], [np.array([1.0, 4.0]), np.array([2.0, 8.0, 32.0])],
+                            [False, False], raw)
+
+
+def test_line_query_by_hand_either_axis():
+    g = _grid()
+    # a = 2 (u = 1: halfway), b = 4 (u = 2: halfway between 2 and 8): the mean of 0, 2, 1, 4
+    assert g.at_array([2.0, np.array([4.0, 4.0])]).tolist() == [1.75, 1.75]
+    assert g.at_array([np.array([2.0]), 4.0]).tolist() == [1.75]
+    # b = 16 (u = 4: halfway between 8 and 32) on the lower a edge (1 and 5) and beyond the
+    # upper one (a = 100 held at a = 4: 4 and 6)
+    assert g.at_array([np.array([1.0, 100.0]), 16.0]).tolist() == [3.0, 5.0]
+
+
+def test_line_query_equals_the_numpy_and_corner_paths():
+    g = _grid()
+    rng = np.random.default_rng(7)
+    b = rng.uniform(0.5, 50.0, size=_LINE_QUERY)
+    a = rng.uniform(0.5, 6.0, size=_LINE_QUERY)
+    line_b = g.at_array([3.0, b])                           # a scalar, b varies
+    both = g.at_array([np.full(len(b), 3.0), b])            # two arrays: the general path
+    assert line_b.tolist() == both.tolist()
+    line_a = g.at_array([a, 16.0])                          # a varies, b scalar
+    assert line_a.tolist() == g.at_array([a, np.full(len(a), 16.0)]).tolist()
+    long_b = g.at_array([3.0, np.concatenate([b, b])])      # past _LINE_QUERY: numpy path
+    assert long_b[:len(b)].tolist() == line_b.tolist()
+
+
+def test_at_with_remembered_integer_sizes_by_hand():
+    g = _grid()
+    for _ in range(2):   # the second pass reads the remembered axis weights
+        assert g.at([2, 4]) == 1.75
+        assert g.at([2.0, 4.0]) == 1.75
+        assert g.at([1, 16]) == 3.0       # lower a edge: one axis interpolated
+        assert g.at([4, 32]) == 6.0       # a node: nothing interpolated
+        assert g.at([100, 1]) == 2.0      # clipped to the edges
+
+
+def test_gpu_step_time_is_the_sum_of_the_op_times():
+    m = build_perf_model(get_model("llama-3.1-8b"), get_gpu("h100-sxm"), 1,
+                         engine=get_engine_profile("vllm-v1"))
+    shapes = [StepShape(prefill_q=[700], prefill_start=[0], num_decode=12,
+                        decode_ctx_total=12_345, num_sampled=13),
+              StepShape(prefill_q=[300, 2048], prefill_start=[4096, 0], num_sampled=1),
+              StepShape(num_decode=24, decode_ctx_total=24 * 1500, num_sampled=24)]
+    for s in shapes:
+        want = float(sum(m.gpu_op_times(s).values()))
+        assert m.gpu_step_time(s) == want
+        assert m.gpu_step_time(s) == want   # remembered token terms: the same bits
