@@ -46,6 +46,16 @@ efficiency transferred node by node to the query's bound, and :meth:`TableSet.ne
 says so. A missing family or dtype makes :meth:`TableSet.has` False; callers fall back to the
 roofline and label it.
 
+Efficiency transfer (sibling profiles). A spec with ``efficiency_tables_from: <sibling>`` (a
+board of the same die with no measurement of its own: A100 PCIe from A100 SXM4, H100 PCIe from
+H100 SXM) gets the sibling's table sets as :class:`TableSet` objects whose ``measured_gpu`` is
+the sibling: the node efficiencies ``e_i`` are computed against the *sibling's* bound and the
+queries answered against the *board's* bound, ``t = R_board(x) / e(x)``, the rule that already
+holds beyond a grid. Only :data:`TRANSFERRED_FAMILIES` (compute kernels) are carried over;
+all-reduce and NCCL tables (another link) and engine CPU tables are not, so the board's spec
+link model answers communication. :meth:`TableSet.label` names both GPUs. Measured limits of
+the rule: ``benchmarks/bench_sibling_transfer.py`` and ``hardware_profiles/README.md``.
+
 Speed: key resolution and grids are cached per key; a scalar query is a few ``bisect`` calls
 and at most eight grid reads (pure Python, microseconds); array queries are vectorised.
 """
