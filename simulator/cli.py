@@ -189,13 +189,19 @@ def cmd_profiles(args) -> int:
     for g in gpu_catalog().values():
         d = g.profile_dir or Path(".")
         tables = sorted(p.name for p in [*d.glob("*.csv"), *d.glob("fitted*.yaml")])
-        sets = [s.name for s in table_sets(g) if s.folder != d]
+        ts = table_sets(g)
+        sets = [s.name for s in ts if s.folder != d and not s.efficiency_from]
         if sets:
             tables.append("tables/: " + " ".join(sets))
+        moved = [s.name for s in ts if s.efficiency_from]
+        if moved:   # efficiency transfer from a same-die sibling (compute kernels only)
+            tables.append(f"measured efficiency of {g.efficiency_tables_from} "
+                          f"({' '.join(moved)}; compute kernels) on its own roofline")
         t.add_row(g.name, f"{g.bf16_flops_per_s / 1e12:.3g}",
                   f"{g.fp8_flops_per_s / 1e12:.3g}" if g.fp8_flops_per_s else "-",
                   f"{g.hbm_bytes / 1e9:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",
-                  f"{g.usd_per_gpu_hour:.2f}", ", ".join(tables) or "(datasheet only)")
+                  f"{g.usd_per_gpu_hour:.2f}" if g.usd_per_gpu_hour else "none",
+                  ", ".join(tables) or "(datasheet only)")
     c.print(t)
     t = Table(title="Models")
     for col in ("id", "Hugging Face id", "params (B)", "layers", "kv heads", "KV B/token (bf16)"):

@@ -53,7 +53,12 @@ class GPUSpec:
     host_link_bandwidth_bytes_per_s : float
         Host link (PCIe) bandwidth per direction, used for KV swapping.
     usd_per_gpu_hour : float
-        Default price (a scenario's ``cost.usd_per_gpu_hour`` overrides it).
+        Default price (a scenario's ``cost.usd_per_gpu_hour`` overrides it); 0 when the spec
+        has no sourced price (``price_source`` then says so).
+    efficiency_tables_from : str
+        Profile name of a same-die sibling whose measured compute-kernel tables this GPU uses
+        as achieved efficiency against its *own* datasheet roofline (efficiency transfer,
+        :func:`simulator.perf.tables.table_sets`); empty: none.
     profile_dir : Path or None
         Folder the spec came from (latency tables live next to it).
     """
@@ -74,6 +79,7 @@ class GPUSpec:
     interconnect_kind: str = ""
     interconnect_latency_s: float = 0.0
     p2p: bool | None = None
+    efficiency_tables_from: str = ""
     #: the link fields were stated by a scenario (``hardware.interconnect``), not the spec
     link_stated: bool = field(default=False, compare=False)
     profile_dir: Path | None = field(default=None, compare=False)
@@ -110,14 +116,16 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     measured-profile keys ``device_name``, ``device_type``, ``kind``); the GPU-to-GPU link is
     ``interconnect_kind`` (``nvlink``, ``pcie``, ``none``), ``interconnect_bandwidth_bytes_per_s``
     (per direction), ``interconnect_latency_s`` and ``p2p`` (true/false); the host link is
-    ``host_link`` / ``host_link_bandwidth_bytes_per_s``.
+    ``host_link`` / ``host_link_bandwidth_bytes_per_s``; ``efficiency_tables_from`` names the
+    catalog profile whose compute-kernel tables are transferred (a profile name, not a path).
 
     Raises
     ------
     ValueError
         If the file is missing, not YAML, has an unknown key, lacks a required key, has a
         non-numeric or negative value, an ``interconnect_kind`` outside ``nvlink, pcie, none``
-        (or ``none`` with a non-zero bandwidth), or a ``p2p`` that is not a boolean.
+        (or ``none`` with a non-zero bandwidth), a ``p2p`` that is not a boolean, or an
+        ``efficiency_tables_from`` that is not a non-empty string naming another profile.
     """
     p = Path(path).expanduser()
     if p.is_dir():
@@ -134,7 +142,8 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
              "hbm_bandwidth_bytes_per_s", "interconnect", "interconnect_bandwidth_bytes_per_s",
              "interconnect_kind", "interconnect_latency_s", "p2p",
              "host_link", "host_link_bandwidth_bytes_per_s", "usd_per_gpu_hour", "price_source",
-             "source", "notes", "device_name", "device_type", "kind", "provenance"}
+             "source", "notes", "device_name", "device_type", "kind", "provenance",
+             "efficiency_tables_from"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"{p}: unknown GPU spec key(s) {', '.join(unknown)}; allowed: "
@@ -165,8 +174,13 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     if kind == "none" and vals.get("interconnect_bandwidth_bytes_per_s", 0.0) > 0:
         raise ValueError(f"{p}: interconnect_kind none contradicts "
                          "interconnect_bandwidth_bytes_per_s > 0")
+    sib = raw.get("efficiency_tables_from")
+    if sib is not None and (not isinstance(sib, str) or not sib.strip()
+                            or sib.strip() == str(raw["name"])):
+        raise ValueError(f"{p}: efficiency_tables_from={sib!r} must name another GPU profile")
     src = raw.get("source") or ()
-    return GPUSpec(name=str(raw["name"]), aliases=tuple(str(a) for a in raw.get("aliases") or ()),
+    return GPUSpec(efficiency_tables_from=str(sib or "").strip(),
+                   name=str(raw["name"]), aliases=tuple(str(a) for a in raw.get("aliases") or ()),
                    interconnect_kind=str(kind or ""), p2p=p2p,
                    source=tuple([src] if isinstance(src, str) else src),
                    price_source=str(raw.get("price_source", "")),

@@ -545,6 +545,11 @@ def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None
         return
     have = sorted({s.engine_version for s in table_sets(gpu) if s.engine == "vllm"},
                   key=version_key)
+    if gpu.efficiency_tables_from:
+        approx.append(f"{gpu.name} has no kernel measurement of its own: GEMM, attention and MoE "
+                      f"times are the measured efficiency of {gpu.efficiency_tables_from} (same "
+                      f"die) on {gpu.name}'s datasheet roofline; all-reduce is {gpu.name}'s link "
+                      "model (communication tables are not transferred).")
     if ver is None and have:
         approx.append(f"The record names no vLLM version: {gpu.name}'s newest measured kernel "
                       f"tables (vLLM {have[-1]}) are used.")

@@ -114,6 +114,12 @@ class MeasuredOps(RooflinePerfModel):
             prov["all_reduce"] = (f"link model of the scenario's stated link "
                                   f"({g.interconnect_bandwidth_bytes_per_s / 1e9:g} GB/s, "
                                   f"{g.interconnect_latency_s * 1e6:g} us per hop)")
+        elif getattr(ts, "efficiency_from", ""):   # a sibling's link is not this GPU's
+            g = self.gpu
+            prov["all_reduce"] = (f"link model of {g.name}'s spec ({g.link_kind}, "
+                                  f"{g.interconnect_bandwidth_bytes_per_s / 1e9:g} GB/s, "
+                                  f"{g.interconnect_latency_s * 1e6:g} us per hop; "
+                                  f"{ts.efficiency_from}'s communication tables not transferred)")
         prov.pop("cpu_overhead", None)
         return prov
 

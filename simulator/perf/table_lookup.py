@@ -188,19 +188,23 @@ class TableLookup(TableFiles):
             idx.sort()
         s = fam.schema
         coords = [fam.grid_cols[c][idx] for c in s.grid]
-        r = self._roofline(fam.op, dict(zip(s.grid, coords)), numv, rdt)
+        # efficiency against the bound of the GPU the rows were measured on (a transferred
+        # set's queries are then answered against its own GPU's bound: TableSet.measured_gpu)
+        mg = getattr(self, "measured_gpu", self.gpu)
+        r = self._roofline(fam.op, dict(zip(s.grid, coords)), numv, rdt, mg)
         e = r / fam.t[idx]
         ok = np.isfinite(e) & (e > 0)
         if not ok.any():
             raise ValueError(f"table set {self.name}: {fam.op} rows give no finite efficiency")
         return _Grid(s.grid, [c[ok] for c in coords], np.log(e[ok]),
                      [c in s.zero for c in s.grid],
-                     bound=lambda nodes: self._roofline(fam.op, nodes, numv, rdt))
+                     bound=lambda nodes: self._roofline(fam.op, nodes, numv, rdt, mg))
 
-    def _roofline(self, op: str, x: dict, numv: dict, rdt: tuple):
+    def _roofline(self, op: str, x: dict, numv: dict, rdt: tuple, gpu=None):
         """Roofline of family ``op`` at sizes ``x`` (axis name -> value/array), numeric keys
-        ``numv`` and dtypes ``rdt`` (``(dtype,)`` or ``(dtype, kv_dtype)``)."""
-        g = self.gpu
+        ``numv`` and dtypes ``rdt`` (``(dtype,)`` or ``(dtype, kv_dtype)``) on ``gpu``
+        (default the set's GPU)."""
+        g = self.gpu if gpu is None else gpu
         dt = rdt[0]
         if op == "gemm":
             return gemm_roofline_s(x["m"], x["n"], x["k"], g, dt)

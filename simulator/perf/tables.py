@@ -46,6 +46,16 @@ efficiency transferred node by node to the query's bound, and :meth:`TableSet.ne
 says so. A missing family or dtype makes :meth:`TableSet.has` False; callers fall back to the
 roofline and label it.
 
+Efficiency transfer (sibling profiles). A spec with ``efficiency_tables_from: <sibling>`` (a
+board of the same die with no measurement of its own: A100 PCIe from A100 SXM4, H100 PCIe from
+H100 SXM) gets the sibling's table sets as :class:`TableSet` objects whose ``measured_gpu`` is
+the sibling: the node efficiencies ``e_i`` are computed against the *sibling's* bound and the
+queries answered against the *board's* bound, ``t = R_board(x) / e(x)``, the rule that already
+holds beyond a grid. Only :data:`TRANSFERRED_FAMILIES` (compute kernels) are carried over;
+all-reduce and NCCL tables (another link) and engine CPU tables are not, so the board's spec
+link model answers communication. :meth:`TableSet.label` names both GPUs. Measured limits of
+the rule: ``benchmarks/bench_sibling_transfer.py`` and ``hardware_profiles/README.md``.
+
 Speed: key resolution and grids are cached per key; a scalar query is a few ``bisect`` calls
 and at most eight grid reads (pure Python, microseconds); array queries are vectorised.
 """
@@ -57,7 +67,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..hardware import GPUSpec
+from ..hardware import GPUSpec, get_gpu
 from .table_bounds import (
     all_reduce_roofline_s,
     attention_decode_roofline_s,
@@ -103,10 +113,18 @@ __all__ = [
     "lm_head_roofline_s",
     "moe_roofline_s",
     "read_table_file",
+    "TRANSFERRED_FAMILIES",
     "select_table_set",
     "table_sets",
     "version_key",
 ]
+
+
+#: families an efficiency transfer carries to a sibling GPU (compute kernels on one die): not
+#: ``all_reduce``/``nccl`` (the sibling's link, not this GPU's: its spec's link model answers)
+#: nor ``cpu_overhead`` (the sibling node's host CPU, an engine term)
+TRANSFERRED_FAMILIES = ("gemm", "attention_prefill", "attention_decode", "moe", "elementwise",
+                        "lm_head")
 
 
 class TableSet(TableLookup):
@@ -117,7 +135,13 @@ class TableSet(TableLookup):
     folder : Path
         The set's folder (``provenance.yaml`` and the family files).
     gpu : GPUSpec
-        The GPU the tables were measured on: its datasheet figures give the roofline bounds.
+        The GPU whose operator times are asked: its datasheet figures give the bounds that
+        queries are answered against.
+    measured_gpu : GPUSpec, optional
+        The GPU the tables were measured on, whose datasheet figures turn measured times into
+        achieved efficiencies (default ``gpu``). Another GPU makes this an *efficiency
+        transfer* (:func:`table_sets`): only :data:`TRANSFERRED_FAMILIES` answer, and
+        :meth:`label` says whose efficiency on whose roofline.
 
     Attributes
     ----------
@@ -128,6 +152,8 @@ class TableSet(TableLookup):
         ``harness_version``).
     device_name : str
         The device string the tables were measured on.
+    efficiency_from : str
+        Profile name of ``measured_gpu`` when it is not ``gpu`` (a transferred set), else "".
 
     Raises
     ------
@@ -135,6 +161,28 @@ class TableSet(TableLookup):
         When ``provenance.yaml`` is not valid YAML (table files are read on first use and
         raise then, one line naming the file).
     """
+
+    def __init__(self, folder: Path, gpu: GPUSpec, measured_gpu: GPUSpec | None = None):
+        super().__init__(folder, gpu)
+        self.measured_gpu = gpu if measured_gpu is None else measured_gpu
+        self.efficiency_from = "" if self.measured_gpu.name == gpu.name \
+            else self.measured_gpu.name
+
+    def _source(self, op: str) -> Path | None:
+        if self.efficiency_from and op not in TRANSFERRED_FAMILIES:
+            return None   # communication and engine CPU tables belong to the measured node
+        return super()._source(op)
+
+    def label(self, op: str) -> str:
+        """One-line provenance of table ``op`` (see :meth:`TableFiles.label`); a transferred
+        set says ``measured efficiency of <sibling> (<device>, vLLM <version>; <source>) on
+        <gpu>'s datasheet roofline``."""
+        base = super().label(op)
+        if not base or not self.efficiency_from:
+            return base
+        inner = base[len("measured "):] if base.startswith("measured ") else base
+        return (f"measured efficiency of {self.efficiency_from} {inner} on {self.gpu.name}'s "
+                "datasheet roofline")
 
     # ---------------------------------------------------------------- operators
     def gemm(self, m, n: int, k: int, dtype: str = "bf16"):
@@ -417,21 +465,46 @@ def table_sets(gpu: GPUSpec) -> list[TableSet]:
     measurement of that version), which follow by folder name.
     """
     d = gpu.profile_dir
+    out = _transferred_sets(gpu) if gpu.efficiency_tables_from else []
     if d is None:
-        return []
+        return out
     d = Path(d)
-    out = []
+    own = []
     if _has_tables(d):
-        out.append(TableSet(d, gpu))
+        own.append(TableSet(d, gpu))
     t = d / TABLES_DIR
     if t.is_dir():
         for sub in sorted(t.iterdir()):
             if sub.is_dir() and ((sub / PROVENANCE_FILE).is_file() or _has_tables(sub)):
-                out.append(TableSet(sub, gpu))
+                own.append(TableSet(sub, gpu))
+    mine = {s.name for s in own}
+    out = own + [s for s in out if s.name not in mine]   # own measurements first
     out.sort(key=lambda s: (s.engine == "nccl", s.engine,
                             tuple(-x for x in _version_key(s.engine_version)),
-                            not s.is_primary, s.name))
+                            not s.is_primary, bool(s.efficiency_from), s.name))
     return out
+
+
+def _transferred_sets(gpu: GPUSpec) -> list[TableSet]:
+    """The engine table sets of ``gpu.efficiency_tables_from`` (a same-die sibling), read as
+    achieved efficiency against ``gpu``'s own datasheet roofline (:data:`TRANSFERRED_FAMILIES`
+    only; the sibling's NCCL support sets are not carried over).
+
+    Raises
+    ------
+    ValueError
+        When the sibling is not in the catalog or transfers its own tables from another GPU.
+    """
+    try:
+        sib = get_gpu(gpu.efficiency_tables_from)
+    except ValueError as e:
+        raise ValueError(f"GPU profile {gpu.name!r}: efficiency_tables_from: {e}") from None
+    if sib.efficiency_tables_from:
+        raise ValueError(f"GPU profile {gpu.name!r}: efficiency_tables_from "
+                         f"{sib.name!r} itself transfers tables from "
+                         f"{sib.efficiency_tables_from!r}; name a measured profile")
+    return [TableSet(s.folder, gpu, measured_gpu=sib) for s in table_sets(sib)
+            if s.engine != "nccl"]
 
 
 def select_table_set(gpu: GPUSpec, engine: str = "vllm", version: str | None = None

@@ -61,25 +61,43 @@ def test_vllm_serve_batch_defaults(version, device, mem, want):
 @pytest.mark.parametrize(("device", "gpu"), [
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H200", "h200-sxm"),
     ("NVIDIA A100-SXM4-80GB", "a100-sxm-80gb"),
-    # other boards: different memory, bandwidth, clocks or link -> no profile, not substituted
-    ("NVIDIA H100 PCIe", None), ("NVIDIA H100 NVL", None), ("NVIDIA A100-SXM4-40GB", None),
-    ("NVIDIA A100 80GB PCIe", None), ("NVIDIA A100-PCIE-40GB", None)])
+    # sibling boards: their own spec, the same-die sibling's kernel efficiency (labelled)
+    ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb"),
+    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb"), ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"),
+    # a board with no profile (94 GB HBM3, NVL bridge): not substituted
+    ("NVIDIA H100 NVL", None), ("NVIDIA B300 Made-Up", None)])
 def test_torch_device_strings(device, gpu):
     assert match_gpu(device) == gpu
 
 
+@pytest.mark.parametrize(("device", "gpu", "sibling"), [
+    ("NVIDIA H100 PCIe", "h100-pcie", "h100-sxm"),
+    ("NVIDIA A100-SXM4-40GB", "a100-sxm-40gb", "a100-sxm-80gb"),
+    ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb", "a100-sxm-80gb"),
+    ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb", "a100-sxm-80gb")])
+def test_sibling_board_record_replays_with_transfer_stated(tmp_path, device, gpu, sibling):
+    rs = build_replay_scenario(_run(tmp_path, device=device, version="0.22.0"))
+    assert rs.scenario.hardware.gpu == gpu
+    assert _rows(rs)["hardware.gpu"][1].endswith(f"{device!r} -> GPU catalog {gpu}")
+    hit = [a for a in rs.approximations if "no kernel measurement of its own" in a]
+    assert len(hit) == 1 and f"measured efficiency of {sibling}" in hit[0]
+    assert "communication tables are not transferred" in hit[0]
+    # vLLM 0.22.0 is shipped for both siblings: no version approximation
+    assert rs.scenario.perf.engine_version == "0.22.0"
+
+
 def test_gpu_without_profile_one_line_error_and_exit_code(tmp_path, capsys):
-    run = _run(tmp_path / "a", device="NVIDIA H100 PCIe")
-    with pytest.raises(ScenarioError, match="'NVIDIA H100 PCIe' .* has no profile in the GPU "
+    run = _run(tmp_path / "a", device="NVIDIA H100 NVL")
+    with pytest.raises(ScenarioError, match="'NVIDIA H100 NVL' .* has no profile in the GPU "
                                             "catalog .*h100-sxm.*not substituted"):
         build_replay_scenario(run)
     folder = write_vllm_run(tmp_path / "b", synthetic_stats_rows(4), {
-        **base_meta(), "hardware": {"device_name": "NVIDIA A100-SXM4-40GB"}})
+        **base_meta(), "hardware": {"device_name": "NVIDIA H100 NVL"}})
     rc = main(["validate", "--recorded", str(folder), "-o", str(tmp_path / "o"), "-q"])
     err = capsys.readouterr().err.strip()
     assert rc != 0
     assert len(err.splitlines()) == 1 and "Traceback" not in err
-    assert "A100-SXM4-40GB" in err and "--gpu" in err
+    assert "H100 NVL" in err and "--gpu" in err
 
 
 # ------------------------------------------------------------------------------ engine
