@@ -28,10 +28,14 @@ uniformly over all its key groups (``default_rng(seed)``), for quick comparisons
 
 ``--method`` (repeatable) names the fill of :mod:`simulator.perf.table_grid` used to predict
 each held-out cell (``FILL_METHODS``: ``linear``, ``pchip``, ``akima``, ``makima``,
-``natural``, each also as ``-eff``, interpolating log efficiency instead of log time; default
+``natural``, each also as ``-eff``, interpolating log efficiency instead of log time, and
+``hybrid``; default
 the one queries use, ``FILL_METHOD``): every method predicts the same held-out cells, and a
 summary per method (rows meeting each target, median over rows of the median and p90) closes
-``loo.md``; ``loo_points.csv`` holds every held-out cell's signed error.
+``loo.md``; ``loo_points.csv`` holds every held-out cell's signed error, its grid position
+(``where``: ``cell index:axis length`` per axis and the sizes) and, per axis, the gap in ``u``
+between the measured cells that bracket it once it is held out (``gaps_u``; ``-``: none does,
+the cell is an edge of its line's measured cells).
 
 Prints one table (GPU, set, family, points, median and p90 absolute % error, and the same
 over interior points only: points strictly inside the measured range along every axis, i.e.

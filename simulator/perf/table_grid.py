@@ -3,17 +3,26 @@ efficiency on a rectangular grid over ``u = log2(size)`` coordinates (method:
 :mod:`simulator.perf.tables`).
 
 Grid cells that were not measured are filled with what a query would return were they
-absent: cells between measured cells along an axis by interpolation in ``u`` of log time (log
-bound minus log efficiency) through the measured cells of that grid line, the median over the
-axes along which the cell is bracketed (the mean for two; the median of three resists a
-tile-boundary step on one axis); cells bracketed nowhere hold the efficiency of the nearest
-measured cell. The interpolant along a line is Akima's (``scipy.interpolate.Akima1DInterpolator``;
-H. Akima, "A new method of interpolation and smooth curve fitting based on local procedures",
-J. ACM 17(4), 1970), the chord where a line holds two measured cells: chosen over the chord,
-PCHIP, modified Akima, a natural cubic spline and the same kinds on log efficiency (and, tried
-and dropped, estimates along the grid diagonals too) by the held-out error of every shipped table
-(``benchmarks/bench_tables_loo.py --method``; figures in ``hardware_profiles/README.md``).
-Queries between measured nodes stay multilinear in ``u`` (:meth:`_Grid.at`).
+absent (the default fill, ``hybrid``): cells between measured cells along an axis by
+interpolation in ``u`` of log time (log bound minus log efficiency) through the measured cells
+of that grid line, the median over the axes along which the cell is bracketed (the mean for
+two; the median of three resists a tile-boundary step on one axis). The interpolant along a
+line is Akima's (``scipy.interpolate.Akima1DInterpolator``; H. Akima, "A new method of
+interpolation and smooth curve fitting based on local procedures", J. ACM 17(4), 1970), the
+chord where a line holds two measured cells; where the two measured cells that bracket the
+cell have a log-log slope ``d ln t / d ln size`` in [0, 1] (what ``t = a + b size``, a launch
+floor plus a linear regime, gives) it is averaged in log with the affine chord in linear size
+through them, which is exact for that form. Cells bracketed along no axis take the median of
+the chords along the grid diagonals that bracket them (an edge of a staircase of measured
+cells, e.g. decode batch x context capped by memory: the anti-diagonal keeps the KV tokens in
+flight), else the mean over axes of the efficiency of the nearest measured cell on each grid
+line through them (held efficiency, as a query beyond the grid). Chosen over Akima alone, the
+chord, PCHIP, modified Akima, a natural cubic spline, the same kinds on log efficiency, the
+affine chord alone, weighting axes by their bracketing gap, and diagonal estimates for every
+cell, by the held-out error of every shipped table (``benchmarks/bench_tables_loo.py
+--method``; figures in ``hardware_profiles/README.md``); the other kinds stay selectable
+(:data:`FILL_METHODS`). Queries between measured nodes stay multilinear in ``u``
+(:meth:`_Grid.at`).
 """
 from __future__ import annotations
 
