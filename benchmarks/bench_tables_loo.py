@@ -28,10 +28,14 @@ uniformly over all its key groups (``default_rng(seed)``), for quick comparisons
 
 ``--method`` (repeatable) names the fill of :mod:`simulator.perf.table_grid` used to predict
 each held-out cell (``FILL_METHODS``: ``linear``, ``pchip``, ``akima``, ``makima``,
-``natural``, each also as ``-eff``, interpolating log efficiency instead of log time; default
+``natural``, each also as ``-eff``, interpolating log efficiency instead of log time, and
+``hybrid``; default
 the one queries use, ``FILL_METHOD``): every method predicts the same held-out cells, and a
 summary per method (rows meeting each target, median over rows of the median and p90) closes
-``loo.md``; ``loo_points.csv`` holds every held-out cell's signed error.
+``loo.md``; ``loo_points.csv`` holds every held-out cell's signed error, its grid position
+(``where``: ``cell index:axis length`` per axis and the sizes) and, per axis, the gap in ``u``
+between the measured cells that bracket it once it is held out (``gaps_u``; ``-``: none does,
+the cell is an edge of its line's measured cells).
 
 Prints one table (GPU, set, family, points, median and p90 absolute % error, and the same
 over interior points only: points strictly inside the measured range along every axis, i.e.
@@ -130,12 +134,28 @@ def _loo_points(ts, op, g, pick, methods) -> list[tuple]:
         x = {c: float(coords[c][j]) for c in s.grid}
         meas = float(fam.t[idx][j])
         interior = all(len(v) == 1 or (0 < i < len(v) - 1) for v, i in zip(grid.vals, cell))
+        gaps = _bracket_gaps(r, grid.us, cell)
+        where = ("cell " + "/".join(f"{i}:{len(v)}" for i, v in zip(cell, grid.vals))
+                 + " x " + "/".join(f"{x[c]:g}" for c in s.grid))
         for method in methods:
             g2 = _Grid.from_cells(grid.names, grid.vals, grid.zero, r, grid.lr, method=method)
             pred = ts._eval(op, ts._tgrid(op, g2, numv, rdt, cache=False), x, numv, rdt)
             err = 100.0 * (pred / meas - 1.0)
-            out.append((method, abs(err), err, interior))
+            out.append((method, abs(err), err, interior, gaps, where))
     return out
+
+
+def _bracket_gaps(raw, us, cell) -> str:
+    """Per axis, the gap in ``u`` between the measured cells that bracket ``cell`` along it
+    (``-`` where none does: the cell is at the edge of its line's measured cells)."""
+    out = []
+    for a, u in enumerate(us):
+        line = raw[tuple(slice(None) if b == a else i for b, i in enumerate(cell))]
+        fin = np.flatnonzero(np.isfinite(line))
+        i = cell[a]
+        lo, hi = fin[fin < i], fin[fin > i]
+        out.append(f"{u[hi[0]] - u[lo[-1]]:.2f}" if len(lo) and len(hi) else "-")
+    return "/".join(out)
 
 
 def _loo_family(ts, op, gemm_sample, sample, methods, rng) -> pd.DataFrame:
@@ -161,7 +181,8 @@ def _loo_family(ts, op, gemm_sample, sample, methods, rng) -> pd.DataFrame:
     rows = []
     for g, pick in zip(groups, picks):
         rows += _loo_points(ts, op, g[:-1], pick, methods)
-    return pd.DataFrame(rows, columns=["method", "abs_pct", "signed_pct", "interior"])
+    return pd.DataFrame(rows, columns=["method", "abs_pct", "signed_pct", "interior",
+                                       "gaps_u", "where"])
 
 
 def _summary(d: pd.DataFrame) -> dict:

@@ -3,17 +3,26 @@ efficiency on a rectangular grid over ``u = log2(size)`` coordinates (method:
 :mod:`simulator.perf.tables`).
 
 Grid cells that were not measured are filled with what a query would return were they
-absent: cells between measured cells along an axis by interpolation in ``u`` of log time (log
-bound minus log efficiency) through the measured cells of that grid line, the median over the
-axes along which the cell is bracketed (the mean for two; the median of three resists a
-tile-boundary step on one axis); cells bracketed nowhere hold the efficiency of the nearest
-measured cell. The interpolant along a line is Akima's (``scipy.interpolate.Akima1DInterpolator``;
-H. Akima, "A new method of interpolation and smooth curve fitting based on local procedures",
-J. ACM 17(4), 1970), the chord where a line holds two measured cells: chosen over the chord,
-PCHIP, modified Akima, a natural cubic spline and the same kinds on log efficiency (and, tried
-and dropped, estimates along the grid diagonals too) by the held-out error of every shipped table
-(``benchmarks/bench_tables_loo.py --method``; figures in ``hardware_profiles/README.md``).
-Queries between measured nodes stay multilinear in ``u`` (:meth:`_Grid.at`).
+absent (the default fill, ``hybrid``): cells between measured cells along an axis by
+interpolation in ``u`` of log time (log bound minus log efficiency) through the measured cells
+of that grid line, the median over the axes along which the cell is bracketed (the mean for
+two; the median of three resists a tile-boundary step on one axis). The interpolant along a
+line is Akima's (``scipy.interpolate.Akima1DInterpolator``; H. Akima, "A new method of
+interpolation and smooth curve fitting based on local procedures", J. ACM 17(4), 1970), the
+chord where a line holds two measured cells; where the two measured cells that bracket the
+cell have a log-log slope ``d ln t / d ln size`` in [0, 1] (what ``t = a + b size``, a launch
+floor plus a linear regime, gives) it is averaged in log with the affine chord in linear size
+through them, which is exact for that form. Cells bracketed along no axis take the median of
+the chords along the grid diagonals that bracket them (an edge of a staircase of measured
+cells, e.g. decode batch x context capped by memory: the anti-diagonal keeps the KV tokens in
+flight), else the mean over axes of the efficiency of the nearest measured cell on each grid
+line through them (held efficiency, as a query beyond the grid). Chosen over Akima alone, the
+chord, PCHIP, modified Akima, a natural cubic spline, the same kinds on log efficiency, the
+affine chord alone, weighting axes by their bracketing gap, and diagonal estimates for every
+cell, by the held-out error of every shipped table (``benchmarks/bench_tables_loo.py
+--method``; figures in ``hardware_profiles/README.md``); the other kinds stay selectable
+(:data:`FILL_METHODS`). Queries between measured nodes stay multilinear in ``u``
+(:meth:`_Grid.at`).
 """
 from __future__ import annotations
 
@@ -46,9 +55,16 @@ def _u(x, zero: bool):
 #: ``PchipInterpolator``, shape-preserving; ``akima``/``makima``: ``Akima1DInterpolator``;
 #: ``natural``: ``CubicSpline`` with natural ends)
 FILL_KINDS = ("linear", "pchip", "akima", "makima", "natural")
-#: fill methods: a kind, optionally ``-eff`` (interpolate log efficiency instead of log time)
-FILL_METHODS = FILL_KINDS + tuple(f"{k}-eff" for k in FILL_KINDS)
-FILL_METHOD = "akima"
+#: fill methods: a kind, optionally ``-eff`` (interpolate log efficiency instead of log time);
+#: ``hybrid``: Akima on log time, averaged (in log) with the affine chord ``t = a + b x`` in
+#: linear size where the bracketing pair's log-log slope lies in [0, 1], and cells bracketed
+#: along no axis filled along the grid diagonals or by the mean held efficiency (:func:`_fill`)
+FILL_METHODS = FILL_KINDS + tuple(f"{k}-eff" for k in FILL_KINDS) + ("hybrid",)
+FILL_METHOD = "hybrid"
+#: log-log slope range ``d ln t / d ln x`` of a bracketing pair within which the ``hybrid`` fill
+#: also uses the affine chord: ``t = a + b x`` with ``a, b >= 0`` (a launch-bound floor plus a
+#: linear regime) has a slope in [0, 1] between any two sizes, so the pair is consistent with it
+AFFINE_SLOPE = (0.0, 1.0)
 
 
 def _cubic(kind: str, xs: np.ndarray, ys: np.ndarray):
@@ -62,10 +78,13 @@ def _cubic(kind: str, xs: np.ndarray, ys: np.ndarray):
     return CubicSpline(xs, ys, axis=0, bc_type="natural")
 
 
-def _line_estimates(x: np.ndarray, ua: np.ndarray, kind: str) -> np.ndarray | None:
+def _line_estimates(x: np.ndarray, ua: np.ndarray, kind: str,
+                    affine: bool = False) -> np.ndarray | None:
     """Estimates of the bracketed NaN cells of the rows of ``x`` (rows x n, NaN = empty)
     by interpolation along the row in ``u`` (``ua``); NaN where not bracketed. None when
-    no cell is bracketed."""
+    no cell is bracketed. ``affine`` (``x`` log time): where the bracketing pair's log-log
+    slope lies in :data:`AFFINE_SLOPE`, the estimate is the mean of the interpolant's and
+    the affine chord's (:func:`_affine_blend`)."""
     n = x.shape[1]
     fin = np.isfinite(x)
     idx = np.arange(n)
@@ -88,7 +107,33 @@ def _line_estimates(x: np.ndarray, ua: np.ndarray, kind: str) -> np.ndarray | No
         holes = np.flatnonzero(ok[rr[0]])
         f = _cubic(kind, ua[pat], x[np.ix_(rr, np.flatnonzero(pat))].T)
         val[np.ix_(rr, holes)] = np.asarray(f(ua[holes])).T
+    if affine:
+        _affine_blend(val, x, ua, ok, prev, nxt)
     return val
+
+
+def _affine_blend(val: np.ndarray, x: np.ndarray, ua: np.ndarray, ok, prev, nxt) -> None:
+    """Average (in log) the estimates ``val`` of log time at the cells ``ok`` with the chord
+    ``t = t_lo + (t_hi - t_lo) (s - s_lo) / (s_hi - s_lo)`` in linear size ``s = 2**u``
+    through the bracketing measured cells, where their log-log slope
+    ``(ln t_hi - ln t_lo) / (ln s_hi - ln s_lo)`` lies in :data:`AFFINE_SLOPE` (in place).
+
+    The chord is exact for ``t = a + b s`` (a launch-bound floor plus a linear regime), which
+    the log-log interpolants bend; the mean hedges between the two where the pair allows
+    either (on ``u = log2(1 + size)`` axes ``s`` is ``1 + size``: the same chord).
+    """
+    r, i = np.nonzero(ok)
+    lo, hi = prev[r, i], nxt[r, i]
+    tl, th = x[r, lo], x[r, hi]
+    slope = (th - tl) / ((ua[hi] - ua[lo]) * math.log(2.0))
+    use = (slope >= AFFINE_SLOPE[0]) & (slope <= AFFINE_SLOPE[1])
+    if not use.any():
+        return
+    r, i, lo, hi, tl, th = r[use], i[use], lo[use], hi[use], tl[use], th[use]
+    s_lo, s_hi = np.exp2(ua[lo]), np.exp2(ua[hi])
+    w = (np.exp2(ua[i]) - s_lo) / (s_hi - s_lo)
+    aff = np.log(np.exp(tl) * (1.0 - w) + np.exp(th) * w)
+    val[r, i] = 0.5 * (val[r, i] + aff)
 
 
 def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None,
@@ -97,10 +142,12 @@ def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None,
 
     Cells bracketed along an axis get the median over such axes of the interpolation along
     the axis in ``u`` of log *time* ``lr - g`` (``lr``: log bound at the nodes; None, or a
-    ``-eff`` method: of ``g`` itself), i.e. the value a query would get were the cell absent;
-    cells bracketed nowhere hold the log efficiency of the nearest measured cell along an
-    axis (as a query beyond the grid). ``method``: one of :data:`FILL_METHODS` (the kind of
-    interpolant along an axis).
+    ``-eff`` method: of ``g`` itself), i.e. the value a query would get were the cell absent.
+    Cells bracketed nowhere hold the log efficiency of the nearest measured cell along an
+    axis (as a query beyond the grid); with ``hybrid`` they first take the median of the
+    chords in ``u`` along the grid diagonals that bracket them (:func:`_diagonal_estimates`),
+    else the mean over axes of the nearest cell's held log efficiency (:func:`_hold`).
+    ``method``: one of :data:`FILL_METHODS` (the kind of interpolant along an axis).
 
     Raises
     ------
@@ -109,7 +156,8 @@ def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None,
     """
     if method not in FILL_METHODS:
         raise ValueError(f"unknown fill method {method!r}; known: {', '.join(FILL_METHODS)}")
-    kind = method.removesuffix("-eff")
+    hybrid = method == "hybrid"
+    kind = "akima" if hybrid else method.removesuffix("-eff")
     if method.endswith("-eff"):
         lr = None
     g = g.copy()
@@ -122,11 +170,13 @@ def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None,
             if n < 3:
                 continue
             x = np.moveaxis(base, a, -1).reshape(-1, n)
-            val = _line_estimates(x, us[a], kind)
+            val = _line_estimates(x, us[a], kind, affine=hybrid and lr is not None)
             if val is None:
                 continue
             shape = list(np.moveaxis(g, a, -1).shape)
             ests.append(np.moveaxis(val.reshape(shape), -1, a))
+        if hybrid and not ests:
+            ests = _diagonal_estimates(base, us)
         if ests:
             stack = np.stack(ests)
             m = np.isfinite(stack).any(axis=0)
@@ -134,27 +184,98 @@ def _fill(g: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None = None,
                 est = np.nanmedian(stack[:, m], axis=0)
                 g[m] = est if lr is None else lr[m] - est
                 continue
-        for a in range(nd):   # no bracket anywhere: hold the nearest measured cell along an axis
-            n = g.shape[a]
-            if n < 2:
-                continue
-            x = np.moveaxis(g, a, -1).reshape(-1, n).copy()
-            fin = np.isfinite(x)
-            rows = np.flatnonzero(fin.any(axis=1) & ~fin.all(axis=1))
-            if not len(rows):
-                continue
-            ua = us[a]
-            for r in rows:
-                have = np.flatnonzero(fin[r])
-                for i in np.flatnonzero(~fin[r]):
-                    j = have[np.argmin(np.abs(ua[have] - ua[i]))]
-                    x[r, i] = x[r, j]
-            shape = list(np.moveaxis(g, a, -1).shape)
-            g = np.moveaxis(x.reshape(shape), -1, a).copy()
-            break
-        else:
+        held = _hold(g, us, mean=hybrid)
+        if held is None:
             raise ValueError("empty efficiency grid")
+        g = held
     return g
+
+
+def _nearest_along(x: np.ndarray, ua: np.ndarray):
+    """Per cell of the rows of ``x`` (rows x n), the index of the nearest finite cell of its
+    row in ``u`` (``ua``; the lower one on a tie) and whether the row has one."""
+    n = x.shape[1]
+    fin = np.isfinite(x)
+    idx = np.arange(n)
+    prev = np.maximum.accumulate(np.where(fin, idx, -1), axis=1)
+    nxt = np.minimum.accumulate(np.where(fin, idx, n)[:, ::-1], axis=1)[:, ::-1]
+    dp = np.where(prev >= 0, ua - ua[np.maximum(prev, 0)], np.inf)
+    dn = np.where(nxt < n, ua[np.minimum(nxt, n - 1)] - ua, np.inf)
+    near = np.where(dp <= dn, prev, nxt)
+    return np.clip(near, 0, n - 1), np.isfinite(np.minimum(dp, dn))
+
+
+def _hold(g: np.ndarray, us: list[np.ndarray], mean: bool) -> np.ndarray | None:
+    """``g`` with empty cells that have a measured cell on a grid line through them set to
+    that cell's log efficiency (held efficiency): along the first axis that has one
+    (``mean`` False), or the mean over every axis that has one (``mean`` True). None when
+    no empty cell has one."""
+    held, count = np.zeros_like(g), np.zeros(g.shape)
+    for a in range(g.ndim):
+        n = g.shape[a]
+        if n < 2:
+            continue
+        x = np.moveaxis(g, a, -1).reshape(-1, n)
+        near, has = _nearest_along(x, us[a])
+        v = np.where(has & ~np.isfinite(x), np.take_along_axis(x, near, axis=1), np.nan)
+        shape = list(np.moveaxis(g, a, -1).shape)
+        v = np.moveaxis(v.reshape(shape), -1, a)
+        ok = np.isfinite(v)
+        if not ok.any():
+            continue
+        held[ok] += v[ok]
+        count[ok] += 1
+        if not mean:
+            break
+    m = count > 0
+    if not m.any():
+        return None
+    out = g.copy()
+    out[m] = held[m] / count[m]
+    return out
+
+
+def _diagonal_estimates(base: np.ndarray, us: list[np.ndarray]) -> list[np.ndarray]:
+    """Chord estimates of the empty cells of ``base`` along the two diagonals of every pair
+    of axes (steps ``(+1, +1)`` and ``(+1, -1)`` in index), between the nearest finite cells
+    on either side, weighted by distance in the ``(u_a, u_b)`` plane; NaN where a diagonal
+    does not bracket the cell. One array per (pair, direction) that brackets a cell."""
+    empty = np.argwhere(np.isnan(base))
+    out = []
+    for a in range(base.ndim):
+        for b in range(a + 1, base.ndim):
+            for sgn in (1, -1):
+                est = np.full(len(empty), np.nan)
+                side = []
+                for k in (1, -1):
+                    val, dist = np.full(len(empty), np.nan), np.full(len(empty), np.nan)
+                    todo = np.ones(len(empty), bool)
+                    for step in range(1, max(base.shape[a], base.shape[b])):
+                        c = empty.copy()
+                        c[:, a] += k * step
+                        c[:, b] += k * sgn * step
+                        inside = ((c[:, a] >= 0) & (c[:, a] < base.shape[a]) & (c[:, b] >= 0)
+                                  & (c[:, b] < base.shape[b]))
+                        todo &= inside
+                        if not todo.any():
+                            break
+                        v = np.full(len(empty), np.nan)
+                        v[todo] = base[tuple(c[todo].T)]
+                        hit = todo & np.isfinite(v)
+                        val[hit] = v[hit]
+                        dist[hit] = np.hypot(us[a][c[hit, a]] - us[a][empty[hit, a]],
+                                             us[b][c[hit, b]] - us[b][empty[hit, b]])
+                        todo &= ~hit
+                    side.append((val, dist))
+                (vp, dp), (vm, dm) = side
+                ok = np.isfinite(vp) & np.isfinite(vm)
+                if ok.any():
+                    w = dm[ok] / (dm[ok] + dp[ok])
+                    est[ok] = vm[ok] * (1.0 - w) + vp[ok] * w
+                    full = np.full(base.shape, np.nan)
+                    full[tuple(empty.T)] = est
+                    out.append(full)
+    return out
 
 
 class _Grid:

@@ -96,3 +96,55 @@ def test_fill_takes_the_median_over_bracketing_axes():
 def test_unknown_fill_method_is_refused():
     with pytest.raises(ValueError, match="unknown fill method 'cubic'; known: linear, pchip"):
         _line([0.0, 1.0, np.nan, 1.0], method="cubic")
+
+
+# ------------------------------------------------------------------ the hybrid fill (default)
+def _line3(times, bound=1.0):
+    """A 1-d grid over sizes 1, 2, 4 (u = 0, 1, 2) with the middle cell empty: measured times
+    ``times`` (s) at sizes 1 and 4 under a constant bound (log efficiency = -log time)."""
+    lr = np.log(np.full(3, bound))
+    raw = np.array([lr[0] - math.log(times[0]), np.nan, lr[2] - math.log(times[1])])
+    return _Grid.from_cells(["x"], [np.array([1.0, 2.0, 4.0])], [False], raw, lr,
+                            method="hybrid")
+
+
+def test_hybrid_averages_the_affine_chord_where_the_slope_allows_it():
+    # t(1) = 1 s, t(4) = 2 s: log-log slope ln 2 / ln 4 = 0.5, inside [0, 1].
+    # two measured cells -> the Akima kind is the chord in u: ln t(2) = ln 2 / 2 (t = sqrt 2);
+    # the affine chord in size: t(2) = 1 + (2 - 1) (2 - 1) / (4 - 1) = 4/3; their mean in log
+    want = -0.5 * (0.5 * math.log(2.0) + math.log(4.0 / 3.0))
+    assert math.isclose(_line3((1.0, 2.0)).le[1], want, rel_tol=1e-12)
+    # t(1) = 1 s, t(4) = 16 s: slope 2 (superlinear, e.g. attention in q): the chord in u only,
+    # ln t(2) = ln 16 / 2 -> t = 4 s
+    assert math.isclose(_line3((1.0, 16.0)).le[1], -math.log(4.0), rel_tol=1e-12)
+    # t(1) = 2 s, t(4) = 1 s: slope -0.5 (time falling with size): the chord in u only
+    assert math.isclose(_line3((2.0, 1.0)).le[1], -0.5 * math.log(2.0), rel_tol=1e-12)
+
+
+def test_hybrid_is_exact_for_a_launch_floor_plus_linear_time():
+    # t = 1 + x (s) at sizes 1, 4 (2 s, 5 s; slope ln 2.5 / ln 4 = 0.66): the affine chord is
+    # exact (3 s at size 2), the chord in u gives sqrt(2 x 5) = 3.162 s; the hybrid takes
+    # their log mean, sqrt(3 x 3.162) = 3.080 s (2.7% high, against 5.4% for the chord)
+    got = math.exp(-_line3((2.0, 5.0)).le[1])
+    assert math.isclose(got, math.sqrt(3.0 * math.sqrt(10.0)), rel_tol=1e-12)
+
+
+def test_hybrid_fills_unbracketed_cells_along_diagonals_then_by_mean_hold():
+    # 3 x 3 grid over sizes 1, 2, 4 on both axes, measured only at (0, 2) = 0 and (2, 0) = 2
+    # (log efficiency; no bound given, so the fill works on it directly). No cell is bracketed
+    # along an axis; the centre is bracketed by the anti-diagonal (0, 2)-(2, 0) at equal
+    # distances: 1. Then nothing is bracketed anywhere: each empty cell takes the mean over
+    # axes of the nearest finite cell on its line: (0, 0): column 0 -> (2, 0) = 2, row 0 ->
+    # (0, 2) = 0: 1; (0, 1): column 1 -> centre 1, row 0 -> (0, 2) (the nearer side) 0: 0.5
+    nan = np.nan
+    raw = np.array([[nan, nan, 0.0], [nan, nan, nan], [2.0, nan, nan]])
+    g = _Grid.from_cells(["a", "b"], [np.array([1.0, 2.0, 4.0])] * 2, [False, False], raw,
+                         method="hybrid")
+    assert g.le[1, 1] == 1.0
+    assert g.le[0, 0] == 1.0
+    assert g.le[0, 1] == 0.5
+    assert np.isfinite(g.le).all()
+    # the other methods hold along the first axis that has a measured cell: (0, 0) <- (2, 0)
+    old = _Grid.from_cells(["a", "b"], [np.array([1.0, 2.0, 4.0])] * 2, [False, False], raw,
+                           method="akima")
+    assert old.le[0, 0] == 2.0 and old.le[0, 2] == 0.0
