@@ -1,13 +1,23 @@
-"""How well does an efficiency transfer between same-die GPUs predict the sibling's measurement?
+"""Which sibling-transfer rule best predicts a same-die GPU's measurement?
 
 The sibling profiles (``a100-sxm-40gb``, ``a100-pcie-80gb``, ``a100-pcie-40gb``, ``h100-pcie``)
-have no measurement of their own: they answer with a measured sibling's achieved efficiency
-against their own datasheet roofline (``efficiency_tables_from``, ``simulator/perf/tables.py``).
-No table of those boards exists to check it against, but one pair in the catalog is a test of
-the method: H100 SXM and H200 SXM are both GH100 with 132 SMs and the same clocks, differing in
-HBM (3.35 vs 4.8 TB/s, 80 vs 141 GB), and both are measured (aiconfigurator, same vLLM
-versions). This script answers every measured row of one from the other's tables transferred
-onto its roofline, and compares with copying the other's times unchanged.
+have no measurement of their own: they answer compute kernels from a measured sibling's tables
+(``efficiency_tables_from``, ``simulator/perf/tables.py``). No table of those boards exists to
+check a rule against, but one pair in the catalog is a test of it: H100 SXM and H200 SXM are both
+GH100 with 132 SMs and the same clocks, differing in HBM (3.35 vs 4.8 TB/s, 80 vs 141 GB), and
+both are measured (aiconfigurator, same vLLM versions). This script answers every measured row
+(the engine's default kernel) of one from the other's tables by three rules, each through the
+real table lookup (grid interpolation included):
+
+``excess`` (shipped)
+    The sibling's time above its own roofline bound held in seconds at the grid nodes,
+    ``t = R_gpu + t_sib - R_sib`` (guarded where ``t_sib < R_sib``: at least ``R_gpu / e``):
+    the transferred set as ``table_sets`` builds it (``TableSet`` rule ``excess``).
+``efficiency``
+    The sibling's achieved efficiency held, ``t = R_gpu / e`` (``TableSet(...,
+    transfer="efficiency")``, the rule before 2026-12-02).
+``copy``
+    The sibling's times unchanged (its own table set).
 
 It measures the part of the transfer error that comes from a different memory system on one
 die; the A100 siblings differ from their source the same way (plus power limits for the PCIe
@@ -18,7 +28,8 @@ Usage::
     python benchmarks/bench_sibling_transfer.py [--versions 0.19.0 0.22.0] [-o out.csv]
 
 Prints, per direction, version and family, the median and p90 absolute error and the median
-signed error (percent) of the transferred prediction, the copied times and the excess rule.
+signed error (percent) of each rule's prediction, then per family the mean over the
+direction x version pairs of each rule's median absolute error.
 """
 from __future__ import annotations
 
@@ -30,10 +41,11 @@ import numpy as np
 import pandas as pd
 
 from simulator.hardware import get_gpu
-from simulator.perf import table_bounds as tb
-from simulator.perf.tables import read_table_file, select_table_set
+from simulator.perf.tables import TableSet, read_table_file, select_table_set
 
 FAMILIES = ("gemm", "attention_decode", "attention_prefill", "moe")
+#: the rules compared (column prefixes)
+RULES = ("excess", "efficiency", "copy")
 _ATT = ("q_heads", "kv_heads", "head_dim", "window")
 
 
@@ -66,31 +78,6 @@ def _predict(ts, fam: str, d: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _bound(fam: str, d: pd.DataFrame, gpu) -> np.ndarray:
-    """The roofline bound (seconds) of every row of ``d`` on ``gpu``."""
-    c = {k: d[k].to_numpy() for k in d.columns if k != "median_s"}
-    if fam == "gemm":
-        return np.array([tb.gemm_roofline_s(float(m), float(n), float(k), gpu, dt)
-                         for m, n, k, dt in zip(c["m"], c["n"], c["k"], c["dtype"])])
-    if fam == "moe":
-        return np.array([tb.moe_roofline_s(float(r.num_tokens), gpu, hidden=r.hidden,
-                                           inter=r.inter, topk=r.topk,
-                                           num_experts=r.num_experts, moe_tp=r.moe_tp,
-                                           moe_ep=r.moe_ep, dtype=r.dtype)
-                         for r in d.itertuples(index=False)])
-    out = []
-    for r in d.itertuples(index=False):
-        kw = dict(q_heads=r.q_heads, kv_heads=r.kv_heads, head_dim=r.head_dim,
-                  kv_dtype=r.kv_dtype, dtype=r.dtype, window=r.window)
-        if fam == "attention_decode":
-            out.append(tb.attention_decode_roofline_s(float(r.batch), float(r.ctx_mean), gpu,
-                                                      **kw))
-        else:
-            out.append(tb.attention_prefill_roofline_s(float(r.q), float(r.start), gpu,
-                                                       batch=float(r.batch), **kw))
-    return np.array(out)
-
-
 def _stats(pred: np.ndarray, t: np.ndarray) -> tuple[float, float, float]:
     e = pred / t - 1.0
     e = e[np.isfinite(e)]
@@ -103,10 +90,12 @@ def _rows(src: str, dst: str, version: str) -> list[dict]:
     measured = select_table_set(g_dst, version=version)
     copied = select_table_set(g_src, version=version)
     moved_gpu = dataclasses.replace(g_dst, efficiency_tables_from=src, profile_dir=None)
-    moved = select_table_set(moved_gpu, version=version)
+    excess = select_table_set(moved_gpu, version=version)
+    assert excess.transfer == "excess" and excess.efficiency_from == src
+    held = TableSet(excess.folder, moved_gpu, measured_gpu=g_src, transfer="efficiency")
     res = []
     for fam in FAMILIES:
-        if not (measured.has(fam) and moved.has(fam)):
+        if not (measured.has(fam) and excess.has(fam)):
             continue
         d = read_table_file(measured._source(fam), fam)
         # the engine's default kernel only (what a serving query asks; kernel names differ
@@ -118,13 +107,9 @@ def _rows(src: str, dst: str, version: str) -> list[dict]:
         t = d["median_s"].to_numpy(float)
         row = {"source": src, "target": dst, "version": version, "family": fam,
                "rows": len(d)}
-        copy = _predict(copied, fam, d)
-        # "excess held": the time above the source's bound kept in seconds, the bound swapped
-        # (t = R_dst + t_src - R_src, at least R_dst): an alternative rule, not the shipped one
-        r_dst = _bound(fam, d, g_dst)
-        excess = np.maximum(r_dst, copy + r_dst - _bound(fam, d, g_src))
-        for how, pred in (("transfer", _predict(moved, fam, d)), ("copy", copy),
-                          ("excess", excess)):
+        sets = {"excess": excess, "efficiency": held, "copy": copied}
+        for how in RULES:
+            pred = _predict(sets[how], fam, d)
             (row[f"{how}_median_abs"], row[f"{how}_p90_abs"],
              row[f"{how}_median_signed"]) = _stats(pred, t)
         res.append(row)
@@ -145,6 +130,9 @@ def main(argv=None) -> int:
     show = df.copy()
     show[pct] = (100 * show[pct]).round(1)
     print(show.to_string(index=False))
+    mean = df.groupby("family", sort=False)[[f"{h}_median_abs" for h in RULES]].mean()
+    print("\nmean over direction x version pairs of the median absolute error (%):")
+    print((100 * mean).round(1).to_string())
     if a.output:
         df.to_csv(a.output, index=False)
     return 0

@@ -194,9 +194,9 @@ def cmd_profiles(args) -> int:
         if sets:
             tables.append("tables/: " + " ".join(sets))
         moved = [s.name for s in ts if s.efficiency_from]
-        if moved:   # efficiency transfer from a same-die sibling (compute kernels only)
-            tables.append(f"measured efficiency of {g.efficiency_tables_from} "
-                          f"({' '.join(moved)}; compute kernels) on its own roofline")
+        if moved:   # excess time transferred from a same-die sibling (compute kernels only)
+            tables.append(f"measured excess time of {g.efficiency_tables_from} "
+                          f"({' '.join(moved)}; compute kernels) over its own roofline")
         t.add_row(g.name, f"{g.bf16_flops_per_s / 1e12:.3g}",
                   f"{g.fp8_flops_per_s / 1e12:.3g}" if g.fp8_flops_per_s else "-",
                   f"{g.hbm_bytes / 1e9:.0f}", f"{g.hbm_bandwidth_bytes_per_s / 1e12:.2f}",

@@ -56,9 +56,9 @@ class GPUSpec:
         Default price (a scenario's ``cost.usd_per_gpu_hour`` overrides it); 0 when the spec
         has no sourced price (``price_source`` then says so).
     efficiency_tables_from : str
-        Profile name of a same-die sibling whose measured compute-kernel tables this GPU uses
-        as achieved efficiency against its *own* datasheet roofline (efficiency transfer,
-        :func:`simulator.perf.tables.table_sets`); empty: none.
+        Profile name of a same-die sibling whose measured compute-kernel tables this GPU uses:
+        the sibling's time above its roofline held in seconds over this GPU's *own* datasheet
+        roofline (:func:`simulator.perf.tables.table_sets`); empty: none.
     profile_dir : Path or None
         Folder the spec came from (latency tables live next to it).
     """

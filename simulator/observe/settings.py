@@ -547,8 +547,9 @@ def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None
                   key=version_key)
     if gpu.efficiency_tables_from:
         approx.append(f"{gpu.name} has no kernel measurement of its own: GEMM, attention and MoE "
-                      f"times are the measured efficiency of {gpu.efficiency_tables_from} (same "
-                      f"die) on {gpu.name}'s datasheet roofline; all-reduce is {gpu.name}'s link "
+                      f"times are the measured excess time of {gpu.efficiency_tables_from} "
+                      f"(same die) above its roofline, held over {gpu.name}'s datasheet "
+                      f"roofline; all-reduce is {gpu.name}'s link "
                       "model (communication tables are not transferred).")
     if ver is None and have:
         approx.append(f"The record names no vLLM version: {gpu.name}'s newest measured kernel "

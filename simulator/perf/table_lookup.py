@@ -234,17 +234,49 @@ class TableLookup(TableFiles):
         raise ValueError(f"unknown table family {op!r}")
 
     def _tgrid(self, op: str, grid: _Grid, num: dict, rdt: tuple, cache: bool = True) -> _Grid:
-        """Log time of a query key at the grid nodes: ``log R_q(node) - log e(node)``."""
+        """Log time of a query key at the grid nodes: ``log R_q(node) - log e(node)`` on the
+        GPU the tables were measured on; a transferred set's by :meth:`_excess_times`."""
         key = (id(grid), op, tuple(sorted(num.items())), rdt)
         hit = self._tgrids.get(key) if cache else None
         if hit is not None:
             return hit[1]
-        r = self._roofline(op, dict(zip(grid.names, grid.nodes())), num, rdt)
+        nodes = dict(zip(grid.names, grid.nodes()))
+        r = self._roofline(op, nodes, num, rdt)
         r = np.maximum(np.broadcast_to(np.asarray(r, float), grid.shape), 1e-300)
-        tg = grid.with_values(np.log(r) - grid.le)
+        if getattr(self, "efficiency_from", "") and self.transfer == "excess":
+            tg = grid.with_values(np.log(self._excess_times(op, grid, nodes, num, rdt, r)))
+        else:
+            tg = grid.with_values(np.log(r) - grid.le)
         if cache:
             self._tgrids[key] = (grid, tg)   # keep grid alive: its id stays unique
         return tg
+
+    def _excess_times(self, op: str, grid: _Grid, nodes: dict, num: dict, rdt: tuple,
+                      r: np.ndarray) -> np.ndarray:
+        """Seconds at the grid nodes of a transferred set (sibling rule "excess"): the time
+        the sibling spent above its own roofline bound held in seconds over this GPU's bound,
+        ``t = R_q(node) + (t_sib(node) - R_sib(node))``.
+
+        ``t_sib = R_sib / e`` is the sibling's time for the query key (its measured node time
+        when the key was measured; the nearest key's efficiency against the query key's bound
+        otherwise), ``R_sib`` and ``R_q`` (``r``, seconds) the query key's bounds on the
+        sibling's and on this GPU's datasheet. Guard: where the sibling ran *faster* than its
+        bound (``t_sib < R_sib``, ``e > 1``: L2-resident operands) the negative excess could
+        drive the time to zero or below; there the time is at least ``R_q / e`` (the
+        efficiency transfer of the same node, > 0), so no node falls below what efficiency
+        transfer gives. Chosen by ``benchmarks/bench_sibling_transfer.py`` (H100 SXM <-> H200
+        SXM, figures in ``hardware_profiles/README.md``).
+        """
+        mg = self.measured_gpu
+        rs = self._roofline(op, nodes, num, rdt, mg)
+        rs = np.maximum(np.broadcast_to(np.asarray(rs, float), grid.shape), 1e-300)
+        inv_e = np.exp(-grid.le)
+        excess = rs * inv_e - rs
+        t = r + excess
+        low = excess < 0.0
+        if low.any():
+            t = np.where(low, np.maximum(t, r * inv_e), t)
+        return t
 
     def _eval(self, op: str, tg: _Grid, x: dict, num: dict, rdt: tuple):
         """Seconds at sizes ``x`` from a log-time grid (method: :mod:`simulator.perf.tables`)."""

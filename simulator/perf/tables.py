@@ -46,15 +46,21 @@ efficiency transferred node by node to the query's bound, and :meth:`TableSet.ne
 says so. A missing family or dtype makes :meth:`TableSet.has` False; callers fall back to the
 roofline and label it.
 
-Efficiency transfer (sibling profiles). A spec with ``efficiency_tables_from: <sibling>`` (a
+Sibling transfer (sibling profiles). A spec with ``efficiency_tables_from: <sibling>`` (a
 board of the same die with no measurement of its own: A100 PCIe from A100 SXM4, H100 PCIe from
 H100 SXM) gets the sibling's table sets as :class:`TableSet` objects whose ``measured_gpu`` is
-the sibling: the node efficiencies ``e_i`` are computed against the *sibling's* bound and the
-queries answered against the *board's* bound, ``t = R_board(x) / e(x)``, the rule that already
-holds beyond a grid. Only :data:`TRANSFERRED_FAMILIES` (compute kernels) are carried over;
-all-reduce and NCCL tables (another link) and engine CPU tables are not, so the board's spec
-link model answers communication. :meth:`TableSet.label` names both GPUs. Measured limits of
-the rule: ``benchmarks/bench_sibling_transfer.py`` and ``hardware_profiles/README.md``.
+the sibling. At every grid node the time the sibling spent *above* its own roofline bound is
+held in seconds over the board's bound, ``t = R_board(node) + (t_sib(node) - R_sib(node))``
+(``TableLookup._excess_times``; where the sibling ran faster than its bound, ``t_sib < R_sib``,
+the time is at least the efficiency transfer ``R_board / e``, so never 0 or below); between
+nodes the log time is interpolated as for any set, beyond the grid the edge node's achieved
+efficiency on the board is held against the roofline ratio. The rule was chosen over holding
+the sibling's efficiency (``t = R_board / e``, ``transfer="efficiency"``) and copying its times
+on the one same-die pair with both sides measured (H100 SXM <-> H200 SXM):
+``benchmarks/bench_sibling_transfer.py``, figures in ``hardware_profiles/README.md``. Only
+:data:`TRANSFERRED_FAMILIES` (compute kernels) are carried over; all-reduce and NCCL tables
+(another link) and engine CPU tables are not, so the board's spec link model answers
+communication. :meth:`TableSet.label` names both GPUs.
 
 Speed: key resolution and grids are cached per key; a scalar query is a few ``bisect`` calls
 and at most eight grid reads (pure Python, microseconds); array queries are vectorised.
@@ -114,17 +120,21 @@ __all__ = [
     "moe_roofline_s",
     "read_table_file",
     "TRANSFERRED_FAMILIES",
+    "TRANSFER_RULES",
     "select_table_set",
     "table_sets",
     "version_key",
 ]
 
 
-#: families an efficiency transfer carries to a sibling GPU (compute kernels on one die): not
+#: families a sibling transfer carries to a sibling GPU (compute kernels on one die): not
 #: ``all_reduce``/``nccl`` (the sibling's link, not this GPU's: its spec's link model answers)
 #: nor ``cpu_overhead`` (the sibling node's host CPU, an engine term)
 TRANSFERRED_FAMILIES = ("gemm", "attention_prefill", "attention_decode", "moe", "elementwise",
                         "lm_head")
+#: rules of a transferred set at the grid nodes (:class:`TableSet` ``transfer``): the sibling's
+#: excess time above its roofline held in seconds (shipped), or its achieved efficiency held
+TRANSFER_RULES = ("excess", "efficiency")
 
 
 class TableSet(TableLookup):
@@ -139,9 +149,15 @@ class TableSet(TableLookup):
         queries are answered against.
     measured_gpu : GPUSpec, optional
         The GPU the tables were measured on, whose datasheet figures turn measured times into
-        achieved efficiencies (default ``gpu``). Another GPU makes this an *efficiency
-        transfer* (:func:`table_sets`): only :data:`TRANSFERRED_FAMILIES` answer, and
-        :meth:`label` says whose efficiency on whose roofline.
+        achieved efficiencies (default ``gpu``). Another GPU makes this a *transferred* set
+        (:func:`table_sets`): only :data:`TRANSFERRED_FAMILIES` answer, and :meth:`label`
+        says whose measurement over whose roofline.
+    transfer : str
+        Rule of a transferred set at the grid nodes (:data:`TRANSFER_RULES`): ``excess``
+        (default) holds the sibling's time above its roofline bound in seconds,
+        ``t = R_gpu + t_sib - R_sib``; ``efficiency`` holds its achieved efficiency,
+        ``t = R_gpu / e``. Ignored for a GPU's own tables. Beyond the grid both hold the edge
+        node's achieved efficiency on ``gpu`` against the roofline ratio.
 
     Attributes
     ----------
@@ -162,8 +178,12 @@ class TableSet(TableLookup):
         raise then, one line naming the file).
     """
 
-    def __init__(self, folder: Path, gpu: GPUSpec, measured_gpu: GPUSpec | None = None):
+    def __init__(self, folder: Path, gpu: GPUSpec, measured_gpu: GPUSpec | None = None,
+                 transfer: str = "excess"):
+        if transfer not in TRANSFER_RULES:
+            raise ValueError(f"transfer={transfer!r}: expected one of {', '.join(TRANSFER_RULES)}")
         super().__init__(folder, gpu)
+        self.transfer = transfer
         self.measured_gpu = gpu if measured_gpu is None else measured_gpu
         self.efficiency_from = "" if self.measured_gpu.name == gpu.name \
             else self.measured_gpu.name
@@ -175,12 +195,17 @@ class TableSet(TableLookup):
 
     def label(self, op: str) -> str:
         """One-line provenance of table ``op`` (see :meth:`TableFiles.label`); a transferred
-        set says ``measured efficiency of <sibling> (<device>, vLLM <version>; <source>) on
-        <gpu>'s datasheet roofline``."""
+        set says ``measured excess time of <sibling> (<device>, vLLM <version>; <source>) over
+        <gpu>'s datasheet roofline`` (rule ``excess``: the sibling's time above its own bound,
+        added to this GPU's) or ``measured efficiency of <sibling> (...) on <gpu>'s datasheet
+        roofline`` (rule ``efficiency``)."""
         base = super().label(op)
         if not base or not self.efficiency_from:
             return base
         inner = base[len("measured "):] if base.startswith("measured ") else base
+        if self.transfer == "excess":
+            return (f"measured excess time of {self.efficiency_from} {inner} over "
+                    f"{self.gpu.name}'s datasheet roofline")
         return (f"measured efficiency of {self.efficiency_from} {inner} on {self.gpu.name}'s "
                 "datasheet roofline")
 
@@ -486,9 +511,10 @@ def table_sets(gpu: GPUSpec) -> list[TableSet]:
 
 
 def _transferred_sets(gpu: GPUSpec) -> list[TableSet]:
-    """The engine table sets of ``gpu.efficiency_tables_from`` (a same-die sibling), read as
-    achieved efficiency against ``gpu``'s own datasheet roofline (:data:`TRANSFERRED_FAMILIES`
-    only; the sibling's NCCL support sets are not carried over).
+    """The engine table sets of ``gpu.efficiency_tables_from`` (a same-die sibling), their
+    excess time above the sibling's roofline held over ``gpu``'s own datasheet roofline
+    (:class:`TableSet` rule ``excess``; :data:`TRANSFERRED_FAMILIES` only; the sibling's NCCL
+    support sets are not carried over).
 
     Raises
     ------

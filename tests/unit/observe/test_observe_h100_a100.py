@@ -80,7 +80,7 @@ def test_sibling_board_record_replays_with_transfer_stated(tmp_path, device, gpu
     assert rs.scenario.hardware.gpu == gpu
     assert _rows(rs)["hardware.gpu"][1].endswith(f"{device!r} -> GPU catalog {gpu}")
     hit = [a for a in rs.approximations if "no kernel measurement of its own" in a]
-    assert len(hit) == 1 and f"measured efficiency of {sibling}" in hit[0]
+    assert len(hit) == 1 and f"measured excess time of {sibling}" in hit[0]
     assert "communication tables are not transferred" in hit[0]
     # vLLM 0.22.0 is shipped for both siblings: no version approximation
     assert rs.scenario.perf.engine_version == "0.22.0"

@@ -1,9 +1,11 @@
 """Sibling GPU profiles (A100 SXM4 40GB, A100 PCIe 80/40GB, H100 PCIe): datasheet specs from
-facts.yaml, and the same-die sibling's measured kernel efficiency held against their own
-roofline (efficiency transfer). Expected times are computed here from one table row and the two
-specs' figures (typed in from facts.yaml), not by the code under test."""
+facts.yaml, and the same-die sibling's measured kernel time above its roofline held in seconds
+over their own roofline (excess transfer: ``t = R_gpu + t_sib - R_sib`` at a grid node, at least
+``R_gpu t_sib / R_sib`` where ``t_sib < R_sib``). Expected times are computed here from one
+table row and the two specs' figures (typed in from facts.yaml), not by the code under test."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pandas as pd
@@ -16,7 +18,7 @@ from simulator.kv import plan_memory
 from simulator.models import get_model
 from simulator.perf import build_operator_backend
 from simulator.perf.roofline import RooflinePerfModel
-from simulator.perf.tables import select_table_set, table_sets
+from simulator.perf.tables import TableSet, select_table_set, table_sets
 
 MIB = 2**20
 
@@ -62,64 +64,116 @@ def test_prices_only_where_sourced():
 
 
 # ------------------------------------------------------------------------------ transfer
-def test_transferred_gemm_memory_bound_row_scales_by_bandwidth():
+def test_transferred_gemm_memory_bound_row_holds_the_excess_seconds():
     # m=64, n=k=4096 bf16: FLOPs 2*64*4096*4096 = 2.147e9; bytes (64*4096 + 4096^2) * 2 +
     # 64*4096*2 = 34,603,008. On A100 SXM4 80GB: 6.88 us compute < 16.97 us memory; on the
-    # PCIe 80GB 6.88 us < 17.88 us: memory-bound on both, so the same efficiency gives
-    # t_pcie = t_sxm * 2.039 / 1.935
+    # PCIe 80GB 6.88 us < 17.88 us: memory-bound on both, so the time above the bound is kept:
+    # t_pcie = t_sxm + bytes / 1.935e12 - bytes / 2.039e12
     flops, byts = 2.0 * 64 * 4096 * 4096, (64 * 4096 + 4096 * 4096) * 2 + 64 * 4096 * 2
     assert byts == 34_603_008
     assert flops / 312e12 < byts / 1.935e12 and flops / 312e12 < byts / 2.039e12
     t_sxm = _row("a100-sxm-80gb", "0.14.0", "gemm", dtype="bf16", m=64, n=4096, k=4096)
+    assert t_sxm > byts / 2.039e12   # slower than its bound: no guard
     ts = select_table_set(get_gpu("a100-pcie-80gb"), version="0.14.0")
-    assert ts.efficiency_from == "a100-sxm-80gb"
-    assert ts.gemm(64, 4096, 4096, "bf16") == pytest.approx(t_sxm * 2.039 / 1.935, rel=1e-9)
+    assert ts.efficiency_from == "a100-sxm-80gb" and ts.transfer == "excess"
+    want = t_sxm + byts / 1.935e12 - byts / 2.039e12
+    assert ts.gemm(64, 4096, 4096, "bf16") == pytest.approx(want, rel=1e-9)
+    # the former rule (efficiency held) scales by the bandwidth ratio
+    held = TableSet(ts.folder, ts.gpu, measured_gpu=ts.measured_gpu, transfer="efficiency")
+    assert held.gemm(64, 4096, 4096, "bf16") == pytest.approx(t_sxm * 2.039 / 1.935, rel=1e-9)
     # the sibling itself answers its own row
     own = select_table_set(get_gpu("a100-sxm-80gb"), version="0.14.0")
     assert own.gemm(64, 4096, 4096, "bf16") == pytest.approx(t_sxm, rel=1e-9)
 
 
-def test_transferred_gemm_compute_bound_row_scales_by_peak():
+def test_transferred_gemm_compute_bound_row_holds_the_excess_seconds():
     # m=n=k=4096 bf16: FLOPs 1.374e11; bytes 3 * 4096^2 * 2 = 100,663,296. H100 SXM: 138.9 us
     # compute > 30.0 us memory; H100 PCIe: 181.8 us > 50.3 us: compute-bound on both, so
-    # t_pcie = t_sxm * 989.4 / 756
+    # t_pcie = t_sxm + FLOPs / 756e12 - FLOPs / 989.4e12
     flops, byts = 2.0 * 4096**3, 3 * 4096 * 4096 * 2
     assert flops / 989.4e12 > byts / 3.35e12 and flops / 756e12 > byts / 2.0e12
     t_sxm = _row("h100-sxm", "0.19.0", "gemm", dtype="bf16", m=4096, n=4096, k=4096)
+    assert t_sxm > flops / 989.4e12
     ts = select_table_set(get_gpu("h100-pcie"), version="0.19.0")
-    assert ts.gemm(4096, 4096, 4096, "bf16") == pytest.approx(t_sxm * 989.4 / 756,
-                                                                rel=1e-9)
+    assert ts.gemm(4096, 4096, 4096, "bf16") == pytest.approx(
+        t_sxm + flops / 756e12 - flops / 989.4e12, rel=1e-9)
 
 
 def test_transferred_decode_attention_row():
     # batch 16, 1024 tokens attended, 32 query / 8 KV heads of 128, bf16 KV: FLOPs
     # 4*128*32*1024*16 = 268,435,456 (0.86 us at 312 TFLOP/s); bytes 16 * (1024*2*8*128*2 +
     # 2*32*128*2) = 67,371,008 (33.0 us at 2.039 TB/s, 43.3 us at 1.555): memory-bound on
-    # both, so the A100 SXM4 40GB takes t_80gb * 2.039 / 1.555
+    # both, so the A100 SXM4 40GB takes t_80gb + bytes / 1.555e12 - bytes / 2.039e12
     keys = dict(q_heads=32, kv_heads=8, head_dim=128)
     byts = 16 * (1024 * 2 * 8 * 128 * 2 + 2 * 32 * 128 * 2)
     assert byts == 67_371_008 and 4.0 * 128 * 32 * 1024 * 16 / 312e12 < byts / 2.039e12
     t_80 = _row("a100-sxm-80gb", "0.14.0", "attention_decode", dtype="bf16", kv_dtype="bf16",
                 window=0, batch=16, ctx_mean=1024, **keys)
+    assert t_80 > byts / 2.039e12
     ts = select_table_set(get_gpu("a100-sxm-40gb"), version="0.14.0")
     got = ts.attention_decode(16, 1024.0, kv_dtype="bf16", **keys)
-    assert got == pytest.approx(t_80 * 2.039 / 1.555, rel=1e-9)
+    assert got == pytest.approx(t_80 + byts / 1.555e12 - byts / 2.039e12, rel=1e-9)
 
 
-def test_beyond_the_grid_holds_the_siblings_edge_efficiency():
-    # m = 2 x the largest measured m: the edge's efficiency against the sibling's bound, times
-    # the query's bound on the new GPU (compute-bound there: 2 m n k / 312e12)
+def test_beyond_the_grid_holds_the_edge_efficiency_on_the_board():
+    # m = 2 x the largest measured m: the edge node's time on the PCIe board (the excess
+    # rule) held at its achieved efficiency against the board's bound (2 m n k / 312e12 or
+    # bytes / 1.935e12, whichever is longer)
     g_sxm, g_pcie = get_gpu("a100-sxm-80gb"), get_gpu("a100-pcie-80gb")
     d = pd.read_parquet(g_sxm.profile_dir / "tables" / "vllm-0.14.0" / "gemm.parquet")
     m_max = int(d["m"].max())
     t_edge = _row("a100-sxm-80gb", "0.14.0", "gemm", dtype="bf16", m=m_max, n=4096, k=4096)
-    r_edge = max(2.0 * m_max * 4096 * 4096 / 312e12,
-                 ((m_max * 4096 + 4096 * 4096) * 2 + m_max * 4096 * 2) / 2.039e12)
+
+    def bound(m, bw):
+        return max(2.0 * m * 4096 * 4096 / 312e12,
+                   ((m * 4096 + 4096 * 4096) * 2 + m * 4096 * 2) / bw)
+
+    t_edge_pcie = bound(m_max, 1.935e12) + t_edge - bound(m_max, 2.039e12)
     m = 2 * m_max
-    r_new = max(2.0 * m * 4096 * 4096 / 312e12,
-                ((m * 4096 + 4096 * 4096) * 2 + m * 4096 * 2) / 1.935e12)
     ts = select_table_set(g_pcie, version="0.14.0")
-    assert ts.gemm(m, 4096, 4096, "bf16") == pytest.approx(r_new * t_edge / r_edge, rel=1e-9)
+    assert ts.gemm(m, 4096, 4096, "bf16") == pytest.approx(
+        bound(m, 1.935e12) * t_edge_pcie / bound(m_max, 1.935e12), rel=1e-9)
+
+
+#: an H100 SXM vLLM 0.19.0 GEMM row measured faster than its roofline bound (L2-resident
+#: operands): m=32768, n=32, k=512 bf16, bytes (32768*512 + 512*32) * 2 + 32768*32*2 =
+#: 35,684,352 (10.65 us at 3.35 TB/s; FLOPs 1.07e9, 1.09 us at 989.4 TFLOP/s)
+_FAST = {"m": 32768, "n": 32, "k": 512}
+_FAST_BYTES = (32768 * 512 + 512 * 32) * 2 + 32768 * 32 * 2
+
+
+def test_measured_above_the_bound_slower_board_keeps_the_excess():
+    # H100 PCIe: 17.84 us memory bound > 1.42 us compute; the (negative) excess is kept, which
+    # is above the efficiency transfer R_pcie t / R_sxm because R_pcie > R_sxm
+    assert _FAST_BYTES == 35_684_352 and 2.0 * 32768 * 32 * 512 / 756e12 < _FAST_BYTES / 2.0e12
+    t = _row("h100-sxm", "0.19.0", "gemm", dtype="bf16", **_FAST)
+    r_sxm, r_pcie = _FAST_BYTES / 3.35e12, _FAST_BYTES / 2.0e12
+    assert t < r_sxm   # e > 1
+    want = r_pcie + t - r_sxm
+    assert want > r_pcie * t / r_sxm
+    ts = select_table_set(get_gpu("h100-pcie"), version="0.19.0")
+    assert ts.gemm(32768, 32, 512, "bf16") == pytest.approx(want, rel=1e-9)
+
+
+def test_measured_above_the_bound_faster_board_is_guarded():
+    # H200 SXM answered from H100 SXM (the benchmark's pair): R_h200 = 7.43 us < R_h100, so
+    # R_h200 + t - R_h100 falls below the efficiency transfer R_h200 t / R_h100: the guard
+    # gives the latter (> 0)
+    t = _row("h100-sxm", "0.19.0", "gemm", dtype="bf16", **_FAST)
+    r_h100, r_h200 = _FAST_BYTES / 3.35e12, _FAST_BYTES / 4.8e12
+    assert t < r_h100 and r_h200 + t - r_h100 < r_h200 * t / r_h100
+    moved = dataclasses.replace(get_gpu("h200-sxm"), efficiency_tables_from="h100-sxm",
+                                profile_dir=None)
+    ts = select_table_set(moved, version="0.19.0")
+    assert ts.efficiency_from == "h100-sxm"
+    got = ts.gemm(32768, 32, 512, "bf16")
+    assert got > 0 and got == pytest.approx(r_h200 * t / r_h100, rel=1e-9)
+
+
+def test_unknown_transfer_rule_is_a_clear_error():
+    ts = select_table_set(get_gpu("h100-pcie"), version="0.19.0")
+    with pytest.raises(ValueError, match="transfer='copy': expected one of excess, efficiency"):
+        TableSet(ts.folder, ts.gpu, measured_gpu=ts.measured_gpu, transfer="copy")
 
 
 def test_communication_tables_not_transferred():
@@ -144,12 +198,12 @@ def test_provenance_labels_name_both_gpus():
     ops = build_operator_backend(get_model("llama-3.1-8b"), get_gpu("h100-pcie"), 1,
                                  engine_version="0.19.0")
     prov = ops.provenance()
-    assert prov["gemm"] == ("measured efficiency of h100-sxm (NVIDIA H100 80GB HBM3, vLLM "
-                            "0.19.0; aiconfigurator 095f58a gemm_perf.parquet) on h100-pcie's "
+    assert prov["gemm"] == ("measured excess time of h100-sxm (NVIDIA H100 80GB HBM3, vLLM "
+                            "0.19.0; aiconfigurator 095f58a gemm_perf.parquet) over h100-pcie's "
                             "datasheet roofline")
     for op in ("attention_prefill", "attention_decode", "lm_head"):
-        assert prov[op].startswith("measured efficiency of h100-sxm (NVIDIA H100 80GB HBM3")
-        assert "on h100-pcie's datasheet roofline" in prov[op]
+        assert prov[op].startswith("measured excess time of h100-sxm (NVIDIA H100 80GB HBM3")
+        assert "over h100-pcie's datasheet roofline" in prov[op]
 
 
 def test_bad_efficiency_source_is_a_clear_error(tmp_path):
@@ -174,7 +228,7 @@ def test_profiles_lists_the_siblings_and_their_tables(capsys):
     lines = {ln.split("│")[1].strip(): ln for ln in out.splitlines() if ln.count("│") > 3}
     for name, sib in (("a100-sxm-40gb", "a100-sxm-80gb"), ("a100-pcie-80gb", "a100-sxm-80gb"),
                       ("a100-pcie-40gb", "a100-sxm-80gb"), ("h100-pcie", "h100-sxm")):
-        assert f"measured efficiency of {sib}" in lines[name], lines[name]
+        assert f"measured excess time of {sib}" in lines[name], lines[name]
     assert "│ none" in lines["a100-pcie-80gb"] and "1.84" in lines["a100-sxm-40gb"]
 
 
@@ -184,7 +238,7 @@ def test_scenario_on_a100_pcie_runs_with_its_memory(tmp_path):
                  "--set", "hardware.gpu=a100-pcie-80gb", "--set", "workload.max_requests=20",
                  "--set", "cost.usd_per_gpu_hour=null"]) == 0
     s = json.loads((out / "summary.json").read_text())
-    assert s["provenance"]["gemm"].startswith("measured efficiency of a100-sxm-80gb")
+    assert s["provenance"]["gemm"].startswith("measured excess time of a100-sxm-80gb")
     assert s["usd_per_gpu_hour"] == 0.0 and s["num_completed"] == 20
     # KV blocks: the 80 GiB SXM4 plan less 0.9 x (80 GiB - 81049 MiB) of budget, in blocks of
     # 16 tokens x 131,072 B (Llama-3.1-8B bf16)
@@ -203,5 +257,6 @@ def test_validate_recorded_on_a100_pcie_replays(tmp_path):
     assert main(["validate", "--recorded", str(folder), "-o", str(out), "-q"]) == 0
     v = json.loads(next(out.rglob("validation.json")).read_text())
     assert any("a100-pcie-80gb has no kernel measurement of its own" in a
-               and "measured efficiency of a100-sxm-80gb" in a for a in v["approximations"])
-    assert v["provenance"]["attention_decode"].endswith("on a100-pcie-80gb's datasheet roofline")
+               and "measured excess time of a100-sxm-80gb" in a for a in v["approximations"])
+    assert v["provenance"]["attention_decode"].endswith("over a100-pcie-80gb's datasheet "
+                                                        "roofline")
