@@ -26,6 +26,7 @@ table raises :class:`ClosedTableError` when read.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -145,8 +146,18 @@ class ColumnSpool:
         del keys
         if not np.any(order[1:] < order[:-1]):
             return  # already in order (a single replica, or runs that never interleave)
+        if order.size < 2**31:
+            order = order.astype(np.int32)  # half the memory; the same permutation
+        # each column permuted into a new file a slice at a time (peak: the permutation,
+        # one column and one slice), then put in place of the old one
         for c in self.columns:
-            self.read(c)[order].tofile(str(self.path(c)))
+            x = self.read(c)
+            part = self.path(c).with_suffix(".sorted")
+            with open(part, "wb") as f:
+                for a in range(0, order.size, WRITE_ROWS):
+                    x[order[a:a + WRITE_ROWS]].tofile(f)
+            del x
+            os.replace(part, self.path(c))
 
     def close(self) -> None:
         """Remove the spool folder now."""

@@ -90,27 +90,39 @@ class TraceColumns:
 
     @staticmethod
     def concat(parts: list[TraceColumns]) -> TraceColumns:
-        """The rows of ``parts`` (batches of one file: same optional columns) in order."""
+        """The rows of ``parts`` (batches of one file) in order. An optional column that
+        some batches lack (a JSONL field first seen in a later batch) is "not given" in
+        them, as a one-shot read of the file gives it: ``"default"`` labels, priority 0,
+        NaN patience, 0 for ``max_tokens`` and ``n``, no prefix ids."""
         if len(parts) == 1:
             return parts[0]
         first = parts[0]
 
-        def arr(name):
+        def arr(name, fill=None):
             v = [getattr(p, name) for p in parts]
-            return None if v[0] is None else np.concatenate(v)
+            if all(x is None for x in v):
+                return None
+            return np.concatenate([np.full(len(p), fill) if x is None else x
+                                   for p, x in zip(parts, v)])
 
-        def lst(name):
+        def lst(name, fill=None):
             v = [getattr(p, name) for p in parts]
-            return None if v[0] is None else [x for part in v for x in part]
+            if all(x is None for x in v):
+                return None
+            return [e for p, x in zip(parts, v) for e in (x if x is not None else
+                                                          [fill] * len(p))]
 
-        bt = first.prefix_block_tokens
-        if isinstance(bt, list):
-            bt = [x for p in parts for x in p.prefix_block_tokens]
+        bts = [p.prefix_block_tokens for p in parts]
+        bt = bts[0]
+        if any(isinstance(b, list) for b in bts) or any(b != bt for b in bts):
+            bt = [e for p, b in zip(parts, bts)
+                  for e in (b if isinstance(b, list) else [b] * len(p))]
         return TraceColumns(
             path=first.path, format=first.format, arrival_s=arr("arrival_s"),
             prompt=arr("prompt"), output=arr("output"), lines=arr("lines"),
-            tenant=lst("tenant"), priority=arr("priority"), slice=lst("slice"),
-            cancel_after_s=arr("cancel_after_s"), max_tokens=arr("max_tokens"), n=arr("n"),
+            tenant=lst("tenant", "default"), priority=arr("priority", np.int64(0)),
+            slice=lst("slice", "default"), cancel_after_s=arr("cancel_after_s", np.nan),
+            max_tokens=arr("max_tokens", np.int64(0)), n=arr("n", np.int64(0)),
             prefix_hash_ids=lst("prefix_hash_ids"), prefix_block_tokens=bt)
 
     def to_specs(self, start: int = 0, stop: int | None = None) -> list[RequestSpec]:
