@@ -134,9 +134,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     setup = setup or build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, stop_when=stop_when, check_transitions=check_transitions,
                    progress=progress)
-    # memory: each phase's transient peaks while little else is held: the step spool's
-    # on-disk sort, then the ITL statistics (the samples are read, summarised and freed;
-    # RunResult reads them again only if asked), then the request table
+    # memory: each transient peaks while little else is held: the spool's sort, the ITL
+    # statistics (samples read and freed; RunResult rereads them if asked), the requests
     steps = sim.step_table()
     itl_stats = sim.recorder.itl_stats()
     requests = sim.requests()

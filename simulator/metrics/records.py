@@ -19,6 +19,7 @@ import numpy as np
 
 from ..scheduling.state import FINAL, LEGAL_TRANSITIONS
 from .step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
+from .summary import latency_stats
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -186,8 +187,6 @@ class RunRecorder:
         numbers bit for bit as ``latency_stats(*itl_samples())``. A spooled run reads the
         weights back as float64 (exact: integers below 2**53) a slice at a time, so no int64
         copy of them exists: 16 bytes a sample at the peak instead of 24."""
-        from .summary import latency_stats
-
         self._pack_itl()
         if self._itl_spool is None:
             return latency_stats(*self.itl_samples())

@@ -89,36 +89,45 @@ class TraceColumns:
                                  else self.prefix_block_tokens))
 
     @staticmethod
-    def concat(parts: list[TraceColumns]) -> TraceColumns:
+    def concat(parts: list[TraceColumns], *, consume: bool = False) -> TraceColumns:
         """The rows of ``parts`` (batches of one file) in order. An optional column that
         some batches lack (a JSONL field first seen in a later batch) is "not given" in
         them, as a one-shot read of the file gives it: ``"default"`` labels, priority 0,
-        NaN patience, 0 for ``max_tokens`` and ``n``, no prefix ids."""
+        NaN patience, 0 for ``max_tokens`` and ``n``, no prefix ids. ``consume``: the
+        parts' columns are released as each column is joined (the parts are unusable
+        afterwards; a 10^7-row trace then never holds its columns twice)."""
         if len(parts) == 1:
             return parts[0]
         first = parts[0]
+        sizes = [len(p) for p in parts]
+
+        def take(name):
+            v = [getattr(p, name) for p in parts]
+            if consume:
+                for p in parts:
+                    object.__setattr__(p, name, None)
+            return v
 
         def arr(name, fill=None):
-            v = [getattr(p, name) for p in parts]
+            v = take(name)
             if all(x is None for x in v):
                 return None
-            return np.concatenate([np.full(len(p), fill) if x is None else x
-                                   for p, x in zip(parts, v)])
+            return np.concatenate([np.full(k, fill) if x is None else x
+                                   for k, x in zip(sizes, v)])
 
         def lst(name, fill=None):
-            v = [getattr(p, name) for p in parts]
+            v = take(name)
             if all(x is None for x in v):
                 return None
-            return [e for p, x in zip(parts, v) for e in (x if x is not None else
-                                                          [fill] * len(p))]
+            return [e for k, x in zip(sizes, v) for e in (x if x is not None else [fill] * k)]
 
         bts = [p.prefix_block_tokens for p in parts]
         bt = bts[0]
         if any(isinstance(b, list) for b in bts) or any(b != bt for b in bts):
-            bt = [e for p, b in zip(parts, bts)
-                  for e in (b if isinstance(b, list) else [b] * len(p))]
+            bt = [e for k, b in zip(sizes, bts) for e in (b if isinstance(b, list) else [b] * k)]
+        path, fmt = first.path, first.format
         return TraceColumns(
-            path=first.path, format=first.format, arrival_s=arr("arrival_s"),
+            path=path, format=fmt, arrival_s=arr("arrival_s"),
             prompt=arr("prompt"), output=arr("output"), lines=arr("lines"),
             tenant=lst("tenant", "default"), priority=arr("priority", np.int64(0)),
             slice=lst("slice", "default"), cancel_after_s=arr("cancel_after_s", np.nan),

@@ -446,7 +446,7 @@ def _read_azure(path: Path, shown: str) -> TraceColumns:
         cols = TraceColumns(shown, "azure", np.zeros(len(lines)), prompt, output, lines)
         parts.append(_finish_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
                                      header.__contains__, {}, errors))
-    cols = TraceColumns.concat(parts)
+    cols = TraceColumns.concat(parts, consume=True)
     ns = np.concatenate(ns_parts)
     # Relative to the earliest row, exactly in integer ns, then one rounding to float seconds.
     cols.arrival_s = (ns - ns.min()) / 1e9 if len(ns) else np.zeros(0)
@@ -465,7 +465,7 @@ def _read_vidur(path: Path, shown: str) -> TraceColumns:
         cols = TraceColumns(shown, "vidur", arrival, prompt, output, lines)
         parts.append(_finish_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
                                      header.__contains__, {}, errors))
-    return TraceColumns.concat(parts)
+    return TraceColumns.concat(parts, consume=True)
 
 
 def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors,
@@ -500,7 +500,7 @@ def _read_mooncake(path: Path, shown: str) -> TraceColumns:
     for objs, lines in _iter_jsonl_tables(path, shown):
         seen.update(objs)
         parts.append(_mooncake_batch(objs, lines, shown, seen))
-    return TraceColumns.concat(parts)
+    return TraceColumns.concat(parts, consume=True)
 
 
 def _mooncake_batch(objs: list[dict], lines: np.ndarray, shown: str,
@@ -554,7 +554,7 @@ def _read_generic_csv(path: Path, shown: str, columns, time_unit) -> TraceColumn
     return TraceColumns.concat([
         _generic(shown, "generic_csv", lambda c, h=header, r=rows: _csv_col(h, r, c),
                  header.__contains__, header, len(rows) or 1, lines, columns, time_unit)
-        for header, rows, lines in _iter_csv_tables(path, shown)])
+        for header, rows, lines in _iter_csv_tables(path, shown)], consume=True)
 
 
 def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColumns:
@@ -580,7 +580,7 @@ def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColu
             if src not in seen:
                 raise WorkloadError(f"{shown}: column {src!r} (mapped from {fld!r}) not "
                                     f"found; the file has {', '.join(map(repr, seen.names()))}")
-    return TraceColumns.concat(parts)
+    return TraceColumns.concat(parts, consume=True)
 
 
 # --------------------------------------------------------------------------- detection
@@ -620,7 +620,7 @@ def _read_parquet(path: Path, shown: str, columns, time_unit) -> TraceColumns:
             parts.append(_parquet_batch(empty, names, 0, shown, columns, time_unit))
     except (pa.ArrowException, OSError) as e:
         raise WorkloadError(f"{shown}: not a readable Parquet file ({e})") from None
-    return TraceColumns.concat(parts)
+    return TraceColumns.concat(parts, consume=True)
 
 
 def _parquet_batch(batch, names: list[str], offset: int, shown: str, columns,
