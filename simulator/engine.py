@@ -237,6 +237,25 @@ class SimOutput:
         (:meth:`simulator.metrics.records.RunRecorder.step_table`)."""
         return self.recorder.step_table()
 
+    def __getstate__(self) -> dict:
+        # pickled (a result sent between processes): a replica's SimPy environment, wake-up
+        # event and decode run in flight hold the simulation's generators, which cannot be
+        # pickled and mean nothing once the run is over; copies without them travel
+        state = dict(self.__dict__)
+        state["replicas"] = [_finished_replica(rep) for rep in self.replicas]
+        return state
+
+
+def _finished_replica(rep):
+    """A shallow copy of ``rep`` without its simulation handles (``env``, ``wake``, ``jump``)."""
+    import copy
+
+    c = copy.copy(rep)
+    for name in ("env", "wake", "jump"):
+        if hasattr(c, name):
+            setattr(c, name, None)
+    return c
+
 
 #: a replica reports progress once every this many scheduler iterations (a cheap counter;
 #: the reporter itself rate-limits what it prints)

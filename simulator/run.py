@@ -35,7 +35,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @dataclass
 class RunResult:
-    """Everything a run produced."""
+    """Everything a run produced.
+
+    ``itl_values_s`` / ``itl_weights`` (all inter-token gaps in seconds, float64, and their
+    int64 multiplicities) are read from the run's recorder on first use and then kept: the
+    summary has their statistics already, and a long run's samples stay on disk (18M
+    samples, 288 MB, for a million requests) unless a caller asks for them. Positional
+    construction with the two arrays (or ``None``: read lazily) is as before.
+
+    Picklable (results sent between processes): the simulation's processes and events are
+    dropped (:meth:`simulator.engine.SimOutput.__getstate__`), spooled tables travel with
+    their data.
+    """
 
     scenario: Scenario
     setup: ReplicaSetup
@@ -44,12 +55,28 @@ class RunResult:
     #: the step table: a :class:`~simulator.metrics.step_table.StepTable` (in memory, or
     #: spooled to disk for a large run) or a DataFrame
     step_table: StepTable | pd.DataFrame
-    itl_values_s: np.ndarray
-    itl_weights: np.ndarray
+    _itl_values_s: np.ndarray | None
+    _itl_weights: np.ndarray | None
     sim: SimOutput
     outdir: Path | None = None
     extra: dict = field(default_factory=dict)
     _steps_frame: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+
+    def _load_itl(self) -> None:
+        if self._itl_values_s is None or self._itl_weights is None:
+            self._itl_values_s, self._itl_weights = self.sim.recorder.itl_samples()
+
+    @property
+    def itl_values_s(self) -> np.ndarray:
+        """Every inter-token gap of the run (s), in recorded order (read on first use)."""
+        self._load_itl()
+        return self._itl_values_s
+
+    @property
+    def itl_weights(self) -> np.ndarray:
+        """The multiplicity of each of :attr:`itl_values_s` (int64; read on first use)."""
+        self._load_itl()
+        return self._itl_weights
 
     @property
     def steps(self) -> pd.DataFrame:
@@ -107,11 +134,13 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     setup = setup or build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, stop_when=stop_when, check_transitions=check_transitions,
                    progress=progress)
-    steps = sim.step_table()  # first: its on-disk sort peaks before the request table exists
+    # memory: each transient peaks while little else is held: the spool's sort, the ITL
+    # statistics (samples read and freed; RunResult rereads them if asked), the requests
+    steps = sim.step_table()
+    itl_stats = sim.recorder.itl_stats()
     requests = sim.requests()
-    itl_v, itl_w = sim.recorder.itl_samples()
     slo = scenario.slo.model_dump()
-    summary = summarize(requests, steps, itl_v, itl_w, slo=slo,
+    summary = summarize(requests, steps, slo=slo, itl_stats=itl_stats,
                         usd_per_gpu_hour=setup.usd_per_gpu_hour, num_gpus=scenario.num_gpus,
                         sim_wall_s=sim.sim_wall_s)
     summary["num_gpu_blocks"] = setup.num_gpu_blocks
@@ -140,7 +169,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
                                                     requests["request_id"].to_numpy())
     if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
         summary.update(setup.perf.summary_extras())
-    res = RunResult(scenario, setup, summary, requests, steps, itl_v, itl_w, sim)
+    res = RunResult(scenario, setup, summary, requests, steps, None, None, sim)
     if write:
         res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format)
     return res

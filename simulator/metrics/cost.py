@@ -80,10 +80,16 @@ _ROW_OPS = ("lm_head", "sampler")
 
 
 def _col(steps: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
+    """Column ``name`` as a fresh float64 array, NaN replaced by ``default`` (a spooled
+    :class:`~simulator.metrics.step_table.StepTable` int column is cast a slice at a time:
+    one column-sized array, not three)."""
     import pandas as pd
     if name in steps.columns:
-        return np.nan_to_num(pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float),
-                             nan=default)
+        if hasattr(steps, "float_column"):
+            x = steps.float_column(name, copy=True)
+        else:
+            x = pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float, copy=True)
+        return np.nan_to_num(x, copy=False, nan=default)
     return np.full(len(steps), default, dtype=float)
 
 
@@ -239,7 +245,8 @@ def phase_gpu_seconds(steps: pd.DataFrame, perf=None, *,
     mixed = (pf > 0) & (ndt > 0)
     idx_all = np.flatnonzero(mixed)
     pf_m, ndt_m = pf[idx_all], ndt[idx_all]
-    tok = pf + ndt
+    np.add(ndt, pf, out=ndt)  # tokens (pf + ndt: the same sums), in ndt's buffer
+    tok = ndt
     has_tok = tok > 0
     frac = np.divide(pf, tok, out=tok, where=has_tok)  # token share (pure steps: 0 or 1)
     frac[~has_tok] = 0.0

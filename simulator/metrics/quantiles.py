@@ -40,8 +40,9 @@ def select_percentiles(v: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
     ----------
     v : ndarray of float64, shape (n,)
         Values, no NaN (the caller drops them), n >= 1.
-    w : ndarray of int64, shape (n,)
-        Positive integer weights (zero weights already dropped).
+    w : ndarray of int64 or float64, shape (n,)
+        Positive integer weights (zero weights already dropped); float64 weights must hold
+        integers (a run's ITL multiplicities read back as floats), checked.
     q : ndarray of float, shape (m,)
         Percentiles in percent, in ``[0, 100]``.
 
@@ -50,9 +51,10 @@ def select_percentiles(v: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
     ndarray of float64, shape (m,), or None
         ``min { v_k : W(v <= v_k) >= ceil(q / 100 * W_total) }`` for each ``q``: the result of
         the sorting path exactly. ``None`` when the shortcut does not apply (a negative value or
-        ``-0.0``, non-integer weights, or a total weight of 2**53 or more); the caller then sorts.
+        ``-0.0``, weights that are not integers, or a total weight of 2**53 or more); the
+        caller then sorts.
     """
-    if w.dtype.kind != "i" or v.dtype != np.float64:
+    if w.dtype.kind not in "if" or v.dtype != np.float64:
         return None
     bits = v.view(np.int64)
     n = v.size
@@ -65,7 +67,11 @@ def select_percentiles(v: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
             return None
         lo = bmin if lo is None else min(lo, bmin)
         hi = bmax if hi is None else max(hi, bmax)
-        total += int(w[s:s + _CHUNK].sum())
+        wc = w[s:s + _CHUNK]
+        if wc.dtype.kind == "f" and not (np.all(np.isfinite(wc)) and np.all(np.floor(wc) == wc)
+                                         and wc.max() < _EXACT_INT):
+            return None  # non-integer float weights: the caller sorts
+        total += int(wc.sum())  # integers below 2**53: exact in float64 too
     if total >= _EXACT_INT:
         return None
     shift = max(0, (hi - lo).bit_length() - _BUCKET_BITS)

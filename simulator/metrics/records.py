@@ -19,6 +19,7 @@ import numpy as np
 
 from ..scheduling.state import FINAL, LEGAL_TRANSITIONS
 from .step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
+from .summary import latency_stats
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -96,6 +97,16 @@ class RunRecorder:
         self._num_unpacked_finished = 0
         self._next_pack = REQUEST_CHUNK_ROWS
         self._requests_done = None
+        #: per string column of the request table: name -> code (:class:`_Labels`)
+        self._labels: dict[str, dict[str, int]] = {}
+
+    def __getstate__(self) -> dict:
+        # pickled with a result: a stop condition installed on ``finish``
+        # (:func:`simulator.engine.simulate`'s ``stop_when``) is a closure over the run's
+        # environment; the class's own ``finish`` serves afterwards
+        state = dict(self.__dict__)
+        state.pop("finish", None)
+        return state
 
     # ------------------------------------------------------------------ lifecycle
     def transition(self, r, to: str, now: float) -> None:
@@ -154,21 +165,33 @@ class RunRecorder:
             self._itl_packed = []
 
     def itl_samples(self) -> tuple[np.ndarray, np.ndarray]:
-        """All inter-token gaps (seconds) with integer multiplicities.
+        """All inter-token gaps (seconds, float64) with integer multiplicities (int64).
 
         Order: packed chunks in the order they were packed, then each chunk's single
-        samples before its array samples (deterministic for a given run).
+        samples before its array samples (deterministic for a given run). A run whose
+        samples spooled to disk reads them back on every call (fresh arrays; the spool stays
+        until the recorder goes, so :meth:`itl_stats` and later callers can read it again);
+        otherwise the arrays are packed once and the same pair is returned.
         """
         self._pack_itl()
-        if self._itl_spool is not None:  # read back whole, in the order written; drop the files
-            self._itl_packed = [(self._itl_spool.read("value"), self._itl_spool.read("weight"))]
-            self._itl_spool.close()
-            self._itl_spool = None
+        if self._itl_spool is not None:
+            return self._itl_spool.read("value"), self._itl_spool.read("weight")
         vals = [v for v, _ in self._itl_packed]
         ws = [w for _, w in self._itl_packed]
         if len(self._itl_packed) > 1:
             self._itl_packed = [(np.concatenate(vals), np.concatenate(ws))]
         return self._itl_packed[0]
+
+    def itl_stats(self) -> dict:
+        """:func:`~simulator.metrics.summary.latency_stats` of the ITL samples, the same
+        numbers bit for bit as ``latency_stats(*itl_samples())``. A spooled run reads the
+        weights back as float64 (exact: integers below 2**53) a slice at a time, so no int64
+        copy of them exists: 16 bytes a sample at the peak instead of 24."""
+        self._pack_itl()
+        if self._itl_spool is None:
+            return latency_stats(*self.itl_samples())
+        values = self._itl_spool.read("value")
+        return latency_stats(values, self._itl_spool.read_float("weight"))
 
     # ------------------------------------------------------------------ steps
     def add_step(self, row: tuple) -> None:
@@ -270,22 +293,24 @@ class RunRecorder:
                 r.reject_reason, r.first_scheduled_time_s, r.first_token_time_s,
                 r.finish_time_s, exit_time_s, r.num_preemptions, r.num_seqs)
 
+    def _columns(self, rows: list[tuple]) -> dict[str, np.ndarray]:
+        """Rows of :meth:`_row` as one typed array per column (:func:`_typed_column`)."""
+        return {c: _typed_column(c, list(v), self._labels)
+                for c, v in zip(REQUEST_COLUMNS, zip(*rows))}
+
     def _pack_requests(self, now: float) -> None:
         """Pack the requests that exited before ``now`` into one columnar chunk and drop
         them (and their ``exit_time`` entries): a request object is freed once it left the
         run. Requests that exited at ``now`` itself wait for the next pack, since their
         scheduler may still be finishing the step that ended them."""
-        import pandas as pd
-
         done, keep = [], []
         for r in self.all_requests:
             t = self.exit_time.get(r.request_id) if r.status in FINAL else None
             (done if t is not None and t < now else keep).append(r)
         if not done:
             return
-        self._request_chunks.append(pd.DataFrame.from_records(
-            [self._row(r, self.exit_time.pop(r.request_id)) for r in done],
-            columns=REQUEST_COLUMNS))
+        self._request_chunks.append(self._columns(
+            [self._row(r, self.exit_time.pop(r.request_id)) for r in done]))
         self.all_requests = keep
         self._num_unpacked_finished = sum(1 for r in keep if r.status in FINAL)
 
@@ -293,9 +318,12 @@ class RunRecorder:
         """One row per request that entered the run (:data:`REQUEST_COLUMNS`), by request_id.
 
         Requests packed during the run (:data:`REQUEST_CHUNK_ROWS` at a time) and those
-        still held are concatenated; every admitted request has exactly one row. Once any
-        were packed the packed rows are handed over: the call returns the same frame from
-        then on (call it after the run ends; treat the frame as shared).
+        still held are concatenated column by column (typed arrays: no per-row Python
+        objects; a chunk's columns are freed as they are merged); every admitted request
+        has exactly one row. Column dtypes are those ``pandas.DataFrame.from_records`` gives
+        the rows (int64, float64, ``str`` for the labels). Once any were packed the packed
+        rows are handed over: the call returns the same frame from then on (call it after
+        the run ends; treat the frame as shared).
 
         Raises
         ------
@@ -306,22 +334,87 @@ class RunRecorder:
 
         if self._requests_done is not None:
             return self._requests_done
-        last = pd.DataFrame.from_records(
-            [self._row(r, self.exit_time.get(r.request_id, math.nan))
-             for r in self.all_requests], columns=REQUEST_COLUMNS)
+        rows = [self._row(r, self.exit_time.get(r.request_id, math.nan))
+                for r in self.all_requests]
         packed = bool(self._request_chunks)
-        if packed:
-            parts = self._request_chunks + ([last] if len(last) else [])
-            self._request_chunks = []  # memory: the chunks live on only in the table
-            df = pd.concat(parts, ignore_index=True)
-            del parts
-        else:
-            df = last
-        if len(df) != self.num_admitted and self.num_admitted:
-            raise RuntimeError(f"request accounting: {len(df)} rows for "
+        parts = self._request_chunks + ([self._columns(rows)] if rows else [])
+        del rows
+        self._request_chunks = []  # memory: the chunks live on only in the table
+        n = sum(len(p["request_id"]) for p in parts)
+        if n != self.num_admitted and self.num_admitted:
+            raise RuntimeError(f"request accounting: {n} rows for "
                                f"{self.num_admitted} admitted requests")  # invariant 1
-        df = df.sort_values("request_id", kind="stable").reset_index(drop=True)
+        if not n:
+            return pd.DataFrame.from_records([], columns=REQUEST_COLUMNS)
+        cols = {c: _merge([p.pop(c) for p in parts]) for c in REQUEST_COLUMNS}
+        del parts
+        rid = cols["request_id"]
+        if rid.dtype.kind in "iu" and np.all(rid[1:] >= rid[:-1]):
+            order = None  # already by request_id (a stable sort would not move a row)
+        else:
+            order = np.argsort(rid, kind="stable")
+        for c in REQUEST_COLUMNS:
+            if order is not None:
+                cols[c] = cols[c][order]
+            if isinstance(cols[c], _Labels):
+                cols[c] = cols[c].decode()
+        df = pd.DataFrame(cols, copy=False)
+        del cols
         if packed:  # the rows left the recorder: later calls return this very table
             self._requests_done = df
             self.all_requests, self.exit_time = [], {}
         return df
+
+
+class _Labels:
+    """A string column as int32 codes into a recorder-wide list of names (no per-row
+    objects); :meth:`decode` gives the ``str`` column pandas builds from the strings."""
+
+    __slots__ = ("codes", "names")
+
+    def __init__(self, codes: np.ndarray, names: list[str]):
+        self.codes = codes
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, idx) -> _Labels:
+        return _Labels(self.codes[idx], self.names)
+
+    def decode(self):
+        import pandas as pd
+
+        objs = np.array(self.names, dtype=object)[self.codes]  # shared str objects
+        return pd.array(objs, dtype=pd.StringDtype(na_value=np.nan))
+
+
+def _typed_column(name: str, values: list, labels: dict) -> np.ndarray | _Labels:
+    """One request-table column of a chunk: a :class:`_Labels` for all-``str`` values
+    (codes into ``labels[name]``, a name -> code dict kept by the recorder), else the
+    numpy array pandas infers from the values (int64, float64; object for anything else)."""
+    if values and all(type(v) is str for v in values):
+        table = labels.setdefault(name, {})
+        get = table.get
+        codes = np.empty(len(values), dtype=np.int32)
+        for i, v in enumerate(values):
+            k = get(v)
+            if k is None:
+                k = table[v] = len(table)
+            codes[i] = k
+        return _Labels(codes, list(table))
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iufb":
+        arr = np.array(values, dtype=object)
+    return arr
+
+
+def _merge(parts: list) -> np.ndarray | _Labels:
+    """Concatenate one column's chunks (labels share their recorder-wide names)."""
+    if all(isinstance(p, _Labels) for p in parts):
+        names = max((p.names for p in parts), key=len)
+        return _Labels(np.concatenate([p.codes for p in parts]), names)
+    if any(isinstance(p, _Labels) for p in parts):
+        parts = [np.array(p.names, dtype=object)[p.codes] if isinstance(p, _Labels) else p
+                 for p in parts]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)

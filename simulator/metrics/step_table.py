@@ -20,10 +20,13 @@ the same order, as over the DataFrame it replaces, so the summary is bit-identic
 
 :class:`StepTable` answers the narrow part of the DataFrame interface the readers of the
 step table use (``len``, ``columns``, ``name in table``, ``table[name]`` as a Series,
-``table.loc[mask]``, ``to_pandas()``), so small-run code keeps working on either.
+``table.loc[mask]``, ``to_pandas()``, ``shape``, ``head(n)``), so small-run code keeps
+working on either; iterating gives row chunks as DataFrames (not column names), and a closed
+table raises :class:`ClosedTableError` when read.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -44,6 +47,11 @@ SPOOL_AFTER_CHUNKS = 4
 #: (``pyarrow.parquet.write_table``), so a table written in slices has the bytes of the same
 #: table written at once.
 WRITE_ROWS = 1024 * 1024
+
+
+class ClosedTableError(ValueError):
+    """A closed step table (or spool) was read: its files are gone (like reading a closed
+    file, a ``ValueError``)."""
 
 
 def _dtype(name: str, float_columns: frozenset) -> np.dtype:
@@ -74,8 +82,19 @@ class ColumnSpool:
     def path(self, name: str) -> Path:
         return self.folder / f"{name}.bin"
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` removed the folder."""
+        return not self._finalizer.alive
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedTableError(f"the step table was closed (its spool {self.folder} is "
+                                   "removed); read it before StepTable.close()")
+
     def append(self, chunk: dict[str, np.ndarray]) -> None:
         """Append one packed chunk (every column, equal lengths, the spool's dtypes)."""
+        self._check_open()
         n = len(chunk[self.columns[0]])
         try:
             for c in self.columns:
@@ -88,7 +107,14 @@ class ColumnSpool:
         self.num_rows += n
 
     def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Rows ``start:stop`` of one column (a fresh array)."""
+        """Rows ``start:stop`` of one column (a fresh array).
+
+        Raises
+        ------
+        ClosedTableError
+            If the spool was closed.
+        """
+        self._check_open()
         stop = self.num_rows if stop is None else min(stop, self.num_rows)
         dt = _dtype(name, self.float_columns)
         if stop <= start:
@@ -96,8 +122,19 @@ class ColumnSpool:
         return np.fromfile(self.path(name), dtype=dt, count=stop - start,
                            offset=start * dt.itemsize)
 
+    def read_float(self, name: str) -> np.ndarray:
+        """One whole column as float64 (an int64 column cast exactly below 2**53), read and
+        cast :data:`WRITE_ROWS` rows at a time: no int64 copy of the column exists."""
+        if _dtype(name, self.float_columns) == np.float64:
+            return self.read(name)
+        out = np.empty(self.num_rows, dtype=np.float64)
+        for a in range(0, self.num_rows, WRITE_ROWS):
+            out[a:a + WRITE_ROWS] = self.read(name, a, a + WRITE_ROWS)
+        return out
+
     def sort_by(self, primary: str, secondary: str) -> None:
         """Put every column in ``(primary, secondary)`` order (stable, in place on disk)."""
+        self._check_open()
         # int32 keys where the values fit (half the memory; the same order)
         keys = []
         for name in (secondary, primary):
@@ -109,8 +146,18 @@ class ColumnSpool:
         del keys
         if not np.any(order[1:] < order[:-1]):
             return  # already in order (a single replica, or runs that never interleave)
+        if order.size < 2**31:
+            order = order.astype(np.int32)  # half the memory; the same permutation
+        # each column permuted into a new file a slice at a time (peak: the permutation,
+        # one column and one slice), then put in place of the old one
         for c in self.columns:
-            self.read(c)[order].tofile(str(self.path(c)))
+            x = self.read(c)
+            part = self.path(c).with_suffix(".sorted")
+            with open(part, "wb") as f:
+                for a in range(0, order.size, WRITE_ROWS):
+                    x[order[a:a + WRITE_ROWS]].tofile(f)
+            del x
+            os.replace(part, self.path(c))
 
     def close(self) -> None:
         """Remove the spool folder now."""
@@ -118,13 +165,18 @@ class ColumnSpool:
 
     def __getstate__(self) -> dict:
         # pickled (a result sent between processes) with its data; unpickled into a new
-        # temporary folder of its own
+        # temporary folder of its own (a closed spool travels closed: no data)
+        if self.closed:
+            return {"columns": self.columns, "float_columns": self.float_columns,
+                    "data": None}
         return {"columns": self.columns, "float_columns": self.float_columns,
                 "data": {c: self.read(c) for c in self.columns}}
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["columns"], state["float_columns"])
-        if state["data"] and len(state["data"][self.columns[0]]):
+        if state["data"] is None:
+            self.close()
+        elif state["data"] and len(state["data"][self.columns[0]]):
             self.append(state["data"])
 
 
@@ -180,6 +232,35 @@ class StepTable:
     def __len__(self) -> int:
         return self._len
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(rows, columns)``, as ``DataFrame.shape``."""
+        return self._len, len(self._columns)
+
+    def __iter__(self) -> Iterator[pd.DataFrame]:
+        """The rows in consecutive DataFrame chunks (:meth:`iter_frames`: at most
+        :data:`WRITE_ROWS` rows each, every row once, in order; one empty frame for an empty
+        table). Unlike a DataFrame, iteration does not give the column names (those are
+        :attr:`columns`): a long table is read a chunk at a time."""
+        return self.iter_frames()
+
+    def head(self, n: int = 5) -> pd.DataFrame:
+        """The first ``n`` rows as a DataFrame (only those rows are read from disk); a
+        negative ``n``: all rows but the last ``-n``, as ``DataFrame.head``."""
+        import pandas as pd
+
+        n = max(0, self._len + n) if n < 0 else min(int(n), self._len)
+        if self._base_len() == 0:
+            return self.to_pandas()
+        if self._spool is not None and self._mask is None:
+            return pd.DataFrame({c: self._spool.read(c, 0, n) for c in self._columns},
+                                copy=False)
+        return pd.DataFrame({c: self.column(c)[:n] for c in self._columns}, copy=False)
+
+    def _check_open(self) -> None:
+        if self._spool is not None:
+            self._spool._check_open()
+
     def __contains__(self, name: object) -> bool:
         return name in self._columns
 
@@ -198,6 +279,7 @@ class StepTable:
         """
         if name not in self._columns:
             raise KeyError(name)
+        self._check_open()
         if self._base_len() == 0:
             x = np.zeros(0, dtype=float)
         elif self._spool is not None:
@@ -224,11 +306,28 @@ class StepTable:
                 return x.astype(np.float64)
             own = self._spool is not None or self._mask is not None
             return x.copy() if copy and not own else x
-        n = self._spool.num_rows
-        out = np.empty(n, dtype=np.float64)
-        for a in range(0, n, WRITE_ROWS):
-            out[a:a + WRITE_ROWS] = self._spool.read(name, a, a + WRITE_ROWS)
+        out = self._spool.read_float(name)
         return out if self._mask is None else out[self._mask]
+
+    def column_slices(self, name: str,
+                      rows: int | None = None) -> Iterator[tuple[int, int, np.ndarray]]:
+        """One column as consecutive ``(start, stop, values)`` row slices of at most ``rows``
+        rows (default :data:`WRITE_ROWS`) of this table: read a slice at a time from a
+        spooled table without a row selection, else slices of :meth:`column`.
+
+        Raises
+        ------
+        KeyError
+            If ``name`` is not a column.
+        """
+        self._check_open()
+        if name not in self._columns:
+            raise KeyError(name)
+        rows = WRITE_ROWS if rows is None else rows
+        whole = None if (self._spool is not None and self._mask is None) else self.column(name)
+        for a in range(0, self._len, rows):
+            b = min(a + rows, self._len)
+            yield a, b, (self._spool.read(name, a, b) if whole is None else whole[a:b])
 
     def __getitem__(self, name: str) -> pd.Series:
         import pandas as pd
@@ -261,6 +360,7 @@ class StepTable:
         callers that need a frame)."""
         import pandas as pd
 
+        self._check_open()
         if self._base_len() == 0:
             return pd.DataFrame({c: pd.Series(dtype=float) for c in self._columns})
         return pd.DataFrame({c: self.column(c) for c in self._columns}, copy=False)
@@ -270,6 +370,7 @@ class StepTable:
         DataFrames (all rows, in order; one empty frame for an empty table)."""
         import pandas as pd
 
+        self._check_open()
         rows = WRITE_ROWS if rows is None else rows
         if self._mask is not None or self._spool is None or self._len == 0:
             df = self.to_pandas()
@@ -281,6 +382,7 @@ class StepTable:
                                copy=False)
 
     def close(self) -> None:
-        """Remove the spool folder (the table is unusable afterwards); a no-op in memory."""
+        """Remove the spool folder; reading the table afterwards raises
+        :class:`ClosedTableError` (a table in memory stays readable: nothing to remove)."""
         if self._spool is not None:
             self._spool.close()

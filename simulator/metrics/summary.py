@@ -205,11 +205,64 @@ def _num(df: pd.DataFrame, col: str, default: float = np.nan, *,
     return np.full(len(df), default, dtype=float)
 
 
-def _str(df: pd.DataFrame, col: str, default: str = "") -> np.ndarray:
-    """Column ``col`` as an object array of str (``default`` when missing or null)."""
-    if col in df.columns:
-        return df[col].fillna(default).astype(str).to_numpy(dtype=object)
-    return np.full(len(df), default, dtype=object)
+class _Labels:
+    """A label column (status, slice, tenant, reject reason) as integer codes into its
+    distinct names: what ``df[col].fillna(default).astype(str)`` says, row by row, without
+    one Python ``str`` per row (a million-row request table would make a million of them
+    for every comparison). Missing column or null cell: ``default``.
+
+    Attributes
+    ----------
+    codes : ndarray of intp, shape (n,)
+        Index into ``names`` per row.
+    names : list of str
+        Distinct names (first occurrence order; equal strings merged).
+    """
+
+    def __init__(self, df: pd.DataFrame, col: str, default: str = ""):
+        import pandas as pd
+
+        n = len(df)
+        if col not in df.columns:
+            self.codes = np.zeros(n, dtype=np.intp)
+            self.names = [default]
+            return
+        codes, uniques = pd.factorize(df[col], use_na_sentinel=True)
+        index: dict[str, int] = {}
+        remap = [index.setdefault(str(u), len(index)) for u in uniques]
+        remap.append(index.setdefault(default, len(index)))  # code -1 (null): the default
+        self.codes = np.asarray(remap, dtype=np.intp)[codes]
+        self.names = list(index)
+
+    def __eq__(self, name: object) -> np.ndarray:  # type: ignore[override]
+        """Boolean mask of the rows labelled ``name``."""
+        try:
+            return self.codes == self.names.index(name)
+        except ValueError:
+            return np.zeros(self.codes.shape, dtype=bool)
+
+    def __ne__(self, name: object) -> np.ndarray:  # type: ignore[override]
+        return ~(self == name)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def isin(self, names) -> np.ndarray:
+        """Boolean mask of the rows labelled with any of ``names``."""
+        want = [i for i, k in enumerate(self.names) if k in names]
+        return np.isin(self.codes, want)
+
+    def counts(self, mask: np.ndarray | None = None) -> dict[str, int]:
+        """``{name: rows}`` over the rows of ``mask`` (all rows by default), names that
+        occur only, sorted by name."""
+        codes = self.codes if mask is None else self.codes[mask]
+        c = np.bincount(codes, minlength=len(self.names))
+        return {k: int(c[i]) for i, k in sorted(enumerate(self.names), key=lambda e: e[1])
+                if c[i]}
+
+
+def _str(df: pd.DataFrame, col: str, default: str = "") -> _Labels:
+    """Column ``col`` as :class:`_Labels` (``default`` when missing or null)."""
+    return _Labels(df, col, default)
 
 
 def output_tokens(requests: pd.DataFrame) -> np.ndarray:
@@ -420,9 +473,12 @@ def _by_group(requests: pd.DataFrame, lat: pd.DataFrame, met: np.ndarray,
     """Per-group summaries keyed by the group's name, sorted by name."""
     keys = _str(requests, col, "default")
     out: dict[str, dict[str, Any]] = {}
-    for key in sorted(set(keys.tolist())):
+    for key in keys.counts():
         m = keys == key
-        out[str(key)] = _group_summary(
+        if m.all():  # one group (a long table's usual case): no copy of the rows
+            out[key] = _group_summary(requests, lat, met, finished_in_window, duration_s)
+            continue
+        out[key] = _group_summary(
             requests.loc[m], lat.loc[m], met[m], finished_in_window[m], duration_s
         )
     return out
@@ -442,6 +498,7 @@ def summarize(
     num_gpus: int = 1,
     sim_wall_s: float | None = None,
     window: tuple[float, float] | None = None,
+    itl_stats: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Summarise one run: request accounting, latencies, throughput, SLOs, KV use and cost.
 
@@ -478,6 +535,10 @@ def summarize(
         Measurement window ``(start_s, end_s)`` in simulated seconds. Default: from the first
         arrival to the latest of the last finish time and the last step's end (the end of the
         run when work remains unfinished).
+    itl_stats : mapping, optional
+        The ITL statistics already computed (:func:`latency_stats` of the samples, e.g.
+        :meth:`simulator.metrics.records.RunRecorder.itl_stats`, which reads a long run's
+        samples from disk); used as is instead of ``itl_values_s`` / ``itl_weights``.
 
     Returns
     -------
@@ -531,7 +592,6 @@ def summarize(
     ValueError
         If ``window`` ends before it starts or ``num_gpus`` is negative.
     """
-    import pandas as pd
     if num_gpus < 0:
         raise ValueError(f"num_gpus must be >= 0, got {num_gpus}")
     slo = dict(slo or {})
@@ -541,7 +601,8 @@ def summarize(
     # ---- requests: those that arrived in the window ------------------------------------
     arrival = _num(requests, "arrival_time_s")
     in_window = (arrival >= start_s) & (arrival <= end_s)
-    req = requests.loc[in_window] if len(requests) else requests
+    # no copy of a long table when every request arrived in the window (the default)
+    req = requests.loc[in_window] if len(requests) and not in_window.all() else requests
     lat = per_request_latencies(req)
     status = _str(req, "status")
     completed = status == "completed"
@@ -549,7 +610,7 @@ def summarize(
     finish = _num(req, "finish_time_s")
     finished_in_window = completed & (finish >= start_s) & (finish <= end_s)
     # Completions finishing in the window that arrived before it are still throughput.
-    all_status = _str(requests, "status")
+    all_status = status if req is requests else _str(requests, "status")
     all_finish = _num(requests, "finish_time_s")
     all_done = (all_status == "completed") & (all_finish >= start_s) & (all_finish <= end_s)
     if window is not None and len(requests):
@@ -559,31 +620,23 @@ def summarize(
         all_met = met if len(requests) else np.zeros(0, dtype=bool)
 
     reasons = _str(req, "reject_reason")
-    reasons = reasons[reasons != ""]
-    reject_reasons = {str(k): int(v) for k, v in sorted(pd.Series(reasons).value_counts()
-                                                        .items())} if reasons.size else {}
+    reject_reasons = reasons.counts(reasons != "")
+    del reasons
 
-    done_req = requests.loc[all_done] if len(requests) else requests
-    n_in = _nansum(_num(done_req, "num_prompt_tokens", 0.0))
-    n_out = _nansum(output_tokens(done_req))
-    n_cached = _nansum(_num(done_req, "num_cached_prompt_tokens", 0.0))
+    # the completions' columns, row-selected (the same values in the same order as the
+    # rows of ``requests.loc[all_done]``, without copying the table)
+    n_in = _nansum(_num(requests, "num_prompt_tokens", 0.0)[all_done])
+    n_out = _nansum(output_tokens(requests)[all_done])
+    n_cached = _nansum(_num(requests, "num_cached_prompt_tokens", 0.0)[all_done])
 
     # ---- steps starting in the window ----------------------------------------------------
     st_start = _num(steps, "start_time_s")
     st = steps.loc[(st_start >= start_s) & (st_start <= end_s)] if len(steps) else steps
     del st_start  # memory: one column of a long table at a time where possible
-    dt = _num(st, "step_time_s", 0.0)
     usage = _num(st, "kv_blocks_used", copy=True)
-    gpu_blocks = st["num_gpu_blocks"] if "num_gpu_blocks" in st.columns else None
-    if (gpu_blocks is None or not isinstance(gpu_blocks.dtype, np.dtype)
-            or gpu_blocks.dtype.kind not in "iuf"):
-        gpu_blocks = _num(st, "num_gpu_blocks")  # missing or not numeric: NaN where not
-    else:  # int64 as stored: the division casts each value exactly, with no float copy
-        gpu_blocks = gpu_blocks.to_numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        np.divide(usage, gpu_blocks, out=usage)
-    del gpu_blocks
+    _divide_by_column(usage, st, "num_gpu_blocks")
     usage[~np.isfinite(usage)] = np.nan
+    dt = _num(st, "step_time_s", 0.0)  # memory: read after the division's column went
     mean_usage = _time_weighted(usage, dt)
     max_usage = float(np.nanmax(usage)) if np.any(~np.isnan(usage)) else None
     del usage  # memory: before the next columns are read
@@ -599,11 +652,11 @@ def summarize(
         "num_completed": int(completed.sum()),
         "num_rejected": int((status == "rejected").sum()),
         "num_cancelled": int((status == "cancelled").sum()),
-        "num_unfinished": int(np.isin(status, _UNFINISHED).sum()),
+        "num_unfinished": int(status.isin(_UNFINISHED).sum()),
         "reject_reasons": reject_reasons,
         "ttft_s": latency_stats(lat["ttft_s"].to_numpy()),
         "tpot_s": latency_stats(lat["tpot_s"].to_numpy()),
-        "itl_s": latency_stats(
+        "itl_s": dict(itl_stats) if itl_stats is not None else latency_stats(
             np.zeros(0) if itl_values_s is None else itl_values_s,
             None if itl_values_s is None else itl_weights,
         ),
@@ -646,6 +699,25 @@ def summarize(
     return _json_safe(summary)
 
 
+def _divide_by_column(x: np.ndarray, steps: pd.DataFrame, col: str) -> None:
+    """``x /= steps[col]`` in place (0/0 and x/0 give NaN and inf, silently). An int64
+    column is divided as stored (each value cast exactly, no float copy), a slice at a time
+    from a spooled step table (:meth:`~simulator.metrics.step_table.StepTable.
+    column_slices`); a missing or non-numeric column divides by NaN."""
+    if hasattr(steps, "column_slices") and col in steps.columns:
+        parts = steps.column_slices(col)
+    else:
+        c = steps[col] if col in steps.columns else None
+        if c is None or not isinstance(c.dtype, np.dtype) or c.dtype.kind not in "iuf":
+            c = _num(steps, col)  # missing or not numeric: NaN where not
+        else:
+            c = c.to_numpy()
+        parts = [(0, len(x), c)]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for a, b, d in parts:
+            np.divide(x[a:b], d, out=x[a:b])
+
+
 def _num_distinct(col: pd.Series) -> int:
     """``col.nunique()``; for small non-negative integers (replica ids) by counting, which
     needs no hash table over a long step table."""
@@ -684,24 +756,29 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
                 "mean_kv_fragmentation": None}
     # Memory: at most three step-length arrays and one temporary at a time (a 10^7-step
     # table is 80 MB a column); the arithmetic is that of the whole-frame expressions.
+    # Each product below is formed in a buffer that is not needed afterwards, in the order
+    # that keeps three columns alive at most (float casts of int columns are made a slice
+    # at a time on a spooled table: ``_num``); every sum is over the same array as before.
     n_rep = max(1, _num_distinct(steps["replica_id"]))
-    w = steps["step_time_s"].to_numpy(dtype=float)
+    w = _num(steps, "step_time_s")
     wsum = w.sum() or 1.0
-    reserved = steps["kv_blocks_used"].to_numpy(dtype=float) * block_size
-    tokens = (steps["kv_tokens_used"].to_numpy(dtype=float, copy=True)
-              if "kv_tokens_used" in steps else reserved.copy())
-    np.minimum(tokens, reserved, out=tokens)
+    reserved = _num(steps, "kv_blocks_used", copy=True)
+    reserved *= block_size
     reserved_w = (reserved * w).sum()
     reserved_sum = reserved.sum()
     reserved_b = float(reserved_w / wsum) * kv_bytes_per_token
-    used_b = float((tokens * w).sum() / wsum) * kv_bytes_per_token
+    tokens = (_num(steps, "kv_tokens_used", copy=True) if "kv_tokens_used" in steps
+              else reserved.copy())
+    np.minimum(tokens, reserved, out=tokens)
     np.subtract(reserved, tokens, out=reserved)  # reserved - tokens
-    del tokens
     reserved *= w
     frag = float(reserved.sum() / max(reserved_w, 1e-300))
-    del reserved, w
-    batch = steps["batch_size"].to_numpy(dtype=float)
-    pad = steps["num_padding_seqs"].to_numpy(dtype=float) if "num_padding_seqs" in steps else 0 * batch
+    del reserved
+    tokens *= w
+    used_b = float(tokens.sum() / wsum) * kv_bytes_per_token
+    del tokens, w
+    batch = _num(steps, "batch_size")
+    pad = _num(steps, "num_padding_seqs") if "num_padding_seqs" in steps else 0 * batch
     return {
         "max_concurrency": int(batch.max()),
         "padding_waste": float(pad.sum() / batch.sum()) if batch.sum() else None,

@@ -19,6 +19,27 @@ __all__ = ["MOONCAKE_BLOCK_TOKENS", "TraceColumns"]
 MOONCAKE_BLOCK_TOKENS = 512
 
 
+def release_freed_memory() -> None:
+    """Hand the C heap's free pages back to the system (glibc ``malloc_trim(0)``; a no-op
+    elsewhere). A trace read in batches frees thousands of half-megabyte batch arrays once
+    they are joined; glibc keeps such freed blocks resident in its heap (they are below its
+    adaptive mmap threshold), so without this the joined columns would count twice in the
+    process's resident memory."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            import ctypes
+
+            _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM = None
+
+
 @dataclass
 class TraceColumns:
     """A parsed trace, column-wise, in file order.
@@ -89,29 +110,55 @@ class TraceColumns:
                                  else self.prefix_block_tokens))
 
     @staticmethod
-    def concat(parts: list[TraceColumns]) -> TraceColumns:
-        """The rows of ``parts`` (batches of one file: same optional columns) in order."""
+    def concat(parts: list[TraceColumns], *, consume: bool = False) -> TraceColumns:
+        """The rows of ``parts`` (batches of one file) in order. An optional column that
+        some batches lack (a JSONL field first seen in a later batch) is "not given" in
+        them, as a one-shot read of the file gives it: ``"default"`` labels, priority 0,
+        NaN patience, 0 for ``max_tokens`` and ``n``, no prefix ids. ``consume``: the
+        parts' columns are released as each column is joined (the parts are unusable
+        afterwards; a 10^7-row trace then never holds its columns twice)."""
         if len(parts) == 1:
             return parts[0]
         first = parts[0]
+        sizes = [len(p) for p in parts]
 
-        def arr(name):
+        def take(name):
             v = [getattr(p, name) for p in parts]
-            return None if v[0] is None else np.concatenate(v)
+            if consume:
+                for p in parts:
+                    object.__setattr__(p, name, None)
+            return v
 
-        def lst(name):
-            v = [getattr(p, name) for p in parts]
-            return None if v[0] is None else [x for part in v for x in part]
+        def arr(name, fill=None):
+            v = take(name)
+            if all(x is None for x in v):
+                return None
+            out = np.concatenate([np.full(k, fill) if x is None else x
+                                  for k, x in zip(sizes, v)])
+            if consume:
+                del v
+                release_freed_memory()  # the batches' pages, before the next column
+            return out
 
-        bt = first.prefix_block_tokens
-        if isinstance(bt, list):
-            bt = [x for p in parts for x in p.prefix_block_tokens]
-        return TraceColumns(
-            path=first.path, format=first.format, arrival_s=arr("arrival_s"),
+        def lst(name, fill=None):
+            v = take(name)
+            if all(x is None for x in v):
+                return None
+            return [e for k, x in zip(sizes, v) for e in (x if x is not None else [fill] * k)]
+
+        bts = [p.prefix_block_tokens for p in parts]
+        bt = bts[0]
+        if any(isinstance(b, list) for b in bts) or any(b != bt for b in bts):
+            bt = [e for k, b in zip(sizes, bts) for e in (b if isinstance(b, list) else [b] * k)]
+        path, fmt = first.path, first.format
+        out = TraceColumns(
+            path=path, format=fmt, arrival_s=arr("arrival_s"),
             prompt=arr("prompt"), output=arr("output"), lines=arr("lines"),
-            tenant=lst("tenant"), priority=arr("priority"), slice=lst("slice"),
-            cancel_after_s=arr("cancel_after_s"), max_tokens=arr("max_tokens"), n=arr("n"),
+            tenant=lst("tenant", "default"), priority=arr("priority", np.int64(0)),
+            slice=lst("slice", "default"), cancel_after_s=arr("cancel_after_s", np.nan),
+            max_tokens=arr("max_tokens", np.int64(0)), n=arr("n", np.int64(0)),
             prefix_hash_ids=lst("prefix_hash_ids"), prefix_block_tokens=bt)
+        return out
 
     def to_specs(self, start: int = 0, stop: int | None = None) -> list[RequestSpec]:
         """One :class:`RequestSpec` per row ``start:stop`` (all rows by default),

@@ -187,7 +187,9 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         window = f"[{cfg.start_s}, {cfg.end_s if cfg.end_s is not None else 'end'})"
         raise WorkloadError(f"{source}: no requests in the window {window} s "
                             f"({len(cols)} in the trace)")
-    cols = cols.take(idx)
+    if idx.size != len(cols) or np.any(idx[1:] <= idx[:-1]):
+        cols = cols.take(idx)  # the identity (a sorted trace, every row kept) needs no copy
+    del idx
     n = len(cols)
 
     # 3. re-base and rescale

@@ -203,7 +203,11 @@ def _float_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
 
 
 def _str_column(vals: list) -> list[str]:
-    return ["default" if _is_missing(v) else str(v).strip() for v in vals]
+    """Labels (tenant, slice): one shared ``str`` object per distinct label of the batch, so
+    a long trace's label lists cost a pointer a row, not a string a row."""
+    shared: dict[str, str] = {}
+    get = shared.setdefault
+    return [get(x, x) for x in ("default" if _is_missing(v) else str(v).strip() for v in vals)]
 
 
 def _azure_timestamps_ns(vals: list[str], lines: np.ndarray, name: str,
@@ -308,10 +312,15 @@ def _check_fields(header: list[str], rows: list[list[str]], lines: list[int],
     return rows
 
 
-def _read_jsonl_table(path: Path, shown: str) -> tuple[list[dict], np.ndarray]:
+def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
+                       ) -> Iterator[tuple[list[dict], np.ndarray]]:
+    """JSON objects and their 1-based line numbers, ``batch_rows`` records (default
+    :data:`READ_BATCH_ROWS`) at a time; at least one batch (maybe without records)."""
+    batch_rows = batch_rows or READ_BATCH_ROWS
     objs: list[dict] = []
     lines: list[int] = []
     loads = json.loads
+    yielded = False
     try:
         with open(path, encoding="utf-8-sig") as f:
             for no, text in enumerate(f, start=1):
@@ -326,11 +335,47 @@ def _read_jsonl_table(path: Path, shown: str) -> tuple[list[dict], np.ndarray]:
                                         f"{type(obj).__name__}")
                 objs.append(obj)
                 lines.append(no)
+                if len(objs) >= batch_rows:
+                    yield objs, np.asarray(lines, dtype=np.int64)
+                    objs, lines, yielded = [], [], True
     except UnicodeDecodeError as e:
         raise WorkloadError(f"{shown}: not UTF-8 text ({e})") from e
     except OSError as e:
         raise WorkloadError(f"{shown}: cannot open ({e})") from e
-    return objs, np.asarray(lines, dtype=np.int64)
+    if objs or not yielded:
+        yield objs, np.asarray(lines, dtype=np.int64)
+
+
+class _SeenKeys:
+    """The keys of a JSONL trace's records so far, in first-seen order (the "columns" of a
+    file whose records may differ in their keys), updated batch by batch."""
+
+    def __init__(self):
+        self.keys: dict[str, None] = {}
+
+    def update(self, objs: list[dict]) -> None:
+        keys = self.keys
+        for o in objs:
+            if len(o) != len(keys) or any(k not in keys for k in o):
+                for k in o:
+                    keys.setdefault(k)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.keys
+
+    def names(self) -> list[str]:
+        return list(self.keys)
+
+
+def _read_jsonl_table(path: Path, shown: str) -> tuple[list[dict], np.ndarray]:
+    """Every JSON object of a JSONL file and its 1-based line number, at once (small files:
+    recorded runs; traces are read in batches, :func:`_iter_jsonl_tables`)."""
+    objs: list[dict] = []
+    lines = []
+    for o, ln in _iter_jsonl_tables(path, shown):
+        objs += o
+        lines.append(ln)
+    return objs, np.concatenate(lines)
 
 
 def _csv_col(header: list[str], rows: list[list[str]], name: str) -> list[str]:
@@ -401,7 +446,7 @@ def _read_azure(path: Path, shown: str) -> TraceColumns:
         cols = TraceColumns(shown, "azure", np.zeros(len(lines)), prompt, output, lines)
         parts.append(_finish_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
                                      header.__contains__, {}, errors))
-    cols = TraceColumns.concat(parts)
+    cols = TraceColumns.concat(parts, consume=True)
     ns = np.concatenate(ns_parts)
     # Relative to the earliest row, exactly in integer ns, then one rounding to float seconds.
     cols.arrival_s = (ns - ns.min()) / 1e9 if len(ns) else np.zeros(0)
@@ -420,7 +465,7 @@ def _read_vidur(path: Path, shown: str) -> TraceColumns:
         cols = TraceColumns(shown, "vidur", arrival, prompt, output, lines)
         parts.append(_finish_columns(cols, lambda c, h=header, r=rows: _csv_col(h, r, c),
                                      header.__contains__, {}, errors))
-    return TraceColumns.concat(parts)
+    return TraceColumns.concat(parts, consume=True)
 
 
 def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors,
@@ -449,7 +494,17 @@ def _hash_ids(vals: list, lines: np.ndarray, errors: _Errors,
 
 
 def _read_mooncake(path: Path, shown: str) -> TraceColumns:
-    objs, lines = _read_jsonl_table(path, shown)
+    """Read a Mooncake JSONL trace :data:`READ_BATCH_ROWS` records at a time."""
+    seen = _SeenKeys()
+    parts = []
+    for objs, lines in _iter_jsonl_tables(path, shown):
+        seen.update(objs)
+        parts.append(_mooncake_batch(objs, lines, shown, seen))
+    return TraceColumns.concat(parts, consume=True)
+
+
+def _mooncake_batch(objs: list[dict], lines: np.ndarray, shown: str,
+                    seen: _SeenKeys) -> TraceColumns:
     errors = _Errors(shown)
     raw = {c: _json_col(objs, c) for c in MOONCAKE_FIELDS}
     for c in MOONCAKE_FIELDS:
@@ -458,11 +513,11 @@ def _read_mooncake(path: Path, shown: str) -> TraceColumns:
     prompt = _int_column(raw["input_length"], lines, "input_length", errors, min_value=1)
     output = _int_column(raw["output_length"], lines, "output_length", errors, min_value=1)
     cols = TraceColumns(shown, "mooncake", ts / 1000.0, prompt, output, lines)
-    if any("hash_ids" in o for o in objs):
+    if "hash_ids" in seen:
         cols.prefix_hash_ids = _hash_ids(_json_col(objs, "hash_ids"), lines, errors, prompt)
         cols.prefix_block_tokens = MOONCAKE_BLOCK_TOKENS
-    return _finish_columns(cols, lambda c: _json_col(objs, c),
-                           lambda c: any(c in o for o in objs), {}, errors, json_numbers=True)
+    return _finish_columns(cols, lambda c: _json_col(objs, c), seen.__contains__, {}, errors,
+                           json_numbers=True)
 
 
 def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: int,
@@ -499,19 +554,33 @@ def _read_generic_csv(path: Path, shown: str, columns, time_unit) -> TraceColumn
     return TraceColumns.concat([
         _generic(shown, "generic_csv", lambda c, h=header, r=rows: _csv_col(h, r, c),
                  header.__contains__, header, len(rows) or 1, lines, columns, time_unit)
-        for header, rows, lines in _iter_csv_tables(path, shown)])
+        for header, rows, lines in _iter_csv_tables(path, shown)], consume=True)
 
 
 def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColumns:
-    objs, lines = _read_jsonl_table(path, shown)
-    keys: list[str] = []
-    for o in objs:
-        for k in o:
-            if k not in keys:
-                keys.append(k)
-    return _generic(shown, "generic_jsonl", lambda c: _json_col(objs, c),
-                    lambda c: any(c in o for o in objs), keys, len(objs), lines, columns,
-                    time_unit, json_numbers=True)
+    """Read a generic JSONL trace :data:`READ_BATCH_ROWS` records at a time. A field is a
+    column once any record so far has it (records without it: not given). A mapped column
+    (``columns``) of a required field must be in the first batch (every record needs it);
+    a mapped optional column anywhere in the file."""
+    seen = _SeenKeys()
+    mapped = dict(columns or {})
+    optional = {s for f, s in mapped.items() if f not in REQUIRED_GENERIC_FIELDS}
+
+    def have(c: str) -> bool:
+        return c in seen or c in optional  # an optional column may come later: not given
+
+    parts = []
+    for objs, lines in _iter_jsonl_tables(path, shown):
+        seen.update(objs)
+        parts.append(_generic(shown, "generic_jsonl", lambda c, o=objs: _json_col(o, c),
+                              have, seen.names(), len(objs), lines, mapped, time_unit,
+                              json_numbers=True))
+    if any(len(p) for p in parts):
+        for fld, src in mapped.items():
+            if src not in seen:
+                raise WorkloadError(f"{shown}: column {src!r} (mapped from {fld!r}) not "
+                                    f"found; the file has {', '.join(map(repr, seen.names()))}")
+    return TraceColumns.concat(parts, consume=True)
 
 
 # --------------------------------------------------------------------------- detection
@@ -551,7 +620,7 @@ def _read_parquet(path: Path, shown: str, columns, time_unit) -> TraceColumns:
             parts.append(_parquet_batch(empty, names, 0, shown, columns, time_unit))
     except (pa.ArrowException, OSError) as e:
         raise WorkloadError(f"{shown}: not a readable Parquet file ({e})") from None
-    return TraceColumns.concat(parts)
+    return TraceColumns.concat(parts, consume=True)
 
 
 def _parquet_batch(batch, names: list[str], offset: int, shown: str, columns,

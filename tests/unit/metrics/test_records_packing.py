@@ -7,6 +7,7 @@ import pytest
 
 from simulator.metrics import records
 from simulator.metrics.records import STEP_COLUMNS, RunRecorder
+from simulator.metrics.summary import latency_stats
 
 
 def _row(rid: int, idx: int) -> tuple:
@@ -65,13 +66,22 @@ def test_itl_samples_survive_packing(monkeypatch, spool_after):
     rec.add_itl_array(np.array([]), 9)  # empty: ignored
     rec.add_itl_array(np.array([0.7]), 3)
     v, w = rec.itl_samples()
-    assert rec._itl_spool is None  # a spool is read back and removed
+    # a spool stays (read again on every call) until the recorder goes
+    assert (rec._itl_spool is not None) == (spool_after == 0)
     got = sorted(zip(v.tolist(), w.tolist()))
     assert got == [(0.1, 4), (0.2, 4), (0.3, 1), (0.4, 1), (0.5, 2), (0.7, 3)]
     assert w.dtype == np.int64 and v.dtype == np.float64
     v2, w2 = rec.itl_samples()  # idempotent
     np.testing.assert_array_equal(v, v2)
     np.testing.assert_array_equal(w, w2)
+    # the statistics read from the spool (float weights) are those of the arrays; by hand:
+    # weights 4+4+1+1+2+3 = 15, sum of value x weight = 0.4+0.8+0.3+0.4+1.0+2.1 = 5.0
+    st = rec.itl_stats()
+    assert st == latency_stats(v, w)
+    assert st["count"] == 15 and isinstance(st["count"], int)
+    assert st["mean"] == pytest.approx(5.0 / 15)
+    # inverse CDF: cumulative weights 4, 8, 9, 10, 12, 15 over 0.1, 0.2, 0.3, 0.4, 0.5, 0.7
+    assert (st["p50"], st["p90"], st["p99"], st["max"]) == (0.2, 0.7, 0.7, 0.7)
 
 
 def test_empty_recorder_gives_empty_tables():

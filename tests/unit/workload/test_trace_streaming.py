@@ -124,3 +124,81 @@ def test_budget_estimate_reads_the_stream_columns(tmp_path):
     _p, _o, mt, cancel = lazy.budget_columns()
     assert mt.tolist() == [8.0, 0.0, 0.0] and cancel.tolist() == [False, True, False]
     assert estimate_scenario_run(sc, setup, lazy) == estimate_scenario_run(sc, setup, list(lazy))
+
+
+def _jsonl(tmp_path, name, records):
+    import json
+    path = tmp_path / name
+    path.write_text("".join(("\n" if r is None else json.dumps(r) + "\n") for r in records))
+    return path
+
+
+def _generic_records():
+    # 7 records, a blank line after the 3rd; "tenant" first appears in record 5 and the
+    # mapped "who" (-> slice) in record 6: batches of 2 see them late
+    recs = []
+    for i in range(7):
+        r = {"t": 0.5 * i, "num_prompt_tokens": 10 + i, "num_output_tokens": 1 + i % 3}
+        if i >= 4:
+            r["tenant"] = ["x", "y"][i % 2]
+        if i == 5:
+            r["who"] = "s1"
+        recs.append(r)
+    return recs[:3] + [None] + recs[3:]
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 8])
+def test_jsonl_batched_reads_equal_the_one_shot_read(monkeypatch, tmp_path, batch):
+    gen = _jsonl(tmp_path, "g.jsonl", _generic_records())
+    moon = _jsonl(tmp_path, "m.jsonl", [
+        {"timestamp": 1000 * i, "input_length": 600, "output_length": 3,
+         **({"hash_ids": [i, i + 1]} if i in (3, 4) else {})} for i in range(6)])
+    cols = {"arrival_time_s": "t", "slice": "who"}
+    whole = {"g": _as_dict(read_columns(gen, "generic_jsonl", cols)),
+             "m": _as_dict(read_columns(moon, "mooncake"))}
+    monkeypatch.setattr(readers, "READ_BATCH_ROWS", batch)
+    assert _as_dict(read_columns(gen, "generic_jsonl", cols)) == whole["g"]
+    assert _as_dict(read_columns(moon, "mooncake")) == whole["m"]
+    # by hand: lines skip the blank 4th line; labels default where a record has none
+    g = read_columns(gen, "generic_jsonl", cols)
+    assert g.lines.tolist() == [1, 2, 3, 5, 6, 7, 8]
+    assert g.tenant == ["default"] * 4 + ["x", "y", "x"]
+    assert g.slice == ["default"] * 5 + ["s1", "default"]
+    assert g.arrival_s.tolist() == [0.5 * i for i in range(7)]
+    m = read_columns(moon, "mooncake")
+    assert m.prefix_hash_ids == [None, None, None, (3, 4), (4, 5), None]
+    assert m.arrival_s.tolist() == [float(i) for i in range(6)]  # ms -> s
+
+
+@pytest.mark.parametrize("bad", [2, 7])  # first batch / the last one
+def test_a_bad_jsonl_record_in_any_batch_names_its_line(monkeypatch, tmp_path, bad):
+    monkeypatch.setattr(readers, "READ_BATCH_ROWS", 2)
+    recs = [{"arrival_time_s": i, "num_prompt_tokens": 5, "num_output_tokens": 1}
+            for i in range(7)]
+    recs[bad - 1]["num_prompt_tokens"] = "5"
+    path = _jsonl(tmp_path, "b.jsonl", recs)
+    with pytest.raises(WorkloadError, match=rf"b\.jsonl:{bad}: num_prompt_tokens \"5\" is a "
+                                            "string"):
+        read_columns(path, "generic_jsonl")
+
+
+def test_a_mapped_jsonl_column_never_seen_is_an_error(monkeypatch, tmp_path):
+    monkeypatch.setattr(readers, "READ_BATCH_ROWS", 2)
+    recs = [{"arrival_time_s": i, "num_prompt_tokens": 5, "num_output_tokens": 1}
+            for i in range(5)]
+    path = _jsonl(tmp_path, "c.jsonl", recs)
+    with pytest.raises(WorkloadError, match=r"column 'user' \(mapped from 'tenant'\) not found"):
+        read_columns(path, "generic_jsonl", {"tenant": "user"})
+    with pytest.raises(WorkloadError, match=r"column 'ts' \(mapped from 'arrival_time_s'\)"):
+        read_columns(path, "generic_jsonl", {"arrival_time_s": "ts"})
+
+
+def test_jsonl_reader_holds_one_batch_of_records(monkeypatch, tmp_path):
+    """Bounded by the batch: the parser never holds more than READ_BATCH_ROWS records."""
+    monkeypatch.setattr(readers, "READ_BATCH_ROWS", 3)
+    recs = [{"arrival_time_s": i, "num_prompt_tokens": 5, "num_output_tokens": 1}
+            for i in range(10)]
+    path = _jsonl(tmp_path, "d.jsonl", recs)
+    sizes = [len(objs) for objs, _ in readers._iter_jsonl_tables(path, "d.jsonl")]
+    assert sizes == [3, 3, 3, 1]
+    assert len(read_columns(path, "generic_jsonl")) == 10
