@@ -50,6 +50,9 @@ from .topology.gateway import check_defaults, run_gateway
 from .workload import describe_workload, load_workload, read_columns, write_parquet_trace
 
 EXIT_BAD_INPUT = 2
+#: stdout's reader closed it (``| head``): no message, status 1 (as rich's console and the
+#: Python documentation's SIGPIPE recipe do)
+EXIT_BROKEN_PIPE = 1
 
 
 class CLIError(ValueError):
@@ -412,6 +415,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # the reader of stdout went away (``servesim trace F | head``): stop quietly; stdout
+        # goes to /dev/null so that the flush at exit does not raise again
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return EXIT_BROKEN_PIPE
     except OSError as e:  # e.g. no space left for the step spool (its message says where)
         if os.environ.get("SERVESIM_DEBUG"):
             raise
