@@ -34,6 +34,7 @@ from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
 from .perf.tables import table_sets
 from .progress import progress
+from .progress import show_warning_line as _show_warning
 from .report.figures import plot_speculative_speedup
 from .report.run import print_summary_table
 from .run import check_policy_slices, run_scenario
@@ -380,14 +381,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             raise CLIError(f"{row.module}.{row.register} added {', '.join(added) or 'nothing'}; "
                            f"the subcommand table expects {', '.join(row.names)}")
     return p
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Print a warning as one ``servesim: warning:`` line on stderr (no source echo)."""
-    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
-    own = category.__module__.startswith("simulator")
-    print(f"servesim: warning: {text if own else f'{category.__name__}: {text}'}",
-          file=sys.stderr, flush=True)
 
 
 def _first_line(e: BaseException) -> str:

@@ -114,6 +114,25 @@ class GPUSpec:
         return self.bf16_flops_per_s
 
 
+def _link_fields(raw: dict, vals: dict, p: Path) -> tuple[str | None, bool | None, int | None]:
+    """A spec's ``interconnect_kind``, ``p2p`` and ``interconnect_max_gpus``, checked (the
+    errors of :func:`load_gpu_spec`)."""
+    kind = raw.get("interconnect_kind")
+    if kind is not None and kind not in LINK_KINDS:
+        raise ValueError(f"{p}: interconnect_kind={kind!r} must be one of "
+                         + ", ".join(LINK_KINDS))
+    p2p = raw.get("p2p")
+    if p2p is not None and not isinstance(p2p, bool):
+        raise ValueError(f"{p}: p2p={p2p!r} must be true or false")
+    if kind == "none" and vals.get("interconnect_bandwidth_bytes_per_s", 0.0) > 0:
+        raise ValueError(f"{p}: interconnect_kind none contradicts "
+                         "interconnect_bandwidth_bytes_per_s > 0")
+    reach = raw.get("interconnect_max_gpus")
+    if reach is not None and (isinstance(reach, bool) or not isinstance(reach, int) or reach < 2):
+        raise ValueError(f"{p}: interconnect_max_gpus={reach!r} must be an integer >= 2")
+    return kind, p2p, reach
+
+
 def load_gpu_spec(path: str | Path) -> GPUSpec:
     """Read a GPU spec YAML (or a folder holding ``spec.yaml``).
 
@@ -171,19 +190,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
             raise ValueError(f"{p}: {k}={raw[k]!r} is not a number") from None
         if vals[k] < 0 or (k in _REQUIRED and vals[k] == 0):
             raise ValueError(f"{p}: {k}={raw[k]!r} must be positive")
-    kind = raw.get("interconnect_kind")
-    if kind is not None and kind not in LINK_KINDS:
-        raise ValueError(f"{p}: interconnect_kind={kind!r} must be one of "
-                         + ", ".join(LINK_KINDS))
-    p2p = raw.get("p2p")
-    if p2p is not None and not isinstance(p2p, bool):
-        raise ValueError(f"{p}: p2p={p2p!r} must be true or false")
-    if kind == "none" and vals.get("interconnect_bandwidth_bytes_per_s", 0.0) > 0:
-        raise ValueError(f"{p}: interconnect_kind none contradicts "
-                         "interconnect_bandwidth_bytes_per_s > 0")
-    reach = raw.get("interconnect_max_gpus")
-    if reach is not None and (isinstance(reach, bool) or not isinstance(reach, int) or reach < 2):
-        raise ValueError(f"{p}: interconnect_max_gpus={reach!r} must be an integer >= 2")
+    kind, p2p, reach = _link_fields(raw, vals, p)
     sib = raw.get("efficiency_tables_from")
     if sib is not None and (not isinstance(sib, str) or not sib.strip()
                             or sib.strip() == str(raw["name"])):

@@ -136,6 +136,15 @@ class PlainProgress:
             self._emit(f"{'stopped' if stopped else 'done'}, {n} in {_fmt_s(now - self.t0)}")
 
 
+def show_warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print a warning as one ``servesim: warning:`` line on stderr (no source echo): the
+    CLI's :data:`warnings.showwarning`, also installed in its process-pool workers."""
+    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+    own = category.__module__.startswith("simulator")
+    print(f"servesim: warning: {text if own else f'{category.__name__}: {text}'}",
+          file=sys.stderr, flush=True)
+
+
 @contextmanager
 def progress(description: str, *, enabled: bool = True, force: bool = False,
              stream: TextIO | None = None) -> Iterator[Callable[[int, int], None] | None]:
@@ -193,4 +202,5 @@ def progress(description: str, *, enabled: bool = True, force: bool = False,
         prog.stop()
 
 
-__all__ = ["DEFAULT_INTERVAL_S", "ENV_INTERVAL", "PlainProgress", "progress"]
+__all__ = ["DEFAULT_INTERVAL_S", "ENV_INTERVAL", "PlainProgress", "progress",
+           "show_warning_line"]
