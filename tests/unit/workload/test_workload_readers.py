@@ -272,17 +272,16 @@ def test_unknown_extension_sniffs_json(write):
 def test_generic_jsonl_labels_must_be_strings_even_in_a_late_batch(write, monkeypatch):
     """A label first seen in the third batch (READ_BATCH_ROWS lowered to 2) that is not a JSON
     string names its line; string labels and null in the same file read as given / default."""
-    import simulator.workload.readers as readers
+    from simulator.workload import readers
     monkeypatch.setattr(readers, "READ_BATCH_ROWS", 2)
-    rows = ['{"arrival_time_s": %d, "num_prompt_tokens": 5, "num_output_tokens": 2}' % i
+    rows = [f'{{"arrival_time_s": {i}, "num_prompt_tokens": 5, "num_output_tokens": 2}}'
             for i in range(4)]
-    good = rows + ['{"arrival_time_s": 4, "num_prompt_tokens": 5, "num_output_tokens": 2, '
-                   '"slice": "code", "tenant": null}']
+    head = '{"arrival_time_s": 4, "num_prompt_tokens": 5, "num_output_tokens": 2, '
+    good = [*rows, head + '"slice": "code", "tenant": null}']
     reqs = read_trace(write("g.jsonl", "\n".join(good) + "\n"), format="generic_jsonl")
     assert [r.slice for r in reqs] == ["default"] * 4 + ["code"]
     assert [r.tenant for r in reqs] == ["default"] * 5
-    bad = rows + ['{"arrival_time_s": 4, "num_prompt_tokens": 5, "num_output_tokens": 2, '
-                  '"slice": {"x": 1}}']
+    bad = [*rows, head + '"slice": {"x": 1}}']
     p = write("b.jsonl", "\n".join(bad) + "\n")
     with pytest.raises(WorkloadError) as ei:
         read_trace(p, format="generic_jsonl")
