@@ -34,6 +34,7 @@ from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
 from .perf.tables import table_sets
 from .progress import progress
+from .progress import show_warning_line as _show_warning
 from .report.figures import plot_speculative_speedup
 from .report.run import print_summary_table
 from .run import check_policy_slices, run_scenario
@@ -50,6 +51,9 @@ from .topology.gateway import check_defaults, run_gateway
 from .workload import describe_workload, load_workload, read_columns, write_parquet_trace
 
 EXIT_BAD_INPUT = 2
+#: stdout's reader closed it (``| head``): no message, status 1 (as rich's console and the
+#: Python documentation's SIGPIPE recipe do)
+EXIT_BROKEN_PIPE = 1
 
 
 class CLIError(ValueError):
@@ -379,14 +383,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return p
 
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """Print a warning as one ``servesim: warning:`` line on stderr (no source echo)."""
-    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
-    own = category.__module__.startswith("simulator")
-    print(f"servesim: warning: {text if own else f'{category.__name__}: {text}'}",
-          file=sys.stderr, flush=True)
-
-
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
@@ -412,6 +408,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BrokenPipeError:
+        # the reader of stdout went away (``servesim trace F | head``): stop quietly; stdout
+        # goes to /dev/null so that the flush at exit does not raise again
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return EXIT_BROKEN_PIPE
     except OSError as e:  # e.g. no space left for the step spool (its message says where)
         if os.environ.get("SERVESIM_DEBUG"):
             raise

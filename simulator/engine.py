@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import warnings
 from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,6 +90,27 @@ def with_stated_link(gpu: GPUSpec, link) -> GPUSpec:
     return dataclasses.replace(gpu, **upd)
 
 
+class LinkReachWarning(UserWarning):
+    """A tensor-parallel group larger than the GPUs the spec's interconnect joins (an NVLink
+    bridge pairs two H100 PCIe cards), costed on that interconnect all the same."""
+
+
+def warn_link_reach(gpu: GPUSpec, tp: int) -> None:
+    """Warn (:class:`LinkReachWarning`) when ``tp`` GPUs exceed ``gpu.interconnect_max_gpus``
+    and the scenario did not state the link (``hardware.interconnect``): the all-reduce is then
+    costed at the spec's bridge bandwidth, which a group that large does not have."""
+    reach = int(getattr(gpu, "interconnect_max_gpus", 0) or 0)
+    if reach and tp > reach and not gpu.link_stated:
+        warnings.warn(LinkReachWarning(
+            f"{gpu.name}: the spec's interconnect joins {reach} GPUs "
+            f"({gpu.interconnect or gpu.link_kind}) but "
+            f"cluster.tensor_parallel_size is {tp}; the all-reduce is costed at the spec's "
+            f"{gpu.interconnect_bandwidth_bytes_per_s / 1e9:g} GB/s all the same. State the link "
+            f"the group crosses, e.g. --set hardware.interconnect.kind=pcie --set "
+            f"hardware.interconnect.bandwidth_bytes_per_s={gpu.host_link_bandwidth_bytes_per_s:g}"
+            f" ({gpu.host_link or 'the host link'})"), stacklevel=2)
+
+
 def _user_path(value: str, base_dir: Path | None) -> str:
     """A model/GPU given as a relative path is looked up next to the scenario file first."""
     if base_dir is not None and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
@@ -118,6 +140,7 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                            scenario.hardware.interconnect)
     tp = scenario.cluster.tensor_parallel_size
     check_tensor_parallel(model, tp)
+    warn_link_reach(gpu, tp)
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype
     sc = scenario.scheduler

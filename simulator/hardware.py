@@ -50,6 +50,10 @@ class GPUSpec:
     p2p : bool or None
         Whether CUDA peer-to-peer access works between two such GPUs (over NVLink, or over
         PCIe without a bounce through host memory). None: the spec does not say.
+    interconnect_max_gpus : int
+        How many GPUs the interconnect joins (2 for an NVLink bridge); 0: not limited by the
+        spec. A tensor-parallel group larger than this crosses another link (the host's PCIe),
+        which a scenario states with ``hardware.interconnect``.
     host_link_bandwidth_bytes_per_s : float
         Host link (PCIe) bandwidth per direction, used for KV swapping.
     usd_per_gpu_hour : float
@@ -79,6 +83,7 @@ class GPUSpec:
     interconnect_kind: str = ""
     interconnect_latency_s: float = 0.0
     p2p: bool | None = None
+    interconnect_max_gpus: int = 0
     efficiency_tables_from: str = ""
     #: the link fields were stated by a scenario (``hardware.interconnect``), not the spec
     link_stated: bool = field(default=False, compare=False)
@@ -109,6 +114,25 @@ class GPUSpec:
         return self.bf16_flops_per_s
 
 
+def _link_fields(raw: dict, vals: dict, p: Path) -> tuple[str | None, bool | None, int | None]:
+    """A spec's ``interconnect_kind``, ``p2p`` and ``interconnect_max_gpus``, checked (the
+    errors of :func:`load_gpu_spec`)."""
+    kind = raw.get("interconnect_kind")
+    if kind is not None and kind not in LINK_KINDS:
+        raise ValueError(f"{p}: interconnect_kind={kind!r} must be one of "
+                         + ", ".join(LINK_KINDS))
+    p2p = raw.get("p2p")
+    if p2p is not None and not isinstance(p2p, bool):
+        raise ValueError(f"{p}: p2p={p2p!r} must be true or false")
+    if kind == "none" and vals.get("interconnect_bandwidth_bytes_per_s", 0.0) > 0:
+        raise ValueError(f"{p}: interconnect_kind none contradicts "
+                         "interconnect_bandwidth_bytes_per_s > 0")
+    reach = raw.get("interconnect_max_gpus")
+    if reach is not None and (isinstance(reach, bool) or not isinstance(reach, int) or reach < 2):
+        raise ValueError(f"{p}: interconnect_max_gpus={reach!r} must be an integer >= 2")
+    return kind, p2p, reach
+
+
 def load_gpu_spec(path: str | Path) -> GPUSpec:
     """Read a GPU spec YAML (or a folder holding ``spec.yaml``).
 
@@ -116,7 +140,8 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     measured-profile keys ``device_name``, ``device_type``, ``kind``); the GPU-to-GPU link is
     ``interconnect_kind`` (``nvlink``, ``pcie``, ``none``), ``interconnect_bandwidth_bytes_per_s``
     (per direction), ``interconnect_latency_s`` and ``p2p`` (true/false); the host link is
-    ``host_link`` / ``host_link_bandwidth_bytes_per_s``; ``efficiency_tables_from`` names the
+    ``host_link`` / ``host_link_bandwidth_bytes_per_s``; ``interconnect_max_gpus`` is how many
+    GPUs the interconnect joins (an NVLink bridge: 2); ``efficiency_tables_from`` names the
     catalog profile whose compute-kernel tables are transferred (a profile name, not a path).
 
     Raises
@@ -124,7 +149,8 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     ValueError
         If the file is missing, not YAML, has an unknown key, lacks a required key, has a
         non-numeric or negative value, an ``interconnect_kind`` outside ``nvlink, pcie, none``
-        (or ``none`` with a non-zero bandwidth), a ``p2p`` that is not a boolean, or an
+        (or ``none`` with a non-zero bandwidth), a ``p2p`` that is not a boolean, an
+        ``interconnect_max_gpus`` that is not an integer >= 2, or an
         ``efficiency_tables_from`` that is not a non-empty string naming another profile.
     """
     p = Path(path).expanduser()
@@ -140,7 +166,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
         raise ValueError(f"{p}: a GPU spec must be a mapping")  # noqa: TRY004 - user input
     known = {"name", "aliases", "bf16_flops_per_s", "fp8_flops_per_s", "hbm_bytes",
              "hbm_bandwidth_bytes_per_s", "interconnect", "interconnect_bandwidth_bytes_per_s",
-             "interconnect_kind", "interconnect_latency_s", "p2p",
+             "interconnect_kind", "interconnect_latency_s", "p2p", "interconnect_max_gpus",
              "host_link", "host_link_bandwidth_bytes_per_s", "usd_per_gpu_hour", "price_source",
              "source", "notes", "device_name", "device_type", "kind", "provenance",
              "efficiency_tables_from"}
@@ -164,16 +190,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
             raise ValueError(f"{p}: {k}={raw[k]!r} is not a number") from None
         if vals[k] < 0 or (k in _REQUIRED and vals[k] == 0):
             raise ValueError(f"{p}: {k}={raw[k]!r} must be positive")
-    kind = raw.get("interconnect_kind")
-    if kind is not None and kind not in LINK_KINDS:
-        raise ValueError(f"{p}: interconnect_kind={kind!r} must be one of "
-                         + ", ".join(LINK_KINDS))
-    p2p = raw.get("p2p")
-    if p2p is not None and not isinstance(p2p, bool):
-        raise ValueError(f"{p}: p2p={p2p!r} must be true or false")
-    if kind == "none" and vals.get("interconnect_bandwidth_bytes_per_s", 0.0) > 0:
-        raise ValueError(f"{p}: interconnect_kind none contradicts "
-                         "interconnect_bandwidth_bytes_per_s > 0")
+    kind, p2p, reach = _link_fields(raw, vals, p)
     sib = raw.get("efficiency_tables_from")
     if sib is not None and (not isinstance(sib, str) or not sib.strip()
                             or sib.strip() == str(raw["name"])):
@@ -182,6 +199,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     return GPUSpec(efficiency_tables_from=str(sib or "").strip(),
                    name=str(raw["name"]), aliases=tuple(str(a) for a in raw.get("aliases") or ()),
                    interconnect_kind=str(kind or ""), p2p=p2p,
+                   interconnect_max_gpus=int(reach or 0),
                    source=tuple([src] if isinstance(src, str) else src),
                    price_source=str(raw.get("price_source", "")),
                    interconnect=str(raw.get("interconnect", "")),

@@ -14,7 +14,8 @@ One helper for every long command (``run``, ``compare``, ``sweep``, ``plan``, ``
   ``interval_s`` seconds (default 10 s, ``$SERVESIM_PROGRESS_INTERVAL_S``), so short work
   prints nothing and long work shows it is alive. With ``force`` (``--progress``) a
   ``started`` line is printed at once and a line at every further 10% of the total; a final
-  ``done`` line follows whenever any line was printed.
+  ``done`` line (``stopped`` when an exception, Ctrl-C or SIGTERM ended the work) follows
+  whenever any line was printed.
 
 The 10 s and 10% defaults are presentation choices (how often a log shows a sign of life),
 not model constants.
@@ -125,12 +126,23 @@ class PlainProgress:
 
     __call__ = update
 
-    def close(self) -> None:
-        """Print the final line if any line was printed (or when forced)."""
+    def close(self, stopped: bool = False) -> None:
+        """Print the final line if any line was printed (or when forced): ``done, N/M in T``,
+        or ``stopped, N/M in T`` when the work ended by an exception (Ctrl-C, SIGTERM, an
+        error), so an interrupted log does not read as finished."""
         if self.lines or self.force:
             now = self.clock()
             n = f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
-            self._emit(f"done, {n} in {_fmt_s(now - self.t0)}")
+            self._emit(f"{'stopped' if stopped else 'done'}, {n} in {_fmt_s(now - self.t0)}")
+
+
+def show_warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """Print a warning as one ``servesim: warning:`` line on stderr (no source echo): the
+    CLI's :data:`warnings.showwarning`, also installed in its process-pool workers."""
+    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+    own = category.__module__.startswith("simulator")
+    print(f"servesim: warning: {text if own else f'{category.__name__}: {text}'}",
+          file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -159,8 +171,10 @@ def progress(description: str, *, enabled: bool = True, force: bool = False,
         rep = PlainProgress(description, stream=out, force=force)
         try:
             yield rep
-        finally:
-            rep.close()
+        except BaseException:
+            rep.close(stopped=True)
+            raise
+        rep.close()
         return
     from rich.console import Console
     from rich.progress import (
@@ -188,4 +202,5 @@ def progress(description: str, *, enabled: bool = True, force: bool = False,
         prog.stop()
 
 
-__all__ = ["DEFAULT_INTERVAL_S", "ENV_INTERVAL", "PlainProgress", "progress"]
+__all__ = ["DEFAULT_INTERVAL_S", "ENV_INTERVAL", "PlainProgress", "progress",
+           "show_warning_line"]

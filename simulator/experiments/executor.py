@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
+
+from ..progress import show_warning_line
 
 __all__ = ["BACKENDS", "default_jobs", "ray_available", "run_tasks"]
 
@@ -43,9 +46,14 @@ def ray_available() -> bool:
     return True
 
 
-def _init_worker(shared: Mapping[str, Any]) -> None:
+def _init_worker(shared: Mapping[str, Any], one_line_warnings: bool = False) -> None:
+    """Hold ``shared`` for the worker's tasks; with ``one_line_warnings`` (the parent is the
+    CLI) print warnings as the CLI does (one ``servesim: warning:`` line, not Python's
+    two-line ``file:line: Category: ...`` with the source echoed)."""
     global _SHARED
     _SHARED = shared
+    if one_line_warnings:
+        warnings.showwarning = show_warning_line
 
 
 def _call_in_worker(fn: Callable, task: Any) -> Any:
@@ -142,7 +150,8 @@ def _run_pool(fn, tasks, shared, jobs, progress, order, on_result) -> list[Any]:
     results: list[Any] = [None] * total
     with ProcessPoolExecutor(max_workers=min(jobs, total),
                              mp_context=_mp_context(getattr(fn, "__module__", None)),
-                             initializer=_init_worker, initargs=(shared,)) as ex:
+                             initializer=_init_worker,
+                             initargs=(shared, warnings.showwarning is show_warning_line)) as ex:
         futs = {ex.submit(_call_in_worker, fn, tasks[i]): i for i in order}
         pending = set(futs)
         done_n = 0

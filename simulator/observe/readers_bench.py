@@ -150,12 +150,18 @@ def _bench_arrival_times(data: dict, n: int, keep: list[int], starts: list | Non
                               f"{data.get('burstiness')!r} cannot give arrivals (need numbers "
                               "> 0 or 'inf')") from None
         clock = "drawn send times (the file has no start_times)"
+        rate = data.get("request_rate")
+        if rate is None or not math.isfinite(float(rate)):
+            how = (f"request_rate={rate!r}" + (" (not recorded; vllm bench serve's default is inf)"
+                                                if rate is None else "")
+                   + ": every request arrives at 0, as vllm bench serve sends them all at once")
+        else:
+            how = (f"arrivals are drawn from request_rate={rate!r} and burstiness="
+                   f"{data.get('burstiness', 1.0)!r} the way vllm bench serve draws them (gamma "
+                   f"gaps, rescaled to num_prompts / rate; seed {seed}): same distribution, not "
+                   "the same arrival times")
         approximations.append(
-            "The record has no start_times (older vllm bench serve): arrivals are drawn from "
-            f"request_rate={data.get('request_rate')!r} and burstiness="
-            f"{data.get('burstiness', 1.0)!r} the way vllm bench serve draws them (gamma gaps, "
-            f"rescaled to num_prompts / rate; seed {seed}): same distribution, not the same "
-            "arrival times."
+            f"The record has no start_times (older vllm bench serve): {how}."
             + (" The client's max_concurrency cap is not modelled."
                if data.get("max_concurrency") else ""))
     notes.append("TTFT and E2E are client-side (streamed HTTP chunks); the simulator measures "

@@ -557,6 +557,10 @@ def _nearest_table_version(raw: dict, src: dict, approx: list, base_dir) -> None
     if ver is None or not have or str(ver) in have:
         return
     want = release_tuple(ver)
+    if want is None:
+        raise ValueError(f"{src.get('perf.engine_version', 'the record')}: {str(ver)!r} is not a "
+                         "vLLM version (X.Y[.Z], e.g. 0.19.0); fix the record or pass --set "
+                         "perf.engine_version=X.Y.Z")
     rel = {v: release_tuple(v) or (0, 0, 0) for v in have}
     same = [v for v in have if want is not None and rel[v] == want]
     if same:

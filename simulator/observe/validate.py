@@ -78,7 +78,8 @@ def constants_fitted_on(result) -> list[str] | None:
 def _kv_section(run: RecordedRun, replay: ReplayScenario, result) -> dict[str, Any]:
     setup = result.setup
     rec = run.settings.get("num_gpu_blocks")
-    planner = setup.memory.num_gpu_blocks if setup.memory is not None else None
+    # the plan's own count: ``num_gpu_blocks`` is the record's when the record gives one
+    planner = setup.memory.planned_num_gpu_blocks if setup.memory is not None else None
     row = next(r for r in replay.rows if r.key == "kv_cache.num_gpu_blocks")
     used_src = row.source if row.value is not None else "servesim memory planner"
     return {

@@ -131,6 +131,21 @@ def _json_numbers(vals: list, lines: np.ndarray, name: str, errors: _Errors) -> 
             return
 
 
+def _json_labels(vals: list, lines: np.ndarray, name: str, errors: _Errors) -> None:
+    """JSON traces carry labels (tenant, slice) as JSON strings: a number, boolean, list or
+    object there is an error, not turned into its Python ``str`` (``true`` -> ``'True'``).
+    Missing values (absent or ``null``) pass."""
+    for i, v in enumerate(vals):
+        if v is not None and not isinstance(v, str):
+            kind = {bool: "boolean", int: "number", float: "number", list: "list",
+                    dict: "JSON object"}.get(type(v), type(v).__name__)
+            shown = json.dumps(v)
+            if len(shown) > 40:
+                shown = shown[:37] + "..."
+            errors.add(int(lines[i]), f"{name} {shown} is a {kind}, not a string")
+            return
+
+
 def _int_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *, min_value: int | None,
                 optional: bool = False) -> np.ndarray:
     """Integer column (tokens, priority). Optional columns map missing cells to 0.
@@ -411,6 +426,8 @@ def _optional_columns(cols: TraceColumns, get, have, names: dict[str, str],
         if json_numbers and fld in ("priority", "cancel_after_s", "max_tokens", "n"):
             _json_numbers(vals, lines, src, errors)
         if fld in ("tenant", "slice"):
+            if json_numbers and cols.format in ("generic_jsonl", "mooncake"):
+                _json_labels(vals, lines, src, errors)  # a Parquet column may be typed
             setattr(cols, fld, _str_column(vals))
         elif fld == "priority":
             pr = _int_column(vals, lines, src, errors, min_value=None, optional=True)

@@ -260,3 +260,37 @@ def test_fidelity_benchmark_discovers_and_tabulates(tmp_path, capsys):
     assert "names no GPU" in bad["error"]
     assert "| run |" in (out / "fidelity.md").read_text()
     assert (out / "H100-Llama" / "validation.json").is_file()
+
+
+def test_planner_blocks_are_the_plans_own_count_when_the_record_gives_one(tmp_path):
+    """The planner column is servesim's own estimate, not the recorded count echoed back: the
+    same record without a block count gives the planner's figure, and with a recorded count of
+    1,000 the replay uses 1,000 while the planner column keeps that figure (error vs recorded =
+    planner / 1000 - 1)."""
+    plain = _small_run(tmp_path / "a")
+    main(["validate", "--recorded", str(plain), "-o", str(tmp_path / "oa"), "-q"])
+    planned = _load(tmp_path / "oa")["kv_cache"]["planner_num_gpu_blocks"]
+    run = _small_run(tmp_path / "b")
+    meta_p = run / "vllm" / "meta.json"
+    meta = json.loads(meta_p.read_text())
+    meta["kv_cache"] = {"num_gpu_blocks": 1000, "block_size": 16}
+    meta_p.write_text(json.dumps(meta))
+    assert main(["validate", "--recorded", str(run), "-o", str(tmp_path / "ob"), "-q"]) == 0
+    kv = _load(tmp_path / "ob")["kv_cache"]
+    assert kv["num_gpu_blocks"] == kv["recorded_num_gpu_blocks"] == 1000
+    assert kv["planner_num_gpu_blocks"] == planned > 1000     # an 80 GB H100 holds far more
+    assert kv["planner_vs_recorded_pct"] == pytest.approx((planned / 1000 - 1) * 100)
+
+
+def test_unreadable_vllm_version_is_one_line_not_a_guess(tmp_path, capsys):
+    run = _small_run(tmp_path)
+    meta_p = run / "vllm" / "meta.json"
+    meta = json.loads(meta_p.read_text())
+    meta["vllm_version"] = "banana"
+    meta_p.write_text(json.dumps(meta))
+    assert main(["validate", "--recorded", str(run), "-o", str(tmp_path / "o"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "meta.json vllm_version" in err[0] and "'banana'" in err[0]
+    # a flag names the version instead
+    assert main(["validate", "--recorded", str(run), "-o", str(tmp_path / "o"), "-q",
+                 "--set", "perf.engine_version=0.19.0"]) == 0

@@ -46,3 +46,32 @@ def test_spool_write_error_names_the_folder_and_tmpdir(tmp_path):
     assert str(tmp_path) in msg and "TMPDIR" in msg
     spool.close()
     assert not spool.folder.exists()
+
+
+def test_a_closed_stdout_pipe_ends_quietly(monkeypatch, capsys):
+    """``servesim trace F | head -1``: the reader goes away; servesim stops with status 1 and no
+    message (before: ``servesim: error: [Errno 32] Broken pipe``, from the OSError handler)."""
+    import io
+    import json
+    import sys
+
+    class ClosedPipe(io.TextIOBase):
+        def write(self, s):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def fileno(self):
+            raise io.UnsupportedOperation("no descriptor")
+
+    def command(args):
+        print(json.dumps({"count": 1}))
+        sys.stdout.flush()
+        raise AssertionError("the write did not fail")
+
+    class Parser:
+        def parse_args(self, argv):
+            return type("A", (), {"func": staticmethod(command)})()
+
+    monkeypatch.setattr(cli, "build_parser", lambda first: Parser())
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert cli.main(["trace", "x.csv"]) == 1
+    assert capsys.readouterr().err == ""

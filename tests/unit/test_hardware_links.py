@@ -43,6 +43,9 @@ def test_old_specs_still_load_and_infer_the_kind(tmp_path):
     ({"interconnect_kind": "none", "interconnect_bandwidth_bytes_per_s": 1e9},
      "contradicts"),
     ({"nvlink_bandwidth": 1}, "unknown GPU spec key"),
+    ({"interconnect_max_gpus": 1}, "interconnect_max_gpus=1 must be an integer >= 2"),
+    ({"interconnect_max_gpus": 2.5}, "interconnect_max_gpus=2.5 must be an integer >= 2"),
+    ({"interconnect_max_gpus": True}, "interconnect_max_gpus=True must be an integer >= 2"),
 ])
 def test_bad_link_fields(tmp_path, over, match):
     with pytest.raises(ValueError, match=match):
@@ -62,3 +65,27 @@ def test_shipped_links():
     assert get_gpu("NVIDIA RTX PRO 6000 Blackwell Server Edition").name == "rtx-pro-6000-server"
     assert get_gpu("NVIDIA L40S").name == "l40s"
     assert get_gpu("NVIDIA GeForce RTX 4090").bf16_flops_per_s == 165.2e12
+
+
+def test_tp_group_beyond_an_nvlink_bridge_warns_unless_the_link_is_stated():
+    """H100 PCIe cards are bridged in pairs: TP 2 stays on the bridge (no warning); TP 4 is
+    costed on the bridge's 300 GB/s but crosses PCIe Gen5 (64 GB/s per direction), so it warns
+    and names the host link; a stated link (hardware.interconnect) silences it. SXM boards
+    (NVSwitch, no reach stated) never warn."""
+    import warnings
+
+    from simulator.config import InterconnectConfig
+    from simulator.engine import LinkReachWarning, warn_link_reach, with_stated_link
+    g = get_gpu("h100-pcie")
+    assert g.interconnect_max_gpus == 2 and get_gpu("h100-sxm").interconnect_max_gpus == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_link_reach(g, 2)
+        warn_link_reach(get_gpu("h100-sxm"), 8)
+        warn_link_reach(with_stated_link(g, InterconnectConfig(kind="pcie",
+                                                               bandwidth_bytes_per_s=64e9)), 4)
+    with pytest.warns(LinkReachWarning) as w:
+        warn_link_reach(g, 4)
+    msg = str(w[0].message)
+    assert "joins 2 GPUs" in msg and "tensor_parallel_size is 4" in msg and "300 GB/s" in msg
+    assert "hardware.interconnect.bandwidth_bytes_per_s=6.4e+10" in msg

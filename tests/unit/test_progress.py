@@ -76,6 +76,22 @@ def test_not_a_terminal_uses_plain_lines():
     assert out.getvalue().splitlines()[0] == "servesim: x: started"
 
 
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit, RuntimeError])
+def test_interrupted_work_ends_with_stopped_not_done(exc):
+    """Ctrl-C, SIGTERM (the CLI's handler exits) or an error part-way: the last line says
+    ``stopped, 7/12``; before, it read ``done, 7/12`` and an interrupted plan looked finished."""
+    out = io.StringIO()
+    with pytest.raises(exc), progress("plan candidates", force=True, stream=out) as cb:
+        cb(7, 12)
+        raise exc
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("servesim: plan candidates: stopped, 7/12 in ")
+    out = io.StringIO()
+    with progress("plan candidates", force=True, stream=out) as cb:
+        cb(12, 12)
+    assert out.getvalue().splitlines()[-1].startswith("servesim: plan candidates: done, 12/12 in ")
+
+
 def test_bad_interval_variable(monkeypatch):
     monkeypatch.setenv("SERVESIM_PROGRESS_INTERVAL_S", "-1")
     with pytest.raises(ValueError, match="SERVESIM_PROGRESS_INTERVAL_S='-1'"):

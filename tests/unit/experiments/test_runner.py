@@ -117,3 +117,24 @@ def test_run_tasks_reports_each_result_as_it_finishes():
                     on_result=lambda i, r: seen.append((i, r["value"])))
     assert [r["value"] for r in out] == [2, 4, 6]
     assert sorted(seen) == [(0, 2), (1, 4), (2, 6)]  # every task once, whatever the order
+
+
+def test_pool_workers_print_warnings_as_the_cli_does(capsys):
+    """A worker of a CLI sweep (-j 2) prints a warning as one ``servesim: warning:`` line, as
+    the CLI's own process does (before: Python's ``engine.py:143: LinkReachWarning: ...`` plus
+    the source line echoed)."""
+    import warnings
+
+    from simulator.experiments import executor
+    from simulator.progress import show_warning_line
+    from simulator.workload.errors import WorkloadWarning
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        executor._init_worker({"k": 1}, True)
+        assert warnings.showwarning is show_warning_line and executor._SHARED == {"k": 1}
+        warnings.warn(WorkloadWarning("outputs clipped\nsecond line"), stacklevel=1)
+    assert capsys.readouterr().err == "servesim: warning: outputs clipped\n"
+    with warnings.catch_warnings():
+        before = warnings.showwarning
+        executor._init_worker({}, False)        # a Python caller's own format is kept
+        assert warnings.showwarning is before

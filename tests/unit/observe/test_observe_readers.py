@@ -229,6 +229,26 @@ def test_bench_json_without_start_times_draws_arrivals(tmp_path):
     assert (arr >= 0).all() and len(arr) == 3
 
 
+def test_bench_json_without_start_times_or_rate_says_all_at_once(tmp_path):
+    """An infinite or unrecorded rate sends everything at 0: the approximation says so, not
+    'gamma gaps, rescaled to num_prompts / rate' (which has no meaning at rate inf)."""
+    p = tmp_path / "b.json"
+    for rate, shown in (("inf", "request_rate='inf'"), (None, "request_rate=None (not recorded")):
+        d = bench_result(request_rate=rate)
+        del d["start_times"]
+        if rate is None:
+            del d["request_rate"]
+        p.write_text(json.dumps(d))
+        run = read_bench_json(p)
+        assert run.outcomes["arrival_s"].tolist() == [0.0, 0.0, 0.0]
+        (a,) = [a for a in run.approximations if "no start_times" in a]
+        assert shown in a and "every request arrives at 0" in a and "gamma" not in a
+    d = bench_result(request_rate=4.0)
+    del d["start_times"]
+    p.write_text(json.dumps(d))
+    (a,) = [a for a in read_bench_json(p).approximations if "no start_times" in a]
+    assert "request_rate=4.0" in a and "gamma gaps" in a
+
 def test_bench_json_metadata_settings(tmp_path):
     p = tmp_path / "b.json"
     p.write_text(json.dumps(bench_result(max_num_seqs="64", tensor_parallel_size="2")))

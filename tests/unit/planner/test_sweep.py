@@ -109,3 +109,21 @@ def test_relative_gpu_spec_path_resolves_against_the_sweep_file(tmp_path):
     assert list(res.table["status"]) == ["ok"], res.table["error"].tolist()
     assert res.table["hardware.gpu"].iloc[0] == str((tmp_path / "gpus" / "my_gpu.yaml")
                                                     .resolve())
+
+
+def test_shipped_default_prices_each_gpu_of_a_sweep_at_its_own_profile_rate(tmp_path):
+    """The quick-start scenario no longer pins the H100's $2.99/h: swept over GPUs (as
+    scenarios/sweep_default.yaml does), the H200 point costs its profile's rate (before: every
+    point $2.99, so the H200's cost per token was understated by a third)."""
+    from helpers import REPO_ROOT
+    from simulator.planner.spec import SweepSpec
+    spec = SweepSpec.model_validate({"name": "price", "base": "default",
+                                     "set": {"workload.max_requests": 20},
+                                     "grid": {"hardware.gpu": ["h100-sxm", "h200-sxm"]}})
+    res = run_sweep(spec, REPO_ROOT / "scenarios", outdir=tmp_path / "o", write=False,
+                    use_cache=False)
+    want = {g: yaml.safe_load((REPO_ROOT / "hardware_profiles" / g / "spec.yaml").read_text())
+            ["usd_per_gpu_hour"] for g in ("h100-sxm", "h200-sxm")}
+    assert want == {"h100-sxm": 2.99, "h200-sxm": 4.54}
+    got = dict(zip(res.table["hardware.gpu"], res.table["usd_per_gpu_hour"], strict=True))
+    assert got == want

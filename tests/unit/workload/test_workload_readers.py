@@ -190,6 +190,11 @@ def test_mooncake_reader(write):
     ('{"timestamp": 5, "input_length": 10, "output_length": 2', "invalid JSON"),
     ('[1, 2, 3]', "expected a JSON object"),
     ('{"timestamp": -5, "input_length": 10, "output_length": 2}', "timestamp -5 must be >= 0"),
+    # labels must be JSON strings (before: true became the tenant 'True', {"x": 1} a slice)
+    ('{"timestamp": 5, "input_length": 10, "output_length": 2, "tenant": true}',
+     "tenant true is a boolean, not a string"),
+    ('{"timestamp": 5, "input_length": 10, "output_length": 2, "slice": 5}',
+     "slice 5 is a number, not a string"),
 ])
 def test_mooncake_malformed(write, line2, message):
     p = write("m.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
@@ -262,3 +267,22 @@ def test_unknown_extension_sniffs_json(write):
     p = write("trace.log", MOONCAKE)
     assert detect_format(p) == "mooncake"
     assert math.isclose(read_trace(p)[-1].arrival_time_s, 3.0)
+
+
+def test_generic_jsonl_labels_must_be_strings_even_in_a_late_batch(write, monkeypatch):
+    """A label first seen in the third batch (READ_BATCH_ROWS lowered to 2) that is not a JSON
+    string names its line; string labels and null in the same file read as given / default."""
+    from simulator.workload import readers
+    monkeypatch.setattr(readers, "READ_BATCH_ROWS", 2)
+    rows = [f'{{"arrival_time_s": {i}, "num_prompt_tokens": 5, "num_output_tokens": 2}}'
+            for i in range(4)]
+    head = '{"arrival_time_s": 4, "num_prompt_tokens": 5, "num_output_tokens": 2, '
+    good = [*rows, head + '"slice": "code", "tenant": null}']
+    reqs = read_trace(write("g.jsonl", "\n".join(good) + "\n"), format="generic_jsonl")
+    assert [r.slice for r in reqs] == ["default"] * 4 + ["code"]
+    assert [r.tenant for r in reqs] == ["default"] * 5
+    bad = [*rows, head + '"slice": {"x": 1}}']
+    p = write("b.jsonl", "\n".join(bad) + "\n")
+    with pytest.raises(WorkloadError) as ei:
+        read_trace(p, format="generic_jsonl")
+    assert str(ei.value) == f'{p}:5: slice {{"x": 1}} is a JSON object, not a string'
