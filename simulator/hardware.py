@@ -63,6 +63,12 @@ class GPUSpec:
         Profile name of a same-die sibling whose measured compute-kernel tables this GPU uses:
         the sibling's time above its roofline held in seconds over this GPU's *own* datasheet
         roofline (:func:`simulator.perf.tables.table_sets`); empty: none.
+    num_sms : int or None
+        Streaming multiprocessors (the KV planner sizes vLLM's top-k/top-p scratch buffer by
+        it, :func:`simulator.kv.planner.sampler_peak_bytes`); None: not stated.
+    compute_capability : tuple of int or None
+        CUDA compute capability ``(major, minor)`` (cuBLAS workspace size,
+        :func:`simulator.kv.planner.cublas_workspace_bytes`); None: not stated.
     profile_dir : Path or None
         Folder the spec came from (latency tables live next to it).
     """
@@ -85,6 +91,8 @@ class GPUSpec:
     p2p: bool | None = None
     interconnect_max_gpus: int = 0
     efficiency_tables_from: str = ""
+    num_sms: int | None = None
+    compute_capability: tuple[int, int] | None = None
     #: the link fields were stated by a scenario (``hardware.interconnect``), not the spec
     link_stated: bool = field(default=False, compare=False)
     profile_dir: Path | None = field(default=None, compare=False)
@@ -133,6 +141,30 @@ def _link_fields(raw: dict, vals: dict, p: Path) -> tuple[str | None, bool | Non
     return kind, p2p, reach
 
 
+def _device_fields(raw: dict, p: Path) -> dict:
+    """A spec's ``num_sms`` (an integer >= 1) and ``compute_capability`` (``"9.0"`` or
+    ``[9, 0]``), checked; absent keys are left out (the errors of :func:`load_gpu_spec`)."""
+    out: dict = {}
+    sms = raw.get("num_sms")
+    if sms is not None:
+        if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
+            raise ValueError(f"{p}: num_sms={sms!r} must be an integer >= 1")
+        out["num_sms"] = sms
+    cc = raw.get("compute_capability")
+    if cc is not None:
+        parts = str(cc).split(".") if isinstance(cc, (str, float)) else cc
+        try:
+            major, minor = (int(x) for x in parts)
+        except (TypeError, ValueError):
+            raise ValueError(f"{p}: compute_capability={cc!r} must be 'major.minor' "
+                             "(e.g. '9.0')") from None
+        if major < 1 or minor < 0:
+            raise ValueError(f"{p}: compute_capability={cc!r} must be 'major.minor' "
+                             "(e.g. '9.0')")
+        out["compute_capability"] = (major, minor)
+    return out
+
+
 def load_gpu_spec(path: str | Path) -> GPUSpec:
     """Read a GPU spec YAML (or a folder holding ``spec.yaml``).
 
@@ -151,7 +183,9 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
         non-numeric or negative value, an ``interconnect_kind`` outside ``nvlink, pcie, none``
         (or ``none`` with a non-zero bandwidth), a ``p2p`` that is not a boolean, an
         ``interconnect_max_gpus`` that is not an integer >= 2, or an
-        ``efficiency_tables_from`` that is not a non-empty string naming another profile.
+        ``efficiency_tables_from`` that is not a non-empty string naming another profile, a
+        ``num_sms`` that is not an integer >= 1, or a ``compute_capability`` that is not
+        ``major.minor``.
     """
     p = Path(path).expanduser()
     if p.is_dir():
@@ -169,7 +203,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
              "interconnect_kind", "interconnect_latency_s", "p2p", "interconnect_max_gpus",
              "host_link", "host_link_bandwidth_bytes_per_s", "usd_per_gpu_hour", "price_source",
              "source", "notes", "device_name", "device_type", "kind", "provenance",
-             "efficiency_tables_from"}
+             "efficiency_tables_from", "num_sms", "compute_capability"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ValueError(f"{p}: unknown GPU spec key(s) {', '.join(unknown)}; allowed: "
@@ -196,7 +230,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
                             or sib.strip() == str(raw["name"])):
         raise ValueError(f"{p}: efficiency_tables_from={sib!r} must name another GPU profile")
     src = raw.get("source") or ()
-    return GPUSpec(efficiency_tables_from=str(sib or "").strip(),
+    return GPUSpec(efficiency_tables_from=str(sib or "").strip(), **_device_fields(raw, p),
                    name=str(raw["name"]), aliases=tuple(str(a) for a in raw.get("aliases") or ()),
                    interconnect_kind=str(kind or ""), p2p=p2p,
                    interconnect_max_gpus=int(reach or 0),

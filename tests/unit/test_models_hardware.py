@@ -125,6 +125,10 @@ def test_custom_gpu_spec_path(tmp_path):
     ({"hbm_bytes": None}, "hbm_bytes"),
     ({"bf16_flops_per_s": "fast"}, "not a number"),
     ({"hbm_bandwidth_bytes_per_s": 0}, "must be positive"),
+    ({"num_sms": 0}, "num_sms=0 must be an integer >= 1"),
+    ({"num_sms": 13.5}, "num_sms=13.5 must be an integer"),
+    ({"compute_capability": "nine"}, "compute_capability='nine' must be 'major.minor'"),
+    ({"compute_capability": [9]}, "compute_capability"),
 ])
 def test_custom_gpu_spec_errors(tmp_path, over, match):
     p = tmp_path / "spec.yaml"
@@ -136,3 +140,34 @@ def test_custom_gpu_spec_errors(tmp_path, over, match):
 def test_missing_gpu_spec_file(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         load_gpu_spec(tmp_path / "none.yaml")
+
+
+def test_gpu_spec_sm_count_and_compute_capability(tmp_path):
+    """Stated as a string, a list or absent; the catalog's RTX 4090 (AD102: 128 SMs, sm89) and
+    H100 SXM (132 SMs, sm90)."""
+    for cc, want in (("8.9", (8, 9)), ([12, 0], (12, 0))):
+        p = tmp_path / f"{want[0]}.yaml"
+        p.write_text(yaml.safe_dump(_spec(num_sms=128, compute_capability=cc)))
+        g = load_gpu_spec(p)
+        assert (g.num_sms, g.compute_capability) == (128, want)
+    p = tmp_path / "bare.yaml"
+    p.write_text(yaml.safe_dump(_spec()))
+    assert (load_gpu_spec(p).num_sms, load_gpu_spec(p).compute_capability) == (None, None)
+    assert (get_gpu("rtx-4090").num_sms, get_gpu("rtx-4090").compute_capability) == (128, (8, 9))
+    assert (get_gpu("h100-sxm").num_sms, get_gpu("h100-sxm").compute_capability) == (132, (9, 0))
+
+
+def test_planner_reads_the_gpu_sm_count():
+    """The KV plan of a run uses the spec's SM count: Llama-3.1-8B on the RTX 4090 at vLLM
+    0.19 defaults of the recorded run (util 0.9, 2,048 batched tokens, 256 sequences) plans
+    what plan_memory gives with 128 SMs and sm89, not the unknown-GPU rule."""
+    from simulator.kv.planner import plan_memory
+    g = get_gpu("rtx-4090")
+    kw = dict(gpu_memory_utilization=0.9, block_size=16, max_num_batched_tokens=2048,
+              max_num_seqs=256)
+    known = plan_memory(get_model("llama-3.1-8b"), 25_250_627_584, num_sms=128,
+                        compute_capability=(8, 9), **kw)
+    unknown = plan_memory(get_model("llama-3.1-8b"), 25_250_627_584, **kw)
+    spec = plan_memory(get_model("llama-3.1-8b"), 25_250_627_584, num_sms=g.num_sms,
+                       compute_capability=g.compute_capability, **kw)
+    assert spec.num_gpu_blocks == known.num_gpu_blocks == 2769 != unknown.num_gpu_blocks

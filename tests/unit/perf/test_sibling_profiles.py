@@ -240,11 +240,12 @@ def test_scenario_on_a100_pcie_runs_with_its_memory(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["provenance"]["gemm"].startswith("measured excess time of a100-sxm-80gb")
     assert s["usd_per_gpu_hour"] == 0.0 and s["num_completed"] == 20
-    # KV blocks: the 80 GiB SXM4 plan less 0.9 x (80 GiB - 81049 MiB) of budget, in blocks of
-    # 16 tokens x 131,072 B (Llama-3.1-8B bf16)
+    # KV blocks: the 80 GiB SXM4 plan (GA100: 108 SMs, sm80) less 0.9 x (80 GiB - 81049 MiB)
+    # of budget, in blocks of 16 tokens x 131,072 B (Llama-3.1-8B bf16)
     model = get_model("llama-3.1-8b")
     sxm = plan_memory(model, 80 * 2**30, gpu_memory_utilization=0.9, block_size=16,
-                      max_num_batched_tokens=8192, max_num_seqs=256)
+                      max_num_batched_tokens=8192, max_num_seqs=256, num_sms=108,
+                      compute_capability=(8, 0))
     want = int((sxm.kv_bytes - 0.9 * (80 * 2**30 - 81049 * MIB)) // (16 * 131072))
     assert s["num_gpu_blocks"] == want < sxm.num_gpu_blocks
 
