@@ -251,29 +251,28 @@ def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str, str | None]
     return {}, "", None
 
 
+#: record fields looked up in a table of servesim values: (table, note when absent)
+_LOOKUPS = {
+    "quantization": (_QUANT, "record quantization {!r} is not modelled: weights costed at "
+                             "the record's dtype"),
+    "dtype": (_DTYPES, "record dtype {!r} has no servesim weight dtype; perf.weight_dtype "
+                       "keeps its default"),
+    "kv_cache_dtype": (_KV_DTYPES, "record kv_cache_dtype {!r} has no servesim equivalent; "
+                                   "kv_cache.kv_cache_dtype keeps its default"),
+}
+
+
 def _convert(name: str, value: Any, notes: list[str]) -> Any:
     """A record value in the scenario's terms, or None when it has no equivalent."""
     if name == "dtype" and str(value).lower() == "auto":
         notes.append("record dtype 'auto' (the checkpoint's torch_dtype): weights costed as "
                      "perf.weight_dtype's default bf16 (16-bit; fp16 costs the same)")
         return None
-    if name == "quantization":
-        v = _QUANT.get(str(value).lower())
+    if name in _LOOKUPS:
+        table, missing = _LOOKUPS[name]
+        v = table.get(str(value).lower())
         if v is None:
-            notes.append(f"record quantization {value!r} is not modelled: weights costed at "
-                         "the record's dtype")
-        return v
-    if name == "dtype":
-        v = _DTYPES.get(str(value).lower())
-        if v is None:
-            notes.append(f"record dtype {value!r} has no servesim weight dtype; "
-                         "perf.weight_dtype keeps its default")
-        return v
-    if name == "kv_cache_dtype":
-        v = _KV_DTYPES.get(str(value).lower())
-        if v is None:
-            notes.append(f"record kv_cache_dtype {value!r} has no servesim equivalent; "
-                         "kv_cache.kv_cache_dtype keeps its default")
+            notes.append(missing.format(value))
         return v
     if name == "policy":
         return value if value in ("fcfs", "priority") else None
