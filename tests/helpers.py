@@ -408,3 +408,12 @@ def suite_run(name: str) -> SuiteRun:
             ContinuousScheduler.plan_decode_run = orig
         _SUITE_CACHE[name] = SuiteRun(name, sc, specs, until, out, counts[0], counts[1])
     return _SUITE_CACHE[name]
+
+
+def small_grid():
+    """A 2 x 3 measured grid whose values a test can check by hand: axes a = (1, 4)
+    (u = log2 = (0, 2)) and b = (2, 8, 32) (u = (1, 3, 5)), raw log values v[a, b]."""
+    from simulator.perf.table_grid import _Grid
+    raw = np.array([[0.0, 1.0, 5.0], [2.0, 4.0, 6.0]])
+    return _Grid.from_cells(["a", "b"], [np.array([1.0, 4.0]), np.array([2.0, 8.0, 32.0])],
+                            [False, False], raw)

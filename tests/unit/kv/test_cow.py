@@ -71,15 +71,22 @@ def test_manager_refuses_what_does_not_fit_and_changes_nothing():
 
 
 
-def _run(specs, kv_blocks=None, **sched):
-    sc = validate_scenario({
-        "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
-        "scheduler": {"max_num_seqs": 8, "max_num_batched_tokens": 512, **sched},
-        "kv_cache": {"block_size": 16, **({"num_gpu_blocks": kv_blocks} if kv_blocks else {})},
+def _scenario(**sections):
+    """Llama-3.1-8B with ``sections`` (scheduler, kv_cache, ...); the synthetic workload is a
+    placeholder: the tests simulate their own request specs."""
+    return validate_scenario({
+        "model": "llama-3.1-8b", **sections,
         "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
                                    "num_requests": 1,
                                    "prompt_tokens": {"dist": "fixed", "value": 10},
                                    "output_tokens": {"dist": "fixed", "value": 10}}}})
+
+
+def _run(specs, kv_blocks=None, **sched):
+    sc = _scenario(
+        hardware={"gpu": "h100-sxm"},
+        scheduler={"max_num_seqs": 8, "max_num_batched_tokens": 512, **sched},
+        kv_cache={"block_size": 16, **({"num_gpu_blocks": kv_blocks} if kv_blocks else {})})
     setup = build_setup(sc)
     setup.perf = ConstantStepPerf(STEP_S)
     return simulate(sc, setup, specs, check_transitions=True)
@@ -111,12 +118,7 @@ def test_parallel_request_through_the_engine():
 
 def test_summary_counts_every_sequence_and_reports_the_saving(tmp_path):
     from simulator.run import run_scenario
-    sc = validate_scenario({
-        "model": "llama-3.1-8b", "kv_cache": {"block_size": 16},
-        "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
-                                   "num_requests": 1,
-                                   "prompt_tokens": {"dist": "fixed", "value": 10},
-                                   "output_tokens": {"dist": "fixed", "value": 10}}}})
+    sc = _scenario(kv_cache={"block_size": 16})
     specs = [RequestSpec(0, 0.0, 37, 5, n=4, use_beam_search=True),
              RequestSpec(1, 0.0, 20, 3)]
     res = run_scenario(sc, specs=specs, outdir=tmp_path, figures=False)
@@ -167,12 +169,7 @@ def test_parallel_requests_under_kv_pressure_keep_every_invariant():
 def test_summary_counts_only_the_sequences_that_ran(tmp_path):
     # review finding: a rejected n = 4 request added its 4 sequences to num_sequences
     from simulator.run import run_scenario
-    sc = validate_scenario({
-        "model": "llama-3.1-8b", "scheduler": {"max_num_seqs": 3},
-        "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
-                                   "num_requests": 1,
-                                   "prompt_tokens": {"dist": "fixed", "value": 10},
-                                   "output_tokens": {"dist": "fixed", "value": 10}}}})
+    sc = _scenario(scheduler={"max_num_seqs": 3})
     specs = [RequestSpec(0, 0.0, 37, 5, n=4),   # 4 > max_num_seqs 3: rejected at arrival
              RequestSpec(1, 0.0, 20, 3, n=2)]
     res = run_scenario(sc, specs=specs, outdir=tmp_path, figures=False)

@@ -5,19 +5,15 @@ a query along one grid line (``_Grid._at_line``) against the corner sum and the 
 from __future__ import annotations
 
 import numpy as np
+from helpers import small_grid
 
 from simulator.hardware import get_gpu
 from simulator.models import get_model
 from simulator.perf import build_perf_model, get_engine_profile
 from simulator.perf.roofline import StepShape
-from simulator.perf.table_grid import _LINE_QUERY, _Grid
+from simulator.perf.table_grid import _LINE_QUERY
 
-
-def _grid():
-    # axes: a = (1, 4) -> u = (0, 2); b = (2, 8, 32) -> u = (1, 3, 5); values v[a, b]
-    raw = np.array([[0.0, 1.0, 5.0], [2.0, 4.0, 6.0]])
-    return _Grid.from_cells(["a", "b"], [np.array([1.0, 4.0]), np.array([2.0, 8.0, 32.0])],
-                            [False, False], raw)
+_grid = small_grid  # axes a = (1, 4), b = (2, 8, 32): tests/helpers.py
 
 
 def test_line_query_by_hand_either_axis():

@@ -4,15 +4,11 @@ import math
 
 import numpy as np
 import pytest
+from helpers import small_grid
 
 from simulator.perf.table_grid import _LINE_QUERY, _SMALL_QUERY, FILL_METHODS, _Grid
 
-
-def _grid():
-    # axes: a = (1, 4) -> u = (0, 2); b = (2, 8, 32) -> u = (1, 3, 5); values v[a, b]
-    raw = np.array([[0.0, 1.0, 5.0], [2.0, 4.0, 6.0]])
-    return _Grid.from_cells(["a", "b"], [np.array([1.0, 4.0]), np.array([2.0, 8.0, 32.0])],
-                            [False, False], raw)
+_grid = small_grid  # axes a = (1, 4), b = (2, 8, 32): tests/helpers.py
 
 
 def test_bilinear_value_by_hand():
