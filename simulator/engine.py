@@ -99,7 +99,7 @@ def warn_link_reach(gpu: GPUSpec, tp: int) -> None:
     """Warn (:class:`LinkReachWarning`) when ``tp`` GPUs exceed ``gpu.interconnect_max_gpus``
     and the scenario did not state the link (``hardware.interconnect``): the all-reduce is then
     costed at the spec's bridge bandwidth, which a group that large does not have."""
-    reach = int(getattr(gpu, "interconnect_max_gpus", 0) or 0)
+    reach = gpu.interconnect_max_gpus
     if reach and tp > reach and not gpu.link_stated:
         warnings.warn(LinkReachWarning(
             f"{gpu.name}: the spec's interconnect joins {reach} GPUs "
@@ -173,8 +173,7 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                       kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
                       num_gpu_blocks_override=kvc.num_gpu_blocks,
                       expert_parallel_size=ep,
-                      num_sms=getattr(gpu, "num_sms", None),
-                      compute_capability=getattr(gpu, "compute_capability", None))
+                      num_sms=gpu.num_sms, compute_capability=gpu.compute_capability)
     num_blocks = mem.num_gpu_blocks
     perf = build_perf_model(model, gpu, tp, wdt, kv_dtype, source=scenario.perf.source,
                             engine=_user_path(scenario.perf.engine, base_dir),
