@@ -6,6 +6,7 @@ Public API::
     read_trace(path, format="auto", columns=None, time_unit="s", seed=0) -> list[RequestSpec]
     write_parquet_trace(cols, path) -> Path          # a Parquet copy of any trace
     describe_workload(reqs) -> dict
+    describe_columns(cols) -> dict
     synthesised_labels(cfg) -> dict     # fields assigned at random, not read from the trace
     WorkloadError (a ValueError), WorkloadWarning (a UserWarning)
 
@@ -22,7 +23,7 @@ from simulator.workload.config import (
     SyntheticConfig,
     WorkloadConfig,
 )
-from simulator.workload.describe import describe_workload
+from simulator.workload.describe import describe_columns, describe_workload
 from simulator.workload.errors import WorkloadError, WorkloadWarning
 from simulator.workload.loader import (
     assign_by_share,
@@ -48,6 +49,7 @@ __all__ = [
     "WorkloadError",
     "WorkloadWarning",
     "assign_by_share",
+    "describe_columns",
     "describe_workload",
     "detect_format",
     "load_workload",

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulator.request import RequestSpec
+from simulator.workload.columns import TraceColumns
 
 
 def _length_stats(x: np.ndarray) -> dict:
@@ -39,14 +40,68 @@ def describe_workload(reqs: Sequence[RequestSpec]) -> dict:
     """
     n = len(reqs)
     if n == 0:
-        return {"count": 0, "duration_s": None, "mean_rate_rps": None, "interarrival_cv": None,
-                "peak_requests_in_1s": None, "peak_requests_any_1s": None,
-                "prompt_tokens": None, "output_tokens": None, "slices": {}, "tenants": {},
-                "priorities": {}, "with_cancel_after": 0, "with_prefix_ids": 0,
-                "with_max_tokens": 0}
-    t = np.sort(np.fromiter((r.arrival_time_s for r in reqs), dtype=np.float64, count=n))
-    prompt = np.fromiter((r.num_prompt_tokens for r in reqs), dtype=np.int64, count=n)
-    output = np.fromiter((r.num_output_tokens for r in reqs), dtype=np.int64, count=n)
+        return _empty()
+    return _describe(
+        np.fromiter((r.arrival_time_s for r in reqs), dtype=np.float64, count=n),
+        np.fromiter((r.num_prompt_tokens for r in reqs), dtype=np.int64, count=n),
+        np.fromiter((r.num_output_tokens for r in reqs), dtype=np.int64, count=n),
+        slices=Counter(r.slice for r in reqs), tenants=Counter(r.tenant for r in reqs),
+        priorities=Counter(r.priority for r in reqs),
+        with_cancel_after=sum(r.cancel_after_s is not None for r in reqs),
+        with_prefix_ids=sum(r.prefix_hash_ids is not None for r in reqs),
+        with_max_tokens=sum(r.max_tokens is not None for r in reqs))
+
+
+def describe_columns(cols: TraceColumns) -> dict:
+    """:func:`describe_workload` of a parsed trace, from its columns (no per-row objects).
+
+    Parameters
+    ----------
+    cols : TraceColumns
+        Rows in any order. Missing label columns count as ``"default"`` / priority 0, as
+        :meth:`TraceColumns.to_specs` fills them; a NaN ``cancel_after_s``, a ``max_tokens``
+        of 0 and a ``None`` prefix are "not given".
+
+    Returns
+    -------
+    dict
+        The same keys and values as ``describe_workload(cols.to_specs())``.
+    """
+    n = len(cols)
+    if n == 0:
+        return _empty()
+    if cols.priority is not None:
+        keys, counts = np.unique(cols.priority, return_counts=True)
+        prio = Counter(dict(zip(keys.tolist(), counts.tolist())))
+    else:
+        prio = Counter({0: n})
+    return _describe(
+        np.asarray(cols.arrival_s, dtype=np.float64), cols.prompt, cols.output,
+        slices=Counter(cols.slice) if cols.slice else Counter({"default": n}),
+        tenants=Counter(cols.tenant) if cols.tenant else Counter({"default": n}),
+        priorities=prio,
+        with_cancel_after=(0 if cols.cancel_after_s is None
+                           else int(np.count_nonzero(~np.isnan(cols.cancel_after_s)))),
+        with_prefix_ids=(0 if not cols.prefix_hash_ids
+                         else sum(p is not None for p in cols.prefix_hash_ids)),
+        with_max_tokens=(0 if cols.max_tokens is None
+                         else int(np.count_nonzero(cols.max_tokens > 0))))
+
+
+def _empty() -> dict:
+    return {"count": 0, "duration_s": None, "mean_rate_rps": None, "interarrival_cv": None,
+            "peak_requests_in_1s": None, "peak_requests_any_1s": None,
+            "prompt_tokens": None, "output_tokens": None, "slices": {}, "tenants": {},
+            "priorities": {}, "with_cancel_after": 0, "with_prefix_ids": 0,
+            "with_max_tokens": 0}
+
+
+def _describe(arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray, *,
+              slices: Counter, tenants: Counter, priorities: Counter, with_cancel_after: int,
+              with_prefix_ids: int, with_max_tokens: int) -> dict:
+    """The statistics of :func:`describe_workload` from arrays (``arrival_s`` unsorted)."""
+    n = len(arrival_s)
+    t = np.sort(arrival_s)
     duration = float(t[-1] - t[0])
     gaps = np.diff(t)
     cv = None
@@ -64,10 +119,10 @@ def describe_workload(reqs: Sequence[RequestSpec]) -> dict:
         "peak_requests_any_1s": int(sliding.max()),
         "prompt_tokens": _length_stats(prompt),
         "output_tokens": _length_stats(output),
-        "slices": dict(sorted(Counter(r.slice for r in reqs).items())),
-        "tenants": dict(sorted(Counter(r.tenant for r in reqs).items())),
-        "priorities": dict(sorted(Counter(r.priority for r in reqs).items())),
-        "with_cancel_after": sum(r.cancel_after_s is not None for r in reqs),
-        "with_prefix_ids": sum(r.prefix_hash_ids is not None for r in reqs),
-        "with_max_tokens": sum(r.max_tokens is not None for r in reqs),
+        "slices": dict(sorted(slices.items())),
+        "tenants": dict(sorted(tenants.items())),
+        "priorities": dict(sorted(priorities.items())),
+        "with_cancel_after": int(with_cancel_after),
+        "with_prefix_ids": int(with_prefix_ids),
+        "with_max_tokens": int(with_max_tokens),
     }

@@ -44,3 +44,46 @@ def test_describe_edge_cases():
     assert describe_workload([])["count"] == 0
     d = describe_workload([req(0, 3.0)])
     assert d["duration_s"] == 0.0 and d["mean_rate_rps"] is None and d["interarrival_cv"] is None
+
+
+def test_describe_columns_matches_the_objects_and_hand_counts(tmp_path):
+    """``servesim trace`` statistics come from the columns (no object per row): the same
+    dict as describe_workload over the rows' objects, and the label counts by hand."""
+    import json
+
+    from simulator.workload import describe_columns, read_columns
+
+    rows = [  # file order is not arrival order
+        {"arrival_time_s": 2.0, "num_prompt_tokens": 30, "num_output_tokens": 3,
+         "tenant": "b", "priority": 2, "slice": "code", "max_tokens": 8},
+        {"arrival_time_s": 0.0, "num_prompt_tokens": 10, "num_output_tokens": 1,
+         "tenant": "a", "cancel_after_s": 1.5},
+        {"arrival_time_s": 0.5, "num_prompt_tokens": 20, "num_output_tokens": 2,
+         "tenant": "b", "priority": 2, "cancel_after_s": None},
+        {"arrival_time_s": 4.0, "num_prompt_tokens": 40, "num_output_tokens": 4,
+         "priority": 1, "slice": "chat", "cancel_after_s": 2.0},
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    cols = read_columns(path, "generic_jsonl")
+    d = describe_columns(cols)
+    assert d == describe_workload(cols.to_specs())
+    assert d["tenants"] == {"a": 1, "b": 2, "default": 1}
+    assert d["priorities"] == {0: 1, 1: 1, 2: 2}
+    assert d["slices"] == {"chat": 1, "code": 1, "default": 2}
+    assert (d["with_cancel_after"], d["with_max_tokens"], d["with_prefix_ids"]) == (2, 1, 0)
+    assert d["duration_s"] == 4.0 and d["mean_rate_rps"] == 0.75      # 3 gaps over 4 s
+    assert d["prompt_tokens"]["p50"] == 25.0                          # between 20 and 30
+
+
+def test_describe_columns_without_label_columns(tmp_path):
+    from simulator.workload import describe_columns, read_columns
+
+    path = tmp_path / "t.csv"
+    path.write_text("arrival_time_s,num_prompt_tokens,num_output_tokens\n0,5,1\n0.25,7,2\n")
+    cols = read_columns(path, "generic_csv")
+    d = describe_columns(cols)
+    assert d == describe_workload(cols.to_specs())
+    assert d["tenants"] == {"default": 2} and d["priorities"] == {0: 2}
+    assert d["peak_requests_in_1s"] == 2 and d["with_cancel_after"] == 0
+    assert describe_columns(cols.take(cols.arrival_s[:0].astype(int)))["count"] == 0
