@@ -31,6 +31,8 @@ import math
 
 import numpy as np
 
+from .fill_cache import cached_fill
+
 #: Scalar axis values whose interpolation index and weight a grid remembers (a decode run's
 #: batch size takes at most ``max_num_seqs`` values; the bound only caps memory).
 _AXIS_MEMO_MAX = 4096
@@ -279,7 +281,7 @@ def _diagonal_estimates(base: np.ndarray, us: list[np.ndarray]) -> list[np.ndarr
 
 
 class _Grid:
-    """Log achieved efficiency on a rectangular grid over ``u`` coordinates (filled)."""
+    """Log efficiency on a grid over ``u`` coordinates (filled; a table's: via ``fill_cache``)."""
 
     __slots__ = (
         "_at_memo",
@@ -315,7 +317,7 @@ class _Grid:
         if bound is not None:
             r = bound(dict(zip(names, np.meshgrid(*vals, indexing="ij"))))
             lr = np.log(np.maximum(np.broadcast_to(np.asarray(r, float), shape), 1e-300))
-        self._setup(names, vals, zero, g.reshape(shape), lr)
+        self._setup(names, vals, zero, g.reshape(shape), lr, cache=True)
 
     @classmethod
     def from_cells(cls, names, vals, zero, raw: np.ndarray, lr=None,
@@ -327,7 +329,7 @@ class _Grid:
         self._setup(names, vals, zero, raw, lr, method)
         return self
 
-    def _setup(self, names, vals, zero, raw, lr=None, method=FILL_METHOD):
+    def _setup(self, names, vals, zero, raw, lr=None, method=FILL_METHOD, cache=False):
         self.names = tuple(names)
         self.zero = tuple(bool(z) for z in zero)
         self.vals = list(vals)
@@ -336,7 +338,8 @@ class _Grid:
         self.lr = lr
         self.measured = int(np.isfinite(raw).sum())
         self.us = [_u(v, z) for v, z in zip(self.vals, self.zero)]
-        self.le = _fill(raw, self.us, lr, method)
+        self.le = (cached_fill(raw, self.us, lr, method, _fill) if cache
+                   else _fill(raw, self.us, lr, method))
         self.flat = self.le.ravel().tolist()
         self.ulists = [u.tolist() for u in self.us]
         st, acc = [], 1
