@@ -17,7 +17,8 @@ from simulator.workload.readers import (
     _read_csv_table,
 )
 
-from .readers_common import DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _specs
+from .readers_common import (DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _refuse_duplicate_ids,
+                             _specs)
 from .readers_vllm import read_timeseries
 from .record import RecordedRun, RecordError
 
@@ -161,6 +162,7 @@ def read_generic_csv(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) 
     toks = c["prompt_token_ids"]
     rec_ids = ([r[header.index("request_id")] for r in rows] if "request_id" in header
                else [f"line-{ln}" for ln in lines])
+    _refuse_duplicate_ids([str(x) for x in rec_ids], lines, shown)
     outcomes, order = _outcomes([str(x) for x in rec_ids], arrival, c["scheduled"],
                                 c["first"], c["last"], prompt, output, itls=c["itl"],
                                 tpot=c["tpot"])

@@ -312,6 +312,17 @@ def test_generic_csv_negative_duration_still_refused(tmp_path):
         read_generic_csv(p)
 
 
+def test_generic_csv_duplicate_request_id_names_both_lines(tmp_path):
+    # header is line 1; 'a' is on lines 2 and 4
+    p = tmp_path / "r.csv"
+    p.write_text("request_id,arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n"
+                 "a,0.0,10,3,0.25,1.25\nb,0.5,10,3,0.25,1.25\na,1.0,10,3,0.25,1.25\n")
+    with pytest.raises(RecordError) as ei:
+        read_generic_csv(p)
+    assert str(ei.value) == (f"{p}:4: request_id 'a' repeats the one on line 2; each request "
+                             "needs its own id")
+
+
 # ------------------------------------------------------------------ malformed records
 def _stats_file(tmp_path, rows):
     return write_jsonl(tmp_path / "requests.jsonl", rows)
