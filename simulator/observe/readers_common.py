@@ -154,6 +154,17 @@ def _run_name(path: Path) -> str:
     return path.stem
 
 
+def _refuse_duplicate_ids(rec_ids: list[str], lines, shown: str) -> None:
+    """Raise :class:`RecordError` naming both lines of the first ``request_id`` seen twice
+    (a record's requests are matched to the simulation's by it, one to one)."""
+    first_line: dict[str, int] = {}
+    for rid, ln in zip(rec_ids, lines):
+        prev = first_line.setdefault(rid, int(ln))
+        if prev != int(ln):
+            raise RecordError(f"{shown}:{int(ln)}: request_id {rid!r} repeats the one on "
+                              f"line {prev}; each request needs its own id")
+
+
 def _outcomes(rec_ids: list[str], arrival, scheduled, first, last, prompt, output,
               itls: list | None = None, tpot=None) -> tuple[pd.DataFrame, np.ndarray]:
     """Sorted (stable, by arrival) outcome table with times from the first arrival, and the

@@ -17,7 +17,8 @@ from simulator.workload.readers import (
     _read_csv_table,
 )
 
-from .readers_common import DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _specs
+from .readers_common import (DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _refuse_duplicate_ids,
+                             _specs)
 from .readers_vllm import read_timeseries
 from .record import RecordedRun, RecordError
 
@@ -72,19 +73,22 @@ def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
         j = header.index(name)
         return [r[j] for r in rows]
 
-    def fcol(name, optional=False):
+    def fcol(name, optional=False, clock=False):
+        # clock times (arrival, first/last token, scheduled) may have any origin, even a
+        # negative one (traces/README.md); durations must be >= 0
         if name not in header:
             return None
-        return _float_column(col(name), lines, name, errors, positive=False, optional=optional)
+        return _float_column(col(name), lines, name, errors, positive=False, optional=optional,
+                             signed=clock)
 
-    arrival = fcol("arrival_s")
+    arrival = fcol("arrival_s", clock=True)
     prompt = _int_column(col("prompt_tokens"), lines, "prompt_tokens", errors, min_value=1)
     output = _int_column(col("output_tokens"), lines, "output_tokens", errors, min_value=1)
     ttft, e2e = fcol("ttft_s"), fcol("e2e_s")
-    first = fcol("first_token_s") if ttft is None else None
-    last = fcol("last_token_s") if e2e is None else None
+    first = fcol("first_token_s", clock=True) if ttft is None else None
+    last = fcol("last_token_s", clock=True) if e2e is None else None
     tpot = fcol("tpot_s", optional=True)
-    sched = fcol("scheduled_s", optional=True)
+    sched = fcol("scheduled_s", optional=True, clock=True)
     qd = fcol("queue_delay_s", optional=True) if sched is None else None
     itl = (_json_list_col(col("itl_s"), lines, "itl_s", errors, integer=False)
            if "itl_s" in header else None)
@@ -158,6 +162,7 @@ def read_generic_csv(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) 
     toks = c["prompt_token_ids"]
     rec_ids = ([r[header.index("request_id")] for r in rows] if "request_id" in header
                else [f"line-{ln}" for ln in lines])
+    _refuse_duplicate_ids([str(x) for x in rec_ids], lines, shown)
     outcomes, order = _outcomes([str(x) for x in rec_ids], arrival, c["scheduled"],
                                 c["first"], c["last"], prompt, output, itls=c["itl"],
                                 tpot=c["tpot"])

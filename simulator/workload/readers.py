@@ -188,8 +188,9 @@ def _int_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *, mi
 
 
 def _float_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
-                  positive: bool, optional: bool = False) -> np.ndarray:
-    """Finite float column, >= 0 (or > 0 when ``positive``); optional -> NaN where missing."""
+                  positive: bool, optional: bool = False, signed: bool = False) -> np.ndarray:
+    """Finite float column, >= 0 (or > 0 when ``positive``; any sign when ``signed``, for
+    times on a clock whose origin is the file's); optional -> NaN where missing."""
     arr = None if optional else _to_float_array(vals)
     if arr is None:
         out = np.empty(len(vals), dtype=np.float64)
@@ -205,7 +206,8 @@ def _float_column(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
         arr = out
     present = ~np.isnan(arr) if optional else np.ones(arr.shape, dtype=bool)
     bad = present & ~np.isfinite(arr)
-    bad |= present & np.isfinite(arr) & ((arr <= 0) if positive else (arr < 0))
+    if not signed:
+        bad |= present & np.isfinite(arr) & ((arr <= 0) if positive else (arr < 0))
     if bad.any():
         i = int(np.argmax(bad))
         if math.isfinite(arr[i]):
@@ -344,7 +346,10 @@ def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
                 try:
                     obj = loads(text)
                 except json.JSONDecodeError as e:
-                    raise WorkloadError(f"{shown}:{no}: invalid JSON ({e.msg})") from None
+                    # 1-based column on the line; a cut line fails past its newline, which
+                    # is shown as the column just after its last character
+                    col = min(e.pos, len(text.rstrip("\r\n"))) + 1
+                    raise WorkloadError(f"{shown}:{no}:{col}: invalid JSON ({e.msg})") from None
                 if not isinstance(obj, dict):
                     raise WorkloadError(f"{shown}:{no}: expected a JSON object, got "
                                         f"{type(obj).__name__}")

@@ -286,6 +286,43 @@ def test_generic_csv_absolute_token_times(tmp_path):
     assert o["tpot_s"].tolist() == [0.5]
 
 
+def test_generic_csv_negative_origin_is_shifted(tmp_path):
+    # traces/README.md: "seconds on one clock (any origin)"; a clock at -100 s is fine and
+    # is shifted like any other: arrivals -100.0 and -99.5 become 0.0 and 0.5; durations
+    # stay as recorded; absolute token times shift with the arrivals
+    p = tmp_path / "r.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n"
+                 "-99.5,10,3,0.25,1.25\n-100.0,10,3,0.5,1.5\n")
+    o = read_generic_csv(p).outcomes
+    assert o["arrival_s"].tolist() == [0.0, 0.5]
+    assert o["ttft_s"].tolist() == [0.5, 0.25]
+    assert o["first_token_s"].tolist() == [0.5, 0.75]
+    q = tmp_path / "abs.csv"
+    q.write_text("arrival_s,prompt_tokens,output_tokens,first_token_s,last_token_s\n"
+                 "-2.0,10,3,-1.5,-0.5\n")
+    o = read_generic_csv(q).outcomes
+    assert o["ttft_s"].tolist() == [0.5] and o["e2e_latency_s"].tolist() == [1.5]
+
+
+def test_generic_csv_negative_duration_still_refused(tmp_path):
+    p = tmp_path / "r.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n"
+                 "-1.0,10,3,-0.25,1.25\n")
+    with pytest.raises(RecordError, match=r"r\.csv:2: ttft_s '-0\.25' must be >= 0"):
+        read_generic_csv(p)
+
+
+def test_generic_csv_duplicate_request_id_names_both_lines(tmp_path):
+    # header is line 1; 'a' is on lines 2 and 4
+    p = tmp_path / "r.csv"
+    p.write_text("request_id,arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n"
+                 "a,0.0,10,3,0.25,1.25\nb,0.5,10,3,0.25,1.25\na,1.0,10,3,0.25,1.25\n")
+    with pytest.raises(RecordError) as ei:
+        read_generic_csv(p)
+    assert str(ei.value) == (f"{p}:4: request_id 'a' repeats the one on line 2; each request "
+                             "needs its own id")
+
+
 # ------------------------------------------------------------------ malformed records
 def _stats_file(tmp_path, rows):
     return write_jsonl(tmp_path / "requests.jsonl", rows)
@@ -296,7 +333,8 @@ def test_bad_json_line_names_file_and_line(tmp_path):
     lines = p.read_text().splitlines()
     lines[1] = lines[1][:-5]
     p.write_text("\n".join(lines) + "\n")
-    with pytest.raises(RecordError, match=r"requests\.jsonl:2: invalid JSON"):
+    # the cut line ends early: the column is the one just past its last character
+    with pytest.raises(RecordError, match=rf"requests\.jsonl:2:{len(lines[1]) + 1}: invalid JSON"):
         read_request_stats(p)
 
 

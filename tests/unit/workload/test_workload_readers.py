@@ -187,7 +187,7 @@ def test_mooncake_reader(write):
     ('{"timestamp": 5, "input_length": 10, "output_length": 0}', "output_length 0 must be >= 1"),
     ('{"timestamp": 5, "input_length": 10, "output_length": 2, "hash_ids": [1, "a"]}',
      "hash_ids"),
-    ('{"timestamp": 5, "input_length": 10, "output_length": 2', "invalid JSON"),
+    # a cut line: test_truncated_jsonl_line_names_file_line_and_column (file:line:column)
     ('[1, 2, 3]', "expected a JSON object"),
     ('{"timestamp": -5, "input_length": 10, "output_length": 2}', "timestamp -5 must be >= 0"),
     # labels must be JSON strings (before: true became the tenant 'True', {"x": 1} a slice)
@@ -203,6 +203,24 @@ def test_mooncake_malformed(write, line2, message):
         read_trace(p, format="mooncake")
     assert str(ei.value).startswith(f"{p}:2: ")
     assert message in str(ei.value)
+
+
+def test_truncated_jsonl_line_names_file_line_and_column(write):
+    # line 2 is cut after '"output_length": 2' (55 characters); the decoder wants ',' or
+    # '}' as the 56th character, so the message is file:2:56
+    line2 = '{"timestamp": 5, "input_length": 10, "output_length": 2'
+    assert len(line2) == 55
+    p = write("m.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+              + line2 + "\n")
+    with pytest.raises(WorkloadError) as ei:
+        read_trace(p, format="mooncake")
+    assert str(ei.value) == (f"{p}:2:56: invalid JSON (Expecting ',' delimiter)")
+    # a bad character mid-line: 'x' is the 15th character of line 2
+    p = write("n.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+              '{"timestamp": x, "input_length": 10, "output_length": 2}\n')
+    with pytest.raises(WorkloadError) as ei:
+        read_trace(p, format="mooncake")
+    assert str(ei.value) == f"{p}:2:15: invalid JSON (Expecting value)"
 
 
 # ------------------------------------------------------------------ generic
