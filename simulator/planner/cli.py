@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..config import Override, read_yaml_mapping
+from ..config import Override, ScenarioError, read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
 from ..report.sweep import print_sweep_table
@@ -94,7 +94,10 @@ def cmd_plan(args) -> int:
             raise PlanError(f"{args.plan}: {', '.join(unused)}: not used by a topology plan "
                             "(it replays the base workload at rate_scale; use --plan-set "
                             "rate_scale=X or window_s=S)")
-        raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
+        try:
+            raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
+        except ScenarioError as e:  # a bad boolean spelling, named as load_plan_spec names it
+            raise PlanError(f"{args.plan}: {e}") from None
         return cmd_topology_plan(args, raw, raw_path.parent)
     if args.target_rate is not None:
         plan_set.append(Override(f"target_rate_rps={args.target_rate}",
