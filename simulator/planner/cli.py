@@ -31,7 +31,9 @@ def _common(p) -> None:
                    help="parallel workers (default: all cores; 1 runs in process)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or a Ray cluster")
-    p.add_argument("--address", help="Ray cluster address (default: start a local instance)")
+    p.add_argument("--address", help="Ray cluster address (default: start a local "
+                   "instance); one that does not answer within $SERVESIM_RAY_CONNECT_TIMEOUT_S "
+                   "(default 10 s) is an error")
     p.add_argument("-o", "--output", help="output folder (default: the file's output_dir)")
     p.add_argument("--no-cache", action="store_true",
                    help="ignore cached results (new results are still cached)")
