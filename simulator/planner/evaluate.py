@@ -16,8 +16,8 @@ from typing import Any
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.executor import run_tasks
 from ..experiments.grid import config_label
-from ..experiments.warned import reemit
 from ..experiments.runner import factory_id
+from ..experiments.warned import reemit
 from ..hardware import get_gpu
 from .prune import dominance_bound
 from .search import evaluate_candidate

@@ -43,8 +43,8 @@ from typing import Any
 from ..config import validate_scenario
 from ..engine import build_setup
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from ..perf import enable_operator_backend_memo
 from ..experiments.warned import merge, recording
+from ..perf import enable_operator_backend_memo
 from .early_stop import ProbeStop
 from .provenance import perf_provenance, scenario_provenance
 from .prune import gate_rate, max_replicas_within, skipped_result

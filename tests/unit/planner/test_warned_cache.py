@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import warnings
 
-import pytest
 import yaml
 from planner_testlib import tiny_plan, tiny_scenario
 
