@@ -281,6 +281,11 @@ class Scenario(_Strict):
                     f"cluster: key(s) {', '.join(unused)} unused: every pool states its own "
                     "cluster (pools.N.cluster replaces the top-level one whole); move them "
                     "into the pools or remove them")
+            for key in self._unused_top_level_sections():
+                raise ValueError(
+                    f"{key}: unused: every pool states its own {key} (pools.N.{key} replaces "
+                    f"the top-level one whole); remove the top-level {key} or leave a pool "
+                    "without its own")
         hw = self.hardware
         if hw.num_gpus_per_replica is not None and \
                 hw.num_gpus_per_replica != self.cluster.tensor_parallel_size:
@@ -297,6 +302,14 @@ class Scenario(_Strict):
         default = ClusterConfig()
         return sorted(k for k in ClusterConfig.model_fields
                       if getattr(self.cluster, k) != getattr(default, k))
+
+    def _unused_top_level_sections(self) -> list[str]:
+        """``model`` / ``hardware`` set away from their defaults while every pool states its
+        own (the rule of :meth:`_unused_cluster_keys`: a resolved scenario carries every
+        field, so only a value other than the default shows that a file set it)."""
+        return [k for k in ("model", "hardware")
+                if all(getattr(p, k) is not None for p in self.pools)
+                and getattr(self, k) != Scenario.model_fields[k].default]
 
     @property
     def gpus_per_replica(self) -> int:

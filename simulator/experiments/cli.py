@@ -23,7 +23,9 @@ def _parallel_args(p: argparse.ArgumentParser, default_jobs_help: str) -> None:
     p.add_argument("-j", "--jobs", type=int, default=None, help=default_jobs_help)
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local process pool (default) or a Ray cluster")
-    p.add_argument("--address", help="Ray cluster address (default: start a local instance)")
+    p.add_argument("--address", help="Ray cluster address (default: start a local "
+                   "instance); one that does not answer within $SERVESIM_RAY_CONNECT_TIMEOUT_S "
+                   "(default 10 s) is an error")
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,8 +11,10 @@ Ray; the in-process backend (``jobs=1``) accepts any callable.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
+import socket
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -20,9 +22,18 @@ from typing import Any
 
 from ..progress import show_warning_line
 
-__all__ = ["BACKENDS", "default_jobs", "ray_available", "run_tasks"]
+__all__ = ["BACKENDS", "DEFAULT_RAY_CONNECT_TIMEOUT_S", "ENV_RAY_CONNECT_TIMEOUT",
+           "check_ray_address", "default_jobs", "ray_available", "run_tasks"]
 
 BACKENDS = ("local", "ray")
+
+#: Seconds a ``--address`` gets to accept a TCP connection before ``--backend ray`` gives up
+#: (``ray.init`` itself retries an unreachable GCS for minutes). A presentation choice, not a
+#: model constant; ``$SERVESIM_RAY_CONNECT_TIMEOUT_S`` overrides it.
+DEFAULT_RAY_CONNECT_TIMEOUT_S = 10.0
+ENV_RAY_CONNECT_TIMEOUT = "SERVESIM_RAY_CONNECT_TIMEOUT_S"
+#: Ray's default ports: the GCS of ``ray start --head`` and the Ray Client server (``ray://``)
+_RAY_GCS_PORT, _RAY_CLIENT_PORT = 6379, 10001
 
 Progress = Callable[[int, int], None]
 
@@ -44,6 +55,72 @@ def ray_available() -> bool:
     except Exception:  # noqa: BLE001 - any import failure means "not available"
         return False
     return True
+
+
+def _connect_timeout_s() -> float:
+    raw = os.environ.get(ENV_RAY_CONNECT_TIMEOUT)
+    if raw is None or not raw.strip():
+        return DEFAULT_RAY_CONNECT_TIMEOUT_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"{ENV_RAY_CONNECT_TIMEOUT}={raw!r}: not a positive number of seconds")
+    return v
+
+
+def check_ray_address(address: str, timeout_s: float | None = None) -> None:
+    """Fail fast when nothing accepts a TCP connection at a Ray ``address``.
+
+    ``ray.init(address=...)`` on an address nothing listens on retries for minutes; this
+    probe opens (and closes) one TCP connection to the address's host and port first, within
+    ``timeout_s``. ``auto`` (and an empty address) are left to Ray, which fails at once when
+    it finds no running cluster.
+
+    Parameters
+    ----------
+    address : str
+        ``host:port`` (the GCS, port 6379 when left out) or ``ray://host:port`` (the Ray
+        Client server, port 10001 when left out); an IPv6 host in brackets.
+    timeout_s : float, optional
+        Seconds to wait for the connection (default ``$SERVESIM_RAY_CONNECT_TIMEOUT_S`` or
+        :data:`DEFAULT_RAY_CONNECT_TIMEOUT_S`).
+
+    Raises
+    ------
+    ValueError
+        One line: a malformed address, or the address and why the connection failed (refused,
+        timed out, unknown host) with what to do.
+    """
+    if not address or address.strip().lower() == "auto":
+        return
+    client = address.startswith("ray://")
+    rest = address[len("ray://"):] if client else address
+    host, sep, port_s = rest.rpartition(":")
+    if not sep or "]" in port_s:  # no port (an IPv6 host in brackets has colons of its own)
+        host, port_s = rest, ""
+    host = host.strip("[]")
+    try:
+        port = int(port_s) if port_s else (_RAY_CLIENT_PORT if client else _RAY_GCS_PORT)
+    except ValueError:
+        port = -1
+    if not host or not 0 < port < 65536:
+        raise ValueError(f"--address {address}: not a Ray address; use host:port "
+                         "(the GCS of 'ray start --head'), ray://host:port or auto")
+    t = _connect_timeout_s() if timeout_s is None else float(timeout_s)
+    try:
+        with socket.create_connection((host, port), timeout=t):
+            pass
+    except TimeoutError:
+        why = f"no answer within {t:g} s"
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+    else:
+        return
+    raise ValueError(f"--address {address}: no Ray cluster reachable at {host}:{port} ({why}); "
+                     "start one there (ray start --head), fix the address, or leave "
+                     "--address out to start a local instance")
 
 
 def _init_worker(shared: Mapping[str, Any], one_line_warnings: bool = False) -> None:
@@ -114,8 +191,9 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
     Raises
     ------
     ValueError
-        Unknown backend, ``jobs < 1``, Ray requested but not installed, or an ``order``
-        that is not a permutation of the task indices.
+        Unknown backend, ``jobs < 1``, Ray requested but not installed, a Ray ``address``
+        nothing answers at within the connect timeout (:func:`check_ray_address`), or an
+        ``order`` that is not a permutation of the task indices.
     """
     shared = dict(shared or {})
     tasks = list(tasks)
@@ -175,6 +253,7 @@ def _run_ray(fn, tasks, shared, jobs, address, progress, order, on_result) -> li
     started = False
     if not ray.is_initialized():
         if address:
+            check_ray_address(address)  # ray.init alone retries an unreachable one for minutes
             ray.init(address=address, log_to_driver=False)
         else:
             ray.init(num_cpus=jobs, include_dashboard=False, log_to_driver=False)

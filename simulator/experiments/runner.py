@@ -32,6 +32,7 @@ from ..workload import WorkloadConfig, load_workload
 from .cache import ResultCache
 from .executor import run_tasks
 from .grid import config_label, set_path
+from .warned import reemit
 
 __all__ = ["Workloads", "absolute_spec_paths", "factory_id", "output_folder", "prepare_points",
            "run_family"]
@@ -181,6 +182,11 @@ def factory_id(setup_factory: Callable | None) -> str | None:
         f"{getattr(setup_factory, '__module__', '')}.{getattr(setup_factory, '__qualname__', '')}"
 
 
+def _warnings_of(result: Any):
+    """The warnings a worker recorded (:mod:`simulator.experiments.warned`) with a result."""
+    return result.get("warnings") if isinstance(result, Mapping) else None
+
+
 def _store_result(key: str, result: Any) -> Iterable[tuple[str, Any]]:
     return [(key, result)]
 
@@ -202,7 +208,9 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
         Read-only inputs of every task (e.g. ``{"workloads": Workloads().lists}``).
     cache : ResultCache, optional
         Looked up before running (a hit is returned as it is stored); new results are
-        stored through ``cache_entries``.
+        stored through ``cache_entries``. The ``"warnings"`` a worker recorded with a
+        result (:func:`simulator.experiments.warned.recording`), fresh or cached, are shown
+        through :func:`warnings.warn`, each distinct one once per family.
     cache_entries : callable, optional
         ``cache_entries(key, result)`` yields the ``(key, value)`` pairs to store for a new
         result (default: the result under its task key). Return nothing to skip a result
@@ -227,6 +235,7 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
     results: dict[str, Any] = {}
     todo: list[Mapping] = []
     queued: set[str] = set()
+    shown: set = set()  # each distinct warning once per family
     for t in tasks:
         key = t["key"]
         if key in results or key in queued:
@@ -234,6 +243,7 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
         hit = cache.get(key) if cache is not None else None
         if hit is not None:
             results[key] = hit
+            reemit(_warnings_of(hit), shown)  # what the run that made it warned
         else:
             todo.append(t)
             queued.add(key)
@@ -245,6 +255,7 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
             for k, v in store(todo[i]["key"], r):
                 cache.put(k, v)
         results[todo[i]["key"]] = r
+        reemit(_warnings_of(r), shown)
 
     run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
               progress=progress, on_result=keep)

@@ -32,10 +32,10 @@ _DT = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
 
 def custom_allreduce_possible(gpu) -> bool:
     """vLLM's custom all-reduce needs NVLink or PCIe peer-to-peer between the GPUs."""
-    kind = str(getattr(gpu, "interconnect_kind", "") or "").lower()
-    if kind == "nvlink" or "nvlink" in str(getattr(gpu, "interconnect", "")).lower():
-        return True
-    return bool(getattr(gpu, "p2p", False))
+    # plain attributes (a GPUSpec always has them): a spec object without them fails loudly
+    # instead of reading as "no NVLink, no P2P" (getattr defaults hid a missing SM count).
+    # The kind, not a search of the free text: "PCIe Gen4 x16 (no NVLink, no P2P)" names NVLink
+    return gpu.link_kind == "nvlink" or bool(gpu.p2p)
 
 
 class MeasuredOps(RooflinePerfModel):
@@ -71,7 +71,7 @@ class MeasuredOps(RooflinePerfModel):
         self._has_prefill = not self.mla and ts.has("attention_prefill", **self._akey)
         self._has_decode = not self.mla and ts.has("attention_decode", **self._akey)
         # a link the scenario states is not the node the tables were measured on
-        stated = bool(getattr(gpu, "link_stated", False))
+        stated = gpu.link_stated
         self._has_ar = tp > 1 and not stated and ts.has("all_reduce", num_gpus=tp)
         self._has_nccl = (tp > 1 and not stated
                           and ts.has("nccl", collective="all_reduce", num_gpus=tp))
@@ -109,12 +109,12 @@ class MeasuredOps(RooflinePerfModel):
                 "; NCCL table above 8 MiB" if self._has_nccl else "")
         elif self._has_nccl:
             prov["all_reduce"] = ts.label("nccl") + " (NCCL: no P2P/NVLink for custom all-reduce)"
-        elif getattr(self.gpu, "link_stated", False):
+        elif self.gpu.link_stated:
             g = self.gpu
             prov["all_reduce"] = (f"link model of the scenario's stated link "
                                   f"({g.interconnect_bandwidth_bytes_per_s / 1e9:g} GB/s, "
                                   f"{g.interconnect_latency_s * 1e6:g} us per hop)")
-        elif getattr(ts, "efficiency_from", ""):   # a sibling's link is not this GPU's
+        elif ts.efficiency_from:   # a sibling's link is not this GPU's
             g = self.gpu
             prov["all_reduce"] = (f"link model of {g.name}'s spec ({g.link_kind}, "
                                   f"{g.interconnect_bandwidth_bytes_per_s / 1e9:g} GB/s, "
@@ -204,7 +204,7 @@ class MeasuredOps(RooflinePerfModel):
         link is the spec node's, else the link model."""
         if self.ep <= 1 or num_tokens <= 0:
             return 0.0
-        stated = bool(getattr(self.gpu, "link_stated", False))
+        stated = self.gpu.link_stated
         if not stated and self.tables.has("nccl", collective="all_gather"):
             byts = self.group_tokens(num_tokens) * self.model.hidden_size * ACT_BYTES
             return float(self.tables.collective("all_gather", byts, self.ep)

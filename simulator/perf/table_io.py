@@ -193,6 +193,18 @@ class TableFiles:
     def __repr__(self) -> str:
         return f"TableSet({self.name!r}, {self.folder})"
 
+    #: the caches filled on first use (tables read, grids built): 27 MB for a run on the
+    #: H100 tables, so a pickled set (a RunResult sent between processes) leaves them out
+    #: and reads the files of :attr:`folder` again when next asked (same files, same answers;
+    #: a process on another machine needs the same profile folder there)
+    _LAZY = ("_fam", "_res", "_grids", "_tgrids", "_cpu")
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        for k in self._LAZY:
+            state[k] = {}
+        return state
+
     @property
     def is_primary(self) -> bool:
         """Whether this is the primary set of its engine version: a flat folder, or a folder

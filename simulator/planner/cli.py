@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..config import Override, read_yaml_mapping
+from ..config import Override, ScenarioError, read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
 from ..report.sweep import print_sweep_table
@@ -31,7 +31,9 @@ def _common(p) -> None:
                    help="parallel workers (default: all cores; 1 runs in process)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or a Ray cluster")
-    p.add_argument("--address", help="Ray cluster address (default: start a local instance)")
+    p.add_argument("--address", help="Ray cluster address (default: start a local "
+                   "instance); one that does not answer within $SERVESIM_RAY_CONNECT_TIMEOUT_S "
+                   "(default 10 s) is an error")
     p.add_argument("-o", "--output", help="output folder (default: the file's output_dir)")
     p.add_argument("--no-cache", action="store_true",
                    help="ignore cached results (new results are still cached)")
@@ -94,8 +96,11 @@ def cmd_plan(args) -> int:
             raise PlanError(f"{args.plan}: {', '.join(unused)}: not used by a topology plan "
                             "(it replays the base workload at rate_scale; use --plan-set "
                             "rate_scale=X or window_s=S)")
-        raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
-        return cmd_topology_plan(args, raw, raw_path.parent)
+        try:
+            raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
+        except ScenarioError as e:  # a bad boolean spelling, named as load_plan_spec names it
+            raise PlanError(f"{args.plan}: {e}") from None
+        return cmd_topology_plan(args, raw, raw_path.parent, _jobs(args))
     if args.target_rate is not None:
         plan_set.append(Override(f"target_rate_rps={args.target_rate}",
                                  f"--target-rate {args.target_rate}"))

@@ -3,7 +3,8 @@
 :func:`evaluate_configurations` prices every configuration, builds one task per distinct
 configuration (its cache key covers the scenario, the request pool, the search and gate
 settings, the target and the headroom), evaluates the ones the cache does not hold through
-the executor, slowest first (:func:`longest_first`), and stores the new results. With
+the executor, slowest first (:func:`longest_first`), and stores the new results (with the
+warnings each evaluation raised, shown once per plan whether the result is new or cached). With
 dominance pruning (:mod:`simulator.planner.prune`) the baseline and last known-good run in a
 first phase; the candidates then carry the lowest passing cost among them as a bound.
 """
@@ -16,6 +17,7 @@ from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs
 from ..experiments.executor import run_tasks
 from ..experiments.grid import config_label
 from ..experiments.runner import factory_id
+from ..experiments.warned import reemit
 from ..hardware import get_gpu
 from .prune import dominance_bound
 from .search import evaluate_candidate
@@ -100,7 +102,7 @@ def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float
                       "setup_factory": setup_factory, "factory_id": fid})
     run = {"cache": cache, "pool": pool, "backend": backend, "jobs": jobs,
            "address": address, "progress": progress, "all_cfg": all_cfg,
-           "done": 0, "total": len(tasks)}
+           "done": 0, "total": len(tasks), "shown": set()}  # shown: each warning once
     new, bound = [], None
     pilot = set(row_task[n_cand:])  # the baseline's and last known-good's evaluations
     phases = ([[j for j, k in enumerate(task_keys) if k in pilot],
@@ -131,6 +133,7 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
         hit = cache.get(key)
         if hit is not None:
             results_by_key[key] = {**hit, "num_simulations": 0, "cached": True}
+            reemit(hit.get("warnings"), run["shown"])  # what the evaluation that made it warned
         else:
             todo.append(t)
             todo_keys.append(key)
@@ -145,6 +148,7 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
         if r.get("failed_gates") != ["error"]:
             cache.put(todo_keys[j], r)
         results_by_key[todo_keys[j]] = r
+        reemit(r.get("warnings"), run["shown"])
 
     new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
                     backend=run["backend"], jobs=run["jobs"], address=run["address"],

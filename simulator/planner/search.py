@@ -29,8 +29,8 @@ finished requests prove a gate failed (:mod:`simulator.planner.early_stop`); wit
 at most that bound is skipped after at most one probe (:func:`dominance_check`,
 :mod:`simulator.planner.prune`).
 
-size: pending its owner's split (issue 14 part 4; owner: wave3-topology): evaluate_candidate() 94 lines;
-the module is ~615 lines (gates, probes and the per-candidate driver share their records).
+size: pending its owner's split (issue 14 part 4; owner: wave3-topology): _evaluate_candidate() 94 lines;
+the module is ~645 lines (gates, probes and the per-candidate driver share their records).
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from typing import Any
 from ..config import validate_scenario
 from ..engine import build_setup
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from ..experiments.warned import merge, recording
 from ..perf import enable_operator_backend_memo
 from .early_stop import ProbeStop
 from .provenance import perf_provenance, scenario_provenance
@@ -355,6 +356,8 @@ class SimRunner:
         self.setup_factory = setup_factory
         self.factory_id = factory_id
         self.new_cache: dict[str, dict] = {}
+        #: the warnings of its simulations, run or served from the cache (merged, in order)
+        self.warnings: list[dict] = []
         self.num_simulations = 0
         self.num_cache_hits = 0
         self._setup = None
@@ -387,10 +390,16 @@ class SimRunner:
         hit = self.cache.get(key) if self.cache is not None else None
         if hit is not None:
             self.num_cache_hits += 1
+            self.warnings = merge(self.warnings, hit.get("warnings"))
             return hit
-        r = simulate_summary(scenario, specs, setup=self.setup(scenario), stop_when=stop)
+        setup = self.setup(scenario)
+        with recording() as warned:  # kept with the entry: a cached simulation shows them again
+            r = simulate_summary(scenario, specs, setup=setup, stop_when=stop)
         r["stopped"] = ({"stopped_at_s": stop.stopped_at_s, "gate_failures": stop.failures}
                         if stop is not None and stop.stopped_at_s is not None else None)
+        if warned:
+            r["warnings"] = warned
+            self.warnings = merge(self.warnings, warned)
         self.num_simulations += 1
         self.new_cache[key] = r
         return r
@@ -526,8 +535,18 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
     workload's own rate).
 
     Returns a JSON-safe dict; never raises (errors become a failed ``error`` gate). New
-    simulation results come back under ``new_cache`` for the driver to store.
+    simulation results come back under ``new_cache`` for the driver to store; the warnings
+    the evaluation raised (its setup's and its simulations', cached ones included) under
+    ``warnings``, for the driver to show and cache with the result.
     """
+    with recording() as warned:
+        out = _evaluate_candidate(task, shared)
+    out["warnings"] = merge(warned, out.pop("_sim_warnings", None))
+    return out
+
+
+def _evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str, Any]:
+    """:func:`evaluate_candidate` without the warnings' bookkeeping."""
 
     t0 = time.perf_counter()
     if mp.parent_process() is not None:
@@ -618,6 +637,7 @@ def evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> di
 
 def _finish(out: dict, runner: SimRunner, t0: float) -> dict:
     out["new_cache"] = runner.new_cache
+    out["_sim_warnings"] = runner.warnings
     out["num_simulations"] = runner.num_simulations
     out["num_cache_hits"] = runner.num_cache_hits
     out["wall_s"] = time.perf_counter() - t0

@@ -492,7 +492,10 @@ def _load_spec(path: str | Path, overrides: list[str] | None, what: str, schema,
                         f"{what} file; run it with servesim run, or name it as base: in a "
                         f"{what} file")
     ovs = spec_overrides(overrides, flag)
-    raw = apply_spec_overrides(raw, ovs, schema)
+    try:
+        raw = apply_spec_overrides(raw, ovs, schema)
+    except ScenarioError as e:  # a bad boolean spelling: the file leads, as for other errors
+        raise PlanError(f"{path}: {e}") from None
     try:
         return schema.model_validate(raw), folder
     except ValidationError as e:

@@ -25,6 +25,7 @@ from ..config import ScenarioError, apply_overrides, cli_overrides, validate_sce
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
 from ..experiments.runner import Workloads, factory_id, output_folder, prepare_points, run_family
+from ..experiments.warned import recording
 from ..report.sweep import write_sweep_report
 from ..report.tables import write_table
 from .simulate import simulate_summary
@@ -53,14 +54,18 @@ def sweep_worker(task: Mapping[str, Any], shared: Mapping[str, Any]) -> dict[str
     """Simulate one sweep point (runs in a worker). Never raises: errors become results."""
     specs = shared["workloads"][task["workload"]]
     t0 = time.perf_counter()
-    try:
-        r = simulate_summary(task["scenario"], specs, setup_factory=task.get("setup_factory"))
-        return {"key": task["key"], "ok": True, "summary": r["summary"], "extra": r["extra"],
-                "wall_s": time.perf_counter() - t0}
-    except Exception as e:  # noqa: BLE001 - one failed point must not stop a sweep
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        return {"key": task["key"], "ok": False, "error": f"{type(e).__name__}: {msg}",
-                "wall_s": time.perf_counter() - t0}
+    with recording() as warned:  # kept with the result: a cached point shows them again
+        try:
+            r = simulate_summary(task["scenario"], specs,
+                                 setup_factory=task.get("setup_factory"))
+            out = {"key": task["key"], "ok": True, "summary": r["summary"],
+                   "extra": r["extra"]}
+        except Exception as e:  # noqa: BLE001 - one failed point must not stop a sweep
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            out = {"key": task["key"], "ok": False, "error": f"{type(e).__name__}: {msg}"}
+    out["wall_s"] = time.perf_counter() - t0
+    out["warnings"] = warned
+    return out
 
 
 def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
@@ -183,6 +188,10 @@ def _rows(points, overrides, keys, results, ran) -> list[dict[str, Any]]:
 
 
 def _cache_entry(key: str, result: Mapping[str, Any]):
-    """What a sweep caches of a point: its summary and extras (failed points: nothing)."""
+    """What a sweep caches of a point: its summary, extras and the warnings it raised (shown
+    again when the entry is served; failed points: nothing)."""
     if result["ok"]:
-        yield key, {"summary": result["summary"], "extra": result["extra"]}
+        entry = {"summary": result["summary"], "extra": result["extra"]}
+        if result.get("warnings"):
+            entry["warnings"] = result["warnings"]
+        yield key, entry

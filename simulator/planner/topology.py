@@ -26,6 +26,10 @@ import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
 from ..config import KVTransferConfig, SLOConfig, apply_overrides, cli_overrides, validate_scenario
+from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from ..experiments.executor import run_tasks
+from ..experiments.warned import recording, reemit
+from ..progress import progress as progress_of
 from ..report.format import ms, pct, usd
 from ..report.tables import markdown_table
 from ..run import run_scenario
@@ -148,7 +152,8 @@ def _busy(steps, duration_s: float, replicas: int) -> float:
     return float(steps["step_time_s"].sum()) / (duration_s * replicas)
 
 
-def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_dir) -> dict:
+def _candidate_raw(cand: dict, base_raw: dict) -> dict:
+    """The base scenario with a candidate's deployment (``cand["set"]``) applied."""
     raw = apply_overrides(base_raw, [])
     if "pools" in cand["set"]:
         # the pools state their own clusters: the base's top-level one would go unused
@@ -156,6 +161,20 @@ def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_di
     raw.update({k: v for k, v in cand["set"].items() if k == "pools"})
     if "cluster" in cand["set"]:
         raw["cluster"] = {**raw.get("cluster", {}), **cand["set"]["cluster"]}
+    return raw
+
+
+def topology_worker(task: dict, shared: dict) -> dict:
+    """Evaluate one candidate (runs in a worker): ``{"row", "warnings"}`` (the warnings its
+    run raised, kept so that a cached row shows them again)."""
+    with recording() as warned:
+        row = _evaluate(task["cand"], task["base_raw"], shared["specs"], task["spec"],
+                        task["base_dir"])
+    return {"row": row, "warnings": warned}
+
+
+def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_dir) -> dict:
+    raw = _candidate_raw(cand, base_raw)
     sc = validate_scenario(raw, source=f"{spec.name}: {cand['label']}")
     if sc.pools:
         res = run_gateway(sc, base_dir, specs=specs, write=False)
@@ -179,8 +198,25 @@ def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_di
 
 
 def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: str | None = None,
-                      scenario_overrides=None, outdir=None, progress=None) -> dict:
+                      scenario_overrides=None, outdir=None, progress=None, jobs: int = 1,
+                      backend: str = "local", address: str | None = None,
+                      use_cache: bool = True) -> dict:
     """Search the families of ``spec`` and write ``plan.json`` and ``plan.md``.
+
+    Within a family and degree the candidates are tried cheapest first up to the first that
+    passes. With ``jobs`` > 1 the next ``jobs`` candidates still needed run at once (through
+    :func:`~simulator.experiments.executor.run_tasks`); a candidate beyond a passing one of
+    its family and degree is then dropped, so the rows are the serial search's whatever
+    ``jobs``. Each evaluated candidate is cached in ``OUTDIR/.cache/`` by its resolved
+    scenario, the request list and the price, with the warnings its run raised (shown again
+    on a hit).
+
+    Parameters
+    ----------
+    jobs, backend, address
+        See :func:`simulator.experiments.executor.run_tasks`.
+    use_cache : bool
+        Read cached candidates (new ones are always written).
 
     Returns
     -------
@@ -199,18 +235,12 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
     base_raw = apply_overrides(base_raw, ov)
     base_sc = validate_scenario(base_raw, source=str(base_path), overrides=ov)
     specs = load_workload(base_sc.workload, base_sc.seed, base_dir)
-    rows, best = [], {}
-    for cand in _candidates(spec):
-        key = (cand["family"], cand["layout"])
-        if key in best:
-            continue  # the cheapest passing deployment of this family and degree is found
-        row = _evaluate(cand, base_raw, specs, spec, base_dir)
-        row["order"] = len(rows)  # list order: the last tie-breaker of _rank
-        rows.append(row)
-        if progress is not None:
-            progress(len(rows), 0)
-        if row["passed"]:
-            best[key] = row
+    out_dir = Path(outdir or spec.output_dir.format(name=spec.name))
+    cache = ResultCache(out_dir / ".cache", enabled=use_cache)
+    rows = _search(spec, base_raw, base_dir, specs, cache,
+                   {"jobs": jobs, "backend": backend, "address": address,
+                    "progress": progress})
+    best = {(r["family"], r["layout"]): r for r in rows if r["passed"]}  # one per group
     fam_best = {}
     for (fam, _layout), row in best.items():
         if fam not in fam_best or _rank(row) < _rank(fam_best[fam]):
@@ -221,9 +251,66 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
            "slo": base_sc.slo.model_dump(), "usd_per_gpu_hour": spec.usd_per_gpu_hour,
            "winner": winner, "best": fam_best, "rows": rows}
     out["explanation"] = explain(out)
-    out["files"] = write_topology_plan(out, Path(outdir or spec.output_dir.format(
-        name=spec.name)))
+    out["files"] = write_topology_plan(out, out_dir)
     return out
+
+
+def _search(spec: TopologyPlanSpec, base_raw: dict, base_dir, specs, cache: ResultCache,
+            ex: dict) -> list[dict]:
+    """The rows of the search: every candidate up to the first passing one of its family and
+    degree, in candidate order (``order``: its index among the rows). Cache hits are taken
+    first; the rest run ``ex["jobs"]`` at a time through the executor."""
+    cands = _candidates(spec)
+    fp = specs_fingerprint(specs)
+    keys = [cache_key("topology_candidate", {
+        "scenario": scenario_identity(json.loads(validate_scenario(
+            _candidate_raw(c, base_raw), source=f"{spec.name}: {c['label']}")
+            .model_dump_json())),
+        "specs": fp, "candidate": c, "usd_per_gpu_hour": spec.usd_per_gpu_hour})
+        for c in cands]
+    done: dict[int, dict] = {}
+    shown: set = set()
+
+    def needed() -> list[int]:
+        # a candidate is needed unless an earlier one of its family and degree passed
+        out, stopped = [], set()
+        for i, c in enumerate(cands):
+            g = (c["family"], c["layout"])
+            if g not in stopped:
+                out.append(i)
+                if i in done and done[i]["passed"]:
+                    stopped.add(g)
+        return out
+
+    while True:
+        wave, hit = [], None
+        for i in (j for j in needed() if j not in done):
+            hit = cache.get(keys[i])
+            if hit is not None:
+                done[i] = hit["row"]
+                reemit(hit.get("warnings"), shown)
+                break  # a cached pass may end its family's search: choose again
+            wave.append(i)
+            if len(wave) == max(1, ex["jobs"]):
+                break
+        if hit is not None:
+            continue
+        if not wave:
+            break
+        res = run_tasks(topology_worker, [{"cand": cands[i], "base_raw": base_raw,
+                                           "spec": spec, "base_dir": base_dir} for i in wave],
+                        shared={"specs": specs}, backend=ex["backend"], jobs=ex["jobs"],
+                        address=ex["address"])
+        for i, r in zip(wave, res):
+            cache.put(keys[i], r)
+            done[i] = r["row"]
+            reemit(r["warnings"], shown)
+        if ex["progress"] is not None:
+            ex["progress"](len(done), None)  # the total is not known in advance
+    rows = [dict(done[i]) for i in needed()]
+    for n, row in enumerate(rows):
+        row["order"] = n  # list order: the last tie-breaker of _rank
+    return rows
 
 
 def _rank(row: dict) -> tuple:
@@ -299,11 +386,19 @@ def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
     return {"json": str(out / "plan.json"), "md": str(out / "plan.md")}
 
 
-def cmd_topology_plan(args, raw: dict, folder: Path) -> int:
-    """``servesim plan FILE`` for a file with ``topology_search``: run it, print the verdict."""
+def cmd_topology_plan(args, raw: dict, folder: Path, jobs: int) -> int:
+    """``servesim plan FILE`` for a file with ``topology_search``: run it, print the verdict.
+
+    ``-j``/``--jobs``, ``--backend``, ``--address``, ``--no-cache``, ``-q`` and ``--progress``
+    apply as for a capacity plan; ``--no-figures`` has nothing to skip (a topology plan
+    draws no figure: ``plan.json`` and ``plan.md`` only)."""
     spec = load_topology_plan(raw, args.plan)
-    res = run_topology_plan(spec, folder, trace=args.trace, scenario_overrides=args.set,
-                            outdir=args.output)
+    with progress_of("topology candidates", enabled=not args.quiet,
+                     force=args.progress) as cb:
+        res = run_topology_plan(spec, folder, trace=args.trace, scenario_overrides=args.set,
+                                outdir=args.output, progress=cb, jobs=jobs,
+                                backend=args.backend, address=args.address,
+                                use_cache=not args.no_cache)
     print(res["explanation"])
     if not args.quiet:
         for r in res["rows"]:

@@ -40,8 +40,9 @@ def _row(gpu: str, version: str, family: str, **keys) -> float:
     # facts.yaml a100-pcie-80gb: 312, 1,935 GB/s; 81049 MiB (mixbench on this board)
     ("NVIDIA A100 80GB PCIe", "a100-pcie-80gb", 312e12, 1.935e12, 81049 * MIB, "pcie",
      "a100-sxm-80gb"),
-    # facts.yaml variant a100-pcie-40gb: 1,555 GB/s; datasheet 40 GB read as 40 GiB
-    ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb", 312e12, 1.555e12, 40 * 2**30, "pcie",
+    # facts.yaml variant a100-pcie-40gb: 1,555 GB/s; memory 40339 MiB as CUDA reports it
+    # (driver 12.2), the same figure as the SXM4 40GB's: both 40GB parts on one rule
+    ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb", 312e12, 1.555e12, 42298834944, "pcie",
      "a100-sxm-80gb"),
     # facts.yaml h100-pcie-80gb: 756 dense, 2,000 GB/s, NVLink bridge pairs (600 GB/s bidir.)
     ("NVIDIA H100 PCIe", "h100-pcie", 756e12, 2.0e12, 80 * 2**30, "nvlink", "h100-sxm")])

@@ -106,7 +106,8 @@ def test_plan_set_bad_boolean_names_the_flag_the_key_and_the_choices(plan_file):
     with pytest.raises(ScenarioError) as e:
         load_plan_spec(plan_file, ["search.early_stop=maybe"])
     msg = str(e.value)
-    assert msg.startswith("--plan-set search.early_stop=maybe: search.early_stop:")
+    # the plan file leads, as in every other spec error (session 6)
+    assert msg.startswith(f"{plan_file}: --plan-set search.early_stop=maybe: search.early_stop:")
     assert "true/false, 1/0, yes/no or on/off" in msg and "\n" not in msg
 
 
@@ -392,7 +393,7 @@ def test_a_malformed_plan_set_names_its_own_flag(plan_file):
     with pytest.raises(ScenarioError) as e:
         load_plan_spec(plan_file, ["search.max_requests"])
     # before: "--set 'search.max_requests': expected key.path=value"
-    assert str(e.value) == "--plan-set 'search.max_requests': expected key.path=value"
+    assert str(e.value) == f"{plan_file}: --plan-set 'search.max_requests': expected key.path=value"
 
 
 def test_a_dotted_key_inside_a_mapping_is_blamed_on_its_flag(plan_file):
