@@ -470,7 +470,8 @@ def _cli_cases(tmp):
         (["sweep", "sweep_default", "--set", "scheduler.max_num_seqs=-1", "-o", str(tmp / "sw")],
          {}, ["--set scheduler.max_num_seqs=-1", "greater than or equal to 1"]),
         (["run", "pools_mixed_gpu", "--set", "model=nosuchmodel"], {},
-         ["model / hardware.gpu (the pools' defaults)", "unknown model 'nosuchmodel'"]),
+         # session 6: every pool states its own model, so a top-level one is refused as unused
+         ["pools_mixed_gpu: model: unused: every pool states its own model"]),
         (["run", "pools_mixed_gpu", "--set", "pools.0.model=nosuchmodel"], {},
          ["pools.0 (chat-h100)", "unknown model 'nosuchmodel'"]),
         (["run", "default", "--set", "cluster.enable_expert_parallel=true"], {},
