@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from .resources import data_dir
+from .resources import data_dir, safe_load_yaml
 
 _REQUIRED = ("name", "bf16_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s")
 #: values of ``interconnect_kind``: NVLink, PCIe between GPUs, or no GPU-to-GPU link
@@ -193,7 +193,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     if not p.is_file():
         raise ValueError(f"GPU spec {str(path)!r} not found")
     try:
-        raw = yaml.safe_load(p.read_text()) or {}
+        raw = safe_load_yaml(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {e}") from None
     if not isinstance(raw, dict):

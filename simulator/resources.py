@@ -118,3 +118,19 @@ def not_a_file_reason(p: Path, what: str = "trace file") -> str:
             if stat.S_ISBLK(mode) else "a named pipe" if stat.S_ISFIFO(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
     return f"is {kind}, not a {what}"
+
+
+def safe_load_yaml(text: str):
+    """``yaml.safe_load(text)`` through libyaml's C parser when PyYAML was built with it.
+
+    The same safe constructor and resolvers as ``yaml.SafeLoader`` (so the same Python values:
+    checked on every YAML file that ships with servesim), ~8x faster to parse; PyYAML without
+    libyaml falls back to the pure-Python loader.
+
+    Raises
+    ------
+    yaml.YAMLError
+        As ``yaml.safe_load`` does, for text that is not valid YAML.
+    """
+    import yaml
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

@@ -36,7 +36,7 @@ from typing import Literal
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from ..resources import data_dir
+from ..resources import data_dir, safe_load_yaml
 from ..schema import StrictModel
 
 #: the profile ``perf.engine: none`` names: no engine overhead, no padding (kernel sums only)
@@ -231,7 +231,7 @@ def load_engine_profile(path: str | Path) -> EngineProfile:
     """
     p = Path(path)
     try:
-        raw = yaml.safe_load(p.read_text())
+        raw = safe_load_yaml(p.read_text())
     except OSError as e:
         raise ValueError(f"engine profile {str(path)!r}: cannot read ({e.strerror})") from None
     except yaml.YAMLError as e:

@@ -42,6 +42,7 @@ import yaml
 
 from ..hardware import GPUSpec
 from ..models import ModelSpec
+from ..resources import safe_load_yaml
 from .roofline import ACT_BYTES, RooflineParams, RooflinePerfModel
 
 #: simulator GEMM op name -> fitted-parameter key
@@ -158,7 +159,7 @@ def load_fitted_profile(gpu: GPUSpec) -> dict | None:
     if not p.is_file():
         return None
     try:
-        doc = yaml.safe_load(p.read_text()) or {}
+        doc = safe_load_yaml(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {e}") from None
     ops = doc.get("operators") if isinstance(doc, dict) else None

@@ -46,6 +46,7 @@ import yaml
 
 from ..hardware import GPUSpec
 from ..models import ModelSpec
+from ..resources import safe_load_yaml
 from .roofline import ACT_BYTES, RooflinePerfModel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -138,7 +139,7 @@ def read_provenance(profile_dir: str | Path) -> dict:
     if not p.is_file():
         return {}
     try:
-        doc = yaml.safe_load(p.read_text()) or {}
+        doc = safe_load_yaml(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {e}") from None
     return doc if isinstance(doc, dict) else {}

@@ -13,6 +13,7 @@ import numpy as np
 import yaml
 
 from ..hardware import GPUSpec
+from ..resources import safe_load_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
@@ -130,16 +131,11 @@ def version_key(v: str) -> tuple:
     return _version_key(v)
 
 
-#: libyaml's safe loader when PyYAML was built with it (the same documents as ``SafeLoader``
-#: for every YAML file shipped, about 9x faster: a table set's provenance is read at start-up)
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _read_yaml(p: Path) -> dict:
     if not p.is_file():
         return {}
     try:
-        doc = yaml.load(p.read_text(), Loader=_SAFE_LOADER) or {}
+        doc = safe_load_yaml(p.read_text()) or {}
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):
