@@ -14,6 +14,7 @@ calculator of :mod:`simulator.speculative.calculator`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import math
@@ -139,6 +140,11 @@ def cmd_trace(args) -> int:
     """``servesim trace``: statistics of a trace (JSON on stdout); ``--to-parquet OUT`` also
     writes a Parquet copy of the rows kept (``--start-s`` / ``--end-s``), which
     ``format: parquet`` replays."""
+    if not math.isfinite(args.start_s):
+        raise CLIError(f"--start-s {args.start_s} must be a finite number of seconds >= 0")
+    if args.end_s is not None and math.isnan(args.end_s):
+        raise CLIError(f"--end-s {args.end_s} must be a number of seconds > --start-s "
+                       f"{args.start_s:g}")
     if args.end_s is not None and not args.end_s > args.start_s:
         raise CLIError(f"--end-s {args.end_s:g} must be > --start-s {args.start_s:g}")
     if args.start_s < 0:
@@ -148,11 +154,19 @@ def cmd_trace(args) -> int:
     keep = cols.arrival_s >= args.start_s
     if args.end_s is not None:
         keep &= cols.arrival_s < args.end_s
+    if not keep.any() and (args.start_s or args.end_s is not None):
+        # as `servesim run` refuses a workload window with no request
+        end = f"{args.end_s:g}" if args.end_s is not None else "end"
+        raise CLIError(f"{args.path}: no requests in the window [{args.start_s:g}, {end}) s "
+                       f"({len(cols)} in the trace); widen --start-s / --end-s")
     if not keep.all():
         cols = cols.take(np.flatnonzero(keep))
     stats = describe_columns(cols)  # from the columns: no object per row (10M-row traces)
     stats["format"] = cols.format
     if args.to_parquet:
+        if args.start_s:
+            # re-based to t - start_s, as a workload window re-bases (traces/README.md)
+            cols = dataclasses.replace(cols, arrival_s=cols.arrival_s - args.start_s)
         meta = {"servesim.seed": str(args.seed)} if cols.format == "servegen" else {}
         if args.start_s or args.end_s is not None:
             end = args.end_s if args.end_s is not None else "end"

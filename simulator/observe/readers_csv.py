@@ -31,7 +31,33 @@ GENERIC_CSV_COLUMNS = {
 }
 
 
+#: Relative tolerance of :func:`_check_agree` (on the duration, seconds).
+AGREE_RTOL = 1e-9
+
+
 # ------------------------------------------------------------------------ generic CSV
+def _check_agree(arrival: np.ndarray, dur: np.ndarray, dname: str, at: np.ndarray,
+                 aname: str, lines: np.ndarray, errors: _Errors) -> None:
+    """Record the first row whose duration ``dur`` (``ttft_s``, seconds from the arrival)
+    and clock time ``at`` (``first_token_s``, seconds on the arrival clock) disagree.
+
+    They agree when ``|dur - (at - arrival)| <= AGREE_RTOL * max(|dur|, |at - arrival|)``
+    plus two float spacings of the larger clock value (the rounding of ``at - arrival`` on
+    an epoch-based clock). Rows where either is empty are not compared.
+    """
+    with np.errstate(invalid="ignore"):
+        derived = at - arrival
+        tol = AGREE_RTOL * np.maximum(np.abs(dur), np.abs(derived)) + 2.0 * np.spacing(
+            np.maximum(np.abs(arrival), np.abs(at)))
+        bad = np.abs(dur - derived) > tol  # NaN (an empty cell) compares False
+    if bad.any():
+        i = int(np.argmax(bad))
+        errors.add(int(lines[i]), f"{dname} {float(dur[i])!r} s disagrees with {aname} "
+                                  f"{float(at[i])!r} s - arrival_s {float(arrival[i])!r} s = "
+                                  f"{float(derived[i])!r} s (relative tolerance "
+                                  f"{AGREE_RTOL:g}); give one of them, or make them agree")
+
+
 def _json_list_col(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
                    integer: bool) -> list | None:
     out = []
@@ -64,8 +90,11 @@ def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
     Raises
     ------
     RecordError
-        A bad value, a first token before the arrival, a last token before the first, or
-        ``prompt_token_ids`` whose length is not ``prompt_tokens`` (``file:line``).
+        A bad value; times out of order (arrival <= scheduled <= first token <= last
+        token); a duration and its clock time both given (``ttft_s`` and
+        ``first_token_s``, ``e2e_s`` and ``last_token_s``, ``queue_delay_s`` and
+        ``scheduled_s``) that disagree; or ``prompt_token_ids`` whose length is not
+        ``prompt_tokens``. The message names ``file:line`` and the values.
     """
     errors = _RecErrors(shown)
 
@@ -85,11 +114,12 @@ def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
     prompt = _int_column(col("prompt_tokens"), lines, "prompt_tokens", errors, min_value=1)
     output = _int_column(col("output_tokens"), lines, "output_tokens", errors, min_value=1)
     ttft, e2e = fcol("ttft_s"), fcol("e2e_s")
-    first = fcol("first_token_s", clock=True) if ttft is None else None
-    last = fcol("last_token_s", clock=True) if e2e is None else None
+    # both forms of a time may be given; then they must agree (:func:`_check_agree`)
+    first = fcol("first_token_s", clock=True, optional=ttft is not None)
+    last = fcol("last_token_s", clock=True, optional=e2e is not None)
     tpot = fcol("tpot_s", optional=True)
     sched = fcol("scheduled_s", optional=True, clock=True)
-    qd = fcol("queue_delay_s", optional=True) if sched is None else None
+    qd = fcol("queue_delay_s", optional=True)
     itl = (_json_list_col(col("itl_s"), lines, "itl_s", errors, integer=False)
            if "itl_s" in header else None)
     toks = (_json_list_col(col("prompt_token_ids"), lines, "prompt_token_ids", errors,
@@ -97,12 +127,26 @@ def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
     errors.raise_if_any()
     f = arrival + ttft if ttft is not None else first
     last_ = arrival + e2e if e2e is not None else last
-    for name, bad, msg in (
-            ("first token", f < arrival, "first token before the arrival"),
-            ("last token", last_ < f, "last token before the first token")):
+    for dur, dname, at, aname in ((ttft, "ttft_s", first, "first_token_s"),
+                                  (e2e, "e2e_s", last, "last_token_s"),
+                                  (qd, "queue_delay_s", sched, "scheduled_s")):
+        if dur is not None and at is not None:
+            _check_agree(arrival, dur, dname, at, aname, lines, errors)
+    # scheduled_s wins over queue_delay_s (they agree when both are given)
+    sched_ = sched if sched is not None else arrival + qd if qd is not None else \
+        np.full(len(rows), np.nan)
+    # queued (arrival) <= scheduled <= first token <= last token, as the vLLM reader checks
+    for later, lname, earlier, ename in ((sched_, "scheduled", arrival, "arrival"),
+                                         (f, "first token", sched_, "scheduled"),
+                                         (f, "first token", arrival, "arrival"),
+                                         (last_, "last token", f, "first token")):
+        with np.errstate(invalid="ignore"):
+            bad = later < earlier  # NaN (scheduled not recorded) compares False
         if bad.any():
             i = int(np.argmax(bad))
-            errors.add(int(lines[i]), msg)
+            errors.add(int(lines[i]), f"{lname} {float(later[i])!r} s is before the {ename} "
+                                      f"{float(earlier[i])!r} s (arrival_s clock; a negative "
+                                      "delay cannot be compared)")
     if toks is not None:
         for i, t in enumerate(toks):
             if t is not None and len(t) != int(prompt[i]):
@@ -110,8 +154,6 @@ def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
                                           f"is {int(prompt[i])}")
                 break
     errors.raise_if_any()
-    sched_ = arrival + qd if qd is not None else sched if sched is not None else \
-        np.full(len(rows), np.nan)
     return {"arrival": arrival, "prompt": prompt, "output": output, "first": f,
             "last": last_, "scheduled": sched_, "tpot": tpot, "itl": itl,
             "prompt_token_ids": toks}
@@ -138,8 +180,12 @@ def read_generic_csv(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) 
     Raises
     ------
     RecordError
-        A missing column or a bad value (``file:line``), a first token before the arrival or
-        a last token before the first.
+        A missing column or a bad value; times out of order (arrival <= scheduled <= first
+        token <= last token); a duration and the matching clock time both given and
+        disagreeing (``ttft_s`` / ``first_token_s``, ``e2e_s`` / ``last_token_s``,
+        ``queue_delay_s`` / ``scheduled_s``, relative tolerance :data:`AGREE_RTOL`); a
+        ``request_id`` seen twice (an empty one defaults to ``line-N``). Each names
+        ``file:line``.
     """
     p = Path(path)
     shown = str(path)
@@ -160,8 +206,10 @@ def read_generic_csv(path: str | Path, *, block_size: int = DEFAULT_BLOCK_SIZE) 
     c = _csv_columns(header, rows, lines, shown)
     arrival, prompt, output = c["arrival"], c["prompt"], c["output"]
     toks = c["prompt_token_ids"]
-    rec_ids = ([r[header.index("request_id")] for r in rows] if "request_id" in header
-               else [f"line-{ln}" for ln in lines])
+    # an empty (or blank) request_id defaults like a missing column: line-N
+    j = header.index("request_id") if "request_id" in header else None
+    rec_ids = [r[j] if j is not None and r[j].strip() else f"line-{ln}"
+               for r, ln in zip(rows, lines.tolist())]
     _refuse_duplicate_ids([str(x) for x in rec_ids], lines, shown)
     outcomes, order = _outcomes([str(x) for x in rec_ids], arrival, c["scheduled"],
                                 c["first"], c["last"], prompt, output, itls=c["itl"],

@@ -99,6 +99,21 @@ def _load(path: Path, raw: np.ndarray) -> np.ndarray | None:
     return got
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it
+    (``/proc/self/status``), else by setting and restoring it."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def _store(folder: Path, path: Path, grid: np.ndarray) -> None:
     """Write ``grid`` to ``path`` atomically (temporary file in ``folder``, then rename);
     silently nothing when the folder cannot be written."""
@@ -106,6 +121,8 @@ def _store(folder: Path, path: Path, grid: np.ndarray) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npy")
+        # mkstemp makes 0600; an entry is an ordinary file: 0666 less the umask
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             np.save(f, grid, allow_pickle=False)
         os.replace(tmp, path)

@@ -329,6 +329,19 @@ def _check_fields(header: list[str], rows: list[list[str]], lines: list[int],
     return rows
 
 
+def _not_utf8(path: Path, shown: str, e: UnicodeDecodeError) -> str:
+    """``file:line: not UTF-8 text (...)`` for a decode error of a text read (the decoder
+    reads ahead, so the line is found again by decoding the file line by line, in bytes)."""
+    with open(path, "rb") as f:
+        for no, raw in enumerate(f, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as le:
+                return (f"{shown}:{no}: not UTF-8 text (byte {raw[le.start]:#04x} at column "
+                        f"{le.start + 1} of the line: {le.reason})")
+    return f"{shown}: not UTF-8 text ({e})"
+
+
 def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
                        ) -> Iterator[tuple[list[dict], np.ndarray]]:
     """JSON objects and their 1-based line numbers, ``batch_rows`` records (default
@@ -359,7 +372,7 @@ def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
                     yield objs, np.asarray(lines, dtype=np.int64)
                     objs, lines, yielded = [], [], True
     except UnicodeDecodeError as e:
-        raise WorkloadError(f"{shown}: not UTF-8 text ({e})") from e
+        raise WorkloadError(_not_utf8(path, shown, e)) from e
     except OSError as e:
         raise WorkloadError(f"{shown}: cannot open ({e})") from e
     if objs or not yielded:

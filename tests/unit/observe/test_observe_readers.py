@@ -345,6 +345,15 @@ def test_missing_field_names_file_and_line(tmp_path):
         read_request_stats(_stats_file(tmp_path, rows))
 
 
+def test_scheduled_before_queued_names_file_and_line(tmp_path):
+    # the vLLM reader's rule the generic CSV now shares: no negative queue delay
+    rows = [dict(r) for r in STATS_ROWS]
+    rows[2]["scheduled_ts"] = 102.5  # before queued_ts 103.0
+    with pytest.raises(RecordError, match=r"requests\.jsonl:3: scheduled_ts 102\.5 is before "
+                                          r"queued_ts 103\.0"):
+        read_request_stats(_stats_file(tmp_path, rows))
+
+
 def test_bad_token_count_names_file_and_line(tmp_path):
     rows = [dict(r) for r in STATS_ROWS]
     rows[1]["input_toks"] = 0
@@ -405,8 +414,109 @@ def test_generic_csv_errors(tmp_path):
     with pytest.raises(RecordError, match=r"needs column\(s\) e2e_s or last_token_s"):
         read_generic_csv(p)
     p.write_text("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n0,10,3,0.5,0.25\n")
-    with pytest.raises(RecordError, match=r"r\.csv:2: last token before the first token"):
+    with pytest.raises(RecordError, match=r"r\.csv:2: last token 0\.25 s is before the first "
+                                          r"token 0\.5 s"):
         read_generic_csv(p)
+
+
+_CSV_HEAD = "request_id,arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s"
+
+
+def test_generic_csv_scheduled_before_arrival_refused(tmp_path):
+    # line 3: scheduled 4.0 < arrival 5.0 -> a queue delay of -1 s, which was published
+    p = tmp_path / "r.csv"
+    p.write_text(f"{_CSV_HEAD},scheduled_s\na,1.0,10,3,0.5,1.0,1.25\nb,5.0,10,3,0.5,1.0,4.0\n")
+    with pytest.raises(RecordError) as ei:
+        read_generic_csv(p)
+    assert str(ei.value).startswith(f"{p}:3: scheduled 4.0 s is before the arrival 5.0 s")
+    # the same from a queue delay is a negative duration, refused as such
+    p.write_text(f"{_CSV_HEAD},queue_delay_s\na,1.0,10,3,0.5,1.0,-0.5\n")
+    with pytest.raises(RecordError, match=r"r\.csv:2: queue_delay_s '-0\.5' must be >= 0"):
+        read_generic_csv(p)
+
+
+def test_generic_csv_first_token_before_scheduled_refused(tmp_path):
+    # arrival 1.0, first token 1.5 (ttft 0.5), scheduled 1.75: first token before scheduled
+    p = tmp_path / "r.csv"
+    p.write_text(f"{_CSV_HEAD},scheduled_s\na,1.0,10,3,0.5,1.0,1.75\n")
+    with pytest.raises(RecordError) as ei:
+        read_generic_csv(p)
+    assert str(ei.value).startswith(f"{p}:2: first token 1.5 s is before the scheduled 1.75 s")
+    # queue delay 0.75 s > ttft 0.5 s: the same, from durations
+    p.write_text(f"{_CSV_HEAD},queue_delay_s\na,1.0,10,3,0.5,1.0,0.75\n")
+    with pytest.raises(RecordError, match=r"r\.csv:2: first token 1\.5 s is before the "
+                                          r"scheduled 1\.75 s"):
+        read_generic_csv(p)
+    # in order (scheduled 1.25 in [1.0, 1.5]) and a row without scheduled_s: read; queue
+    # delays 0.25 and NaN
+    p.write_text(f"{_CSV_HEAD},scheduled_s\na,1.0,10,3,0.5,1.0,1.25\nb,2.0,10,3,0.5,1.0,\n")
+    qd = read_generic_csv(p).outcomes["queue_delay_s"].tolist()
+    assert qd[0] == 0.25 and math.isnan(qd[1])
+
+
+def test_generic_csv_last_token_before_first_from_clock_times(tmp_path):
+    p = tmp_path / "r.csv"
+    p.write_text("arrival_s,prompt_tokens,output_tokens,first_token_s,last_token_s\n"
+                 "0,10,3,0.5,2.0\n1.0,10,3,2.0,1.5\n")
+    with pytest.raises(RecordError) as ei:
+        read_generic_csv(p)
+    assert str(ei.value).startswith(f"{p}:3: last token 1.5 s is before the first token 2.0 s")
+
+
+def test_generic_csv_duration_and_clock_time_must_agree(tmp_path):
+    # ttft_s 0.5 but first_token_s - arrival_s = 10.75 - 10.0 = 0.75: refused (before, ttft_s
+    # was used silently)
+    p = tmp_path / "r.csv"
+    p.write_text(f"{_CSV_HEAD},first_token_s\na,10.0,10,3,0.5,1.0,10.5\nb,10.0,10,3,0.5,1.0,"
+                 "10.75\n")
+    with pytest.raises(RecordError) as ei:
+        read_generic_csv(p)
+    assert str(ei.value).startswith(f"{p}:3: ttft_s 0.5 s disagrees with first_token_s 10.75 s"
+                                    " - arrival_s 10.0 s = 0.75 s")
+    # e2e_s and last_token_s: 1.0 vs 11.25 - 10.0 = 1.25
+    p.write_text(f"{_CSV_HEAD},last_token_s\na,10.0,10,3,0.5,1.0,11.25\n")
+    with pytest.raises(RecordError, match=r"r\.csv:2: e2e_s 1\.0 s disagrees with "
+                                          r"last_token_s 11\.25 s"):
+        read_generic_csv(p)
+    # queue_delay_s and scheduled_s: 0.125 vs 10.25 - 10.0 = 0.25
+    p.write_text(f"{_CSV_HEAD},queue_delay_s,scheduled_s\na,10.0,10,3,0.5,1.0,0.125,10.25\n")
+    with pytest.raises(RecordError, match=r"r\.csv:2: queue_delay_s 0\.125 s disagrees with "
+                                          r"scheduled_s 10\.25 s"):
+        read_generic_csv(p)
+
+
+def test_generic_csv_duration_and_clock_time_agreeing_are_read(tmp_path):
+    # epoch clock: 1.7e9 + 0.1 is not exact in binary, so first_token_s - arrival_s differs
+    # from ttft_s 0.1 by float rounding only (< 2 spacings of 1.7e9, 2.4e-7 s each): read;
+    # an empty first_token_s is not compared
+    p = tmp_path / "r.csv"
+    p.write_text(f"{_CSV_HEAD},first_token_s,last_token_s\n"
+                 "a,1700000000.0,10,3,0.1,1.0,1700000000.1,1700000001.0\n"
+                 "b,1700000001.0,10,3,0.25,1.0,,1700000002.0\n")
+    o = read_generic_csv(p).outcomes
+    # the durations are used: arrival + ttft_s, re-based on the epoch clock (rounding of
+    # 1.7e9 + 0.1 included, as without first_token_s)
+    a0 = 1700000000.0
+    assert o["ttft_s"].tolist() == [(a0 + 0.1) - a0, 0.25]
+    # 1 microsecond apart on a 0.1 s TTFT is far beyond 1e-9 relative: refused
+    p.write_text(f"{_CSV_HEAD},first_token_s\na,1700000000.0,10,3,0.1,1.0,1700000000.100001\n")
+    with pytest.raises(RecordError, match=r"r\.csv:2: ttft_s 0\.1 s disagrees"):
+        read_generic_csv(p)
+
+
+def test_generic_csv_empty_request_id_defaults_to_line(tmp_path):
+    # empty ids on lines 2 and 4 become line-2 and line-4 (as without the column); before,
+    # both were '' and the record kept '' as an id
+    p = tmp_path / "r.csv"
+    p.write_text(f"{_CSV_HEAD}\n,0.0,10,3,0.25,1.25\nb,0.5,10,3,0.25,1.25\n  ,1.0,10,3,0.25,1.25\n")
+    o = read_generic_csv(p).outcomes
+    assert o["record_request_id"].tolist() == ["line-2", "b", "line-4"]
+    # an explicit id equal to an empty one's default is a duplicate, naming both lines
+    p.write_text(f"{_CSV_HEAD}\n,0.0,10,3,0.25,1.25\nline-2,0.5,10,3,0.25,1.25\n")
+    with pytest.raises(RecordError) as ei:
+        read_generic_csv(p)
+    assert str(ei.value) == (f"{p}:3: request_id 'line-2' repeats the one on line 2; each "
+                             "request needs its own id")
 
 
 def test_unknown_record_type(tmp_path):

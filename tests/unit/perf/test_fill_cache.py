@@ -4,6 +4,8 @@ cannot be used is never an error."""
 from __future__ import annotations
 
 import math
+import os
+import stat
 
 import numpy as np
 import pytest
@@ -174,3 +176,15 @@ def test_shipped_table_answers_the_same_cold_warm_and_uncached(monkeypatch, tmp_
     assert len(_entries(tmp_path)) == 3
     warm = answers()
     assert off == cold == warm
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_entry_mode_honours_the_umask(cache, mask, mode):
+    # an entry is an ordinary file (0666 less the umask), not mkstemp's 0600
+    old = os.umask(mask)
+    try:
+        _table_grid()
+    finally:
+        os.umask(old)
+    (entry,) = _entries(cache)
+    assert stat.S_IMODE(entry.stat().st_mode) == mode

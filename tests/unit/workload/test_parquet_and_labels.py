@@ -108,6 +108,33 @@ def test_cli_trace_to_parquet(write, tmp_path, capsys):
     assert "--end-s 0 must be > --start-s 0" in capsys.readouterr().err
 
 
+
+def test_cli_trace_window_re_bases_the_parquet_copy(write, tmp_path, capsys):
+    # GENERIC arrivals 0.25, 0.5, 1.75; --start-s 0.5 keeps 0.5 and 1.75, written re-based
+    # to t - 0.5 = 0.0 and 1.25 (traces/README.md), the prompts staying with their rows
+    src = write("g.csv", GENERIC)
+    out = tmp_path / "w.parquet"
+    assert main(["trace", str(src), "--start-s", "0.5", "--to-parquet", str(out)]) == 0
+    capsys.readouterr()
+    got = read_trace(out)
+    assert [r.arrival_time_s for r in got] == [0.0, 1.25]
+    assert [r.num_prompt_tokens for r in got] == [812, 2210]
+
+
+def test_cli_trace_empty_window_and_nan_are_refused(write, capsys):
+    src = write("g.csv", GENERIC)
+    # [2, 3) s holds none of 0.25, 0.5, 1.75: an error line, exit 2 (as servesim run)
+    assert main(["trace", str(src), "--start-s", "2", "--end-s", "3"]) == 2
+    cap = capsys.readouterr()
+    assert cap.out == ""
+    assert cap.err == (f"servesim: error: {src}: no requests in the window [2, 3) s (3 in the "
+                       "trace); widen --start-s / --end-s\n")
+    assert main(["trace", str(src), "--end-s", "nan"]) == 2
+    assert "--end-s nan must be a number of seconds > --start-s 0" in capsys.readouterr().err
+    assert main(["trace", str(src), "--start-s", "nan"]) == 2
+    assert "--start-s nan must be a finite number of seconds >= 0" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- synthesised labels
 def test_share_tables_and_patience_are_announced(write):
     src = write("a.csv", "arrival_time_s,num_prompt_tokens,num_output_tokens\n0,5,5\n1,6,6\n")

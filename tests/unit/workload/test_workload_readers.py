@@ -223,6 +223,21 @@ def test_truncated_jsonl_line_names_file_line_and_column(write):
     assert str(ei.value) == f"{p}:2:15: invalid JSON (Expecting value)"
 
 
+
+def test_jsonl_non_utf8_byte_names_file_and_line(tmp_path):
+    # 500 good lines (~29 kB, past the text decoder's read-ahead), then line 501 with byte
+    # 0xff as its 15th byte: the message names line 501, not a byte offset of the file
+    good = b'{"timestamp": 0, "input_length": 10, "output_length": 2}\n' * 500
+    bad = b'{"timestamp": \xff, "input_length": 10, "output_length": 2}\n'
+    assert bad.index(b"\xff") == 14
+    p = tmp_path / "m.jsonl"
+    p.write_bytes(good + bad + good)
+    with pytest.raises(WorkloadError) as ei:
+        read_trace(p, format="mooncake")
+    assert str(ei.value) == (f"{p}:501: not UTF-8 text (byte 0xff at column 15 of the line: "
+                             "invalid start byte)")
+
+
 # ------------------------------------------------------------------ generic
 
 def test_generic_csv_with_mapping_and_ms(write):
