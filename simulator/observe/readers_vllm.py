@@ -30,6 +30,7 @@ from .readers_common import (
     _outcomes,
     _read_json,
     _RecErrors,
+    _refuse_duplicate_ids,
     _run_name,
     _specs,
     _type_ok,
@@ -38,6 +39,11 @@ from .record import RecordedRun, RecordError, Setting
 
 # ------------------------------------------------------------------------ vLLM request stats
 _STATS_TIMES = ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
+
+
+def _id_text(value) -> str:
+    """A record's ``request_id`` as text ("" for a missing or null one)."""
+    return "" if value is None else str(value)
 
 
 def read_request_stats(path: str | Path, meta_path: str | Path | None = None) -> RecordedRun:
@@ -62,7 +68,8 @@ def read_request_stats(path: str | Path, meta_path: str | Path | None = None) ->
     RecordError
         Missing file; a line that is not a JSON object; a missing or non-numeric field, a
         token count < 1 or timestamps out of order (``queued <= scheduled <= first token <=
-        last token``), naming ``file:line``; a malformed ``meta.json`` (``file:line``).
+        last token``) or a ``request_id`` seen twice (both lines named), naming ``file:line``;
+        a malformed ``meta.json`` (``file:line``).
     """
     p = Path(path)
     shown = str(path)
@@ -75,7 +82,10 @@ def read_request_stats(path: str | Path, meta_path: str | Path | None = None) ->
     if not objs:
         raise RecordError(f"{shown}: no requests in the file")
     cols, prompt, output = _stats_columns(objs, lines, shown)
-    rec_ids = [str(o.get("request_id", f"line-{ln}")) for o, ln in zip(objs, lines.tolist())]
+    # a missing, null or blank request_id defaults to line-N (as in the generic CSV)
+    rec_ids = [rid if (rid := _id_text(o.get("request_id"))).strip() else f"line-{ln}"
+               for o, ln in zip(objs, lines.tolist())]
+    _refuse_duplicate_ids(rec_ids, lines.tolist(), shown)
     outcomes, order = _outcomes(rec_ids, cols["queued_ts"], cols["scheduled_ts"],
                                 cols["first_token_ts"], cols["last_token_ts"], prompt, output)
     run = RecordedRun(name=_run_name(p), path=p, format="vllm_request_stats", specs=[],

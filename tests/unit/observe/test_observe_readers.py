@@ -354,6 +354,30 @@ def test_scheduled_before_queued_names_file_and_line(tmp_path):
         read_request_stats(_stats_file(tmp_path, rows))
 
 
+def test_request_stats_duplicate_request_id_names_both_lines(tmp_path):
+    # outcomes are matched to simulated requests by id, one to one: a repeat is refused
+    rows = [dict(r) for r in STATS_ROWS]
+    rows[2]["request_id"] = "bench-0"
+    p = _stats_file(tmp_path, rows)
+    with pytest.raises(RecordError) as ei:
+        read_request_stats(p)
+    assert str(ei.value) == (f"{p}:3: request_id 'bench-0' repeats the one on line 1; each "
+                             "request needs its own id")
+
+
+def test_request_stats_blank_or_null_request_id_defaults_to_line(tmp_path):
+    rows = [dict(r) for r in STATS_ROWS]
+    rows[0]["request_id"] = "  "
+    rows[2]["request_id"] = None
+    del rows[1]["request_id"]
+    run = read_request_stats(_stats_file(tmp_path, rows))
+    # sorted by queued_ts: line 2 (100.0), line 1 (100.5), line 3 (103.0)
+    assert run.outcomes["record_request_id"].tolist() == ["line-2", "line-1", "line-3"]
+    rows[0]["request_id"] = 0  # a numeric id is an id, not a blank
+    run = read_request_stats(_stats_file(tmp_path, rows))
+    assert run.outcomes["record_request_id"].tolist() == ["line-2", "0", "line-3"]
+
+
 def test_bad_token_count_names_file_and_line(tmp_path):
     rows = [dict(r) for r in STATS_ROWS]
     rows[1]["input_toks"] = 0
