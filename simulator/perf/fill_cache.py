@@ -4,19 +4,21 @@
 Why: the fill itself takes milliseconds, but its Akima interpolant needs
 ``scipy.interpolate``, whose import costs about 0.4 s of CPU, paid by every process that loads
 a measured table (a capacity search runs many). A cached grid is read back with
-``numpy.load`` and is the very array the fill returned (``.npy`` keeps float64 bit for bit),
+``numpy.load`` and is the very array the fill returned (``.npz`` keeps float64 bit for bit),
 so results do not depend on whether the cache was hit.
 
 Key: SHA-256 of everything the fill reads and of the code that computes it: the raw grid
 (shape and bytes, NaN = not measured), the ``u`` coordinates of every axis, the log roofline
 bound at the nodes (or its absence), the fill method, the bytes of ``table_grid.py`` (the fill
 code), and the numpy and scipy versions (the interpolants). A changed table, roofline, fill
-code or library gives another key, so an entry is never stale; an entry that does not carry
-the measured cells of its grid unchanged is ignored (and rewritten).
+code or library gives another key, so an entry is never stale. An entry carries the SHA-256
+of its grid's bytes next to the grid; one whose grid does not match that digest (a damaged
+file: a flipped bit in a filled cell would otherwise change results silently), or does not
+carry the measured cells of its grid unchanged, is ignored (and rewritten).
 
 Where: ``$SERVESIM_CACHE_DIR/fill/`` when that variable is set (an empty value turns the
 cache off), else ``$XDG_CACHE_HOME/servesim/fill/``, else ``~/.cache/servesim/fill/``. One
-``<key>.npy`` file per grid (a few kB), written to a temporary file in the same folder and
+``<key>.npz`` file per grid (a few kB: the grid and its digest), written to a temporary file in the same folder and
 renamed into place (atomic: concurrent processes never read half a file). A folder that
 cannot be created or written, or a file that cannot be read, is not an error: the grid is
 then computed as without a cache.
@@ -26,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,7 +37,7 @@ import numpy as np
 #: environment variable naming the cache folder (empty: no cache)
 CACHE_ENV = "SERVESIM_CACHE_DIR"
 #: bumped when the layout of an entry changes
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 _CODE_KEY: bytes | None = None
 
@@ -84,14 +87,24 @@ def fill_key(raw: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None, metho
     return h.hexdigest()
 
 
+def _digest(grid: np.ndarray) -> np.ndarray:
+    """SHA-256 of ``grid``'s shape and float64 bytes, as 32 uint8."""
+    h = hashlib.sha256(f"{grid.shape}\n".encode())
+    h.update(np.ascontiguousarray(grid, dtype=np.float64).tobytes())
+    return np.frombuffer(h.digest(), dtype=np.uint8)
+
+
 def _load(path: Path, raw: np.ndarray) -> np.ndarray | None:
-    """The cached grid at ``path`` when it is readable, has ``raw``'s shape, is finite and
-    holds ``raw``'s measured cells unchanged; else None."""
+    """The cached grid at ``path`` when it is readable, matches the digest stored with it,
+    has ``raw``'s shape, is finite and holds ``raw``'s measured cells unchanged; else None."""
     try:
-        got = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError):
+        with np.load(path, allow_pickle=False) as z:
+            got, digest = z["grid"], z["sha256"]
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):
         return None
     if got.dtype != np.float64 or got.shape != raw.shape or not np.isfinite(got).all():
+        return None
+    if not np.array_equal(digest, _digest(got)):
         return None
     fin = np.isfinite(raw)
     if not np.array_equal(got[fin], raw[fin]):
@@ -120,11 +133,11 @@ def _store(folder: Path, path: Path, grid: np.ndarray) -> None:
     tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npy")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".npz")
         # mkstemp makes 0600; an entry is an ordinary file: 0666 less the umask
         os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            np.save(f, grid, allow_pickle=False)
+            np.savez(f, grid=grid, sha256=_digest(grid))
         os.replace(tmp, path)
         tmp = None
     except OSError:
@@ -163,7 +176,7 @@ def cached_fill(raw: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None, me
     folder = cache_dir()
     if folder is None:
         return fill(raw, us, lr, method)
-    path = folder / f"{fill_key(raw, us, lr, method)}.npy"
+    path = folder / f"{fill_key(raw, us, lr, method)}.npz"
     hit = _load(path, raw) if path.is_file() else None
     if hit is not None:
         return hit

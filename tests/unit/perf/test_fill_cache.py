@@ -41,7 +41,7 @@ def _table_grid(hole_value_row=None):
 
 def _entries(folder):
     d = folder / "fill"
-    return sorted(d.glob("*.npy")) if d.is_dir() else []
+    return sorted(d.glob("*.npz")) if d.is_dir() else []
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_fill_is_stored_and_read_back_bit_for_bit(cache, monkeypatch):
     # (3, 1) at u = 2 is 1.25 (worked out in test_table_grid.test_fill_kinds_by_hand)
     assert math.isclose(g.le[0, 2], 1.25, rel_tol=1e-12)
     (entry,) = _entries(cache)
-    assert np.load(entry).tobytes() == g.le.tobytes()
+    assert _grid(entry).tobytes() == g.le.tobytes()
 
     def no_fill(*a, **k):
         raise AssertionError("the fill ran although its result is cached")
@@ -108,23 +108,51 @@ def test_unwritable_cache_folder_falls_back_to_computing(monkeypatch, tmp_path):
     g = _table_grid()
     assert math.isclose(g.le[0, 2], 1.25, rel_tol=1e-12)
     assert blocker.read_text() == "x"
-    assert not list(tmp_path.glob("**/*.npy"))
+    assert not list(tmp_path.glob("**/*.npz"))
+
+
+def _grid(entry):
+    with np.load(entry) as z:
+        return z["grid"]
+
+
+def _write_entry(entry, grid, digest=None):
+    with open(entry, "wb") as f:
+        np.savez(f, grid=grid, sha256=fill_cache._digest(grid) if digest is None else digest)
 
 
 def test_corrupt_or_foreign_entry_is_recomputed_and_replaced(cache):
     good = _table_grid().le.copy()
     (entry,) = _entries(cache)
-    entry.write_bytes(b"not an npy file")
+    entry.write_bytes(b"not an npz file")
     assert _table_grid().le.tobytes() == good.tobytes()
-    assert np.load(entry).tobytes() == good.tobytes()
-    # an entry whose measured cells are not the grid's (e.g. a tampered file) is not trusted
+    assert _grid(entry).tobytes() == good.tobytes()
+    # an entry whose measured cells are not the grid's (e.g. a tampered file) is not trusted,
+    # even with a digest that matches its own bytes
     forged = good.copy()
     forged[1, 3] = 9.0
-    np.save(entry, forged)
+    _write_entry(entry, forged)
     assert _table_grid().le.tobytes() == good.tobytes()
-    np.save(entry, good[:, :3])   # wrong shape
+    _write_entry(entry, good[:, :3])   # wrong shape
     assert _table_grid().le.tobytes() == good.tobytes()
-    assert np.load(entry).tobytes() == good.tobytes()
+    assert _grid(entry).tobytes() == good.tobytes()
+    # a grid without its digest (format 1 layout) is not trusted
+    with open(entry, "wb") as f:
+        np.savez(f, grid=good)
+    assert _table_grid().le.tobytes() == good.tobytes()
+    assert _grid(entry).tobytes() == good.tobytes()
+
+
+def test_damaged_filled_cell_is_caught_by_the_digest(cache):
+    good = _table_grid().le.copy()
+    (entry,) = _entries(cache)
+    # the unmeasured cell (a = 1, b = 4) holds a filled value: change it by one ulp and keep
+    # the digest of the good grid (a bit flipped on disk); the measured cells still match
+    damaged = good.copy()
+    damaged[0, 2] = np.nextafter(damaged[0, 2], np.inf)
+    _write_entry(entry, damaged, digest=fill_cache._digest(good))
+    assert _table_grid().le.tobytes() == good.tobytes()
+    assert _grid(entry).tobytes() == good.tobytes()   # rewritten
 
 
 def test_empty_variable_turns_the_cache_off(monkeypatch, tmp_path):
@@ -133,7 +161,7 @@ def test_empty_variable_turns_the_cache_off(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     assert cache_dir() is None
     assert math.isclose(_table_grid().le[0, 2], 1.25, rel_tol=1e-12)
-    assert not list(tmp_path.glob("**/*.npy"))
+    assert not list(tmp_path.glob("**/*.npz"))
 
 
 def test_cache_folder_resolution(monkeypatch, tmp_path):
