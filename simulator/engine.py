@@ -370,17 +370,21 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
     """Price a fast-forwarded decode run, sleep through it (an arrival cuts it at the end of
     the step in progress) and commit the steps that ran."""
     out = jump.step
-    times = np.asarray(rep.perf.decode_step_times(out.num_decode_seqs, jump.ctx_totals),
-                       dtype=float)
+    perf, ctx = rep.perf, jump.ctx_totals
+    priced = getattr(perf, "decode_step_times_list", None)
+    if priced is not None:  # Python floats throughout (the same values)
+        times = priced(out.num_decode_seqs, ctx if isinstance(ctx, list) else ctx.tolist())
+    else:
+        times = np.asarray(perf.decode_step_times(out.num_decode_seqs, np.asarray(ctx)),
+                           dtype=float).tolist()
     # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum);
     # plain floats: the run is ~10 steps, where numpy's per-call cost dominates
     e = now
     el = []
-    for dt in times.tolist():
+    for dt in times:
         e += dt
         el.append(e)
-    ends = np.array(el)
-    jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, ends
+    jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, el
     k = jump.k_steps
     rep.jump = jump
     rep.wake = env.event()

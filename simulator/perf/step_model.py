@@ -254,15 +254,19 @@ class StepTimeModel:
         ctx = np.asarray(ctx_totals)
         if ctx.ndim != 1:
             return self._decode_step_times(num_seqs, ctx)
+        return np.array(self.decode_step_times_list(num_seqs, ctx.tolist()), dtype=float)
+
+    def decode_step_times_list(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
+        """:meth:`decode_step_times` of a list of context totals, as a list of Python floats
+        (the same values: a decode run's pricing without the array round trips)."""
         memos = self._decode_memo
         memo = memos.get(num_seqs)
         if memo is None:
             memo = memos[num_seqs] = {}
-        cs = ctx.tolist()
-        got = list(map(memo.get, cs))
+        got = list(map(memo.get, ctx_totals))
         if None in got:
-            miss = [c for c, t in zip(cs, got) if t is None]
-            times = self._decode_step_times(num_seqs, np.array(miss, dtype=ctx.dtype)).tolist()
+            miss = [c for c, t in zip(ctx_totals, got) if t is None]
+            times = self._decode_step_times(num_seqs, np.array(miss)).tolist()
             if self._decode_memo_size + len(miss) > DECODE_MEMO_MAX:
                 memos.clear()
                 memo = memos[num_seqs] = {}
@@ -271,7 +275,7 @@ class StepTimeModel:
             self._decode_memo_size += len(miss)
             fill = iter(times)
             got = [next(fill) if t is None else t for t in got]
-        return np.array(got, dtype=float)
+        return got
 
     # ---------------------------------------------------------------- reporting
     def provenance(self) -> dict[str, str]:

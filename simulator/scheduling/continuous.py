@@ -677,15 +677,16 @@ class ContinuousScheduler:
 
         Returns
         -------
-        ctx_totals : ndarray (k,)
-            Attended tokens summed over the batch at each step.
+        ctx_totals : list of int (k,)
+            Attended tokens summed over the batch at each step (a list: the perf model's
+            memo reads Python ints; ``decode_step_times_list``).
         blocks_used : ndarray (k,)
             Blocks held in the pool during each step.
         """
         reqs = out.reqs
         B = len(reqs)
         c0 = sum([r.num_computed_tokens for r in reqs]) + B
-        ctx_totals = np.arange(c0, c0 + k * B, B, dtype=np.int64)  # c0 + j * B
+        ctx_totals = list(range(c0, c0 + k * B, B))  # c0 + j * B
         used = out.run_blocks  # from plan_decode_run, at this very state
         if used is None or len(used) < k:
             c, held = self._run_arrays(out)

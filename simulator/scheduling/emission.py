@@ -49,24 +49,24 @@ class Jump:
         The first step (every step of the run has its batch and shape but for context).
     k_steps : int
         Steps planned (>= 2).
-    ctx_totals : ndarray of int64, shape (k_steps,)
+    ctx_totals : list of int or ndarray of int64, shape (k_steps,)
         Attended context summed over the batch at each step (tokens).
     kv_blocks_used : ndarray of int64, shape (k_steps,)
         Pool blocks in use during each step.
     start_s : float
         Clock at the first step's start (seconds); set by the engine.
-    step_times_s, step_end_times_s : ndarray of float, shape (k_steps,)
+    step_times_s, step_end_times_s : list of float, shape (k_steps,)
         Each step's duration and end time (seconds); set by the engine from the
-        performance model.
+        performance model (Python floats: a run is ~10 steps).
     """
 
     step: object
     k_steps: int
-    ctx_totals: np.ndarray
+    ctx_totals: list | np.ndarray
     kv_blocks_used: np.ndarray
     start_s: float = 0.0
-    step_times_s: np.ndarray | None = None
-    step_end_times_s: np.ndarray | None = None
+    step_times_s: list | None = None
+    step_end_times_s: list | None = None
 
     def kv_blocks_at(self, t: float) -> int:
         """Blocks in use at clock ``t`` (those of the step in progress)."""
