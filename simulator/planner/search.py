@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -134,11 +135,43 @@ def find_capacity(probe: Callable[[float], Mapping[str, Any]], *, start: float =
 
 def replicas_for(target_rps: float, capacity_rps: float, headroom: float) -> int:
     """Replicas so that each runs at most ``1 / (1 + headroom)`` of its capacity:
-    ``ceil(target x (1 + headroom) / capacity)`` (at least 1)."""
+    ``ceil(target x (1 + headroom) / capacity)`` (at least 1).
+
+    Raises
+    ------
+    ValueError
+        When the capacity is not > 0, or the replica count is not a finite number (a target
+        rate so large that ``target x (1 + headroom)`` overflows).
+    """
     if not capacity_rps > 0:
         raise ValueError("capacity must be > 0 to size replicas")
     need = target_rps * (1.0 + headroom) / capacity_rps
+    if not math.isfinite(need):
+        raise ValueError(f"target {target_rps:.3g} requests/s x (1 + headroom {headroom:g}) / "
+                         f"capacity {capacity_rps:.3g} requests/s is not a finite replica count")
     return max(1, math.ceil(need - 1e-9))
+
+
+#: Fewest requests per replica a cluster confirmation should replay: below it the
+#: confirmation's latencies, phase split and price describe a cluster that is mostly idle
+#: (a request or two per replica), not the sized one under load; the plan warns.
+CONFIRM_MIN_REQUESTS_PER_REPLICA = 20
+
+
+class PlanConfirmationWarning(UserWarning):
+    """A cluster confirmation too thin to stand for the target load (see
+    :data:`CONFIRM_MIN_REQUESTS_PER_REPLICA`)."""
+
+
+def _confirmation_limits(n: int, pool_size: int, target_rps: float) -> str | None:
+    """Why a confirmation on ``n`` replicas cannot be run (None: it can):
+    more replicas than the pool has requests leaves replicas that never see one."""
+    if n > pool_size:
+        shown = f"{n:,}" if n < 10**12 else f"{float(n):.3g}"
+        return (f"the target {target_rps:.6g} requests/s needs {shown} replicas, more than the "
+                f"{pool_size:,} requests of the pool: a confirmation cannot load every replica "
+                "(use a longer trace or window_s, or a lower target)")
+    return None
 
 
 # ---------------------------------------------------------------------- gates
@@ -594,12 +627,24 @@ def _evaluate_candidate(task: Mapping[str, Any], shared: Mapping[str, Any]) -> d
 
         target = float(task["target_rate_rps"])
         n = replicas_for(target, cap, float(task["headroom"]))
+        why = _confirmation_limits(n, len(pool), target)
+        if why is not None:  # (n may be too large for an int64 column: not stored)
+            out.update(status="failed", failed_gates=["confirmation"],
+                       gate_failures=[gate_failure("confirmation", None, None, text=why)])
+            return _finish(out, runner, t0)
         out["replicas_initial"] = n
         confirm_n = st.get("confirm_max_requests")
         passed = False
         fails: list[str] = []
         for _ in range(int(task["max_extra_replicas"]) + 1):
             m = min(len(pool), confirm_n if confirm_n else st["max_requests"] * n)
+            if m < CONFIRM_MIN_REQUESTS_PER_REPLICA * n:
+                warnings.warn(PlanConfirmationWarning(
+                    f"the confirmation at {n:,} replica(s) replays {m:,} requests "
+                    f"({m / n:.1f} per replica, fewer than "
+                    f"{CONFIRM_MIN_REQUESTS_PER_REPLICA}): its latencies, phase split and "
+                    "price describe a mostly idle cluster (use a longer trace or window_s, or a "
+                    "lower target)"), stacklevel=1)
             specs_c = pool[:m]
             scale_c = target / specs_rate(specs_c)
             specs_c = rescale_specs(specs_c, scale_c)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pandas as pd
 import pytest
@@ -148,3 +149,51 @@ def test_cli_plan(tmp_path, capsys):
     assert (out / "plan.html").is_file() and not (out / "figures").exists()
     assert main(["plan", str(p), "-j", "1", "-o", str(out), "-q", "--target-rate", "5"]) == 0
     assert capsys.readouterr().out.startswith("Recommend")
+
+
+def test_replica_count_of_an_overflowing_target_is_refused():
+    from simulator.planner.search import replicas_for
+    # 1.7e308 x 1.1 overflows to inf: no replica count, one clear error (not OverflowError)
+    with pytest.raises(ValueError, match="not a finite replica count"):
+        replicas_for(1.7e308, 1.0, 0.1)
+    assert replicas_for(1e300, 1e290, 0.0) == 10**10
+
+
+def test_target_needing_more_replicas_than_pool_requests_fails_confirmation(tmp_path):
+    """The pool holds 150 requests: a target needing more replicas than that can never load
+    every replica, so the candidate fails a ``confirmation`` gate saying so (no cluster of
+    1e300 replicas is built, no int64 column overflows)."""
+    spec = PlanSpec.model_validate(tiny_plan(
+        target_rate_rps=1e300, search_space={"scheduler.max_num_seqs": [64]},
+        baseline={"name": "today", "set": {}},
+        search={"window_s": None, "max_requests": 60, "rel_tol": 0.5, "max_probes": 4}))
+    res = run_plan(spec, None, outdir=tmp_path, jobs=1, write=True)
+    (c,) = res.candidates
+    assert c["failed_gates"] == ["confirmation"] and not c["passed"]
+    text = c["gate_failures"][0]["text"]
+    assert "more than the 150 requests of the pool" in text and "e+" in text
+    assert res.status == "none_passed"
+
+
+def test_thin_confirmation_warns(tmp_path):
+    """The confirmation replays min(pool, max_requests x n) requests on n replicas; below
+    20 per replica it warns (derived from the candidate's own replica count)."""
+    from simulator.planner.search import CONFIRM_MIN_REQUESTS_PER_REPLICA, PlanConfirmationWarning
+    spec = PlanSpec.model_validate(tiny_plan(
+        target_rate_rps=1500.0, search_space={"scheduler.max_num_seqs": [64]},
+        baseline={"name": "today", "set": {}},
+        search={"window_s": None, "max_requests": 60, "rel_tol": 0.5, "max_probes": 4}))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run_plan(spec, None, outdir=tmp_path, jobs=1, write=False)
+    (c,) = res.candidates
+    n = c["confirmations"][0]["replicas"]   # the first confirmation's cluster
+    assert n <= 150   # the pool check did not stop it
+    m = min(150, 60 * n)
+    thin = [str(w.message) for w in caught if issubclass(w.category, PlanConfirmationWarning)]
+    if m < CONFIRM_MIN_REQUESTS_PER_REPLICA * n:
+        assert any(f"at {n:,} replica(s) replays {m:,} requests ({m / n:.1f} per replica"
+                   in t for t in thin), thin
+    else:
+        assert not thin
+    assert n >= 8, "the target should need enough replicas to make the confirmation thin"
