@@ -236,6 +236,11 @@ class PoolConfig(_Strict):
     kv_transfer: KVTransferConfig | None = None
 
 
+#: top-level sections a pool may state for itself besides ``cluster`` (:class:`PoolConfig`),
+#: in the order :class:`Scenario` names an unused one
+POOL_SECTIONS = ("model", "hardware", "scheduler", "kv_cache", "perf", "cost")
+
+
 class Scenario(_Strict):
     """A complete what-if: see the README's scenario reference for every field."""
 
@@ -294,22 +299,38 @@ class Scenario(_Strict):
                 f"cluster.tensor_parallel_size ({self.cluster.tensor_parallel_size})")
         return self
 
+    def _is_resolved(self) -> bool:
+        """Whether the input gave every field, as a resolved scenario does (``scenario.yaml``
+        of a run, the dumps sweeps and plans hand their workers): such an input cannot tell
+        a section a file set from a default written out, so :meth:`_unused_cluster_keys` and
+        :meth:`_unused_top_level_sections` compare its values with the defaults instead."""
+        return self.model_fields_set >= set(Scenario.model_fields)
+
     def _unused_cluster_keys(self) -> list[str]:
-        """Top-level ``cluster`` keys set away from their defaults while every pool states
-        its own ``cluster`` (so none of them is read); empty otherwise."""
+        """Top-level ``cluster`` keys given (in the file, by ``--set`` / ``--vary``; whatever
+        the value, the default's included) while every pool states its own ``cluster`` (so
+        none of them is read); empty otherwise. A resolved input (:meth:`_is_resolved`):
+        the keys whose value is not the default."""
         if not self.pools or any(p.cluster is None for p in self.pools):
             return []
-        default = ClusterConfig()
-        return sorted(k for k in ClusterConfig.model_fields
-                      if getattr(self.cluster, k) != getattr(default, k))
+        if self._is_resolved():
+            default = ClusterConfig()
+            return sorted(k for k in ClusterConfig.model_fields
+                          if getattr(self.cluster, k) != getattr(default, k))
+        if "cluster" not in self.model_fields_set:
+            return []
+        return sorted(self.cluster.model_fields_set)
 
     def _unused_top_level_sections(self) -> list[str]:
-        """``model`` / ``hardware`` set away from their defaults while every pool states its
-        own (the rule of :meth:`_unused_cluster_keys`: a resolved scenario carries every
-        field, so only a value other than the default shows that a file set it)."""
-        return [k for k in ("model", "hardware")
+        """The sections of :data:`POOL_SECTIONS` given at the top level (whatever the value:
+        ``hardware.gpu: h100`` as much as the default ``h100-sxm``) while every pool states
+        its own, so none reads them. A resolved input (:meth:`_is_resolved`): those whose
+        value is not the default."""
+        resolved = self._is_resolved()
+        return [k for k in POOL_SECTIONS
                 if all(getattr(p, k) is not None for p in self.pools)
-                and getattr(self, k) != Scenario.model_fields[k].default]
+                and ((getattr(self, k) != Scenario.model_fields[k].default) if resolved
+                     else k in self.model_fields_set)]
 
     @property
     def gpus_per_replica(self) -> int:

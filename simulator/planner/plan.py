@@ -55,7 +55,7 @@ from .prune import is_skipped
 from .report import write_plan_report
 from .search import gate_failure
 from .simulate import specs_rate
-from .spec import PlanError, PlanSpec, load_quality_table, resolve_base
+from .spec import PlanError, PlanSpec, load_quality_table, refuse_pools_base, resolve_base_source
 
 __all__ = ["TIE_RULE", "PlanResult", "longest_first", "pareto_front", "run_plan"]
 
@@ -255,14 +255,16 @@ def _base_scenario(plan: PlanSpec, spec_dir: Path | None, scenario_overrides, tr
     Raises
     ------
     PlanError
-        An invalid base scenario or an unknown GPU in ``prices``.
+        An invalid base scenario, one that declares ``pools:`` (or candidates that set
+        them: a topology plan sizes pools), or an unknown GPU in ``prices``.
     """
-    base_raw, base_dir = resolve_base(plan.base, spec_dir)
+    base_raw, base_dir, source = resolve_base_source(plan.base, spec_dir)
     try:
         for k, v in plan.set.items():
             set_path(base_raw, k, v)
         ovr = cli_overrides(scenario_overrides, trace)
         base_raw = apply_overrides(base_raw, ovr)
+        refuse_pools_base(base_raw, source, "capacity plan", _varied_paths(plan))
         slo_raw = dict(base_raw.get("slo") or {})
         slo_raw.update({k: v for k, v in plan.slo.model_dump().items() if v is not None})
         base_raw["slo"] = slo_raw
@@ -278,6 +280,16 @@ def _base_scenario(plan: PlanSpec, spec_dir: Path | None, scenario_overrides, tr
         except ValueError as e:
             raise PlanError(f"plan prices: {e}") from None
     return base_raw, base_dir, base_sc
+
+
+def _varied_paths(plan: PlanSpec) -> dict[str, list[str]]:
+    """The field paths a plan's candidates, baseline and last known-good set, by where."""
+    out = {"search_space": list(plan.search_space),
+           "candidates": [k for c in plan.candidates or [] for k in c],
+           "baseline.set": list(plan.baseline.set)}
+    if plan.last_known_good is not None:
+        out["last_known_good.set"] = list(plan.last_known_good.set)
+    return out
 
 
 def _pool(plan: PlanSpec, base_dict: dict, base_dir: Path):

@@ -29,7 +29,7 @@ from ..experiments.warned import recording
 from ..report.sweep import write_sweep_report
 from ..report.tables import write_table
 from .simulate import simulate_summary
-from .spec import PlanError, SweepSpec, resolve_base
+from .spec import PlanError, SweepSpec, refuse_pools_base, resolve_base_source
 
 __all__ = ["SweepResult", "run_sweep", "sweep_worker"]
 
@@ -103,14 +103,23 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     Returns
     -------
     SweepResult
+
+    Raises
+    ------
+    PlanError
+        A bad ``--set`` override, a point that is not a valid scenario, or a base scenario
+        that declares ``pools:`` (or a grid that sets them), refused before any point runs.
     """
     t0 = time.perf_counter()
-    base_raw, base_dir = resolve_base(spec.base, spec_dir)
+    base_raw, base_dir, source = resolve_base_source(spec.base, spec_dir)
     for k, v in spec.set.items():
         set_path(base_raw, k, v)
     ovr = cli_overrides(scenario_overrides, trace)
     try:
         base_raw = apply_overrides(base_raw, ovr)
+        refuse_pools_base(base_raw, source, "sweep",
+                          {"grid": list(spec.grid),
+                           "points": [k for pt in spec.points or [] for k in pt]})
         _check_overrides(base_raw, ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None

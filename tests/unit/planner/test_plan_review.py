@@ -231,7 +231,9 @@ def test_top_level_cluster_keys_unused_by_every_pool_are_refused():
              {"name": "B", "cluster": {"num_replicas": 1}, "match": {"tenants": ["b"]}}]
     raw = {"workload": {"trace": "t.csv"}, "pools": pools}
     validate_scenario(raw)  # no top-level cluster: fine
-    validate_scenario({**raw, "cluster": {"num_replicas": 1}})  # the defaults: fine
+    # a key stated at its default is unused all the same (before: let through)
+    with pytest.raises(ScenarioError, match=r"cluster: key\(s\) num_replicas unused"):
+        validate_scenario({**raw, "cluster": {"num_replicas": 1}})
     with pytest.raises(ScenarioError) as e:
         validate_scenario({**raw, "cluster": {"num_replicas": 3, "router": "least_kv"}})
     assert "cluster: key(s) num_replicas, router unused: every pool states its own cluster" \
