@@ -38,7 +38,8 @@ from .progress import progress
 from .progress import show_warning_line as _show_warning
 from .report.figures import plot_speculative_speedup
 from .report.run import print_summary_table
-from .run import check_policy_slices, run_scenario
+from .outdir import make_output_folder
+from .run import check_policy_slices, resolve_outdir, run_scenario
 from .speculative.calculator import (
     DEFAULT_SWEEP_KS,
     DEFAULT_SWEEP_RATES,
@@ -95,6 +96,7 @@ def cmd_run(args) -> int:
     # one pool: the requests stay columns until the run reaches them (issue 12 part 3)
     specs = load_workload(scenario.workload, scenario.seed, base, lazy=not scenario.pools)
     check_policy_slices(scenario, specs)
+    make_output_folder(resolve_outdir(scenario, args.output))  # before simulating
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
                           figures=not args.no_figures, table_format=args.table_format)
