@@ -33,12 +33,12 @@ from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
 from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
+from .outdir import make_output_folder
 from .perf.tables import table_sets
 from .progress import progress
 from .progress import show_warning_line as _show_warning
 from .report.figures import plot_speculative_speedup
 from .report.run import print_summary_table
-from .outdir import make_output_folder
 from .run import check_policy_slices, resolve_outdir, run_scenario
 from .speculative.calculator import (
     DEFAULT_SWEEP_KS,

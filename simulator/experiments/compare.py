@@ -43,11 +43,11 @@ from ..config import (
     parse_yaml_value,
     split_assignment,
 )
+from ..engine import check_names
 from ..metrics.summary import finite_float as _f
+from ..outdir import make_output_folder
 from ..report.compare import write_compare_report
 from ..report.format import yaml_value
-from ..engine import check_names
-from ..outdir import make_output_folder
 from ..run import run_scenario
 from .runner import Workloads, run_family
 
