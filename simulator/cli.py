@@ -29,6 +29,7 @@ from typing import NamedTuple
 import numpy as np
 
 from . import __version__
+from .cli_args import OneLineParser, whole_number
 from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
 from .metrics.tables_io import TABLE_FORMATS
@@ -125,7 +126,7 @@ def register_run(sub) -> None:
     r.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
     r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable)")
-    r.add_argument("--seed", type=int, help="override the scenario seed")
+    r.add_argument("--seed", type=whole_number, help="override the scenario seed")
     r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
     r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     r.add_argument("--table-format", choices=TABLE_FORMATS, default="parquet",
@@ -188,7 +189,7 @@ def register_trace(sub) -> None:
                             "generic_jsonl", "parquet", "servegen"))
     t.add_argument("--to-parquet", metavar="OUT", help="also write the rows as Parquet "
                    "(replay it with workload.trace: OUT, format: parquet or auto)")
-    t.add_argument("--seed", type=int, default=0,
+    t.add_argument("--seed", type=whole_number, default=0,
                    help="seed of the requests generated from ServeGen data (default 0)")
     t.add_argument("--start-s", type=float, default=0.0,
                    help="keep arrivals from this time on the trace's clock (s)")
@@ -384,7 +385,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         When a row's module cannot be imported, lacks its function, or adds other
         subcommands than the row names.
     """
-    p = argparse.ArgumentParser(prog="servesim", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="servesim", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
