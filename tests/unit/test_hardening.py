@@ -351,7 +351,7 @@ def _one_line_rc2(capsys, argv) -> str:
 @pytest.fixture
 def nothing_runs(monkeypatch):
     """Any family run (compare variants, sweep points, plan candidates) fails the test."""
-    import simulator.experiments.runner as runner
+    from simulator.experiments import runner
 
     def _refuse(*a, **k):
         raise AssertionError("a simulation started before the input was checked")
@@ -369,7 +369,7 @@ def test_unusable_output_folder_is_one_line_before_anything_runs(capsys, tmp_pat
     """-o below a plain file cannot be created: one line "output folder PATH: cannot create
     it (Not a directory)", exit 2, no workload warning first (sweep used to print one), no
     variant simulated first (compare used to run static-contiguous for ~3 s)."""
-    import simulator.cli as cli
+    from simulator import cli
 
     def _no_run(*a, **k):
         raise AssertionError("servesim run simulated before checking -o")
@@ -390,15 +390,15 @@ def test_output_folder_that_is_a_file_names_it(capsys, tmp_path, nothing_runs):
 
 @pytest.mark.parametrize("vary, needle", [
     ("model=llama-3.1-8b,nosuchmodel",
-     "variant model=nosuchmodel: --vary model=llama-3.1-8b,nosuchmodel: unknown model "
-     "'nosuchmodel'; known: "),
+     ("variant model=nosuchmodel: --vary model=llama-3.1-8b,nosuchmodel: unknown model "
+      "'nosuchmodel'; known: ")),
     ("hardware.gpu=h100-sxm,nosuchgpu",
-     "variant gpu=nosuchgpu: --vary hardware.gpu=h100-sxm,nosuchgpu: unknown GPU "
-     "'nosuchgpu'; known: "),
+     ("variant gpu=nosuchgpu: --vary hardware.gpu=h100-sxm,nosuchgpu: unknown GPU "
+      "'nosuchgpu'; known: ")),
     # llama-3.1-8b has 32 attention heads: 32 % 3 != 0
     ("cluster.tensor_parallel_size=1,3",
-     "variant tensor_parallel_size=3: --vary cluster.tensor_parallel_size=1,3: "
-     "cluster.tensor_parallel_size=3 cannot shard llama-3.1-8b"),
+     ("variant tensor_parallel_size=3: --vary cluster.tensor_parallel_size=1,3: "
+      "cluster.tensor_parallel_size=3 cannot shard llama-3.1-8b")),
 ])
 def test_compare_checks_every_variant_before_running_any(capsys, tmp_path, nothing_runs,
                                                          vary, needle):
@@ -413,11 +413,11 @@ def test_compare_checks_every_variant_before_running_any(capsys, tmp_path, nothi
 
 @pytest.mark.parametrize("argv, line", [
     (["plan", "plan_default", "--max-requests", "1.5"],
-     "servesim plan: error: argument --max-requests: invalid int value: '1.5' "
-     "(expected a whole number, such as 300 or 1e9)"),
+     ("servesim plan: error: argument --max-requests: invalid int value: '1.5' "
+      "(expected a whole number, such as 300 or 1e9)")),
     (["compare", "default", "--seed", "nan"],
-     "servesim compare: error: argument --seed: invalid int value: 'nan' "
-     "(expected a whole number, such as 300 or 1e9)"),
+     ("servesim compare: error: argument --seed: invalid int value: 'nan' "
+      "(expected a whole number, such as 300 or 1e9)")),
     (["run", "default", "--seed", "x"],
      "servesim run: error: argument --seed: invalid int value: 'x' (expected a whole number)"),
     (["run"], "servesim run: error: the following arguments are required: scenario"),
