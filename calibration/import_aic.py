@@ -74,6 +74,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from simulator.outdir import make_output_folder
+
 #: a point this many times off the monotone fit of its line is dropped (module docstring)
 OUTLIER_FACTOR = 1.5
 SOURCE_PROJECT = "aiconfigurator"
@@ -534,6 +536,9 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
     commit = commit or _source_commit(src_root)
     out_dir = Path(out_dir)
     available = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if not available:
+        raise ImportErrorAIC(f"{root}: no GPU folder inside (expected aiconfigurator's "
+                             "data/<gpu>/<op>/vllm/<version>/ tables, e.g. data/h100_sxm/)")
     rev = {GPU_PROFILES.get(a, a.replace("_", "-")): a for a in available}
     todo = available
     if gpus:
@@ -543,6 +548,8 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
             if g2 not in available:
                 raise ImportErrorAIC(f"{root}: no GPU {g!r}; available: {', '.join(available)}")
             todo.append(g2)
+    # -o before any note or table: a file in the way, /proc, /dev/null (one line, exit 2)
+    make_output_folder(out_dir, ImportErrorAIC)
     written = []
     for gpu in todo:
         profile = GPU_PROFILES.get(gpu, gpu.replace("_", "-"))
@@ -633,6 +640,12 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
             _dump_yaml(doc, d / "provenance.yaml", _HEADER)
             written.append(d)
             log(f"{profile}/tables/vllm-{v}: " + ", ".join(summary))
+    if not written:
+        raise ImportErrorAIC(f"{root}: no vLLM kernel table for GPU(s) {', '.join(todo)}"
+                             + (f" at version(s) {', '.join(map(str, versions))}"
+                                if versions else "")
+                             + " (expected <gpu>/{gemm,attention,comm,moe}/vllm/<version>/"
+                             "*_perf.parquet)")
     return written
 
 

@@ -29,16 +29,18 @@ from typing import NamedTuple
 import numpy as np
 
 from . import __version__
+from .cli_args import OneLineParser, whole_number
 from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
 from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
+from .outdir import make_output_folder
 from .perf.tables import table_sets
 from .progress import progress
 from .progress import show_warning_line as _show_warning
 from .report.figures import plot_speculative_speedup
 from .report.run import print_summary_table
-from .run import check_policy_slices, run_scenario
+from .run import check_policy_slices, resolve_outdir, run_scenario
 from .speculative.calculator import (
     DEFAULT_SWEEP_KS,
     DEFAULT_SWEEP_RATES,
@@ -95,6 +97,7 @@ def cmd_run(args) -> int:
     # one pool: the requests stay columns until the run reaches them (issue 12 part 3)
     specs = load_workload(scenario.workload, scenario.seed, base, lazy=not scenario.pools)
     check_policy_slices(scenario, specs)
+    make_output_folder(resolve_outdir(scenario, args.output))  # before simulating
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
                           figures=not args.no_figures, table_format=args.table_format)
@@ -123,7 +126,7 @@ def register_run(sub) -> None:
     r.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
     r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable)")
-    r.add_argument("--seed", type=int, help="override the scenario seed")
+    r.add_argument("--seed", type=whole_number, help="override the scenario seed")
     r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
     r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     r.add_argument("--table-format", choices=TABLE_FORMATS, default="parquet",
@@ -186,7 +189,7 @@ def register_trace(sub) -> None:
                             "generic_jsonl", "parquet", "servegen"))
     t.add_argument("--to-parquet", metavar="OUT", help="also write the rows as Parquet "
                    "(replay it with workload.trace: OUT, format: parquet or auto)")
-    t.add_argument("--seed", type=int, default=0,
+    t.add_argument("--seed", type=whole_number, default=0,
                    help="seed of the requests generated from ServeGen data (default 0)")
     t.add_argument("--start-s", type=float, default=0.0,
                    help="keep arrivals from this time on the trace's clock (s)")
@@ -382,7 +385,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         When a row's module cannot be imported, lacks its function, or adds other
         subcommands than the row names.
     """
-    p = argparse.ArgumentParser(prog="servesim", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="servesim", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True

@@ -23,6 +23,7 @@ from .metrics.degrade import degrade_column, degrade_effects
 from .metrics.speculative import speculative_summary
 from .metrics.summary import json_safe, kv_and_batching_stats, summarize
 from .metrics.tables_io import check_table_format, write_run_tables
+from .outdir import make_output_folder
 from .report.run import write_run_report
 from .request import RequestSpec
 from .workload import load_workload, synthesised_labels
@@ -299,13 +300,7 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     precision, pyarrow's writers); a table file of the other format left by an earlier run
     in the same folder is removed so the folder never holds two versions of a table.
     """
-    out = resolve_outdir(res.scenario, outdir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"output folder {str(out)!r} exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"cannot create output folder {str(out)!r}: {e.strerror}") from None
+    out = make_output_folder(resolve_outdir(res.scenario, outdir))
     sd = scenario_dict(res.scenario)
     summary = dict(res.summary)
     summary.pop("sim_wall_s_note", None)

@@ -40,7 +40,7 @@ PACKAGE = REPO_ROOT / "simulator"
 LAYERS: dict[str, int] = {
     "simulator": 0, "simulator.schema": 0, "simulator.resources": 0, "simulator.rng": 0,
     "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
-    "simulator.degrade_config": 0,
+    "simulator.degrade_config": 0, "simulator.outdir": 0,
     "simulator.models": 1, "simulator.model_spec": 1, "simulator.model_config": 1,
     "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
@@ -53,7 +53,7 @@ LAYERS: dict[str, int] = {
     "simulator.run": 8, "simulator.topology.gateway": 8,
     "simulator.experiments": 9, "simulator.observe": 9,
     "simulator.planner": 10,
-    "simulator.cli": 11, "simulator.calibrate_cli": 11, "simulator.kv.cli": 11,
+    "simulator.cli": 11, "simulator.cli_args": 11, "simulator.calibrate_cli": 11, "simulator.kv.cli": 11,
     "simulator.experiments.cli": 11, "simulator.planner.cli": 11,
 }
 

@@ -7,6 +7,7 @@ import math
 import sys
 from pathlib import Path
 
+from ..cli_args import whole_number
 from ..config import cli_overrides, load_scenario
 from ..progress import progress
 from ..report.compare import CSV_FILE, HTML_FILE, JSON_FILE, REPORT_FILE, print_compare_table
@@ -74,7 +75,7 @@ def register_compare(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field in every variant (repeatable)")
     p.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
-    p.add_argument("--seed", type=int, help="override the scenario seed")
+    p.add_argument("--seed", type=whole_number, help="override the scenario seed")
     p.add_argument("-o", "--output", help="output folder (default reports/compare-<name>)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     _parallel_args(p, "parallel workers (default 1: in process, with per-variant progress)")
@@ -148,7 +149,7 @@ def register_spec_sweep(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
     p.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable)")
-    p.add_argument("--seed", type=int, help="override the scenario seed")
+    p.add_argument("--seed", type=whole_number, help="override the scenario seed")
     p.add_argument("-o", "--output", help="output folder (default: reports/{name}_spec_sweep)")
     _parallel_args(p, "worker processes (default 1)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG")

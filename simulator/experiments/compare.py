@@ -43,7 +43,9 @@ from ..config import (
     parse_yaml_value,
     split_assignment,
 )
+from ..engine import check_names
 from ..metrics.summary import finite_float as _f
+from ..outdir import make_output_folder
 from ..report.compare import write_compare_report
 from ..report.format import yaml_value
 from ..run import run_scenario
@@ -309,8 +311,13 @@ def _load_variants(scenario_path, varies, base_over) -> list[tuple[str, list, Sc
         over = base_over + [Override(f"{k}={_spell(v)}", spelled[k]) for k, v in combo]
         try:
             sc, base = load_scenario(scenario_path, over)
+            if not sc.pools:  # a pools scenario is refused by run_scenario, as before
+                check_names(sc, base)  # unknown names before any variant runs
         except ScenarioError as e:
             raise ScenarioError(f"variant {name}: {e}") from None
+        except ValueError as e:  # a model, GPU or TP split: name the --vary item(s)
+            why = "; ".join(spelled[k] for k, _ in combo) or "the base scenario"
+            raise ScenarioError(f"variant {name}: {why}: {e}") from None
         loaded.append((name, combo, sc, base))
     return loaded
 
@@ -368,6 +375,8 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
                             list(overrides or []) + trace_overrides(trace))
     base_name = loaded[0][2].name
     out = Path(outdir) if outdir is not None else Path("reports") / f"compare-{base_name}"
+    if write:  # before any workload loads or variant runs
+        make_output_folder(out, ScenarioError)
     workloads = Workloads()
     tasks = [{"key": name, "name": name, "index": i, "total": len(loaded),
               "assignments": combo, "scenario": sc, "base_dir": base,

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ScenarioError, validate_scenario
+from ..outdir import make_output_folder
 from ..request import RequestSpec
 from ..workload import WorkloadConfig, load_workload
 from .cache import ResultCache
@@ -53,13 +54,7 @@ def output_folder(path: str | Path, create: bool = True) -> Path:
     """
     out = Path(path)
     if create:
-        if out.exists() and not out.is_dir():
-            raise ScenarioError(f"output folder {out}: a file of that name is in the way")
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise ScenarioError(f"output folder {out}: cannot create it "
-                                f"({e.strerror or e})") from None
+        make_output_folder(out, ScenarioError)
     return out
 
 

@@ -27,6 +27,7 @@ import yaml
 
 from simulator import __version__
 from simulator.metrics.summary import json_safe
+from simulator.outdir import make_output_folder
 from simulator.run import run_scenario, scenario_dict
 
 from .compare import compare_outcomes, paired_frame, pct_error
@@ -200,12 +201,7 @@ def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
     run, res, v = rv.run, rv.result, rv.validation
     out = Path(out_dir) if out_dir is not None else Path("reports") / (
         "validate-" + run.name.replace("/", "-"))
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"output folder {str(out)!r} exists and is not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"cannot create output folder {str(out)!r}: {e.strerror}") from None
+    make_output_folder(out)
     files = []
     pair = paired_frame(run.outcomes, res.requests)
     p = out / "requests_compared.csv"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import sys
 
+from ..cli_args import whole_number
 from ..config import Override, ScenarioError, read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
@@ -168,7 +169,7 @@ def register(subparsers) -> None:
     p.add_argument("plan", help="plan YAML (path, or a name under scenarios/)")
     _common(p)
     p.add_argument("--target-rate", type=float, help="target arrival rate (requests/s)")
-    p.add_argument("--max-requests", type=int, help="requests per capacity probe")
+    p.add_argument("--max-requests", type=whole_number, help="requests per capacity probe")
     p.add_argument("--plan-set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a field of the plan file itself, e.g. search.rel_tol=0.2")
     p.add_argument("--no-figures", action="store_true", help="skip the figures")

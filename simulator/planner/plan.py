@@ -178,6 +178,9 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     t0 = time.perf_counter()
     base_raw, base_dir, base_sc = _base_scenario(plan, spec_dir, scenario_overrides, trace)
     base_dict = json.loads(base_sc.model_dump_json())
+    # the output folder before the request pool loads (its warnings, its time)
+    out = output_folder(outdir if outdir is not None else plan.output_dir.format(
+        name=plan.name), create=write or use_cache)
     pool, pool_w, target = _pool(plan, base_dict, base_dir)
     mean_in = float(np.mean([s.num_prompt_tokens for s in pool]))
     mean_out = float(np.mean([s.num_output_tokens for s in pool]))
@@ -185,8 +188,6 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     lkg = plan.last_known_good
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
-    out = output_folder(outdir if outdir is not None else plan.output_dir.format(
-        name=plan.name), create=write or use_cache)
     cache = ResultCache(out / ".cache", enabled=use_cache)
     ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                    cache, use_cache, setup_factory, backend=backend, jobs=jobs,

@@ -128,12 +128,13 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
         points = prepare_points(base_raw, overrides, folders=(base_dir, spec_dir))
     except ScenarioError as e:
         raise PlanError(str(e)) from None
+    # the output folder before the workloads load (their warnings, their time)
+    out = output_folder(outdir if outdir is not None else spec.output_dir.format(
+        name=spec.name), create=write or use_cache)
     workloads = Workloads()
     wids = [workloads.add(p["workload"], p["seed"], base_dir) for p in points]
     fps = {w: specs_fingerprint(s) for w, s in workloads.lists.items()}
 
-    out = output_folder(outdir if outdir is not None else spec.output_dir.format(
-        name=spec.name), create=write or use_cache)
     cache = ResultCache(out / ".cache", enabled=use_cache)
     fid = factory_id(setup_factory)
     tasks = [{"key": cache_key("sim", {"scenario": scenario_identity(p), "specs": fps[w],

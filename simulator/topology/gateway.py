@@ -36,6 +36,7 @@ from ..hardware import get_gpu
 from ..metrics.summary import latency_stats, summarize
 from ..metrics.tables_io import check_table_format, write_run_tables
 from ..models import get_model
+from ..outdir import make_output_folder
 from ..report.run import write_run_report
 from ..request import RequestSpec
 from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict
@@ -382,11 +383,7 @@ def write_gateway_outputs(res: GatewayResult, outdir=None, *, figures: bool = Tr
     ``pool`` and the P/D columns) and ``steps`` (with ``pool``) as ``table_format`` files
     (:func:`simulator.metrics.tables_io.write_run_tables`), ``scenario.yaml`` and the run
     report."""
-    out = resolve_outdir(res.scenario, outdir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"cannot create output folder {str(out)!r}: {e.strerror}") from None
+    out = make_output_folder(resolve_outdir(res.scenario, outdir))
     sd = scenario_dict(res.scenario)
     (out / "summary.json").write_text(json.dumps(res.summary, indent=2, sort_keys=True) + "\n")
     write_run_tables(out, {"requests": res.requests, "steps": res.steps}, table_format)

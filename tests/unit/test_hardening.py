@@ -335,3 +335,130 @@ def test_topology_search_needs_a_family():
     from simulator.planner.topology import TopologySearch
     with pytest.raises(ValidationError, match="give aggregated, disaggregated or both"):
         TopologySearch.model_validate({})
+
+
+# ------------------------------------------------------------------ CLI: bad input is one line
+def _one_line_rc2(capsys, argv) -> str:
+    from simulator.cli import main
+    rc = main(argv)
+    cap = capsys.readouterr()
+    err = cap.err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Any family run (compare variants, sweep points, plan candidates) fails the test."""
+    from simulator.experiments import runner
+
+    def _refuse(*a, **k):
+        raise AssertionError("a simulation started before the input was checked")
+    monkeypatch.setattr(runner, "run_tasks", _refuse)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "default", "-q"],
+    ["compare", "default", "-q"],
+    ["sweep", "sweep_default", "-q", "-j", "1"],
+    ["plan", "plan_default", "-q", "-j", "1"],
+])
+def test_unusable_output_folder_is_one_line_before_anything_runs(capsys, tmp_path, argv,
+                                                                  nothing_runs, monkeypatch):
+    """-o below a plain file cannot be created: one line "output folder PATH: cannot create
+    it (Not a directory)", exit 2, no workload warning first (sweep used to print one), no
+    variant simulated first (compare used to run static-contiguous for ~3 s)."""
+    from simulator import cli
+
+    def _no_run(*a, **k):
+        raise AssertionError("servesim run simulated before checking -o")
+    monkeypatch.setattr(cli, "run_scenario", _no_run)
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "sub"
+    err = _one_line_rc2(capsys, [*argv, "-o", str(out)])
+    assert err == f"servesim: error: output folder {out}: cannot create it (Not a directory)"
+
+
+def test_output_folder_that_is_a_file_names_it(capsys, tmp_path, nothing_runs):
+    f = tmp_path / "afile"
+    f.write_text("x")
+    err = _one_line_rc2(capsys, ["compare", "default", "-q", "-o", str(f)])
+    assert err == f"servesim: error: output folder {f}: exists and is not a folder"
+    assert f.read_text() == "x"
+
+
+@pytest.mark.parametrize("vary, needle", [
+    ("model=llama-3.1-8b,nosuchmodel",
+     ("variant model=nosuchmodel: --vary model=llama-3.1-8b,nosuchmodel: unknown model "
+      "'nosuchmodel'; known: ")),
+    ("hardware.gpu=h100-sxm,nosuchgpu",
+     ("variant gpu=nosuchgpu: --vary hardware.gpu=h100-sxm,nosuchgpu: unknown GPU "
+      "'nosuchgpu'; known: ")),
+    # llama-3.1-8b has 32 attention heads: 32 % 3 != 0
+    ("cluster.tensor_parallel_size=1,3",
+     ("variant tensor_parallel_size=3: --vary cluster.tensor_parallel_size=1,3: "
+      "cluster.tensor_parallel_size=3 cannot shard llama-3.1-8b")),
+])
+def test_compare_checks_every_variant_before_running_any(capsys, tmp_path, nothing_runs,
+                                                         vary, needle):
+    """The bad value is the second one: before, variant 1 ran to the end, left its run
+    folder and only then failed without the variant prefix."""
+    out = tmp_path / "c3"
+    err = _one_line_rc2(capsys, ["compare", "default", "--vary", vary, "--set",
+                                 "workload.max_requests=300", "-o", str(out), "-q"])
+    assert err.startswith("servesim: error: " + needle), err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["plan", "plan_default", "--max-requests", "1.5"],
+     ("servesim plan: error: argument --max-requests: invalid int value: '1.5' "
+      "(expected a whole number, such as 300 or 1e9)")),
+    (["compare", "default", "--seed", "nan"],
+     ("servesim compare: error: argument --seed: invalid int value: 'nan' "
+      "(expected a whole number, such as 300 or 1e9)")),
+    (["run", "default", "--seed", "x"],
+     "servesim run: error: argument --seed: invalid int value: 'x' (expected a whole number)"),
+    (["run"], "servesim run: error: the following arguments are required: scenario"),
+    (["kv", "--batch", "x"], "servesim kv: error: argument --batch: invalid int value: 'x'"),
+])
+def test_argparse_errors_are_one_line(capsys, argv, line):
+    """Before: four lines of usage, then the error."""
+    from simulator.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    assert capsys.readouterr().err == line + "\n"
+
+
+def test_help_still_prints_the_usage(capsys):
+    from simulator.cli import main
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: servesim plan [-h]") and "--max-requests MAX_REQUESTS" in out
+
+
+@pytest.mark.parametrize("text, value", [("300", 300), ("-3", -3), ("1e9", 10**9),
+                                         ("300.0", 300), ("2.5e1", 25)])
+def test_whole_number_accepts_integer_valued_floats(text, value):
+    from simulator.cli_args import whole_number
+    got = whole_number(text)
+    assert got == value and type(got) is int
+
+
+@pytest.mark.parametrize("text", ["1.5", "nan", "inf", "-inf", "1e400", "x", ""])
+def test_whole_number_refuses_fractions_and_non_numbers(text):
+    import argparse
+
+    from simulator.cli_args import whole_number
+    with pytest.raises(argparse.ArgumentTypeError, match="invalid int value"):
+        whole_number(text)
+
+
+def test_max_requests_1e9_parses_as_an_int():
+    from simulator.cli import build_parser
+    args = build_parser("plan").parse_args(["plan", "p.yaml", "--max-requests", "1e9"])
+    assert args.max_requests == 1_000_000_000 and type(args.max_requests) is int

@@ -8,6 +8,7 @@ source value converted by hand. The last tests read the real reference copy in
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -289,6 +290,46 @@ def test_cli_import(tmp_path, capsys):
     assert rc == 0
     out = capsys.readouterr().out
     assert "toy-gpu/tables/vllm-1.0: gemm 9" in out and "wrote 3 table set(s)" in out
+
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "dev_null", "proc"])
+def test_cli_unusable_output_folder_is_one_line_before_any_note(tmp_path, capsys, where):
+    """-o a plain file, a path below one, /dev/null or /proc/x (cannot be created even as
+    root): one stderr line naming the -o path, exit 2, no "spec.yaml is missing" note on
+    stdout and nothing written. Before: the note, then "[Errno 2]"/"[Errno 20]" (rc 1)."""
+    src = make_source(tmp_path / "src")
+    (tmp_path / "afile").write_text("x")
+    out = {"file": tmp_path / "afile", "under_file": tmp_path / "afile" / "sub",
+           "dev_null": "/dev/null", "proc": "/proc/servesim-no-such-dir"}[where]
+    if where == "proc" and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc on this system")
+    rc = cli_main(["calibrate", "import-aic", str(src), "-o", str(out), "--gpu", "toy_gpu"])
+    cap = capsys.readouterr()
+    assert rc == 2
+    assert cap.out == ""
+    assert cap.err.count("\n") == 1 and f"output folder {out}: " in cap.err
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_cli_empty_data_folder_is_an_error(tmp_path, capsys):
+    """data/ with no GPU folder used to say "wrote 0 table set(s)", rc 0."""
+    (tmp_path / "src" / "data").mkdir(parents=True)
+    rc = cli_main(["calibrate", "import-aic", str(tmp_path / "src"), "-o", str(tmp_path / "o")])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.out == "" and cap.err.count("\n") == 1
+    assert f"{tmp_path / 'src' / 'data'}: no GPU folder inside" in cap.err
+    assert "data/<gpu>/<op>/vllm/<version>/" in cap.err
+
+
+def test_gpu_folder_without_vllm_tables_is_an_error(tmp_path):
+    """A GPU folder holding no vLLM table (here only an unrelated file) writes no set: an
+    error naming the GPU, not "wrote 0 table set(s)"."""
+    gpu = tmp_path / "src" / "data" / "bare_gpu"
+    gpu.mkdir(parents=True)
+    (gpu / "notes.txt").write_text("nothing measured")
+    with pytest.raises(ValueError, match=r"data: no vLLM kernel table for GPU\(s\) bare_gpu"):
+        import_aic(tmp_path / "src", tmp_path / "o")
 
 
 # ---------------------------------------------------------------- the real reference copy
