@@ -289,7 +289,8 @@ def get_gpu(name_or_path: str) -> GPUSpec:
     if p.is_file() or (p / "spec.yaml").is_file():  # a spec YAML, or a profile folder
         return load_gpu_spec(p)
     if _looks_like_path(key):
-        why = "is a directory, not a spec YAML" if p.is_dir() else "not found"
+        why = ("a folder with no spec.yaml in it (a GPU profile folder holds spec.yaml)"
+               if p.is_dir() else "not found")
         raise ValueError(f"GPU spec file {key!r}: {why} (known GPU names: "
                          f"{', '.join(sorted(cat))})")
     raise ValueError(f"unknown GPU {key!r}; known: {', '.join(sorted(cat))} "

@@ -297,7 +297,7 @@ def test_missing_gpu_spec_path_says_not_found(tmp_path):
     from simulator.hardware import get_gpu
     with pytest.raises(ValueError, match=r"GPU spec file .*missing\.yaml.*: not found"):
         get_gpu(str(tmp_path / "missing.yaml"))
-    with pytest.raises(ValueError, match="is a directory, not a spec YAML"):
+    with pytest.raises(ValueError, match="a folder with no spec.yaml in it"):
         get_gpu(str(tmp_path))
     with pytest.raises(ValueError, match="unknown GPU 'h100-sxm2'"):
         get_gpu("h100-sxm2")
