@@ -111,18 +111,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
         that declares ``pools:`` (or a grid that sets them), refused before any point runs.
     """
     t0 = time.perf_counter()
-    base_raw, base_dir, source = resolve_base_source(spec.base, spec_dir)
-    for k, v in spec.set.items():
-        set_path(base_raw, k, v)
-    ovr = cli_overrides(scenario_overrides, trace)
-    try:
-        base_raw = apply_overrides(base_raw, ovr)
-        refuse_pools_base(base_raw, source, "sweep",
-                          {"grid": list(spec.grid),
-                           "points": [k for pt in spec.points or [] for k in pt]})
-        _check_overrides(base_raw, ovr)
-    except ScenarioError as e:
-        raise PlanError(str(e)) from None
+    base_raw, base_dir = _sweep_base(spec, spec_dir, scenario_overrides, trace)
     overrides = expand_grid(spec.grid, spec.points)
     try:
         points = prepare_points(base_raw, overrides, folders=(base_dir, spec_dir))
@@ -157,6 +146,26 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
             table, out, name=spec.name, num_simulated=res.num_simulated,
             num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
     return res
+
+
+def _sweep_base(spec: SweepSpec, spec_dir: Path | None, scenario_overrides: list[str] | None,
+                trace: str | None) -> tuple[dict, Path]:
+    """The sweep's base scenario (raw dict, after ``spec.set`` and the ``--set`` / ``--trace``
+    overrides) and the folder its paths resolve against; raises :class:`PlanError` for a bad
+    override or a base (or grid) that declares ``pools:``."""
+    base_raw, base_dir, source = resolve_base_source(spec.base, spec_dir)
+    for k, v in spec.set.items():
+        set_path(base_raw, k, v)
+    ovr = cli_overrides(scenario_overrides, trace)
+    try:
+        base_raw = apply_overrides(base_raw, ovr)
+        refuse_pools_base(base_raw, source, "sweep",
+                          {"grid": list(spec.grid),
+                           "points": [k for pt in spec.points or [] for k in pt]})
+        _check_overrides(base_raw, ovr)
+    except ScenarioError as e:
+        raise PlanError(str(e)) from None
+    return base_raw, base_dir
 
 
 def _check_overrides(base_raw: dict, ovr: list) -> None:
