@@ -488,6 +488,11 @@ def _load_spec(path: str | Path, overrides: list[str] | None, what: str, schema,
         raise PlanError(f"{path}: a scenario file (it has workload: and no base:), not a "
                         f"{what} file; run it with servesim run, or name it as base: in a "
                         f"{what} file")
+    other = {"plan": ("sweep", "grid", "search_space"), "sweep": ("plan", "search_space", "grid")}
+    kind, has, lacks = other.get(what, (None, None, None))
+    if kind and has in raw and lacks not in raw:
+        raise PlanError(f"{path}: a {kind} file (it has {has}: and no {lacks}:), not a {what} "
+                        f"file; run it with servesim {kind}")
     ovs = spec_overrides(overrides, flag)
     try:
         raw = apply_spec_overrides(raw, ovs, schema)

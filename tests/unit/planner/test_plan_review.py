@@ -413,3 +413,21 @@ def test_plan_set_into_baseline_set_changes_one_key_not_the_section(plan_file):
                                          "prefill=0"])
     assert spec.baseline.set == {"hardware.gpu": "h100-sxm", "scheduler.max_num_seqs": 32}
     assert spec.last_known_good.set == {"scheduler.enable_chunked_prefill": False}
+
+
+def test_a_sweep_given_as_a_plan_and_back_says_so(tmp_path):
+    sweep = tmp_path / "sw.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "s", "base": "x.yaml",
+                                     "grid": {"scheduler.max_num_seqs": [8, 16]}}))
+    with pytest.raises(PlanError) as e:
+        load_plan_spec(sweep)
+    # before: "unknown key 'grid'"
+    assert str(e.value) == (f"{sweep}: a sweep file (it has grid: and no search_space:), not a "
+                            "plan file; run it with servesim sweep")
+    plan = tmp_path / "pl.yaml"
+    plan.write_text(yaml.safe_dump({"name": "p", "base": "x.yaml", "target_rate_rps": 1.0,
+                                    "search_space": {"scheduler.max_num_seqs": [8]}}))
+    with pytest.raises(PlanError) as e:
+        load_sweep_spec(plan)
+    assert str(e.value) == (f"{plan}: a plan file (it has search_space: and no grid:), not a "
+                            "sweep file; run it with servesim plan")
