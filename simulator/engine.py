@@ -137,12 +137,20 @@ def check_names(scenario: Scenario, base_dir: Path | None = None) -> None:
         Unknown model, GPU or draft model (the message lists the known ones), or a
         ``cluster.tensor_parallel_size`` that cannot shard the model.
     """
-    model = get_model(_user_path(scenario.model, base_dir))
-    get_gpu(_user_path(scenario.hardware.gpu, base_dir))
-    check_tensor_parallel(model, scenario.cluster.tensor_parallel_size)
+    _model_and_gpu(scenario, base_dir)
     spec = scenario.speculative
     if spec is not None and spec.method == "draft_model" and spec.draft_model:
         get_model(spec.draft_model)
+
+
+def _model_and_gpu(scenario: Scenario, base_dir: Path | None):
+    """The scenario's model and GPU (catalog names or paths, tried against ``base_dir``
+    first), with the tensor-parallel split checked; raises ``ValueError`` as
+    :func:`check_names` says."""
+    model = get_model(_user_path(scenario.model, base_dir))
+    gpu = get_gpu(_user_path(scenario.hardware.gpu, base_dir))
+    check_tensor_parallel(model, scenario.cluster.tensor_parallel_size)
+    return model, gpu
 
 
 def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetup:
@@ -160,11 +168,9 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
     ValueError
         Unknown model or GPU, or a model that does not fit (message says why).
     """
-    model = get_model(_user_path(scenario.model, base_dir))
-    gpu = with_stated_link(get_gpu(_user_path(scenario.hardware.gpu, base_dir)),
-                           scenario.hardware.interconnect)
+    model, gpu = _model_and_gpu(scenario, base_dir)
+    gpu = with_stated_link(gpu, scenario.hardware.interconnect)
     tp = scenario.cluster.tensor_parallel_size
-    check_tensor_parallel(model, tp)
     warn_link_reach(gpu, tp)
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype
