@@ -359,7 +359,7 @@ class KVCacheManager:
                 hi = mid
         return lo
 
-    def plan_decode_run_blocks(self, reqs, k_max: int) -> tuple[int, np.ndarray]:
+    def plan_decode_run_blocks(self, reqs, k_max: int) -> tuple[int, list[int]]:
         """:meth:`max_decode_run_steps` and :meth:`decode_run_blocks_used` of its answer at
         once, for the decode batch ``reqs`` (before the run's first step, whose blocks the
         scheduler already allocated).
@@ -374,12 +374,13 @@ class KVCacheManager:
         -------
         k : int
             The longest run, at most ``k_max`` steps, whose block growth the free pool supplies.
-        blocks_used : ndarray of int64, shape (k_max,)
-            Pool blocks in use during each of the first ``k_max`` steps (use ``[:k]``).
+        blocks_used : list of int, length k_max
+            Pool blocks in use during each of the first ``k_max`` steps (use ``[:k]``; a
+            list: a run is ~10 steps, where numpy's per-call cost dominates).
         """
         used0 = self.num_used_blocks
         if self.allocation == "contiguous":
-            return k_max, np.full(k_max, used0, dtype=np.int64)
+            return k_max, [used0] * k_max
         bs = self.block_size
         inc = [0] * (k_max + 1)  # inc[s]: blocks first needed at step s (1-based)
         for r in reqs:
@@ -397,7 +398,7 @@ class KVCacheManager:
         del growth[0]  # growth[s - 1]: blocks taken by the end of step s (nondecreasing)
         free = self.num_free_blocks
         k = k_max if growth[-1] <= free else max(1, bisect_right(growth, free))
-        return k, np.array(growth, dtype=np.int64) + used0
+        return k, [g + used0 for g in growth]
 
     def decode_run_blocks_used(self, computed: np.ndarray, held: np.ndarray,
                                k: int) -> np.ndarray:

@@ -72,8 +72,9 @@ class RunRecorder:
         self.exit_time: dict[int, float] = {}
         self._itl_vals: list[float] = []
         self._itl_w: list[int] = []
-        self._itl_chunks: list[tuple[np.ndarray, int]] = []
-        self._itl_rows = 0
+        #: samples of decode runs (:meth:`add_itl_array`), flat, after the single ones
+        self._itl_run_vals: list[float] = []
+        self._itl_run_w: list[int] = []
         self._itl_packed: list[tuple[np.ndarray, np.ndarray]] = []
         self._steps: list[tuple] = []
         self._step_chunks: list[dict] = []
@@ -135,27 +136,30 @@ class RunRecorder:
 
     # ------------------------------------------------------------------ ITL
     def add_itl(self, value: float, weight: int) -> None:
+        """One inter-token gap (seconds) seen ``weight`` times."""
         self._itl_vals.append(value)
         self._itl_w.append(weight)
         if len(self._itl_vals) >= STEP_CHUNK_ROWS:
             self._pack_itl()
 
-    def add_itl_array(self, values: np.ndarray, weight: int) -> None:
-        if len(values):
-            self._itl_chunks.append((values, weight))
-            self._itl_rows += len(values)
-            if self._itl_rows >= STEP_CHUNK_ROWS:
+    def add_itl_array(self, values, weight: int) -> None:
+        """Several gaps (seconds; a sequence of floats), each seen ``weight`` times (a
+        decode run's steps, each a gap of every sequence of the batch)."""
+        n = len(values)
+        if n:
+            self._itl_run_vals.extend(values)
+            self._itl_run_w.extend([weight] * n)
+            if len(self._itl_run_vals) >= STEP_CHUNK_ROWS:
                 self._pack_itl()
 
     def _pack_itl(self) -> None:
-        """Pack the buffered ITL samples into one (values, weights) pair of arrays."""
-        vals = [np.asarray(self._itl_vals, dtype=float)]
-        ws = [np.asarray(self._itl_w, dtype=np.int64)]
-        for v, w in self._itl_chunks:
-            vals.append(np.asarray(v, dtype=float))
-            ws.append(np.full(len(v), w, dtype=np.int64))
-        self._itl_packed.append((np.concatenate(vals), np.concatenate(ws)))
-        self._itl_vals, self._itl_w, self._itl_chunks, self._itl_rows = [], [], [], 0
+        """Pack the buffered ITL samples into one (values, weights) pair of arrays: the
+        single samples (:meth:`add_itl`) first, then the decode runs' (:meth:`add_itl_array`),
+        each in the order they came."""
+        self._itl_packed.append((
+            np.array(self._itl_vals + self._itl_run_vals, dtype=float),
+            np.array(self._itl_w + self._itl_run_w, dtype=np.int64)))
+        self._itl_vals, self._itl_w, self._itl_run_vals, self._itl_run_w = [], [], [], []
         if self._itl_spool is None and len(self._itl_packed) > SPOOL_AFTER_CHUNKS:
             self._itl_spool = ColumnSpool(["value", "weight"], frozenset({"value"}),
                                           self.spool_dir)

@@ -680,7 +680,7 @@ class ContinuousScheduler:
         ctx_totals : list of int (k,)
             Attended tokens summed over the batch at each step (a list: the perf model's
             memo reads Python ints; ``decode_step_times_list``).
-        blocks_used : ndarray (k,)
+        blocks_used : list of int or ndarray of int64 (k,)
             Blocks held in the pool during each step.
         """
         reqs = out.reqs

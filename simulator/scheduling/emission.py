@@ -51,7 +51,7 @@ class Jump:
         Steps planned (>= 2).
     ctx_totals : list of int or ndarray of int64, shape (k_steps,)
         Attended context summed over the batch at each step (tokens).
-    kv_blocks_used : ndarray of int64, shape (k_steps,)
+    kv_blocks_used : list of int or ndarray of int64, shape (k_steps,)
         Pool blocks in use during each step.
     start_s : float
         Clock at the first step's start (seconds); set by the engine.
@@ -63,7 +63,7 @@ class Jump:
     step: object
     k_steps: int
     ctx_totals: list | np.ndarray
-    kv_blocks_used: np.ndarray
+    kv_blocks_used: list | np.ndarray
     start_s: float = 0.0
     step_times_s: list | None = None
     step_end_times_s: list | None = None
@@ -142,9 +142,15 @@ def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
             finished.append(r)
     if same:
         add_itl(first_end - start_s, same)
-    if k_steps > 1:
-        ends = np.asarray(step_end_times[:k_steps], dtype=float)
-        recorder.add_itl_array(ends[1:] - ends[:-1], num_seqs)  # = np.diff(ends)
+    if k_steps > 1:  # the gaps between consecutive ends (np.diff's subtractions, in floats)
+        ends = step_end_times
+        a = float(ends[0])
+        gaps = []
+        for i in range(1, k_steps):
+            b = float(ends[i])
+            gaps.append(b - a)
+            a = b
+        recorder.add_itl_array(gaps, num_seqs)
     for r in finished:
         if r.num_emitted >= r.num_output_tokens:
             recorder.finish(r, end, COMPLETED, "")

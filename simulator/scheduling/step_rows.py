@@ -34,26 +34,27 @@ class DecodeRunRows:
         self.recorder = recorder
         self._consts: list[tuple] = []   # per run: the integer columns' run constants
         self._nows: list[float] = []     # per run: its first step's start (seconds)
-        self._times: list[np.ndarray] = []
-        self._ends: list[np.ndarray] = []
-        self._kv_used: list[np.ndarray] = []
+        self._times: list[float] = []    # per step, every run's steps in order (flat)
+        self._ends: list[float] = []
+        self._kv_used: list[int] = []
         self._rows = 0
 
-    def add(self, replica_id: int, step_index: int, k: int, start_s: float, times: np.ndarray,
-            ends: np.ndarray, out, kv_blocks_used: np.ndarray, num_gpu_blocks: int) -> None:
+    def add(self, replica_id: int, step_index: int, k: int, start_s: float, times,
+            ends, out, kv_blocks_used, num_gpu_blocks: int) -> None:
         """The first ``k`` steps of a decode run whose first step is ``out`` (a
         :class:`~simulator.scheduling.continuous.StepOutput`), starting at ``start_s`` with
-        index ``step_index``; ``times``, ``ends`` and ``kv_blocks_used`` hold at least
-        ``k`` values (step durations and end times in seconds, pool blocks in use)."""
+        index ``step_index``; ``times``, ``ends`` and ``kv_blocks_used`` are sequences (lists
+        or arrays) of at least ``k`` values (step durations and end times in seconds, pool
+        blocks in use)."""
         B = len(out.reqs)
         npad = out.num_padding_seqs
         self._consts.append((k, replica_id, step_index, B, out.num_decode_tokens,
                              out.num_decode_seqs, out.num_waiting, num_gpu_blocks, npad,
                              out.kv_tokens, B - npad))
         self._nows.append(start_s)
-        self._times.append(times[:k])
-        self._ends.append(ends[:k])
-        self._kv_used.append(kv_blocks_used[:k])
+        self._times.extend(times[:k])  # flat: one conversion per flush, not one per run
+        self._ends.extend(ends[:k])
+        self._kv_used.extend(kv_blocks_used[:k])
         self._rows += k
         if self._rows >= FLUSH_ROWS:
             self.flush()
@@ -68,7 +69,7 @@ class DecodeRunRows:
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
         col = [np.repeat(c[:, i], ks) for i in range(1, c.shape[1])]
         rid, s0, bsz, ndt, nds, nw, ngpu, npad, kv0, kvstep = col
-        ends = np.concatenate(self._ends)
+        ends = np.array(self._ends, dtype=np.float64)
         starts = np.empty_like(ends)
         starts[1:] = ends[:-1]
         starts[first] = self._nows                 # a run starts at its own clock
@@ -77,10 +78,10 @@ class DecodeRunRows:
         rec = self.recorder
         rec.add_step_chunk({
             "replica_id": rid, "step_index": s0 + j, "start_time_s": starts,
-            "step_time_s": np.concatenate(self._times), "end_time_s": ends,
+            "step_time_s": np.array(self._times, dtype=np.float64), "end_time_s": ends,
             "batch_size": bsz, "num_prefill_tokens": zero, "num_decode_tokens": ndt,
             "num_prefill_seqs": zero, "num_decode_seqs": nds, "num_waiting": nw,
-            "kv_blocks_used": np.concatenate(self._kv_used).astype(np.int64, copy=False),
+            "kv_blocks_used": np.array(self._kv_used, dtype=np.int64),
             "num_gpu_blocks": ngpu, "num_preempted": zero,
             "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad})
         # the recorder counts decode runs recorded this way (one chunk held n_runs of them)

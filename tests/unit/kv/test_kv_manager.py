@@ -182,8 +182,8 @@ def test_plan_decode_run_blocks_counts_block_boundaries():
     a.num_computed_tokens, b.num_computed_tokens = 5, 2
     k, used = kv.plan_decode_run_blocks([a, b], 6)
     assert k == 3  # 1 block free: step 3 takes it, step 4 would need another
-    assert used.tolist() == [3, 3, 4, 5, 5, 5]  # 3 held + growth
+    assert used == [3, 3, 4, 5, 5, 5]  # 3 held + growth
     # the same answers as the one-at-a-time methods
     c, held = np.array([5, 2]), kv.blocks_held([a, b])
     assert kv.max_decode_run_steps(c, held, 6) == k
-    assert kv.decode_run_blocks_used(c, held, 6).tolist() == used.tolist()
+    assert kv.decode_run_blocks_used(c, held, 6).tolist() == used
