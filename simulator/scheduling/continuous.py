@@ -683,9 +683,10 @@ class ContinuousScheduler:
         blocks_used : list of int or ndarray of int64 (k,)
             Blocks held in the pool during each step.
         """
-        reqs = out.reqs
-        B = len(reqs)
-        c0 = sum([r.num_computed_tokens for r in reqs]) + B
+        B = len(out.reqs)
+        # the first step's decode context, counted by the scheduler: sum(computed + 1), every
+        # request of an unvetoed step being a one-token decode
+        c0 = out.shape.decode_ctx_total
         ctx_totals = list(range(c0, c0 + k * B, B))  # c0 + j * B
         used = out.run_blocks  # from plan_decode_run, at this very state
         if used is None or len(used) < k:
