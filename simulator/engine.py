@@ -12,7 +12,9 @@ size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): simulat
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import math
 import time
 import warnings
@@ -486,6 +488,32 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     """
     check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s),
                      what=f"scenario '{scenario.name}'")
+    with _gc_frozen():
+        return _simulate(scenario, setup, specs, check_transitions, progress, until_s,
+                         fast_forward, stop_when)
+
+
+@contextlib.contextmanager
+def _gc_frozen():
+    """Keep the objects that exist before the run (modules, tables, the trace) out of the
+    cyclic garbage collector's full scans while it runs (:func:`gc.freeze`; unfrozen after).
+    Nothing changes in the results: the run creates no reference cycles whose collection it
+    relies on. The collector's scans of those long-lived objects were ~6% of a 250,000-request
+    run's event loop (3 s of full collections); a caller that froze objects itself keeps its
+    freeze (nothing is done then)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions: bool,
+              progress, until_s: float | None, fast_forward: bool, stop_when) -> SimOutput:
+    """:func:`simulate` once its budget is checked."""
     t0 = time.perf_counter()
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions)
