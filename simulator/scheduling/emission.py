@@ -75,6 +75,17 @@ class Jump:
         return int(self.kv_blocks_used[i])
 
 
+def _step_gaps(ends, k_steps: int) -> list:
+    """Gaps (seconds) between consecutive step ends: np.diff's subtractions, in floats."""
+    a = float(ends[0])
+    gaps = []
+    for i in range(1, k_steps):
+        b = float(ends[i])
+        gaps.append(b - a)
+        a = b
+    return gaps
+
+
 def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
             max_model_len: int, tokens=None) -> list:
     """Emit the tokens of ``k_steps`` consecutive steps for every request of ``batch``.
@@ -142,15 +153,8 @@ def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
             finished.append(r)
     if same:
         add_itl(first_end - start_s, same)
-    if k_steps > 1:  # the gaps between consecutive ends (np.diff's subtractions, in floats)
-        ends = step_end_times
-        a = float(ends[0])
-        gaps = []
-        for i in range(1, k_steps):
-            b = float(ends[i])
-            gaps.append(b - a)
-            a = b
-        recorder.add_itl_array(gaps, num_seqs)
+    if k_steps > 1:
+        recorder.add_itl_array(_step_gaps(step_end_times, k_steps), num_seqs)
     for r in finished:
         if r.num_emitted >= r.num_output_tokens:
             recorder.finish(r, end, COMPLETED, "")
