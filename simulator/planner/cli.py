@@ -101,7 +101,7 @@ def cmd_plan(args) -> int:
             raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
         except ScenarioError as e:  # a bad boolean spelling, named as load_plan_spec names it
             raise PlanError(f"{args.plan}: {e}") from None
-        return cmd_topology_plan(args, raw, raw_path.parent, _jobs(args))
+        return cmd_topology_plan(args, raw, raw_path.parent, _jobs(args), plan_set)
     if args.target_rate is not None:
         plan_set.append(Override(f"target_rate_rps={args.target_rate}",
                                  f"--target-rate {args.target_rate}"))
