@@ -89,6 +89,7 @@ class PlainProgress:
         self.lines = 0
         self.done = 0
         self.total: int | None = None
+        self.cached = 0  # of ``done``, how many came from a cache (no work was done for them)
         self._part = 0  # tenths of the total reported so far
         if force:
             self._emit("started")
@@ -109,9 +110,15 @@ class PlainProgress:
             return text
         return f"{self.done:,} done, {_fmt_s(el)} elapsed"
 
-    def update(self, done: int, total: int | None = None) -> None:
-        """Record progress (``done`` of ``total`` units) and print a line when one is due."""
+    #: callers may pass ``cached=`` (see :func:`report_cached`)
+    accepts_cached = True
+
+    def update(self, done: int, total: int | None = None, *, cached: int | None = None) -> None:
+        """Record progress (``done`` of ``total`` units, ``cached`` of them taken from a
+        cache) and print a line when one is due."""
         self.done = int(done)
+        if cached is not None:
+            self.cached = int(cached)
         if total is not None:
             self.total = int(total)
         now = self.clock()
@@ -129,11 +136,20 @@ class PlainProgress:
     def close(self, stopped: bool = False) -> None:
         """Print the final line if any line was printed (or when forced): ``done, N/M in T``,
         or ``stopped, N/M in T`` when the work ended by an exception (Ctrl-C, SIGTERM, an
-        error), so an interrupted log does not read as finished."""
+        error), so an interrupted log does not read as finished. Results taken from a cache
+        are said so: ``done, all N from the cache, in T`` or ``done, N/M (K from the cache)
+        in T``."""
         if self.lines or self.force:
             now = self.clock()
+            word = "stopped" if stopped else "done"
+            el = _fmt_s(now - self.t0)
+            if self.cached and self.cached == self.done == self.total and not stopped:
+                self._emit(f"{word}, all {self.total:,} from the cache, in {el}")
+                return
             n = f"{self.done:,}" + (f"/{self.total:,}" if self.total else "")
-            self._emit(f"{'stopped' if stopped else 'done'}, {n} in {_fmt_s(now - self.t0)}")
+            if self.cached:
+                n += f" ({self.cached:,} from the cache)"
+            self._emit(f"{word}, {n} in {el}")
 
 
 def show_warning_line(message, category, filename, lineno, file=None, line=None) -> None:
@@ -189,11 +205,13 @@ def progress(description: str, *, enabled: bool = True, force: bool = False,
                     transient=True, console=Console(file=out))
     task = None
 
-    def cb(done: int, total: int | None = None) -> None:
+    def cb(done: int, total: int | None = None, *, cached: int | None = None) -> None:
         nonlocal task
         if task is None:
             task = prog.add_task(description, total=total)
         prog.update(task, completed=done, total=total)
+
+    cb.accepts_cached = True  # the bar shows cached results as done; the count is not shown
 
     prog.start()
     try:
@@ -202,5 +220,28 @@ def progress(description: str, *, enabled: bool = True, force: bool = False,
         prog.stop()
 
 
-__all__ = ["DEFAULT_INTERVAL_S", "ENV_INTERVAL", "PlainProgress", "progress",
+def report_cached(callback, done: int, total: int, cached: int) -> None:
+    """Tell a progress callback that ``done`` of ``total`` units are finished, ``cached`` of
+    them taken from a cache.
+
+    Parameters
+    ----------
+    callback : callable or None
+        A ``callback(done, total)``; the reporters of :func:`progress` (which set
+        ``accepts_cached``) also receive ``cached=``, so their final line says how many
+        results came from the cache. None: nothing is reported.
+    done, total : int
+        Units finished and units in all.
+    cached : int
+        Of ``done``, the units taken from a cache.
+    """
+    if callback is None:
+        return
+    if getattr(callback, "accepts_cached", False):
+        callback(done, total, cached=cached)
+    else:
+        callback(done, total)
+
+
+__all__ = ["DEFAULT_INTERVAL_S", "ENV_INTERVAL", "PlainProgress", "progress", "report_cached",
            "show_warning_line"]

@@ -10,7 +10,7 @@ from ..experiments.executor import default_jobs
 from ..progress import progress
 from ..report.sweep import print_sweep_table
 from .plan import run_plan
-from .report import _headline, _tag, _usd, _usd4
+from .report import _headline, _tag, _usd, _usd4, capacity_text
 from .spec import (
     PlanError,
     apply_spec_overrides,
@@ -101,7 +101,7 @@ def cmd_plan(args) -> int:
             raw = apply_spec_overrides(raw, plan_set, TopologyPlanSpec)
         except ScenarioError as e:  # a bad boolean spelling, named as load_plan_spec names it
             raise PlanError(f"{args.plan}: {e}") from None
-        return cmd_topology_plan(args, raw, raw_path.parent, _jobs(args))
+        return cmd_topology_plan(args, raw, raw_path.parent, _jobs(args), plan_set)
     if args.target_rate is not None:
         plan_set.append(Override(f"target_rate_rps={args.target_rate}",
                                  f"--target-rate {args.target_rate}"))
@@ -138,7 +138,8 @@ def cmd_plan(args) -> int:
         t.add_column(h, no_wrap=h != "gates")
     t.add_column("configuration", ratio=1)
     for r in rows:
-        t.add_row(_cell(r["capacity_rps"]), f"{_cell(r['replicas'])}x{r['tensor_parallel_size']}",
+        t.add_row(capacity_text(r, spec="{:.4g}"),
+                  f"{_cell(r['replicas'])}x{r['tensor_parallel_size']}",
                   _usd(r["usd_per_hour"]), _usd4(r.get("price_per_1m_input_tokens_usd")),
                   _usd4(r.get("price_per_1m_output_tokens_usd")),
                   _cell(r["ttft_p99_s_at_target"]),

@@ -19,6 +19,7 @@ from ..experiments.grid import config_label
 from ..experiments.runner import factory_id
 from ..experiments.warned import reemit
 from ..hardware import get_gpu
+from ..progress import report_cached
 from .prune import dominance_bound
 from .search import evaluate_candidate
 from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec
@@ -138,7 +139,10 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
             todo.append(t)
             todo_keys.append(key)
     run["done"] += len(tasks) - len(todo)
+    run["cached"] = run.get("cached", 0) + len(tasks) - len(todo)
     done0, prog = run["done"], run["progress"]
+    if len(tasks) > len(todo):  # cache hits count as done (a fully cached plan runs nothing)
+        report_cached(prog, done0, run["total"], run["cached"])
 
     def keep(j: int, r: dict) -> None:
         # stored as each candidate finishes: an interrupted plan resumes from the cache
@@ -153,7 +157,8 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
     new = run_tasks(evaluate_candidate, todo, shared={"pool": run["pool"]},
                     backend=run["backend"], jobs=run["jobs"], address=run["address"],
                     progress=(None if prog is None else
-                              lambda d, _n: prog(done0 + d, run["total"])),
+                              lambda d, _n: report_cached(prog, done0 + d, run["total"],
+                                                 run["cached"])),
                     order=longest_first([run["all_cfg"][t["index"]] for t in todo]),
                     on_result=keep)
     run["done"] += len(todo)

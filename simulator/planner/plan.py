@@ -427,8 +427,9 @@ def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict
             # nothing to recommend: the fallback is reported (for comparison), not endorsed
             status = "none_passed"
             reason += (f"; the {fb_what} '{fb_row['label']}' fails "
-                       f"{', '.join(fb_row['failed_gates'])} too: keep the last known-good "
-                       "deployment")
+                       f"{', '.join(fb_row['failed_gates'])} too: "
+                       + ("keep the last known-good deployment" if lkg_row is not None else
+                          "nothing to recommend and no last_known_good given to fall back to"))
     fallback = {"kind": fb_kind, "name": fb_row["label"], "config": _strip(fb_row),
                 "is_recommended": chosen is fb_row,
                 "source": ("plan last_known_good (given by the user)" if lkg_row is not None

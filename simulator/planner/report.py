@@ -61,6 +61,40 @@ def _f(x: Any, spec: str = "{:.3g}", none: str = "-") -> str:
     return fmt(x, spec, none)
 
 
+def capacity_text(r: Mapping[str, Any], key: str = "capacity_rps",
+                  spec: str = "{:.2f}") -> str:
+    """A configuration's capacity for a table cell: ``-`` where it has none.
+
+    Parameters
+    ----------
+    r : Mapping
+        A candidate, baseline or last known-good row of a plan result.
+    key : str
+        ``capacity_rps`` or ``capacity_rps_per_gpu``.
+    spec : str
+        The format of a measured capacity.
+
+    Returns
+    -------
+    str
+        ``-`` when the capacity was not measured (None: a skipped candidate) or when the
+        search found no feasible rate (stored as 0.0 with no ``capacity_rate_scale``);
+        otherwise the formatted number (a measured value, zero included, is shown as is).
+    """
+    x = r.get(key)
+    if x is None or (x == 0 and r.get("capacity_rate_scale") is None):
+        return "-"
+    return _f(x, spec)
+
+
+def _capacity_row(c: Mapping[str, Any]) -> str:
+    """The "capacity per replica" cell of the recommended configuration."""
+    if capacity_text(c) == "-":
+        return ("- (no probed rate meets the SLOs)" if c.get("capacity_rps") is not None
+                else "- (not measured)")
+    return f"{capacity_text(c)} requests/s ({capacity_text(c, 'capacity_rps_per_gpu')} per GPU)"
+
+
 def _usd(x: Any) -> str:
     return _f(x, "${:,.2f}")
 
@@ -124,7 +158,7 @@ def _cand_cells(r: Mapping[str, Any]) -> list[str]:
     return [str(r.get("rank") or ("baseline" if r.get("is_baseline") else
                                   ("fallback" if r.get("is_last_known_good") else "-"))),
             _tag(r) + r["label"],
-            _f(r["capacity_rps"], "{:.2f}"), _f(r["replicas"], "{}"), _f(r["gpus"], "{}"),
+            capacity_text(r, "capacity_rps"), _f(r["replicas"], "{}"), _f(r["gpus"], "{}"),
             _f(r["headroom"], "{:.0%}"), _usd(r["usd_per_hour"]),
             _usd4(r.get("price_per_1m_input_tokens_usd")),
             _usd4(r.get("price_per_1m_output_tokens_usd")),
@@ -146,8 +180,7 @@ def _chosen_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("overrides of the base", json.dumps(c.get("overrides", {}), sort_keys=True) or "{}"),
         ("GPU", f"{c['gpu']} at {_usd(c['usd_per_gpu_hour'])}/GPU-hour ({c['price_source']})"),
         ("tensor parallel size", str(c["tensor_parallel_size"])),
-        ("capacity per replica", (f"{_f(c['capacity_rps'], '{:.2f}')} requests/s "
-                                  f"({_f(c['capacity_rps_per_gpu'], '{:.2f}')} per GPU)")),
+        ("capacity per replica", _capacity_row(c)),
         ("replicas", _f(c["replicas"], "{}")),
         ("GPUs needed", _f(c["gpus"], "{}")),
         ("headroom over the target", _f(c["headroom"], "{:.0%}")),
@@ -467,8 +500,9 @@ def _headline(result) -> str:
     if result.status == "none_passed":
         what = "last known-good" if c.get("is_last_known_good") else "baseline"
         return (f"No configuration passes the gates: every candidate and the {what} "
-                f"'{c['label']}' fail ({', '.join(c['failed_gates'])} for the {what}); keep the "
-                "last known-good deployment")
+                f"'{c['label']}' fail ({', '.join(c['failed_gates'])} for the {what}); "
+                + ("keep the last known-good deployment" if c.get("is_last_known_good") else
+                   "no last known-good deployment was given to fall back to"))
     who = (f"baseline '{c['label']}'" if c.get("is_baseline") else
            f"last known-good '{c['label']}'" if c.get("is_last_known_good") else c["label"])
     if c.get("gpus") is None:

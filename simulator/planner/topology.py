@@ -25,7 +25,14 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
-from ..config import KVTransferConfig, SLOConfig, apply_overrides, cli_overrides, validate_scenario
+from ..config import (
+    KVTransferConfig,
+    SLOConfig,
+    apply_overrides,
+    blame_override,
+    cli_overrides,
+    validate_scenario,
+)
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.executor import run_tasks
 from ..experiments.warned import recording, reemit
@@ -80,19 +87,37 @@ class TopologyPlanSpec(StrictModel):
     output_dir: str = "reports/plan_{name}"
 
 
-def load_topology_plan(raw: dict, source: str) -> TopologyPlanSpec:
+def load_topology_plan(raw: dict, source: str, overrides=None) -> TopologyPlanSpec:
     """Validate a topology plan mapping.
+
+    Parameters
+    ----------
+    raw : dict
+        The plan file's mapping, its ``--plan-set`` overrides already applied.
+    source : str
+        The plan file's name, leading every error.
+    overrides : list of Override, optional
+        The ``--plan-set`` items applied to ``raw``: an error on a key one of them set
+        names that flag, as a capacity plan's errors do.
+
+    Returns
+    -------
+    TopologyPlanSpec
+        The validated spec.
 
     Raises
     ------
     PlanError
-        One line naming the key path and what is allowed.
+        One line naming the file, the ``--plan-set`` item responsible (if any), the key path
+        and what is allowed.
     """
     try:
         return TopologyPlanSpec.model_validate({k: v for k, v in raw.items()
                                                 if k != "__file__"})
     except ValidationError as e:
-        raise PlanError(format_spec_error(e, TopologyPlanSpec, source)) from None
+        who = blame_override(e, overrides)
+        src = f"{source}: {who}" if who else str(source)
+        raise PlanError(format_spec_error(e, TopologyPlanSpec, src)) from None
 
 
 def _candidates(spec: TopologyPlanSpec) -> list[dict]:
@@ -386,13 +411,13 @@ def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
     return {"json": str(out / "plan.json"), "md": str(out / "plan.md")}
 
 
-def cmd_topology_plan(args, raw: dict, folder: Path, jobs: int) -> int:
+def cmd_topology_plan(args, raw: dict, folder: Path, jobs: int, plan_set=None) -> int:
     """``servesim plan FILE`` for a file with ``topology_search``: run it, print the verdict.
 
     ``-j``/``--jobs``, ``--backend``, ``--address``, ``--no-cache``, ``-q`` and ``--progress``
     apply as for a capacity plan; ``--no-figures`` has nothing to skip (a topology plan
     draws no figure: ``plan.json`` and ``plan.md`` only)."""
-    spec = load_topology_plan(raw, args.plan)
+    spec = load_topology_plan(raw, args.plan, plan_set)
     with progress_of("topology candidates", enabled=not args.quiet,
                      force=args.progress) as cb:
         res = run_topology_plan(spec, folder, trace=args.trace, scenario_overrides=args.set,
