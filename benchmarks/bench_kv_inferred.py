@@ -48,8 +48,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from simulator.observe.readers import find_recorded_runs, read_recorded  # noqa: E402
-from simulator.observe.validate import validate_recorded  # noqa: E402
+from simulator.observe.readers import find_recorded_runs, read_recorded
+from simulator.observe.validate import validate_recorded
 
 COLUMNS = ["run", "max_num_seqs", "kv_bound_fraction", "recorded_blocks", "planner_blocks",
            "inferred_blocks", "inferred_vs_recorded_%", "planner_vs_recorded_%",
