@@ -196,6 +196,16 @@ class KVCacheManager:
             out.append(b)
         return out
 
+    def cached_prefix(self, req) -> tuple[list[int], int]:
+        """The cached blocks a request about to be admitted can share and the tokens they
+        hold: ``(get_computed_blocks(req), len(blocks) x block_size)`` for a request with
+        nothing computed, else ``([], num_computed_tokens)`` (a preempted-by-swap or chunked
+        request keeps what it computed)."""
+        if req.num_computed_tokens:
+            return [], req.num_computed_tokens
+        hits = self.get_computed_blocks(req)
+        return hits, len(hits) * self.block_size
+
     # ------------------------------------------------------------------ allocation
     def allocate(self, req, num_tokens: int, new_request: bool = False,
                  hit_blocks: list[int] | None = None,

@@ -535,21 +535,21 @@ class ContinuousScheduler:
                     return budget
                 budget += back
             swapped = r.swapped_blocks
-            hits = kv.get_computed_blocks(r) if r.num_computed_tokens == 0 else []
-            computed = len(hits) * kv.block_size if hits else r.num_computed_tokens
-            n = r.num_tokens - computed
-            if n > budget:
-                if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
-                    break
-                n = budget
             full = r.num_tokens if (cfg.reserve_full_isl and running) else None
-            while not kv.allocate(r, computed + n, new_request=True, hit_blocks=hits,
-                                  full_sequence_tokens=full):
+            while True:
+                hits, computed = kv.cached_prefix(r)
+                n = r.num_tokens - computed
+                if n > budget:
+                    if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
+                        return budget
+                    n = budget
+                if kv.allocate(r, computed + n, new_request=True, hit_blocks=hits,
+                               full_sequence_tokens=full):
+                    break
                 back = self._preempt_for(r, now, out, sched)
                 if back < 0:
                     return budget
                 budget += back
-                hits = kv.get_computed_blocks(r) if r.num_computed_tokens == 0 else []
             if cap is None:
                 self._pop_waiting()
             else:
