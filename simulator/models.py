@@ -97,6 +97,19 @@ CATALOG: dict[str, ModelSpec] = {m.name: m for m in [
               qk_norm=True, model_type="qwen3",
               source=_GT + "Qwen/Qwen3-32B.json); model card huggingface.co/Qwen/Qwen3-32B: "
                      "32.8 B parameters"),
+    ModelSpec("qwen3-14b", "Qwen/Qwen3-14B", 40, 5120, 40, 8, 128, 17408, 151936, 40960,
+              qk_norm=True, model_type="qwen3",
+              source="huggingface.co/Qwen/Qwen3-14B config.json (hidden 5120, intermediate 17408, "
+                     "40 layers, 40 heads, 8 KV heads, head_dim 128, vocab 151936, "
+                     "max_position_embeddings 40960, untied embeddings); model card: 14.8 B "
+                     "parameters"),
+    ModelSpec("qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B", 94, 4096, 64, 4, 128, 1536, 151936,
+              40960, **{**_QWEN3_MOE, "dense_intermediate_size": 12288},
+              source="huggingface.co/Qwen/Qwen3-235B-A22B config.json (94 layers, hidden 4096, "
+                     "64 heads, 4 KV heads, head_dim 128, moe_intermediate_size 1536, 128 "
+                     "experts, top-8, decoder_sparse_step 1, mlp_only_layers [], vocab 151936, "
+                     "max_position_embeddings 40960; the Instruct-2507 config differs only in "
+                     "262144 positions); model card: 235 B total, 22 B activated"),
     ModelSpec("qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B", 48, 2048, 32, 4, 128, 768, 151936, 40960,
               **_QWEN3_MOE,
               source="huggingface.co/Qwen/Qwen3-30B-A3B config.json (max_position_embeddings 40960); "
