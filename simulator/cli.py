@@ -34,7 +34,7 @@ from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
 from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
-from .outdir import make_output_folder
+from .outdir import discard_empty_created, make_output_folder
 from .perf.tables import table_sets
 from .progress import progress
 from .progress import show_warning_line as _show_warning
@@ -416,10 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
     restore = _exit_cleanly_on_sigterm()
+    rc = 1  # until the command returns: an exception leaves no empty output folder behind
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            return int(args.func(args) or 0)
+            rc = int(args.func(args) or 0)
+            return rc
     except (ValueError, FileNotFoundError, KeyError) as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise
@@ -451,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
               "(set SERVESIM_DEBUG=1 for a traceback)", file=sys.stderr)
         return 1
     finally:
+        discard_empty_created(remove=bool(rc))
         restore()
 
 

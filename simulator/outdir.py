@@ -10,7 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["OutputFolderError", "make_output_folder"]
+__all__ = ["OutputFolderError", "discard_empty_created", "make_output_folder"]
+
+#: Folders :func:`make_output_folder` created in this process (outermost first), so that a
+#: command that fails before writing anything leaves no empty folder behind
+#: (:func:`discard_empty_created`, called by the CLI on failure).
+_created: list[Path] = []
 
 
 class OutputFolderError(ValueError):
@@ -43,10 +48,32 @@ def make_output_folder(path: str | Path, error: type[Exception] = OutputFolderEr
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise error(f"output folder {out}: exists and is not a folder")
+    missing = []  # the folder and those of its parents that do not exist yet
+    p = out.absolute()
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise error(f"output folder {out}: cannot create it ({e.strerror or e})") from None
+    _created.extend(reversed(missing))
     if not os.access(out, os.W_OK | os.X_OK):
         raise error(f"output folder {out}: not writable")
     return out
+
+
+def discard_empty_created(remove: bool = True) -> list[Path]:
+    """Remove the folders :func:`make_output_folder` created in this process that are still
+    empty, innermost first (a folder holding anything, a partial output or a plan's cache, is
+    kept, and so are its parents); forget them all (``remove=False``: only forget, after a
+    command that succeeded). Returns the folders removed."""
+    removed = []
+    for p in reversed(_created if remove else ()):
+        try:
+            p.rmdir()  # only an empty folder goes
+        except OSError:
+            continue
+        removed.append(p)
+    _created.clear()
+    return removed

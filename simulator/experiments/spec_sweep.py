@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..config import Scenario
 from ..metrics.speculative import speculative_summary
+from ..outdir import make_output_folder
 from ..report.spec_sweep import write_spec_sweep_report
 from ..request import RequestSpec
 from ..run import run_scenario
@@ -196,8 +197,9 @@ def run_spec_sweep(scenario: Scenario, base_dir: Path | None, rates: Sequence[fl
         The table, the runs, and the files written
         (:func:`simulator.report.spec_sweep.write_spec_sweep_report`).
     """
+    out = make_output_folder(Path(outdir) if outdir else
+                             Path(f"reports/{scenario.name}_spec_sweep"))  # before any run
     df, results = sweep_rates(scenario, base_dir, rates, jobs=jobs, backend=backend,
                               address=address, progress=progress)
-    out = Path(outdir) if outdir else Path(f"reports/{scenario.name}_spec_sweep")
     files = write_spec_sweep_report(out, df, results, scenario, source=source, figures=figures)
     return df, results, files

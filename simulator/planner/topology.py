@@ -36,6 +36,7 @@ from ..config import (
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.executor import run_tasks
 from ..experiments.warned import recording, reemit
+from ..outdir import make_output_folder
 from ..progress import progress as progress_of
 from ..report.format import ms, pct, usd
 from ..report.tables import markdown_table
@@ -260,7 +261,8 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
     base_raw = apply_overrides(base_raw, ov)
     base_sc = validate_scenario(base_raw, source=str(base_path), overrides=ov)
     specs = load_workload(base_sc.workload, base_sc.seed, base_dir)
-    out_dir = Path(outdir or spec.output_dir.format(name=spec.name))
+    out_dir = make_output_folder(Path(outdir or spec.output_dir.format(name=spec.name)),
+                                 PlanError)  # before any candidate runs
     cache = ResultCache(out_dir / ".cache", enabled=use_cache)
     rows = _search(spec, base_raw, base_dir, specs, cache,
                    {"jobs": jobs, "backend": backend, "address": address,

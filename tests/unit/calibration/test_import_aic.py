@@ -244,6 +244,19 @@ def test_version_and_gpu_selection(tmp_path):
         import_aic(src, tmp_path / "o", gpus=["b200"])
 
 
+def test_cli_bad_version_leaves_no_empty_output_folder(tmp_path, capsys):
+    """`-o` is created (and checked) before the versions are: a version the source lacks is
+    one line, exit 2, and the folder the command made, still empty, is gone."""
+    from simulator.cli import main
+
+    src = make_source(tmp_path / "src")
+    out = tmp_path / "new" / "o"
+    assert main(["calibrate", "import-aic", str(src), "-o", str(out), "--gpu", "toy_gpu",
+                 "--versions", "9.9"]) == 2
+    assert "no vLLM version(s) 9.9" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
 def test_outlier_rule_directly():
     t = [1.0, 1.05, 1.1, 3.0, 1.2, 1.25]          # one 2.5x spike: dropped
     df = pd.DataFrame({"dtype": "bf16", "m": range(1, 7), "n": 64, "k": 64, "median_s": t,

@@ -46,3 +46,20 @@ def test_error_in_the_file_itself_names_no_flag(tmp_path, capsys):
     assert main(["plan", str(p), "-q", "--plan-set", "window_s=10"]) == 2
     assert capsys.readouterr().err == (
         f"servesim: error: {p}: rate_scale: value 'abc': Input should be a valid number\n")
+
+
+def test_unusable_output_folder_is_one_line_before_any_candidate_runs(tmp_path, capsys,
+                                                                      monkeypatch):
+    """-o below a plain file: one line naming it, exit 2, no candidate simulated (before, the
+    search ran every candidate and only writing plan.json failed, with errno text)."""
+    from simulator.planner import topology
+
+    def _no_search(*a, **k):
+        raise AssertionError("a candidate ran before -o was checked")
+    monkeypatch.setattr(topology, "_search", _no_search)
+    p = _plan_file(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "sub"
+    assert main(["plan", str(p), "-q", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"servesim: error: output folder {out}: cannot create it (Not a directory)\n")

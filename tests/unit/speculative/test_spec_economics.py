@@ -185,6 +185,22 @@ def test_cli_spec_sweep_bad_input(tmp_path, capsys):
     assert "speculative" in capsys.readouterr().err
 
 
+def test_cli_spec_sweep_checks_output_folder_first(tmp_path, capsys, monkeypatch):
+    """-o below a plain file: one line, exit 2, before any rate runs (before, every rate was
+    simulated and only the report's mkdir failed)."""
+    from simulator.experiments import spec_sweep
+
+    def _no_run(*a, **k):
+        raise AssertionError("a rate ran before -o was checked")
+    monkeypatch.setattr(spec_sweep, "sweep_rates", _no_run)
+    p = _write(tmp_path, RAW)
+    (tmp_path / "afile").write_text("x")
+    out = tmp_path / "afile" / "sub"
+    assert main(["spec-sweep", str(p), "--rates", "1", "-q", "-o", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"servesim: error: output folder {out}: cannot create it (Not a directory)\n")
+
+
 def test_shipped_scenario_runs_on_the_default_trace(tmp_path):
     path = Path(__file__).resolve().parents[3] / "scenarios" / "spec_mixed_slices.yaml"
     sc, base = load_scenario(path, ["workload.max_requests=60"])
