@@ -55,7 +55,17 @@ def default_root() -> Path:
     return base / "reference" / "groundtruth"
 
 
-def _per_run(values: list[str] | None, name: str) -> str | None:
+def write_csv(path: Path, rows: list[dict], fieldnames: list[str]) -> None:
+    """Write ``rows`` to the CSV file ``path`` (its folder created), columns ``fieldnames``
+    (shared by the benchmarks that replay recorded runs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fieldnames)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def per_run(values: list[str] | None, name: str) -> str | None:
     """The last ``GLOB=VALUE`` (or plain ``VALUE``) of ``values`` that applies to run ``name``."""
     out = None
     for item in values or []:
@@ -108,8 +118,8 @@ def _f(x) -> str:
 def run_one(run_dir: Path, out: Path, args) -> tuple[dict, dict | None]:
     rec = read_recorded(run_dir)
     name = rec.name
-    gpu = _per_run(args.gpu, name) or _gpu_from_dir(rec.setting("device_name"), args.gpu_dir)
-    model = _per_run(args.model, name)
+    gpu = per_run(args.gpu, name) or _gpu_from_dir(rec.setting("device_name"), args.gpu_dir)
+    model = per_run(args.model, name)
     row = {c: "" for c in COLUMNS}
     row["run"] = name
     try:
@@ -185,10 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         if peer:
             peers.append(peer)
-    with open(args.output / "fidelity.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.output / "fidelity.csv", rows, COLUMNS)
     intro = (f"Runs under `{root}`; signed % error (simulated - recorded) / recorded; "
              f"overrides: {', '.join(args.set or []) or 'none'}.")
     md = ["# Fidelity: servesim validate --recorded on the recorded runs", "", intro, "",
@@ -200,10 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(md) + "\n"
     (args.output / "fidelity.md").write_text(text)
     if peers:
-        with open(args.output / "fidelity_peer.csv", "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=PEER_COLUMNS)
-            w.writeheader()
-            w.writerows(peers)
+        write_csv(args.output / "fidelity_peer.csv", peers, PEER_COLUMNS)
     print(text)
     print(f"wrote {args.output}/fidelity.csv, fidelity.md and one report folder per run",
           file=sys.stderr)

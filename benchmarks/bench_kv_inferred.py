@@ -37,9 +37,6 @@ Runs: every folder with ``requests.jsonl`` and ``meta.json`` under ``--root`` (d
 from __future__ import annotations
 
 import argparse
-import csv
-import fnmatch
-import os
 import sys
 from pathlib import Path
 
@@ -47,6 +44,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_fidelity import default_root, per_run, write_csv
 
 from simulator.observe.readers import find_recorded_runs, read_recorded
 from simulator.observe.validate import validate_recorded
@@ -56,11 +55,6 @@ COLUMNS = ["run", "max_num_seqs", "kv_bound_fraction", "recorded_blocks", "plann
            "planner_vs_inferred_%", "block_bytes", "planner_non_torch_GiB",
            "non_torch_implied_GiB", "replays", "note"]
 GiB = 1024 ** 3
-
-
-def default_root() -> Path:
-    env = os.environ.get("SERVESIM_SHARED")
-    return (Path(env) if env else REPO.parent / "shared") / "reference" / "groundtruth"
 
 
 def occupancy(start: np.ndarray, end: np.ndarray, grid: np.ndarray) -> np.ndarray:
@@ -83,17 +77,6 @@ def sim_running(requests, grid: np.ndarray) -> np.ndarray:
     """Running count of a replay's request table on ``grid``."""
     return occupancy(requests["first_scheduled_time_s"].to_numpy(float),
                      requests["finish_time_s"].to_numpy(float), grid)
-
-
-def _per_run(values: list[str] | None, name: str) -> str | None:
-    out = None
-    for item in values or []:
-        glob, sep, val = item.partition("=")
-        if not sep:
-            out = item
-        elif fnmatch.fnmatch(name, glob):
-            out = val
-    return out
 
 
 def infer_one(path: Path, gpu: str | None, bound_fraction: float) -> dict:
@@ -199,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in runs:
         name = read_recorded(path).name
         try:
-            rows.append(infer_one(Path(path), _per_run(args.gpu, name), args.bound_fraction))
+            rows.append(infer_one(Path(path), per_run(args.gpu, name), args.bound_fraction))
         except (ValueError, FileNotFoundError, KeyError) as e:
             rows.append({**{c: "" for c in COLUMNS}, "run": name,
                          "note": str(e).splitlines()[0]})
@@ -212,11 +195,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['non_torch_implied_GiB'] or '-'} GiB vs planner "
               f"{r['planner_non_torch_GiB'] or '-'} GiB) {r['note']}", flush=True)
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        with args.output.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(args.output, rows, COLUMNS)
     return 0
 
 

@@ -33,7 +33,6 @@ ITL = the mean over every inter-token gap, duration = the last request's finish 
 from __future__ import annotations
 
 import argparse
-import csv
 import fnmatch
 import sys
 from pathlib import Path
@@ -42,6 +41,8 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_fidelity import write_csv
 
 from simulator.observe.record import RecordedRun, Setting
 from simulator.observe.settings import build_replay_scenario
@@ -69,7 +70,7 @@ def replay_record(rec: dict, sets: list[str] | None = None, gpu: str | None = No
     sources, approximations)."""
     model = str(rec["model"])
     template = next((n for fam, n in CHAT_TEMPLATE_TOKENS.items() if model.startswith(fam)), 0)
-    prompt = int(round(float(rec["input_tokens_client"]))) + template
+    prompt = round(float(rec["input_tokens_client"])) + template
     out = int(rec["output_tokens"])
     n = int(rec["num_prompts"])
     specs = [RequestSpec(i, 0.0, prompt, out) for i in range(n)]
@@ -147,12 +148,8 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print("| " + " | ".join(str(row.get(h, "")) for h in header) + " |", flush=True)
     if args.output:
-        cols = sorted({k for r in rows for k in r}, key=lambda k: (k != "record", k))
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        with args.output.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=cols)
-            w.writeheader()
-            w.writerows(rows)
+        write_csv(args.output, rows,
+                  sorted({k for r in rows for k in r}, key=lambda k: (k != "record", k)))
     return 0
 
 
