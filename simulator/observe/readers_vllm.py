@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from .readers_common import (
     _specs,
     _type_ok,
 )
-from .record import RecordedRun, RecordError, Setting
+from .record import RecordedRun, RecordError, RecordWarning, Setting
 
 # ------------------------------------------------------------------------ vLLM request stats
 _STATS_TIMES = ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
@@ -100,6 +101,10 @@ def read_request_stats(path: str | Path, meta_path: str | Path | None = None) ->
     token_ids = None
     if meta.get("dataset_path"):
         token_ids = _workload_token_ids(p, meta, mp, run, outcomes)
+        if token_ids is None and run.setting("enable_prefix_caching", True):
+            # prefix caching on (vLLM V1's default) and no token ids: the replay cannot share
+            # prefixes the engine shared, so TTFT comes out high; say so on the console too
+            warnings.warn(f"{p}: {run.notes[-1]}", RecordWarning, stacklevel=2)
     run.extra["prompt_token_ids"] = token_ids
     run.specs = _specs(outcomes, token_ids, block_size, lines[order])
     # timeseries beside the record, aligned to the first arrival

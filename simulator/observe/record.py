@@ -43,6 +43,11 @@ OUTCOME_COLUMNS: tuple[str, ...] = (
 TIMESERIES_COLUMNS: tuple[str, ...] = ("time_s", "num_running", "num_waiting", "kv_cache_usage")
 
 
+class RecordWarning(UserWarning):
+    """Something in a record that changes the replay's answer without stopping it (e.g. the
+    workload file with the prompt token ids is not found: no prefix sharing is replayed)."""
+
+
 class RecordError(ValueError):
     """A recorded run that cannot be read; the message is one line naming the file (and the
     line, or the JSON key, of the first bad value)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 
 import pytest
 from record_factories import (
@@ -137,6 +138,25 @@ def test_workload_with_wrong_hash_is_not_used(tmp_path):
     assert run.token_ids_source is None
     assert all(s.prefix_hash_ids is None for s in run.specs)
     assert any("differs from meta.json dataset_hash" in n for n in run.notes)
+
+
+def test_missing_workload_file_is_a_console_warning(tmp_path):
+    """A run folder moved away from its workloads/ (as when one copies a record elsewhere)
+    replays without prefix sharing: before, only a note in validation.json said so (the TTFT
+    error of the RTX 4090 run doubled unseen); now a RecordWarning too."""
+    import shutil
+
+    from simulator.observe.record import RecordWarning
+    run_dir = write_vllm_run(tmp_path / "a", workload=workload_rows())
+    moved = tmp_path / "b" / "run"
+    shutil.copytree(run_dir, moved)
+    with pytest.warns(RecordWarning, match="not found next to the run or in its parent "
+                                           "folders: no prompt token ids"):
+        run = read_recorded(moved)
+    assert run.token_ids_source is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RecordWarning)
+        assert read_recorded(run_dir).token_ids_source == "w.jsonl input_tok_ids"
 
 
 def test_workload_sibling_with_the_recorded_hash_is_used(tmp_path):
