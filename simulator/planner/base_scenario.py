@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ..config import ScenarioError, read_scenario_yaml
 
-__all__ = ["PlanError", "refuse_pools_base", "resolve_base", "resolve_base_source"]
+__all__ = ["PlanError", "check_names_up_front", "refuse_pools_base", "resolve_base",
+           "resolve_base_source"]
 
 
 class PlanError(ScenarioError):
@@ -93,3 +94,49 @@ def refuse_pools_base(base_raw: dict, source: str, family: str,
             if path == "pools" or str(path).startswith("pools."):
                 raise PlanError(f"{source}: {where}: '{path}' sets pools: (a topology "
                                 f"scenario, run through the gateway): {instead}")
+
+
+#: scenario keys naming a catalog entry (or a spec / config path) that every point needs
+_NAMED_KEYS = ("model", "hardware.gpu", "speculative.draft_model")
+
+
+def check_names_up_front(base_raw: dict, base_dir: Path | None, family: str,
+                         varied) -> None:
+    """Resolve the model, GPU and draft model of the base scenario that every point of a sweep
+    or plan inherits (the keys no point sets) before any point runs: an unknown name would
+    otherwise fail each point alone, and the command end with exit 0 and a table of failures.
+    Keys the points set are checked per point (a plan names the candidate; a sweep reports the
+    points that fail).
+
+    Parameters
+    ----------
+    base_raw : dict
+        The base scenario as plain data, after the file's ``set`` and the ``--set`` overrides.
+    base_dir : Path or None
+        Where relative model / GPU spec paths resolve.
+    family : str
+        ``sweep`` or ``capacity plan`` (the message names it).
+    varied : collection of str
+        The field paths the points set (grid axes, listed points, candidates).
+
+    Raises
+    ------
+    PlanError
+        ``<family>: <key> <value> (of the base scenario): <the lookup's message>``.
+    """
+    from ..engine import _user_path
+    from ..hardware import get_gpu
+    from ..models import get_model
+
+    for key in _NAMED_KEYS:
+        if key in varied:
+            continue
+        node = base_raw
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            continue
+        try:
+            (get_gpu if key == "hardware.gpu" else get_model)(_user_path(str(node), base_dir))
+        except ValueError as e:
+            raise PlanError(f"{family}: {key} {node!r} (of the base scenario): {e}") from None

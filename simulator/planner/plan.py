@@ -55,7 +55,14 @@ from .prune import is_skipped
 from .report import write_plan_report
 from .search import gate_failure
 from .simulate import specs_rate
-from .spec import PlanError, PlanSpec, load_quality_table, refuse_pools_base, resolve_base_source
+from .spec import (
+    PlanError,
+    PlanSpec,
+    check_names_up_front,
+    load_quality_table,
+    refuse_pools_base,
+    resolve_base_source,
+)
 
 __all__ = ["TIE_RULE", "PlanResult", "longest_first", "pareto_front", "run_plan"]
 
@@ -275,6 +282,8 @@ def _base_scenario(plan: PlanSpec, spec_dir: Path | None, scenario_overrides, tr
         base_sc = validate_scenario(base_raw, source="plan base scenario", overrides=ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None
+    check_names_up_front(base_raw, base_dir, "capacity plan",
+                         {k for paths in _varied_paths(plan).values() for k in paths})
     for k in plan.prices:
         try:
             get_gpu(k)

@@ -22,7 +22,13 @@ from ..config import (
     read_yaml_mapping,
 )
 from ..schema import StrictModel
-from .base_scenario import PlanError, refuse_pools_base, resolve_base, resolve_base_source
+from .base_scenario import (
+    PlanError,
+    check_names_up_front,
+    refuse_pools_base,
+    resolve_base,
+    resolve_base_source,
+)
 from .spec_checks import (
     apply_spec_overrides,
     check_count,
@@ -44,6 +50,7 @@ __all__ = [
     "SLOOverride",
     "SearchSettings",
     "SweepSpec",
+    "check_names_up_front",
     "format_spec_error",
     "load_plan_spec",
     "load_quality_table",

@@ -29,7 +29,7 @@ from ..experiments.warned import recording
 from ..report.sweep import write_sweep_report
 from ..report.tables import write_table
 from .simulate import simulate_summary
-from .spec import PlanError, SweepSpec, refuse_pools_base, resolve_base_source
+from .spec import PlanError, SweepSpec, check_names_up_front, refuse_pools_base, resolve_base_source
 
 __all__ = ["SweepResult", "run_sweep", "sweep_worker"]
 
@@ -165,6 +165,8 @@ def _sweep_base(spec: SweepSpec, spec_dir: Path | None, scenario_overrides: list
         _check_overrides(base_raw, ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None
+    check_names_up_front(base_raw, base_dir, "sweep",
+                         {*spec.grid, *(k for pt in spec.points or [] for k in pt)})
     return base_raw, base_dir
 
 

@@ -431,3 +431,27 @@ def test_a_sweep_given_as_a_plan_and_back_says_so(tmp_path):
         load_sweep_spec(plan)
     assert str(e.value) == (f"{plan}: a plan file (it has search_space: and no grid:), not a "
                             "sweep file; run it with servesim plan")
+
+
+@pytest.mark.parametrize("argv, family", [
+    (["plan", "plan_default", "-q", "-j", "1"], "capacity plan"),
+    (["sweep", "sweep_default", "-q", "-j", "1"], "sweep"),
+])
+def test_unknown_base_name_is_one_line_before_any_point(tmp_path, capsys, monkeypatch, argv,
+                                                        family):
+    """A model every point inherits from the base: before, each point failed alone and the
+    command exited 0 ("32 point(s) failed"; a plan with every gate 'does not fit'). (The
+    shipped sweep's grid sets the GPU, and the plan checks its GPUs with their prices.)"""
+    from simulator.cli import main
+    from simulator.experiments import runner
+
+    def _refuse(*a, **k):
+        raise AssertionError("a point ran before the base's names were checked")
+    monkeypatch.setattr(runner, "run_tasks", _refuse)
+    out = tmp_path / "new" / "o"
+    assert main([*argv, "--set", "model=nosuch", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"servesim: error: {family}: model 'nosuch' (of the base scenario): "
+                          "unknown model 'nosuch'; known: "), err
+    assert not (tmp_path / "new").exists()
