@@ -155,25 +155,48 @@ def _model_and_gpu(scenario: Scenario, base_dir: Path | None):
     return model, gpu
 
 
-def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetup:
-    """Resolve model, GPU, performance model, memory plan and scheduler limits.
+@dataclass(frozen=True)
+class _Planned:
+    """What :func:`plan_replica_memory` resolves (the cheap part of :func:`build_setup`)."""
+
+    model: ModelSpec
+    gpu: GPUSpec
+    tp: int
+    kv_dtype: str
+    weight_dtype: str
+    draft: ModelSpec | None
+    ep: int
+    pp: int
+    max_model_len: int
+    memory: object
+
+
+def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
+                        warn: bool = True) -> _Planned:
+    """Resolve the model, GPU and draft model, check the parallel split and plan the memory
+    of one replica, without building the performance model: the part of :func:`build_setup`
+    that can refuse a scenario (``servesim compare`` runs it for every variant before running
+    any).
 
     Parameters
     ----------
     scenario : Scenario
     base_dir : Path, optional
-        The scenario file's folder: relative paths to a model ``config.json`` or a GPU spec
-        YAML are tried there before the working directory.
+        The scenario file's folder (relative model / GPU spec paths are tried there first).
+    warn : bool
+        Emit the link-reach warning (off for a check whose setup is built again later).
 
     Raises
     ------
     ValueError
-        Unknown model or GPU, or a model that does not fit (message says why).
+        Unknown model or GPU, a split the model cannot take, or a model that does not fit
+        (message says why).
     """
     model, gpu = _model_and_gpu(scenario, base_dir)
     gpu = with_stated_link(gpu, scenario.hardware.interconnect)
     tp = scenario.cluster.tensor_parallel_size
-    warn_link_reach(gpu, tp)
+    if warn:
+        warn_link_reach(gpu, tp)
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype
     sc = scenario.scheduler
@@ -207,6 +230,28 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                       num_gpu_blocks_override=kvc.num_gpu_blocks,
                       expert_parallel_size=ep,
                       num_sms=gpu.num_sms, compute_capability=gpu.compute_capability)
+    return _Planned(model, gpu, tp, kv_dtype, wdt, draft, ep, pp, max_model_len, mem)
+
+
+def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetup:
+    """Resolve model, GPU, performance model, memory plan and scheduler limits.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    base_dir : Path, optional
+        The scenario file's folder: relative paths to a model ``config.json`` or a GPU spec
+        YAML are tried there before the working directory.
+
+    Raises
+    ------
+    ValueError
+        Unknown model or GPU, or a model that does not fit (message says why).
+    """
+    p = plan_replica_memory(scenario, base_dir)
+    model, gpu, tp, kv_dtype, wdt = p.model, p.gpu, p.tp, p.kv_dtype, p.weight_dtype
+    draft, ep, pp, max_model_len, mem = p.draft, p.ep, p.pp, p.max_model_len, p.memory
+    sc, spec = scenario.scheduler, scenario.speculative
     num_blocks = mem.num_gpu_blocks
     perf = build_perf_model(model, gpu, tp, wdt, kv_dtype, source=scenario.perf.source,
                             engine=_user_path(scenario.perf.engine, base_dir),

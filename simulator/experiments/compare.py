@@ -43,7 +43,7 @@ from ..config import (
     parse_yaml_value,
     split_assignment,
 )
-from ..engine import check_names
+from ..engine import plan_replica_memory
 from ..metrics.summary import finite_float as _f
 from ..outdir import make_output_folder
 from ..report.compare import write_compare_report
@@ -312,7 +312,8 @@ def _load_variants(scenario_path, varies, base_over) -> list[tuple[str, list, Sc
         try:
             sc, base = load_scenario(scenario_path, over)
             if not sc.pools:  # a pools scenario is refused by run_scenario, as before
-                check_names(sc, base)  # unknown names before any variant runs
+                # names, parallel split and memory fit before any variant runs
+                plan_replica_memory(sc, base, warn=False)
         except ScenarioError as e:
             raise ScenarioError(f"variant {name}: {e}") from None
         except ValueError as e:  # a model, GPU or TP split: name the --vary item(s)

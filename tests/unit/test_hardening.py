@@ -380,6 +380,18 @@ def test_unusable_output_folder_is_one_line_before_anything_runs(capsys, tmp_pat
     assert err == f"servesim: error: output folder {out}: cannot create it (Not a directory)"
 
 
+def test_compare_checks_every_variant_fits_before_running_any(capsys, tmp_path, nothing_runs):
+    """The second variant does not fit its GPU: before, variant 1 ran to the end, left its run
+    folder and only then failed."""
+    out = tmp_path / "c4"
+    err = _one_line_rc2(capsys, ["compare", "default", "--vary",
+                                 "model=llama-3.1-8b,qwen3-235b-a22b", "-o", str(out), "-q"])
+    assert err.startswith("servesim: error: variant model=qwen3-235b-a22b: --vary "
+                          "model=llama-3.1-8b,qwen3-235b-a22b: model qwen3-235b-a22b does not "
+                          "fit: weights 470.20 GB"), err
+    assert not out.exists()
+
+
 def test_output_folder_that_is_a_file_names_it(capsys, tmp_path, nothing_runs):
     f = tmp_path / "afile"
     f.write_text("x")
