@@ -101,6 +101,14 @@ def cmd_validate_recorded(args) -> int:
     if not args.quiet:
         print_recorded_summary(rv.validation)
         print(f"outputs: {rv.outdir}/ (validation.json, report.md, report.html, figures)")
+    c = rv.validation["counts"]
+    if not c["num_compared"]:
+        # nothing to compare is a failed validation, not a result (the report says why)
+        raise ValueError(
+            f"validate --recorded: no request completed in both the record and the replay "
+            f"({c['num_sim_completed']} of {c['num_requests_record']} completed in the "
+            f"simulation): nothing to compare; the report in {rv.outdir} shows the replay's "
+            "settings and its rejections")
     return 0
 
 

@@ -119,7 +119,8 @@ def plot_latency_cdfs(pair: pd.DataFrame, path: str | Path, *, real_itl_s=None,
             ax.set_ylabel("fraction of requests")
             ax.set_ylim(0, 1.01)
             ax.grid(True, alpha=0.3)
-            ax.legend(fontsize="small", loc="lower right")
+            if ax.get_legend_handles_labels()[0]:  # nothing drawn (no request compared)
+                ax.legend(fontsize="small", loc="lower right")
         if has_itl:
             ax = axes[-1]
             x, y = _cdf_points(np.asarray(real_itl_s, dtype=float) * 1e3)

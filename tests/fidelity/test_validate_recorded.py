@@ -83,6 +83,24 @@ def test_validate_recorded_end_to_end(tmp_path, capsys):
     assert tl["real_num_running"].notna().sum() == 7
 
 
+def test_nothing_compared_is_an_error_with_the_report_kept(tmp_path, capsys):
+    """Every replayed request rejected (a KV cache of one block): before, exit 0 with "0 of 24
+    requests compared" and a matplotlib warning; now the report is written and the command
+    fails in one line."""
+    run = _small_run(tmp_path)
+    out = tmp_path / "out"
+    rc = main(["validate", "--recorded", str(run), "-o", str(out), "-q",
+               "--set", "kv_cache.num_gpu_blocks=2"])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert err == ("servesim: error: validate --recorded: no request completed in both the "
+                   "record and the replay (0 of 24 completed in the simulation): nothing to "
+                   f"compare; the report in {out} shows the replay's settings and its "
+                   "rejections")
+    v = _load(out)
+    assert v["counts"]["num_compared"] == 0 and v["counts"]["num_sim_rejected"] == 24
+
+
 def test_validate_recorded_is_deterministic(tmp_path):
     run = _small_run(tmp_path)
     a, b = tmp_path / "a", tmp_path / "b"
