@@ -97,8 +97,7 @@ def infer_one(path: Path, gpu: str | None, bound_fraction: float) -> dict:
     grid = np.linspace(0.0, span, 2000)
     run_real, wait_real = recorded_curves(rec.outcomes, grid)
     mask = (wait_real >= 1) & (run_real < max_seqs)
-    if base.replay.scenario.cluster.num_replicas != 1:
-        mask[:] = False  # the record's running count is the sum over engines
+    replicas = base.replay.scenario.cluster.num_replicas
     frac = float(mask.mean())
     row.update(max_num_seqs=max_seqs, kv_bound_fraction=f"{frac:.2f}", planner_blocks=planner,
                recorded_blocks=recorded if recorded is not None else "",
@@ -106,6 +105,10 @@ def infer_one(path: Path, gpu: str | None, bound_fraction: float) -> dict:
                planner_non_torch_GiB=_planner_non_torch(base))
     if recorded is not None:
         row["planner_vs_recorded_%"] = f"{100 * (planner / recorded - 1):+.1f}"
+    if replicas != 1:
+        row["note"] = (f"{replicas} engines (data parallel): the record's running count is "
+                       "their sum, and no engine alone is shown KV-bound by it; not inferred")
+        return row
     if frac < bound_fraction:
         row["note"] = ("not KV-bound (one engine, waiting while < max_num_seqs run) in "
                        f"{100 * frac:.0f}% of the span: the running curve does not fix the "
@@ -171,33 +174,47 @@ def main(argv: list[str] | None = None) -> int:
                     help="least KV-bound share of a run's span to infer its block count")
     ap.add_argument("-o", "--output", type=Path, default=None, help="write the table as CSV")
     args = ap.parse_args(argv)
+    if not 0.0 < args.bound_fraction <= 1.0:
+        ap.error(f"--bound-fraction {args.bound_fraction}: a share of the run's span in (0, 1]")
+    if args.output is not None and args.output.is_dir():
+        ap.error(f"-o {args.output}: a folder; give the CSV file's path")
     runs = list(args.run)
     root = default_root() if args.root is None else (Path(args.root) if args.root else None)
-    if root is not None and root.is_dir():
-        runs = [*find_recorded_runs(root), *runs]
+    if root is not None:
+        if root.is_dir():
+            runs = [*find_recorded_runs(root), *runs]
+        elif args.root is not None or not runs:
+            ap.error(f"--root {root}: not a folder" + ("" if args.root is not None else
+                     " (the default, ../shared/reference/groundtruth or $SERVESIM_SHARED); "
+                     "give --root DIR or --root '' --run RUN"))
     if not runs:
-        print("no recorded runs found (give --root or --run)", file=sys.stderr)
-        return 2
+        ap.error(f"no recorded runs under {root} (give --run RUN or another --root)")
     rows = []
     for path in runs:
-        name = read_recorded(path).name
+        try:
+            name = read_recorded(path).name
+        except (ValueError, FileNotFoundError) as e:  # RecordError is a ValueError
+            ap.error(f"--run {path}: {str(e).splitlines()[0]}")
         try:
             rows.append(infer_one(Path(path), per_run(args.gpu, name), args.bound_fraction))
         except (ValueError, FileNotFoundError, KeyError) as e:
             rows.append({**{c: "" for c in COLUMNS}, "run": name,
-                         "note": str(e).splitlines()[0]})
+                         "note": "error: " + str(e).splitlines()[0]})
         r = rows[-1]
-        print(f"{r['run']}: max_num_seqs {r['max_num_seqs']}, KV-bound {r['kv_bound_fraction']}, "
-              f"recorded {r['recorded_blocks'] or '-'}, planner {r['planner_blocks']}, "
-              f"inferred {r['inferred_blocks'] or '-'} "
+        print(f"{r['run']}: max_num_seqs {r['max_num_seqs'] or '-'}, KV-bound "
+              f"{r['kv_bound_fraction'] or '-'}, recorded {r['recorded_blocks'] or '-'}, planner "
+              f"{r['planner_blocks'] or '-'}, inferred {r['inferred_blocks'] or '-'} "
               f"(inferred vs recorded {r['inferred_vs_recorded_%'] or '-'}%, planner vs inferred "
               f"{r['planner_vs_inferred_%'] or '-'}%, non-torch implied "
               f"{r['non_torch_implied_GiB'] or '-'} GiB vs planner "
               f"{r['planner_non_torch_GiB'] or '-'} GiB) {r['note']}", flush=True)
     if args.output:
         write_csv(args.output, rows, COLUMNS)
-    return 0
-
+    failed = sum(str(r["note"]).startswith("error: ") for r in rows)
+    if failed:
+        print(f"{failed} of {len(rows)} run(s) could not be replayed (their rows say why)",
+              file=sys.stderr)
+    return 1 if failed == len(rows) else 0
 
 if __name__ == "__main__":
     sys.exit(main())

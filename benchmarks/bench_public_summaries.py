@@ -28,7 +28,7 @@ shows how many tokens were short: at most 1.3%).
 Statistics as vLLM prints them: TTFT and TPOT over requests (TPOT = (E2E - TTFT) / (output -
 1)), percentiles by linear interpolation (``numpy.percentile``, as ``vllm bench serve``), mean
 ITL = the mean over every inter-token gap, duration = the last request's finish (all start at
-0). Not part of the test run (a few seconds to a minute per record).
+0). Not part of the test run (all eleven records replay in a few seconds).
 """
 from __future__ import annotations
 
@@ -38,12 +38,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench_fidelity import write_csv
 
+from simulator.config import ScenarioError
 from simulator.observe.record import RecordedRun, Setting
 from simulator.observe.settings import build_replay_scenario
 from simulator.request import RequestSpec
@@ -59,8 +61,22 @@ METRICS = ("duration_s", "ttft_mean_ms", "ttft_median_ms", "ttft_p99_ms", "tpot_
 
 
 def load_records(path: Path) -> list[dict]:
-    """The records of a summaries YAML (see ``benchmarks/public_summaries.yaml``)."""
-    raw = safe_load_yaml(path.read_text())
+    """The records of a summaries YAML (see ``benchmarks/public_summaries.yaml``).
+
+    Raises
+    ------
+    ValueError
+        The file is missing, not YAML, or has no ``records`` list (one line naming it).
+    """
+    try:
+        raw = safe_load_yaml(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"--records {path}: cannot read it ({e})") from None
+    except yaml.YAMLError as e:
+        raise ValueError(f"--records {path}: not YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("records"), list):
+        raise ValueError(f"--records {path}: no 'records' list (see "  # noqa: TRY004
+                         "benchmarks/public_summaries.yaml)")
     return list(raw["records"])
 
 
@@ -87,13 +103,19 @@ def replay_record(rec: dict, sets: list[str] | None = None, gpu: str | None = No
                       extra={"backend": "openai-chat"})
     replay = build_replay_scenario(run, gpu=gpu or str(rec["gpu"]), model=model, sets=sets)
     res = run_scenario(replay.scenario, replay.base_dir, specs=specs, write=False, figures=False)
-    return summary_metrics(res), replay
+    out = summary_metrics(res)
+    out["num_gpu_blocks"] = res.summary["num_gpu_blocks"]
+    return out, replay
 
 
 def summary_metrics(res) -> dict[str, float]:
     """:data:`METRICS` of a run, by ``vllm bench serve``'s definitions."""
     req = res.requests
     done = req["status"].to_numpy() == "completed"
+    if not done.any():
+        reasons = sorted(set(req["reject_reason"].dropna().astype(str)) - {""})
+        raise ValueError(f"no request completed in the replay ({len(req)} rejected or "
+                         f"unfinished: {', '.join(reasons) or 'no reason recorded'})")
     first = req["first_token_time_s"].to_numpy(float)[done]
     arr = req["arrival_time_s"].to_numpy(float)[done]
     fin = req["finish_time_s"].to_numpy(float)[done]
@@ -120,15 +142,26 @@ def main(argv: list[str] | None = None) -> int:
                     help="scenario override for every replay (what-if)")
     ap.add_argument("-o", "--output", type=Path, default=None, help="write the table as CSV")
     args = ap.parse_args(argv)
+    if args.output is not None and args.output.is_dir():
+        ap.error(f"-o {args.output}: a folder; give the CSV file's path")
+    try:
+        records = load_records(args.records)
+    except ValueError as e:
+        ap.error(str(e))
+    chosen = [r for r in records
+              if not args.only or any(fnmatch.fnmatch(str(r.get("id")), g) for g in args.only)]
+    if not chosen:
+        ap.error(f"--only {' '.join(args.only)}: no record matches; ids: "
+                 + ", ".join(str(r.get("id")) for r in records))
     rows = []
-    header = ["record", "gpu", *[f"{m}_%" for m in METRICS], "blocks", "engine", "tables"]
+    header = ["record", "gpu", *[f"{m}_%" for m in METRICS], "num_gpu_blocks", "engine"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
-    for rec in load_records(args.records):
-        if args.only and not any(fnmatch.fnmatch(rec["id"], g) for g in args.only):
-            continue
+    for rec in chosen:
         try:
             sim, replay = replay_record(rec, args.set)
+        except ScenarioError as e:  # a bad --set is the same for every record: stop
+            ap.error(str(e).splitlines()[0])
         except (ValueError, KeyError) as e:
             rows.append({"record": rec["id"], "error": str(e).splitlines()[0]})
             print(f"| {rec['id']} | error: {rows[-1]['error']} |", flush=True)
@@ -140,9 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{m}_sim"] = f"{sim[m]:.6g}"
             row[f"{m}_published"] = pub[m]
         sc = replay.scenario
-        row["blocks"] = sc.kv_cache.num_gpu_blocks or "planned"
+        row["num_gpu_blocks"] = sim["num_gpu_blocks"]
         row["engine"] = f"{sc.perf.engine} (tables {sc.perf.engine_version})"
-        row["tables"] = sc.perf.engine_version
         row["max_num_seqs"] = sc.scheduler.max_num_seqs
         row["max_num_batched_tokens"] = sc.scheduler.max_num_batched_tokens
         rows.append(row)
@@ -150,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         write_csv(args.output, rows,
                   sorted({k for r in rows for k in r}, key=lambda k: (k != "record", k)))
-    return 0
+    failed = sum("error" in r for r in rows)
+    if failed:
+        print(f"{failed} of {len(rows)} record(s) could not be replayed (their rows say why)",
+              file=sys.stderr)
+    return 1 if failed == len(rows) else 0
 
 
 if __name__ == "__main__":
