@@ -328,7 +328,8 @@ def _more_results(result) -> list[tuple[str, str]]:
 def _context(result, figs: dict[str, Path]) -> dict[str, Any]:
     rec = result.recommendation
     fb = result.fallback or {}
-    side_head, side_rows = _side_by_side(rec["config"], fb.get("config"), fb)
+    side_head, side_rows = _side_by_side(rec["config"], fb.get("config"), fb,
+                                         none_passed=result.status == "none_passed")
     note = rec.get("bottleneck") or {}
     base_rows = [_cand_cells(result.baseline)] + (
         [_cand_cells(result.last_known_good)] if result.last_known_good else [])
@@ -452,13 +453,17 @@ _SIDE_FIELDS = (
 )
 
 
-def _side_by_side(rec: dict, fb: dict | None, meta: dict) -> tuple[list[str], list[list[str]]]:
-    """The recommendation and the fallback, field by field."""
+def _side_by_side(rec: dict, fb: dict | None, meta: dict, *,
+                  none_passed: bool = False) -> tuple[list[str], list[list[str]]]:
+    """The recommendation and the fallback, field by field (with nothing passing, the first
+    column is the fallback shown again, headed so: nothing is recommended)."""
     if not fb:
         return [], []
     what = "last known-good" if meta.get("kind") == "last_known_good" else "baseline"
     head = ["", "recommended", f"fallback ({what})"]
-    if meta.get("is_recommended"):
+    if none_passed:
+        head[1] = "nothing recommended (the fallback, failing)"
+    elif meta.get("is_recommended"):
         head[1] = "recommended (= the fallback)"
     rows = [[name, fn(rec), fn(fb)] for name, fn in _SIDE_FIELDS]
     # the degrade row only when the scenario has degrade policies
