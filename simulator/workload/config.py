@@ -364,6 +364,14 @@ class WorkloadConfig(StrictModel):
     def _shares(cls, v, info):
         return _check_shares(info.field_name, v)
 
+    @field_validator("trace")
+    @classmethod
+    def _trace_path(cls, v):
+        if v is not None and not str(v).strip():
+            raise ValueError("empty path: give the trace file (or leave trace out for a "
+                             "synthetic workload)")
+        return v
+
     @field_validator("columns")
     @classmethod
     def _columns(cls, v):

@@ -521,3 +521,12 @@ def test_successful_run_keeps_its_output_folder(capsys, tmp_path):
     assert main(["run", "default", "-q", "--no-figures", "--set", "workload.max_requests=5",
                  "-o", str(out)]) == 0
     assert (out / "summary.json").is_file()
+
+
+def test_empty_trace_path_is_named(capsys):
+    """Before: "scenarios: is a directory, not a trace file" (the empty path resolved to the
+    scenario's folder)."""
+    err = _one_line_rc2(capsys, ["run", "default", "-q", "--set", "workload.trace="])
+    assert err == ("servesim: error: default: --set workload.trace=: workload.trace: value '': "
+                   "empty path: give the trace file (or leave trace out for a synthetic "
+                   "workload)")
