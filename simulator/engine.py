@@ -113,6 +113,25 @@ def warn_link_reach(gpu: GPUSpec, tp: int) -> None:
             f" ({gpu.host_link or 'the host link'})"), stacklevel=2)
 
 
+class SchedulerBudgetWarning(UserWarning):
+    """A token budget per step below the sequences per step: vLLM refuses such a
+    configuration (``SchedulerConfig``: "max_num_batched_tokens must be greater than or equal
+    to max_num_seqs"); servesim simulates it all the same."""
+
+
+def warn_scheduler_budget(scenario: Scenario) -> None:
+    """Warn (:class:`SchedulerBudgetWarning`) when a continuous-batching scenario's
+    ``max_num_batched_tokens`` is below its ``max_num_seqs``, which vLLM refuses at start-up
+    (vllm/config SchedulerConfig verification)."""
+    sc = scenario.scheduler
+    if sc.policy == "continuous" and sc.max_num_batched_tokens < sc.max_num_seqs:
+        warnings.warn(SchedulerBudgetWarning(
+            f"scheduler.max_num_batched_tokens {sc.max_num_batched_tokens} is below "
+            f"scheduler.max_num_seqs {sc.max_num_seqs}: vLLM refuses this at start-up "
+            "(max_num_batched_tokens must be >= max_num_seqs); simulated all the same"),
+            stacklevel=2)
+
+
 def _user_path(value: str, base_dir: Path | None) -> str:
     """A model/GPU given as a relative path is looked up next to the scenario file first."""
     if base_dir is not None and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
@@ -197,6 +216,7 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
     tp = scenario.cluster.tensor_parallel_size
     if warn:
         warn_link_reach(gpu, tp)
+        warn_scheduler_budget(scenario)
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype
     sc = scenario.scheduler

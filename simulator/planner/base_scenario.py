@@ -7,6 +7,9 @@ import copy
 from pathlib import Path
 
 from ..config import ScenarioError, read_scenario_yaml
+from ..engine import _user_path
+from ..hardware import get_gpu
+from ..models import get_model
 
 __all__ = ["PlanError", "check_names_up_front", "refuse_pools_base", "resolve_base",
            "resolve_base_source"]
@@ -124,10 +127,6 @@ def check_names_up_front(base_raw: dict, base_dir: Path | None, family: str,
     PlanError
         ``<family>: <key> <value> (of the base scenario): <the lookup's message>``.
     """
-    from ..engine import _user_path
-    from ..hardware import get_gpu
-    from ..models import get_model
-
     for key in _NAMED_KEYS:
         if key in varied:
             continue
