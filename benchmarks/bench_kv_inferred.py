@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", type=Path, action="append", default=[],
                     help="a recorded run folder or requests.jsonl (repeatable)")
     ap.add_argument("--gpu", action="append", metavar="[GLOB=]GPU",
-                    help="GPU for every run, or GLOB=GPU for the runs whose name matches")
+                    help="GPU for every run, or GLOB=GPU for the runs whose name matches "
+                         "(the name as printed: PARENT/RUN, e.g. 'RTX4090/*' or '*/RUN')")
     ap.add_argument("--bound-fraction", type=float, default=0.2,
                     help="least KV-bound share of a run's span to infer its block count")
     ap.add_argument("-o", "--output", type=Path, default=None, help="write the table as CSV")
