@@ -103,8 +103,7 @@ def refuse_pools_base(base_raw: dict, source: str, family: str,
 _NAMED_KEYS = ("model", "hardware.gpu", "speculative.draft_model")
 
 
-def check_names_up_front(base_raw: dict, base_dir: Path | None, family: str,
-                         varied) -> None:
+def check_names_up_front(base_raw: dict, folders, family: str, varied) -> None:
     """Resolve the model, GPU and draft model of the base scenario that every point of a sweep
     or plan inherits (the keys no point sets) before any point runs: an unknown name would
     otherwise fail each point alone, and the command end with exit 0 and a table of failures.
@@ -115,8 +114,9 @@ def check_names_up_front(base_raw: dict, base_dir: Path | None, family: str,
     ----------
     base_raw : dict
         The base scenario as plain data, after the file's ``set`` and the ``--set`` overrides.
-    base_dir : Path or None
-        Where relative model / GPU spec paths resolve.
+    folders : sequence of Path or None
+        Where relative model / GPU spec paths resolve, in order (the base's folder, the spec
+        file's), as the points resolve them (``absolute_spec_paths``).
     family : str
         ``sweep`` or ``capacity plan`` (the message names it).
     varied : collection of str
@@ -135,7 +135,12 @@ def check_names_up_front(base_raw: dict, base_dir: Path | None, family: str,
             node = node.get(part) if isinstance(node, dict) else None
         if node is None:
             continue
+        value = str(node)
+        for d in folders:
+            if d is not None and value != _user_path(value, d):
+                value = _user_path(value, d)
+                break
         try:
-            (get_gpu if key == "hardware.gpu" else get_model)(_user_path(str(node), base_dir))
+            (get_gpu if key == "hardware.gpu" else get_model)(value)
         except ValueError as e:
             raise PlanError(f"{family}: {key} {node!r} (of the base scenario): {e}") from None

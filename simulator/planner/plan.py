@@ -282,7 +282,7 @@ def _base_scenario(plan: PlanSpec, spec_dir: Path | None, scenario_overrides, tr
         base_sc = validate_scenario(base_raw, source="plan base scenario", overrides=ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None
-    check_names_up_front(base_raw, base_dir, "capacity plan",
+    check_names_up_front(base_raw, (base_dir, spec_dir), "capacity plan",
                          {k for paths in _varied_paths(plan).values() for k in paths})
     for k in plan.prices:
         try:

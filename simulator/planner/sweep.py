@@ -165,7 +165,7 @@ def _sweep_base(spec: SweepSpec, spec_dir: Path | None, scenario_overrides: list
         _check_overrides(base_raw, ovr)
     except ScenarioError as e:
         raise PlanError(str(e)) from None
-    check_names_up_front(base_raw, base_dir, "sweep",
+    check_names_up_front(base_raw, (base_dir, spec_dir), "sweep",
                          {*spec.grid, *(k for pt in spec.points or [] for k in pt)})
     return base_raw, base_dir
 

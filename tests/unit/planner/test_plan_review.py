@@ -455,3 +455,40 @@ def test_unknown_base_name_is_one_line_before_any_point(tmp_path, capsys, monkey
     assert err.startswith(f"servesim: error: {family}: model 'nosuch' (of the base scenario): "
                           "unknown model 'nosuch'; known: "), err
     assert not (tmp_path / "new").exists()
+
+
+def test_base_model_path_relative_to_the_spec_folder_passes_the_name_check(tmp_path):
+    """The up-front name check resolves a config path as the points do (the base's folder,
+    then the spec file's): a model given relative to the sweep file is not refused."""
+    import json
+
+    from simulator.models import get_model
+    from simulator.planner.sweep import _sweep_base
+
+    cfg = tmp_path / "spec" / "cfg" / "config.json"
+    cfg.parent.mkdir(parents=True)
+    llama = get_model("llama-3.2-1b")
+    cfg.write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": llama.hidden_size, "intermediate_size": llama.intermediate_size,
+        "num_hidden_layers": llama.num_layers, "num_attention_heads": llama.num_attention_heads,
+        "num_key_value_heads": llama.num_kv_heads, "vocab_size": llama.vocab_size,
+        "max_position_embeddings": 8192, "tie_word_embeddings": True}))
+    base = tmp_path / "base" / "b.yaml"
+    base.parent.mkdir()
+    base.write_text(yaml.safe_dump(tiny_scenario()))
+    spec = load_sweep_spec_from({"base": str(base), "set": {"model": "cfg/config.json"},
+                                 "grid": {"scheduler.max_num_seqs": [8]}}, tmp_path / "spec")
+    raw, _ = _sweep_base(spec, tmp_path / "spec", None, None)
+    assert raw["model"] == "cfg/config.json"
+    spec = load_sweep_spec_from({"base": str(base), "set": {"model": "cfg/nosuch.json"},
+                                 "grid": {"scheduler.max_num_seqs": [8]}}, tmp_path / "spec")
+    with pytest.raises(PlanError, match=r"sweep: model 'cfg/nosuch.json' \(of the base "
+                                        r"scenario\)"):
+        _sweep_base(spec, tmp_path / "spec", None, None)
+
+
+def load_sweep_spec_from(raw: dict, folder):
+    p = folder / "sweep.yaml"
+    p.write_text(yaml.safe_dump(raw))
+    return load_sweep_spec(p)[0]
