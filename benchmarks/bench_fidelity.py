@@ -65,6 +65,15 @@ def write_csv(path: Path, rows: list[dict], fieldnames: list[str]) -> None:
         w.writerows(rows)
 
 
+def exit_status(failed: int, total: int, what: str) -> int:
+    """Say on stderr how many of ``total`` runs (``what``: "run(s)", "record(s)") could not be
+    replayed; 1 when none could, else 0."""
+    if failed:
+        print(f"{failed} of {total} {what} could not be replayed (their rows say why)",
+              file=sys.stderr)
+    return 1 if failed == total else 0
+
+
 def per_run(values: list[str] | None, name: str) -> str | None:
     """The last ``GLOB=VALUE`` (or plain ``VALUE``) of ``values`` that applies to run ``name``."""
     out = None

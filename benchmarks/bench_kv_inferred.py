@@ -45,7 +45,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_fidelity import default_root, per_run, write_csv
+from bench_fidelity import default_root, exit_status, per_run, write_csv
 
 from simulator.observe.readers import find_recorded_runs, read_recorded
 from simulator.observe.validate import validate_recorded
@@ -211,11 +211,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['planner_non_torch_GiB'] or '-'} GiB) {r['note']}", flush=True)
     if args.output:
         write_csv(args.output, rows, COLUMNS)
-    failed = sum(str(r["note"]).startswith("error: ") for r in rows)
-    if failed:
-        print(f"{failed} of {len(rows)} run(s) could not be replayed (their rows say why)",
-              file=sys.stderr)
-    return 1 if failed == len(rows) else 0
+    return exit_status(sum(str(r["note"]).startswith("error: ") for r in rows), len(rows),
+                       "run(s)")
 
 if __name__ == "__main__":
     sys.exit(main())

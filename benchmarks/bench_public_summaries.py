@@ -43,7 +43,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_fidelity import write_csv
+from bench_fidelity import exit_status, write_csv
 
 from simulator.config import ScenarioError
 from simulator.observe.record import RecordedRun, Setting
@@ -182,11 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         write_csv(args.output, rows,
                   sorted({k for r in rows for k in r}, key=lambda k: (k != "record", k)))
-    failed = sum("error" in r for r in rows)
-    if failed:
-        print(f"{failed} of {len(rows)} record(s) could not be replayed (their rows say why)",
-              file=sys.stderr)
-    return 1 if failed == len(rows) else 0
+    return exit_status(sum("error" in r for r in rows), len(rows), "record(s)")
 
 
 if __name__ == "__main__":
