@@ -141,33 +141,16 @@ def _user_path(value: str, base_dir: Path | None) -> str:
     return value
 
 
-def check_names(scenario: Scenario, base_dir: Path | None = None) -> None:
-    """The cheap part of :func:`build_setup`: resolve the model, the GPU and the draft model
-    and check the tensor-parallel split, without building the performance model or the
-    memory plan (``servesim compare`` checks every variant so before running any).
-
-    Parameters
-    ----------
-    scenario : Scenario
-    base_dir : Path, optional
-        The scenario file's folder (relative model / GPU spec paths are tried there first).
+def _model_and_gpu(scenario: Scenario, base_dir: Path | None):
+    """The scenario's model and GPU (catalog names or paths, tried against ``base_dir``
+    first), with the tensor-parallel split checked.
 
     Raises
     ------
     ValueError
-        Unknown model, GPU or draft model (the message lists the known ones), or a
+        Unknown model or GPU (the message lists the known ones), or a
         ``cluster.tensor_parallel_size`` that cannot shard the model.
     """
-    _model_and_gpu(scenario, base_dir)
-    spec = scenario.speculative
-    if spec is not None and spec.method == "draft_model" and spec.draft_model:
-        get_model(spec.draft_model)
-
-
-def _model_and_gpu(scenario: Scenario, base_dir: Path | None):
-    """The scenario's model and GPU (catalog names or paths, tried against ``base_dir``
-    first), with the tensor-parallel split checked; raises ``ValueError`` as
-    :func:`check_names` says."""
     model = get_model(_user_path(scenario.model, base_dir))
     gpu = get_gpu(_user_path(scenario.hardware.gpu, base_dir))
     check_tensor_parallel(model, scenario.cluster.tensor_parallel_size)

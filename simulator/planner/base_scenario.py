@@ -7,7 +7,8 @@ import copy
 from pathlib import Path
 
 from ..config import ScenarioError, read_scenario_yaml
-from ..engine import _user_path
+from ..experiments.grid import get_path
+from ..experiments.runner import absolute_spec_paths
 from ..hardware import get_gpu
 from ..models import get_model
 
@@ -127,20 +128,15 @@ def check_names_up_front(base_raw: dict, folders, family: str, varied) -> None:
     PlanError
         ``<family>: <key> <value> (of the base scenario): <the lookup's message>``.
     """
+    resolved = {"model": base_raw.get("model"),
+                "hardware": dict(base_raw.get("hardware") or {})}
+    absolute_spec_paths(resolved, folders)  # as the points resolve their paths
     for key in _NAMED_KEYS:
-        if key in varied:
+        value = get_path(base_raw, key)
+        if key in varied or value is None:
             continue
-        node = base_raw
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is None:
-            continue
-        value = str(node)
-        for d in folders:
-            if d is not None and value != _user_path(value, d):
-                value = _user_path(value, d)
-                break
         try:
-            (get_gpu if key == "hardware.gpu" else get_model)(value)
+            (get_gpu if key == "hardware.gpu" else get_model)(
+                str(get_path(resolved, key, value)))
         except ValueError as e:
-            raise PlanError(f"{family}: {key} {node!r} (of the base scenario): {e}") from None
+            raise PlanError(f"{family}: {key} {value!r} (of the base scenario): {e}") from None
