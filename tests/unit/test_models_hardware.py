@@ -95,8 +95,8 @@ def test_gpu_catalog_and_aliases():
         assert get_gpu(alias) == h100
     # datasheet figures (facts.yaml h100-sxm5-80gb: 989.4 dense BF16, 3.35 TB/s, 80 GB)
     assert h100.bf16_flops_per_s == 989.4e12 and h100.hbm_bandwidth_bytes_per_s == 3.35e12
-    # 80 GB of HBM3 = 80 GiB (5 stacks x 16 GiB)
-    assert h100.hbm_bytes == 80 * 2**30 and h100.flops_per_s("fp8") == 1978.9e12
+    # CUDA's total of an H100 80GB HBM3 (torch total_memory=81089MB), below the 80 GiB of HBM
+    assert h100.hbm_bytes == 81089 * 2**20 < 80 * 2**30 and h100.flops_per_s("fp8") == 1978.9e12
     a100 = get_gpu("a100")
     assert a100.fp8_flops_per_s is None and a100.flops_per_s("fp8") == a100.bf16_flops_per_s
     assert get_gpu("h200").hbm_bytes == 139 * 2**30  # what the H200 machines here expose

@@ -45,7 +45,7 @@ def _row(gpu: str, version: str, family: str, **keys) -> float:
     ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb", 312e12, 1.555e12, 42298834944, "pcie",
      "a100-sxm-80gb"),
     # facts.yaml h100-pcie-80gb: 756 dense, 2,000 GB/s, NVLink bridge pairs (600 GB/s bidir.)
-    ("NVIDIA H100 PCIe", "h100-pcie", 756e12, 2.0e12, 80 * 2**30, "nvlink", "h100-sxm")])
+    ("NVIDIA H100 PCIe", "h100-pcie", 756e12, 2.0e12, 81008 * 2**20, "nvlink", "h100-sxm")])
 def test_sibling_specs(device, name, bf16, bw, hbm, kind, sibling):
     g = get_gpu(device)
     assert g.name == name and g.bf16_flops_per_s == bf16
