@@ -99,7 +99,7 @@ def test_gpu_catalog_and_aliases():
     assert h100.hbm_bytes == 81089 * 2**20 < 80 * 2**30 and h100.flops_per_s("fp8") == 1978.9e12
     a100 = get_gpu("a100")
     assert a100.fp8_flops_per_s is None and a100.flops_per_s("fp8") == a100.bf16_flops_per_s
-    assert get_gpu("h200").hbm_bytes == 139 * 2**30  # what the H200 machines here expose
+    assert get_gpu("h200").hbm_bytes == 143156 * 2**20  # torch total_memory=143156MB
     with pytest.raises(ValueError, match="h100-sxm"):
         get_gpu("tpu-v9")
 
