@@ -132,6 +132,20 @@ def warn_scheduler_budget(scenario: Scenario) -> None:
             stacklevel=2)
 
 
+class UnpricedGPUWarning(UserWarning):
+    """A GPU whose profile has no sourced price (``usd_per_gpu_hour: 0``) and a scenario that
+    states none (``cost.usd_per_gpu_hour``): every cost figure of the run is $0."""
+
+
+def warn_unpriced(gpu: GPUSpec, scenario: Scenario) -> None:
+    """Warn (:class:`UnpricedGPUWarning`) when neither the scenario nor the GPU's profile gives
+    a price: the run's cost, cost per token and phase prices are then $0, not a measurement."""
+    if scenario.cost.usd_per_gpu_hour is None and not gpu.usd_per_gpu_hour:
+        warnings.warn(UnpricedGPUWarning(
+            f"{gpu.name}: its profile has no price, so every cost figure is $0; set "
+            f"cost.usd_per_gpu_hour (e.g. --set cost.usd_per_gpu_hour=2.0)"), stacklevel=2)
+
+
 def _user_path(value: str, base_dir: Path | None) -> str:
     """A model/GPU given as a relative path is looked up next to the scenario file first."""
     if base_dir is not None and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
@@ -200,6 +214,7 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
     if warn:
         warn_link_reach(gpu, tp)
         warn_scheduler_budget(scenario)
+        warn_unpriced(gpu, scenario)
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype
     sc = scenario.scheduler

@@ -11,6 +11,7 @@ Units: FLOP/s, bytes, bytes/s, seconds, USD per GPU-hour.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -180,7 +181,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     ------
     ValueError
         If the file is missing, not YAML, has an unknown key, lacks a required key, has a
-        non-numeric or negative value, an ``interconnect_kind`` outside ``nvlink, pcie, none``
+        non-numeric, non-finite or negative value, an ``interconnect_kind`` outside ``nvlink, pcie, none``
         (or ``none`` with a non-zero bandwidth), a ``p2p`` that is not a boolean, an
         ``interconnect_max_gpus`` that is not an integer >= 2, or an
         ``efficiency_tables_from`` that is not a non-empty string naming another profile, a
@@ -218,10 +219,15 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     for k in num_keys:
         if raw.get(k) is None:
             continue
-        try:
-            vals[k] = float(raw[k])
+        v = raw[k]
+        if isinstance(v, bool):
+            raise ValueError(f"{p}: {k}={v!r} is not a number")
+        try:  # text too: YAML 1.1 reads 3.35e12 (no dot before the exponent sign) as a string
+            vals[k] = float(v)
         except (TypeError, ValueError):
-            raise ValueError(f"{p}: {k}={raw[k]!r} is not a number") from None
+            raise ValueError(f"{p}: {k}={v!r} is not a number") from None
+        if not math.isfinite(vals[k]):
+            raise ValueError(f"{p}: {k}={v!r} must be a finite number")
         if vals[k] < 0 or (k in _REQUIRED and vals[k] == 0):
             raise ValueError(f"{p}: {k}={raw[k]!r} must be positive")
     kind, p2p, reach = _link_fields(raw, vals, p)

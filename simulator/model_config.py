@@ -133,6 +133,22 @@ def _int_field(cfg: dict, key: str, default=None):
     return int(v)
 
 
+def _req_int(cfg: dict, key: str) -> int:
+    """A required integer field (``KeyError`` when absent; text such as ``"4096"`` is refused,
+    as :func:`_int_field` does)."""
+    if cfg.get(key) is None:
+        raise KeyError(key)
+    return _int_field(cfg, key)
+
+
+def _first_int(cfg: dict, *keys: str, default: int = 0) -> int:
+    """The first of ``keys`` with a truthy value, as an integer (checked), else ``default``."""
+    for k in keys:
+        if cfg.get(k):
+            return _int_field(cfg, k)
+    return default
+
+
 def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """Build a :class:`ModelSpec` from a Hugging Face ``config.json``.
 
@@ -187,9 +203,8 @@ def _moe_fields(cfg: dict, layers: int, inter: int) -> dict:
     ``decoder_sparse_step`` / ``mlp_only_layers``, as vLLM's ``qwen3_moe.py`` reads them).
     The keys are :class:`ModelSpec` fields; a config whose every layer is dense gives a dense
     model."""
-    experts = int(cfg.get("num_local_experts") or cfg.get("num_experts")
-                  or cfg.get("n_routed_experts") or 0)
-    topk = int(cfg.get("num_experts_per_tok") or 0)
+    experts = _first_int(cfg, "num_local_experts", "num_experts", "n_routed_experts")
+    topk = _first_int(cfg, "num_experts_per_tok")
     if experts and not topk:
         topk = 2  # transformers' MixtralConfig / Qwen2MoeConfig default num_experts_per_tok
     if topk > max(experts, 0) and experts:
@@ -230,14 +245,15 @@ def _attention_fields(cfg: dict, heads: int, hidden: int) -> dict:
     :class:`ModelSpec` fields."""
     kv_lora = _int_field(cfg, "kv_lora_rank")
     if not kv_lora:
-        head_dim = int(cfg.get("head_dim") or hidden // heads)
-        return {"head_dim": head_dim, "num_kv_heads": int(cfg.get("num_key_value_heads") or heads)}
+        head_dim = _first_int(cfg, "head_dim", default=hidden // heads)
+        return {"head_dim": head_dim,
+                "num_kv_heads": _first_int(cfg, "num_key_value_heads", default=heads)}
     try:
-        rope, nope, v_dim = (int(cfg["qk_rope_head_dim"]), int(cfg["qk_nope_head_dim"]),
-                             int(cfg["v_head_dim"]))
+        rope, nope, v_dim = (_req_int(cfg, "qk_rope_head_dim"),
+                             _req_int(cfg, "qk_nope_head_dim"), _req_int(cfg, "v_head_dim"))
     except KeyError as e:
         raise KeyError(f"{e.args[0]} (an MLA config with kv_lora_rank needs it)") from None
-    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    kv_heads = _first_int(cfg, "num_key_value_heads", default=heads)
     return {"head_dim": nope + rope, "num_kv_heads": kv_heads, "attention_kind": "mla",
             "kv_lora_rank": kv_lora, "q_lora_rank": _int_field(cfg, "q_lora_rank"),
             "qk_rope_head_dim": rope, "qk_nope_head_dim": nope, "v_head_dim": v_dim}
@@ -273,11 +289,11 @@ def _sliding_window_fields(cfg: dict, mt: str, layers: int) -> dict:
 
 def _spec_from_config(cfg: dict, path: Path, name: str | None) -> ModelSpec:
     mt = str(cfg.get("model_type") or "")
-    heads = int(cfg["num_attention_heads"])
+    heads = _req_int(cfg, "num_attention_heads")
     if heads < 1:
         raise ValueError(f"num_attention_heads={heads} must be a positive integer")
-    hidden = int(cfg["hidden_size"])
-    layers = int(cfg["num_hidden_layers"])
+    hidden = _req_int(cfg, "hidden_size")
+    layers = _req_int(cfg, "num_hidden_layers")
     inter = _int_field(cfg, "intermediate_size")
     if inter is None:
         raise KeyError("intermediate_size")
@@ -294,8 +310,8 @@ def _spec_from_config(cfg: dict, path: Path, name: str | None) -> ModelSpec:
         num_layers=layers,
         hidden_size=hidden,
         num_attention_heads=heads,
-        vocab_size=int(cfg["vocab_size"]),
-        max_position_embeddings=int(cfg.get("max_position_embeddings") or 4096),
+        vocab_size=_req_int(cfg, "vocab_size"),
+        max_position_embeddings=_first_int(cfg, "max_position_embeddings", default=4096),
         tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         qkv_bias=attn_bias or qwen2,
         o_proj_bias=attn_bias and not qwen2,

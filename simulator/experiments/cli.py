@@ -20,6 +20,20 @@ from .spec_sweep import run_spec_sweep
 __all__ = ["cmd_compare", "cmd_spec_sweep", "register_compare", "register_spec_sweep"]
 
 
+def _jobs(args) -> int:
+    """``-j``/``--jobs`` (1 when not given).
+
+    Raises
+    ------
+    ValueError
+        Below 1 (as sweep and plan refuse it), before any scenario loads.
+    """
+    jobs = 1 if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    return jobs
+
+
 def _parallel_args(p: argparse.ArgumentParser, default_jobs_help: str) -> None:
     p.add_argument("-j", "--jobs", type=int, default=None, help=default_jobs_help)
     p.add_argument("--backend", choices=BACKENDS, default="local",
@@ -45,12 +59,13 @@ def cmd_compare(args) -> int:
         return progress(f"[{i + 1}/{n}] {name}: simulating requests", enabled=not args.quiet,
                         force=args.progress)
 
+    jobs = _jobs(args)
     overrides = list(args.set or [])
     if args.seed is not None:
         overrides.append(f"seed={args.seed}")
     cr = run_compare(args.scenario, args.vary, overrides=overrides, trace=args.trace,
                      outdir=args.output, figures=not args.no_figures, progress=prog,
-                     sim_progress=sim_prog, jobs=args.jobs or 1, backend=args.backend,
+                     sim_progress=sim_prog, jobs=jobs, backend=args.backend,
                      address=args.address)
     if not args.quiet:
         console = Console(stderr=False)
@@ -110,9 +125,7 @@ def cmd_spec_sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     rates = _parse_rates(args.rates)
-    jobs = 1 if args.jobs is None else args.jobs
-    if jobs < 1:
-        raise ValueError(f"--jobs must be >= 1, got {jobs}")
+    jobs = _jobs(args)
     scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
     if scenario.speculative is None:
         raise ValueError(f"{args.scenario}: no speculative: block (nothing to sweep)")

@@ -41,6 +41,7 @@ from ..config import (
     cli_overrides,
     load_scenario,
     parse_yaml_value,
+    read_scenario_yaml,
     split_assignment,
 )
 from ..engine import plan_replica_memory
@@ -311,9 +312,17 @@ def _load_variants(scenario_path, varies, base_over) -> list[tuple[str, list, Sc
         over = base_over + [Override(f"{k}={_spell(v)}", spelled[k]) for k, v in combo]
         try:
             sc, base = load_scenario(scenario_path, over)
-            if not sc.pools:  # a pools scenario is refused by run_scenario, as before
-                # names, parallel split and memory fit before any variant runs
-                plan_replica_memory(sc, base, warn=False)
+        except ScenarioError as e:
+            raise ScenarioError(f"variant {name}: {e}") from None
+        if sc.pools:
+            src = read_scenario_yaml(scenario_path).get("__file__", scenario_path)
+            raise ScenarioError(
+                f"{src}: scenario '{sc.name}' declares pools: (a topology scenario, "
+                "run through the gateway): a comparison runs one replica set per variant; run "
+                "it with servesim run (vary a pool with --set pools.N.KEY=VALUE), or size "
+                "pools with a topology plan")
+        try:  # names, parallel split and memory fit before any variant runs
+            plan_replica_memory(sc, base, warn=False)
         except ScenarioError as e:
             raise ScenarioError(f"variant {name}: {e}") from None
         except ValueError as e:  # a model, GPU or TP split: name the --vary item(s)

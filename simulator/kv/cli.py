@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 
 from ..hardware import get_gpu
 from ..models import get_model
+from ..schema import MAX_TOKENS_REPRESENTABLE
 from .planner import memory_terms
 
 GIB = float(1 << 30)
@@ -116,12 +117,16 @@ def kv_estimate(model: str, batch: int, context: int, *, kv_cache_dtype: str = "
     Raises
     ------
     ValueError
-        On an unknown model, GPU or dtype, or a non-positive size.
+        On an unknown model, GPU or dtype, or a size below 1 or above
+        :data:`simulator.schema.MAX_TOKENS_REPRESENTABLE` (2**31 - 1).
     """
     for name, v in (("batch", batch), ("context", context),
-                    ("tensor_parallel_size", tensor_parallel_size), ("block_size", block_size)):
+                    ("tensor_parallel_size", tensor_parallel_size), ("block_size", block_size),
+                    ("max_num_batched_tokens", max_num_batched_tokens)):
         if int(v) < 1:
             raise ValueError(f"{name} must be >= 1, got {v}")
+        if int(v) > MAX_TOKENS_REPRESENTABLE:  # the token counts every input is held to
+            raise ValueError(f"{name} must be <= {MAX_TOKENS_REPRESENTABLE:,}, got {v}")
     if not 0 < gpu_memory_utilization <= 1:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     kvd = "bf16" if kv_cache_dtype in ("auto", "fp16") else kv_cache_dtype

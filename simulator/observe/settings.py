@@ -523,6 +523,10 @@ def _put_flags(b: _Build, gpu: str | None, model: str | None, sets: list[str] | 
         b.put("model", model, "flag --model")
     for item in sets or []:
         path, _ = parse_override(item)
+        if path and path[0] == "workload":
+            raise ScenarioError(
+                f"--set {item}: the workload of a replay is the recorded run's requests "
+                "(arrival times and lengths as recorded); workload.* cannot be overridden")
         b.raw = apply_overrides(b.raw, [item])
         key = ".".join(path)
         b.src[key] = f"flag --set {item}"

@@ -38,6 +38,13 @@ def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None
     return float(g.usd_per_gpu_hour), f"{g.name} profile"
 
 
+def _who(i: int, n_cand: int, ov: dict) -> str:
+    """The configuration ``i`` in an error: a candidate point, the baseline or the last
+    known-good (the rows after the ``n_cand`` candidates)."""
+    return (f"plan candidate point {i} ({config_label(ov)})" if i < n_cand else
+            "plan baseline" if i == n_cand else "plan last_known_good")
+
+
 def _gpu_name(cfg: dict, i: int, n_cand: int, ov: dict) -> str:
     """The catalog name of a configuration's GPU.
 
@@ -50,9 +57,7 @@ def _gpu_name(cfg: dict, i: int, n_cand: int, ov: dict) -> str:
     try:
         return get_gpu(cfg["hardware"]["gpu"]).name
     except ValueError as e:
-        who = (f"plan candidate point {i} ({config_label(ov)})" if i < n_cand else
-               "plan baseline" if i == n_cand else "plan last_known_good")
-        raise PlanError(f"{who}: hardware.gpu: {e}") from None
+        raise PlanError(f"{_who(i, n_cand, ov)}: hardware.gpu: {e}") from None
 
 
 def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float, base_raw: dict, base_sc,
@@ -81,6 +86,11 @@ def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float
     for i, (ov, cfg) in enumerate(zip(all_ov, all_cfg)):
         gname = _gpu_name(cfg, i, n_cand, ov)
         price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
+        if not price and price_src.endswith(" profile"):
+            raise PlanError(
+                f"{_who(i, n_cand, ov)}: hardware.gpu {gname} has no price (its profile "
+                f"has none), so it would rank as free; set prices.{gname} in the plan (or "
+                "cost.usd_per_gpu_hour in the base scenario for its own GPU)")
         cfg = json.loads(json.dumps(cfg))
         cfg["cost"] = {**cfg.get("cost", {}), "usd_per_gpu_hour": price}
         meta.append({"gpu": gname, "price": price, "price_source": price_src,

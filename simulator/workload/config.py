@@ -12,6 +12,7 @@ Token counts are at most :data:`simulator.schema.MAX_TOKENS_REPRESENTABLE` (2**3
 """
 from __future__ import annotations
 
+import math
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
@@ -142,6 +143,11 @@ class ArrivalConfig(StrictModel):
         if self.process == "poisson" and self.cv != 1.0:
             raise ValueError(f"ArrivalConfig: a poisson process has cv=1 (got cv={self.cv}); "
                              "use process='gamma' for another cv")
+        cv2 = self.cv * self.cv
+        if not (cv2 > 0.0 and math.isfinite(cv2) and math.isfinite(1.0 / cv2)):
+            # the gamma's shape 1 / cv**2 and scale cv**2 / rate_rps must be finite and > 0
+            raise ValueError(f"ArrivalConfig: cv={self.cv} is out of the range a gamma process "
+                             "can be drawn with (cv**2 and 1/cv**2 must be finite and > 0)")
         return self
 
 

@@ -85,3 +85,18 @@ def test_a_topology_plan_with_a_pools_candidate_is_not_refused(tmp_path):
     raw = _candidate_raw({"set": {"pools": POOLS}}, yaml.safe_load(
         (SCEN / "default.yaml").read_text()))
     assert raw["pools"] == POOLS and "cluster" not in raw
+
+
+def test_compare_with_a_pools_scenario_is_refused_before_any_variant(tmp_path, capsys):
+    """``servesim compare`` refuses a pools scenario up front, as sweep and plan do: one line
+    naming the file, exit 2, nothing run and no output folder left behind."""
+    out = tmp_path / "cmp"
+    rc, err = _cli(["compare", "pd_1p1d_llama3_8b", "--vary", "scheduler.max_num_seqs=8,16",
+                    "-o", str(out)], capsys)
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err  # no "[1/2] running ..." line before it
+    path = SCEN / "pd_1p1d_llama3_8b.yaml"
+    assert lines[0].startswith(f"servesim: error: {path}: scenario 'pd_1p1d_llama3_8b' "
+                               "declares pools:")
+    assert not out.exists()

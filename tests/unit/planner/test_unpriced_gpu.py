@@ -1,0 +1,59 @@
+"""A GPU whose profile has no price (``usd_per_gpu_hour: 0``, e.g. ``a100-pcie-40gb``) is
+refused by a capacity plan unless the plan prices it (it would rank as free), and a run on it
+warns that every cost figure is $0."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+from planner_testlib import tiny_plan, tiny_scenario
+
+from simulator.config import validate_scenario
+from simulator.engine import UnpricedGPUWarning, build_setup
+from simulator.hardware import get_gpu
+from simulator.planner.plan import run_plan
+from simulator.planner.spec import PlanError, PlanSpec
+
+
+def _plan(prices: dict) -> PlanSpec:
+    d = tiny_plan(search_space={"hardware.gpu": ["h100-sxm", "a100-pcie-40gb"]},
+                  prices=prices, baseline={"name": "today", "set": {"hardware.gpu": "h100-sxm"}})
+    return PlanSpec.model_validate(d)
+
+
+def test_the_profile_has_no_price():
+    assert get_gpu("a100-pcie-40gb").usd_per_gpu_hour == 0.0
+
+
+def test_a_plan_refuses_an_unpriced_gpu_before_simulating(tmp_path):
+    with pytest.raises(PlanError, match=r"^plan candidate point 1 \(gpu=a100-pcie-40gb\): "
+                                        r"hardware.gpu a100-pcie-40gb has no price .* "
+                                        r"set prices.a100-pcie-40gb"):
+        run_plan(_plan({"h100-sxm": 2.99}), None, outdir=tmp_path, jobs=1, write=False)
+    assert not (tmp_path / ".cache").exists() or not any((tmp_path / ".cache").iterdir())
+
+
+def test_a_plan_that_prices_it_is_accepted(tmp_path):
+    spec = _plan({"h100-sxm": 2.99, "a100-pcie-40gb": 1.1})
+    spec.search.max_probes = 2
+    res = run_plan(spec, None, outdir=tmp_path, jobs=1, write=False)
+    got = {r["gpu"]: r["usd_per_gpu_hour"] for r in res.candidates}
+    assert got["a100-pcie-40gb"] == 1.1 and got["h100-sxm"] == 2.99
+
+
+def test_a_run_on_an_unpriced_gpu_warns_once_and_a_stated_price_silences_it():
+    raw = tiny_scenario(num_requests=5)
+    raw["hardware"] = {"gpu": "a100-pcie-40gb"}
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        setup = build_setup(validate_scenario(raw))
+    msgs = [str(w.message) for w in got if issubclass(w.category, UnpricedGPUWarning)]
+    assert msgs == ["a100-pcie-40gb: its profile has no price, so every cost figure is $0; "
+                    "set cost.usd_per_gpu_hour (e.g. --set cost.usd_per_gpu_hour=2.0)"]
+    assert setup.usd_per_gpu_hour == 0.0
+    raw["cost"] = {"usd_per_gpu_hour": 1.5}
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        setup = build_setup(validate_scenario(raw))
+    assert not [w for w in got if issubclass(w.category, UnpricedGPUWarning)]
+    assert setup.usd_per_gpu_hour == 1.5
