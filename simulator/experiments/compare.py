@@ -47,6 +47,7 @@ from ..config import (
 from ..engine import plan_replica_memory
 from ..metrics.summary import finite_float as _f
 from ..outdir import make_output_folder
+from ..perf.provenance import summary_sources_label
 from ..report.compare import write_compare_report
 from ..report.format import yaml_value
 from ..run import run_scenario
@@ -235,6 +236,7 @@ def variant_row(v: Variant) -> dict:
         "num_steps": s.get("num_steps"),
         "num_gpu_blocks": v.num_gpu_blocks,
         "kv_bytes_per_token_per_gpu": v.kv_bytes_per_token_per_gpu,
+        "latency_sources": summary_sources_label(s.get("provenance")),
         "sim_wall_s": _f(s.get("sim_wall_s")),
     })
     return row

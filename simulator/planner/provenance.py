@@ -8,15 +8,12 @@ times are a datasheet roofline. :func:`perf_provenance` classifies a performance
 ``provenance()`` labels; :func:`compare_provenance` marks each candidate whose evidence is
 weaker than the best-backed candidate's, operator by operator, so the report can label it.
 
-Classification of a label (the strings of ``StepTimeModel.provenance()``): ``measured ...`` ->
-``measured``, ``fitted ...`` -> ``fitted``, ``datasheet`` -> ``datasheet``, ``link model ...``
-(TP all-reduce from a stated link) -> ``link_model``, ``constant: ...`` -> ``constant``,
-``none ...`` (no such operator, e.g. all-reduce at TP=1) -> ``none`` (not compared). Rank for
-the comparison: measured 2 > fitted 1 > datasheet, link model, constant 0.
+Classification of a label: :func:`simulator.perf.provenance.classify_label` (measured,
+fitted, datasheet, link model, constant, none). Rank for the comparison: measured 2 > fitted
+1 > datasheet, link model, constant 0.
 """
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,28 +22,13 @@ from ..engine import resolve_kv_dtype
 from ..hardware import get_gpu
 from ..models import get_model
 from ..perf import build_perf_model
+from ..perf.provenance import classify_label, kind_counts, operator_records, sources_label
 
 __all__ = ["KIND_RANK", "classify_label", "compare_provenance", "perf_provenance",
            "scenario_provenance"]
 
 #: Evidence rank of each provenance kind (higher: stronger).
 KIND_RANK = {"measured": 2, "fitted": 1, "datasheet": 0, "link_model": 0, "constant": 0}
-
-#: ``StepTimeModel.provenance()`` keys that describe the engine, not an operator.
-_ENGINE_KEYS = ("engine", "engine_overhead", "cuda_graphs", "sampler")
-
-_MEASURED_SET = re.compile(r"^measured \(([^,()]+), ([^;()]+?)(?:[;)]| reusing| \+)")
-
-
-def classify_label(label: str) -> str:
-    """The kind of one provenance label (see the module docstring)."""
-    s = str(label).strip().lower()
-    for prefix, kind in (("measured", "measured"), ("fitted", "fitted"),
-                         ("datasheet", "datasheet"), ("link model", "link_model"),
-                         ("constant", "constant"), ("none", "none")):
-        if s.startswith(prefix):
-            return kind
-    return "datasheet"
 
 
 def perf_provenance(perf) -> dict[str, Any]:
@@ -69,38 +51,13 @@ def perf_provenance(perf) -> dict[str, Any]:
         ``label`` (one line: ``measured 5/6 (NVIDIA H100 80GB HBM3: vLLM 0.24.0), fitted 1/6;
         engine vllm-v1, constants fitted on no recorded run``).
     """
-    prov = dict(perf.provenance())
-    ops: dict[str, dict[str, str]] = {}
-    sets: set[str] = set()
-    for k in sorted(prov):
-        if k in _ENGINE_KEYS:
-            continue
-        kind = classify_label(prov[k])
-        ops[k] = {"kind": kind, "label": str(prov[k])}
-        if kind == "measured":
-            m = _MEASURED_SET.match(str(prov[k]))
-            if m:
-                sets.add(f"{m.group(1).strip()}: {m.group(2).strip()}")
-    counts: dict[str, int] = {}
-    for v in ops.values():
-        if v["kind"] != "none":
-            counts[v["kind"]] = counts.get(v["kind"], 0) + 1
+    ops, sets = operator_records(perf.provenance())
+    counts = kind_counts(ops)
     n = sum(counts.values())
     eng = getattr(perf, "engine", None)
     fitted_on = list(getattr(eng, "fitted_on", ()) or ())
     name = getattr(eng, "name", None)
-    parts = []
-    for kind in ("measured", "fitted", "datasheet", "link_model", "constant"):
-        c = counts.get(kind, 0)
-        if c:
-            txt = f"{kind.replace('_', ' ')} {c}/{n}"
-            if kind == "measured" and sets:
-                txt += f" ({'; '.join(sorted(sets))})"
-            parts.append(txt)
-    label = ", ".join(parts) or "no operators"
-    if name is not None:
-        label += (f"; engine {name}, constants fitted on "
-                  + (f"{len(fitted_on)} recorded run(s)" if fitted_on else "no recorded run"))
+    label = sources_label(counts, sets, name, fitted_on)
     return {"perf_model": getattr(perf, "kind", "roofline"), "operators": ops,
             "counts": counts, "num_operators": n, "measured_table_sets": sorted(sets),
             "engine_profile": name, "engine_fitted_on": fitted_on, "label": label}

@@ -26,6 +26,7 @@ from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs
 from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
 from ..experiments.runner import Workloads, factory_id, output_folder, prepare_points, run_family
 from ..experiments.warned import recording
+from ..perf.provenance import summary_sources_label
 from ..report.sweep import write_sweep_report
 from ..report.tables import write_table
 from .simulate import simulate_summary
@@ -201,6 +202,7 @@ def _rows(points, overrides, keys, results, ran) -> list[dict[str, Any]]:
         row.update(flatten_inputs(p))
         if ok:
             row.update(flatten_summary(r["summary"]))
+            row["latency_sources"] = summary_sources_label(r["summary"].get("provenance"))
             ex = r.get("extra") or {}
             row["busy_fraction"] = ex.get("busy_fraction")
             row["queue_share_of_ttft"] = ex.get("queue_share_of_ttft")

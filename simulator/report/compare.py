@@ -229,8 +229,13 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
                   "source": sc.workload.trace if sc.workload.trace else "synthetic",
                   "num_requests": f"{len(first.requests):,}", "seed": sc.seed}
     head, rows = table_rows(cr.table)
+    sources: dict[str, list[str]] = {}  # latency-sources line -> the variants it backs
+    if "latency_sources" in cr.table:
+        for name, src in zip(cr.table["variant"], cr.table["latency_sources"]):
+            sources.setdefault(str(src), []).append(str(name))
     return render(
         "compare.md.j2", name=cr.scenario_name, header=header,
+        sources=[(src, ", ".join(names)) for src, names in sources.items()],
         varied=[(k, ", ".join(yaml_value(v) for v in vals)) for k, vals in cr.varies],
         same_requests=cr.same_requests, num_workloads=cr.num_workloads, table_header=head,
         table_rows=rows,
