@@ -107,6 +107,7 @@ def build_scenario(opts: ValidateOptions, model_path: Path, profile: Path):
         "kv_cache": {"block_size": 16, "num_gpu_blocks": 200_000,
                      "enable_prefix_caching": False},
         "perf": {"source": "table", "weight_dtype": "bf16"},
+        "cost": {"usd_per_gpu_hour": 0.0},  # a self-check compares latencies, not cost
         "workload": {"trace": str(resolve_path(opts.trace or DEFAULT_TRACE, "traces")),
                      "format": "vidur"},
         "seed": opts.seed,

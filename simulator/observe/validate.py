@@ -17,6 +17,7 @@ prefix-sharing ids, which the generic CSV cannot carry).
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import pandas as pd
 import yaml
 
 from simulator import __version__
+from simulator.engine import UnpricedGPUWarning
 from simulator.metrics.summary import json_safe
 from simulator.outdir import make_output_folder
 from simulator.run import run_scenario, scenario_dict
@@ -135,7 +137,9 @@ def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
     replay = build_replay_scenario(run, scenario=scenario, gpu=gpu, model=model, sets=sets)
     sc = replay.scenario
     specs = specs_with_block_size(run, sc.kv_cache.block_size)
-    res = run_scenario(sc, replay.base_dir, specs=specs, write=False, figures=False)
+    with warnings.catch_warnings():  # a replay's cost is not what it is compared on
+        warnings.simplefilter("ignore", UnpricedGPUWarning)
+        res = run_scenario(sc, replay.base_dir, specs=specs, write=False, figures=False)
     cmp = compare_outcomes(run.outcomes, res.requests, res.itl_values_s, res.itl_weights)
     v = _validation(run, replay, res, cmp)
     out = RecordedValidation(v, run, replay, res, specs)
