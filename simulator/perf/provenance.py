@@ -25,7 +25,9 @@ ENGINE_KEYS = ("engine", "engine_overhead", "cuda_graphs", "sampler")
 #: Kinds in the order a label lists them (strongest evidence first).
 KINDS = ("measured", "fitted", "datasheet", "link_model", "constant")
 
-_MEASURED_SET = re.compile(r"^measured \(([^,()]+), ([^;()]+?)(?:[;)]| reusing| \+)")
+#: a measured label's device and engine version (a reused set keeps "reusing <set>": the
+#: tables are that set's)
+_MEASURED_SET = re.compile(r"^measured \(([^,()]+), ([^;()]+?)(?:[;)]| \+)")
 
 
 def classify_label(label: str) -> str:

@@ -16,7 +16,7 @@ PROV = {
                         "generation_attention_perf.parquet)",
     "gemm": "measured (NVIDIA H100 80GB HBM3, vLLM 0.24.0; aiconfigurator 095f58a "
             "gemm_perf.parquet)",
-    "moe": "measured (NVIDIA A100-SXM4-80GB, vLLM 0.14.0 reusing x)",
+    "moe": "measured (NVIDIA A100-SXM4-80GB, vLLM 0.22.0 reusing vllm-0.14.0; aic x.parquet)",
     "elementwise": "fitted (Vidur h100 mlp.csv @7d47513)",
     "lm_head": "datasheet roofline",
     "engine": "vllm-v1 (constants fitted on 3 recorded run(s))",
@@ -31,13 +31,16 @@ def test_classification_and_counts():
     ops, sets = operator_records(PROV)
     assert set(ops) == {"all_reduce", "attention_decode", "gemm", "moe", "elementwise",
                         "lm_head"}  # engine keys left out
-    assert sets == ["NVIDIA A100-SXM4-80GB: vLLM 0.14.0", "NVIDIA H100 80GB HBM3: vLLM 0.24.0"]
+    # a reused set says whose tables it holds
+    assert sets == ["NVIDIA A100-SXM4-80GB: vLLM 0.22.0 reusing vllm-0.14.0",
+                    "NVIDIA H100 80GB HBM3: vLLM 0.24.0"]
     assert kind_counts(ops) == {"measured": 3, "fitted": 1, "datasheet": 1}  # none not counted
 
 
 def test_summary_label_by_hand():
     assert summary_sources_label(PROV) == (
-        "measured 3/5 (NVIDIA A100-SXM4-80GB: vLLM 0.14.0; NVIDIA H100 80GB HBM3: vLLM 0.24.0), "
+        "measured 3/5 (NVIDIA A100-SXM4-80GB: vLLM 0.22.0 reusing vllm-0.14.0; "
+        "NVIDIA H100 80GB HBM3: vLLM 0.24.0), "
         "fitted 1/5, datasheet 1/5; engine vllm-v1 (constants fitted on 3 recorded run(s))")
     assert summary_sources_label(None) == "unknown"
     assert sources_label({}, [], "vllm-v0", []) == (
