@@ -51,7 +51,13 @@ from .speculative.calculator import (
     sweep_table,
 )
 from .topology.gateway import check_defaults, run_gateway
-from .workload import describe_columns, load_workload, read_columns, write_parquet_trace
+from .workload import (
+    ServeGenLengthsMissing,
+    describe_columns,
+    load_workload,
+    read_columns,
+    write_parquet_trace,
+)
 
 EXIT_BAD_INPUT = 2
 #: stdout's reader closed it (``| head``): no message, status 1 (as rich's console and the
@@ -152,8 +158,14 @@ def cmd_trace(args) -> int:
         raise CLIError(f"--end-s {args.end_s:g} must be > --start-s {args.start_s:g}")
     if args.start_s < 0:
         raise CLIError(f"--start-s {args.start_s:g} must be >= 0")
-    cols = read_columns(args.path, args.format, seed=args.seed, start_s=args.start_s,
-                        end_s=args.end_s)
+    try:
+        cols = read_columns(args.path, args.format, seed=args.seed, start_s=args.start_s,
+                            end_s=args.end_s)
+    except ServeGenLengthsMissing:
+        raise CLIError(f"{args.path}: this ServeGen data has arrivals only (no "
+                       "chunk-N-dataset.json): it has no lengths for servesim trace to "
+                       "describe; replay it in a scenario that gives them "
+                       "(workload.servegen.prompt_tokens and output_tokens)") from None
     keep = cols.arrival_s >= args.start_s
     if args.end_s is not None:
         keep &= cols.arrival_s < args.end_s

@@ -24,7 +24,7 @@ from simulator.workload.config import (
     WorkloadConfig,
 )
 from simulator.workload.describe import describe_columns, describe_workload
-from simulator.workload.errors import WorkloadError, WorkloadWarning
+from simulator.workload.errors import ServeGenLengthsMissing, WorkloadError, WorkloadWarning
 from simulator.workload.loader import (
     assign_by_share,
     load_workload,
@@ -43,6 +43,7 @@ __all__ = [
     "LengthDist",
     "PatienceConfig",
     "ServeGenConfig",
+    "ServeGenLengthsMissing",
     "SharedPrefix",
     "SyntheticConfig",
     "WorkloadConfig",

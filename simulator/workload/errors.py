@@ -10,6 +10,12 @@ class WorkloadError(ValueError):
     """
 
 
+class ServeGenLengthsMissing(WorkloadError):
+    """ServeGen client data with arrivals only (no ``chunk-N-dataset.json``) read where the
+    lengths were to come from the data (a scenario gives them with
+    ``workload.servegen.prompt_tokens`` and ``output_tokens``)."""
+
+
 class WorkloadWarning(UserWarning):
     """Something the workload changed that the user should know about (e.g. outputs clipped to
     the declared ``workload.max_tokens``). The CLI prints each as one ``servesim: warning:``

@@ -66,7 +66,7 @@ from simulator.budget import check_workload_budget
 from simulator.rng import stream
 from simulator.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.columns import TraceColumns
-from simulator.workload.errors import WorkloadError, WorkloadWarning
+from simulator.workload.errors import ServeGenLengthsMissing, WorkloadError, WorkloadWarning
 from simulator.workload.synthetic import sample_lengths
 
 __all__ = ["SERVEGEN_STREAM", "WINDOW_S", "ServeGenClient", "is_servegen_path",
@@ -325,7 +325,7 @@ def load_clients(path: str | Path, clients: list[int] | None = None,
         if need_lengths:
             ds = found[cid].with_name(f"chunk-{cid}-dataset.json")
             if not ds.is_file():
-                raise WorkloadError(
+                raise ServeGenLengthsMissing(
                     f"{ds}: not found; this ServeGen data has arrivals only: give the lengths "
                     "with workload.servegen.prompt_tokens and output_tokens")
             c.dataset = _read_dataset(ds)

@@ -196,3 +196,14 @@ def test_published_arrival_only_folder(shared_file):
     specs = load_workload(cfg, 0)
     want = sum(_count(p, end_s=600) for p in folder.glob("chunk-*-trace.csv"))
     assert len(specs) == want
+
+
+def test_servesim_trace_on_arrival_only_data_says_what_it_lacks(tmp_path, capsys):
+    from simulator.cli import main
+    _client(tmp_path / "sg", 0, ["0,0.1,1.0,Gamma,1.0,10.0"])  # no chunk-0-dataset.json
+    assert main(["trace", str(tmp_path / "sg")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (f"servesim: error: {tmp_path / 'sg'}: this ServeGen data has arrivals only "
+                    "(no chunk-N-dataset.json): it has no lengths for servesim trace to "
+                    "describe; replay it in a scenario that gives them "
+                    "(workload.servegen.prompt_tokens and output_tokens)")
