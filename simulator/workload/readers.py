@@ -342,6 +342,27 @@ def _not_utf8(path: Path, shown: str, e: UnicodeDecodeError) -> str:
     return f"{shown}: not UTF-8 text ({e})"
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object that names a key twice (the key is ``args[0]``)."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``object_pairs_hook``: the object as a dict, refusing a key given twice (``json`` would
+    keep the last silently, as YAML duplicates are refused)."""
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return d
+
+
+#: one decoder for every JSONL line (refuses duplicate keys; ~as fast as ``json.loads``)
+_JSONL_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+
+
 def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
                        ) -> Iterator[tuple[list[dict], np.ndarray]]:
     """JSON objects and their 1-based line numbers, ``batch_rows`` records (default
@@ -349,7 +370,7 @@ def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
     batch_rows = batch_rows or READ_BATCH_ROWS
     objs: list[dict] = []
     lines: list[int] = []
-    loads = json.loads
+    loads = _JSONL_DECODER.decode
     yielded = False
     try:
         with open(path, encoding="utf-8-sig") as f:
@@ -363,6 +384,9 @@ def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
                     # is shown as the column just after its last character
                     col = min(e.pos, len(text.rstrip("\r\n"))) + 1
                     raise WorkloadError(f"{shown}:{no}:{col}: invalid JSON ({e.msg})") from None
+                except _DuplicateKey as e:
+                    raise WorkloadError(f"{shown}:{no}: key {e.args[0]!r} appears twice in the "
+                                        "record") from None
                 if not isinstance(obj, dict):
                     raise WorkloadError(f"{shown}:{no}: expected a JSON object, got "
                                         f"{type(obj).__name__}")

@@ -224,6 +224,15 @@ def test_truncated_jsonl_line_names_file_line_and_column(write):
 
 
 
+def test_jsonl_duplicate_key_names_file_line_and_key(write):
+    # json keeps the last of two equal keys silently; a trace record refuses it, as YAML does
+    p = write("d.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 2}\n'
+              '{"timestamp": 5, "input_length": 10, "output_length": 3, "timestamp": 7}\n')
+    with pytest.raises(WorkloadError) as ei:
+        read_trace(p, format="mooncake")
+    assert str(ei.value) == f"{p}:2: key 'timestamp' appears twice in the record"
+
+
 def test_jsonl_non_utf8_byte_names_file_and_line(tmp_path):
     # 500 good lines (~29 kB, past the text decoder's read-ahead), then line 501 with byte
     # 0xff as its 15th byte: the message names line 501, not a byte offset of the file
