@@ -17,8 +17,7 @@ from simulator.workload.readers import (
     _read_csv_table,
 )
 
-from .readers_common import (DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _refuse_duplicate_ids,
-                             _specs)
+from .readers_common import DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _refuse_duplicate_ids, _specs
 from .readers_vllm import read_timeseries
 from .record import RecordedRun, RecordError
 

@@ -27,7 +27,7 @@ def test_a_gpu_spec_with_a_non_finite_number_is_refused(tmp_path, value):
     assert text != src.read_text()
     p = tmp_path / "g.yaml"
     p.write_text(text)
-    with pytest.raises(ValueError, match=rf"g.yaml: hbm_bandwidth_bytes_per_s=.* must be a "
+    with pytest.raises(ValueError, match=r"g.yaml: hbm_bandwidth_bytes_per_s=.* must be a "
                                          r"finite number"):
         load_gpu_spec(p)
 

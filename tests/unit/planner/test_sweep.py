@@ -116,6 +116,7 @@ def test_shipped_default_prices_each_gpu_of_a_sweep_at_its_own_profile_rate(tmp_
     scenarios/sweep_default.yaml does), the H200 point costs its profile's rate (before: every
     point $2.99, so the H200's cost per token was understated by a third)."""
     from helpers import REPO_ROOT
+
     from simulator.planner.spec import SweepSpec
     spec = SweepSpec.model_validate({"name": "price", "base": "default",
                                      "set": {"workload.max_requests": 20},

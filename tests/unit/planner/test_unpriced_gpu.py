@@ -48,8 +48,8 @@ def test_a_run_on_an_unpriced_gpu_warns_once_and_a_stated_price_silences_it():
         warnings.simplefilter("always")
         setup = build_setup(validate_scenario(raw))
     msgs = [str(w.message) for w in got if issubclass(w.category, UnpricedGPUWarning)]
-    assert msgs == ["a100-pcie-40gb: its profile has no price, so every cost figure is $0; "
-                    "set cost.usd_per_gpu_hour (e.g. --set cost.usd_per_gpu_hour=2.0)"]
+    assert msgs == [("a100-pcie-40gb: its profile has no price, so every cost figure is $0; "
+                     "set cost.usd_per_gpu_hour (e.g. --set cost.usd_per_gpu_hour=2.0)")]
     assert setup.usd_per_gpu_hour == 0.0
     raw["cost"] = {"usd_per_gpu_hour": 1.5}
     with warnings.catch_warnings(record=True) as got:
