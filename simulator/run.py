@@ -152,9 +152,10 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["num_steps"] = len(steps)
     if scenario.speculative is not None:
         summary["speculative"] = speculative_summary(sim)
-    summary.update(kv_and_batching_stats(
-        steps, setup.block_size,
-        setup.model.kv_bytes_per_token(setup.kv_cache_dtype, setup.tensor_parallel_size)))
+    summary.update(kv_and_batching_stats(steps, setup.block_size, {  # a fallback set's own
+        rep.idx: rep.setup.model.kv_bytes_per_token(rep.setup.kv_cache_dtype,
+                                                    rep.setup.tensor_parallel_size)
+        for rep in sim.replicas}))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
     add_phase_cost(summary, steps, setup.perf, scenario.gpus_per_replica)

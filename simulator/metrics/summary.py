@@ -727,8 +727,24 @@ def _num_distinct(col: pd.Series) -> int:
     return int(col.nunique())
 
 
+def _step_bytes_per_token(steps: pd.DataFrame,
+                          kv_bytes_per_token: float | Mapping[int, float]):
+    """One KV bytes-per-token figure for every step (a float), or one per step (an array, by
+    the step's ``replica_id``) when the replicas' figures differ (a degrade fallback set of
+    another model)."""
+    if not isinstance(kv_bytes_per_token, Mapping):
+        return float(kv_bytes_per_token)
+    vals = set(kv_bytes_per_token.values())
+    if len(vals) == 1:
+        return float(vals.pop())
+    lut = np.zeros(max(kv_bytes_per_token) + 1, dtype=float)
+    for rid, b in kv_bytes_per_token.items():
+        lut[rid] = b
+    return lut[_num(steps, "replica_id").astype(np.int64)]
+
+
 def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
-                          kv_bytes_per_token: float) -> dict[str, Any]:
+                          kv_bytes_per_token: float | Mapping[int, float]) -> dict[str, Any]:
     """KV waste and batching figures from the steps frame (time-weighted over busy time).
 
     Parameters
@@ -738,16 +754,18 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
         ``num_padding_seqs``, ``batch_size``, ``step_time_s``).
     block_size : int
         Tokens per KV block.
-    kv_bytes_per_token : float
-        KV bytes of one token on one GPU of a replica.
+    kv_bytes_per_token : float or mapping of int to float
+        KV bytes of one token on one GPU of a replica; ``{replica_id: bytes}`` when replicas
+        differ (a degrade fallback set of another model): each step is charged its replica's.
 
     Returns
     -------
     dict
         ``max_concurrency`` (largest batch), ``padding_waste`` (share of slot-steps doing no
         useful work: sum of padding slots / sum of batch slots), ``kv_reserved_bytes_mean``,
-        ``kv_used_bytes_mean``, ``kv_wasted_bytes_mean`` (per GPU, mean over a replica's busy
-        time, averaged over replicas), ``mean_kv_fragmentation`` (time-weighted share of
+        ``kv_used_bytes_mean``, ``kv_wasted_bytes_mean`` (per GPU: the mean over every replica's
+        steps, each weighted by its duration, i.e. over the replicas' pooled busy time),
+        ``mean_kv_fragmentation`` (time-weighted share of
         reserved KV bytes holding no token: 1 - tokens / (blocks x block_size)).
     """
     if steps is None or len(steps) == 0:
@@ -764,9 +782,11 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
     wsum = w.sum() or 1.0
     reserved = _num(steps, "kv_blocks_used", copy=True)
     reserved *= block_size
+    bpt = _step_bytes_per_token(steps, kv_bytes_per_token)
     reserved_w = (reserved * w).sum()
     reserved_sum = reserved.sum()
-    reserved_b = float(reserved_w / wsum) * kv_bytes_per_token
+    reserved_b = (float(reserved_w / wsum) * bpt if isinstance(bpt, float)
+                  else float((reserved * w * bpt).sum() / wsum))
     tokens = (_num(steps, "kv_tokens_used", copy=True) if "kv_tokens_used" in steps
               else reserved.copy())
     np.minimum(tokens, reserved, out=tokens)
@@ -775,7 +795,8 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
     frag = float(reserved.sum() / max(reserved_w, 1e-300))
     del reserved
     tokens *= w
-    used_b = float(tokens.sum() / wsum) * kv_bytes_per_token
+    used_b = (float(tokens.sum() / wsum) * bpt if isinstance(bpt, float)
+              else float((tokens * bpt).sum() / wsum))
     del tokens, w
     batch = _num(steps, "batch_size")
     pad = _num(steps, "num_padding_seqs") if "num_padding_seqs" in steps else 0 * batch

@@ -15,6 +15,15 @@ _EFFECT = {"shed": "shed (rejected)", "fallback": "sent to the fallback",
            "cap_max_tokens": "capped", "disable_speculation": ""}
 
 
+def _shortened(p: Mapping[str, Any]) -> str:
+    """`` (N shortened)`` for a cap whose capped requests were not all longer than the cap
+    (a summary written before the counter existed: empty)."""
+    k = p.get("num_requests_shortened")
+    if p.get("action") != "cap_max_tokens" or k is None or k == p.get("num_requests"):
+        return ""
+    return f" ({adaptive(k)} shortened)"
+
+
 def _when(p: Mapping[str, Any]) -> str:
     parts = [f"{k} >= {adaptive(v)}" for k, v in (p.get("when") or {}).items()]
     return " or ".join(parts) + (f"; release below {adaptive(p.get('release_fraction'))} x, "
@@ -52,7 +61,7 @@ def degrade_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
         n = p.get("num_requests", 0)
         rows.append([p.get("name", ""), label, _when(p), adaptive(p.get("num_episodes", 0)),
                      adaptive(p.get("active_s")), adaptive(p.get("first_fired_s"), " s"),
-                     f"{adaptive(n)} {_EFFECT.get(action, '')}" if n else "0",
+                     f"{adaptive(n)} {_EFFECT.get(action, '')}{_shortened(p)}" if n else "0",
                      adaptive(p.get("num_output_tokens_not_generated", 0)),
                      _change(p.get("ttft_p99_active_s"), p.get("ttft_p99_inactive_s")),
                      _change(p.get("e2e_p99_active_s"), p.get("e2e_p99_inactive_s"))])
@@ -80,7 +89,8 @@ def degrade_text(policies: list[Mapping[str, Any]] | None) -> str:
             parts.append(f"{p.get('name')}: not fired")
             continue
         n = p.get("num_requests") or 0
-        what = f"{adaptive(n)} {_EFFECT.get(p.get('action'), '')}".strip() if n else "active"
+        what = (f"{adaptive(n)} {_EFFECT.get(p.get('action'), '')}".strip() + _shortened(p)
+                if n else "active")
         if p.get("num_output_tokens_not_generated"):
             what += f", {adaptive(p['num_output_tokens_not_generated'])} tokens not generated"
         parts.append(f"{p.get('name')}: {what} ({adaptive(n_ep)} episode"

@@ -87,6 +87,7 @@ class PolicyState:
     episodes: list[Episode] = field(default_factory=list)
     num_requests: int = 0          # arriving requests the action was applied to
     num_output_tokens_not_generated: int = 0   # cap_max_tokens: true length beyond the cap
+    num_requests_shortened: int = 0    # cap_max_tokens: capped requests whose answer was longer
     request_ids: list[int] = field(default_factory=list)
 
     @property
@@ -206,6 +207,7 @@ class DegradeController:
             if declared is None or declared > cap:
                 out = min(spec.num_output_tokens, cap)
                 st.num_output_tokens_not_generated += spec.num_output_tokens - out
+                st.num_requests_shortened += out < spec.num_output_tokens
                 d.spec = dataclasses.replace(spec, max_tokens=cap, num_output_tokens=out)
                 d.capped_by = st.config.name
                 self._count(st, spec)
@@ -224,7 +226,9 @@ class DegradeController:
         ``min_hold_s``, ``num_episodes``, ``active_s`` (summed episode length, seconds),
         ``first_fired_s`` (None if never), ``episodes`` (``start_s``, ``end_s``,
         ``duration_s``, ``trigger``, ``trigger_value``), ``num_requests`` (requests the
-        action was applied to), ``num_output_tokens_not_generated`` and ``request_ids``.
+        action was applied to), ``num_output_tokens_not_generated``,
+        ``num_requests_shortened`` (capped requests whose answer was longer than the cap: the
+        others were capped without losing a token) and ``request_ids``.
         """
         out = []
         for st in self.states:
@@ -245,6 +249,7 @@ class DegradeController:
                 "episodes": eps,
                 "num_requests": st.num_requests,
                 "num_output_tokens_not_generated": st.num_output_tokens_not_generated,
+                "num_requests_shortened": st.num_requests_shortened,
                 "request_ids": list(st.request_ids),
             })
         return out

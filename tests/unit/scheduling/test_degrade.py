@@ -101,6 +101,8 @@ def test_decide_precedence_class_and_cap_arithmetic():
     s = {p["name"]: p for p in c.summary()}
     assert s["cap_tight"]["num_output_tokens_not_generated"] == 450   # 450 + 0
     assert s["cap_tight"]["num_requests"] == 2 and s["shed_low"]["num_requests"] == 1
+    # of the two capped requests only the 500-token answer was longer than the cap
+    assert s["cap_tight"]["num_requests_shortened"] == 1
     assert s["cap"]["num_requests"] == 0
 
 
