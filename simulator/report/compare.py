@@ -223,11 +223,21 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
     first = cr.variants[0] if cr.variants else None
     header = None
     if first is not None:
+        def one(get, varied: str = "varied") -> str:
+            """The variants' common value, or ``varied`` when a --vary changed it."""
+            vals = {str(get(v)) for v in cr.variants}
+            return vals.pop() if len(vals) == 1 else varied
         sc = first.scenario
-        header = {"model": sc.model, "gpu": sc.hardware.gpu,
-                  "replicas": sc.cluster.num_replicas, "tp": sc.cluster.tensor_parallel_size,
+        def code(get, varied: str) -> str:
+            x = one(get, "")
+            return f"`{x}`" if x else varied
+        header = {"model": code(lambda v: v.scenario.model, "varied models"),
+                  "gpu": code(lambda v: v.scenario.hardware.gpu, "varied GPUs"),
+                  "replicas": one(lambda v: v.scenario.cluster.num_replicas),
+                  "tp": one(lambda v: v.scenario.cluster.tensor_parallel_size),
                   "source": sc.workload.trace if sc.workload.trace else "synthetic",
-                  "num_requests": f"{len(first.requests):,}", "seed": sc.seed}
+                  "num_requests": one(lambda v: f"{len(v.requests):,}"),
+                  "seed": one(lambda v: v.scenario.seed)}
     head, rows = table_rows(cr.table)
     sources: dict[str, list[str]] = {}  # latency-sources line -> the variants it backs
     if "latency_sources" in cr.table:

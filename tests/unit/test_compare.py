@@ -139,6 +139,19 @@ def test_run_compare_varying_workload_is_flagged(scenario_file, tmp_path):
     np.testing.assert_allclose(a / 2, b)
 
 
+def test_compare_report_says_what_varied_and_names_the_latency_sources(scenario_file):
+    from simulator.report.compare import render_compare_markdown
+    cr = run_compare(scenario_file, ["hardware.gpu=h100-sxm,a100-sxm-80gb"], write=False)
+    md = render_compare_markdown(cr)
+    assert "Model `llama-3.1-8b` on varied GPUs (1 replica(s) x TP 1)" in md
+    # one latency-sources line per variant, each naming its measured tables' device
+    lines = [ln for ln in md.splitlines() if ln.startswith("- gpu=")]
+    assert len(lines) == 2
+    assert "NVIDIA H100 80GB HBM3: vLLM" in lines[0]
+    assert "NVIDIA A100-SXM4-80GB: vLLM" in lines[1] and "reusing vllm-0.14.0" in lines[1]
+    assert list(cr.table["latency_sources"]) == [ln.split(": ", 1)[1] for ln in lines]
+
+
 def test_run_compare_invalid_variant(scenario_file):
     with pytest.raises(ScenarioError, match="variant bogus: .*scheduler.policy"):
         run_compare(scenario_file, ["scheduler.policy=bogus"], write=False)
