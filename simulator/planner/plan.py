@@ -423,6 +423,10 @@ def _recommend(plan: PlanSpec, ranked: list[dict], base_row: dict, lkg_row: dict
             status, chosen, runners = kind, won, passing[: plan.top_k]
         elif len(passing) > 1 and _same_cost(passing[0], passing[1]):
             reason += f"; equal-cost tie settled {TIE_RULE}"
+        same = chosen.get("same_config_as") if status == "candidate" else None
+        if same:  # the cheapest candidate is what runs today: say so, nothing to change
+            reason += (f"; it is the {str(same).replace('_', ' ')}'s configuration, so the "
+                       "recommendation is to keep it")
     else:
         chosen = fb_row
         runners = []

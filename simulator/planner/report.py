@@ -247,10 +247,13 @@ def _method(result) -> str:
 
 def _speedups_text(result) -> str:
     """How many runs stopped early and candidates were skipped (empty when none)."""
-    runs = [p for r in _evaluated(result) for p in (r.get("probes") or [])
+    # a candidate with the baseline's (or last known-good's) configuration shares its
+    # evaluation: its runs are counted once, as stats.num_simulations counts them
+    rows = [r for r in _evaluated(result) if not r.get("same_config_as")]
+    runs = [p for r in rows for p in (r.get("probes") or [])
             + (r.get("confirmations") or [])
             + ([r["dominance_probe"]] if r.get("dominance_probe") else [])]
-    n_dom = sum(1 for r in _evaluated(result) if r.get("dominance_probe"))
+    n_dom = sum(1 for r in rows if r.get("dominance_probe"))
     n_stop = sum(1 for p in runs if p.get("stopped_early"))
     n_skip = sum(1 for r in result.candidates if is_skipped(r))
     out = ""

@@ -1,4 +1,4 @@
-"""A GPU whose profile has no price (``usd_per_gpu_hour: 0``, e.g. ``a100-pcie-40gb``) is
+"""Prices and the recommendation's reason. A GPU whose profile has no price (``usd_per_gpu_hour: 0``, e.g. ``a100-pcie-40gb``) is
 refused by a capacity plan unless the plan prices it (it would rank as free), and a run on it
 warns that every cost figure is $0."""
 from __future__ import annotations
@@ -57,3 +57,26 @@ def test_a_run_on_an_unpriced_gpu_warns_once_and_a_stated_price_silences_it():
         setup = build_setup(validate_scenario(raw))
     assert not [w for w in got if issubclass(w.category, UnpricedGPUWarning)]
     assert setup.usd_per_gpu_hour == 1.5
+
+
+def test_a_cheapest_candidate_that_is_the_baseline_says_keep_it(tmp_path):
+    """The candidate with the baseline's own configuration wins (equal preference, so the
+    status stays ``candidate``): the reason says it is what runs today. The plan's run counts
+    count its shared evaluation once, as ``stats.num_simulations`` does."""
+    from simulator.planner.report import _speedups_text
+    d = tiny_plan(search_space={"hardware.gpu": ["h100-sxm"]},
+                  baseline={"name": "today", "set": {"hardware.gpu": "h100-sxm"}},
+                  prices={"h100-sxm": 2.99})
+    d["search"].update(max_probes=3)
+    res = run_plan(PlanSpec.model_validate(d), None, outdir=tmp_path, jobs=1, write=False)
+    rec = res.recommendation
+    assert rec["status"] == "candidate", rec
+    assert rec["reason"].endswith("it is the baseline's configuration, so the recommendation "
+                                  "is to keep it")
+    (cand,) = res.candidates
+    assert cand["same_config_as"] == "baseline"
+    n_runs = len(res.baseline["probes"]) + len(res.baseline["confirmations"])
+    assert res.stats["num_simulations"] == n_runs  # one evaluation for the two rows
+    res.baseline["probes"][0]["stopped_early"] = True
+    cand["probes"][0]["stopped_early"] = True  # the same run, seen through the candidate
+    assert _speedups_text(res).startswith(f"1 of {n_runs} probe and confirmation runs stopped")
