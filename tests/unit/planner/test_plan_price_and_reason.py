@@ -1,6 +1,6 @@
-"""Prices and the recommendation's reason. A GPU whose profile has no price (``usd_per_gpu_hour: 0``, e.g. ``a100-pcie-40gb``) is
-refused by a capacity plan unless the plan prices it (it would rank as free), and a run on it
-warns that every cost figure is $0."""
+"""Prices and the recommendation's reason. A GPU whose profile has no price
+(``usd_per_gpu_hour: 0``, e.g. ``a100-pcie-40gb``) is refused by a capacity plan unless the
+plan prices it (it would rank as free), and a run on it warns that every cost figure is $0."""
 from __future__ import annotations
 
 import warnings
