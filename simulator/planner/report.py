@@ -528,6 +528,14 @@ def _headline(result) -> str:
     tail = ""
     if fb and fb.get("label") != c.get("label"):
         tail = f"; fallback: {_tag(fb).strip('[] ')} '{fb['label']}'"
+        fb_usd = fb.get("usd_per_hour")
+        if fb_usd and c.get("usd_per_hour") is not None:  # what the change saves (or costs)
+            d = c["usd_per_hour"] / fb_usd - 1
+            what = (f"saves {-d:.0%} per hour" if d < 0 else
+                    f"costs {d:.0%} more per hour" if d > 0 else "costs the same")
+            fails = ("" if fb.get("passed") else f"; the {_tag(fb).strip('[] ')} fails "
+                     f"{', '.join(fb.get('failed_gates') or ['a gate'])}")
+            tail += f" at {_usd(fb_usd)}/h (the recommendation {what}{fails})"
     return (f"Recommend {who}: {c['replicas']} replica(s) x TP{c['tensor_parallel_size']} "
             f"{c['gpu']} = {c['gpus']} GPU(s), {_usd(c['usd_per_hour'])}/h, {prices}, "
             f"headroom {_f(c['headroom'], '{:.0%}')}{tail}")
