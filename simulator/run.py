@@ -94,6 +94,14 @@ def scenario_dict(scenario: Scenario) -> dict:
     return json.loads(scenario.model_dump_json())
 
 
+def _kv_bytes_by_replica(sim) -> dict[int, int]:
+    """KV bytes per token per GPU of each replica (a degrade fallback set of another model has
+    its own)."""
+    return {rep.idx: rep.setup.model.kv_bytes_per_token(rep.setup.kv_cache_dtype,
+                                                       rep.setup.tensor_parallel_size)
+            for rep in sim.replicas}
+
+
 def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
                  specs: list[RequestSpec] | None = None, write: bool = True,
                  outdir: str | Path | None = None, figures: bool = True,
@@ -152,10 +160,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     summary["num_steps"] = len(steps)
     if scenario.speculative is not None:
         summary["speculative"] = speculative_summary(sim)
-    summary.update(kv_and_batching_stats(steps, setup.block_size, {  # a fallback set's own
-        rep.idx: rep.setup.model.kv_bytes_per_token(rep.setup.kv_cache_dtype,
-                                                    rep.setup.tensor_parallel_size)
-        for rep in sim.replicas}))
+    summary.update(kv_and_batching_stats(steps, setup.block_size, _kv_bytes_by_replica(sim)))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
     add_phase_cost(summary, steps, setup.perf, scenario.gpus_per_replica)
