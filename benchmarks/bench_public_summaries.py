@@ -48,9 +48,9 @@ from bench_fidelity import exit_status, write_csv
 from simulator.config import ScenarioError
 from simulator.observe.record import RecordedRun, Setting
 from simulator.observe.settings import build_replay_scenario
+from simulator.observe.validate import run_replay
 from simulator.request import RequestSpec
 from simulator.resources import safe_load_yaml
-from simulator.run import run_scenario
 
 #: Qwen3 ChatML user turn around the prompt: ``<|im_start|>user\n`` + ``<|im_end|>\n``
 #: ``<|im_start|>assistant\n`` (Qwen3 tokenizer_config.json chat_template; special tokens and
@@ -102,7 +102,7 @@ def replay_record(rec: dict, sets: list[str] | None = None, gpu: str | None = No
                       specs=specs, outcomes=None, settings=settings,
                       extra={"backend": "openai-chat"})
     replay = build_replay_scenario(run, gpu=gpu or str(rec["gpu"]), model=model, sets=sets)
-    res = run_scenario(replay.scenario, replay.base_dir, specs=specs, write=False, figures=False)
+    res = run_replay(replay, specs)  # as validate --recorded runs it
     out = summary_metrics(res)
     out["num_gpu_blocks"] = res.summary["num_gpu_blocks"]
     return out, replay
@@ -174,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{m}_published"] = pub[m]
         sc = replay.scenario
         row["num_gpu_blocks"] = sim["num_gpu_blocks"]
-        row["engine"] = f"{sc.perf.engine} (tables {sc.perf.engine_version})"
+        row["engine"] = (f"{sc.perf.engine} (tables {sc.perf.engine_version})"
+                         + ("; max_model_len lowered to the planned KV cache"
+                            if any("max_model_len" in a for a in replay.approximations) else ""))
         row["max_num_seqs"] = sc.scheduler.max_num_seqs
         row["max_num_batched_tokens"] = sc.scheduler.max_num_batched_tokens
         rows.append(row)

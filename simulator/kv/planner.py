@@ -96,6 +96,23 @@ GiB = 1 << 30
 MiB = 1 << 20
 
 
+class MaxModelLenError(ValueError):
+    """The KV cache the memory plan leaves cannot hold one ``max_model_len`` request (vLLM's
+    start-up check, ``kv_cache_utils.py``); ``max_tokens`` is the longest request it holds.
+
+    Parameters
+    ----------
+    max_tokens : int
+        The longest request (tokens) the planned blocks hold.
+    message : str
+        The one-line error.
+    """
+
+    def __init__(self, max_tokens: int, message: str):
+        super().__init__(message)
+        self.max_tokens = int(max_tokens)
+
+
 @dataclass(frozen=True)
 class EngineMemoryProfile:
     """Memory-accounting properties of one engine version that the model does not determine.
@@ -604,8 +621,8 @@ def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int
     if max_model_len is not None:  # vLLM checks the memory, not the override (kv_cache_utils.py)
         m = max_tokens_per_request(model, planned, block_size, max_num_batched_tokens, max_model_len)
         if m < int(max_model_len):
-            raise ValueError(
-                f"the model's max seq len ({int(max_model_len):,}) is larger than the maximum "
+            raise MaxModelLenError(
+                m, f"the model's max seq len ({int(max_model_len):,}) is larger than the maximum "
                 f"number of tokens that can be stored in KV cache ({m:,}: {planned:,} blocks of "
                 f"{block_size} for {model.name} with TP={tp}); raise gpu_memory_utilization, "
                 f"lower max_model_len (at most {m:,}) or use more GPUs")
@@ -648,6 +665,7 @@ __all__ = [
     "ATTENTION_SCALE_BYTES_PER_LAYER",
     "VLLM_0_19",
     "EngineMemoryProfile",
+    "MaxModelLenError",
     "MemoryPlan",
     "activation_bytes",
     "cublas_workspace_bytes",

@@ -16,6 +16,7 @@ prefix-sharing ids, which the generic CSV cannot carry).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ import yaml
 
 from simulator import __version__
 from simulator.engine import UnpricedGPUWarning
+from simulator.kv.planner import MaxModelLenError
 from simulator.metrics.summary import json_safe
 from simulator.outdir import make_output_folder
 from simulator.run import run_scenario, scenario_dict
@@ -37,7 +39,7 @@ from .readers import read_recorded, specs_with_block_size
 from .record import RecordedRun
 from .settings import ReplayScenario, build_replay_scenario
 
-__all__ = ["RecordedValidation", "constants_fitted_on", "validate_recorded"]
+__all__ = ["RecordedValidation", "constants_fitted_on", "run_replay", "validate_recorded"]
 
 
 @dataclass
@@ -137,15 +139,66 @@ def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
     replay = build_replay_scenario(run, scenario=scenario, gpu=gpu, model=model, sets=sets)
     sc = replay.scenario
     specs = specs_with_block_size(run, sc.kv_cache.block_size)
-    with warnings.catch_warnings():  # a replay's cost is not what it is compared on
-        warnings.simplefilter("ignore", UnpricedGPUWarning)
-        res = run_scenario(sc, replay.base_dir, specs=specs, write=False, figures=False)
+    res = run_replay(replay, specs)
     cmp = compare_outcomes(run.outcomes, res.requests, res.itl_values_s, res.itl_weights)
     v = _validation(run, replay, res, cmp)
     out = RecordedValidation(v, run, replay, res, specs)
     if write:
         _write(out, out_dir, figures)
     return out
+
+
+def run_replay(replay: ReplayScenario, specs):
+    """Simulate a replay's requests (``run_scenario``, nothing written): without the
+    unpriced-GPU warning (a replay is compared on latency, not cost), and with
+    ``scheduler.max_model_len`` lowered (:func:`_cap_max_model_len`, noted in
+    ``replay.approximations``) when the memory plan's start-up check would refuse what the
+    recorded engine served.
+
+    Returns
+    -------
+    simulator.run.RunResult
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnpricedGPUWarning)
+        try:
+            return run_scenario(replay.scenario, replay.base_dir, specs=specs, write=False,
+                                figures=False)
+        except MaxModelLenError as e:
+            sc = _cap_max_model_len(replay, e)
+            return run_scenario(sc, replay.base_dir, specs=specs, write=False, figures=False)
+
+
+def _cap_max_model_len(replay: ReplayScenario, err: MaxModelLenError):
+    """The replay's scenario with ``scheduler.max_model_len`` lowered to the longest request
+    the planned KV cache holds, noted as an approximation: the recorded engine *served* its
+    max_model_len, so the memory plan's start-up check (vLLM's) is not a reason to refuse the
+    replay; the cap only changes that check (the recorded requests are shorter). A
+    max_model_len the user set with ``--set`` is kept (the error is raised again).
+
+    Raises
+    ------
+    MaxModelLenError
+        ``err`` again when ``--set`` gave the max_model_len, or no request fits the cap.
+    """
+    row = next((r for r in replay.rows if r.key == "scheduler.max_model_len"), None)
+    if row is not None and str(row.source).startswith("flag"):
+        raise err
+    sc = replay.scenario
+    old = sc.scheduler.max_model_len
+    sc = sc.model_copy(update={"scheduler": sc.scheduler.model_copy(
+        update={"max_model_len": err.max_tokens})})
+    replay.scenario = sc
+    replay.approximations.append(
+        f"scheduler.max_model_len {old if old is not None else 'of the model'} lowered to "
+        f"{err.max_tokens:,} tokens: servesim's memory plan leaves a KV cache too small for "
+        "the recorded engine's max_model_len, which that engine served (its free memory or "
+        "its non-KV memory differs from the plan's); only vLLM's start-up check changes")
+    if row is not None:
+        i = replay.rows.index(row)
+        replay.rows[i] = dataclasses.replace(
+            row, value=err.max_tokens, source=f"{row.source}, lowered to the planned KV cache")
+    return sc
 
 
 def _validation(run: RecordedRun, replay: ReplayScenario, res, cmp: dict) -> dict:

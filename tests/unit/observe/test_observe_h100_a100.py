@@ -295,3 +295,31 @@ def test_bench_json_e2els_name_for_latencies(tmp_path):
     row = run.outcomes.set_index("record_request_id").loc["0"]
     assert row["e2e_latency_s"] == 2.0
     assert row["tpot_s"] == (2.0 - 0.25) / 9
+
+
+def test_a_record_whose_max_model_len_the_plan_cannot_hold_replays_with_it_lowered(tmp_path):
+    """Qwen3-32B on one H100 at vLLM's serve budgets: the memory plan leaves less KV than one
+    40,960-token request needs, but the recorded engine served it, so the replay lowers
+    max_model_len to what the plan holds (noted) instead of refusing; a --set value is kept."""
+    from simulator.kv.planner import MaxModelLenError, plan_memory
+    from simulator.models import get_model
+    from simulator.observe.validate import validate_recorded
+    meta = base_meta(model="Qwen/Qwen3-32B", max_num_seqs=256, max_num_batched_tokens=2048)
+    meta["hardware"] = {"device_name": "NVIDIA H100 80GB HBM3"}
+    folder = write_vllm_run(tmp_path / "rec", synthetic_stats_rows(6), meta)
+    v = validate_recorded(folder, write=False)
+    capped = v.replay.scenario.scheduler.max_model_len
+    assert any("lowered to" in a and "max_model_len" in a for a in v.replay.approximations)
+    assert v.validation["counts"]["num_compared"] == 6  # every recorded request replayed
+    assert v.validation["scenario"]["scheduler"]["max_model_len"] == capped
+    # the cap is the longest request the planned blocks hold: one block more is refused
+    kw = {"gpu_memory_utilization": 0.9, "block_size": 16, "max_num_batched_tokens": 2048,
+          "max_num_seqs": 256, "num_sms": 132, "compute_capability": (9, 0)}
+    m = get_model("qwen3-32b")
+    hbm = 81089 * 2**20
+    assert plan_memory(m, hbm, max_model_len=capped, **kw).max_model_len == capped
+    with pytest.raises(MaxModelLenError):
+        plan_memory(m, hbm, max_model_len=capped + 16, **kw)
+    assert capped < 40_960 == m.max_position_embeddings
+    with pytest.raises(MaxModelLenError):
+        validate_recorded(folder, write=False, sets=["scheduler.max_model_len=40960"])
