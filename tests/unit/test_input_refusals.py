@@ -101,3 +101,14 @@ def _write(tmp_path, cfg: dict):
     p.parent.mkdir(parents=True)
     p.write_text(json.dumps(cfg))
     return p
+
+
+def test_a_bad_sweep_point_names_the_sweep_file(tmp_path, capsys):
+    from helpers import REPO_ROOT
+    p = tmp_path / "sw.yaml"
+    p.write_text(f"base: {REPO_ROOT / 'scenarios' / 'default.yaml'}\n"
+                 "grid: {scheduler.max_num_seqs: [0, 8]}\n")
+    assert main(["sweep", str(p), "-q", "-o", str(tmp_path / "o")]) == 2
+    (line,) = _err(capsys)
+    assert line.startswith(f"servesim: error: {p}: sweep point 0 (seqs=0): "
+                           "scheduler.max_num_seqs: ")
