@@ -302,6 +302,9 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
                   table_format: str = "parquet") -> Path:
     """Write summary.json, the requests and steps tables, scenario.yaml and the report.
 
+    ``summary.json`` is written last, after an earlier run's is removed: a folder holding it
+    is complete (an interrupted write leaves none).
+
     The tables are ``requests.{table_format}`` and ``steps.{table_format}`` (full float
     precision, pyarrow's writers); a table file of the other format left by an earlier run
     in the same folder is removed so the folder never holds two versions of a table.
@@ -310,12 +313,23 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     sd = scenario_dict(res.scenario)
     summary = dict(res.summary)
     summary.pop("sim_wall_s_note", None)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     steps = res.step_table if res._steps_frame is None else res.steps
-    write_run_tables(out, {"requests": res.requests, "steps": steps}, table_format)
-    (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     sd_report = dict(sd)
     sd_report["provenance"] = res.summary.get("provenance", {})
-    write_run_report(out, res.summary, res.requests, steps, sd_report,
-                     title=f"servesim run: {res.scenario.name}", figures=figures)
+    write_run_folder(out, summary, res.requests, steps, sd, sd_report,
+                     title=f"servesim run: {res.scenario.name}", figures=figures,
+                     table_format=table_format)
     return out
+
+
+def write_run_folder(out: Path, summary: dict, requests, steps, sd: dict, sd_report: dict, *,
+                     title: str, figures: bool, table_format: str) -> None:
+    """The files of a run folder ``out``: the requests and steps tables, ``scenario.yaml``
+    (``sd``), the report (``sd_report``: the scenario as the report shows it) and
+    ``summary.json`` last, after an earlier run's is removed: a folder holding it is complete,
+    one without it was interrupted (Ctrl-C, a full disk) while its files were written."""
+    (out / "summary.json").unlink(missing_ok=True)
+    write_run_tables(out, {"requests": requests, "steps": steps}, table_format)
+    (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
+    write_run_report(out, summary, requests, steps, sd_report, title=title, figures=figures)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

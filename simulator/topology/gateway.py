@@ -28,18 +28,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import yaml
 
 from ..config import PoolConfig, Scenario, validate_scenario
 from ..engine import build_setup
 from ..hardware import get_gpu
 from ..metrics.summary import latency_stats, summarize
-from ..metrics.tables_io import check_table_format, write_run_tables
+from ..metrics.tables_io import check_table_format
 from ..models import get_model
 from ..outdir import make_output_folder
-from ..report.run import write_run_report
 from ..request import RequestSpec
-from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict
+from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict, write_run_folder
 from ..workload import load_workload
 from .transfer import Link, kv_transfer_time_s
 
@@ -385,9 +383,7 @@ def write_gateway_outputs(res: GatewayResult, outdir=None, *, figures: bool = Tr
     report."""
     out = make_output_folder(resolve_outdir(res.scenario, outdir))
     sd = scenario_dict(res.scenario)
-    (out / "summary.json").write_text(json.dumps(res.summary, indent=2, sort_keys=True) + "\n")
-    write_run_tables(out, {"requests": res.requests, "steps": res.steps}, table_format)
-    (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
-    write_run_report(out, res.summary, res.requests, res.steps, sd,
-                     title=f"servesim run: {res.scenario.name}", figures=figures)
+    write_run_folder(out, res.summary, res.requests, res.steps, sd, sd,
+                     title=f"servesim run: {res.scenario.name}", figures=figures,
+                     table_format=table_format)
     return out
