@@ -268,6 +268,11 @@ class Scenario(_Strict):
             raise ValueError("cluster.pipeline_parallel_size > 1 is modelled for continuous "
                              "batching without speculative decoding; set it to 1 or use "
                              "scheduler.policy: continuous without speculative")
+        if self.speculative is not None and self.cluster.dp_lockstep_active:
+            raise ValueError("cluster.dp_lockstep: data-parallel ranks stepping in lockstep "
+                             "(expert parallelism across replicas) are modelled without "
+                             "speculative decoding; remove speculative, or set "
+                             "cluster.dp_lockstep: false to simulate independent replicas")
         if self.speculative is not None and self.scheduler.policy == "static":
             raise ValueError("speculative decoding needs scheduler.policy: continuous "
                              "(static batching does not speculate); remove speculative or "

@@ -328,7 +328,11 @@ def fallback_scenario(scenario: Scenario) -> Scenario | None:
 def build_fallback_setup(scenario: Scenario, base_dir: Path | None = None):
     """:func:`build_setup` of :func:`fallback_scenario` (None without a fallback set)."""
     fs = fallback_scenario(scenario)
-    return None if fs is None else build_setup(fs, base_dir)
+    if fs is None:
+        return None
+    with warnings.catch_warnings():  # the primaries' setup already said it (same GPU)
+        warnings.simplefilter("ignore", UnpricedGPUWarning)
+        return build_setup(fs, base_dir)
 
 
 @dataclass
@@ -593,11 +597,11 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     admission = scenario.scheduler.admission
     n_total = len(specs)
     tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
-    if scenario.cluster.dp_lockstep_active and scenario.speculative is None:
-        env.process(dp_lockstep_process(env, replicas, rec, tick))  # DP x EP (issue 11)
-    else:
-        for rep in replicas:
-            env.process(_replica_process(env, rep, rec, tick, fast_forward))
+    lockstep = scenario.cluster.dp_lockstep_active  # (refused with speculative: config)
+    if lockstep:  # DP x EP (issue 11): the primaries only; a fallback set steps on its own
+        env.process(dp_lockstep_process(env, primaries, rec, tick))
+    for rep in (replicas[n_primary:] if lockstep else replicas):
+        env.process(_replica_process(env, rep, rec, tick, fast_forward))
 
     def _cancel_cb(r, rep):
         def cb(_ev):

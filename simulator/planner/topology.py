@@ -1,7 +1,8 @@
 """Topology plan: aggregated vs disaggregated (xPyD) deployments, priced, under the SLOs.
 
 A plan file with a ``topology_search`` section (``servesim plan FILE``) replays the base
-scenario's workload (at ``workload.rate_scale`` and over ``window_s``) on
+scenario's workload (at the base's ``workload.rate_scale`` times the plan's ``rate_scale``,
+over ``window_s``; a base with ``pools`` is refused: the plan builds the pools) on
 
 - **aggregated** deployments: ``N`` identical replicas of each listed TP x PP x EP layout,
   each serving whole requests (vLLM V1 mixed steps);
@@ -252,8 +253,15 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
     """
     base_raw, base_dir = resolve_base(spec.base, spec_dir)
     base_path = spec.base
+    if base_raw.get("pools") is not None:  # the candidates are pools this plan builds
+        raise PlanError(f"{base_path}: the base scenario declares pools: a topology plan builds "
+                        "its own pools (topology_search) from one replica set, so the base's "
+                        "would be replaced; give a base without pools (one model, one GPU)")
     ov = cli_overrides(scenario_overrides, trace)
-    ov += [f"workload.rate_scale={spec.rate_scale}"]
+    # the plan's rate_scale multiplies the base's (a base at 6x its trace stays at 6x)
+    wl = apply_overrides(base_raw, ov).get("workload") or {}
+    base_rate = wl.get("rate_scale") if isinstance(wl, dict) else None
+    ov += [f"workload.rate_scale={spec.rate_scale * float(base_rate or 1.0)!r}"]
     if spec.window_s is not None:
         ov.append(f"workload.end_s={spec.window_s}")
     if spec.slo is not None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +39,7 @@ from ..models import get_model
 from ..outdir import make_output_folder
 from ..request import RequestSpec
 from ..run import RunResult, resolve_outdir, run_scenario, scenario_dict, write_run_folder
-from ..workload import load_workload
+from ..workload import WorkloadWarning, load_workload
 from .transfer import Link, kv_transfer_time_s
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -91,7 +92,13 @@ def assign_pools(scenario: Scenario, specs: list[RequestSpec]) -> dict[str, list
         When a request matches no pool and no entry pool lacks ``match``.
     """
     entry = [p for p in scenario.pools if p.role != "decode"]
-    default = next((p.name for p in entry if p.match is None), None)
+    open_pools = [p.name for p in entry if p.match is None]
+    if len(open_pools) > 1:
+        raise ValueError(f"pools: {', '.join(open_pools)} have no match: every request no "
+                         f"match takes goes to the first ({open_pools[0]}), so "
+                         f"{', '.join(open_pools[1:])} would never get one; give them a match "
+                         "(tenants or slices)")
+    default = open_pools[0] if open_pools else None
     rules = [(p.name, set(p.match.tenants), set(p.match.slices)) for p in entry if p.match]
     out: dict[str, list[RequestSpec]] = {p.name: [] for p in entry}
     for s in specs:
@@ -101,6 +108,14 @@ def assign_pools(scenario: Scenario, specs: list[RequestSpec]) -> dict[str, list
                              f"{s.slice!r}) matches no pool's match and no pool lacks match; "
                              f"entry pools: {', '.join(out)}")
         out[name].append(s)
+    tenants, slices = {s.tenant for s in specs}, {s.slice for s in specs}
+    for n, ten, sl in rules:
+        unseen = sorted(map(str, (ten - tenants) | (sl - slices)))
+        if unseen and not out[n]:  # a typo, or a window without that class: say so
+            warnings.warn(WorkloadWarning(
+                f"pools: pool {n} matches {', '.join(unseen)}, which no request of the "
+                f"workload carries (tenants: {', '.join(sorted(map(str, tenants)))}; slices: "
+                f"{', '.join(sorted(map(str, slices)))}): it serves no request"), stacklevel=2)
     return out
 
 
@@ -236,7 +251,8 @@ def decode_copies(hand: pd.DataFrame, by_id: dict[int, RequestSpec]) -> list[Req
 
 def _pool_rows(run: PoolRun) -> pd.DataFrame:
     df = run.result.requests.copy()
-    df["request_id"] = run.request_ids[df["request_id"].to_numpy()]
+    # an empty pool's frame has an untyped (float/object) id column: index as integers
+    df["request_id"] = run.request_ids[df["request_id"].to_numpy().astype(np.int64)]
     df["pool"] = run.pool.name
     return df
 
