@@ -268,6 +268,20 @@ class Scenario(_Strict):
             raise ValueError("cluster.pipeline_parallel_size > 1 is modelled for continuous "
                              "batching without speculative decoding; set it to 1 or use "
                              "scheduler.policy: continuous without speculative")
+        ps = self.workload.parallel_sampling if self.workload is not None else None
+        if ps is not None and ps.n > 1:  # a config-level n: refused up front, not per request
+            if self.speculative is not None or self.scheduler.policy == "static":
+                raise ValueError(
+                    f"workload.parallel_sampling.n={ps.n}: parallel sampling is modelled for "
+                    "continuous batching without speculative decoding (every request would be "
+                    "rejected); set n: 1, or use scheduler.policy: continuous without "
+                    "speculative")
+            if ps.n > self.scheduler.max_num_seqs:
+                raise ValueError(
+                    f"workload.parallel_sampling.n={ps.n} exceeds scheduler.max_num_seqs "
+                    f"{self.scheduler.max_num_seqs}: a request's {ps.n} sequences must run in "
+                    "one batch (vLLM schedules them together), so every request would be "
+                    "rejected; lower n or raise max_num_seqs")
         if self.speculative is not None and self.cluster.dp_lockstep_active:
             raise ValueError("cluster.dp_lockstep: data-parallel ranks stepping in lockstep "
                              "(expert parallelism across replicas) are modelled without "

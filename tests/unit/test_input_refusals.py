@@ -112,3 +112,26 @@ def test_a_bad_sweep_point_names_the_sweep_file(tmp_path, capsys):
     (line,) = _err(capsys)
     assert line.startswith(f"servesim: error: {p}: sweep point 0 (seqs=0): "
                            "scheduler.max_num_seqs: ")
+
+
+@pytest.mark.parametrize(("sets", "msg"), [
+    (["--set", "workload.parallel_sampling.n=2"],
+     "workload.parallel_sampling.n=2: parallel sampling is modelled for continuous batching "
+     "without speculative decoding"),
+    (["--set", "workload.parallel_sampling.n=2", "--set", "scheduler.policy=static"],
+     "workload.parallel_sampling.n=2: parallel sampling is modelled for continuous batching"),
+])
+def test_a_config_level_n_the_scheduler_cannot_run_is_refused_up_front(tmp_path, capsys, sets,
+                                                                       msg):
+    # before: exit 0 and every request rejected (parallel_sampling_unsupported)
+    scen = "spec_mixed_slices" if "static" not in " ".join(sets) else "default"
+    assert main(["run", scen, "-q", "--no-figures", "-o", str(tmp_path / "o"), *sets]) == 2
+    (line,) = _err(capsys)
+    assert msg in line
+
+
+def test_n_above_max_num_seqs_is_refused_up_front(tmp_path, capsys):
+    assert main(["run", "default", "-q", "--no-figures", "-o", str(tmp_path / "o"),
+                 "--set", "workload.parallel_sampling.n=300"]) == 2
+    (line,) = _err(capsys)
+    assert "workload.parallel_sampling.n=300 exceeds scheduler.max_num_seqs 256" in line

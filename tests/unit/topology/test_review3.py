@@ -78,8 +78,8 @@ def test_a_fallback_set_does_not_step_in_the_lockstep_group(tmp_path):
     from simulator.cli import main
     out = tmp_path / "fb"
     assert main(["run", "moe_dp2_ep2_qwen3_30b", "-q", "--no-figures", "-o", str(out),
-                 "--set", "scheduler.admission.degrade=[{name: f, action: fallback, "
-                 "when: {num_waiting: 2}}]",
+                 "--set", ("scheduler.admission.degrade=[{name: f, action: fallback, "
+                           "when: {num_waiting: 2}}]"),
                  "--set", "scheduler.admission.fallback={model: qwen3-8b, num_replicas: 1}",
                  "--set", "workload.rate_scale=4", "--set", "workload.max_requests=120",
                  "--set", "cost.usd_per_gpu_hour=1.0"]) == 0
