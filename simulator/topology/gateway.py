@@ -336,7 +336,9 @@ def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
 
 def _pool_summary(run: PoolRun) -> dict:
     """A pool's own figures: requests, replicas, requests per replica (its router's counts),
-    latency statistics, batching and KV use, GPUs and cost."""
+    latency statistics, batching and KV use, GPUs and cost, and the sections its run has
+    (``speculative``, ``parallel_sampling``, pipeline figures, ``phase_cost``, ``degrade``,
+    ``provenance`` and ``perf_model``)."""
     sm = run.result.summary
     req = run.result.requests
     counts = req["replica_id"].value_counts().sort_index()
@@ -345,6 +347,11 @@ def _pool_summary(run: PoolRun) -> dict:
             "mean_kv_cache_usage", "mean_num_waiting", "num_gpus", "usd_per_gpu_hour",
             "cost_usd", "num_gpu_blocks", "kv_cache_tokens", "prefix_cache_hit_rate")
     out = {k: sm.get(k) for k in keep}
+    # the pool's own feature sections and its latency sources, where its run has them
+    for k in ("speculative", "parallel_sampling", "pipeline_bubble_fraction",
+              "pipeline_parallel_size", "phase_cost", "provenance", "perf_model", "degrade"):
+        if sm.get(k) is not None:
+            out[k] = sm[k]
     sc = run.scenario
     out.update(role=run.pool.role, model=sc.model, gpu=sc.hardware.gpu,
                num_replicas=sc.cluster.num_replicas,
