@@ -40,6 +40,7 @@ from ..experiments.warned import recording, reemit
 from ..outdir import make_output_folder
 from ..progress import progress as progress_of
 from ..report.format import ms, pct, usd
+from ..report.render import write_report
 from ..report.tables import markdown_table
 from ..run import run_scenario
 from ..schema import StrictModel
@@ -400,7 +401,7 @@ def explain(plan: dict) -> str:
 
 
 def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
-    """Write ``plan.json`` and ``plan.md`` into ``out``."""
+    """Write ``plan.json``, ``plan.md`` and its self-contained ``plan.html`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=True, default=str)
                                    + "\n")
@@ -417,8 +418,8 @@ def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
           f"(attainment >= {pct(plan['slo']['attainment_target'])}), "
           f"{usd(plan['usd_per_gpu_hour'])} per GPU-hour.\n\n"
           f"**Verdict.** {plan['explanation']}\n\n" + markdown_table(header, rows) + "\n")
-    (out / "plan.md").write_text(md)
-    return {"json": str(out / "plan.json"), "md": str(out / "plan.md")}
+    pages = write_report(out, "plan", md, title=f"servesim plan (topology): {plan['name']}")
+    return {"json": str(out / "plan.json"), "md": str(pages["md"]), "html": str(pages["html"])}
 
 
 def cmd_topology_plan(args, raw: dict, folder: Path, jobs: int, plan_set=None) -> int:
@@ -440,5 +441,5 @@ def cmd_topology_plan(args, raw: dict, folder: Path, jobs: int, plan_set=None) -
             print(f"  {r['label']:<28} {r['gpus']:>3} GPUs {usd(r['usd_per_hour']):>9}/h  "
                   f"attainment {pct(r['slo_attainment']):>6}  TTFT p99 {ms(r['ttft_p99_s']):>8}"
                   f"  TPOT p99 {ms(r['tpot_p99_s']):>7}  {'pass' if r['passed'] else 'fail'}")
-        print(f"report: {res['files']['md']}, {res['files']['json']}")
+        print(f"report: {res['files']['md']}, {res['files']['html']}, {res['files']['json']}")
     return 0

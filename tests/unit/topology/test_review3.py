@@ -70,8 +70,11 @@ def test_a_topology_plan_refuses_a_pools_base_and_multiplies_the_base_rate(tmp_p
                     f"workload: {{trace: {REPO_ROOT / 'traces' / 'default_conv_1k.csv'}, "
                     "format: vidur, rate_scale: 3.0}\n")
     d.update(base=str(base), rate_scale=2.0)
-    run_topology_plan(TopologyPlanSpec.model_validate(d), tmp_path, outdir=tmp_path / "c")
+    res = run_topology_plan(TopologyPlanSpec.model_validate(d), tmp_path, outdir=tmp_path / "c")
     assert seen == [6.0]  # 3 x 2 (before, the plan's 2.0 replaced the base's 3.0)
+    # every report is Markdown and self-contained HTML (the topology plan wrote no HTML)
+    html = (tmp_path / "c" / "plan.html").read_text()
+    assert res["files"]["html"] == str(tmp_path / "c" / "plan.html") and "Verdict" in html
 
 
 def test_a_fallback_set_does_not_step_in_the_lockstep_group(tmp_path):
