@@ -146,6 +146,16 @@ def warn_unpriced(gpu: GPUSpec, scenario: Scenario) -> None:
             f"cost.usd_per_gpu_hour (e.g. --set cost.usd_per_gpu_hour=2.0)"), stacklevel=2)
 
 
+@contextlib.contextmanager
+def unpriced_quiet():
+    """Leave :class:`UnpricedGPUWarning` unsaid inside the block: for a setup whose cost is
+    not reported (a replay compared on latency, an engine fit) or was warned about already
+    (a fallback set on the primaries' GPU)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnpricedGPUWarning)
+        yield
+
+
 def _user_path(value: str, base_dir: Path | None) -> str:
     """A model/GPU given as a relative path is looked up next to the scenario file first."""
     if base_dir is not None and ("/" in value or value.endswith((".yaml", ".yml", ".json"))):
@@ -200,7 +210,8 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
     base_dir : Path, optional
         The scenario file's folder (relative model / GPU spec paths are tried there first).
     warn : bool
-        Emit the link-reach warning (off for a check whose setup is built again later).
+        Emit the link-reach, scheduler-budget and unpriced-GPU warnings (off for a check whose
+        setup is built again later).
 
     Raises
     ------
@@ -330,8 +341,7 @@ def build_fallback_setup(scenario: Scenario, base_dir: Path | None = None):
     fs = fallback_scenario(scenario)
     if fs is None:
         return None
-    with warnings.catch_warnings():  # the primaries' setup already said it (same GPU)
-        warnings.simplefilter("ignore", UnpricedGPUWarning)
+    with unpriced_quiet():  # the primaries' setup already said it (same GPU)
         return build_setup(fs, base_dir)
 
 

@@ -221,7 +221,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
             continue
         v = raw[k]
         if isinstance(v, bool):
-            raise ValueError(f"{p}: {k}={v!r} is not a number")
+            raise ValueError(f"{p}: {k}={v!r} is not a number")  # noqa: TRY004 - user input
         try:  # text too: YAML 1.1 reads 3.35e12 (no dot before the exponent sign) as a string
             vals[k] = float(v)
         except (TypeError, ValueError):
@@ -229,7 +229,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
         if not math.isfinite(vals[k]):
             raise ValueError(f"{p}: {k}={v!r} must be a finite number")
         if vals[k] < 0 or (k in _REQUIRED and vals[k] == 0):
-            raise ValueError(f"{p}: {k}={raw[k]!r} must be positive")
+            raise ValueError(f"{p}: {k}={v!r} must be positive")
     kind, p2p, reach = _link_fields(raw, vals, p)
     sib = raw.get("efficiency_tables_from")
     if sib is not None and (not isinstance(sib, str) or not sib.strip()

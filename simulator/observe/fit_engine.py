@@ -30,7 +30,6 @@ seen. A single run cannot be fitted (``fit-engine`` needs at least two).
 from __future__ import annotations
 
 import itertools
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..engine import UnpricedGPUWarning, build_setup, simulate
+from ..engine import build_setup, simulate, unpriced_quiet
 from ..perf.engine_profile import EngineProfile, get_engine_profile
 from .compare import paired_frame
 from .readers import read_recorded, specs_with_block_size
@@ -102,8 +101,7 @@ def prepare_cases(paths: list[str | Path], *, engine: str = "vllm-v1",
                                    sets=[f"perf.engine={engine}", *(sets or [])])
         sc = rs.scenario
         specs = specs_with_block_size(run, sc.kv_cache.block_size)
-        with warnings.catch_warnings():  # a replay's cost is not what the fit compares
-            warnings.simplefilter("ignore", UnpricedGPUWarning)
+        with unpriced_quiet():  # a replay's cost is not what the fit compares
             setup = build_setup(sc, rs.base_dir)
         cases.append(FitCase(run.name, sc, rs.base_dir, specs, run.outcomes, setup,
                              list(run.approximations) + list(rs.approximations)))

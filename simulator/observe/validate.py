@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ import pandas as pd
 import yaml
 
 from simulator import __version__
-from simulator.engine import UnpricedGPUWarning
+from simulator.engine import unpriced_quiet
 from simulator.kv.planner import MaxModelLenError
 from simulator.metrics.summary import json_safe
 from simulator.outdir import make_output_folder
@@ -159,8 +158,7 @@ def run_replay(replay: ReplayScenario, specs):
     -------
     simulator.run.RunResult
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnpricedGPUWarning)
+    with unpriced_quiet():
         try:
             return run_scenario(replay.scenario, replay.base_dir, specs=specs, write=False,
                                 figures=False)

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["ENGINE_KEYS", "KINDS", "classify_label", "kind_counts", "operator_records",
-           "sources_label", "summary_sources_label"]
+           "sources_by_label", "sources_label", "summary_sources_label"]
 
 #: ``StepTimeModel.provenance()`` keys that describe the engine, not an operator.
 ENGINE_KEYS = ("engine", "engine_overhead", "cuda_graphs", "sampler")
@@ -120,3 +120,13 @@ def summary_sources_label(prov: Mapping[str, Any] | None) -> str:
     eng = prov.get("engine")
     return f"{label}; engine {eng}" if eng else label
 
+
+def sources_by_label(labels, names) -> list[tuple[str, str]]:
+    """The distinct latency-sources lines of a comparison or sweep, each with the variants or
+    points it backs (``"a, b"``), in first-seen order; a missing label (a failed point) is
+    left out."""
+    groups: dict[str, list[str]] = {}
+    for name, label in zip(names, labels):
+        if isinstance(label, str):
+            groups.setdefault(label, []).append(str(name))
+    return [(label, ", ".join(ns)) for label, ns in groups.items()]

@@ -51,15 +51,10 @@ def cmd_sweep(args) -> int:
 
     spec, folder = load_sweep_spec(args.sweep, args.sweep_set)
     with progress("sweep points", enabled=not args.quiet, force=args.progress) as cb:
-        try:
-            res = run_sweep(spec, folder, scenario_overrides=args.set, trace=args.trace,
-                            jobs=_jobs(args), backend=args.backend, address=args.address,
-                            use_cache=not args.no_cache, outdir=args.output, progress=cb,
-                            figures=not args.no_figures)
-        except PlanError as e:  # a bad point: name the sweep file it comes from
-            if str(e).startswith("sweep point "):
-                raise PlanError(f"{args.sweep}: {e}") from None
-            raise
+        res = run_sweep(spec, folder, scenario_overrides=args.set, trace=args.trace,
+                        jobs=_jobs(args), backend=args.backend, address=args.address,
+                        use_cache=not args.no_cache, outdir=args.output, progress=cb,
+                        figures=not args.no_figures, source=args.sweep)
     if not args.quiet:
         c = Console()
         print_sweep_table(res.table, c, title=f"servesim sweep: {spec.name} "

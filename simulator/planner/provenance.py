@@ -59,7 +59,7 @@ def perf_provenance(perf) -> dict[str, Any]:
     name = getattr(eng, "name", None)
     label = sources_label(counts, sets, name, fitted_on)
     return {"perf_model": getattr(perf, "kind", "roofline"), "operators": ops,
-            "counts": counts, "num_operators": n, "measured_table_sets": sorted(sets),
+            "counts": counts, "num_operators": n, "measured_table_sets": sets,
             "engine_profile": name, "engine_fitted_on": fitted_on, "label": label}
 
 

@@ -74,7 +74,8 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
               jobs: int = 1, backend: str = "local", address: str | None = None,
               use_cache: bool = True, outdir: str | Path | None = None, write: bool = True,
               progress: Callable[[int, int], None] | None = None,
-              setup_factory: Callable | None = None, figures: bool = True) -> SweepResult:
+              setup_factory: Callable | None = None, figures: bool = True,
+              source: str | None = None) -> SweepResult:
     """Run every point of a sweep.
 
     Parameters
@@ -98,6 +99,8 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
         ``progress(done, total)`` over the points to simulate.
     setup_factory : callable, optional
         Replaces :func:`simulator.engine.build_setup` (tests).
+    source : str, optional
+        The sweep file, named in a bad point's error (``FILE: sweep point N (...): ...``).
     figures : bool
         Draw ``sweep.png`` (with ``write``).
 
@@ -114,10 +117,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     t0 = time.perf_counter()
     base_raw, base_dir = _sweep_base(spec, spec_dir, scenario_overrides, trace)
     overrides = expand_grid(spec.grid, spec.points)
-    try:
-        points = prepare_points(base_raw, overrides, folders=(base_dir, spec_dir))
-    except ScenarioError as e:
-        raise PlanError(str(e)) from None
+    points = _points(base_raw, overrides, (base_dir, spec_dir), source)
     # the output folder before the workloads load (their warnings, their time)
     out = output_folder(outdir if outdir is not None else spec.output_dir.format(
         name=spec.name), create=write or use_cache)
@@ -147,6 +147,16 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
             table, out, name=spec.name, num_simulated=res.num_simulated,
             num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
     return res
+
+
+def _points(base_raw: dict, overrides, folders, source: str | None) -> list[dict]:
+    """The resolved scenario of every point (:func:`prepare_points`); a bad point is a
+    :class:`PlanError` naming the sweep file (``source``) and the point."""
+    try:
+        return prepare_points(base_raw, overrides, folders=folders,
+                              source=f"{source}: sweep" if source else "sweep")
+    except ScenarioError as e:
+        raise PlanError(str(e)) from None
 
 
 def _sweep_base(spec: SweepSpec, spec_dir: Path | None, scenario_overrides: list[str] | None,

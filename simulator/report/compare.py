@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics.summary import json_safe
+from ..perf.provenance import sources_by_label
 from .figures import default_style, figure, save_png
 from .format import yaml_value
 from .render import render, write_report
@@ -239,13 +240,10 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
                   "num_requests": one(lambda v: f"{len(v.requests):,}"),
                   "seed": one(lambda v: v.scenario.seed)}
     head, rows = table_rows(cr.table)
-    sources: dict[str, list[str]] = {}  # latency-sources line -> the variants it backs
-    if "latency_sources" in cr.table:
-        for name, src in zip(cr.table["variant"], cr.table["latency_sources"]):
-            sources.setdefault(str(src), []).append(str(name))
     return render(
         "compare.md.j2", name=cr.scenario_name, header=header,
-        sources=[(src, ", ".join(names)) for src, names in sources.items()],
+        sources=(sources_by_label(cr.table["latency_sources"], cr.table["variant"])
+                 if "latency_sources" in cr.table else []),
         varied=[(k, ", ".join(yaml_value(v) for v in vals)) for k, vals in cr.varies],
         same_requests=cr.same_requests, num_workloads=cr.num_workloads, table_header=head,
         table_rows=rows,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..perf.provenance import sources_by_label
 from .figures import default_style, figure, save_png
 from .format import fmt, ms, usd, yaml_value
 from .render import render, write_report
@@ -112,11 +113,6 @@ def render_sweep_markdown(table: pd.DataFrame, *, name: str, num_simulated: int,
         The figure's file name (None: no figure).
     """
     failed = table[table["status"] != "ok"] if len(table) else table
-    sources: dict[str, list[str]] = {}  # latency-sources line -> the points it backs
-    if "latency_sources" in table:
-        for pid, src in zip(table["point_id"], table["latency_sources"]):
-            if isinstance(src, str):
-                sources.setdefault(src, []).append(str(pid))
     errors = [[fmt(r.get("point_id"), "{}"), str(r.get("label")), str(r.get("error"))]
               for r in failed.to_dict(orient="records")]
     return render(
@@ -129,7 +125,8 @@ def render_sweep_markdown(table: pd.DataFrame, *, name: str, num_simulated: int,
             [["..."] * (len(SWEEP_COLUMNS) - 1) + [f"{len(table) - _MAX_POINTS} more"]]
             if len(table) > _MAX_POINTS else []),
         errors=errors, figure=figure,
-        sources=[(src, ", ".join(ids)) for src, ids in sources.items()])
+        sources=(sources_by_label(table["latency_sources"], table["point_id"])
+                 if "latency_sources" in table else []))
 
 
 def write_sweep_report(table: pd.DataFrame, outdir: str | Path, *, name: str,
