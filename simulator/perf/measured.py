@@ -215,9 +215,9 @@ class MeasuredOps(RooflinePerfModel):
             t = np.asarray(t) * (np.asarray(rq) / np.asarray(r1))
         return t if (arr and ctx_total.ndim) else float(t)  # = np.ndim(ctx_total)
 
-    def elementwise_time(self, num_tokens: int) -> float:
+    def elementwise_time(self, num_tokens: int, graph: bool = False) -> float:
         if not self._has_ew or num_tokens <= 0:
-            return self.fallback.elementwise_time(num_tokens)
+            return self.fallback.elementwise_time(num_tokens, graph)
         return float(self.tables.elementwise(int(num_tokens), **self._ew_key))
 
     def ep_comm_time(self, num_tokens: int) -> float:
@@ -274,6 +274,9 @@ def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16
             ts = select_table_set(gpu, engine=engine_family, version=engine_version)
     if ts is not None:
         fb = build_fitted_or_roofline(model, gpu, tp, weight_dtype, kv_cache_dtype)
+        floor = ts.graph_kernel_floor_s(weight_dtype)
+        if floor is not None:   # the set's own graph-replay floor prices the fallback's kernels
+            fb.graph_kernel_floor_s = floor
         m = MeasuredOps(model, gpu, tp, weight_dtype, kv_cache_dtype, ts, fb)
         if required and not (m._has_gemm and (m._has_decode or m._has_prefill)):
             raise ValueError(f"GPU profile {gpu.name!r} table set {ts.name} has no GEMM/"

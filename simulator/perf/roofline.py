@@ -113,6 +113,10 @@ class RooflinePerfModel:
                  params: RooflineParams | None = None):
         self.model, self.gpu, self.tp = model, gpu, int(tensor_parallel_size)
         self.params = params or RooflineParams()
+        #: seconds of the smallest kernel replayed from a CUDA graph (no CPU launch gap): the
+        #: datasheet default per-kernel overhead unless a measured table set gives its own
+        #: (:meth:`simulator.perf.tables.TableSet.graph_kernel_floor_s`)
+        self.graph_kernel_floor_s = self.params.kernel_overhead_s
         self.weight_dtype, self.kv_cache_dtype = weight_dtype, kv_cache_dtype
         self.wb = _dtype_bytes(weight_dtype)
         self.kvb = _dtype_bytes(kv_cache_dtype)
@@ -270,7 +274,7 @@ class RooflinePerfModel:
             out["moe"] = self.moe["num_moe_layers"] * self.moe_layer_time(T)
             if self.ep > 1:
                 out["ep_comm"] = self.moe["num_moe_layers"] * self.ep_comm_time(T)
-        out["elementwise"] = L * self.elementwise_time(T)
+        out["elementwise"] = L * self.elementwise_time(T, graph)
         out["all_reduce"] = 2 * L * self.all_reduce_time(T, graph=graph)
         return out
 
@@ -338,8 +342,10 @@ class RooflinePerfModel:
                 + 2 * num_seqs * q_per_seq * self.q_heads * d * ACT_BYTES)
         return np.maximum(flops / self.attn_peak, byts / self.mem_bw) + self.params.kernel_overhead_s
 
-    def elementwise_time(self, num_tokens: int) -> float:
-        """Norms, rotary, activation and residual adds (memory bound), one layer."""
+    def elementwise_time(self, num_tokens: int, graph: bool = False) -> float:
+        """Norms, rotary, activation and residual adds (memory bound), one layer: four
+        kernels (``graph`` does not change the datasheet form, whose per-kernel overhead is
+        already a graph-replay-sized 2 us)."""
         h = self.model.hidden_size
         inter = self.model.dense_mlp_intermediate_size // self.tp
         if self.moe:  # activations of the routed experts' inner width, topk rows per token

@@ -386,9 +386,9 @@ class TablePerfModel(RooflinePerfModel):
         out = ref / eff
         return out if np.ndim(ctx_total) else float(out)
 
-    def elementwise_time(self, num_tokens: int) -> float:
+    def elementwise_time(self, num_tokens: int, graph: bool = False) -> float:
         if self._ew is None:
-            return self.fallback.elementwise_time(num_tokens)
+            return self.fallback.elementwise_time(num_tokens, graph)
         return RooflinePerfModel.elementwise_time(self, num_tokens) / float(self._ew(num_tokens))
 
     def lm_head_time(self, num_rows: int) -> float:

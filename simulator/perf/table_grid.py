@@ -288,6 +288,7 @@ class _Grid:
         "_axis_memo",
         "flat",
         "le",
+        "linear_eff",
         "lr",
         "measured",
         "names",
@@ -349,13 +350,14 @@ class _Grid:
         self.strides = tuple(reversed(st))
         self._axis_memo = {}
         self._at_memo = {}
+        self.linear_eff = None
 
     def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
         g = _Grid.__new__(_Grid)
         for a in ("names", "vals", "us", "ulists", "zero", "strides", "shape", "measured"):
             setattr(g, a, getattr(self, a))
-        g.raw = g.lr = None
+        g.raw = g.lr = g.linear_eff = None
         g._axis_memo = {}
         g._at_memo = {}
         g.le = np.asarray(values, float).reshape(self.shape)

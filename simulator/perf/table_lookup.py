@@ -24,6 +24,118 @@ from .table_bounds import (
 from .table_grid import _Grid
 from .table_io import _COMM, FAMILIES, SCHEMAS, TableFiles, _Family
 
+#: share of a grid's measured nodes (those with the largest roofline bound) whose median
+#: achieved efficiency is the kernel's linear-regime efficiency (at least 3 nodes)
+LINEAR_REGIME_SHARE = 0.05
+
+
+def linear_regime_efficiency(log_bound: np.ndarray, log_eff: np.ndarray,
+                             measured: np.ndarray | None = None) -> float:
+    """The efficiency a kernel reaches where its work dominates: the median achieved
+    efficiency ``R / t`` over the measured grid nodes with the largest roofline bound (the top
+    :data:`LINEAR_REGIME_SHARE`, at least 3), at most 1.
+
+    Parameters
+    ----------
+    log_bound, log_eff : ndarray
+        Natural log of the roofline bound (seconds) and of the achieved efficiency at each
+        grid node (same shape).
+    measured : ndarray of bool, optional
+        Nodes that hold a measurement (filled nodes are left out); default every node.
+
+    Returns
+    -------
+    float
+        In (0, 1]; 1.0 when no node qualifies.
+    """
+    lb = np.asarray(log_bound, float).ravel()
+    le = np.asarray(log_eff, float).ravel()
+    ok = np.isfinite(lb) & np.isfinite(le)
+    if measured is not None:
+        ok &= np.asarray(measured, bool).ravel()
+    if not ok.any():
+        return 1.0
+    lb, le = lb[ok], le[ok]
+    k = max(3, math.ceil(LINEAR_REGIME_SHARE * lb.size))
+    top = np.argsort(-lb, kind="stable")[:k]
+    return float(min(1.0, math.exp(float(np.median(le[top])))))
+
+
+def linear_efficiency(grid: _Grid) -> float:
+    """:func:`linear_regime_efficiency` of a measured grid (its log bound and log efficiency
+    at the nodes; remembered on the grid)."""
+    if grid.linear_eff is None:
+        lr = grid.lr if grid.lr is not None else np.zeros(grid.shape)
+        meas = np.isfinite(grid.raw) if grid.raw is not None else None
+        grid.linear_eff = linear_regime_efficiency(lr, grid.le, meas)
+    return grid.linear_eff
+
+
+def affine_transfer(t_from, r_from, r_to, e_lin: float):
+    """Time of a kernel whose roofline bound changes from ``r_from`` to ``r_to`` (seconds),
+    given its time ``t_from`` at ``r_from``: a launch floor plus a linear regime.
+
+    ``t = t_from + (r_to - r_from) / max(e, e_lin)``, ``e = r_from / t_from`` the achieved
+    efficiency. Where the kernel already runs at or above its linear-regime efficiency
+    ``e_lin`` this is ``r_to / e`` (the efficiency held, as for large GEMMs); where it runs
+    below it (launch- or latency-bound: a small decode batch, a prefill chunk of a few
+    tokens) the time above the linear part stays a fixed floor and only the added work is
+    priced, at ``e_lin``. Always > 0 (below the edge, ``t >= r_to / e_lin``). The rule of
+    the sibling transfer (time above the bound held in seconds,
+    ``benchmarks/bench_sibling_transfer.py``) with the bound's slope at the kernel's own
+    large-size efficiency; chosen over holding the efficiency by held-out head groups and
+    grid edges of the measured tables (``benchmarks/bench_table_transfer.py``).
+
+    Parameters
+    ----------
+    t_from, r_from, r_to : float or ndarray
+        Seconds (broadcast together).
+    e_lin : float
+        Linear-regime efficiency in (0, 1] (:func:`linear_regime_efficiency`).
+    """
+    t_from = np.asarray(t_from, float)
+    r_from = np.asarray(r_from, float)
+    e = r_from / t_from
+    hold = e >= e_lin
+    out = np.where(hold, t_from * (np.asarray(r_to, float) / r_from),
+                   t_from + (np.asarray(r_to, float) - r_from) / e_lin)
+    return out if out.ndim else float(out)
+
+
+def beyond_grid(t_edge, r_x, r_edge, e_lin: float | None, unmeasured_axis: bool = False):
+    """Time at a size beyond the grid from the edge node's time ``t_edge`` (the query clipped
+    to the grid; ``r_x``, ``r_edge``: the roofline bounds, seconds).
+
+    Past the largest measured size (``r_x > r_edge``) the edge's efficiency is held,
+    ``t_edge r_x / r_edge``: a kernel that grows along a measured axis keeps the efficiency
+    it reached there. Below the smallest (``r_x <= r_edge``), or along an axis measured at
+    one value only (``unmeasured_axis``: e.g. a prefill chunk after a cached prefix when only
+    ``start = 0`` was timed), :func:`affine_transfer` with the kernel's linear-regime
+    efficiency ``e_lin``: a launch-bound edge keeps its floor instead of scaling it with the
+    bound. ``e_lin`` None: the efficiency held everywhere. On held-out edges of the shipped
+    H100 attention tables (``benchmarks/bench_table_transfer.py``) holding is the better rule
+    upward (median / p90 error 5.6 / 18.1% against 14.6 / 43.4% for decode attention) and the
+    affine one downward (1.5 / 5.7% against 46.4 / 50.4%).
+    """
+    if e_lin is None:
+        return t_edge * (r_x / r_edge)
+    if unmeasured_axis:
+        return affine_transfer(t_edge, r_edge, r_x, e_lin)
+    held = t_edge * (r_x / r_edge)
+    if np.ndim(held) == 0:
+        return held if r_x > r_edge else affine_transfer(t_edge, r_edge, r_x, e_lin)
+    return np.where(np.asarray(r_x) > np.asarray(r_edge), held,
+                    affine_transfer(t_edge, r_edge, r_x, e_lin))
+
+
+def _single_node_moved(pos, vals) -> bool:
+    """Whether a size of ``pos`` differs from the one value of an axis measured only there
+    (such an axis says nothing about how the kernel scales along it)."""
+    for p, v in zip(pos, vals):
+        if len(v) == 1 and np.any(np.asarray(p, float) != v[0]):
+            return True
+    return False
+
 
 def _outside(pos, vals) -> bool:
     """Whether any size of ``pos`` (scalars or arrays, one per axis) lies outside its axis's
@@ -233,9 +345,17 @@ class TableLookup(TableFiles):
                                       dtype=dt)
         raise ValueError(f"unknown table family {op!r}")
 
-    def _tgrid(self, op: str, grid: _Grid, num: dict, rdt: tuple, cache: bool = True) -> _Grid:
-        """Log time of a query key at the grid nodes: ``log R_q(node) - log e(node)`` on the
-        GPU the tables were measured on; a transferred set's by :meth:`_excess_times`."""
+    def _tgrid(self, op: str, grid: _Grid, num: dict, rdt: tuple, cache: bool = True,
+               chosen: dict | None = None) -> _Grid:
+        """Log time of a query key at the grid nodes, on the GPU the tables were measured on
+        (a transferred set's by :meth:`_excess_times`).
+
+        For the measured key itself ``log R_q(node) - log e(node)`` (the measured time). A key
+        that was not measured (``chosen``, the nearest measured numeric key, differs from
+        ``num``) gets the measured time plus the change of the roofline bound at the kernel's
+        linear-regime efficiency (:func:`affine_transfer`), not the measured efficiency held
+        against the new bound: a launch-bound node keeps its floor instead of scaling it.
+        """
         key = (id(grid), op, tuple(sorted(num.items())), rdt)
         hit = self._tgrids.get(key) if cache else None
         if hit is not None:
@@ -243,23 +363,41 @@ class TableLookup(TableFiles):
         nodes = dict(zip(grid.names, grid.nodes()))
         r = self._roofline(op, nodes, num, rdt)
         r = np.maximum(np.broadcast_to(np.asarray(r, float), grid.shape), 1e-300)
+        moved = chosen is not None and any(
+            c in num and float(num[c]) != float(v) for c, v in chosen.items())
         if getattr(self, "efficiency_from", "") and self.transfer == "excess":
-            tg = grid.with_values(np.log(self._excess_times(op, grid, nodes, num, rdt, r)))
+            tg = grid.with_values(np.log(self._excess_times(
+                op, grid, nodes, num, rdt, r, chosen if moved else None)))
+        elif moved:
+            tg = grid.with_values(np.log(self._key_transfer(op, grid, nodes, chosen, rdt, r)))
         else:
             tg = grid.with_values(np.log(r) - grid.le)
+        meas = np.isfinite(grid.raw) if grid.raw is not None else None
+        tg.linear_eff = linear_regime_efficiency(np.log(r), np.log(r) - tg.le, meas)
         if cache:
             self._tgrids[key] = (grid, tg)   # keep grid alive: its id stays unique
         return tg
 
+    def _key_transfer(self, op: str, grid: _Grid, nodes: dict, chosen: dict, rdt: tuple,
+                      r: np.ndarray, gpu=None) -> np.ndarray:
+        """Seconds at the grid nodes for a query key that was not measured: the nearest
+        measured key's time ``t_m = R_m / e`` carried to the query's bound ``r`` by
+        :func:`affine_transfer` (``R_m``: the measured key's bound on ``gpu``, default this
+        set's GPU)."""
+        rm = self._roofline(op, nodes, chosen, rdt, gpu)
+        rm = np.maximum(np.broadcast_to(np.asarray(rm, float), grid.shape), 1e-300)
+        return affine_transfer(rm * np.exp(-grid.le), rm, r, linear_efficiency(grid))
+
     def _excess_times(self, op: str, grid: _Grid, nodes: dict, num: dict, rdt: tuple,
-                      r: np.ndarray) -> np.ndarray:
+                      r: np.ndarray, chosen: dict | None = None) -> np.ndarray:
         """Seconds at the grid nodes of a transferred set (sibling rule "excess"): the time
         the sibling spent above its own roofline bound held in seconds over this GPU's bound,
         ``t = R_q(node) + (t_sib(node) - R_sib(node))``.
 
         ``t_sib = R_sib / e`` is the sibling's time for the query key (its measured node time
-        when the key was measured; the nearest key's efficiency against the query key's bound
-        otherwise), ``R_sib`` and ``R_q`` (``r``, seconds) the query key's bounds on the
+        when the key was measured; the nearest key ``chosen``'s time carried to the query key
+        by :func:`affine_transfer` otherwise), ``R_sib`` and ``R_q`` (``r``, seconds) the
+        query key's bounds on the
         sibling's and on this GPU's datasheet. Guard: where the sibling ran *faster* than its
         bound (``t_sib < R_sib``, ``e > 1``: L2-resident operands) the negative excess could
         drive the time to zero or below; there the time is at least ``R_q / e`` (the
@@ -271,6 +409,8 @@ class TableLookup(TableFiles):
         rs = self._roofline(op, nodes, num, rdt, mg)
         rs = np.maximum(np.broadcast_to(np.asarray(rs, float), grid.shape), 1e-300)
         inv_e = np.exp(-grid.le)
+        if chosen is not None:   # the query key was not measured: its time on the sibling
+            inv_e = self._key_transfer(op, grid, nodes, chosen, rdt, rs, mg) / rs
         excess = rs * inv_e - rs
         t = r + excess
         low = excess < 0.0
@@ -293,15 +433,17 @@ class TableLookup(TableFiles):
             xc = dict(x)
             for c, v in zip(tg.names, tg.vals):
                 xc[c] = np.clip(np.asarray(x[c], float), v[0], v[-1])
-            ratio = np.asarray(self._roofline(op, x, num, rdt), float) / \
-                np.asarray(self._roofline(op, xc, num, rdt), float)
-            return t * ratio
+            return beyond_grid(t, np.asarray(self._roofline(op, x, num, rdt), float),
+                               np.asarray(self._roofline(op, xc, num, rdt), float),
+                               tg.linear_eff, _single_node_moved(pos, tg.vals))
         t = math.exp(tg.at(pos))
         moved = tg.clip(pos)
         if moved is not None:
             xc = dict(x)
             xc.update(zip(tg.names, moved))
-            t *= float(self._roofline(op, x, num, rdt)) / float(self._roofline(op, xc, num, rdt))
+            t = float(beyond_grid(t, float(self._roofline(op, x, num, rdt)),
+                                  float(self._roofline(op, xc, num, rdt)), tg.linear_eff,
+                                  _single_node_moved(pos, tg.vals)))
         return t
 
     def _time_grid(self, op: str, cat: dict, num: dict, kernel, rdt: tuple) -> _Grid:
@@ -309,8 +451,8 @@ class TableLookup(TableFiles):
         key = (op, tuple(sorted(cat.items())), tuple(sorted(num.items())), kernel, rdt, "t")
         tg = self._res.get(key)
         if tg is None:
-            grid = self._resolve(op, cat, num, kernel, rdt)[0]
-            tg = self._tgrid(op, grid, num, rdt)
+            grid, _, chosen = self._resolve(op, cat, num, kernel, rdt)
+            tg = self._tgrid(op, grid, num, rdt, chosen=chosen)
             self._res[key] = tg
         return tg
 

@@ -96,7 +96,7 @@ from .table_io import (
     read_table_file,
     version_key,
 )
-from .table_lookup import TableLookup
+from .table_lookup import TableLookup, _single_node_moved, beyond_grid
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
@@ -209,6 +209,33 @@ class TableSet(TableLookup):
         return (f"measured efficiency of {self.efficiency_from} {inner} on {self.gpu.name}'s "
                 "datasheet roofline")
 
+    #: table sources whose GEMMs were timed replaying a CUDA graph (aiconfigurator's collector:
+    #: ``collector/vllm/collect_gemm.py`` calls ``benchmark_with_power(use_cuda_graph=True)``
+    #: for bf16 and fp8 GEMMs)
+    GRAPH_TIMED_SOURCES = ("aiconfigurator",)
+    #: smallest GEMMs whose median time is the graph-replay floor
+    GRAPH_FLOOR_KERNELS = 20
+
+    def graph_kernel_floor_s(self, dtype: str = "bf16") -> float | None:
+        """Seconds of a minimal kernel replayed from a CUDA graph on this GPU: the median of
+        the :attr:`GRAPH_FLOOR_KERNELS` fastest measured GEMMs of ``dtype`` (``m, n, k`` of
+        a few dozen: no work, only the kernel's own start and end; 2.5 us on the H100 SXM,
+        2.5-2.7 us A100 SXM, 2.3-2.5 us H200, 1.8-1.9 us L40S and RTX PRO 6000). None when the
+        set's GEMM table was not timed under CUDA graphs (:attr:`GRAPH_TIMED_SOURCES`), is
+        transferred from a sibling, or has no rows of ``dtype``."""
+        if self.efficiency_from or self._source("gemm") is None:
+            return None
+        if self.provenance("gemm").get("source_project") not in self.GRAPH_TIMED_SOURCES:
+            return None
+        fam = self._family("gemm")
+        dt = str(dtype).lower()
+        dt = "bf16" if dt == "fp16" else dt
+        times = [fam.t[idx] for key, idx in fam.groups.items() if key[0] == dt]
+        if not times:
+            return None
+        t = np.sort(np.concatenate(times))[:self.GRAPH_FLOOR_KERNELS]
+        return float(np.median(t))
+
     # ---------------------------------------------------------------- operators
     def gemm(self, m, n: int, k: int, dtype: str = "bf16"):
         """Seconds of one ``[m, k] x [k, n]`` GEMM, one GPU.
@@ -244,8 +271,10 @@ class TableSet(TableLookup):
         t = math.exp(tg.at((m, n, k)))
         moved = tg.clip((m, n, k))
         if moved is not None:
-            t *= gemm_roofline_s(float(m), float(n), float(k), self.gpu, dt) / \
-                gemm_roofline_s(float(moved[0]), float(moved[1]), float(moved[2]), self.gpu, dt)
+            t = float(beyond_grid(
+                t, gemm_roofline_s(float(m), float(n), float(k), self.gpu, dt),
+                gemm_roofline_s(float(moved[0]), float(moved[1]), float(moved[2]), self.gpu, dt),
+                tg.linear_eff, _single_node_moved((m, n, k), tg.vals)))
         return t
 
     def attention_prefill(self, q, start, *, batch=1, q_heads, kv_heads, head_dim,
