@@ -7,7 +7,8 @@ default); needs ``torch`` (``pip install -e ".[calibrate]"``). ``calibrate compa
 compares two table sets (no torch needed).
 
 ``validate --recorded RUN`` replays a real engine's recorded requests (a vLLM run folder or
-``requests.jsonl``, a ``vllm bench serve`` JSON, or a generic per-request CSV) in the
+``requests.jsonl``, an inference-perf folder, a ``vllm bench serve`` or GuideLLM JSON, or a
+generic per-request CSV) in the
 simulator and reports its error against what the engine measured
 (:mod:`simulator.observe`; no torch needed). This is the fidelity evidence.
 
@@ -80,7 +81,8 @@ def cmd_validate(args) -> int:
     if args.recorded is not None:
         return cmd_validate_recorded(args)
     for flag, val in (("--scenario", args.scenario), ("--gpu", args.gpu),
-                      ("--model", args.model), ("--set", args.set)):
+                      ("--model", args.model), ("--set", args.set),
+                      ("--engine-version", args.engine_version)):
         if val:
             raise ValueError(f"validate {flag} needs --recorded RUN (the self-check takes "
                              "--device, --profile, --num-requests, ...)")
@@ -97,12 +99,18 @@ def cmd_validate_recorded(args) -> int:
     from .observe.validate import validate_recorded
     rv = validate_recorded(args.recorded, scenario=args.scenario, gpu=args.gpu,
                            model=args.model, sets=args.set, out_dir=args.output,
-                           figures=not args.no_figures)
+                           figures=not args.no_figures, engine_version=args.engine_version)
     if not args.quiet:
         print_recorded_summary(rv.validation)
-        print(f"outputs: {rv.outdir}/ (validation.json, report.md, report.html, figures)")
+        print(f"outputs: {rv.outdir}/ (validation.json, stage_errors.csv, report.md, "
+              "report.html, figures)")
     c = rv.validation["counts"]
-    if not c["num_compared"]:
+    if rv.run.aggregate_only:
+        if not any(s["counts"]["simulated"]["success"] for s in rv.validation["stages"]):
+            raise ValueError(f"validate --recorded: no request succeeded in the replay of any "
+                             f"stage: nothing to compare; the report in {rv.outdir} shows the "
+                             "replay's settings")
+    elif not c["num_compared"]:
         # nothing to compare is a failed validation, not a result (the report says why)
         raise ValueError(
             f"validate --recorded: no request completed in both the record and the replay "
@@ -118,19 +126,49 @@ def print_recorded_summary(v: dict) -> None:
         return "   n/a" if x is None else f"{x:+6.1f}"
 
     c = v["counts"]
-    print(f"validate --recorded {v['run']['name']}: {c['num_compared']} of "
-          f"{c['num_requests_record']} requests compared "
-          f"({c['num_sim_completed']} completed in the simulation); perf model "
-          f"{v['perf_model']}, engine {v['engine']['name']}")
-    print("  signed % error (sim - real) / real:   mean    p50    p90    p99")
-    for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
-        if not v["metrics"][m]["real"]["count"]:
-            continue
-        print(f"  {label:37s}" + " ".join(fmt(v[f"{m}_{s}_pct_error"])
-                                       for s in ("mean", "p50", "p90", "p99")))
-    print(f"  {'makespan':37s}{fmt(v['makespan_pct_error'])}")
+    head = (f"{c['num_requests_replayed']} requests rebuilt from the workload the record "
+            "describes, compared per stage" if v["run"].get("aggregate_only") else
+            f"{c['num_compared']} of {c['num_requests_record']} requests compared")
+    print(f"validate --recorded {v['run']['name']}: {head} ({c['num_sim_completed']} completed "
+          f"in the simulation); perf model {v['perf_model']}, engine {v['engine']['name']}")
+    if not v["run"].get("aggregate_only"):
+        print("  signed % error (sim - real) / real:   mean    p50    p90    p99")
+        for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
+            if not v["metrics"][m]["real"]["count"]:
+                continue
+            print(f"  {label:37s}" + " ".join(fmt(v[f"{m}_{s}_pct_error"])
+                                           for s in ("mean", "p50", "p90", "p99")))
+        print(f"  {'makespan':37s}{fmt(v['makespan_pct_error'])}")
+    print_stage_table(v)
     for a in v.get("approximations", []):
         print(f"  approximation: {a}")
+
+
+def print_stage_table(v: dict) -> None:
+    """Print the per-stage errors of a ``validate --recorded`` run (signed %, mean / p50 / p90
+    / p99 per metric; success and failure counts; throughput)."""
+    def fmt(x):
+        return "   n/a" if x is None else f"{x:+6.1f}"
+
+    stages = v.get("stages") or []
+    if not stages:
+        return
+    api = v.get("api_server") or {}
+    print(f"  per stage ({v['run'].get('metric_definitions', 'glossary')} definitions; API "
+          f"server terms {'added' if api.get('applied') else 'not added'}): signed % error "
+          "mean / p50 / p90 / p99")
+    for s in stages:
+        c, t = s["counts"], s["throughput"]
+        print(f"  {s['name']}: {s['num_requests']} sent; success {c['recorded']['success']} "
+              f"recorded / {c['simulated']['success']} simulated, failure "
+              f"{c['recorded']['failure']} / {c['simulated']['failure']}; requests/s "
+              f"{fmt(t['pct_error'].get('requests_per_s'))}%")
+        for m, label in (("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E")):
+            e = s["pct_error"].get(m)
+            if e is None or s["recorded"][m].get("mean") is None:
+                continue
+            print(f"    {label:35s}" + " ".join(fmt(e.get(k))
+                                              for k in ("mean", "p50", "p90", "p99")))
 
 
 def cmd_self_check(args) -> int:
@@ -306,10 +344,15 @@ FIT_ENGINE_ARGS: tuple[Arg, ...] = (
 #: Options of ``servesim validate`` (``--recorded`` replay and ``--self-check``).
 VALIDATE_ARGS: tuple[Arg, ...] = (
     (("--recorded",), {"metavar": "RUN", "help": "a recorded run: run folder, requests.jsonl, "
-                                                 "bench JSON or CSV"}),
+                                                 "inference-perf folder, bench or GuideLLM "
+                                                 "JSON, or CSV"}),
     (("--scenario",), {"help": "--recorded: scenario file for settings the record lacks"}),
     (("--gpu",), {"help": "--recorded: GPU name or spec YAML (overrides the record)"}),
     (("--model",), {"help": "--recorded: model id or config.json (overrides the record)"}),
+    (("--engine-version",), {"metavar": "X.Y.Z",
+                             "help": "--recorded: the recording vLLM's version when the record "
+                                     "does not state it (engine defaults, nearest kernel "
+                                     "tables)"}),
     (("--set",), {"action": "append", "metavar": "KEY.PATH=VALUE",
                   "help": "--recorded: override a scenario field (repeatable; applied last)"}),
     (("--no-figures",), {"action": "store_true", "help": "--recorded: skip the PNG figures"}),
@@ -338,8 +381,8 @@ VALIDATE_ARGS: tuple[Arg, ...] = (
 
 VALIDATE_DESCRIPTION = (
     "servesim validate --recorded RUN [--scenario S] [--gpu G] [--model M] [--set k=v ...] "
-    "-o DIR: replay a recorded run (vLLM run folder or requests.jsonl, vllm bench serve JSON, "
-    "generic CSV) and compare. servesim validate --self-check [--device cpu]: internal "
+    "-o DIR: replay a recorded run (vLLM run folder or requests.jsonl, inference-perf folder, "
+    "vllm bench serve or GuideLLM JSON, generic CSV) and compare. servesim validate --self-check [--device cpu]: internal "
     "consistency check of harness, tables and scheduler (needs torch); plain "
     "`servesim validate` and `--device cpu` run it too.")
 

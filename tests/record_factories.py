@@ -114,3 +114,170 @@ def bench_result(**over) -> dict:
     }
     d.update(over)
     return d
+
+
+# ------------------------------------------------------------------------ inference-perf
+#: inference-perf summary keys (``reportgen/base.py``) in file order.
+IP_KEYS = ("mean", "min", "p0.1", "p1", "p5", "p10", "p25", "median", "p75", "p90", "p95",
+           "p99", "p99.9", "max")
+
+#: The prompt_len summary of :func:`write_ip_run` (tokens): the tests derive the six prompt
+#: lengths from these points by hand.
+IP_PROMPT_LEN = {"mean": 56.0, "min": 50.0, "median": 56.0, "p90": 60.0, "p99": 61.0,
+                 "max": 62.0}
+
+
+def ip_summary(values, weights=None) -> dict:
+    """An inference-perf summary of a sample (``numpy.percentile``, linear), as
+    ``reportgen/base.py`` writes it; ``weights`` repeat the values."""
+    v = np.repeat(np.asarray(values, dtype=float),
+                  1 if weights is None else np.asarray(weights, dtype=np.int64))
+    q = {"min": 0, "p0.1": 0.1, "p1": 1, "p5": 5, "p10": 10, "p25": 25, "median": 50,
+         "p75": 75, "p90": 90, "p95": 95, "p99": 99, "p99.9": 99.9, "max": 100}
+    out = {"mean": float(np.mean(v))}
+    out.update({k: float(np.percentile(v, p)) for k, p in q.items()})
+    return out
+
+
+def ip_stage(count: int, ok: int, *, ttft=0.02, tpot=0.004, itl=0.004, e2e=0.1,
+             prompt_len: dict | None = None, fail_latency: float | None = None,
+             rate: float = 2.0) -> dict:
+    """A ``stage_<k>_lifecycle_metrics.json`` document with flat latency summaries (each
+    statistic the given value; ``max`` = 2 x value)."""
+    def flat(x):
+        d = {k: x for k in IP_KEYS}
+        d["max"] = 2 * x
+        return d
+
+    pl = dict(IP_PROMPT_LEN)
+    pl.update(prompt_len or {})
+    lat = {"request_latency": flat(e2e), "normalized_time_per_output_token": flat(e2e / 8),
+           "time_per_output_token": flat(tpot), "time_to_first_token": flat(ttft),
+           "inter_token_latency": flat(itl)}
+    return {
+        "load_summary": {"count": count, "schedule_delay": flat(0.0005),
+                         "send_duration": 5.0, "requested_rate": rate,
+                         "achieved_rate": count / 5.0},
+        "successes": {"count": ok, "latency": lat if ok else {k: None for k in lat},
+                      "throughput": {"input_tokens_per_sec": 1.0,
+                                     "output_tokens_per_sec": 8.0 * ok / 6.0,
+                                     "total_tokens_per_sec": 2.0,
+                                     "requests_per_sec": ok / 6.0},
+                      "prompt_len": pl if ok else None,
+                      "output_len": flat(8.0) if ok else None},
+        "failures": {"count": count - ok,
+                     "request_latency": flat(fail_latency) if fail_latency else None,
+                     "prompt_len": flat(0.0) if count - ok else None},
+    }
+
+
+IP_CONFIG = """\
+api:
+  type: completion
+  streaming: true
+  headers: null
+data:
+  type: shared_prefix
+  path: null
+  shared_prefix:
+    num_groups: 2
+    num_prompts_per_group: 3
+    system_prompt_len: 32
+    question_len: 20
+    output_len: 8
+load:
+  type: constant
+  interval: 1.0
+  stages:
+  - rate: 2.0
+    duration: 5
+  - rate: 4.0
+    duration: 5
+  sweep: null
+  num_workers: 4
+  worker_max_concurrency: 100
+  worker_max_tcp_connections: 2500
+  circuit_breakers: []
+  request_timeout: null
+server:
+  type: vllm
+  model_name: servesim-tiny-llama
+  base_url: http://localhost:8000
+  ignore_eos: true
+tokenizer:
+  pretrained_model_name_or_path: servesim-tiny-llama
+"""
+
+IP_EXP_CONFIG = """\
+model: servesim-tiny-llama
+tensor_parallelism: 1
+max_model_len: 512
+max_num_batched_tokens: 256
+max_num_seqs: 8
+app: inference-perf
+"""
+
+
+def write_ip_run(root: Path, *, config: str = IP_CONFIG, stages: list[dict] | None = None,
+                 exp_config: str | None = IP_EXP_CONFIG, datasheet: bool = True,
+                 name: str = "20260101-000000-tiny-tp1-general") -> Path:
+    """An inference-perf experiment folder ``root/<name>`` (two stages: 2 req/s and 4 req/s
+    for 5 s each; 2 groups x 3 prompts of 32 + 20 tokens, 8 output tokens) with
+    ``profile.yaml`` and ``exp-config.yaml``; the campaign's GPU datasheet in ``root``."""
+    run = root / name
+    res = run / "results"
+    res.mkdir(parents=True, exist_ok=True)
+    (res / "config.yaml").write_text(config)
+    stages = stages if stages is not None else [ip_stage(10, 10, rate=2.0),
+                                                ip_stage(20, 20, rate=4.0)]
+    for k, st in enumerate(stages):
+        (res / f"stage_{k}_lifecycle_metrics.json").write_text(json.dumps(st, indent=2))
+    (run / "profile.yaml").write_text(json.dumps({
+        "data": {"shared_prefix": {"enable_multi_turn_chat": True, "num_unique_system_prompts": 3,
+                                   "num_users_per_system_prompt": 3, "output_len": 8,
+                                   "question_len": 20, "system_prompt_len": 32},
+                 "type": "shared_prefix"},
+        "load": {"stages": [{"duration": 5, "rate": 2}, {"duration": 5, "rate": 4}],
+                 "type": "constant"}}))
+    if exp_config is not None:
+        (run / "exp-config.yaml").write_text(exp_config)
+    if datasheet:
+        (root / "h100-sxm-datasheet.json").write_text(json.dumps({"name": "H100 SXM"}))
+    return run
+
+
+# ------------------------------------------------------------------------------ GuideLLM
+def guidellm_request(start: float, first: float, last: float, end: float, prompt: int,
+                     output: int, *, flat: bool = False) -> dict:
+    """One request of a GuideLLM report: ``GenerativeRequestStats`` (>= 0.4; timings under
+    ``info.timings``) or, with ``flat``, 0.3's ``GenerativeTextResponseStats``."""
+    if flat:
+        return {"type_": "generative_text_response", "request_id": "r", "prompt": "x",
+                "output": "y", "prompt_tokens": prompt, "output_tokens": output,
+                "start_time": start, "end_time": end, "first_token_time": first,
+                "last_token_time": last}
+    return {"type_": "generative_request_stats", "request_id": "r",
+            "info": {"timings": {"request_start": start, "first_token_iteration": first,
+                                 "last_token_iteration": last, "request_end": end,
+                                 "token_iterations": output}},
+            "input_metrics": {"text_tokens": prompt, "total_tokens": prompt},
+            "output_metrics": {"text_tokens": output, "total_tokens": output},
+            "prompt_tokens": prompt, "output_tokens": output}
+
+
+def guidellm_report(benchmarks: list[tuple[dict, list[dict], int]], model: str | None = None
+                    ) -> dict:
+    """A GuideLLM report: per benchmark ``(strategy, successful requests, errored count)``."""
+    out = []
+    for strategy, ok, errored in benchmarks:
+        err = [guidellm_request(0.0, 0.0, 0.0, 0.0, 1, 1)] * errored
+        out.append({"type_": "generative_benchmark", "config": {"strategy": strategy},
+                    "metrics": {"request_totals": {"successful": len(ok), "errored": errored,
+                                                   "incomplete": 0,
+                                                   "total": len(ok) + errored}},
+                    "requests": {"successful": ok, "errored": err, "incomplete": [],
+                                 "total": None}})
+    rep = {"metadata": {"version": 2}, "benchmarks": out}
+    if model:
+        rep["config"] = {"model": model}
+    return rep

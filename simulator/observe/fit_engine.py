@@ -92,11 +92,15 @@ def prepare_cases(paths: list[str | Path], *, engine: str = "vllm-v1",
     Raises
     ------
     RecordError, ScenarioError, ValueError
-        As :func:`simulator.observe.validate.validate_recorded` (one line).
+        As :func:`simulator.observe.validate.validate_recorded` (one line); a record with
+        per-stage summaries only (inference-perf).
     """
     cases = []
     for p in paths:
         run = read_recorded(p)
+        if run.aggregate_only:
+            raise ValueError(f"{p}: fit-engine fits per-request latencies; this record has "
+                             "per-stage summaries only (compare it with validate --recorded)")
         rs = build_replay_scenario(run, gpu=gpu, model=model,
                                    sets=[f"perf.engine={engine}", *(sets or [])])
         sc = rs.scenario

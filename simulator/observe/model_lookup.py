@@ -64,7 +64,9 @@ def resolve_model(model_id: str, run: RecordedRun) -> tuple[str, str]:
     In order: the model catalog by id or alias (or an existing ``config.json`` path); the
     catalog by the path's last parts (a local checkpoint folder named after the model); the
     model's ``config.json`` in the local Hugging Face hub cache; ``configs/model/<id>.json``
-    under the run's repository root or any parent folder of the record.
+    under the run's repository root or any parent folder of the record; then
+    ``model_configs/<name>/config.json`` there (``<name>`` the id's last part: the layout of
+    the inference-perf campaigns' folders).
 
     Returns
     -------
@@ -88,9 +90,14 @@ def resolve_model(model_id: str, run: RecordedRun) -> tuple[str, str]:
     cached = _hf_cache_config(model_id)
     rel = f"configs/model/{model_id}.json"
     starts = [run.root] if run.root is not None else []
-    starts += [run.path.parent, *run.path.parent.parents]
+    starts += [run.path, *run.path.parents] if run.path.is_dir() else \
+        [run.path.parent, *run.path.parent.parents]
     found = [(cached, "Hugging Face cache")] if cached is not None else []
     found += [(base / rel, f"{rel} under {base}") for base in starts if (base / rel).is_file()]
+    tail = re.split(r"[\\/]+", model_id.strip())[-1]
+    mc = f"model_configs/{tail}/config.json"
+    found += [(base / mc, f"{mc} under {base}") for base in starts
+              if tail and (base / mc).is_file()]
     if found:
         q, how = found[0]
         try:
@@ -100,5 +107,5 @@ def resolve_model(model_id: str, run: RecordedRun) -> tuple[str, str]:
                                 f"{e}") from None
         return str(q), f"{how} {q}" if how == "Hugging Face cache" else how
     raise ScenarioError(f"model {model_id!r} (from the record) is not in the model catalog, the "
-                        f"Hugging Face cache or at {rel} under the run's folders; pass --model "
-                        "ID|config.json")
+                        f"Hugging Face cache or at {rel} (or {mc}) under the run's folders; pass "
+                        "--model ID|config.json")

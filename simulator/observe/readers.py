@@ -1,6 +1,6 @@
 """Readers of real engines' per-request records (``servesim validate --recorded RUN``).
 
-Three formats (``traces/README.md`` section "Recorded runs" has examples):
+Five formats (``traces/README.md`` section "Recorded runs" has examples):
 
 ``vllm_request_stats``
     One JSON object per line with vLLM V1's per-request ``RequestStateStats`` timestamps:
@@ -23,6 +23,14 @@ Three formats (``traces/README.md`` section "Recorded runs" has examples):
     sent the request, after its concurrency semaphore), relative to the earliest; without
     ``start_times`` arrivals are drawn from ``request_rate`` and ``burstiness`` as
     ``vllm bench serve`` draws them (an approximation, stated in the run).
+``inference_perf``
+    An inference-perf experiment folder (``results/config.yaml``,
+    ``results/stage_<k>_lifecycle_metrics.json``, ``profile.yaml``, ``exp-config.yaml``):
+    per-stage client-side summaries only; the requests are rebuilt from the configuration
+    that ran and compared per stage (:mod:`simulator.observe.readers_ip`).
+``guidellm_json``
+    A GuideLLM benchmark report (``{"benchmarks": [...]}``, a ``.json`` file): per-request
+    timestamps per benchmark, each benchmark a stage (:mod:`simulator.observe.readers_guidellm`).
 ``generic_csv``
     One row per request: ``arrival_s``, ``prompt_tokens``, ``output_tokens``, ``ttft_s``,
     ``e2e_s`` (or ``first_token_s`` / ``last_token_s`` on the arrival clock), optional
@@ -38,8 +46,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from .readers_bench import read_bench_json
-from .readers_common import prefix_hash_ids, specs_with_block_size
+from .readers_common import _read_json, prefix_hash_ids, specs_with_block_size
 from .readers_csv import GENERIC_CSV_COLUMNS, read_generic_csv
+from .readers_guidellm import is_guidellm_report, read_guidellm
+from .readers_ip import is_inference_perf_dir, read_inference_perf
 from .readers_vllm import read_peer_summary, read_request_stats, read_timeseries
 from .record import RecordedRun, RecordError
 
@@ -50,6 +60,8 @@ __all__ = [
     "prefix_hash_ids",
     "read_bench_json",
     "read_generic_csv",
+    "read_guidellm",
+    "read_inference_perf",
     "read_peer_summary",
     "read_recorded",
     "read_request_stats",
@@ -62,8 +74,10 @@ __all__ = [
 def detect_record_format(path: str | Path) -> tuple[str, Path]:
     """Which reader a ``--recorded`` path needs, and the file it reads.
 
-    A folder: its ``vllm/requests.jsonl`` or ``requests.jsonl``. A file: ``.jsonl`` ->
-    ``vllm_request_stats``, ``.json`` -> ``vllm_bench_json``, ``.csv`` -> ``generic_csv``.
+    A folder: an inference-perf experiment folder (``inference_perf``), else its
+    ``vllm/requests.jsonl`` or ``requests.jsonl``. A file: ``.jsonl`` ->
+    ``vllm_request_stats``, ``.json`` -> ``vllm_bench_json`` (a GuideLLM report among them is
+    told apart when read), ``.csv`` -> ``generic_csv``.
 
     Raises
     ------
@@ -72,10 +86,14 @@ def detect_record_format(path: str | Path) -> tuple[str, Path]:
     """
     p = Path(path)
     if p.is_dir():
+        if is_inference_perf_dir(p):
+            return "inference_perf", p
         for cand in (p / "vllm" / "requests.jsonl", p / "requests.jsonl"):
             if cand.is_file():
                 return "vllm_request_stats", cand
-        raise RecordError(f"{path}: no requests.jsonl (or vllm/requests.jsonl) in this folder")
+        raise RecordError(f"{path}: no requests.jsonl (or vllm/requests.jsonl) and no "
+                          "inference-perf results/ (config.yaml + stage_<k>_lifecycle_metrics"
+                          ".json) in this folder")
     if not p.exists():
         raise RecordError(f"{path}: recorded run not found")
     ext = p.suffix.lower()
@@ -96,9 +114,11 @@ def read_recorded(path: str | Path, *, seed: int = 0) -> RecordedRun:
     Parameters
     ----------
     path : str or Path
-        A run folder, ``requests.jsonl``, a ``vllm bench serve`` JSON or a generic CSV.
+        A run folder, ``requests.jsonl``, an inference-perf folder, a ``vllm bench serve`` or
+        GuideLLM JSON, or a generic CSV.
     seed : int
-        Seeds drawn arrivals (``vllm bench serve`` files without ``start_times`` only).
+        Seeds what a record does not hold and the replay draws: arrivals of ``vllm bench
+        serve`` files without ``start_times``, an inference-perf run's rebuilt workload.
 
     Raises
     ------
@@ -108,7 +128,12 @@ def read_recorded(path: str | Path, *, seed: int = 0) -> RecordedRun:
     fmt, p = detect_record_format(path)
     if fmt == "vllm_request_stats":
         return read_request_stats(p)
+    if fmt == "inference_perf":
+        return read_inference_perf(p, seed=seed)
     if fmt == "vllm_bench_json":
+        data, _ = _read_json(p, str(path)) if p.is_file() else (None, "")
+        if is_guidellm_report(data):
+            return read_guidellm(data, p, str(path))
         return read_bench_json(p, seed=seed)
     return read_generic_csv(p)
 

@@ -165,8 +165,8 @@ def _bench_arrival_times(data: dict, n: int, keep: list[int], starts: list | Non
             + (" The client's max_concurrency cap is not modelled."
                if data.get("max_concurrency") else ""))
     notes.append("TTFT and E2E are client-side (streamed HTTP chunks); the simulator measures "
-                 "from the request's arrival at the engine, so a constant client/server "
-                 "overhead shows as a TTFT offset.")
+                 "from the request's arrival at the engine: the engine profile's api_server "
+                 "terms (HTTP front end) are added to the simulated latencies.")
     return np.asarray(arrival, dtype=float), clock, notes, approximations
 
 
@@ -244,7 +244,8 @@ def read_bench_json(path: str | Path, *, seed: int = 0) -> RecordedRun:
                                 itls=itl_out if has_itl else None)
     run = RecordedRun(name=p.stem, path=p, format="vllm_bench_json", specs=[],
                       outcomes=outcomes, clock=clock, notes=notes,
-                      approximations=approximations, num_failed=n - len(keep))
+                      approximations=approximations, num_failed=n - len(keep),
+                      client_side=True)
     if run.num_failed:
         run.notes.append(f"{run.num_failed} failed request(s) in the record are neither "
                          "replayed nor compared.")

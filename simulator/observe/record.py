@@ -18,7 +18,8 @@ import pandas as pd
 
 from simulator.request import RequestSpec
 
-__all__ = ["OUTCOME_COLUMNS", "TIMESERIES_COLUMNS", "RecordError", "RecordedRun", "Setting"]
+__all__ = ["METRIC_DEFINITIONS", "OUTCOME_COLUMNS", "TIMESERIES_COLUMNS", "RecordError",
+           "RecordedRun", "RecordedStage", "Setting"]
 
 #: Columns of :attr:`RecordedRun.outcomes` (one row per replayed request, ``request_id``
 #: order). Times are seconds from the first arrival; NaN where the record has no value.
@@ -31,7 +32,9 @@ __all__ = ["OUTCOME_COLUMNS", "TIMESERIES_COLUMNS", "RecordError", "RecordedRun"
 #:   (output tokens - 1), NaN for one output token; ``e2e_latency_s`` = last token - arrival;
 #:   ``queue_delay_s`` = scheduled - arrival (DESIGN.md glossary);
 #: * ``itl_s``: the request's inter-token gaps (a tuple of seconds), only when the record
-#:   has them (``vllm bench serve`` detailed results).
+#:   has them (``vllm bench serve`` detailed results);
+#: * ``stage``: the load stage (benchmark) the request arrived in (0, 1, ...), only in
+#:   records with stages (inference-perf, GuideLLM).
 OUTCOME_COLUMNS: tuple[str, ...] = (
     "request_id", "record_request_id", "arrival_s", "scheduled_s", "first_token_s",
     "last_token_s", "num_prompt_tokens", "num_output_tokens", "ttft_s", "tpot_s",
@@ -41,6 +44,23 @@ OUTCOME_COLUMNS: tuple[str, ...] = (
 #: ``num_running``, ``num_waiting`` (requests), ``kv_cache_usage`` (fraction of the KV
 #: blocks in use, NaN when the record has none).
 TIMESERIES_COLUMNS: tuple[str, ...] = ("time_s", "num_running", "num_waiting", "kv_cache_usage")
+
+
+#: How a record defines the latencies it reports (:attr:`RecordedRun.metric_definitions`):
+#:
+#: * ``glossary``: per request, TTFT = first token - arrival, TPOT = (last token - first token)
+#:   / (output tokens - 1), E2E = last token - arrival, ITL = the gaps between tokens
+#:   (DESIGN.md glossary; vLLM's ``RequestStateStats``, ``vllm bench serve``, GuideLLM's
+#:   timestamps);
+#: * ``inference_perf``: inference-perf's streaming client (its ``apis/completion.py`` and
+#:   ``reportgen/base.py``): one timestamp per SSE *line* read, blank separator lines and the
+#:   final ``data: [DONE]`` included, so a request of n streamed tokens has 2n + 2 timestamps;
+#:   ``time_per_output_token`` = (last - first timestamp) / (2n + 1), about half the
+#:   per-token time, and ``inter_token_latency`` pools the 2n + 1 gaps of every request:
+#:   n - 1 token gaps and n + 2 gaps of near zero (a data line to its blank line; the last
+#:   token to ``[DONE]``); ``request_latency`` = end - start (E2E); percentiles are
+#:   ``numpy.percentile`` (linear).
+METRIC_DEFINITIONS = ("glossary", "inference_perf")
 
 
 class RecordWarning(UserWarning):
@@ -67,6 +87,50 @@ class Setting:
 
     value: Any
     source: str
+
+
+@dataclass
+class RecordedStage:
+    """One load stage of a record (an inference-perf stage, a GuideLLM benchmark; a record
+    without stages is one stage).
+
+    Attributes
+    ----------
+    index : int
+        0, 1, ... in the order the stages ran.
+    name : str
+        ``stage 0 (5 req/s constant, 600 s)``, ``benchmark 2 (constant@4.00)``.
+    start_s, end_s : float
+        The stage's first and last arrival (seconds on the record's replay clock).
+    num_requests : int
+        Requests the client sent in the stage.
+    rate : float or None
+        Requested rate (requests/s).
+    num_success, num_failure : int or None
+        What the record counts; None when derived from per-request outcomes.
+    stats : dict or None
+        The record's own aggregate statistics (seconds), ``{metric: {"mean", "p50", "p90",
+        "p99"}}`` for ``ttft``, ``tpot``, ``itl``, ``e2e`` in the record's definitions
+        (:attr:`RecordedRun.metric_definitions`); None when the record has per-request
+        outcomes (the comparison computes them).
+    throughput : dict
+        ``requests_per_s`` and ``output_tokens_per_s`` as the record states them (empty when
+        computed from outcomes).
+    source : str
+        The file the stage was read from.
+    """
+
+    index: int
+    name: str
+    start_s: float
+    end_s: float
+    num_requests: int
+    rate: float | None = None
+    num_success: int | None = None
+    num_failure: int | None = None
+    stats: dict | None = None
+    throughput: dict = field(default_factory=dict)
+    source: str = ""
 
 
 @dataclass
@@ -107,6 +171,17 @@ class RecordedRun:
         A peer simulator's published errors for this run (``validation/summary.txt``).
     extra : dict
         Format-specific facts (``vllm bench serve`` traffic settings, ...).
+    client_side : bool
+        Latencies measured at the HTTP client (inference-perf, GuideLLM, ``vllm bench serve``):
+        the replay adds the engine profile's ``api_server`` terms to the simulated ones.
+    metric_definitions : str
+        How the record defines its latencies (:data:`METRIC_DEFINITIONS`).
+    stages : list of RecordedStage
+        The record's load stages (empty: the run is one stage).
+    aggregate_only : bool
+        The record has per-stage statistics but no per-request latencies (inference-perf's
+        lifecycle summaries): the requests are rebuilt from the workload specification and
+        compared per stage only.
     """
 
     name: str
@@ -124,6 +199,10 @@ class RecordedRun:
     root: Path | None = None
     peer: dict | None = None
     extra: dict = field(default_factory=dict)
+    client_side: bool = False
+    metric_definitions: str = "glossary"
+    stages: list[RecordedStage] = field(default_factory=list)
+    aggregate_only: bool = False
 
     @property
     def num_requests(self) -> int:

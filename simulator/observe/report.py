@@ -12,7 +12,7 @@ from simulator.report.render import markdown_to_html, render, write_report
 __all__ = ["render_report", "write_reports"]
 
 _METRIC_LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency",
-                  "queue_delay": "queue delay"}
+                  "queue_delay": "queue delay", "tpot_per_token": "TPOT per token (derived)"}
 _FIGURE_TITLES = {"request_scatter.png": "Per request: simulated vs recorded TTFT and E2E",
                   "latency_cdfs.png": "Latency CDFs: recorded (solid) vs simulated (dashed)",
                   "running_waiting.png": "Running and waiting requests over time"}
@@ -48,6 +48,29 @@ def _cell(s: Any) -> str:
     return str(s).replace("|", "\\|").replace("\n", " ")
 
 
+def _stage_rows(stages: list[dict]) -> tuple[list[list[str]], list[list[str]]]:
+    """Rows of the per-stage tables: errors per metric, and counts / throughput."""
+    rows, counts = [], []
+    for s in stages:
+        for m in ("ttft", "tpot", "tpot_per_token", "itl", "e2e"):
+            e = s["pct_error"].get(m)
+            rec = s["recorded"].get(m) or {}
+            if e is None or rec.get("mean") is None:
+                continue
+            label = _METRIC_LABELS.get(m, m)
+            rows.append([_cell(s["name"]), label, _ms(rec.get("mean")),
+                         _ms(s["simulated"][m].get("mean")),
+                         *(_pct(e.get(k)) for k in ("mean", "p50", "p90", "p99"))])
+        c, t = s["counts"], s["throughput"]
+        rps = (t["recorded"].get("requests_per_s"), t["simulated"].get("requests_per_s"))
+        counts.append([_cell(s["name"]),
+                       f"{c['recorded']['success']} / {c['simulated']['success']}",
+                       f"{c['recorded']['failure']} / {c['simulated']['failure']}",
+                       " / ".join("-" if x is None else f"{x:.3f}" for x in rps),
+                       _pct(t["pct_error"].get("requests_per_s"))])
+    return rows, counts
+
+
 def _context(v: dict[str, Any], figures: list[str]) -> dict[str, Any]:
     err_rows = []
     for m in ("ttft", "tpot", "itl", "e2e", "queue_delay"):
@@ -75,7 +98,17 @@ def _context(v: dict[str, Any], figures: list[str]) -> dict[str, Any]:
                                   f"{theirs['sim']:,.1f} ms", f"{theirs['pct_error']:+.1f}%",
                                   _pct(v["metrics"][m]["pct_error"][s])])
     kv = v["kv_cache"]
+    stage_rows, stage_count_rows = _stage_rows(v.get("stages") or [])
+    api = v.get("api_server") or {}
+    api_line = None
+    if api:
+        api_line = (f"{'added' if api['applied'] else 'not added'} ({api['why']}): "
+                    f"{_ms(api['per_request_s'])} per request, "
+                    f"{_ms(api['per_output_token_s'])} per streamed token")
     return {
+        "stage_rows": stage_rows,
+        "stage_count_rows": stage_count_rows,
+        "api_line": api_line,
         "v": v,
         "title": f"servesim validate --recorded: {v['run']['name']}",
         "err_rows": err_rows,

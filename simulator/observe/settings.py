@@ -243,11 +243,11 @@ def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str, str | None]
         src = ("vLLM V1 default (assumed: the record names no vLLM version; its "
                "RequestStateStats timestamps exist only in the V1 engine)")
         return dict(V1_DEFAULTS), src, "v1"
-    if run.format == "vllm_bench_json" and str(run.extra.get("backend", "vllm")).startswith(
-            ("vllm", "openai")):
-        src = ("vLLM V1 default (assumed: the vllm bench serve file names no vLLM version; "
-               "record it with --metadata vllm_version=X.Y.Z)")
-        return dict(V1_DEFAULTS), src, "v1"
+    if run.extra.get("server_engine") == "vllm" or (run.format == "vllm_bench_json" and str(
+            run.extra.get("backend", "vllm")).startswith(("vllm", "openai"))):
+        hint = run.extra.get("version_hint", "the vllm bench serve file names no vLLM version; "
+                             "record it with --metadata vllm_version=X.Y.Z")
+        return dict(V1_DEFAULTS), f"vLLM V1 default (assumed: {hint})", "v1"
     return {}, "", None
 
 

@@ -10,9 +10,15 @@ replay scenario from its settings, ``--scenario`` and flags
 Outputs (``-o OUTDIR``): ``validation.json`` (every figure of the report; deterministic: no
 wall-clock time), ``report.md``, ``report.html`` (self-contained), ``request_scatter.png``,
 ``latency_cdfs.png``, ``running_waiting.png``, ``requests_compared.csv`` (one row per request,
-recorded and simulated latencies), ``timeline.csv`` (the plotted counts), ``scenario.yaml`` and
-``replay_requests.csv`` (``servesim run OUTDIR/scenario.yaml`` reruns the replay, without
-prefix-sharing ids, which the generic CSV cannot carry).
+recorded and simulated latencies), ``stage_errors.csv`` (per stage x metric x statistic: recorded,
+simulated, signed % error; :mod:`simulator.observe.stages`), ``timeline.csv`` (the plotted
+counts), ``scenario.yaml`` and ``replay_requests.csv`` (``servesim run OUTDIR/scenario.yaml``
+reruns the replay, without prefix-sharing ids, which the generic CSV cannot carry). A record
+with per-stage summaries only (inference-perf) has no per-request figures.
+
+Client-side records (inference-perf, GuideLLM, ``vllm bench serve``) are compared with the
+simulated latencies plus the engine profile's ``api_server`` terms
+(:mod:`simulator.observe.client_side`); engine-side records without them.
 """
 from __future__ import annotations
 
@@ -33,10 +39,13 @@ from simulator.metrics.summary import json_safe
 from simulator.outdir import make_output_folder
 from simulator.run import run_scenario, scenario_dict
 
+from .client_side import api_server_section, api_server_terms, client_view
 from .compare import compare_outcomes, paired_frame, pct_error
+from .engine_defaults import release_tuple
 from .readers import read_recorded, specs_with_block_size
-from .record import RecordedRun
+from .record import RecordedRun, Setting
 from .settings import ReplayScenario, build_replay_scenario
+from .stages import compare_stages, stage_error_rows
 
 __all__ = ["RecordedValidation", "constants_fitted_on", "run_replay", "validate_recorded"]
 
@@ -57,6 +66,9 @@ class RecordedValidation:
     outdir : Path or None
         Where the outputs were written (None with ``write=False``).
     files : list of Path
+    client_requests : pandas.DataFrame or None
+        The simulated requests as the record's client would time them (the API server's
+        terms added for a client-side record; the engine's table otherwise).
     """
 
     validation: dict
@@ -66,6 +78,7 @@ class RecordedValidation:
     specs: list = field(default_factory=list)
     outdir: Path | None = None
     files: list[Path] = field(default_factory=list)
+    client_requests: Any = None
 
 
 def constants_fitted_on(result) -> list[str] | None:
@@ -101,7 +114,8 @@ def _kv_section(run: RecordedRun, replay: ReplayScenario, result) -> dict[str, A
 def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
                       gpu: str | None = None, model: str | None = None,
                       sets: list[str] | None = None, out_dir: str | Path | None = None,
-                      write: bool = True, figures: bool = True) -> RecordedValidation:
+                      write: bool = True, figures: bool = True,
+                      engine_version: str | None = None) -> RecordedValidation:
     """Replay a recorded run and compare (module docstring).
 
     Parameters
@@ -120,6 +134,10 @@ def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
         Write the outputs.
     figures : bool
         Draw the figures (with ``write``).
+    engine_version : str, optional
+        ``--engine-version``: the recording vLLM's version when the record does not state it
+        (or to correct it); drives the engine generation, its defaults and the nearest measured
+        kernel tables, as a recorded version does.
 
     Returns
     -------
@@ -135,16 +153,44 @@ def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
         A model that does not fit the GPU, and other setup errors (one line).
     """
     run = read_recorded(path)
+    if engine_version is not None:
+        _set_engine_version(run, engine_version)
     replay = build_replay_scenario(run, scenario=scenario, gpu=gpu, model=model, sets=sets)
     sc = replay.scenario
     specs = specs_with_block_size(run, sc.kv_cache.block_size)
     res = run_replay(replay, specs)
-    cmp = compare_outcomes(run.outcomes, res.requests, res.itl_values_s, res.itl_weights)
+    per_req, per_tok, api = api_server_terms(run, res, replay.base_dir)
+    sim_req = client_view(res.requests, per_req, per_tok)
+    itl = res.itl_values_s + per_tok if per_tok else res.itl_values_s
+    cmp = compare_outcomes(run.outcomes, sim_req, itl, res.itl_weights)
     v = _validation(run, replay, res, cmp)
-    out = RecordedValidation(v, run, replay, res, specs)
+    v["api_server"] = api_server_section(run, per_req, per_tok, api)
+    v["stages"] = json_safe(compare_stages(run, sim_req, res.requests, res.steps, specs,
+                                           per_tok))
+    out = RecordedValidation(v, run, replay, res, specs, client_requests=sim_req)
     if write:
         _write(out, out_dir, figures)
     return out
+
+
+def _set_engine_version(run: RecordedRun, version: str) -> None:
+    """``--engine-version``: the record's vLLM version (replacing a recorded one, noted).
+
+    Raises
+    ------
+    ValueError
+        Not a vLLM version (X.Y[.Z]).
+    """
+    if release_tuple(version) is None:
+        raise ValueError(f"--engine-version {version!r} is not a vLLM version (X.Y[.Z], e.g. "
+                         "0.15.1)")
+    old = run.settings.get("vllm_version")
+    if old is not None and str(old.value) != version:
+        run.notes.append(f"the record's vLLM version {old.value} ({old.source}) is replaced by "
+                         f"--engine-version {version}")
+    run.settings["vllm_version"] = Setting(version, "command line --engine-version (the record "
+                                           "does not state it)" if old is None else
+                                           "command line --engine-version")
 
 
 def run_replay(replay: ReplayScenario, specs):
@@ -210,6 +256,8 @@ def _validation(run: RecordedRun, replay: ReplayScenario, res, cmp: dict) -> dic
         "servesim_version": __version__,
         "run": {"name": run.name, "path": str(run.path), "format": run.format,
                 "clock": run.clock, "token_ids_source": run.token_ids_source,
+                "client_side": run.client_side, "metric_definitions": run.metric_definitions,
+                "aggregate_only": run.aggregate_only,
                 "extra": {k: x for k, x in run.extra.items() if k != "prompt_token_ids"}},
         "counts": {
             "num_requests_record": run.num_requests + run.num_failed,
@@ -258,7 +306,8 @@ def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
         "validate-" + run.name.replace("/", "-"))
     make_output_folder(out)
     files = []
-    pair = paired_frame(run.outcomes, res.requests)
+    pair = paired_frame(run.outcomes, rv.client_requests if rv.client_requests is not None
+                        else res.requests)
     p = out / "requests_compared.csv"
     pair.to_csv(p, index=False, float_format="%.9g")
     files.append(p)
@@ -269,13 +318,18 @@ def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
                   "num_output_tokens": [s.num_output_tokens for s in specs]}).to_csv(
         rp, index=False, float_format="%.12g")
     files.append(rp)
+    se = out / "stage_errors.csv"
+    pd.DataFrame(stage_error_rows(v["stages"]), columns=[
+        "stage", "name", "metric", "stat", "recorded", "simulated", "pct_error", "note"]).to_csv(
+        se, index=False, float_format="%.9g")
+    files.append(se)
     sp = out / "scenario.yaml"
     sp.write_text("# the replay of a recorded run (servesim validate --recorded); its workload is\n"
                   "# replay_requests.csv, which has no prefix-sharing ids\n"
                   + yaml.safe_dump(v["scenario"], sort_keys=False))
     files.append(sp)
     names: list[str] = []
-    if figures:
+    if figures and not run.aggregate_only:  # (per-stage summaries: nothing per request)
         plot_request_scatter(pair, out / "request_scatter.png")
         real_itl = None
         if "itl_s" in run.outcomes.columns:

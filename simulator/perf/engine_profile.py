@@ -21,7 +21,14 @@ them. That belongs to an engine and version, not to a GPU, so it lives in named 
 - ``sampler``: bytes of memory traffic per logit the sampler moves (memory-bound);
 - ``scheduler``: engine scheduling rules the simulator applies (``reserve_full_isl``: admit a
   waiting request only when KV blocks for its whole current sequence are free, vLLM >= 0.10's
-  ``scheduler_reserve_full_isl``; ``null_block``: the block pool keeps one block unused).
+  ``scheduler_reserve_full_isl``; ``null_block``: the block pool keeps one block unused);
+- ``api_server``: what the engine's HTTP front end adds to latencies measured at the client
+  (``per_request_s``: request parsing, prompt tokenisation, connection and response set-up,
+  on the first token and so on every latency; ``per_output_token_s``: detokenisation and
+  streaming of each token after the first, on every inter-token gap). Not part of a step: the
+  simulation leaves it out, and ``servesim validate --recorded`` adds it to the simulated
+  latencies only when the record was measured at the client (inference-perf, GuideLLM,
+  ``vllm bench serve``), never to engine-side records (vLLM ``RequestStateStats``).
 
 Every constant is written ``{value: ..., source: "..."}``: a constant without a source is an
 error. ``source`` says whether it was measured (where), fitted (to which recorded runs, with its
@@ -134,6 +141,31 @@ class SchedulerRules(_Strict):
     source: str = "none"
 
 
+class ApiServer(_Strict):
+    """The HTTP front end's share of client-measured latencies (module docstring).
+
+    A request's client-side TTFT is the engine's TTFT plus ``per_request_s``; each later
+    token's gap grows by ``per_output_token_s`` (TPOT and ITL by that much, E2E by
+    ``per_request_s + per_output_token_s x (output tokens - 1)``).
+    """
+
+    per_request_s: Constant = Field(default_factory=lambda: _zero(
+        "no API-server time per request"))
+    per_output_token_s: Constant = Field(default_factory=lambda: _zero(
+        "no API-server time per streamed token"))
+
+    @property
+    def is_zero(self) -> bool:
+        return not (self.per_request_s.value or self.per_output_token_s.value)
+
+    def constants(self) -> dict[str, dict]:
+        """``{api_server.<name>: {"value": v, "source": s}}`` (not step constants: kept out
+        of :meth:`EngineProfile.constants`, which a run's step-time provenance lists)."""
+        return {f"api_server.{k}": {"value": getattr(self, k).value,
+                                    "source": getattr(self, k).source}
+                for k in ("per_request_s", "per_output_token_s")}
+
+
 class EngineProfile(_Strict):
     """A named engine profile (see the module docstring).
 
@@ -149,6 +181,8 @@ class EngineProfile(_Strict):
     cuda_graphs : CudaGraphs
     sampler : Sampler
     scheduler : SchedulerRules
+    api_server : ApiServer
+        Client-side latency terms of the HTTP front end (not part of a step).
     fitted_on : list of str
         Recorded runs the fitted constants came from (empty: nothing fitted).
     fit_report : dict
@@ -167,6 +201,7 @@ class EngineProfile(_Strict):
     cuda_graphs: CudaGraphs = Field(default_factory=CudaGraphs)
     sampler: Sampler = Field(default_factory=Sampler)
     scheduler: SchedulerRules = Field(default_factory=SchedulerRules)
+    api_server: ApiServer = Field(default_factory=ApiServer)
     fitted_on: tuple[str, ...] = ()
     fit_report: dict = Field(default_factory=dict)
     path: str | None = None
