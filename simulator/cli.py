@@ -178,6 +178,8 @@ def cmd_trace(args) -> int:
         cols = cols.take(np.flatnonzero(keep))
     stats = describe_columns(cols)  # from the columns: no object per row (10M-row traces)
     stats["format"] = cols.format
+    if cols.time_origin:  # the file's timestamps were re-based: where its clock's 0 is
+        stats["time_origin"] = cols.time_origin
     if args.to_parquet:
         if args.start_s:
             # re-based to t - start_s, as a workload window re-bases (traces/README.md)

@@ -80,6 +80,17 @@ def _json_list_col(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
     return out
 
 
+def _check_itl(itl: list | None, output: np.ndarray, lines: np.ndarray, errors) -> None:
+    """A request's ``itl_s`` holds at most ``output_tokens - 1`` gaps: one between consecutive
+    tokens (fewer when a step emits several, as speculation does)."""
+    for i, g in enumerate(itl or ()):
+        if g is not None and len(g) > int(output[i]) - 1:
+            errors.add(int(lines[i]), f"itl_s has {len(g)} gaps but output_tokens "
+                                      f"{int(output[i])} has at most {int(output[i]) - 1} "
+                                      "(one between consecutive tokens)")
+            return
+
+
 def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
                  shown: str) -> dict:
     """The checked columns of a generic CSV, on the arrival clock (seconds): ``arrival``,
@@ -152,6 +163,7 @@ def _csv_columns(header: list[str], rows: list[list[str]], lines: np.ndarray,
                 errors.add(int(lines[i]), f"prompt_token_ids has {len(t)} ids but prompt_tokens "
                                           f"is {int(prompt[i])}")
                 break
+    _check_itl(itl, output, lines, errors)
     errors.raise_if_any()
     return {"arrival": arrival, "prompt": prompt, "output": output, "first": f,
             "last": last_, "scheduled": sched_, "tpot": tpot, "itl": itl,

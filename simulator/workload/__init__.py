@@ -31,12 +31,8 @@ from simulator.workload.loader import (
     stable_int_hash,
     synthesised_labels,
 )
-from simulator.workload.readers import (
-    detect_format,
-    read_columns,
-    read_trace,
-    write_parquet_trace,
-)
+from simulator.workload.parquet import write_parquet_trace
+from simulator.workload.readers import detect_format, read_columns, read_trace
 
 __all__ = [
     "ArrivalConfig",

@@ -68,6 +68,13 @@ class TraceColumns:
     prefix_hash_ids : list of (tuple of int or None), or None
     prefix_block_tokens : int or list of int
         Tokens per prefix id: one value for all rows, or one per row.
+    time_origin : str or None
+        What the clock's 0 is when the reader re-based the file's timestamps to its first
+        arrival (the raw value, its unit, UTC date and line; :mod:`simulator.workload.clock`);
+        ``None`` when the file's own clock is kept.
+    arrival_lo : numpy.ndarray of float64, or None
+        While a reader works only: the exact remainder of each raw timestamp beyond
+        float64 (``None`` once read).
     """
 
     path: str
@@ -84,6 +91,8 @@ class TraceColumns:
     n: np.ndarray | None = None
     prefix_hash_ids: list[tuple[int, ...] | None] | None = None
     prefix_block_tokens: int | list[int] = MOONCAKE_BLOCK_TOKENS
+    time_origin: str | None = None
+    arrival_lo: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -107,7 +116,8 @@ class TraceColumns:
             prefix_hash_ids=pick_list(self.prefix_hash_ids),
             prefix_block_tokens=(pick_list(self.prefix_block_tokens)
                                  if isinstance(self.prefix_block_tokens, list)
-                                 else self.prefix_block_tokens))
+                                 else self.prefix_block_tokens),
+            time_origin=self.time_origin, arrival_lo=pick_arr(self.arrival_lo))
 
     @staticmethod
     def concat(parts: list[TraceColumns], *, consume: bool = False) -> TraceColumns:
@@ -157,7 +167,8 @@ class TraceColumns:
             tenant=lst("tenant", "default"), priority=arr("priority", np.int64(0)),
             slice=lst("slice", "default"), cancel_after_s=arr("cancel_after_s", np.nan),
             max_tokens=arr("max_tokens", np.int64(0)), n=arr("n", np.int64(0)),
-            prefix_hash_ids=lst("prefix_hash_ids"), prefix_block_tokens=bt)
+            prefix_hash_ids=lst("prefix_hash_ids"), prefix_block_tokens=bt,
+            time_origin=first.time_origin, arrival_lo=arr("arrival_lo", 0.0))
         return out
 
     def to_specs(self, start: int = 0, stop: int | None = None) -> list[RequestSpec]:

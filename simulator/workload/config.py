@@ -227,11 +227,33 @@ class PatienceConfig(StrictModel):
         return self
 
 
+def check_utf8(label, what: str) -> None:
+    """Refuse a label that cannot be written as UTF-8 (a lone surrogate such as YAML's or
+    JSON's ``"\\ud800"``), before any simulation: every output file holds it as UTF-8.
+    (pydantic refuses such a ``str`` field itself; share-table keys need this.)
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` and the offending code point.
+    """
+    if isinstance(label, str):
+        try:
+            label.encode("utf-8")
+        except UnicodeEncodeError as e:
+            bad = label[e.start:e.end].encode("utf-8", "backslashreplace").decode()
+            shown = label.encode("utf-8", "backslashreplace").decode()
+            raise ValueError(f"{what} '{shown}' is not valid Unicode text ({bad}: "
+                             f"{e.reason}); labels must be UTF-8") from None
+
+
 def _check_shares(name: str, shares: dict | None) -> dict | None:
     if shares is None:
         return None
     if not shares:
         raise ValueError(f"{name}: empty share table")
+    for k in shares:
+        check_utf8(k, f"{name}: name")
     for k, v in shares.items():
         if not v >= 0:
             raise ValueError(f"{name}: share of {k!r} must be >= 0, got {v}")
@@ -313,16 +335,21 @@ class WorkloadConfig(StrictModel):
     columns : dict or None
         Generic formats (CSV, JSONL, Parquet) only: our field name -> the file's column name.
     time_unit : ``"s"`` or ``"ms"``
-        Unit of a generic trace's arrival time column.
+        Unit of a generic trace's arrival time column (numbers; a Parquet timestamp or
+        duration column has its own). Timestamps far from 0 that read as a Unix epoch date
+        in a finer unit are taken in that unit (:mod:`simulator.workload.clock`).
     servegen : ServeGenConfig or None
         Options of a ServeGen trace (clients, lengths).
     synthetic : SyntheticConfig or None
         Synthetic workload (exactly one of ``trace`` and ``synthetic``).
     rate_scale : float
-        Multiplies the arrival rate: arrival times are divided by it (> 0).
+        Multiplies the arrival rate: arrival times are divided by it (> 0). A value that
+        puts the last arrival at 2**26 s or later is refused (the clock could not resolve a
+        step there; :mod:`simulator.workload.clock`).
     start_s, end_s : float
-        Window ``[start_s, end_s)`` in seconds on the trace's own clock, applied before rate
-        scaling; kept arrival times are re-based to ``t - start_s``.
+        Window ``[start_s, end_s)`` in seconds on the trace's own clock (seconds after the
+        first arrival for a trace of timestamps, which the reader re-bases), applied before
+        rate scaling; kept arrival times are re-based to ``t - start_s``.
     max_requests : int or None
         Keep only the first ``max_requests`` requests (by arrival) of the window.
     slices, tenants : dict of str to float, or None

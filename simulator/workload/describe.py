@@ -107,8 +107,9 @@ def _describe(arrival_s: np.ndarray, prompt: np.ndarray, output: np.ndarray, *,
     cv = None
     if gaps.size >= 1 and gaps.mean() > 0:
         cv = float(gaps.std() / gaps.mean())
-    bins = np.floor(t).astype(np.int64)
-    _, per_second = np.unique(bins, return_counts=True)
+    # whole seconds as floats: an int64 cast would overflow past 2**63 s (a clock the run
+    # refuses, but a trace may hold)
+    _, per_second = np.unique(np.floor(t), return_counts=True)
     sliding = np.searchsorted(t, t + 1.0, side="left") - np.arange(n)
     return {
         "count": n,

@@ -15,6 +15,7 @@ import numpy as np
 from simulator.budget import check_workload_budget
 from simulator.request import RequestSpec
 from simulator.resources import resolve_path
+from simulator.workload.clock import check_clock
 from simulator.workload.columns import TraceColumns
 from simulator.workload.config import WorkloadConfig
 from simulator.workload.errors import WorkloadError, WorkloadWarning
@@ -88,7 +89,9 @@ def _trace_lengths_loader(base_dir: Path | None):
 
     def load(path: str, column: str) -> np.ndarray:
         if path not in cache:
-            cache[path] = read_columns(_resolve(path, base_dir))
+            with warnings.catch_warnings():  # only lengths are used: no note on its clock
+                warnings.simplefilter("ignore", WorkloadWarning)
+                cache[path] = read_columns(_resolve(path, base_dir))
         cols = cache[path]
         return cols.prompt if column == "prompt" else cols.output
 
@@ -114,7 +117,9 @@ def load_workload(cfg: WorkloadConfig, seed: int,
        end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload;
     2. keep arrivals in ``[start_s, end_s)`` on the trace's clock, sort by arrival time
        (stable: ties keep file order) and keep the first ``max_requests``;
-    3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds;
+    3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds, and refuse a
+       workload whose last arrival is where the float64 clock no longer resolves a step
+       (2**26 s, :func:`simulator.workload.clock.check_clock`);
     4. assign ``slices`` / ``tenants`` / ``priorities`` by share (exact proportions, random
        order; see :func:`assign_by_share`);
     5. sample ``cancel_after_s`` from ``patience`` for requests without one;
@@ -155,7 +160,8 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         before any request is generated).
     WorkloadError
         If the trace is not found or malformed (message ``file:line: ...``), no request falls
-        in the window, a share table names a field the trace already has, a declared shared
+        in the window, the last arrival is beyond what the clock resolves (naming the trace
+        line, ``workload.rate_scale`` or the synthetic rate), a share table names a field the trace already has, a declared shared
         prefix meets a request that already has prefix ids, or the seed is negative.
     """
     if cfg.trace is not None:
@@ -192,8 +198,11 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     del idx
     n = len(cols)
 
-    # 3. re-base and rescale
+    # 3. re-base and rescale; the clock must still resolve a step at the last arrival
     cols.arrival_s = (cols.arrival_s - cfg.start_s) / cfg.rate_scale
+    check_clock(cols.arrival_s, cols.lines, source=source, rate_scale=cfg.rate_scale,
+                start_s=cfg.start_s, synthetic_key=None if cfg.trace is not None else
+                f"workload.synthetic.arrival.rate_rps={cfg.synthetic.arrival.rate_rps:g}")
 
     # 4. shares
     for fld, shares, key in (("slice", cfg.slices, STREAM_SLICES),
