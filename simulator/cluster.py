@@ -74,7 +74,7 @@ class Router:
         if p == "least_outstanding":
             best, best_v = 0, None
             for i, rep in enumerate(replicas):
-                v = rep.sched.num_outstanding()
+                v = rep.num_outstanding()
                 if best_v is None or v < best_v:
                     best, best_v = i, v
             return best
@@ -83,7 +83,7 @@ class Router:
             for i, rep in enumerate(replicas):
                 kv = rep.sched.kv
                 queued = sum(kv.blocks_for(r.num_prompt_tokens)
-                             for r in rep.sched.waiting_requests())
+                             for r in [*rep.sched.waiting_requests(), *rep.pending])
                 used = rep.kv_blocks_used() if hasattr(rep, "kv_blocks_used") else \
                     kv.num_used_blocks
                 v = (used + queued) / kv.num_gpu_blocks
@@ -145,6 +145,23 @@ class Replica:
         self.env = None
         #: step rows of committed decode runs not yet recorded (set and flushed by the engine)
         self.run_rows = None
+        #: arrivals not yet visible to the scheduler (async scheduling: they arrived while a
+        #: step ran whose successor was already scheduled; the engine flushes them after its
+        #: next ``schedule``), whether arrivals are deferred now, and the engine's queueing
+        #: function ``enqueue(r, replica, now)`` (set by the engine)
+        self.pending: list = []
+        self.defer = False
+        self.enqueue = None
+
+    def flush_pending(self, now: float) -> None:
+        """Hand the deferred arrivals to the scheduler, oldest first."""
+        pending, self.pending = self.pending, []
+        for r in pending:
+            self.enqueue(r, self, now)
+
+    def num_outstanding(self) -> int:
+        """Requests routed here and not finished: the scheduler's plus the deferred ones."""
+        return self.sched.num_outstanding() + len(self.pending)
 
     def kv_blocks_used(self) -> int:
         """Blocks held now, as stepping one iteration at a time would show them (during a

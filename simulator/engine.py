@@ -419,26 +419,51 @@ def _step_time(perf, out) -> float:
     return dt + out.extra_time_s
 
 
+def async_admission_lag(perf) -> bool:
+    """Whether the replica's engine schedules a step ahead (vLLM V1 async scheduling): the
+    batch of step ``j`` is fixed when step ``j - 1`` is launched, so a request that arrives
+    while a step runs is first scheduled in the step after the next one.
+
+    vLLM's ``EngineCore.step_with_batch_queue`` (async scheduling, a batch queue of two)
+    schedules step ``j + 1`` right after launching step ``j``, before step ``j``'s output
+    is back, and takes new requests from its input queue only between loop iterations; an idle
+    engine core blocks on that queue and schedules a request at once. Engine profiles with
+    ``async_scheduling: true`` (``vllm-v1``) get this lag; a synchronous engine schedules the
+    next step from every request that arrived before the current one ended."""
+    engine = getattr(perf, "engine", None)
+    return bool(getattr(engine, "async_scheduling", False))
+
+
 def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None,
                      fast_forward: bool = True):
     sch = rep.sched
+    lag = async_admission_lag(rep.perf)
     n_iter = 0
     while True:
         if tick is not None:
             n_iter += 1
             if n_iter % PROGRESS_EVERY_ITERATIONS == 0:
                 tick()
-        if not sch.has_work():
-            rep.wake = env.event()
-            yield rep.wake
-            rep.wake = None
-            continue
         now = env.now
-        out = sch.schedule(now)
+        out = sch.schedule(now) if sch.has_work() else None
+        flushed = bool(rep.pending)
+        if flushed:  # arrived while the last step ran: visible from the next schedule on
+            rep.flush_pending(now)
+            if out is None and sch.has_work():  # nothing else runs next: schedule them now
+                out = sch.schedule(now)
+                flushed = False
         if out is None:
+            rep.defer = False
+            if not sch.has_work():
+                rep.wake = env.event()
+                yield rep.wake
+                rep.wake = None
+                continue
             yield from _idle(env, rep, rec, now)
             continue
-        jump = sch.plan_jump(out) if fast_forward else None
+        rep.defer = lag
+        # a run planned now would not see the requests just queued (they join the next step)
+        jump = sch.plan_jump(out) if fast_forward and not flushed else None
         if jump is None:
             dt = _step_time(rep.perf, out)
             yield env.timeout(dt)
@@ -629,6 +654,23 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
                 rep.notify()
         return cb
 
+    def enqueue(r, rep, now):
+        """Queue ``r`` at its replica's scheduler (at its arrival, or when a deferred arrival
+        becomes visible: its time-outs still count from the arrival)."""
+        spec = r.spec
+        if rep.sched.add_request(r, now):
+            waited = now - spec.arrival_time_s
+            if spec.cancel_after_s is not None:
+                env.timeout(max(0.0, spec.cancel_after_s - waited)).callbacks.append(
+                    _cancel_cb(r, rep))
+            if admission.max_queue_delay_s is not None:
+                env.timeout(max(0.0, admission.max_queue_delay_s - waited)).callbacks.append(
+                    _timeout_cb(r, rep))
+            rep.notify()
+
+    for rep in replicas:
+        rep.enqueue = enqueue
+
     def arrivals():
         for spec in specs:
             dt = spec.arrival_time_s - env.now
@@ -645,15 +687,15 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
                 i = router.route(spec, primaries)
             rep = replicas[i]
             r.replica_id = i
-            if admission.max_waiting is not None and rep.sched.num_waiting >= admission.max_waiting:
+            if (admission.max_waiting is not None
+                    and rep.sched.num_waiting + len(rep.pending) >= admission.max_waiting):
                 rec.reject(r, env.now, "queue_full")
                 continue
-            if rep.sched.add_request(r, env.now):
-                if spec.cancel_after_s is not None:
-                    env.timeout(spec.cancel_after_s).callbacks.append(_cancel_cb(r, rep))
-                if admission.max_queue_delay_s is not None:
-                    env.timeout(admission.max_queue_delay_s).callbacks.append(_timeout_cb(r, rep))
-                rep.notify()
+            if rep.defer:  # a step is in flight and the next one is already scheduled
+                rep.pending.append(r)
+                rep.notify()  # a fast-forwarded run ends with the step in progress
+                continue
+            enqueue(r, rep, env.now)
 
     env.process(arrivals())
     stopped = _install_stop(env, rec, stop_when) if stop_when is not None else None
@@ -670,6 +712,7 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     else:
         env.run()
     for rep in replicas:  # the decode runs' rows not recorded yet
+        rep.enqueue = None   # the run's closure: a finished replica pickles without it
         if rep.run_rows is not None:
             rep.run_rows.flush()
             rep.run_rows = None

@@ -348,9 +348,7 @@ class _Grid:
             st.append(acc)
             acc *= d
         self.strides = tuple(reversed(st))
-        self._axis_memo = {}
-        self._at_memo = {}
-        self.linear_eff = None
+        self._axis_memo, self._at_memo, self.linear_eff = {}, {}, None
 
     def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
@@ -358,8 +356,7 @@ class _Grid:
         for a in ("names", "vals", "us", "ulists", "zero", "strides", "shape", "measured"):
             setattr(g, a, getattr(self, a))
         g.raw = g.lr = g.linear_eff = None
-        g._axis_memo = {}
-        g._at_memo = {}
+        g._axis_memo, g._at_memo = {}, {}
         g.le = np.asarray(values, float).reshape(self.shape)
         g.flat = g.le.ravel().tolist()
         return g

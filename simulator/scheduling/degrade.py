@@ -300,9 +300,9 @@ def observe_replicas(replicas, now: float) -> DegradeSignals:
         used += rep.kv_blocks_used()
         total += rep.kv.num_gpu_blocks
         n = rep.sched.num_waiting
-        waiting += n
-        if n:
-            head = rep.sched._peek_waiting()
-            if head is not None:
-                delay = max(delay, now - head.arrival_time_s)
+        pending = rep.pending  # deferred arrivals (async scheduling) wait too
+        waiting += n + len(pending)
+        head = rep.sched._peek_waiting() if n else (pending[0] if pending else None)
+        if head is not None:
+            delay = max(delay, now - head.arrival_time_s)
     return DegradeSignals(used / total if total else 0.0, delay, waiting)

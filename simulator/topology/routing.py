@@ -38,11 +38,12 @@ def prefix_affinity_pick(spec, replicas, load_guard: int = DEFAULT_LOAD_GUARD) -
     ----------
     spec : RequestSpec
     replicas : sequence
-        Objects with ``sched.num_outstanding()`` and ``sched.kv`` (the replica's KV manager).
+        Objects with ``num_outstanding()`` (deferred arrivals included) and ``sched.kv``
+        (the replica's KV manager).
     load_guard : int
         Outstanding-request imbalance tolerated for affinity (>= 0).
     """
-    loads = [rep.sched.num_outstanding() for rep in replicas]
+    loads = [rep.num_outstanding() for rep in replicas]
     lo = min(loads)
     guard = max(0, int(load_guard))
     probe = SimpleNamespace(spec=spec, num_prompt_tokens=spec.num_prompt_tokens,
