@@ -62,7 +62,7 @@ def cmd_sweep(args) -> int:
         c.print(f"{res.num_simulated} simulated, {res.num_cached} from cache, "
                 f"{res.wall_s:.1f} s; table: {res.files.get('parquet')} and "
                 f"{res.files.get('csv')}; report: {res.files.get('md')}, "
-                f"{res.files.get('html')}")
+                f"{res.files.get('html')}", markup=False)  # paths: no rich markup
     n_err = int((res.table["status"] == "error").sum())
     if n_err:  # also with -q: quiet drops the tables and progress, not the warnings
         print(f"servesim: warning: {n_err} point(s) failed (see the 'error' column)",
@@ -152,7 +152,8 @@ def cmd_plan(args) -> int:
     st = res.stats
     c.print(f"{st['num_simulations']} simulations, {st['num_cache_hits']} cache hits, "
             f"{st['wall_s']:.1f} s")
-    c.print(f"report: {res.files.get('md')}, {res.files.get('html')}, {res.files.get('json')}")
+    c.print(f"report: {res.files.get('md')}, {res.files.get('html')}, {res.files.get('json')}",
+            markup=False)
     return 0
 
 

@@ -7,8 +7,9 @@ image that the report did not make itself) and that the payload is shown as writ
 
 Two families:
 
-- **CLI** (``run``, ``compare``, ``sweep``): the command line on a JSONL trace whose tenant
-  and slice labels are the payload. ``run`` names the scenario with it; ``compare`` varies
+- **CLI** (``run``, ``compare``, ``sweep``): the command line, terminal tables included (a
+  ``[/bold]`` in a name is no rich markup), on a JSONL trace whose tenant and slice labels
+  are the payload. ``run`` names the scenario with it; ``compare`` varies
   the scenario name over the payload and a plain name (``--vary``), so the payload is a
   variant's value, the comparison's varied value and a variant run's title; ``sweep`` names
   the sweep with it and varies the scenario name over it (a point label). Every request of
@@ -94,11 +95,11 @@ def _run_cli(kind: str, label: str, tmp: Path, capsys, figures: bool) -> tuple[P
     out = tmp / "out"
     no_fig = [] if figures else ["--no-figures"]
     if kind == "run":
-        _cli(capsys, ["run", str(scenario), "-q", "-o", str(out), *no_fig])
+        _cli(capsys, ["run", str(scenario), "-o", str(out), *no_fig])
         _run_folder_accounted(out)
         return out, [out / "report.md"]
     if kind == "compare":
-        _cli(capsys, ["compare", str(scenario), "-q", "-j", "1", "-o", str(out),
+        _cli(capsys, ["compare", str(scenario), "-j", "1", "-o", str(out),
                       "--vary", f"name={_yaml_str(label)},plain", *no_fig])
         doc = json.loads((out / "compare.json").read_text())
         assert [v["settings"]["name"] for v in doc["variants"]] == [label, "plain"]
@@ -108,7 +109,7 @@ def _run_cli(kind: str, label: str, tmp: Path, capsys, figures: bool) -> tuple[P
     sweep = tmp / "sweep.yaml"
     sweep.write_text(f"name: {_yaml_str(label)}\nbase: {scenario.name}\n"
                      f"grid:\n  name: [{_yaml_str(label)}, plain]\n")
-    _cli(capsys, ["sweep", str(sweep), "-q", "-j", "1", "--no-cache", "-o", str(out),
+    _cli(capsys, ["sweep", str(sweep), "-j", "1", "--no-cache", "-o", str(out),
                   *no_fig])
     table = pd.read_parquet(out / "sweep.parquet")
     assert list(table["status"]) == ["ok", "ok"]
