@@ -117,6 +117,7 @@ def test_html_rendering_is_safe_on_raw_hostile_markdown(tmp_path):
     raw = ("# T\n\n<details><summary>All settings</summary>\n\n| a |\n|---|\n| x |\n\n"
            "</details>\n\n[ok](run/report.md) [web](https://example.org) "
            "![remote](http://evil.example/x.png) ![data](data:image/png;base64,AAAA) "
+           "![fragment](#top) "
            "<img src=x onerror=alert(1)>\n\n" + "\n\n".join(PAYLOADS.values()) + "\n")
     assert markdown_problems(raw) != []  # the payloads are active when passed through
     assert "<script>" in _reference_html(raw)
@@ -125,6 +126,7 @@ def test_html_rendering_is_safe_on_raw_hostile_markdown(tmp_path):
     assert "<details><summary>All settings</summary>" in html and "</details>" in html
     assert 'href="run/report.html"' in html and 'href="https://example.org"' in html
     assert "&lt;script&gt;document.title=" in html  # shown as text
+    assert "fragment" in html  # an image that is no figure of the report: its alt text
     assert "evil.example" not in re.sub(r">[^<]*<", "><", html)  # in no tag or attribute
 
 
