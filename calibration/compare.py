@@ -29,6 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.report.escape import md_code, md_text
+from simulator.report.tables import cell
+
 from .tableset import GRID, KEYS, TableSetData, read_table_set
 
 #: families whose rows carry a ``kernel`` key
@@ -163,10 +166,12 @@ def _fmt(v, nd: int = 3) -> str:
 
 
 def report_markdown(res: CompareResult) -> str:
-    """The comparison as Markdown (sources, method, one row per family)."""
+    """The comparison as Markdown (sources, method, one row per family); folder names,
+    devices, engines, kernels and notes come from the table sets' files and are escaped
+    (:mod:`simulator.report.escape`)."""
     lines = ["# Latency tables: ours / theirs", "",
-             f"- ours: `{res.ours.folder}` — {_label(res.ours)}",
-             f"- theirs: `{res.theirs.folder}` — {_label(res.theirs)}",
+             f"- ours: {md_code(res.ours.folder)} — {md_text(_label(res.ours))}",
+             f"- theirs: {md_code(res.theirs.folder)} — {md_text(_label(res.theirs))}",
              (f"- pairing: same key columns; the same grid point (*exact*) or the nearest one "
               f"in log2(1 + size) with every grid coordinate within a factor "
               f"{res.max_grid_factor:g} (*nearest*); rows with no such partner are unmatched."),
@@ -177,12 +182,12 @@ def report_markdown(res: CompareResult) -> str:
     for _, s in res.summary.iterrows():
         kern = f"{s.kernel_ours or '-'} / {s.kernel_theirs or '-'}" \
             if s.family in KERNEL_FAMILIES else "-"
-        lines.append(f"| {s.family} | {kern} | {s.rows_ours} | {s.matched} ({s.exact} + "
+        lines.append(f"| {cell(s.family)} | {cell(kern)} | {s.rows_ours} | {s.matched} ({s.exact} + "
                      f"{s.nearest}) | {s.unmatched} | {_fmt(s.ratio_median)} | "
                      f"{_fmt(s.ratio_p10)} | {_fmt(s.ratio_p90)} | "
                      f"{_fmt(s.exact_ratio_median)} |")
     if res.notes:
-        lines += [""] + [f"Note: {n}" for n in res.notes]
+        lines += [""] + [f"Note: {md_text(n)}" for n in res.notes]
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,8 @@
 """Test-suite wide setup: make ``tests/helpers.py`` importable as ``helpers``; the cache of
 filled table grids (``simulator.perf.fill_cache``) in a fresh folder of the session, not the
-user's ``~/.cache`` (child processes inherit it)."""
+user's ``~/.cache`` (child processes inherit it); and no unexplained warning: a warning that
+reaches pytest fails the run (a test that expects one asserts it with ``pytest.warns`` or
+filters it with ``@pytest.mark.filterwarnings`` and a comment giving the reason)."""
 from __future__ import annotations
 
 import os
@@ -26,6 +28,32 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if _CACHE_DIR is not None:
         shutil.rmtree(_CACHE_DIR, ignore_errors=True)
+
+
+#: Warnings pytest recorded in this session, ``(where, "Category: message")``.
+UNEXPLAINED_WARNINGS: list[tuple[str, str]] = []
+
+
+def pytest_warning_recorded(warning_message, when, nodeid, location):
+    where = nodeid or (f"{location[0]}:{location[1]}" if location else "(collection)")
+    what = f"{warning_message.category.__name__}: {warning_message.message}"
+    UNEXPLAINED_WARNINGS.append((where, what))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A run whose tests all passed fails when a warning went unexplained."""
+    if UNEXPLAINED_WARNINGS and exitstatus == 0:
+        session.exitstatus = 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if UNEXPLAINED_WARNINGS:
+        terminalreporter.section("unexplained warnings (they fail the run)", red=True)
+        for where, what in UNEXPLAINED_WARNINGS:
+            terminalreporter.write_line(f"{where}: {what[:300]}")
+        terminalreporter.write_line(
+            "fix the cause, or assert an expected warning with pytest.warns, or filter it in "
+            "its test (@pytest.mark.filterwarnings) with a comment giving the reason")
 
 
 def _cuda_available() -> bool:

@@ -57,3 +57,36 @@ def test_shared_unset_and_absent_skips(monkeypatch):
     monkeypatch.delenv("SERVESIM_SHARED", raising=False)
     with pytest.raises(pytest.skip.Exception, match="set SERVESIM_SHARED"):
         shared_path("traces/certainly-not-there-8c1f.csv")
+
+
+def _pytest_run(tmp_path, test_source: str):
+    """Run pytest on one test file beside a copy of this suite's conftest (the hooks under
+    test); returns (exit code, output)."""
+    import shutil
+    import subprocess
+    import sys
+    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_w.py").write_text(test_source)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "-p", "no:randomly", "--rootdir", str(tmp_path), "-c", "/dev/null",
+                        str(tmp_path / "test_w.py")], check=False, capture_output=True,
+                       text=True, cwd=tmp_path, timeout=300)
+    return r.returncode, r.stdout + r.stderr
+
+
+def test_an_unexplained_warning_fails_the_run(tmp_path):
+    """The suite ends with no unexplained warning (issue 26): one that reaches pytest fails
+    the run even when every test passed, and names the test; an asserted or filtered one
+    does not."""
+    rc, out = _pytest_run(tmp_path, "import warnings\n\ndef test_x():\n"
+                                    "    warnings.warn('stray', UserWarning)\n")
+    assert rc == 1, out
+    assert "unexplained warnings" in out and "test_w.py::test_x: UserWarning: stray" in out
+    rc, out = _pytest_run(tmp_path, (
+        "import warnings\n\nimport pytest\n\n\ndef test_x():\n"
+        "    with pytest.warns(UserWarning, match='expected'):\n"
+        "        warnings.warn('expected', UserWarning)\n\n\n"
+        "@pytest.mark.filterwarnings('ignore:known:UserWarning')  # the reason\n"
+        "def test_y():\n    warnings.warn('known', UserWarning)\n"))
+    assert rc == 0, out
+    assert "unexplained" not in out

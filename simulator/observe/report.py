@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from simulator.report.escape import md_code
 from simulator.report.render import markdown_to_html, render, write_report
 
 __all__ = ["render_report", "write_reports"]
@@ -114,8 +115,8 @@ def _context(v: dict[str, Any], figures: list[str]) -> dict[str, Any]:
         "err_rows": err_rows,
         "per_rows": per,
         "peer_rows": peer_rows,
-        "settings": [[f"`{r['key']}`", _val(r["value"]), r["source"]] for r in v["settings"]],
-        "features": [[f"`{k}`", _val(d["value"]), d["source"]]
+        "settings": [[md_code(r["key"]), _val(r["value"]), r["source"]] for r in v["settings"]],
+        "features": [[md_code(k), _val(d["value"]), d["source"]]
                      for k, d in v.get("engine_features", {}).items()],
         "planner_vs_recorded": _pct(kv.get("planner_vs_recorded_pct")),
         "provenance": sorted(v.get("provenance", {}).items()),

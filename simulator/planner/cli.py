@@ -62,7 +62,7 @@ def cmd_sweep(args) -> int:
         c.print(f"{res.num_simulated} simulated, {res.num_cached} from cache, "
                 f"{res.wall_s:.1f} s; table: {res.files.get('parquet')} and "
                 f"{res.files.get('csv')}; report: {res.files.get('md')}, "
-                f"{res.files.get('html')}")
+                f"{res.files.get('html')}", markup=False)  # paths: no rich markup
     n_err = int((res.table["status"] == "error").sum())
     if n_err:  # also with -q: quiet drops the tables and progress, not the warnings
         print(f"servesim: warning: {n_err} point(s) failed (see the 'error' column)",
@@ -86,6 +86,7 @@ def _cell(v) -> str:
 def cmd_plan(args) -> int:
     """Run a plan file; prints the recommendation and where the report went."""
     from rich.console import Console
+    from rich.markup import escape  # names and labels are the user's: no rich markup
     from rich.table import Table
 
     raw, raw_path = read_yaml_mapping(args.plan, "plan", PlanError)
@@ -119,15 +120,15 @@ def cmd_plan(args) -> int:
     if args.quiet:
         print(_headline(res))
         return 0
-    c.print(f"[bold]servesim plan: {spec.name}[/bold]  target "
+    c.print(f"[bold]servesim plan: {escape(spec.name)}[/bold]  target "
             f"{res.workload['target_rate_rps']:.3f} requests/s, "
             f"{res.stats['num_candidates']} candidates")
     style = "green" if res.status in ("candidate", "baseline", "last_known_good") else "red"
-    c.print(f"[{style}]{_headline(res)}[/{style}]")
-    c.print(f"{res.recommendation['reason']}")
+    c.print(f"[{style}]{escape(_headline(res))}[/{style}]")
+    c.print(res.recommendation["reason"], markup=False)
     b = res.recommendation.get("bottleneck") or {}
     if b.get("text"):
-        c.print(f"bottleneck: {b['text']}")
+        c.print(f"bottleneck: {b['text']}", markup=False)
     rows = [res.recommendation["config"]] + res.recommendation["runners_up"]
     fb = (res.fallback or {}).get("config")
     if fb is not None and all(fb["label"] != r["label"] for r in rows):
@@ -143,14 +144,16 @@ def cmd_plan(args) -> int:
                   _usd(r["usd_per_hour"]), _usd4(r.get("price_per_1m_input_tokens_usd")),
                   _usd4(r.get("price_per_1m_output_tokens_usd")),
                   _cell(r["ttft_p99_s_at_target"]),
-                  "pass" if r["passed"] else ", ".join(r["failed_gates"]),
-                  _tag(r) + r["label"]
-                  + (" (fallback)" if fb is not None and r["label"] == fb["label"] else ""))
+                  escape("pass" if r["passed"] else ", ".join(r["failed_gates"])),
+                  escape(_tag(r) + r["label"]
+                         + (" (fallback)" if fb is not None and r["label"] == fb["label"]
+                            else "")))
     c.print(t)
     st = res.stats
     c.print(f"{st['num_simulations']} simulations, {st['num_cache_hits']} cache hits, "
             f"{st['wall_s']:.1f} s")
-    c.print(f"report: {res.files.get('md')}, {res.files.get('html')}, {res.files.get('json')}")
+    c.print(f"report: {res.files.get('md')}, {res.files.get('html')}, {res.files.get('json')}",
+            markup=False)
     return 0
 
 

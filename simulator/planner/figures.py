@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report.figures import default_style, figure, save_png
+from ..report.figures import default_style, figure, plain_text, save_png
 from .prune import is_skipped
 
 __all__ = ["FIGURES", "FIGURE_TITLES", "plan_figures"]
@@ -59,7 +59,8 @@ def _fig_cost(result, path: Path) -> Path:
     b = result.baseline
     if b["usd_per_hour"] is not None and b["slo_attainment_at_target"] is not None:
         ax.scatter([b["usd_per_hour"]], [b["slo_attainment_at_target"]], marker="s",
-                   facecolors="none", edgecolors="black", s=90, label=f"baseline ({b['label']})")
+                   facecolors="none", edgecolors="black", s=90,
+                   label=plain_text(f"baseline ({b['label']})"))
     c = result.recommendation["config"]
     if c.get("usd_per_hour") is not None and c.get("slo_attainment_at_target") is not None:
         ax.scatter([c["usd_per_hour"]], [c["slo_attainment_at_target"]], marker="*",
@@ -86,8 +87,8 @@ def _fig_capacity(result, path: Path) -> Path:
     colors = ["tab:green" if r["passed"] else "tab:red" for r in rows]
     ax.barh(range(len(rows)), [r["capacity_rps"] for r in rows], color=colors, alpha=0.8)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([("[baseline] " if r["is_baseline"] else "") + r["label"] for r in rows],
-                       fontsize=6)
+    ax.set_yticklabels([plain_text(("[baseline] " if r["is_baseline"] else "") + r["label"])
+                        for r in rows], fontsize=6)
     ax.set_xlabel("capacity per replica under the SLOs (requests/s)")
     n_skip = sum(1 for r in result.candidates if is_skipped(r))
     ax.set_title("Capacity per configuration (green: passes; cheapest at the top)"
@@ -144,7 +145,7 @@ def _fig_latency(result, path: Path) -> Path:
         pr = sorted(r.get("probes", []), key=lambda p: p["rate_rps"])
         if not pr:
             continue
-        lab = ("[baseline] " if r.get("is_baseline") else "") + r["label"]
+        lab = plain_text(("[baseline] " if r.get("is_baseline") else "") + r["label"])
         # a probe stopped early (its verdict proven) measured only the part that ran: its
         # latencies are not the full run's, so it is marked, not joined into the curve
         full = [p for p in pr if not p.get("stopped_early")]

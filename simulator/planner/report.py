@@ -23,6 +23,7 @@ import pandas as pd
 
 from ..experiments.grid import flatten_summary
 from ..report.degrade import degrade_text
+from ..report.escape import Md
 from ..report.format import fmt
 from ..report.render import render, write_report
 from ..report.tables import write_table
@@ -157,7 +158,7 @@ _HEAD = ["rank", "configuration", "capacity/replica (rps)", "replicas", "GPUs", 
 def _cand_cells(r: Mapping[str, Any]) -> list[str]:
     return [str(r.get("rank") or ("baseline" if r.get("is_baseline") else
                                   ("fallback" if r.get("is_last_known_good") else "-"))),
-            _tag(r) + r["label"],
+            _name(r),
             capacity_text(r, "capacity_rps"), _f(r["replicas"], "{}"), _f(r["gpus"], "{}"),
             _f(r["headroom"], "{:.0%}"), _usd(r["usd_per_hour"]),
             _usd4(r.get("price_per_1m_input_tokens_usd")),
@@ -176,7 +177,7 @@ def _by_slice(r: Mapping[str, Any], key: str) -> str:
 def _chosen_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The "Recommended configuration" table, then any field it does not lay out."""
     rows = [
-        ("configuration", _tag(c) + c["label"]),
+        ("configuration", _name(c)),
         ("overrides of the base", json.dumps(c.get("overrides", {}), sort_keys=True) or "{}"),
         ("GPU", f"{c['gpu']} at {_usd(c['usd_per_gpu_hour'])}/GPU-hour ({c['price_source']})"),
         ("tensor parallel size", str(c["tensor_parallel_size"])),
@@ -284,12 +285,12 @@ def _gate_tables(result) -> dict[str, list]:
         len(result.candidates):]
     return {
         "gate_rows": [[g, str(n)] for g, n in sorted(fails.items(), key=lambda kv: -kv[1])],
-        "failure_rows": [[_tag(r) + r["label"], f["text"]] for r in _evaluated(result)
+        "failure_rows": [[_name(r), f["text"]] for r in _evaluated(result)
                          for f in (r.get("gate_failures") or [])],
-        "prov_rows": [[_tag(r) + r["label"],
+        "prov_rows": [[_name(r),
                        (r.get("provenance") or {}).get("label") or "unknown",
                        "WEAKER" if r.get("provenance_weaker") else "-"] for r in shown],
-        "weaker_rows": [[_tag(r) + r["label"], r.get("provenance_note") or ""]
+        "weaker_rows": [[_name(r), r.get("provenance_note") or ""]
                         for r in _evaluated(result) if r.get("provenance_weaker")],
     }
 
@@ -316,8 +317,8 @@ def _gates_by_candidate(result) -> tuple[list[str], list[list[str]]] | None:
     for r in rows:
         names += [g for g in r["gates"] if g not in names]
     return (["configuration"] + names,
-            [[_tag(r) + r["label"]] + [_gate_cell(r["gates"][g]) if g in r["gates"] else "-"
-                                       for g in names] for r in rows])
+            [[_name(r)] + [_gate_cell(r["gates"][g]) if g in r["gates"] else "-"
+                           for g in names] for r in rows])
 
 
 def _more_results(result) -> list[tuple[str, str]]:
@@ -371,6 +372,11 @@ def _tag(r: dict) -> str:
     if r.get("is_last_known_good"):
         return "[last known-good] "
     return ""
+
+
+def _name(r: dict) -> Md:
+    """A configuration's tag and label as Markdown (the label escaped)."""
+    return Md(_tag(r)) + r["label"]
 
 
 def _gates_cell(r: dict) -> str:
@@ -437,7 +443,7 @@ def _synthesised_text(result) -> str:
 
 
 _SIDE_FIELDS = (
-    ("configuration", lambda r: _tag(r) + r["label"]),
+    ("configuration", _name),
     ("deployment", lambda r: (f"{r['replicas']} x TP{r['tensor_parallel_size']} {r['gpu']} = "
                               f"{r['gpus']} GPU(s)") if r.get("gpus") else "not sized"),
     ("USD per hour", lambda r: _usd(r.get("usd_per_hour"))),

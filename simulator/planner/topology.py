@@ -39,6 +39,7 @@ from ..experiments.executor import run_tasks
 from ..experiments.warned import recording, reemit
 from ..outdir import make_output_folder
 from ..progress import progress as progress_of
+from ..report.escape import Md, md_code
 from ..report.format import ms, pct, usd
 from ..report.render import write_report
 from ..report.tables import markdown_table
@@ -412,12 +413,13 @@ def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
              "yes" if r["passed"] else "no"] for r in plan["rows"]]
     window = ("whole workload" if plan["window_s"] is None else
               f"window {plan['window_s']:g} s")
-    md = (f"# servesim plan (topology): {plan['name']}\n\n"
-          f"Base `{plan['base']}`, {plan['num_requests']} requests (rate x{plan['rate_scale']:g}"
-          f", {window}), SLOs per request {slo_text(plan['slo'])} "
-          f"(attainment >= {pct(plan['slo']['attainment_target'])}), "
-          f"{usd(plan['usd_per_gpu_hour'])} per GPU-hour.\n\n"
-          f"**Verdict.** {plan['explanation']}\n\n" + markdown_table(header, rows) + "\n")
+    # Md.format escapes every value as Markdown text (names and labels are the user's)
+    md = Md("# servesim plan (topology): {}\n\nBase {}, {} requests (rate x{:g}, {}), SLOs "
+            "per request {} (attainment >= {}), {} per GPU-hour.\n\n**Verdict.** {}\n\n{}\n"
+            ).format(plan["name"], md_code(plan["base"]), plan["num_requests"],
+                     plan["rate_scale"], window, slo_text(plan["slo"]),
+                     pct(plan["slo"]["attainment_target"]), usd(plan["usd_per_gpu_hour"]),
+                     plan["explanation"], markdown_table(header, rows))
     pages = write_report(out, "plan", md, title=f"servesim plan (topology): {plan['name']}")
     return {"json": str(out / "plan.json"), "md": str(pages["md"]), "html": str(pages["html"])}
 

@@ -18,7 +18,8 @@ import pandas as pd
 
 from ..metrics.summary import json_safe
 from ..perf.provenance import sources_by_label
-from .figures import default_style, figure, save_png
+from .escape import Md, md_code
+from .figures import default_style, figure, plain_text, save_png
 from .format import yaml_value
 from .render import render, write_report
 
@@ -117,7 +118,7 @@ def _cdf_figure(cr, which: str, label: str, path: Path) -> Path:
         x, y = _cdf(_latency(v.requests, which))
         if x.size:
             # line styles keep coinciding variants visible
-            ax.step(x, y, where="post", label=v.name, ls=_STYLES[i % len(_STYLES)],
+            ax.step(x, y, where="post", label=plain_text(v.name), ls=_STYLES[i % len(_STYLES)],
                     lw=1.6 if i % len(_STYLES) == 0 else 1.2)
     ax.set_xscale("log")
     ax.set_xlabel(f"{label} (s, log scale)")
@@ -139,9 +140,9 @@ def _kv_figure(cr, colors, path: Path) -> Path:
         res_gb = st["kv_blocks_used"].to_numpy(dtype=float) * v.block_size * bpt / 1e9
         used_gb = st["kv_tokens_used"].to_numpy(dtype=float) * bpt / 1e9
         x, y = _binned(t, dt, res_gb)
-        ax.plot(x, y, color=c, lw=1.2, label=f"{v.name} reserved")
+        ax.plot(x, y, color=c, lw=1.2, label=plain_text(f"{v.name} reserved"))
         x, y = _binned(t, dt, used_gb)
-        ax.plot(x, y, color=c, lw=1.0, ls="--", label=f"{v.name} used")
+        ax.plot(x, y, color=c, lw=1.0, ls="--", label=plain_text(f"{v.name} used"))
     ax.set_xlabel("time (s)")
     ax.set_ylabel("KV cache per GPU (GB)")
     ax.set_title("KV reserved (solid) vs used (dashed)")
@@ -158,7 +159,7 @@ def _batch_figure(cr, colors, path: Path) -> Path:
         x, y = _binned(st["start_time_s"].to_numpy(dtype=float),
                        st["step_time_s"].to_numpy(dtype=float),
                        st["batch_size"].to_numpy(dtype=float))
-        ax.plot(x, y, color=c, lw=1.0, ls=_STYLES[i % len(_STYLES)], label=v.name)
+        ax.plot(x, y, color=c, lw=1.0, ls=_STYLES[i % len(_STYLES)], label=plain_text(v.name))
     ax.set_xlabel("time (s)")
     ax.set_ylabel("batch size (sequences per step)")
     ax.set_title("Batch size over time")
@@ -206,15 +207,16 @@ def print_compare_table(table: pd.DataFrame, console=None, *, title: str = "serv
     """Print the side-by-side table with rich; returns the :class:`rich.table.Table`."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # names as Text: a "[" in a name is no rich markup
 
     headers, rows = table_rows(table)
-    t = Table(title=title, header_style="bold")
+    t = Table(title=Text(title), header_style="bold")
     for i, h in enumerate(headers):
         # variant names break after their '-' separators so narrow terminals keep them whole
-        t.add_column(h if i == 0 else h.replace("-", "-\n"),
+        t.add_column(Text(h if i == 0 else h.replace("-", "-\n")),
                      justify="left" if i == 0 else "right", no_wrap=i != 0)
     for r in rows:
-        t.add_row(*r)
+        t.add_row(*map(Text, r))
     (console or Console()).print(t)
     return t
 
@@ -231,7 +233,7 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
         sc = first.scenario
         def code(get, varied: str) -> str:
             x = one(get, "")
-            return f"`{x}`" if x else varied
+            return md_code(x) if x else varied
         header = {"model": code(lambda v: v.scenario.model, "varied models"),
                   "gpu": code(lambda v: v.scenario.hardware.gpu, "varied GPUs"),
                   "replicas": one(lambda v: v.scenario.cluster.num_replicas),
@@ -250,7 +252,7 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
         static=any(yaml_value(v) == "static" for var in cr.variants for _k, v in var.assignments),
         figures=[(title, Path(figures[key]).name) for key, title in _FIGURE_TITLES
                  if figures and key in figures],
-        runs=[(v.name, ", ".join(f"`{k}={yaml_value(x)}`" for k, x in v.assignments)
+        runs=[(v.name, Md(", ").join(md_code(f"{k}={yaml_value(x)}") for k, x in v.assignments)
                or "(base)") for v in cr.variants])
 
 

@@ -18,6 +18,7 @@ steps starting in it), so a 300k-step run plots in well under a second per figur
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +37,7 @@ __all__ = [
     "cdf_points",
     "default_style",
     "figure",
+    "plain_text",
     "plot_batch_size",
     "plot_e2e_cdf",
     "plot_kv_usage",
@@ -83,6 +85,13 @@ def default_style() -> Iterator[None]:
         yield
 
 
+def plain_text(value: object) -> str:
+    """A name from the user's files (a slice, a variant, a plan label) as figure text, shown
+    as written: every ``$`` escaped, so ``$x$`` is not read as TeX (``$\\foo$`` would even
+    fail to parse and stop the figure)."""
+    return str(value).replace("$", r"\$")
+
+
 def figure(figsize: tuple[float, float], *, dpi: float = _DPI,
            layout: str | None = None) -> Figure:
     """A new :class:`~matplotlib.figure.Figure` on an Agg canvas (no pyplot, no window).
@@ -124,10 +133,16 @@ def save_png(fig: Figure, path: str | Path, *, dpi: float | None = None,
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if tight:
-        fig.tight_layout()
     kw = {} if dpi is None else {"dpi": dpi}
-    fig.savefig(path, format="png", metadata=_PNG_METADATA, **kw)
+    with warnings.catch_warnings():
+        # a long label from the user's files (a tenant, a plan label) can leave the axes no
+        # room: matplotlib then keeps the layout as it is and says so; the figure is still
+        # complete, and the report's tables show every label in full
+        warnings.filterwarnings("ignore", "(constrained_layout|Tight layout) not applied",
+                                UserWarning)
+        if tight:
+            fig.tight_layout()
+        fig.savefig(path, format="png", metadata=_PNG_METADATA, **kw)
     return path
 
 
@@ -189,7 +204,8 @@ def _plot_cdf(values: np.ndarray, groups: np.ndarray | None, path: str | Path, *
                 for name in names:
                     gx, gy = cdf_points(values[groups == name])
                     if gx.size:
-                        ax.plot(gx, gy, drawstyle="steps-post", lw=1.0, label=str(name))
+                        ax.plot(gx, gy, drawstyle="steps-post", lw=1.0,
+                                label=plain_text(name))
             for q in (0.5, 0.9, 0.99):
                 ax.axhline(q, color="0.6", lw=0.6, ls=":")
             if slo_s is not None:

@@ -12,9 +12,17 @@ point at their ``.html`` pages; every heading has an ``id`` (its text as a slug)
 
 Template conventions (the environment of :func:`environment`): ``trim_blocks`` and
 ``lstrip_blocks`` (a line holding only a tag leaves no blank line), undefined names are
-errors, no autoescaping in Markdown (cells are escaped by the ``cell`` filter / the table
-helper), and ``{% filter oneline %}...{% endfilter %}`` writes a paragraph across template
+errors, and ``{% filter oneline %}...{% endfilter %}`` writes a paragraph across template
 lines that renders as one line.
+
+Values are data (:mod:`simulator.report.escape`): the Markdown templates autoescape, every
+``{{ value }}`` that is not :class:`~simulator.report.escape.Md` (Markdown servesim wrote) is
+escaped as Markdown text by :func:`~simulator.report.escape.md_text`; ``{{ value | code }}``
+shows a value as a code span, ``{{ value | url_segment }}`` puts it in a link target, and the
+``table`` helper escapes its cells. The HTML page shell (``base.html.j2``) autoescapes as HTML;
+its body is markdown-it's rendering of tokens that :func:`~simulator.report.escape.sanitize_tokens`
+made safe (raw HTML only ``<details>`` / ``<summary>``, no unsafe link or foreign image; every
+text and attribute escaped by markdown-it), which is why the shell marks the body ``safe``.
 """
 from __future__ import annotations
 
@@ -25,6 +33,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .escape import Md, is_safe_link, md_code, md_text, md_url_segment, sanitize_tokens
 from .tables import cell, markdown_table
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,44 +50,64 @@ _IMAGE_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpe
 
 
 def oneline(text: str) -> str:
-    """``text`` with every run of whitespace (newlines included) as one space, stripped."""
-    return _SPACES.sub(" ", str(text)).strip()
+    """``text`` with every run of whitespace (newlines included) as one space, stripped
+    (Markdown stays :class:`~simulator.report.escape.Md`)."""
+    out = _SPACES.sub(" ", str(text)).strip()
+    return Md(out) if hasattr(text, "__html__") else out
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ value }}`` of a Markdown template: data is escaped, Markdown kept."""
+    return value if hasattr(value, "__html__") else md_text(value)
 
 
 @cache
-def environment():
-    """The jinja2 environment of the report templates (built once).
-
-    Filters: ``cell`` (escape a table cell), ``oneline``; globals: ``table(header, rows,
-    align=None)`` (:func:`~simulator.report.tables.markdown_table`).
-    """
+def _environment(markdown: bool):
     import jinja2  # heavy: loaded with the first report, not with the package
 
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True,
-                             autoescape=jinja2.select_autoescape(["html.j2"]))
-    env.filters["cell"] = cell
-    env.filters["oneline"] = oneline
+                             lstrip_blocks=True, keep_trailing_newline=True, autoescape=True,
+                             finalize=_finalize if markdown else None)
+    env.filters.update(cell=cell, oneline=oneline, code=md_code, url_segment=md_url_segment)
     env.globals["table"] = markdown_table
     return env
 
 
+def environment(template: str = ".md.j2"):
+    """The jinja2 environment of a report template (built once per kind).
+
+    Both kinds autoescape: ``*.md.j2`` templates escape values as Markdown text
+    (:func:`~simulator.report.escape.md_text`), ``*.html.j2`` as HTML. Filters: ``cell``
+    (a table cell), ``oneline``, ``code`` (a code span), ``url_segment`` (a link target
+    segment); globals: ``table(header, rows, align=None)``
+    (:func:`~simulator.report.tables.markdown_table`).
+    """
+    return _environment(not template.endswith(".html.j2"))
+
+
 def render(template: str, **context: Any) -> str:
     """Render the template ``template`` (a file name in :data:`TEMPLATES`) with ``context``.
+
+    Returns
+    -------
+    str
+        The text (plain ``str``; embed it in another report as ``Md(text)``).
 
     Raises
     ------
     jinja2.UndefinedError
         When the template uses a name the context lacks (a bug, not a user error).
     """
-    return environment().get_template(template).render(**context)
+    return str(environment(template).get_template(template).render(**context))
 
 
 def _markdown() -> MarkdownIt:
     from markdown_it import MarkdownIt  # loaded with the first report, not at start-up
 
-    return MarkdownIt("commonmark", {"html": True}).enable("table")
+    md = MarkdownIt("commonmark", {"html": True}).enable("table")
+    md.validateLink = is_safe_link  # an unsafe target is no link at all (text instead)
+    return md
 
 
 def _data_uri(path: Path) -> str:
@@ -91,6 +120,13 @@ def _data_uri(path: Path) -> str:
 
 def _is_relative(url: str) -> bool:
     return not re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:|^/|^#", url)
+
+
+def _plain_text(inline) -> str:
+    """The text a reader sees in an inline token (escapes and entities resolved)."""
+    return "".join(" " if c.type in ("softbreak", "hardbreak") else c.content
+                   for c in inline.children or () if c.type in
+                   ("text", "code_inline", "softbreak", "hardbreak"))
 
 
 def _rewrite(tokens, figure_dir: Path) -> None:
@@ -176,14 +212,18 @@ def markdown_to_html(markdown: str, *, title: str | None = None,
     md = _markdown()
     env: dict = {}
     tokens = md.parse(markdown, env)
+    sanitize_tokens(tokens)
     _rewrite(tokens, Path(figure_dir) if figure_dir is not None else Path("."))
     _heading_ids(tokens)
     _mark_verdicts(tokens)
+    # safe to mark safe in the shell: every text and attribute is escaped by markdown-it and
+    # sanitize_tokens left no raw HTML but <details> / <summary>, no unsafe link or image
     body = md.renderer.render(tokens, md.options, env)
     if title is None:
-        m = re.search(r"^# (.+)$", markdown, flags=re.MULTILINE)
-        title = m.group(1).strip() if m else "servesim report"
-    return render("base.html.j2", title=title, body=body)
+        h1 = [tokens[i + 1] for i, t in enumerate(tokens[:-1])
+              if t.type == "heading_open" and t.tag == "h1"]
+        title = _plain_text(h1[0]).strip() if h1 else ""
+    return render("base.html.j2", title=title or "servesim report", body=body)
 
 
 def write_report(outdir: str | Path, stem: str, markdown: str, *,

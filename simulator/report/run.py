@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from .degrade import degrade_section
+from .escape import md_code
 from .figures import FIGURE_FILES, write_figures
 from .format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
 from .render import context_mapping, render, write_report
@@ -287,7 +288,7 @@ def _kv_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
             val = f"{100 * v:.1f}%"
         else:
             val = f"{v:,}" if isinstance(v, int) else f"{v}"
-        rows.append((f"`{k}`", val))
+        rows.append((md_code(k), val))
     ps = summary.get("parallel_sampling")
     if ps:
         rows += [
@@ -297,8 +298,8 @@ def _kv_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
                                   + (f"; {ps['num_requests_not_run']:,} not run"
                                      if ps.get("num_requests_not_run") else "") + ")"),
             ("Blocks saved by copy-on-write sharing (peak)",
-             f"{ps['cow_blocks_saved_peak']:,} blocks = {ps['cow_bytes_saved_peak'] / 1e9:.3f} GB "
-             "vs n independent requests"),
+             (f"{ps['cow_blocks_saved_peak']:,} blocks = "
+              f"{ps['cow_bytes_saved_peak'] / 1e9:.3f} GB vs n independent requests")),
             ("Partial prompt blocks copied on first write", f"{ps['num_cow_copies']:,}")]
     return rows
 
@@ -446,7 +447,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
     context = {
         "title": title,
         "scenario_rows": _scenario_rows(sc, summary),
-        "settings": [(f"`{k}`", v) for k, v in _flatten(sc) if not k.startswith("provenance")],
+        "settings": [(md_code(k), v) for k, v in _flatten(sc) if not k.startswith("provenance")],
         # the wall time is the one non-deterministic figure: kept out of the report
         "headline": [row for row in format_summary_rows(summary)
                      if row[0] != "Simulation wall time"],
@@ -526,20 +527,21 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
     """
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text  # values as Text: a "[" in a name is no rich markup
 
-    table = Table(title=title, show_header=True, header_style="bold")
+    table = Table(title=Text(title), show_header=True, header_style="bold")
     table.add_column("Metric", no_wrap=True)
     table.add_column("Value")
     for label, value in format_summary_rows(summary):
         if label.startswith(("GPU-hours", "Cost per 1M input")):
             continue
-        table.add_row(label, value)
+        table.add_row(label, Text(value))
     note = synthesised_note(summary, context_mapping(scenario))
     if note:
-        table.add_row("[bold red]Note[/bold red]", note)
+        table.add_row("[bold red]Note[/bold red]", Text(note))
     reasons = summary.get("reject_reasons") or {}
     if reasons:
         table.add_row("Reject reasons",
-                      ", ".join(f"{k}: {v}" for k, v in sorted(reasons.items())))
+                      Text(", ".join(f"{k}: {v}" for k, v in sorted(reasons.items()))))
     (console or Console()).print(table)
     return table

@@ -24,7 +24,7 @@ from ..speculative.economics import (
     crossovers,
     verify_over_plain,
 )
-from .figures import default_style, figure, save_png
+from .figures import default_style, figure, plain_text, save_png
 from .format import fmt, ms, pct, ratio
 from .render import render, write_report
 from .spec_sweep_reading import reading_the_numbers
@@ -78,7 +78,7 @@ def plot_economics(df: pd.DataFrame, path: str | Path, title: str = "") -> Path:
             for name in names:
                 g = df[df["slice"] == name].sort_values("rate_scale")
                 ax.plot(g["rate_scale"], g[col].astype(float), marker="o", markersize=4,
-                        label=name, linewidth=2.2 if name == ALL else 1.4,
+                        label=plain_text(name), linewidth=2.2 if name == ALL else 1.4,
                         color="black" if name == ALL else None)
             ax.axhline(1.0, color="0.4", linestyle="--", linewidth=1)
             ax.set_xscale("log", base=2)
@@ -92,7 +92,7 @@ def plot_economics(df: pd.DataFrame, path: str | Path, title: str = "") -> Path:
             if i == 0:
                 ax.legend(fontsize=8, title="slice", title_fontsize=8)
         if title:
-            fig.suptitle(title, fontsize=11)
+            fig.suptitle(plain_text(title), fontsize=11)
         return save_png(fig, path, dpi=100, tight=True)
 
 
@@ -330,13 +330,14 @@ def write_spec_sweep_report(outdir: str | Path, df: pd.DataFrame, results: dict,
 def print_spec_sweep_table(df: pd.DataFrame, rates, console, *, title: str) -> None:
     """Print the TPOT p50 speedup per rate and slice and each slice's TPOT crossover."""
     from rich.table import Table
+    from rich.text import Text  # names as Text: a "[" in a slice name is no rich markup
 
     names = [ALL] + sorted(n for n in df["slice"].unique() if n != ALL)
-    t = Table(title=title)
+    t = Table(title=Text(title))
     t.add_column("rate x", justify="right")
     t.add_column("req/s", justify="right")
     for n in names:
-        t.add_column(n, justify="right")
+        t.add_column(Text(str(n)), justify="right")
     for r in rates:
         g = df[df["rate_scale"] == r].set_index("slice")
         t.add_row(f"{r:g}", _f(g.loc[ALL, "arrival_rate_rps"], "{:.1f}"),
@@ -345,4 +346,4 @@ def print_spec_sweep_table(df: pd.DataFrame, rates, console, *, title: str) -> N
     cross = crossovers(df)
     for n in names:
         console.print(f"crossover (TPOT) {n}: {_crossover_text(cross[n]['tpot_speedup'])}",
-                      highlight=False)
+                      highlight=False, markup=False)

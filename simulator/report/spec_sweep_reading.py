@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..metrics.summary import finite_float
 from ..speculative.economics import ALL, CROSSOVER_TOLERANCE, crossovers
+from .escape import Md
 from .render import render
 
 __all__ = ["BOUND_TOLERANCE", "QUEUE_MIN", "reading_the_numbers"]
@@ -380,16 +381,16 @@ def reading_the_numbers(df: pd.DataFrame, k: int, *,
 
     Returns
     -------
-    list of str
-        Markdown bullets (``"- ..."``).
+    list of Md
+        Markdown bullets (``"- ..."``; values in them escaped).
     """
     t = _Sweep(df, k, verify, draft_prefill_share, step_counts, tolerance, cross)
     if not t.rates:
-        return ["- No data: the sweep table is empty."]
+        return [Md("- No data: the sweep table is empty.")]
     bullets = [("gains", _bullet_gains(t)), ("low_load", _bullet_low_load(t)),
                ("high_load", _bullet_high_load(t)), ("bound", _bullet_bound(t)),
                ("queue", _bullet_queue(t)), ("slices", _bullet_slices(t)),
                ("throughput", _bullet_throughput(t)), ("ttft", _bullet_ttft(t)),
                ("tokens", _bullet_tokens(t))]
     text = render("spec_sweep_reading.md.j2", bullets=[b for b in bullets if b[1] is not None])
-    return [line for line in text.splitlines() if line.strip()]
+    return [Md(line) for line in text.splitlines() if line.strip()]

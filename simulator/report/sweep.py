@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..perf.provenance import sources_by_label
-from .figures import default_style, figure, save_png
+from .figures import default_style, figure, plain_text, save_png
 from .format import fmt, ms, usd, yaml_value
 from .render import render, write_report
 
@@ -69,7 +69,8 @@ def plot_sweep_points(table: pd.DataFrame, path: str | Path) -> Path | None:
     ok = table[table["status"] == "ok"].head(_MAX_POINTS)
     if ok.empty or "ttft_s_p99" not in ok.columns:
         return None
-    labels = [f"#{p} {str(lab)[:_LABEL_CHARS]}" for p, lab in zip(ok["point_id"], ok["label"])]
+    labels = [f"#{p} {plain_text(str(lab)[:_LABEL_CHARS])}"
+              for p, lab in zip(ok["point_id"], ok["label"])]
     y = np.arange(len(ok))
     with default_style():
         fig = figure((10.0, max(2.5, 0.28 * len(ok) + 1.2)), layout="constrained")
@@ -156,14 +157,16 @@ def write_sweep_report(table: pd.DataFrame, outdir: str | Path, *, name: str,
 def print_sweep_table(table: pd.DataFrame, console, *, title: str, limit: int = 40) -> None:
     """Print the first ``limit`` points of :data:`SWEEP_COLUMNS` with rich."""
     from rich.table import Table
+    from rich.text import Text  # cells as Text: a "[" in a label is no rich markup
 
-    t = Table(title=title)
+    t = Table(title=Text(title))
     for c, h, _f in SWEEP_COLUMNS:
         t.add_column(h, no_wrap=c != "label", ratio=1 if c == "label" else None)
     for cells in table_cells(table, limit):
+        row = [Text(c) for c in cells]
         if cells[1] == "error":
-            cells[1] = "[red]error[/red]"
-        t.add_row(*cells)
+            row[1] = Text("error", style="red")
+        t.add_row(*row)
     console.print(t)
     if len(table) > limit:
         console.print(f"... {len(table) - limit} more rows")

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .escape import Md, md_text
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
 
@@ -25,9 +27,12 @@ __all__ = ["ALIGNMENTS", "cell", "markdown_table", "write_table"]
 ALIGNMENTS = ("left", "right", "center")
 
 
-def cell(value: Any) -> str:
-    """Text safe inside a Markdown table cell (``|`` escaped, newlines as spaces)."""
-    return str(value).replace("|", "\\|").replace("\n", " ")
+def cell(value: Any) -> Md:
+    """A value as the text of a Markdown table cell: escaped as Markdown text
+    (:func:`~simulator.report.escape.md_text`; a final ``]`` is followed by `` |``, so it
+    stays; :class:`~simulator.report.escape.Md` is kept), then ``|`` escaped and line breaks
+    as spaces."""
+    return Md(str(md_text(value, final_bracket=False)).replace("|", "\\|").replace("\n", " "))
 
 
 def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]],
@@ -40,14 +45,15 @@ def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]],
         Column titles.
     rows : sequence of sequences
         Cells, already formatted (anything else is passed through ``str``); every row has
-        as many cells as ``header``.
+        as many cells as ``header``. Titles and cells are data (:func:`cell`: escaped as
+        Markdown text) unless they are :class:`~simulator.report.escape.Md`.
     align : sequence of str, str or None
         Per column ``"left"``, ``"right"`` or ``"center"``; one string for every column;
         ``None``: the first column left, the others left too.
 
     Returns
     -------
-    str
+    Md
         The table, one row per line.
 
     Raises
@@ -71,10 +77,11 @@ def markdown_table(header: Sequence[Any], rows: Sequence[Sequence[Any]],
         raise ValueError(f"alignments {align!r}: need {n} of {', '.join(ALIGNMENTS)}")
     if not body:  # tabulate drops the alignments of an empty table
         marks = {"left": ":---", "right": "---:", "center": ":---:"}
-        return ("| " + " | ".join(header) + " |\n|" + "|".join(marks[a] for a in align) + "|")
-    df = pd.DataFrame(body, columns=range(n), dtype=object)
-    return df.to_markdown(index=False, headers=header, tablefmt="pipe",
-                          disable_numparse=True, colalign=align)
+        return Md("| " + " | ".join(header) + " |\n|" + "|".join(marks[a] for a in align)
+                  + "|")
+    df = pd.DataFrame([[str(c) for c in r] for r in body], columns=range(n), dtype=object)
+    return Md(df.to_markdown(index=False, headers=[str(h) for h in header], tablefmt="pipe",
+                             disable_numparse=True, colalign=align))
 
 
 def _arrow_safe(df: pd.DataFrame) -> pd.DataFrame:

@@ -261,3 +261,21 @@ def test_cli_compare_needs_no_torch(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
     assert main(["calibrate", "compare", str(ours), str(theirs)]) == 0
     assert "| attention_decode | flashinfer / vllm_flash_attn |" in capsys.readouterr().out
+
+
+def test_report_shows_hostile_names_as_text(tmp_path):
+    """Device and kernel names come from the table sets' files: the Markdown shows them as
+    written and nothing in them becomes markup or breaks the table (issue 26)."""
+    from injection import PAYLOADS, markdown_problems, shown
+    label = PAYLOADS["img_onerror"] + " " + PAYLOADS["pipes"] + " " + PAYLOADS["md_js_link"]
+    sets = []
+    for name in ("ours", "theirs"):
+        d = tmp_path / name / "tables" / "servesim-harness-9.9"
+        write_table_set(d, {"attention_decode": [_attn(label, 1, 64, 1e-5)]},
+                        _prov(device=label, default_kernel={"attention_decode": label}),
+                        {"attention_decode": _rec()})
+        sets.append(d)
+    md = report_markdown(compare_table_sets(*sets))
+    assert markdown_problems(md) == []
+    assert shown(f"{label} / {label}", markdown=md)  # the kernels' cell
+    assert "&lt;img src=x onerror=" in md and r"a\|b \|\| c" in md

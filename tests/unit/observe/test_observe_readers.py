@@ -134,7 +134,10 @@ def test_token_ids_from_the_workload_file(tmp_path):
 
 
 def test_workload_with_wrong_hash_is_not_used(tmp_path):
-    run = read_recorded(write_vllm_run(tmp_path, workload=workload_rows(), good_hash=False))
+    from simulator.observe.record import RecordWarning
+    with pytest.warns(RecordWarning, match="differs from meta.json dataset_hash"):
+        run = read_recorded(write_vllm_run(tmp_path, workload=workload_rows(),
+                                           good_hash=False))
     assert run.token_ids_source is None
     assert all(s.prefix_hash_ids is None for s in run.specs)
     assert any("differs from meta.json dataset_hash" in n for n in run.notes)
@@ -173,7 +176,9 @@ def test_workload_sibling_with_the_recorded_hash_is_used(tmp_path):
 def test_workload_with_other_lengths_is_not_used(tmp_path):
     rows = workload_rows()
     rows[0] = dict(rows[0], input_toks=41, input_tok_ids=list(range(41)))
-    run = read_recorded(write_vllm_run(tmp_path, workload=rows))
+    from simulator.observe.record import RecordWarning
+    with pytest.warns(RecordWarning, match="does not match workload line 1"):
+        run = read_recorded(write_vllm_run(tmp_path, workload=rows))
     assert run.token_ids_source is None
     assert any("does not match workload line 1" in n for n in run.notes)
 

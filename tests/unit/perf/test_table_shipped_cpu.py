@@ -53,7 +53,9 @@ def test_shipped_cpu_profile_drives_a_run(gpu, tiny):
                                    "num_requests": 40,
                                    "prompt_tokens": {"dist": "fixed", "value": 200},
                                    "output_tokens": {"dist": "fixed", "value": 30}}}})
-    res = run_scenario(sc, None, write=False, figures=False)
+    from simulator.engine import UnpricedGPUWarning
+    with pytest.warns(UnpricedGPUWarning, match="has no price"):  # a CPU profile has none
+        res = run_scenario(sc, None, write=False, figures=False)
     assert res.summary["perf_model"] == "table"
     assert res.summary["provenance"]["gemm"].startswith("measured (")
     assert (res.requests["status"] == "completed").all()

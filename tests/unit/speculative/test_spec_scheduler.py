@@ -192,8 +192,11 @@ def test_mixed_step_drafts_only_for_decodes():
 
 
 def test_plain_decode_when_budget_has_no_room_for_lookahead():
+    from simulator.engine import SchedulerBudgetWarning
     sc = make_scenario(scheduler={"max_num_batched_tokens": 64})
-    s, _ = make_sched(sc, ConstPerf())
+    # a 64-token budget under the default 256 sequences: vLLM would refuse it, servesim says so
+    with pytest.warns(SchedulerBudgetWarning, match="below scheduler.max_num_seqs 256"):
+        s, _ = make_sched(sc, ConstPerf())
     a, b = req(0, prompt=32), req(1, prompt=32)
     s.add_request(a, 0.0)
     s.add_request(b, 0.0)

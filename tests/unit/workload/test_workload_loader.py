@@ -80,6 +80,13 @@ def test_trace_path_resolved_against_base_dir(six):
 
 # ------------------------------------------------------------------ shares
 
+#: These traces have no tenant / slice / priority / patience column: the tests check the
+#: labels the workload config assigns by share, and the reader's WorkloadWarning that it did
+#: so is expected.
+_ASSIGNED = pytest.mark.filterwarnings(
+    "ignore:.*assigned at random by the workload config:simulator.workload.WorkloadWarning")
+
+
 def test_assign_by_share_exact_counts():
     rng = np.random.default_rng(0)
     # 7 requests: exact 3.5 / 2.1 / 1.4 -> floors 3/2/1, the spare one to the largest part (a)
@@ -92,6 +99,7 @@ def test_assign_by_share_exact_counts():
     assert Counter(labels) == {"x": 2, "y": 1, "z": 1}
 
 
+@_ASSIGNED
 def test_shares_deterministic_and_proportional(six):
     c = cfg(trace=str(six), tenants={"a": 0.5, "b": 0.5}, slices={"chat": 1 / 3, "code": 2 / 3},
             priorities={0: 0.5, 1: 0.5})
@@ -105,6 +113,7 @@ def test_shares_deterministic_and_proportional(six):
     assert len(orders) > 1  # the seed changes the assignment order
 
 
+@_ASSIGNED
 def test_share_order_in_mapping_does_not_matter(six):
     a = load_workload(cfg(trace=str(six), tenants={"a": 0.25, "b": 0.75}), seed=3)
     b = load_workload(cfg(trace=str(six), tenants={"b": 0.75, "a": 0.25}), seed=3)
@@ -117,6 +126,7 @@ def test_shares_conflict_with_trace_column(write):
         load_workload(cfg(trace=str(p), tenants={"a": 1.0}), seed=0)
 
 
+@_ASSIGNED
 def test_labels_do_not_depend_on_rate_scale(six):
     base = {"trace": str(six), "tenants": {"a": 0.5, "b": 0.5},
             "patience": {"dist": "exponential", "mean_s": 3.0}}
@@ -128,6 +138,7 @@ def test_labels_do_not_depend_on_rate_scale(six):
 
 # ------------------------------------------------------------------ patience
 
+@_ASSIGNED
 def test_patience_fixed_and_trace_values_win(write):
     p = write("t.csv", VIDUR_HEADER.strip() + ",cancel_after_s\n0,1,1,\n1,1,1,0.5\n")
     reqs = load_workload(cfg(trace=str(p), patience={"dist": "fixed", "value": 5.0}), seed=0)
@@ -149,6 +160,7 @@ def test_patience_exponential_mean_and_fraction():
     assert (vals >= 0).all()
 
 
+@_ASSIGNED
 def test_patience_uniform_and_clip(six):
     reqs = load_workload(cfg(trace=str(six), patience={"dist": "uniform", "low": 1.0,
                                                         "high": 9.0, "max": 3.0}), seed=2)
@@ -173,6 +185,7 @@ def test_stable_int_hash_is_pinned():
     assert 0 <= stable_int_hash("") < 2**63
 
 
+@_ASSIGNED
 def test_shared_prefixes_by_tenant_and_default(six):
     c = cfg(trace=str(six), tenants={"a": 0.5, "b": 0.5},
             shared_prefixes=[{"name": "sys-a", "num_tokens": 300, "tenant": "a"},
@@ -187,6 +200,7 @@ def test_shared_prefixes_by_tenant_and_default(six):
             assert r.prefix_block_tokens == 40
 
 
+@_ASSIGNED
 def test_shared_prefix_by_slice_only(six):
     c = cfg(trace=str(six), slices={"code": 0.5, "chat": 0.5},
             shared_prefixes=[{"name": "code-sys", "num_tokens": 64, "slice": "code"}])
