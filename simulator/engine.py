@@ -641,9 +641,10 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     def _cancel_cb(r, rep):
         def cb(_ev):
             was_waiting = r.status == "waiting"
+            asked = r.cancel_requested
             rep.sched.cancel(r, env.now)
-            if was_waiting and r.status != "waiting":
-                rep.notify()  # the queue changed: cut a decode run so step rows stay exact
+            if (was_waiting and r.status != "waiting") or r.cancel_requested != asked:
+                rep.notify()  # the queue or the batch changed: cut a decode run at this step
         return cb
 
     def _timeout_cb(r, rep):

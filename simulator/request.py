@@ -38,6 +38,11 @@ class RequestSpec:
     cancel_after_s : float or None
         Client patience in seconds after arrival: a request still without its first token at
         ``arrival_time_s + cancel_after_s`` is cancelled.
+    cancel_when_streaming : bool
+        The client's ``cancel_after_s`` covers the whole response (a total HTTP time-out, e.g.
+        aiohttp's ``ClientTimeout(total=...)``): a request still streaming then is cancelled
+        too, at the end of the step in progress, its KV freed (vLLM's API server aborts a
+        request whose client disconnected). False: only requests without a first token.
     prefix_hash_ids : tuple of int or None
         Ids of the prompt's prefix blocks (Mooncake ``hash_ids``); equal ids share KV.
     prefix_block_tokens : int
@@ -77,3 +82,4 @@ class RequestSpec:
     use_beam_search: bool = False
     num_kv_transferred_tokens: int = 0
     handoff_token_time_s: float | None = None
+    cancel_when_streaming: bool = False

@@ -219,7 +219,8 @@ def stage_specs(first_id: int, arrivals: np.ndarray, deadlines: np.ndarray,
                 hashes: dict[int, tuple[int, ...]], stage: int) -> list[RequestSpec]:
     """The requests of one stage: request ``i`` sends prompt ``i mod P``, asks for (and, with
     ``ignore_eos``, gets) ``output_len`` tokens, and is abandoned by the client
-    ``deadlines[i]`` seconds after it was sent.
+    ``deadlines[i]`` seconds after it was sent, streaming or not (aiohttp's total time-out;
+    the server aborts it: ``cancel_when_streaming``).
 
     ``hashes`` caches each prompt's prefix-block ids (filled on first use).
     """
@@ -233,5 +234,5 @@ def stage_specs(first_id: int, arrivals: np.ndarray, deadlines: np.ndarray,
         out.append(RequestSpec(first_id + i, float(t), len(prompts[j]), int(output_len),
                                max_tokens=int(output_len), slice=f"stage_{stage}",
                                cancel_after_s=float(deadlines[i]), prefix_hash_ids=h or None,
-                               prefix_block_tokens=block_size))
+                               prefix_block_tokens=block_size, cancel_when_streaming=True))
     return out

@@ -499,9 +499,9 @@ def _explain(run: RecordedRun, ran: dict, plen: dict, shared: int, lengths: np.n
         + (f"{ran['timeout']:g} s" if ran["timeout"] is not None else
            "300 s (aiohttp's default total time-out; load.request_timeout is null)")
         + " (+ up to 1 s: aiohttp rounds the deadline up to a whole second) after it was sent "
-        "fails. The simulated engine abandons a request that has no first token by then (vLLM "
-        "aborts it on the disconnect); one already streaming runs to its end in the simulation "
-        "(vLLM would abort it too) and is counted as a failure.",
+        "fails. The simulated engine aborts it then, waiting or streaming, at the end of the "
+        "step in progress, and frees its KV (vLLM's API server aborts a request whose client "
+        "disconnected).",
     ]
     cap = (ran["num_workers"] or 0) * (ran["worker_max_concurrency"] or 0)
     if cap:

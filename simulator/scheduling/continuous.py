@@ -254,8 +254,10 @@ class ContinuousScheduler:
         return ""
 
     def cancel(self, r: ReqState, now: float) -> None:
-        """Client cancellation (only requests without a first token are cancelled)."""
-        if r.is_finished or r.num_emitted > 0:
+        """Client cancellation: of a request without a first token, or of any unfinished one
+        whose spec says ``cancel_when_streaming`` (applied at the end of the step in
+        progress)."""
+        if r.is_finished or (r.num_emitted > 0 and not r.spec.cancel_when_streaming):
             return
         if r.status == WAITING:
             self._remove_waiting(r)
