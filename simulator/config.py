@@ -715,8 +715,7 @@ def read_yaml_mapping(path: str | Path, what: str = "scenario",
         raise err(f"{p}: not a text file (byte 0x{e.object[e.start]:02x} at offset {e.start} "
                   f"is not UTF-8); a {what} file is YAML text") from None
     except InputLimitError as e:  # valid YAML, but too large or too deep to read
-        where = f":{e.line}" if e.line else ""
-        raise err(f"{p}{where}: {e.key + ': ' if e.key else ''}{e.problem}") from None
+        raise err(e.at(str(p))) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

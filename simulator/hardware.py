@@ -244,8 +244,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     try:
         raw = safe_load_yaml(p.read_text()) or {}
     except InputLimitError as e:  # an alias bomb, nesting, an integer of too many digits
-        raise ValueError(f"{p}{f':{e.line}' if e.line else ''}: "
-                         f"{e.key + ': ' if e.key else ''}{e.problem}") from None
+        raise ValueError(e.at(str(p))) from None
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
     except (OSError, UnicodeDecodeError) as e:

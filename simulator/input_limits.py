@@ -87,6 +87,12 @@ class InputLimitError(yaml.YAMLError, ValueError):
         key = f"{self.key}: " if self.key else ""
         return f"{where}{key}{self.problem}"
 
+    def at(self, source: str) -> str:
+        """The one-line message for the file ``source``: ``source:LINE: key.path: problem``."""
+        where = f":{self.line}" if self.line else ""
+        key = f"{self.key}: " if self.key else ""
+        return f"{source}{where}: {key}{self.problem}"
+
 
 # ---------------------------------------------------------------------------- reprs
 #: nesting levels :func:`short_repr` descends before writing ``...``
@@ -224,8 +230,8 @@ def check_yaml_nodes(root: yaml.Node, max_values: int | None = None,
             size[nid], height[nid] = s, h
             if s > max_values:
                 raise InputLimitError(
-                    f"expands to more than {max_values:,} values (through YAML aliases; "
-                    f"servesim reads at most {max_values:,} in a file)",
+                    f"holds more than {max_values:,} values with its aliases expanded (the "
+                    "most servesim reads from one YAML document; an alias bomb?)",
                     node.start_mark.line + 1, _show_key(_path(where)))
             if h > max_depth:
                 raise InputLimitError(f"nested deeper than {max_depth} levels",
@@ -288,6 +294,13 @@ class BoundedLoaderMixin:
             return super().compose_node(parent, index)
         finally:
             self._compose_depth -= 1
+
+
+    def fetch_flow_collection_start(self, TokenClass):  # pure-Python Scanner only: it scans
+        if self.flow_level >= MAX_NESTING_DEPTH:        # a run of "[[[[" ahead of the parser
+            raise InputLimitError(f"nested deeper than {MAX_NESTING_DEPTH} levels",
+                                  self.get_mark().line + 1)
+        super().fetch_flow_collection_start(TokenClass)
 
 
 class BoundedSafeLoader(BoundedLoaderMixin, getattr(yaml, "CSafeLoader", yaml.SafeLoader)):

@@ -187,7 +187,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     try:
         cfg = load_json(path.read_text())
     except InputLimitError as e:  # nesting, an integer of too many digits
-        raise ValueError(f"{path}{f':{e.line}' if e.line else ''}: {e.problem}") from None
+        raise ValueError(e.at(str(path))) from None
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: cannot read Hugging Face config: {e}") from None
     if not isinstance(cfg, dict):

@@ -87,7 +87,7 @@ def _read_json(path: Path, shown: str) -> tuple[Any, str]:
     except json.JSONDecodeError as e:
         raise RecordError(f"{shown}:{e.lineno}: invalid JSON ({e.msg})") from None
     except InputLimitError as e:  # nesting or an integer's digits
-        raise RecordError(f"{shown}{f':{e.line}' if e.line else ''}: {e.problem}") from None
+        raise RecordError(e.at(shown)) from None
 
 
 def _stable_hash(data: bytes) -> int:

@@ -36,6 +36,7 @@ from typing import Literal
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
+from ..input_limits import InputLimitError
 from ..resources import data_dir, not_a_file_reason, path_problem, safe_load_yaml
 from ..schema import StrictModel
 
@@ -234,6 +235,8 @@ def load_engine_profile(path: str | Path) -> EngineProfile:
         raw = safe_load_yaml(p.read_text())
     except OSError as e:
         raise ValueError(f"engine profile {str(path)!r}: cannot read ({e.strerror})") from None
+    except InputLimitError as e:  # an alias bomb, nesting, an integer of too many digits
+        raise ValueError(e.at(str(p))) from None
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML ({e})") from None
     if not isinstance(raw, dict):

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.input_limits import bounded_lines, json_line_problem
+from simulator.input_limits import bounded_lines, json_line_problem, short_repr
 from simulator.request import RequestSpec
 from simulator.resources import not_a_file_reason
 from simulator.schema import MAX_TOKENS_REPRESENTABLE
@@ -113,7 +113,7 @@ def _scalar_float(v) -> float | None:
 def _describe_bad_number(v, name: str, kind: str) -> str:
     if _is_missing(v):
         return f"{name} is missing"
-    return f"{name} {v!r} is not {kind}"
+    return f"{name} {short_repr(v)} is not {kind}"
 
 
 def _json_numbers(vals: list, lines: np.ndarray, name: str, errors: _Errors) -> None:
@@ -852,7 +852,7 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
             return "generic_jsonl"
         try:
             obj = json.loads(first)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, too deep, an integer too long
             return "generic_jsonl"  # the reader reports the line
         if isinstance(obj, dict) and all(k in obj for k in MOONCAKE_FIELDS):
             return "mooncake"

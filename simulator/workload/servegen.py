@@ -247,7 +247,7 @@ def _read_dataset(path: Path) -> dict[int, dict]:
     except json.JSONDecodeError as e:
         raise WorkloadError(f"{shown}:{e.lineno}: invalid JSON ({e.msg})") from None
     except InputLimitError as e:  # nesting, an integer's digits
-        raise WorkloadError(f"{shown}{f':{e.line}' if e.line else ''}: {e.problem}") from None
+        raise WorkloadError(e.at(shown)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise WorkloadError(f"{shown}: cannot read ({e})") from None
     if not isinstance(raw, dict):
