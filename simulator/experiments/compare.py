@@ -45,6 +45,7 @@ from ..config import (
     split_assignment,
 )
 from ..engine import plan_replica_memory
+from ..input_limits import InputLimitError, clip_text
 from ..metrics.summary import finite_float as _f
 from ..outdir import make_output_folder
 from ..perf.provenance import summary_sources_label
@@ -82,8 +83,12 @@ def parse_vary(item: str) -> tuple[str, list]:
     key, raw = split_assignment(item, "--vary", "key.path=value1,value2,...")
     parts = [p.strip() for p in raw.split(",")]
     if not parts or any(p == "" for p in parts):
-        raise ScenarioError(f"--vary {item!r}: empty value in the list")
-    return key, [parse_yaml_value(p) for p in parts]
+        raise ScenarioError(f"--vary {clip_text(repr(item))}: empty value in the list")
+    try:
+        return key, [parse_yaml_value(p) for p in parts]
+    except InputLimitError as e:  # a 5,000-digit number, a value nested too deep
+        raise ScenarioError(f"--vary {clip_text(item)}: "
+                            f"{e.key + ': ' if e.key else ''}{e.problem}") from None
 
 
 def variant_names(combos: list[list[tuple[str, Any]]]) -> list[str]:

@@ -13,11 +13,11 @@ Families (each row one case; ids name the family and its parameters):
   every way a YAML value reaches servesim (scenario file, ``--set``, sweep file, plan file,
   GPU spec, engine profile, compare scenario).
 - ``DEPTH``: values nested 50,000 deep (flow list, flow mapping, block list) x the YAML
-  inputs, and JSON nested 50,000 deep x the JSON inputs (``config.json``, a JSONL trace line
+  inputs (``compare --vary`` too), and JSON nested 50,000 deep x the JSON inputs (``config.json``, a JSONL trace line
   of Mooncake and generic JSONL, a recorded run's bench JSON).
 - ``NUMBERS``: numbers out of any sane range x every numeric key of a GPU spec and of a
-  Hugging Face ``config.json``; integers of 5,000 digits x scenario keys (file and
-  ``--set``), JSON and trace inputs, and command-line counts.
+  Hugging Face ``config.json``; integers of 5,000 digits x scenario keys (file, ``--set``
+  and ``--vary``), JSON and trace inputs, and command-line counts.
 - ``LINES``: a trace line over the line limit (lowered to 4,096 characters, files of ~1 MB)
   x the five text trace formats x (no newline at all, a long line after a good row) x
   (``servesim run --trace``, ``servesim trace``).
@@ -175,6 +175,9 @@ def _yaml_input(kind: str, tmp: Path, key: str, value: str) -> tuple[list, list[
     if kind == "set":
         return (["run", base, "-q", "--no-figures", "-o", out, "--set", f"{key}={value}"],
                 [f"--set {key}="])
+    if kind == "vary":  # a list item of compare --vary (no commas in the value)
+        return (["compare", base, "-q", "--no-figures", "-o", out, "--vary",
+                 f"{key}=1,{value}"], [f"--vary {key}=1,"])
     if kind == "compare":
         p = tmp / "s.yaml"
         p.write_text(BASE + f"{key}: {value}\n")
@@ -222,8 +225,8 @@ YAML_DEEP = {
     "block-list": "\n" + "- " * DEEP + "1",  # one line, 50,000 block levels
 }
 DEPTH_YAML = [(f"depth-{style}-{kind}", style, kind) for style in YAML_DEEP
-              for kind in ("run", "set", "sweep", "gpu", "engine")
-              if not (style == "block-list" and kind == "set")]  # a flag value is one line
+              for kind in ("run", "set", "vary", "sweep", "gpu", "engine")
+              if not (style == "block-list" and kind in ("set", "vary"))]  # flags: one line
 
 
 @pytest.mark.parametrize("style, kind", [c[1:] for c in DEPTH_YAML],
@@ -326,7 +329,8 @@ def test_config_json_number_out_of_range(capsys, tmp_path, clean_tmp, key, value
 
 SCENARIO_KEYS = ("scheduler.max_num_seqs", "seed", "workload.synthetic.num_requests",
                  "kv_cache.block_size", "cluster.num_replicas")
-DIGITS = [(f"digits-{k}-{how}", k, how) for k in SCENARIO_KEYS for how in ("file", "set")]
+DIGITS = [(f"digits-{k}-{how}", k, how) for k in SCENARIO_KEYS
+          for how in ("file", "set", "vary")]
 
 
 @pytest.mark.parametrize("key, how", [c[1:] for c in DIGITS], ids=[c[0] for c in DIGITS])
@@ -335,6 +339,10 @@ def test_scenario_integer_of_5000_digits(capsys, tmp_path, clean_tmp, key, how):
         argv = ["run", _base(tmp_path), "-q", "--no-figures", "-o", tmp_path / "o", "--set",
                 f"{key}={D5000}"]
         needles = [f"--set {key}="]
+    elif how == "vary":
+        argv = ["compare", _base(tmp_path), "-q", "--no-figures", "-o", tmp_path / "o",
+                "--vary", f"{key}=1,{D5000}"]
+        needles = [f"--vary {key}=1,99"]
     else:
         *parents, last = key.split(".")
         nested = f"{last}: {D5000}"
