@@ -599,8 +599,8 @@ def cli_bool(value: Any, path: list[str], origin: str, nullable: bool = False) -
         word = str(int(value))
     if word in _BOOL_SPELLINGS:
         return _BOOL_SPELLINGS[word]
-    raise ScenarioError(f"{origin}: {'.'.join(path)}: value {short_repr(value)} is not a boolean; use "
-                        "true/false, 1/0, yes/no or on/off (any case)"
+    raise ScenarioError(f"{origin}: {'.'.join(path)}: value {short_repr(value)} is not a "
+                        "boolean; use true/false, 1/0, yes/no or on/off (any case)"
                         + (", or null" if nullable else ""))
 
 
@@ -619,8 +619,8 @@ def apply_overrides(raw: dict, overrides: list[str] | None,
         path, value = parse_override(item)
         ann = override_annotation(schema, path) if schema is not None else None
         if ann is not None and is_bool_field(ann):
-            value = cli_bool(value, path, getattr(item, "origin", None) or f"--set {clip_text(item)}",
-                             nullable=ann is not bool)
+            origin = getattr(item, "origin", None) or f"--set {clip_text(item)}"
+            value = cli_bool(value, path, origin, nullable=ann is not bool)
         d = out
         for p in path[:-1]:
             nxt = d[_list_index(d, p, item)] if isinstance(d, list) else d.get(p)

@@ -13,8 +13,9 @@ Families (each row one case; ids name the family and its parameters):
   every way a YAML value reaches servesim (scenario file, ``--set``, sweep file, plan file,
   GPU spec, engine profile, compare scenario).
 - ``DEPTH``: values nested 50,000 deep (flow list, flow mapping, block list) x the YAML
-  inputs (``compare --vary`` too), and JSON nested 50,000 deep x the JSON inputs (``config.json``, a JSONL trace line
-  of Mooncake and generic JSONL, a recorded run's bench JSON).
+  inputs (``compare --vary`` too), and JSON nested 50,000 deep x the JSON inputs
+  (``config.json``, a JSONL trace line of Mooncake and generic JSONL, a recorded run's bench
+  JSON).
 - ``NUMBERS``: numbers out of any sane range x every numeric key of a GPU spec and of a
   Hugging Face ``config.json``; integers of 5,000 digits x scenario keys (file, ``--set``
   and ``--vary``), JSON and trace inputs, and command-line counts.

@@ -408,3 +408,16 @@ def test_unusable_paths_say_why(capsys, tmp_path):
         assert main(argv) == 2
         line, = _err(capsys)
         assert line.startswith(f"servesim: error: {needle}"), (needle, line)
+
+
+@pytest.mark.parametrize("fmt", ["auto", "vidur"])
+def test_csv_field_over_csv_limit_is_one_line(capsys, tmp_path, fmt):
+    """A 300,000-character line (within the line limit, past the csv module's 131,072-character
+    field limit) was an uncaught ``csv.Error`` when the format was detected."""
+    p = tmp_path / "t.csv"
+    p.write_text("x" * 300_000)
+    assert main(["trace", str(p), "--format", fmt]) == 2
+    line, = _err(capsys)
+    where = f"{p}: cannot parse the CSV header" if fmt == "auto" else f"{p}:1: cannot parse CSV"
+    assert line.startswith(f"servesim: error: {where}"), line
+    assert "field larger than field limit (131072)" in line, line
