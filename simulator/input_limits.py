@@ -295,7 +295,6 @@ class BoundedLoaderMixin:
         finally:
             self._compose_depth -= 1
 
-
     def fetch_flow_collection_start(self, TokenClass):  # pure-Python Scanner only: it scans
         if self.flow_level >= MAX_NESTING_DEPTH:        # a run of "[[[[" ahead of the parser
             raise InputLimitError(f"nested deeper than {MAX_NESTING_DEPTH} levels",

@@ -18,7 +18,7 @@ network file systems) folders are not locked.
 the file and the cause (``.../requests.parquet: cannot write (No space left on device)``);
 :func:`describe_os_error` words any other ``OSError`` a command ends on, naming the output
 folder being written when the error itself names no file (a full disk raises
-``[Errno 28]`` without a path). The command line exits 1 on these (README "Exit status").
+``[Errno 28]`` without a path). The command line exits 1 on these, as on a full ``$TMPDIR``.
 """
 from __future__ import annotations
 
