@@ -19,6 +19,7 @@ import importlib
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -423,7 +424,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    """The message of ``e`` for stderr: its first line, a run of more than 60 digits (a
+    number typed with hundreds of them) cut to its first 20 and its length."""
+    line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return _LONG_NUMBER.sub(lambda m: f"{m.group()[:20]}...({len(m.group()):,} digits)", line)
+
+
+_LONG_NUMBER = re.compile(r"\d{61,}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,10 +72,6 @@ def _cause_text(e: OSError) -> str:
     return text
 
 
-def _no_room(e: OSError) -> bool:
-    return e.errno in _NO_ROOM or _cause_text(e) == os.strerror(errno.ENOSPC)
-
-
 def describe_os_error(e: OSError) -> str:
     """One line for an ``OSError`` a command ended on: an :class:`OutputWriteError` as it is;
     an error naming its file as ``FILE: cause``; a full disk or quota naming no file as
@@ -85,7 +81,7 @@ def describe_os_error(e: OSError) -> str:
         return str(e)
     if e.filename is not None:
         return f"{e.filename}: {_cause_text(e)}"
-    if _no_room(e) and _used:
+    if e.errno in _NO_ROOM and _used:  # (a message-only OSError, the spool's, names its place)
         return str(OutputWriteError(f"output folder {_used[-1]}", e))
     text = str(e).strip()
     return text.splitlines()[0] if text else type(e).__name__

@@ -405,7 +405,13 @@ FLAG_DIGITS = [
      "argument --num-speculative-tokens/-k"),
     ("flag-spec-k-400-digits", ["spec", "-a", "0.5", "-k", "9" * 400, "-c", "0.1"],
      "--num-speculative-tokens must be in [1, 10,000]"),
-]
+] + [(f"flag-kv-{flag}-400-digits",
+      ["kv", "--model", "llama-3.1-8b", "--batch", "1", "--context", "100", f"--{flag}",
+       "9" * 400], f"{key} must be <= 2,147,483,647, got 99999999999999999999...(400 digits)")
+     for flag, key in (("batch", "batch"), ("context", "context"),
+                       ("tensor-parallel-size", "tensor_parallel_size"),
+                       ("block-size", "block_size"),
+                       ("max-num-batched-tokens", "max_num_batched_tokens"))]
 
 
 @pytest.mark.parametrize("argv, needle", [c[1:] for c in FLAG_DIGITS],

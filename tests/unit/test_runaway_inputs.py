@@ -421,3 +421,30 @@ def test_csv_field_over_csv_limit_is_one_line(capsys, tmp_path, fmt):
     where = f"{p}: cannot parse the CSV header" if fmt == "auto" else f"{p}:1: cannot parse CSV"
     assert line.startswith(f"servesim: error: {where}"), line
     assert "field larger than field limit (131072)" in line, line
+
+
+def test_os_errors_name_the_right_place(tmp_path):
+    """A full disk naming no file is put on the output folder being written; an error that
+    names its file, or says where it happened (the step spool in $TMPDIR), keeps its place."""
+    from simulator.outdir import (
+        describe_os_error,
+        hold_output_folders,
+        make_output_folder,
+        release_output_folders,
+    )
+    hold_output_folders()
+    try:
+        out = make_output_folder(tmp_path / "o")
+        assert describe_os_error(OSError(errno.ENOSPC, "No space left on device")) == (
+            f"output folder {out}: cannot write (No space left on device); free space there "
+            "or choose another -o")
+        spool = OSError("cannot write the run's step spool in /tmp (No space left on device); "
+                        "point TMPDIR at a folder with more free space")
+        assert describe_os_error(spool) == str(spool)
+        assert describe_os_error(PermissionError(errno.EACCES, "Permission denied",
+                                                 "/x/report.html")) == (
+            "/x/report.html: Permission denied")
+    finally:
+        release_output_folders()
+    assert describe_os_error(OSError(errno.ENOSPC, "No space left on device")) == (
+        "[Errno 28] No space left on device")  # no command, no folder: as it is
