@@ -127,7 +127,7 @@ class RunEstimate:
 _KNOBS = {
     "requests": "fewer requests (workload.max_requests, workload.end_s, or the synthetic "
                 "num_requests / duration_s)",
-    "replicas": "fewer cluster.num_replicas",
+    "replicas": "fewer cluster.num_replicas (and scheduler.admission.fallback.num_replicas)",
     "step_rows": "fewer or shorter requests (workload.max_requests, workload.end_s, "
                  "output lengths)",
     "blocks": "fewer cluster.num_replicas or kv_cache.num_gpu_blocks (or no "
@@ -232,7 +232,9 @@ def estimate_scenario_run(scenario, setup, specs, until_s: float | None = None) 
         runs[:] = False
     spec = scenario.speculative
     t = 1 + spec.num_speculative_tokens if spec is not None else 1
-    return estimate_run(p, o, num_replicas=scenario.cluster.num_replicas,
+    fb = adm.fallback  # a degrade fallback set: replicas too
+    return estimate_run(p, o, num_replicas=scenario.cluster.num_replicas
+                        + (fb.num_replicas if fb is not None else 0),
                         num_gpu_blocks=nb, block_size=bs, max_num_seqs=cfg.max_num_seqs,
                         max_num_batched_tokens=cfg.max_num_batched_tokens, tokens_per_step=t,
                         prefix_caching=kvc.enable_prefix_caching, runs=runs)

@@ -19,6 +19,7 @@ import importlib
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -32,9 +33,15 @@ from . import __version__
 from .cli_args import OneLineParser, whole_number
 from .config import cli_overrides, load_scenario
 from .hardware import gpu_catalog
+from .input_limits import short_repr
 from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
-from .outdir import discard_empty_created, make_output_folder
+from .outdir import (
+    describe_os_error,
+    discard_empty_created,
+    hold_output_folders,
+    make_output_folder,
+)
 from .perf.tables import table_sets
 from .progress import progress
 from .progress import show_warning_line as _show_warning
@@ -259,6 +266,9 @@ def register_profiles(sub) -> None:
 # --------------------------------------------------------------------------------------------
 #: Largest k the calculator's "best k" searches.
 _K_SEARCH_MAX = 16
+#: Largest k the calculator takes (a draft of thousands of tokens per step is no setting;
+#: the bound keeps ``a ** (k + 1)`` a float)
+_K_MAX = 10_000
 _SPEC_NOTE = ("Batch-1 estimate (Leviathan et al. 2023, arXiv:2211.17192, Eq. 1 and Thm 3.8); "
               "run a scenario to see the effect under batching.")
 
@@ -290,8 +300,9 @@ def _check_spec_args(args: argparse.Namespace) -> None:
     a, k, c = args.acceptance_rate, args.num_speculative_tokens, args.draft_cost
     if a is not None and not (0.0 <= a <= 1.0):
         raise ValueError(f"--acceptance-rate must lie in [0, 1], got {a}")
-    if k is not None and k < 1:
-        raise ValueError(f"--num-speculative-tokens must be >= 1, got {k}")
+    if k is not None and not 1 <= k <= _K_MAX:
+        raise ValueError(f"--num-speculative-tokens must be in [1, {_K_MAX:,}], got "
+                         f"{short_repr(k)}")
     if not (math.isfinite(c) and c >= 0.0):
         raise ValueError(f"--draft-cost must be a finite number >= 0, got {c}")
     if not args.sweep and (a is None or k is None):
@@ -415,7 +426,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    """The message of ``e`` for stderr: its first line, a run of more than 60 digits (a
+    number typed with hundreds of them) cut to its first 20 and its length."""
+    line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    return _LONG_NUMBER.sub(lambda m: f"{m.group()[:20]}...({len(m.group()):,} digits)", line)
+
+
+_LONG_NUMBER = re.compile(r"\d{61,}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -431,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     restore = _exit_cleanly_on_sigterm()
     rc = 1  # until the command returns: an exception leaves no empty output folder behind
+    hold_output_folders()  # one run per output folder until the command ends (outdir.py)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -449,10 +467,10 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError, AttributeError):
             pass
         return EXIT_BROKEN_PIPE
-    except OSError as e:  # e.g. no space left for the step spool (its message says where)
+    except OSError as e:  # no space left for the step spool or the outputs: where, and why
         if os.environ.get("SERVESIM_DEBUG"):
             raise
-        print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
+        print(f"servesim: error: {describe_os_error(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+
+from .input_limits import clip_text
 
 __all__ = ["OneLineParser", "whole_number"]
 
@@ -22,6 +25,8 @@ class OneLineParser(argparse.ArgumentParser):
             Always, with status 2.
         """
         text = " ".join(str(message).split())  # one line, whatever argparse composed
+        # a value of thousands of characters (a 5,000-digit number) is shown cut
+        text = re.sub(r"\S{81,}", lambda m: clip_text(m.group(), 60), text)
         self.exit(2, f"{self.prog}: error: {text}\n")
 
 
@@ -47,13 +52,19 @@ def whole_number(text: str) -> int:
     try:
         return int(text)
     except ValueError:
-        pass
+        digits = text.strip().lstrip("+-")
+        if digits.isdigit():  # over Python's int conversion limit
+            raise argparse.ArgumentTypeError(
+                f"invalid int value: {clip_text(repr(text), 40)} (an integer of "
+                f"{len(digits):,} digits is too large)") from None
     try:
         x = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"invalid int value: {text!r} (expected a whole number)") from None
+            f"invalid int value: {clip_text(repr(text), 60)} (expected a whole number)"
+        ) from None
     if not math.isfinite(x) or not x.is_integer():
         raise argparse.ArgumentTypeError(
-            f"invalid int value: {text!r} (expected a whole number, such as 300 or 1e9)")
+            f"invalid int value: {clip_text(repr(text), 60)} (expected a whole number, such "
+            "as 300 or 1e9)")
     return int(x)

@@ -23,6 +23,7 @@ from .degrade_config import (
     check_no_fallback_with_pools,
     check_policies,
 )
+from .input_limits import BoundedLoaderMixin, InputLimitError, clip_text, load_yaml, short_repr
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
 from .topology.pools import KVTransferConfig, PoolMatch, check_pools
@@ -428,9 +429,7 @@ def format_validation_error(e: ValidationError, source: str = "scenario",
         msg = "Input should be a valid boolean (true or false)"
     if not loc:  # a whole-scenario check: its message names the keys itself
         return f"{source}: {msg}"
-    vs = repr(val) if not isinstance(val, dict) else "{...}"
-    if len(vs) > 60:
-        vs = vs[:57] + "..."
+    vs = short_repr(val) if not isinstance(val, dict) else "{...}"
     return f"{source}: {path}: value {vs}: {msg}"
 
 
@@ -446,7 +445,17 @@ def parse_override(item: str) -> tuple[list[str], Any]:
     origin = getattr(item, "origin", None)  # an Override names its flag (--plan-set, ...)
     flag = origin.split(" ", 1)[0] if origin and origin.startswith("--") else "--set"
     key, raw = split_assignment(item, flag, "key.path=value")
-    return key.split("."), parse_yaml_value(raw) if raw.strip() != "" else ""
+    try:
+        return key.split("."), parse_yaml_value(raw) if raw.strip() != "" else ""
+    except InputLimitError as e:
+        raise ScenarioError(f"{flag} {clip_text(f'{key}={raw}')}: "
+                            f"{_value_problem(e)}") from None
+
+
+def _value_problem(e: InputLimitError) -> str:
+    """An :class:`InputLimitError` of a value typed on the command line, without the line
+    number of its one-line text."""
+    return f"{e.key}: {e.problem}" if e.key else e.problem
 
 
 def split_assignment(item: str, flag: str, form: str) -> tuple[str, str]:
@@ -458,19 +467,28 @@ def split_assignment(item: str, flag: str, form: str) -> tuple[str, str]:
         Without ``=`` (the message shows ``form``) or with an empty key or key part.
     """
     if "=" not in item:
-        raise ScenarioError(f"{flag} {item!r}: expected {form}")
+        raise ScenarioError(f"{flag} {short_repr(str(item))}: expected {form}")
     key, _, raw = item.partition("=")
     key = key.strip()
     if not key or any(not p for p in key.split(".")):
-        raise ScenarioError(f"{flag} {item!r}: empty key")
+        raise ScenarioError(f"{flag} {short_repr(str(item))}: empty key")
     return key, raw
 
 
 def parse_yaml_value(text: str) -> Any:
     """``text`` parsed as YAML (numbers, booleans, lists, null; ``1e9`` is a float as in YAML
-    1.2), or as-is when not YAML."""
+    1.2), or as-is when not YAML.
+
+    Raises
+    ------
+    InputLimitError
+        A value over a limit of :mod:`simulator.input_limits` (an alias bomb, nesting, an
+        integer of too many digits): refused, not passed on as text.
+    """
     try:
         return load_yaml_text(text)
+    except InputLimitError:
+        raise
     except yaml.YAMLError:
         return text
 
@@ -484,7 +502,7 @@ class Override(str):
 
     def __new__(cls, item: str, origin: str | None = None):
         obj = super().__new__(cls, item)
-        obj.origin = origin or getattr(item, "origin", None) or f"--set {item}"
+        obj.origin = origin or getattr(item, "origin", None) or f"--set {clip_text(item)}"
         return obj
 
 
@@ -524,15 +542,15 @@ def blame_override(e: ValidationError, overrides) -> str | None:
         nested = bool(loc) and (f"{where}.".startswith(f"{key}.")
                                 or f"{key}.".startswith(f"{where}."))
         if (n and path[:n] == loc[:n]) or nested:
-            found = getattr(item, "origin", None) or f"--set {item}"
+            found = getattr(item, "origin", None) or f"--set {clip_text(str(item))}"
     return found
 
 
 def _list_index(seq: list, part: str, item: str) -> int:
     """``part`` as an index into ``seq`` (a list section such as ``pools``)."""
-    if not (part.isdigit() and int(part) < len(seq)):
-        raise ScenarioError(f"--set {item}: '{part}' is not an index of a list of {len(seq)} "
-                            f"(valid: 0..{len(seq) - 1})")
+    if not (part.isdigit() and len(part) <= 18 and int(part) < len(seq)):
+        raise ScenarioError(f"--set {clip_text(str(item))}: '{clip_text(part, 20)}' is not an "
+                            f"index of a list of {len(seq)} (valid: 0..{len(seq) - 1})")
     return int(part)
 
 
@@ -581,8 +599,8 @@ def cli_bool(value: Any, path: list[str], origin: str, nullable: bool = False) -
         word = str(int(value))
     if word in _BOOL_SPELLINGS:
         return _BOOL_SPELLINGS[word]
-    raise ScenarioError(f"{origin}: {'.'.join(path)}: value {value!r} is not a boolean; use "
-                        "true/false, 1/0, yes/no or on/off (any case)"
+    raise ScenarioError(f"{origin}: {'.'.join(path)}: value {short_repr(value)} is not a "
+                        "boolean; use true/false, 1/0, yes/no or on/off (any case)"
                         + (", or null" if nullable else ""))
 
 
@@ -601,8 +619,8 @@ def apply_overrides(raw: dict, overrides: list[str] | None,
         path, value = parse_override(item)
         ann = override_annotation(schema, path) if schema is not None else None
         if ann is not None and is_bool_field(ann):
-            value = cli_bool(value, path, getattr(item, "origin", None) or f"--set {item}",
-                             nullable=ann is not bool)
+            origin = getattr(item, "origin", None) or f"--set {clip_text(item)}"
+            value = cli_bool(value, path, origin, nullable=ann is not bool)
         d = out
         for p in path[:-1]:
             nxt = d[_list_index(d, p, item)] if isinstance(d, list) else d.get(p)
@@ -610,7 +628,7 @@ def apply_overrides(raw: dict, overrides: list[str] | None,
                 nxt = {}
                 d[p] = nxt
             elif not isinstance(nxt, dict | list):
-                raise ScenarioError(f"--set {item}: '{p}' is not a section")
+                raise ScenarioError(f"--set {clip_text(str(item))}: '{p}' is not a section")
             d = nxt
         if isinstance(d, list):
             d[_list_index(d, path[-1], item)] = value
@@ -619,8 +637,9 @@ def apply_overrides(raw: dict, overrides: list[str] | None,
     return out
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that rejects duplicate mapping keys (PyYAML keeps the last one)."""
+class _UniqueKeyLoader(BoundedLoaderMixin, yaml.SafeLoader):
+    """A safe YAML loader that rejects duplicate mapping keys (PyYAML keeps the last one),
+    with the bounds of :mod:`simulator.input_limits` (alias expansion, nesting, digits)."""
 
 
 def _construct_unique_mapping(loader, node, deep=False):
@@ -647,8 +666,16 @@ _UniqueKeyLoader.add_implicit_resolver(
 
 
 def load_yaml_text(text: str):
-    """Parse YAML like ``yaml.safe_load`` but reject duplicate keys."""
-    return yaml.load(text, Loader=_UniqueKeyLoader)
+    """Parse YAML like ``yaml.safe_load`` but reject duplicate keys.
+
+    Raises
+    ------
+    InputLimitError
+        Over a limit of :mod:`simulator.input_limits` (a :class:`yaml.YAMLError`).
+    yaml.YAMLError
+        Text that is not YAML, or a duplicate key.
+    """
+    return load_yaml(text, _UniqueKeyLoader)
 
 
 def read_yaml_mapping(path: str | Path, what: str = "scenario",
@@ -687,6 +714,8 @@ def read_yaml_mapping(path: str | Path, what: str = "scenario",
     except UnicodeDecodeError as e:
         raise err(f"{p}: not a text file (byte 0x{e.object[e.start]:02x} at offset {e.start} "
                   f"is not UTF-8); a {what} file is YAML text") from None
+    except InputLimitError as e:  # valid YAML, but too large or too deep to read
+        raise err(e.at(str(p))) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""

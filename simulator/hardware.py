@@ -17,9 +17,25 @@ from pathlib import Path
 
 import yaml
 
-from .resources import data_dir, safe_load_yaml
+from .input_limits import InputLimitError, short_repr
+from .resources import data_dir, not_a_file_reason, path_problem, safe_load_yaml
 
 _REQUIRED = ("name", "bf16_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s")
+
+#: the largest value each numeric key of a GPU spec may take: sane bounds, far above any GPU
+#: (an H100 SXM: 989e12 BF16 FLOP/s, 85e9 bytes of HBM at 3.35e12 B/s, NVLink 450e9 B/s),
+#: that keep every count derived from them (KV blocks, bytes, step times) within int64 and
+#: float range; the smallest is 0 (> 0 for the required keys)
+SPEC_MAX: dict[str, float] = {
+    "bf16_flops_per_s": 1e18, "fp8_flops_per_s": 1e18,   # 1 EFLOP/s
+    "hbm_bytes": float(2**50),                           # 1 PiB
+    "hbm_bandwidth_bytes_per_s": 1e15, "interconnect_bandwidth_bytes_per_s": 1e15,
+    "host_link_bandwidth_bytes_per_s": 1e15,             # 1 PB/s
+    "usd_per_gpu_hour": 1e6,
+    "interconnect_latency_s": 60.0,
+}
+#: the most GPUs an interconnect may join, and SMs a GPU may have
+SPEC_MAX_COUNT = 1_000_000
 #: values of ``interconnect_kind``: NVLink, PCIe between GPUs, or no GPU-to-GPU link
 LINK_KINDS = ("nvlink", "pcie", "none")
 
@@ -138,7 +154,11 @@ def _link_fields(raw: dict, vals: dict, p: Path) -> tuple[str | None, bool | Non
                          "interconnect_bandwidth_bytes_per_s > 0")
     reach = raw.get("interconnect_max_gpus")
     if reach is not None and (isinstance(reach, bool) or not isinstance(reach, int) or reach < 2):
-        raise ValueError(f"{p}: interconnect_max_gpus={reach!r} must be an integer >= 2")
+        raise ValueError(f"{p}: interconnect_max_gpus={short_repr(reach)} must be an integer "
+                         ">= 2")
+    if reach is not None and reach > SPEC_MAX_COUNT:
+        raise ValueError(f"{p}: interconnect_max_gpus={short_repr(reach)} is out of range: "
+                         f"allowed [2, {SPEC_MAX_COUNT:,}]")
     return kind, p2p, reach
 
 
@@ -149,7 +169,10 @@ def _device_fields(raw: dict, p: Path) -> dict:
     sms = raw.get("num_sms")
     if sms is not None:
         if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
-            raise ValueError(f"{p}: num_sms={sms!r} must be an integer >= 1")
+            raise ValueError(f"{p}: num_sms={short_repr(sms)} must be an integer >= 1")
+        if sms > SPEC_MAX_COUNT:
+            raise ValueError(f"{p}: num_sms={short_repr(sms)} is out of range: allowed "
+                             f"[1, {SPEC_MAX_COUNT:,}]")
         out["num_sms"] = sms
     cc = raw.get("compute_capability")
     if cc is not None:
@@ -164,6 +187,31 @@ def _device_fields(raw: dict, p: Path) -> dict:
                              "(e.g. '9.0')")
         out["compute_capability"] = (major, minor)
     return out
+
+
+def _numeric_fields(raw: dict, p: Path) -> dict[str, float]:
+    """The numeric keys of a spec (:data:`SPEC_MAX`) present, as finite floats within their
+    range (the errors of :func:`load_gpu_spec`)."""
+    vals = {}
+    for k, top in SPEC_MAX.items():
+        if raw.get(k) is None:
+            continue
+        v = raw[k]
+        if isinstance(v, bool):
+            raise ValueError(f"{p}: {k}={v!r} is not a number")  # noqa: TRY004 - user input
+        try:  # text too: YAML 1.1 reads 3.35e12 (no dot before the exponent sign) as a string
+            vals[k] = float(v)
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"{p}: {k}={short_repr(v)} is not a number") from None
+        if not math.isfinite(vals[k]):
+            raise ValueError(f"{p}: {k}={short_repr(v)} must be a finite number")
+        if vals[k] < 0 or (k in _REQUIRED and vals[k] == 0):
+            raise ValueError(f"{p}: {k}={short_repr(v)} must be positive")
+        if vals[k] > top:
+            low = "(0" if k in _REQUIRED else "[0"
+            raise ValueError(f"{p}: {k}={short_repr(v)} is out of range: allowed "
+                             f"{low}, {top:g}]")
+    return vals
 
 
 def load_gpu_spec(path: str | Path) -> GPUSpec:
@@ -192,11 +240,16 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     if p.is_dir():
         p = p / "spec.yaml"
     if not p.is_file():
-        raise ValueError(f"GPU spec {str(path)!r} not found")
+        raise ValueError(f"GPU spec {str(path)!r}: {not_a_file_reason(p, 'GPU spec file')}")
     try:
         raw = safe_load_yaml(p.read_text()) or {}
+    except InputLimitError as e:  # an alias bomb, nesting, an integer of too many digits
+        raise ValueError(e.at(str(p))) from None
     except yaml.YAMLError as e:
-        raise ValueError(f"{p}: not valid YAML: {e}") from None
+        raise ValueError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"{p}: cannot read the GPU spec ({getattr(e, 'strerror', None) or e})"
+                         ) from None
     if not isinstance(raw, dict):
         raise ValueError(f"{p}: a GPU spec must be a mapping")  # noqa: TRY004 - user input
     known = {"name", "aliases", "bf16_flops_per_s", "fp8_flops_per_s", "hbm_bytes",
@@ -212,24 +265,7 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     missing = [k for k in _REQUIRED if raw.get(k) in (None, "")]
     if missing:
         raise ValueError(f"{p}: GPU spec lacks required key(s) {', '.join(missing)}")
-    num_keys = ("bf16_flops_per_s", "fp8_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s",
-                "interconnect_bandwidth_bytes_per_s", "host_link_bandwidth_bytes_per_s",
-                "usd_per_gpu_hour", "interconnect_latency_s")
-    vals = {}
-    for k in num_keys:
-        if raw.get(k) is None:
-            continue
-        v = raw[k]
-        if isinstance(v, bool):
-            raise ValueError(f"{p}: {k}={v!r} is not a number")  # noqa: TRY004 - user input
-        try:  # text too: YAML 1.1 reads 3.35e12 (no dot before the exponent sign) as a string
-            vals[k] = float(v)
-        except (TypeError, ValueError):
-            raise ValueError(f"{p}: {k}={v!r} is not a number") from None
-        if not math.isfinite(vals[k]):
-            raise ValueError(f"{p}: {k}={v!r} must be a finite number")
-        if vals[k] < 0 or (k in _REQUIRED and vals[k] == 0):
-            raise ValueError(f"{p}: {k}={v!r} must be positive")
+    vals = _numeric_fields(raw, p)
     kind, p2p, reach = _link_fields(raw, vals, p)
     sib = raw.get("efficiency_tables_from")
     if sib is not None and (not isinstance(sib, str) or not sib.strip()
@@ -294,9 +330,10 @@ def get_gpu(name_or_path: str) -> GPUSpec:
     p = Path(key).expanduser()
     if p.is_file() or (p / "spec.yaml").is_file():  # a spec YAML, or a profile folder
         return load_gpu_spec(p)
-    if _looks_like_path(key):
+    if _looks_like_path(key) or p.exists() or path_problem(p):
         why = ("a folder with no spec.yaml in it (a GPU profile folder holds spec.yaml)"
-               if p.is_dir() else "not found")
+               if p.is_dir() else not_a_file_reason(p, "GPU spec file").replace(
+                   "GPU spec file not found", "not found"))
         raise ValueError(f"GPU spec file {key!r}: {why} (known GPU names: "
                          f"{', '.join(sorted(cat))})")
     raise ValueError(f"unknown GPU {key!r}; known: {', '.join(sorted(cat))} "

@@ -35,9 +35,11 @@ does not know that carries a field changing the cost model.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
+from .input_limits import InputLimitError, load_json, short_repr
 from .model_spec import ModelSpec
 
 # ---------------------------------------------------------------------------- HF configs
@@ -124,12 +126,23 @@ def _check_modellable(cfg: dict, path: Path) -> None:
                     "refusing rather than approximating")
 
 
+#: the largest magnitude of an integer field of a config (int32, as engines store sizes)
+MAX_CONFIG_INT = 2**31 - 1
+#: the most layers a config may declare (per-layer lists are built from the count)
+MAX_CONFIG_LAYERS = 100_000
+
+
 def _int_field(cfg: dict, key: str, default=None):
     v = cfg.get(key, default)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v:
-        raise ValueError(f"{key}={v!r} is not an integer")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or int(v) != v:
+        raise ValueError(f"{key}={short_repr(v)} is not an integer")
+    top = MAX_CONFIG_LAYERS if key == "num_hidden_layers" else MAX_CONFIG_INT
+    if abs(v) > top:
+        raise ValueError(f"{key}={short_repr(v)} is out of range (at most {top:,} in "
+                         "magnitude)")
     return int(v)
 
 
@@ -172,8 +185,10 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """
     path = Path(path)
     try:
-        cfg = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
+        cfg = load_json(path.read_text())
+    except InputLimitError as e:  # nesting, an integer of too many digits
+        raise ValueError(e.at(str(path))) from None
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ValueError(f"{path}: cannot read Hugging Face config: {e}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{path}: a Hugging Face config.json must hold a JSON object")  # noqa: TRY004
@@ -184,7 +199,7 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
         spec = _spec_from_config(cfg, path, name)
     except KeyError as e:
         raise ValueError(f"{path}: Hugging Face config lacks required field {e.args[0]!r}") from None
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, OverflowError) as e:
         raise ValueError(f"{path}: bad value in Hugging Face config: {e}") from None
     for f in ("num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "head_dim",
               "intermediate_size", "vocab_size", "max_position_embeddings"):
@@ -267,7 +282,7 @@ def _sliding_window_fields(cfg: dict, mt: str, layers: int) -> dict:
     window = cfg.get("sliding_window") or None
     window_layers: tuple[int, ...] | None = None
     if window is not None:
-        window = int(window)
+        window = _int_field(cfg, "sliding_window")
         if window < 1:
             raise ValueError(f"sliding_window={window} must be a positive integer")
     lt = cfg.get("layer_types")

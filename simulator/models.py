@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .model_config import KNOWN_MODEL_TYPES, load_hf_config
 from .model_spec import ATTENTION_KINDS, DTYPE_BYTES, ModelSpec, _dtype_bytes, _pad_vocab
+from .resources import not_a_file_reason, path_problem
 
 # ---------------------------------------------------------------------------- catalog
 _HF = "Hugging Face config.json as compiled in shared/reference/facts.yaml: "
@@ -162,6 +163,9 @@ def get_model(name_or_path: str) -> ModelSpec:
         p = p / "config.json"
     if p.is_file():
         return load_hf_config(p)
+    if p.exists() or path_problem(p):  # a FIFO, a device, a link loop, a dangling link
+        raise ValueError(f"model config file {str(p)!r}: "
+                         f"{not_a_file_reason(p, 'model config file')}")
     if "/" in key and (key.lower().endswith(".json") or p.parent.exists() or key.startswith((".", "~"))):
         raise ValueError(f"model config file {str(p)!r} not found (give a Hugging Face "
                          f"config.json, or a catalog id: {', '.join(model_names())})")

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .input_limits import load_yaml
+
 _PKG = Path(__file__).resolve().parent
 
 
@@ -67,25 +69,43 @@ def check_home(home: str) -> Path:
     return p
 
 
+class UnusablePath(FileNotFoundError):
+    """A user path that names something, but nothing servesim can read: a symbolic link loop,
+    a link to a missing file, a path it may not look up (one line naming it and why)."""
+
+
 def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = None) -> Path:
     """Resolve a user path: as given (absolute or relative to ``base_dir``/cwd), else in the
     shipped data folder ``kind``.
 
     Raises
     ------
+    UnusablePath
+        (a ``FileNotFoundError``) If a candidate exists as a name but cannot be followed: a
+        symbolic link loop, a link to a missing file, a permission denied
+        (:func:`path_problem`); the message names the path and why.
     FileNotFoundError
         If the path is found nowhere; the message lists where it looked.
     """
     p = Path(path).expanduser()
     tried = []
+
+    def found(q: Path) -> bool:
+        if q.exists():
+            return True
+        why = path_problem(q)
+        if why is not None:
+            raise UnusablePath(f"{kind} file {str(path)!r}: {why}")
+        return False
+
     if p.is_absolute():
-        if p.exists():
+        if found(p):
             return p
         tried.append(p)
     else:
         for base in ([base_dir] if base_dir else []) + [Path.cwd()]:
             q = (base / p)
-            if q.exists():
+            if found(q):
                 return q.resolve()
             tried.append(q)
         try:
@@ -101,27 +121,60 @@ def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = Non
                             + ", ".join(str(t) for t in tried) + ")")
 
 
+def path_problem(p: Path) -> str | None:
+    """Why a path that does not lead to a file system entry still names something: a symbolic
+    link loop, a symbolic link to a missing file, a path servesim may not look up (permission
+    denied), a file used as a folder; None when ``p`` exists or simply is not there."""
+    import errno
+    try:
+        os.stat(p)
+        return None
+    except FileNotFoundError:
+        try:
+            target = os.readlink(p)
+        except OSError:
+            return None  # no such name (or a missing folder on its way)
+        return f"is a symbolic link to a missing file ({target})"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "is a symbolic link loop (too many levels of symbolic links)"
+        if e.errno == errno.EACCES:
+            return "permission denied (a folder on its path cannot be searched)"
+        if e.errno == errno.ENOTDIR:
+            return "a part of its path is a file, not a folder"
+        return f"cannot be looked up ({e.strerror})"
+
+
 def not_a_file_reason(p: Path, what: str = "trace file") -> str:
-    """Why ``p`` cannot be read as a ``what``: not found, a directory, or a special file
-    (``/dev/null`` is a character device). One phrase, e.g. ``is a directory, not a trace
+    """Why ``p`` cannot be read as a ``what``: not found, a symbolic link loop or a link to a
+    missing file, permission denied, a directory, or a special file (``/dev/null`` is a
+    character device, a FIFO a named pipe). One phrase, e.g. ``is a directory, not a trace
     file``."""
     import stat
+    why = path_problem(p)
+    if why is not None:
+        return why
     try:
         mode = p.stat().st_mode
     except FileNotFoundError:
         return f"{what} not found"
-    except OSError as e:
+    except OSError as e:  # pragma: no cover - path_problem reports these
         return f"cannot access {what} ({e.strerror})"
+    an = "an" if what[:1].lower() in "aeiou" else "a"
     if stat.S_ISDIR(mode):
-        return f"is a directory, not a {what}"
+        return f"is a directory, not {an} {what}"
+    if stat.S_ISREG(mode):
+        return f"permission denied (the {what} is not readable)" if not os.access(
+            p, os.R_OK) else f"is a {what}"
     kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
-            if stat.S_ISBLK(mode) else "a named pipe" if stat.S_ISFIFO(mode) else
+            if stat.S_ISBLK(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
-    return f"is {kind}, not a {what}"
+    return f"is {kind}, not {an} {what}"
 
 
 def safe_load_yaml(text: str):
-    """``yaml.safe_load(text)`` through libyaml's C parser when PyYAML was built with it.
+    """``yaml.safe_load(text)`` through libyaml's C parser when PyYAML was built with it, with
+    the bounds of :mod:`simulator.input_limits` (alias expansion, nesting, integer digits).
 
     The same safe constructor and resolvers as ``yaml.SafeLoader`` (so the same Python values:
     checked on every YAML file that ships with servesim), ~8x faster to parse; PyYAML without
@@ -129,8 +182,9 @@ def safe_load_yaml(text: str):
 
     Raises
     ------
+    simulator.input_limits.InputLimitError
+        Over a limit (a ``yaml.YAMLError`` whose text is one line).
     yaml.YAMLError
         As ``yaml.safe_load`` does, for text that is not valid YAML.
     """
-    import yaml
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return load_yaml(text)

@@ -7,7 +7,7 @@ lazy function-level import would hide at run time. Layers, lowest first (a modul
 its own layer and the layers below, never one above; the longest matching prefix decides):
 
 0. base: the package root (version), ``schema``, ``degrade_config``, ``resources``, ``rng``, ``request``,
-   ``progress``, ``budget``
+   ``progress``, ``budget``, ``outdir``, ``input_limits``
 1. catalogs: ``models`` (with ``model_spec`` and ``model_config``), ``hardware``
 2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative``, ``topology`` (pure
    maths)
@@ -40,7 +40,7 @@ PACKAGE = REPO_ROOT / "simulator"
 LAYERS: dict[str, int] = {
     "simulator": 0, "simulator.schema": 0, "simulator.resources": 0, "simulator.rng": 0,
     "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
-    "simulator.degrade_config": 0, "simulator.outdir": 0,
+    "simulator.degrade_config": 0, "simulator.outdir": 0, "simulator.input_limits": 0,
     "simulator.models": 1, "simulator.model_spec": 1, "simulator.model_config": 1,
     "simulator.hardware": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,

@@ -9,12 +9,14 @@ from pathlib import Path
 
 from ..cli_args import whole_number
 from ..config import cli_overrides, load_scenario
+from ..input_limits import clip_text
 from ..progress import progress
 from ..report.compare import CSV_FILE, HTML_FILE, JSON_FILE, REPORT_FILE, print_compare_table
 from ..report.spec_sweep import print_spec_sweep_table
 from ..speculative.economics import DEFAULT_RATES
-from .compare import DEFAULT_VARY, run_compare
+from .compare import DEFAULT_MAX_VARIANTS, DEFAULT_VARY, run_compare
 from .executor import BACKENDS
+from .grid import MAX_GRID_POINTS
 from .spec_sweep import run_spec_sweep
 
 __all__ = ["cmd_compare", "cmd_spec_sweep", "register_compare", "register_spec_sweep"]
@@ -66,7 +68,7 @@ def cmd_compare(args) -> int:
     cr = run_compare(args.scenario, args.vary, overrides=overrides, trace=args.trace,
                      outdir=args.output, figures=not args.no_figures, progress=prog,
                      sim_progress=sim_prog, jobs=jobs, backend=args.backend,
-                     address=args.address)
+                     address=args.address, max_variants=args.max_variants)
     if not args.quiet:
         console = Console(stderr=False)
         print_compare_table(cr.table, console, title=f"servesim compare: {cr.scenario_name}")
@@ -93,6 +95,10 @@ def register_compare(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=whole_number, help="override the scenario seed")
     p.add_argument("-o", "--output", help="output folder (default reports/compare-<name>)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    p.add_argument("--max-variants", type=whole_number, default=DEFAULT_MAX_VARIANTS,
+                   metavar="N", help=f"refuse more variants than N before running any "
+                   f"(default {DEFAULT_MAX_VARIANTS}, at most {MAX_GRID_POINTS:,}; a sweep "
+                   "file suits larger grids)")
     _parallel_args(p, "parallel workers (default 1: in process, with per-variant progress)")
     p.add_argument("--progress", action="store_true",
                    help="always show progress (plain lines every 10%% when not a terminal)")
@@ -104,14 +110,23 @@ def register_compare(subparsers) -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------------------
 # spec-sweep
 # --------------------------------------------------------------------------------------------
+#: the most rates one ``servesim spec-sweep`` runs (two simulations each)
+MAX_SPEC_SWEEP_RATES = 100
+
+
 def _parse_rates(text: str) -> list[float]:
+    shown = clip_text(repr(text), 60)
     try:
         rates = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise ValueError(f"--rates: expected comma-separated numbers, got {text!r}") from None
+        raise ValueError(f"--rates: expected comma-separated numbers, got {shown}") from None
     if not rates or any(not (r > 0 and math.isfinite(r)) for r in rates):
-        raise ValueError(f"--rates: every rate must be a positive number, got {text!r}")
-    return sorted(set(rates))
+        raise ValueError(f"--rates: every rate must be a positive number, got {shown}")
+    rates = sorted(set(rates))
+    if len(rates) > MAX_SPEC_SWEEP_RATES:
+        raise ValueError(f"--rates: {len(rates):,} rates (two runs each) > "
+                         f"{MAX_SPEC_SWEEP_RATES}, the most one spec-sweep runs")
+    return rates
 
 
 def cmd_spec_sweep(args: argparse.Namespace) -> int:

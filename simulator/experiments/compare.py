@@ -45,19 +45,26 @@ from ..config import (
     split_assignment,
 )
 from ..engine import plan_replica_memory
+from ..input_limits import InputLimitError, clip_text
 from ..metrics.summary import finite_float as _f
 from ..outdir import make_output_folder
 from ..perf.provenance import summary_sources_label
 from ..report.compare import write_compare_report
 from ..report.format import yaml_value
 from ..run import run_scenario
+from .grid import MAX_GRID_POINTS, grid_size
 from .runner import Workloads, run_family
 
-__all__ = ["DEFAULT_VARY", "CompareResult", "Variant", "expand_variants", "kv_step_metrics",
-           "parse_vary", "run_compare", "trace_overrides", "variant_names", "variant_row"]
+__all__ = ["DEFAULT_MAX_VARIANTS", "DEFAULT_VARY", "CompareResult", "Variant",
+           "check_variant_count", "expand_variants", "kv_step_metrics", "parse_vary",
+           "run_compare", "trace_overrides", "variant_names", "variant_row"]
 
 #: The comparison ``servesim compare`` runs when no ``--vary`` is given.
 DEFAULT_VARY = ("scheduler.policy=static,continuous", "kv_cache.allocation=contiguous,paged")
+#: The most variants a comparison runs unless ``--max-variants`` says otherwise (a report
+#: overlays every variant: past a few dozen it is unreadable; a sweep file suits large grids);
+#: ``--max-variants`` may go up to :data:`~simulator.experiments.grid.MAX_GRID_POINTS`.
+DEFAULT_MAX_VARIANTS = 100
 
 _SAFE = re.compile(r"[^A-Za-z0-9_.=+-]+")
 
@@ -76,8 +83,12 @@ def parse_vary(item: str) -> tuple[str, list]:
     key, raw = split_assignment(item, "--vary", "key.path=value1,value2,...")
     parts = [p.strip() for p in raw.split(",")]
     if not parts or any(p == "" for p in parts):
-        raise ScenarioError(f"--vary {item!r}: empty value in the list")
-    return key, [parse_yaml_value(p) for p in parts]
+        raise ScenarioError(f"--vary {clip_text(repr(item))}: empty value in the list")
+    try:
+        return key, [parse_yaml_value(p) for p in parts]
+    except InputLimitError as e:  # a 5,000-digit number, a value nested too deep
+        raise ScenarioError(f"--vary {clip_text(item)}: "
+                            f"{e.key + ': ' if e.key else ''}{e.problem}") from None
 
 
 def variant_names(combos: list[list[tuple[str, Any]]]) -> list[str]:
@@ -111,6 +122,30 @@ def variant_names(combos: list[list[tuple[str, Any]]]) -> list[str]:
             seen[n] = 0
         out.append(n)
     return out
+
+
+def check_variant_count(varies: list[tuple[str, list]], max_variants: int,
+                        flag: str = "--max-variants") -> int:
+    """The number of variants of ``varies`` (the product of the list lengths, counted, not
+    expanded), refused above ``max_variants``.
+
+    Raises
+    ------
+    ScenarioError
+        One line with the count and its factors, before any variant is built or run; also
+        when ``max_variants`` is not in ``[1, MAX_GRID_POINTS]``.
+    """
+    if isinstance(max_variants, bool) or not 1 <= max_variants <= MAX_GRID_POINTS:
+        raise ScenarioError(f"{flag} {max_variants}: must be an integer in "
+                            f"[1, {MAX_GRID_POINTS:,}]")
+    n = grid_size(dict(varies))
+    if n > max_variants:
+        factors = " x ".join(f"{k} {len(v)}" for k, v in varies)
+        raise ScenarioError(
+            f"--vary: {n:,} variants ({factors}) > {flag} {max_variants:,}; narrow the "
+            f"--vary lists, raise {flag} (up to {MAX_GRID_POINTS:,}), or run a sweep file "
+            "(servesim sweep) for a large grid")
+    return n
 
 
 def expand_variants(varies: list[tuple[str, list]]) -> list[list[tuple[str, Any]]]:
@@ -341,7 +376,8 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
                 progress: Callable[[str, int, int], None] | None = None,
                 sim_progress: Callable[[str, int, int], Any] | None = None,
                 jobs: int = 1, backend: str = "local",
-                address: str | None = None) -> CompareResult:
+                address: str | None = None,
+                max_variants: int = DEFAULT_MAX_VARIANTS) -> CompareResult:
     """Run every variant of a scenario on the same requests and write the comparison.
 
     Parameters
@@ -371,6 +407,9 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
         :func:`simulator.progress.progress`), or None (in process only).
     jobs, backend, address
         Where the variants run (:func:`simulator.experiments.executor.run_tasks`).
+    max_variants : int
+        The most variants run (default :data:`DEFAULT_MAX_VARIANTS`; at most
+        :data:`~simulator.experiments.grid.MAX_GRID_POINTS`), checked before any is built.
 
     Returns
     -------
@@ -379,10 +418,11 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     Raises
     ------
     ScenarioError
-        On a bad ``--vary``/``--set`` item or a variant that is not a valid scenario (every
-        variant is validated before any runs).
+        On a bad ``--vary``/``--set`` item, a variant that is not a valid scenario (every
+        variant is validated before any runs) or more variants than ``max_variants``.
     """
     varies = [parse_vary(v) for v in (vary if vary else DEFAULT_VARY)]
+    check_variant_count(varies, max_variants)
     loaded = _load_variants(scenario_path, varies,
                             list(overrides or []) + trace_overrides(trace))
     base_name = loaded[0][2].name

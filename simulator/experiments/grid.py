@@ -4,6 +4,11 @@ A *field path* names one scenario field with dots, as ``--set`` does: ``hardware
 ``cluster.tensor_parallel_size``, ``scheduler.enable_chunked_prefill``. A value may be any
 YAML value; a mapping (or ``null``) replaces the whole sub-tree, so
 ``speculative: [null, {method: draft_model, ...}]`` switches speculative decoding off and on.
+
+A grid is counted before it is expanded (:func:`grid_size`, the product of the list lengths
+times the explicit points, in exact integer arithmetic) and never expands past
+:data:`MAX_GRID_POINTS` configurations: the ceiling of a sweep's ``max_points``, a plan's
+``max_candidates`` and ``servesim compare --max-variants``.
 """
 from __future__ import annotations
 
@@ -14,14 +19,23 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..input_limits import short_repr
+
 __all__ = [
+    "MAX_GRID_POINTS",
     "config_label",
     "expand_grid",
     "flatten_inputs",
     "flatten_summary",
     "get_path",
+    "grid_size",
     "set_path",
 ]
+
+#: the most configurations a grid may expand to (sweep points, plan candidates, compare
+#: variants): each costs ~30 KB while the family runs (its resolved scenario, its task, its
+#: summary row), so 50,000 stay near 1.5 GB, and at a second a simulation take 14 hours
+MAX_GRID_POINTS = 50_000
 
 
 def set_path(raw: dict, path: str, value: Any) -> dict:
@@ -70,8 +84,19 @@ def get_path(raw: Mapping, path: str, default: Any = None) -> Any:
     return d
 
 
+def grid_size(grid: Mapping[str, Any] | None, points: list | None = None) -> int:
+    """How many configurations :func:`expand_grid` would return: ``max(1, len(points))`` x the
+    product of the grid's list lengths (exact: Python integers; nothing is expanded).
+    A value that is not a list counts as one."""
+    n = max(1, len(points or []))
+    for v in (grid or {}).values():
+        n *= len(v) if isinstance(v, list) else 1
+    return n
+
+
 def expand_grid(grid: Mapping[str, list] | None,
-                points: list[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+                points: list[Mapping[str, Any]] | None = None, *,
+                limit: int = MAX_GRID_POINTS) -> list[dict[str, Any]]:
     """All override sets of a grid: ``points`` (or one empty point) x the Cartesian product.
 
     Parameters
@@ -88,15 +113,26 @@ def expand_grid(grid: Mapping[str, list] | None,
     list of dict
         Field path -> value, one dict per configuration, in a deterministic order.
 
+    limit : int
+        The most configurations expanded (default :data:`MAX_GRID_POINTS`).
+
     Raises
     ------
     ValueError
-        If a grid entry is not a non-empty list.
+        If a grid entry is not a non-empty list, or the grid holds more than ``limit``
+        configurations (counted before anything is expanded).
     """
     grid = dict(grid or {})
     for k, v in grid.items():
         if not isinstance(v, list) or not v:
-            raise ValueError(f"grid '{k}': expected a non-empty list of values, got {v!r}")
+            raise ValueError(f"grid '{k}': expected a non-empty list of values, got "
+                             f"{short_repr(v)}")
+    n = grid_size(grid, points)
+    if n > limit:
+        factors = " x ".join([f"{k.split('.')[-1]} {len(v)}" for k, v in grid.items()]
+                             + ([f"points {len(points)}"] if points else []))
+        raise ValueError(f"grid: {n:,} configurations ({factors}) > {limit:,}, the most one "
+                         "grid expands to; narrow it")
     keys = list(grid)
     prod = [dict(zip(keys, combo)) for combo in itertools.product(*(grid[k] for k in keys))]
     base_points = [dict(p) for p in points] if points else [{}]

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..outdir import OutputWriteError
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -78,6 +80,12 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
     """Write consecutive slices of one table (same columns and dtypes) to ``path``: each
     slice is one Parquet ``write_table`` call (row groups of at most pyarrow's default
     length) or one CSV batch (the header once). At least one slice, possibly empty.
+
+    Raises
+    ------
+    simulator.outdir.OutputWriteError
+        When the file cannot be written (a full disk, a quota): one line naming ``path`` and
+        the cause; nothing is left behind (no ``.part`` file, no truncated table).
     """
     import pyarrow as pa
 
@@ -100,13 +108,20 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
 
                     writer = pcsv.CSVWriter(part, table.schema)
             writer.write_table(table)
+        if writer is not None:
+            w, writer = writer, None
+            w.close()  # flushes: a full disk may show here
+            os.replace(part, path)
         done = True
+    except OSError as e:
+        raise OutputWriteError(path, e) from None
     finally:
         if writer is not None:
-            writer.close()
-        if done and writer is not None:
-            os.replace(part, path)
-        else:
+            try:
+                writer.close()
+            except OSError:
+                pass  # already failing: the first error is the one reported
+        if not done:
             part.unlink(missing_ok=True)
 
 

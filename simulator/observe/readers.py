@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..resources import not_a_file_reason
 from .readers_bench import read_bench_json
 from .readers_common import _read_json, prefix_hash_ids, specs_with_block_size
 from .readers_csv import GENERIC_CSV_COLUMNS, read_generic_csv
@@ -94,8 +95,8 @@ def detect_record_format(path: str | Path) -> tuple[str, Path]:
         raise RecordError(f"{path}: no requests.jsonl (or vllm/requests.jsonl) and no "
                           "inference-perf results/ (config.yaml + stage_<k>_lifecycle_metrics"
                           ".json) in this folder")
-    if not p.exists():
-        raise RecordError(f"{path}: recorded run not found")
+    if not p.is_file():  # missing, a link loop, a FIFO (never opened: it would block)
+        raise RecordError(f"{path}: {not_a_file_reason(p, 'recorded run')}")
     ext = p.suffix.lower()
     if ext in (".jsonl", ".ndjson"):
         return "vllm_request_stats", p

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from simulator.config import parse_yaml_value
+from simulator.input_limits import short_repr
 
 from .readers_common import (
     _SETTING_TYPES,
@@ -190,9 +191,12 @@ def _bench_settings(run: RecordedRun, data: dict, p: Path, shown: str) -> None:
     for k, want in _SETTING_TYPES.items():
         if k in data and k != "model":
             v = data[k]
-            v = parse_yaml_value(v) if isinstance(v, str) and want is not str else v
+            try:
+                v = parse_yaml_value(v) if isinstance(v, str) and want is not str else v
+            except ValueError as e:  # a value over an input limit (5,000 digits, nesting)
+                raise RecordError(f"{shown}: {k}: {getattr(e, 'problem', e)}") from None
             if not _type_ok(v, want):
-                raise RecordError(f"{shown}: {k} {data[k]!r} is not {_kind(want)}")
+                raise RecordError(f"{shown}: {k} {short_repr(data[k])} is not {_kind(want)}")
             run.settings[k] = Setting(float(v) if want is float else v,
                                       f"{p.name} {k} (vllm bench serve --metadata)")
 

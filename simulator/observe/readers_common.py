@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulator.input_limits import InputLimitError, load_json
 from simulator.request import RequestSpec
 from simulator.workload.errors import WorkloadError
 from simulator.workload.readers import (
@@ -82,9 +83,11 @@ def _read_json(path: Path, shown: str) -> tuple[Any, str]:
     except UnicodeDecodeError as e:
         raise RecordError(f"{shown}: not UTF-8 text ({e.reason})") from None
     try:
-        return json.loads(text), text
+        return load_json(text), text
     except json.JSONDecodeError as e:
         raise RecordError(f"{shown}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except InputLimitError as e:  # nesting or an integer's digits
+        raise RecordError(e.at(shown)) from None
 
 
 def _stable_hash(data: bytes) -> int:

@@ -66,7 +66,7 @@ def _json_list_col(vals: list, lines: np.ndarray, name: str, errors: _Errors, *,
             continue
         try:
             x = json.loads(v)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, too deep, an integer too long
             x = None
         ok = isinstance(x, list) and all(
             isinstance(e, (int, float)) and not isinstance(e, bool) and math.isfinite(e)

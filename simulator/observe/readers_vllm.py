@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulator.input_limits import json_line_problem
 from simulator.workload.errors import WorkloadError
 from simulator.workload.readers import (
     _float_column,
@@ -322,6 +323,10 @@ def _workload_token_ids(path: Path, meta: dict, meta_path: Path, run: RecordedRu
                 obj = json.loads(text)
             except json.JSONDecodeError as e:
                 run.notes.append(f"{shown}:{no}: not valid JSON ({e.msg}): token ids not used.")
+                return None
+            except (ValueError, RecursionError) as e:  # too deep, an integer too long
+                run.notes.append(f"{shown}:{no}: {json_line_problem(text, e) or e}: token ids "
+                                 "not used.")
                 return None
             if not isinstance(obj, dict) or "sub_requests" in obj:
                 run.notes.append(f"{shown}:{no}: not a flat request (agentic sessions are not "

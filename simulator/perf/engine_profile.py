@@ -43,7 +43,8 @@ from typing import Literal
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from ..resources import data_dir, safe_load_yaml
+from ..input_limits import InputLimitError
+from ..resources import data_dir, not_a_file_reason, path_problem, safe_load_yaml
 from ..schema import StrictModel
 
 #: the profile ``perf.engine: none`` names: no engine overhead, no padding (kernel sums only)
@@ -269,6 +270,8 @@ def load_engine_profile(path: str | Path) -> EngineProfile:
         raw = safe_load_yaml(p.read_text())
     except OSError as e:
         raise ValueError(f"engine profile {str(path)!r}: cannot read ({e.strerror})") from None
+    except InputLimitError as e:  # an alias bomb, nesting, an integer of too many digits
+        raise ValueError(e.at(str(p))) from None
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML ({e})") from None
     if not isinstance(raw, dict):
@@ -314,5 +317,8 @@ def get_engine_profile(name_or_path: str | None) -> EngineProfile:
     for c in cand:
         if c.is_file():
             return _cached(str(c.resolve()), c.stat().st_mtime)
+    if cand[-1].exists() or path_problem(cand[-1]):  # a FIFO, a folder, a link loop
+        raise ValueError(f"engine profile {key!r}: "
+                         f"{not_a_file_reason(cand[-1], 'engine profile file')}")
     raise ValueError(f"unknown engine profile {key!r}; shipped: "
                      + ", ".join(engine_profile_names()) + " (or give a path to a profile YAML)")

@@ -21,6 +21,8 @@ from ..config import (
     format_validation_error,
     read_yaml_mapping,
 )
+from ..experiments.grid import MAX_GRID_POINTS
+from ..resources import not_a_file_reason
 from ..schema import StrictModel
 from .base_scenario import (
     PlanError,
@@ -87,7 +89,8 @@ class SweepSpec(_Strict):
         is replaced by ``name``.
     max_points : int
         Most points the sweep may have (``points`` x the grid's product, checked before
-        expanding it): a guard against a typo'd range, not a model limit.
+        expanding it): a guard against a typo'd range, not a model limit; at most
+        :data:`~simulator.experiments.grid.MAX_GRID_POINTS`.
     """
 
     name: str = "sweep"
@@ -96,7 +99,7 @@ class SweepSpec(_Strict):
     grid: dict[str, list[Any]] = Field(default_factory=dict)
     points: list[dict[str, Any]] | None = None
     output_dir: str = "reports/sweep_{name}"
-    max_points: int = Field(default=10_000, ge=1)
+    max_points: int = Field(default=10_000, ge=1, le=MAX_GRID_POINTS)
 
     @model_validator(mode="after")
     def _count(self):
@@ -420,7 +423,7 @@ class PlanSpec(_Strict):
     search: SearchSettings = Field(default_factory=SearchSettings)
     top_k: int = Field(default=5, ge=1, le=50)
     output_dir: str = "reports/plan_{name}"
-    max_candidates: int = Field(default=10_000, ge=1)
+    max_candidates: int = Field(default=10_000, ge=1, le=MAX_GRID_POINTS)
 
     @field_validator("set", "search_space")
     @classmethod
@@ -555,8 +558,10 @@ def load_quality_table(gate: QualityGate, spec_dir: Path | None) -> QualityTable
     if not p.is_absolute() and spec_dir is not None and (spec_dir / p).is_file():
         p = spec_dir / p
     if not p.is_file():
+        why = not_a_file_reason(p, "quality table")
         raise PlanError(f"quality.table: file {gate.table!r} not found (relative to the plan "
-                        f"file's folder or the working directory)")
+                        f"file's folder or the working directory)" if why.endswith(
+                            "not found") else f"quality.table: file {gate.table!r}: {why}")
     raw, _ = read_yaml_mapping(p, "quality table", PlanError)
     try:
         return QualityTable.model_validate(raw)

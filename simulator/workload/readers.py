@@ -50,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.input_limits import bounded_lines, json_line_problem
 from simulator.request import RequestSpec
 from simulator.resources import not_a_file_reason
 from simulator.workload.columns import TraceColumns
@@ -100,7 +101,7 @@ def _iter_csv_tables(path: Path, shown: str, batch_rows: int | None = None
     yielded = False
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
+            reader = csv.reader(bounded_lines(f, shown, error=WorkloadError))
             for row in reader:
                 start = prev + 1
                 prev = reader.line_num
@@ -202,7 +203,7 @@ def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
     yielded = False
     try:
         with open(path, encoding="utf-8-sig") as f:
-            for no, text in enumerate(f, start=1):
+            for no, text in enumerate(bounded_lines(f, shown, error=WorkloadError), start=1):
                 if not text.strip():
                     continue
                 try:
@@ -215,9 +216,11 @@ def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
                 except _DuplicateKey as e:
                     raise WorkloadError(f"{shown}:{no}: key {e.args[0]!r} appears twice in the "
                                         "record") from None
-                except ValueError as e:  # an integer beyond Python's 4,300-digit limit
-                    raise WorkloadError(f"{shown}:{no}: a number in the record cannot be read "
-                                        f"({str(e).split(':')[0]})") from None
+                except (RecursionError, ValueError) as e:  # nesting, an integer's digits
+                    why = json_line_problem(text, e)
+                    if why is None:
+                        why = f"a number in the record cannot be read ({str(e).split(':')[0]})"
+                    raise WorkloadError(f"{shown}:{no}: {why}") from None
                 if not isinstance(obj, dict):
                     raise WorkloadError(f"{shown}:{no}: expected a JSON object, got "
                                         f"{type(obj).__name__}")
@@ -372,7 +375,7 @@ def _is_parquet(p: Path) -> bool:
 def _first_nonblank_line(path: Path, shown: str) -> str:
     try:
         with open(path, encoding="utf-8-sig", newline="") as f:
-            for text in f:
+            for text in bounded_lines(f, shown, error=WorkloadError):
                 if text.strip():
                     return text.strip()
     except UnicodeDecodeError as e:  # the decoder reads ahead: a later line may be the one
@@ -426,14 +429,17 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
             return "generic_jsonl"
         try:
             obj = json.loads(first)
-        except ValueError:  # not JSON, or a number beyond Python's digit limit
+        except (ValueError, RecursionError):  # not JSON, too deep, an integer too long
             return "generic_jsonl"  # the reader reports the line
         if isinstance(obj, dict) and all(k in obj for k in MOONCAKE_FIELDS):
             return "mooncake"
         return "generic_jsonl"
     if columns is not None:
         return "generic_csv"
-    header = [h.strip() for h in next(csv.reader([first]))]
+    try:
+        header = [h.strip() for h in next(csv.reader([first]))]
+    except csv.Error as e:  # a header field over csv's field size limit
+        raise WorkloadError(f"{shown}: cannot parse the CSV header ({e})") from None
     if all(c in header for c in AZURE_COLUMNS):
         return "azure"
     if all(c in header for c in VIDUR_COLUMNS):

@@ -63,6 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from simulator.budget import check_workload_budget
+from simulator.input_limits import MAX_LINE_CHARS, InputLimitError, bounded_lines, load_json
 from simulator.rng import stream
 from simulator.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.columns import TraceColumns
@@ -131,7 +132,7 @@ def is_servegen_path(path: Path) -> bool:
         return False
     try:
         with open(p, encoding="utf-8") as f:
-            first = f.readline().strip()
+            first = f.readline(MAX_LINE_CHARS).strip()  # a bounded read: not a whole file
     except (OSError, UnicodeDecodeError):
         return False
     parts = first.split(",")
@@ -153,7 +154,8 @@ def _read_trace_csv(path: Path, client_id: int) -> ServeGenClient:
     starts, rates, pats, shapes, scales, lines = [], [], [], [], [], []
     try:
         with open(path, newline="", encoding="utf-8") as f:
-            for no, row in enumerate(csv.reader(f), start=1):
+            bounded = bounded_lines(f, shown, error=WorkloadError)
+            for no, row in enumerate(csv.reader(bounded), start=1):
                 if not row or (len(row) == 1 and not row[0].strip()):
                     continue
                 if len(row) != 6:
@@ -241,9 +243,11 @@ def _parse_pdf(text, shown: str, where: str) -> tuple[np.ndarray, np.ndarray] | 
 def _read_dataset(path: Path) -> dict[int, dict]:
     shown = str(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = load_json(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise WorkloadError(f"{shown}:{e.lineno}: invalid JSON ({e.msg})") from None
+    except InputLimitError as e:  # nesting, an integer's digits
+        raise WorkloadError(e.at(shown)) from None
     except (OSError, UnicodeDecodeError) as e:
         raise WorkloadError(f"{shown}: cannot read ({e})") from None
     if not isinstance(raw, dict):
