@@ -132,12 +132,12 @@ def test_prefix_ids_beyond_int64_and_huge_numbers(tmp_path):
     with pytest.raises(WorkloadError, match=r"m.jsonl:1: hash_ids id 9223372036854775808 is "
                                             r"outside the 64-bit integer range"):
         read_trace(m)
-    # a 5,000-digit integer: Python's digit limit, reported with the line
+    # a 5,001-digit integer: Python's digit limit, reported with the line and the key
     big = tmp_path / "big.jsonl"
     big.write_text(GJ + '{"arrival_time_s": 1, "num_prompt_tokens": 1' + "0" * 5000
                    + ', "num_output_tokens": 2}\n')
-    with pytest.raises(WorkloadError, match=r"big.jsonl:2: a number in the record cannot be read "
-                                            r"\(Exceeds the limit \(4300 digits\)"):
+    with pytest.raises(WorkloadError, match=r"big.jsonl:2: num_prompt_tokens: an integer of "
+                                            r"5,001 digits is too large \(at most 4,300"):
         read_trace(big)
     csv = tmp_path / "big.csv"
     csv.write_text(GC + "0,1" + "0" * 5000 + ",2\n")
