@@ -277,8 +277,9 @@ class TableLookup(TableFiles):
                  if c in num and float(num[c]) != float(v)]
         if diffs:
             note = (f"{op}: no table rows for " + ", ".join(f"{c}={q:g}" for c, q, _ in diffs)
-                    + "; efficiency of the nearest measured " +
-                    ", ".join(f"{c}={v:g}" for c, _, v in diffs) + " used")
+                    + "; times of the nearest measured " +
+                    ", ".join(f"{c}={v:g}" for c, _, v in diffs)
+                    + " carried to its roofline bound (launch floor + linear regime)")
         sub = list(prefs)
         got = {c: groups[0][s.cat.index(c)] for c in sub}
         for c in sub:

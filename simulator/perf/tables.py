@@ -38,12 +38,15 @@ efficiency *and* the log bound are interpolated linearly in log size (the bound 
 nodes: evaluating ``max(compute, memory)`` or a bound with a fixed byte term exactly between
 nodes would add curvature that measured kernel times do not follow; the leave-one-out error
 of decode attention drops from a 3.6% to a 1.5% median along the context axis, H100
-vLLM 0.19.0, with no loss elsewhere); beyond the grid ``t = R_q(x) / e(x_edge)``, the achieved
-efficiency of the nearest edge held against the roofline (``x_edge`` = ``x`` clipped to the
-grid per axis). A numeric key that was not measured (``q_heads``, ``kv_heads``, ``head_dim``,
-``window``, a MoE shape, ``num_gpus``) is answered from the nearest measured key group, its
-efficiency transferred node by node to the query's bound, and :meth:`TableSet.nearest_note`
-says so. A missing family or dtype makes :meth:`TableSet.has` False; callers fall back to the
+vLLM 0.19.0, with no loss elsewhere); beyond the grid, from the nearest edge ``x_edge`` (``x``
+clipped to the grid per axis), :func:`~simulator.perf.table_lookup.beyond_grid`: above a
+measured axis the edge's efficiency held, ``t = R_q(x) / e(x_edge)``; below it or along an
+axis measured at one value, a launch floor plus a linear regime
+(:func:`~simulator.perf.table_lookup.affine_transfer`). A numeric key that was not measured
+(``q_heads``, ``kv_heads``, ``head_dim``, ``window``, a MoE shape, ``num_gpus``) is answered
+from the nearest measured key group, its times carried node by node to the query's bound by
+:func:`~simulator.perf.table_lookup.affine_transfer`, and :meth:`TableSet.nearest_note` says
+so. A missing family or dtype makes :meth:`TableSet.has` False; callers fall back to the
 roofline and label it.
 
 Sibling transfer (sibling profiles). A spec with ``efficiency_tables_from: <sibling>`` (a

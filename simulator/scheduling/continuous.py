@@ -631,6 +631,25 @@ class ContinuousScheduler:
         if leaving or finished:
             self.running = [r for r in self.running if r.status == RUNNING]
 
+    def _leave_cancelled_run(self, reqs: list, k: int, start: float, ends) -> list:
+        """The cancelled requests of a ``k``-step decode run: ``k - 1`` tokens, then they
+        leave at the last step's end with their blocks freed; returns the others."""
+        gone = [r for r in reqs if r.cancel_requested]
+        for r in gone:
+            r.num_computed_tokens += k - 1
+        advance(gone, k - 1, ends, start_s=start, recorder=self.rec,
+                max_model_len=self.cfg.max_model_len)
+        end = float(ends[k - 1])
+        for r in gone:
+            if r.status == RUNNING:
+                r.num_computed_tokens += 1
+                self.kv.free(r)
+                self.rec.finish(r, end, CANCELLED, "cancelled")
+            else:  # finished within the k - 1 steps (advance freed nothing: free it here)
+                self.kv.free(r)
+        self.running = [r for r in self.running if r.status == RUNNING]
+        return [r for r in reqs if not r.cancel_requested]
+
     # ------------------------------------------------------------------ fast-forward
     def _run_arrays(self, out: StepOutput):
         """Computed tokens and blocks held per request of ``out`` before its first step
@@ -697,11 +716,18 @@ class ContinuousScheduler:
         return ctx_totals, used[:k]
 
     def commit_decode_run(self, out: StepOutput, k: int, start: float, ends: np.ndarray) -> None:
-        """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times)."""
+        """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times).
+
+        A request whose client cancelled during the run (``cancel_requested``, set by
+        :meth:`cancel` while the run was in flight; the engine cut the run at the end of the
+        step in progress) emits the first ``k - 1`` steps' tokens and leaves at the end of step
+        ``k`` without its token, as stepping one iteration at a time does."""
         if k == 1:
             self.update(out, start, float(ends[0]))
             return
         reqs = out.reqs
+        if self.num_cancels_requested and any(r.cancel_requested for r in reqs):
+            reqs = self._leave_cancelled_run(reqs, k, start, ends)
         for r in reqs:
             r.num_computed_tokens += k
         # every request takes its blocks before any finishes (as stepping does: frees happen
