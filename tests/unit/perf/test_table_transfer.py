@@ -81,7 +81,7 @@ def test_unmeasured_head_layout_keeps_the_measured_floor():
     # kernel is launch-bound, so its time stays near the measured 32/8 layout's, far from the
     # 4x that holding the efficiency against a 4x larger KV bound gives
     ts = _h100_set()
-    kw = dict(q_heads=32, head_dim=128, kv_dtype="bf16")
+    kw = {"q_heads": 32, "head_dim": 128, "kv_dtype": "bf16"}
     t8 = ts.attention_decode(1, 64.0, kv_heads=8, **kw)
     t32 = ts.attention_decode(1, 64.0, kv_heads=32, **kw)
     assert t8 <= t32 < 1.5 * t8
@@ -97,7 +97,7 @@ def test_prefill_chunk_after_a_cached_prefix_is_not_a_scaled_floor():
     # measured at start = 0 only: a 1-token chunk after 576 cached tokens reads 577 tokens of
     # KV (~0.3 us of bandwidth per layer here), so it costs about the measured short chunk
     ts = _h100_set()
-    kw = dict(q_heads=32, kv_heads=4, head_dim=128, kv_dtype="bf16")
+    kw = {"q_heads": 32, "kv_heads": 4, "head_dim": 128, "kv_dtype": "bf16"}
     t0 = ts.attention_prefill(16, 0, **kw)
     t = ts.attention_prefill(1, 576, **kw)
     assert t < 2 * t0
