@@ -1,52 +1,98 @@
-"""Fidelity benchmark: ``servesim validate --recorded`` on every recorded real-engine run.
+"""Fidelity page: every recorded run and published summary replayed, on one Markdown page.
 
 Usage::
 
-    python benchmarks/bench_fidelity.py [--root DIR] [--runs GLOB] [-o reports/bench_fidelity]
+    python benchmarks/bench_fidelity.py [-o docs/results/fidelity] [--root DIR] [--runs GLOB]
+        [--summaries benchmarks/public_summaries.yaml] [--profile engine_profiles/vllm-v1.yaml]
         [--set key=value ...] [--gpu [GLOB=]NAME|spec.yaml ...] [--model [GLOB=]ID|config.json ...]
-        [--gpu-dir DIR]
+        [--engine-version [GLOB=]X.Y.Z ...] [--gpu-dir DIR]
 
-Discovers the runs under ``--root`` (default: ``../shared/reference/groundtruth`` next to the
-repository, or ``$SERVESIM_SHARED/reference/groundtruth``): every folder with a
-``requests.jsonl`` and a ``meta.json``. Each run is replayed (``simulator.observe``) with the
-``--set`` overrides; ``--gpu`` / ``--model`` apply to every run, or, as ``GLOB=VALUE``, to the
-runs whose name matches ``GLOB`` (``'RTXPRO6000/Qwen3-30B*=my/config.json'``). ``--gpu-dir``
-names a folder of GPU spec YAMLs to match by name / alias when the GPU catalog does not know a
-record's device.
+Discovers the recorded runs under ``--root`` (default: ``../shared/reference/groundtruth`` next
+to the repository, or ``$SERVESIM_SHARED/reference/groundtruth``): every per-request run folder
+(``requests.jsonl`` + ``meta.json``, :func:`~simulator.observe.readers.find_recorded_runs`) and
+every inference-perf experiment folder (``results/config.yaml`` + stage files). Each is
+replayed as ``servesim validate --recorded`` replays it (:func:`validate_recorded`, nothing
+written per run) and compared per stage; a per-request run also gets the KS distance of its
+per-request distributions and, when ``outputs/sim.csv`` sits beside it, the peer simulator's
+answer compared by the same definitions (:mod:`simulator.observe.fidelity`). The published
+``vllm bench serve`` summaries of ``--summaries`` are replayed by
+``benchmarks/bench_public_summaries.py`` (``''``: none). The engine profile's ``fit_report``
+(``--profile``) gives the leave-one-out errors of its fitted constants.
 
-Prints one table and writes ``OUT/fidelity.csv``, ``OUT/fidelity.md`` and each run's full
-report under ``OUT/<run>/``. Columns: the run; signed % errors (simulated - recorded) /
-recorded of the mean and p90 of TTFT, TPOT and E2E and of the makespan; the perf model and the
-source of its operators (from the run's provenance); the engine profile; and "constants fitted
-on": the runs the engine profile's constants were fitted on (``validation.json``
-``constants_fitted_on``, read from the profile's provenance; empty until engine profiles with
-fitted constants exist; a run listed there is in-sample). Next to ours, a second table repeats
-the peer simulator's published errors for the same runs (``validation/summary.txt``: *their*
-numbers, in *their* percentile definition). A run that cannot be replayed gets a row with its
-one-line error. Not part of the test run.
+Run names: ``<GPU folder>/<model folder>`` for per-request runs, ``<GPU>/<experiment>`` for an
+inference-perf folder (the first word of the campaign's GPU name, the folder name without its
+``YYYYMMDD-HHMMSS-`` prefix: ``H100/codellama-34b-tp2-codegen``), as the fit report names them.
+``--runs``, and the ``GLOB=`` of ``--gpu`` / ``--model`` / ``--engine-version``, match a run's
+name or its folder relative to the root. An inference-perf folder states no vLLM version:
+:data:`ENGINE_VERSIONS` gives the campaign's (the root's ``README.md``) unless
+``--engine-version`` does.
+
+Writes, in ``-o`` (default ``docs/results/fidelity``): ``fidelity.md`` (the page:
+:mod:`simulator.observe.fidelity_page`), ``fidelity.csv`` (every number on it),
+``signed_errors.png``, ``public_summaries.png`` and ``cdf_<run>.png`` per per-request run. A run
+that cannot be replayed is listed with its one-line error. Not part of the test run (all runs
+replay in a few minutes on two cores).
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import datetime as dt
 import fnmatch
 import os
+import re
+import shlex
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))   # bench_public_summaries, however this is loaded
 
+from simulator import __version__
+from simulator.config import ScenarioError
+from simulator.observe.compare import paired_frame
+from simulator.observe.fidelity import (
+    KS_METRICS,
+    fit_report_summary,
+    match_peer,
+    peer_comparison,
+    per_request_ks,
+    read_peer_requests,
+)
+from simulator.observe.fidelity_figures import plot_cdf_overlay, plot_signed_errors
+from simulator.observe.fidelity_page import (
+    CSV_COLUMNS,
+    csv_rows,
+    error_chart_rows,
+    render_page,
+    summary_chart_rows,
+)
 from simulator.observe.readers import find_recorded_runs, read_recorded
+from simulator.observe.readers_ip import is_inference_perf_dir
+from simulator.observe.record import RecordError
 from simulator.observe.settings import gpu_name_matches, match_gpu
 from simulator.observe.validate import validate_recorded
 
-COLUMNS = ["run", "compared", "ttft_mean_%", "ttft_p90_%", "tpot_mean_%", "tpot_p90_%",
-           "e2e_mean_%", "e2e_p90_%", "makespan_%", "perf_model", "perf_sources",
-           "engine_profile", "constants_fitted_on", "error"]
-PEER_COLUMNS = ["run", "peer", "ttft_mean_%", "ttft_p90_%", "tpot_mean_%", "tpot_p90_%",
-                "e2e_mean_%", "e2e_p90_%"]
+#: vLLM version of recorded runs that state none, by folder glob (relative to the root):
+#: the inference-perf H100 campaign ran vLLM 0.15.1 (the groundtruth README: the figure
+#: captions of the campaign's companion repository sim-to-real-accuracy-validation).
+ENGINE_VERSIONS = ("inference-perf-h100/*=0.15.1",)
+DEFAULT_OUT = REPO / "docs" / "results" / "fidelity"
+_DATE_PREFIX = re.compile(r"^\d{8}-\d{6}-")
+#: Files this benchmark writes into its output folder (a rerun replaces them all).
+_OWN_FILES = ("fidelity.md", "fidelity.csv", "signed_errors.png", "public_summaries.png",
+              "cdf_*.png")
+_ERROR_PANELS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E latency"),
+                 ("throughput", "throughput (requests/s)"))
+_SUMMARY_PANELS = (("duration", "duration"), ("ttft", "TTFT"), ("tpot", "TPOT"),
+                   ("itl", "ITL mean"))
+_CDF_PANELS = (("ttft", "TTFT (s)", 1.0), ("tpot", "TPOT (ms)", 1e3),
+               ("e2e", "end-to-end latency (s)", 1.0))
 
 
 def default_root() -> Path:
@@ -74,14 +120,15 @@ def exit_status(failed: int, total: int, what: str) -> int:
     return 1 if failed == total else 0
 
 
-def per_run(values: list[str] | None, name: str) -> str | None:
-    """The last ``GLOB=VALUE`` (or plain ``VALUE``) of ``values`` that applies to run ``name``."""
+def per_run(values: list[str] | None, *names: str) -> str | None:
+    """The last ``GLOB=VALUE`` (or plain ``VALUE``) of ``values`` whose glob matches one of
+    ``names`` (a run's name, its folder)."""
     out = None
     for item in values or []:
         glob, sep, val = item.partition("=")
         if not sep:
             out = item
-        elif fnmatch.fnmatch(name, glob):
+        elif any(fnmatch.fnmatch(n, glob) for n in names):
             out = val
     return out
 
@@ -89,7 +136,6 @@ def per_run(values: list[str] | None, name: str) -> str | None:
 def _gpu_from_dir(device: str | None, gpu_dir: Path | None) -> str | None:
     if device is None or gpu_dir is None or match_gpu(device) is not None:
         return None
-    import yaml
     for p in sorted(gpu_dir.glob("*.yaml")):
         raw = yaml.safe_load(p.read_text()) or {}
         names = [str(raw.get("name", "")), *map(str, raw.get("aliases") or [])]
@@ -104,123 +150,227 @@ _OPS = ("gemm", "attention_prefill", "attention_decode", "elementwise", "lm_head
 
 
 def _perf_sources(prov: dict) -> str:
-    """Operator source counts and the table sets behind them, e.g. ``measured x4 (vllm-0.19.0
-    aiconfigurator), datasheet x1``."""
+    """The table sets behind the operators, e.g. ``vllm-0.19.0 aiconfigurator``, with the
+    count of operators from another source (``datasheet x1``)."""
     kinds, sets = Counter(), set()
     for op in _OPS:
         v = str(prov.get(op, ""))
         if not v or v.startswith("none"):
             continue
-        kinds[v.split(" ")[0]] += 1
         if v.startswith("measured (") and ";" in v:
             dev_ver, src = v[len("measured ("):].split(";", 1)
-            ver = dev_ver.split(",")[-1].strip()
-            sets.add(f"{ver}, {src.strip().split(' ')[0]}")
-    txt = ", ".join(f"{k} x{n}" for k, n in sorted(kinds.items()))
-    return txt + (f" ({'; '.join(sorted(sets))})" if sets else "")
+            sets.add(f"{dev_ver.split(',')[-1].strip()} {src.strip().split(' ')[0]}")
+        else:
+            kinds[v.split(" ")[0]] += 1
+    return ", ".join(sorted(sets) + [f"{k} x{n}" for k, n in sorted(kinds.items())])
 
 
-def _f(x) -> str:
-    return "" if x is None else f"{x:+.1f}"
+# ------------------------------------------------------------------------ discovery
+def discover(root: Path) -> list[Path]:
+    """The per-request run folders and inference-perf experiment folders under ``root``."""
+    ip = {q.parent.parent for q in root.rglob("results/config.yaml")
+          if is_inference_perf_dir(q.parent.parent)}
+    return sorted(set(find_recorded_runs(root)) | ip)
 
 
-def run_one(run_dir: Path, out: Path, args) -> tuple[dict, dict | None]:
-    rec = read_recorded(run_dir)
-    name = rec.name
-    gpu = per_run(args.gpu, name) or _gpu_from_dir(rec.setting("device_name"), args.gpu_dir)
-    model = per_run(args.model, name)
-    row = {c: "" for c in COLUMNS}
-    row["run"] = name
+def page_name(run, folder: Path) -> str:
+    """The run's name on the page (module docstring)."""
+    if run.format != "inference_perf":
+        return run.name
+    device = str(run.setting("device_name") or "").split()
+    gpu = device[0] if device else folder.parent.name
+    return f"{gpu}/{_DATE_PREFIX.sub('', folder.name)}"
+
+
+# ------------------------------------------------------------------------ one run
+def _peer(rv, pair, folder: Path, out: dict, samples: dict) -> None:
+    """The peer's per-request answer (``outputs/sim.csv`` beside the run), compared."""
+    p = folder / "outputs" / "sim.csv"
+    if not p.is_file():
+        return
+    out["peer_name"] = (rv.run.peer or {}).get("name") or "peer simulator"
     try:
-        rv = validate_recorded(run_dir, gpu=gpu, model=model, sets=args.set,
-                               out_dir=out / name.replace("/", "-"))
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        row["error"] = str(e).splitlines()[0]
-        return row, None
+        peer = read_peer_requests(p)
+        out["peer"] = peer_comparison(rv.run.outcomes, peer, compared=pair["compared"])
+    except (RecordError, ValueError) as e:
+        out["peer_error"] = str(e).splitlines()[0]
+        return
+    aligned = match_peer(rv.run.outcomes, peer)
+    ok = pair["compared"].to_numpy() & aligned["matched"].to_numpy()
+    for m in KS_METRICS:
+        samples[m][out["peer_name"]] = aligned.loc[ok, f"peer_{m}_s"].to_numpy(float)
+
+
+def read_run(folder: Path, root: Path) -> tuple[object | None, dict]:
+    """A run folder read: ``(record, entry)`` with the page entry's name and record kind, or
+    ``(None, entry)`` with the one-line error of a record that cannot be read."""
+    rel = folder.relative_to(root).as_posix()
+    entry = {"name": rel, "folder": rel, "collection": rel.split("/")[0], "stages": []}
+    try:
+        rec = read_recorded(folder)
+    except (RecordError, ValueError) as e:
+        entry["error"] = str(e).splitlines()[0]
+        return None, entry
+    entry.update(name=page_name(rec, folder), num_requests=rec.num_requests + rec.num_failed,
+                 record=("per-stage summaries, client side" if rec.aggregate_only else
+                         "per request, " + ("client side" if rec.client_side else
+                                            "engine side")))
+    return rec, entry
+
+
+def replay_run(rec, folder: Path, entry: dict, args) -> dict | None:
+    """Replay one read run, filling its page ``entry``; returns the samples of its CDF figure
+    (``{metric: {series: values}}``) for a per-request record, else None."""
+    name, rel = entry["name"], entry["folder"]
+    version = None
+    if rec.setting("vllm_version") is None:
+        version = per_run(list(ENGINE_VERSIONS) + (args.engine_version or []), name, rel)
+    gpu = per_run(args.gpu, name, rel) or _gpu_from_dir(rec.setting("device_name"), args.gpu_dir)
+    try:
+        rv = validate_recorded(folder, gpu=gpu, model=per_run(args.model, name, rel),
+                               sets=args.set, write=False, engine_version=version)
+    except (ScenarioError, RecordError, ValueError, FileNotFoundError, KeyError) as e:
+        entry["error"] = str(e).splitlines()[0]
+        return None
     v = rv.validation
-    row.update({
-        "compared": f"{v['counts']['num_compared']}/{v['counts']['num_requests_record']}",
-        "ttft_mean_%": _f(v["ttft_mean_pct_error"]), "ttft_p90_%": _f(v["ttft_p90_pct_error"]),
-        "tpot_mean_%": _f(v["tpot_mean_pct_error"]), "tpot_p90_%": _f(v["tpot_p90_pct_error"]),
-        "e2e_mean_%": _f(v["e2e_mean_pct_error"]), "e2e_p90_%": _f(v["e2e_p90_pct_error"]),
-        "makespan_%": _f(v["makespan_pct_error"]), "perf_model": v["perf_model"],
-        "perf_sources": _perf_sources(v["provenance"]),
-        "engine_profile": f"{v['engine']['name']} {v['engine']['version'] or ''}".strip(),
-        "constants_fitted_on": ", ".join(v["constants_fitted_on"] or []),
-    })
-    if v["constants_fitted_on"] and name in v["constants_fitted_on"]:
-        row["constants_fitted_on"] += " (in-sample)"
-    peer = None
-    if v.get("peer"):
-        pm = v["peer"]["metrics"]
-        peer = {"run": name, "peer": v["peer"]["name"]}
-        for m in ("ttft", "tpot", "e2e"):
-            for s in ("mean", "p90"):
-                e = pm.get(m, {}).get(s)
-                peer[f"{m}_{s}_%"] = _f(e["pct_error"] if e else None)
-    return row, peer
+    entry.update(stages=v["stages"], engine_version=str(rv.run.setting("vllm_version") or "-"),
+                 tables=_perf_sources(v.get("provenance") or {}),
+                 peer_published=v.get("peer"))
+    if rec.aggregate_only:
+        return None
+    pair = paired_frame(rv.run.outcomes, rv.client_requests)
+    ok = pair["compared"].to_numpy()
+    entry["metrics"] = v["metrics"]
+    entry["ks"] = per_request_ks(pair)
+    samples = {m: {"recorded": pair.loc[ok, f"real_{m}_s"].to_numpy(float),
+                   "servesim": pair.loc[ok, f"sim_{m}_s"].to_numpy(float)} for m in KS_METRICS}
+    _peer(rv, pair, folder, entry, samples)
+    return samples
 
 
-def _md_table(rows: list[dict], cols: list[str]) -> list[str]:
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join(str(r.get(c, "")).replace("|", "\\|") for c in cols)
-                     + " |")
-    return lines
+# ------------------------------------------------------------------------ summaries, header
+def replay_summaries(path: Path | None, sets) -> tuple[list[dict], str | None]:
+    """Every record of the summaries file through ``bench_public_summaries.compare_record``."""
+    if path is None:
+        return [], None
+    import bench_public_summaries as bps  # (it imports this module: imported here)
+    out = []
+    for rec in bps.load_records(path):
+        print(f"replaying summary {rec.get('id')}", file=sys.stderr, flush=True)
+        try:
+            out.append(bps.compare_record(rec, sets))
+        except (ScenarioError, ValueError, KeyError) as e:
+            out.append({"record": str(rec.get("id")), "gpu": rec.get("gpu"),
+                        "error": str(e).splitlines()[0]})
+    return out, _shown(path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _shown(p: Path) -> str:
+    """``p`` relative to the repository when it is under the repository's parent."""
+    p = Path(p).resolve()
+    return os.path.relpath(p, REPO) if p.is_relative_to(REPO.parent) else str(p)
+
+
+def _commit() -> str:
+    def git(*a):
+        return subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True,
+                              check=False)
+    head = git("rev-parse", "--short", "HEAD")
+    if head.returncode:
+        return "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "simulator",
+                "benchmarks", "engine_profiles", "hardware_profiles").stdout.strip()
+    return head.stdout.strip() + (" + uncommitted changes" if dirty else "")
+
+
+# ------------------------------------------------------------------------ main
+def _args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--root", type=Path, default=None, help="folder to discover runs under")
-    ap.add_argument("--runs", default="*", help="glob on run names (e.g. 'RTXPRO6000/*')")
-    ap.add_argument("-o", "--output", type=Path, default=Path("reports/bench_fidelity"))
+    ap.add_argument("--runs", default="*", help="glob on run names or folders")
+    ap.add_argument("-o", "--output", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--summaries", default=str(REPO / "benchmarks" / "public_summaries.yaml"),
+                    help="published summaries YAML ('' for none)")
+    ap.add_argument("--profile", type=Path, default=REPO / "engine_profiles" / "vllm-v1.yaml",
+                    help="engine profile whose fit_report the page shows")
     ap.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
-                    help="scenario override passed to every run (repeatable)")
+                    help="scenario override passed to every replay (repeatable)")
     ap.add_argument("--gpu", action="append", metavar="[GLOB=]GPU",
                     help="GPU for every run, or for the runs matching GLOB (repeatable)")
     ap.add_argument("--model", action="append", metavar="[GLOB=]MODEL",
                     help="model for every run, or for the runs matching GLOB (repeatable)")
+    ap.add_argument("--engine-version", action="append", metavar="[GLOB=]X.Y.Z",
+                    help="vLLM version of runs whose record states none (repeatable)")
     ap.add_argument("--gpu-dir", type=Path, default=None,
                     help="GPU spec YAMLs to match a record's device the catalog lacks")
-    args = ap.parse_args(argv)
+    return ap, ap.parse_args(argv)
+
+
+def _figures(out: Path, runs: list[dict], samples: dict, summaries: list[dict]) -> dict:
+    figs = {"errors": None, "summaries": None, "cdfs": []}
+    rows = error_chart_rows([r for r in runs if not r.get("error")])
+    if rows:
+        figs["errors"] = plot_signed_errors(rows, _ERROR_PANELS, out / "signed_errors.png",
+                                            title="Recorded runs: signed error",
+                                            value_label="requests/s").name
+    srows = summary_chart_rows(summaries)
+    if srows:
+        figs["summaries"] = plot_signed_errors(srows, _SUMMARY_PANELS,
+                                               out / "public_summaries.png",
+                                               title="Published summaries: signed error",
+                                               value_label="duration", limit_pct=100.0).name
+    for name, s in samples.items():
+        f = out / f"cdf_{name.replace('/', '-')}.png"
+        figs["cdfs"].append((name, plot_cdf_overlay(s, _CDF_PANELS, f, title=name).name))
+    return figs
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap, args = _args(argv)
     root = args.root or default_root()
     if not root.is_dir():
-        print(f"bench_fidelity: no recorded runs folder at {root} (use --root)", file=sys.stderr)
-        return 2
-    runs = []
-    for d in find_recorded_runs(root):
-        name = read_recorded(d).name
-        if fnmatch.fnmatch(name, args.runs) or fnmatch.fnmatch(str(d.relative_to(root)),
-                                                               args.runs):
-            runs.append(d)
+        ap.error(f"--root {root}: no recorded runs folder there")
+    runs, samples = [], {}
+    for d in discover(root):
+        rec, entry = read_run(d, root)
+        if not any(fnmatch.fnmatch(n, args.runs) for n in (entry["name"], entry["folder"])):
+            continue
+        print(f"replaying {entry['folder']}", file=sys.stderr, flush=True)
+        if rec is not None:
+            s = replay_run(rec, d, entry, args)
+            if s is not None:
+                samples[entry["name"]] = s
+        runs.append(entry)
     if not runs:
-        print(f"bench_fidelity: no run under {root} matches {args.runs!r}", file=sys.stderr)
-        return 2
-    args.output.mkdir(parents=True, exist_ok=True)
-    rows, peers = [], []
-    for d in runs:
-        print(f"replaying {d}", file=sys.stderr, flush=True)
-        row, peer = run_one(d, args.output, args)
-        rows.append(row)
-        if peer:
-            peers.append(peer)
-    write_csv(args.output / "fidelity.csv", rows, COLUMNS)
-    intro = (f"Runs under `{root}`; signed % error (simulated - recorded) / recorded; "
-             f"overrides: {', '.join(args.set or []) or 'none'}.")
-    md = ["# Fidelity: servesim validate --recorded on the recorded runs", "", intro, "",
-          *_md_table(rows, COLUMNS)]
-    if peers:
-        md += ["", "## The peer simulator's published errors (theirs, not servesim's)", "",
-               "From each run's `validation/summary.txt`, in their percentile definition.", "",
-               *_md_table(peers, PEER_COLUMNS)]
-    text = "\n".join(md) + "\n"
-    (args.output / "fidelity.md").write_text(text)
-    if peers:
-        write_csv(args.output / "fidelity_peer.csv", peers, PEER_COLUMNS)
-    print(text)
-    print(f"wrote {args.output}/fidelity.csv, fidelity.md and one report folder per run",
-          file=sys.stderr)
-    return 0
+        ap.error(f"--runs {args.runs!r}: no run under {root} matches")
+    runs.sort(key=lambda r: r["name"])
+    summaries_path = Path(args.summaries) if args.summaries else None
+    try:
+        summaries, summaries_src = replay_summaries(summaries_path, args.set)
+    except ValueError as e:
+        ap.error(str(e))
+    profile = yaml.safe_load(args.profile.read_text()) if args.profile.is_file() else None
+    fit = fit_report_summary(profile)
+    out = args.output
+    out.mkdir(parents=True, exist_ok=True)
+    for pat in _OWN_FILES:
+        for f in out.glob(pat):
+            f.unlink()
+    figures = _figures(out, runs, samples, summaries)
+    header = {"command": shlex.join(["python", "benchmarks/bench_fidelity.py", *argv]),
+              "commit": _commit(), "date": dt.datetime.now(dt.timezone.utc).date().isoformat(),
+              "servesim_version": __version__, "root": _shown(root),
+              "profile": _shown(args.profile), "summaries_source": summaries_src,
+              "csv": "fidelity.csv"}
+    text = render_page(header, runs, summaries, fit, figures)
+    (out / "fidelity.md").write_text(text, encoding="utf-8")
+    write_csv(out / "fidelity.csv", [{k: f"{v:.6g}" if isinstance(v, float) else v
+                                      for k, v in r.items()}
+                                     for r in csv_rows(runs, summaries, fit)], list(CSV_COLUMNS))
+    print(f"wrote {out}/fidelity.md and fidelity.csv and its figures", file=sys.stderr)
+    failed = sum(bool(r.get("error")) for r in runs)
+    return exit_status(failed, len(runs), "run(s)")
 
 
 if __name__ == "__main__":

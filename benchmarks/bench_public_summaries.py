@@ -108,6 +108,40 @@ def replay_record(rec: dict, sets: list[str] | None = None, gpu: str | None = No
     return out, replay
 
 
+def compare_record(rec: dict, sets: list[str] | None = None, gpu: str | None = None) -> dict:
+    """Replay one published run and compare it with its report.
+
+    Returns
+    -------
+    dict
+        ``record`` (its id), ``gpu``, ``metrics`` (``{name: {"published", "simulated",
+        "pct_error"}}`` for :data:`METRICS`, signed % (simulated - published) / published),
+        ``num_gpu_blocks``, ``engine`` (the engine profile and table set; a lowered
+        max_model_len noted), ``max_num_seqs``, ``max_num_batched_tokens``.
+
+    Raises
+    ------
+    ScenarioError
+        A bad ``--set`` (the same for every record).
+    ValueError, KeyError
+        This record cannot be replayed (one line).
+    """
+    sim, replay = replay_record(rec, sets, gpu)
+    pub = rec["published"]
+    sc = replay.scenario
+    return {
+        "record": str(rec["id"]), "gpu": gpu or str(rec["gpu"]),
+        "metrics": {m: {"published": float(pub[m]), "simulated": sim[m],
+                        "pct_error": 100 * (sim[m] / float(pub[m]) - 1)} for m in METRICS},
+        "num_gpu_blocks": sim["num_gpu_blocks"],
+        "engine": (f"{sc.perf.engine} (tables {sc.perf.engine_version})"
+                   + ("; max_model_len lowered to the planned KV cache"
+                      if any("max_model_len" in a for a in replay.approximations) else "")),
+        "max_num_seqs": sc.scheduler.max_num_seqs,
+        "max_num_batched_tokens": sc.scheduler.max_num_batched_tokens,
+    }
+
+
 def summary_metrics(res) -> dict[str, float]:
     """:data:`METRICS` of a run, by ``vllm bench serve``'s definitions."""
     req = res.requests
@@ -159,26 +193,20 @@ def main(argv: list[str] | None = None) -> int:
     print("|" + "---|" * len(header))
     for rec in chosen:
         try:
-            sim, replay = replay_record(rec, args.set)
+            cmp = compare_record(rec, args.set)
         except ScenarioError as e:  # a bad --set is the same for every record: stop
             ap.error(str(e).splitlines()[0])
         except (ValueError, KeyError) as e:
             rows.append({"record": rec["id"], "error": str(e).splitlines()[0]})
             print(f"| {rec['id']} | error: {rows[-1]['error']} |", flush=True)
             continue
-        pub = rec["published"]
         row = {"record": rec["id"], "gpu": rec["gpu"]}
-        for m in METRICS:
-            row[f"{m}_%"] = f"{100 * (sim[m] / float(pub[m]) - 1):+.1f}"
-            row[f"{m}_sim"] = f"{sim[m]:.6g}"
-            row[f"{m}_published"] = pub[m]
-        sc = replay.scenario
-        row["num_gpu_blocks"] = sim["num_gpu_blocks"]
-        row["engine"] = (f"{sc.perf.engine} (tables {sc.perf.engine_version})"
-                         + ("; max_model_len lowered to the planned KV cache"
-                            if any("max_model_len" in a for a in replay.approximations) else ""))
-        row["max_num_seqs"] = sc.scheduler.max_num_seqs
-        row["max_num_batched_tokens"] = sc.scheduler.max_num_batched_tokens
+        for m, d in cmp["metrics"].items():
+            row[f"{m}_%"] = f"{d['pct_error']:+.1f}"
+            row[f"{m}_sim"] = f"{d['simulated']:.6g}"
+            row[f"{m}_published"] = rec["published"][m]
+        row.update({k: cmp[k] for k in ("num_gpu_blocks", "engine", "max_num_seqs",
+                                         "max_num_batched_tokens")})
         rows.append(row)
         print("| " + " | ".join(str(row.get(h, "")) for h in header) + " |", flush=True)
     if args.output:

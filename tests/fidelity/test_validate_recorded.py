@@ -8,7 +8,6 @@ each setting.
 """
 from __future__ import annotations
 
-import csv
 import json
 import math
 
@@ -254,30 +253,6 @@ def test_recorded_validation_needs_no_torch(tmp_path, monkeypatch):
     run = _small_run(tmp_path)
     assert main(["validate", "--recorded", str(run), "-o", str(tmp_path / "o"), "-q",
                  "--no-figures"]) == 0
-
-
-def test_fidelity_benchmark_discovers_and_tabulates(tmp_path, capsys):
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "bench_fidelity", REPO_ROOT / "benchmarks" / "bench_fidelity.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    root = tmp_path / "gt"
-    _small_run(root)                                   # a run the catalog GPU serves
-    write_vllm_run(root / "b", name="X/NoGPU")         # a run naming no GPU: an error row
-    out = tmp_path / "bench"
-    assert bench.main(["--root", str(root), "-o", str(out), "--set", "seed=3"]) == 0
-    with open(out / "fidelity.csv", newline="") as f:
-        rows = list(csv.DictReader(f))
-    assert [r["run"] for r in rows] == ["X/NoGPU", "H100/Llama"]  # sorted by folder
-    bad, ok = rows
-    assert ok["compared"] == "24/24" and ok["error"] == ""
-    assert ok["ttft_mean_%"] != "" and ok["perf_model"] and ok["engine_profile"]
-    fitted = get_engine_profile("vllm-v1").fitted_on
-    assert ok["constants_fitted_on"].startswith(", ".join(fitted))
-    assert "names no GPU" in bad["error"]
-    assert "| run |" in (out / "fidelity.md").read_text()
-    assert (out / "H100-Llama" / "validation.json").is_file()
 
 
 def test_planner_blocks_are_the_plans_own_count_when_the_record_gives_one(tmp_path):
