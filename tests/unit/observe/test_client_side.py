@@ -10,13 +10,20 @@ from simulator.observe.client_side import client_view
 from simulator.perf.engine_profile import get_engine_profile, load_engine_profile
 
 
-def test_shipped_profiles_state_a_sourced_zero():
-    for name in ("vllm-v1", "vllm-v0"):
-        api = get_engine_profile(name).api_server
-        assert api.is_zero
-        c = api.constants()
-        assert set(c) == {"api_server.per_request_s", "api_server.per_output_token_s"}
-        assert all(v["source"].startswith("not measured") for v in c.values())
+def test_shipped_profiles_state_sourced_api_terms():
+    # vllm-v0: no client-side record of that engine exists, so a sourced zero; vllm-v1: the
+    # per-request term fitted with its step constant (fit_report), the per-token one still 0
+    v0 = get_engine_profile("vllm-v0").api_server
+    assert v0.is_zero
+    assert all(v["source"].startswith("not measured") for v in v0.constants().values())
+    v1 = get_engine_profile("vllm-v1")
+    c = v1.api_server.constants()
+    assert set(c) == {"api_server.per_request_s", "api_server.per_output_token_s"}
+    assert c["api_server.per_request_s"]["value"] > 0
+    assert c["api_server.per_request_s"]["source"].startswith("fitted")
+    assert c["api_server.per_request_s"]["value"] == \
+        v1.fit_report["constants"]["api_server.per_request_s"]
+    assert c["api_server.per_output_token_s"]["value"] == 0.0
     # not a step constant: kept out of what a run's step-time provenance lists
     assert not any(k.startswith("api_server") for k in get_engine_profile("vllm-v1").constants())
 
