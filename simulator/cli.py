@@ -452,11 +452,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("servesim: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"servesim: interrupted{_stop_notes(e)}", file=sys.stderr)
         return 130
-    except _Terminated:
-        print("servesim: terminated", file=sys.stderr)
+    except _Terminated as e:
+        print(f"servesim: terminated{_stop_notes(e)}", file=sys.stderr)
         return 143
     except Exception as e:
         if os.environ.get("SERVESIM_DEBUG"):
@@ -467,6 +467,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         discard_empty_created(remove=bool(rc))
         restore()
+
+
+def _stop_notes(e: BaseException) -> str:
+    """``: NOTE; NOTE`` from the notes a stopped run's exception carries (how many points of
+    a sweep finished and are cached: :func:`simulator.experiments.executor.add_note`), on the
+    same line; empty without notes."""
+    notes = [" ".join(str(n).split()) for n in getattr(e, "__notes__", None) or []]
+    return f": {'; '.join(notes)}" if notes else ""
 
 
 class _Terminated(BaseException):

@@ -398,8 +398,16 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     shared: dict[str, Any] = {"workloads": workloads.lists}
     if jobs == 1 and backend == "local":  # hooks cannot travel to other processes
         shared.update(progress=progress, sim_progress=sim_progress)
+
+    def stopped(_done: int, total: int) -> str:
+        # a variant is kept once its run folder is complete (summary.json is written last),
+        # whether or not its result had reached this process
+        n = sum((t["outdir"] / "summary.json").is_file() for t in tasks) if write else _done
+        return (f"{n} of {total} variants finished" + (f" (their run folders in {out} are "
+                                                        "complete)" if write and n else ""))
+
     results, _ran = run_family(_run_variant, tasks, shared=shared, backend=backend, jobs=jobs,
-                               address=address)
+                               address=address, what="variants", stop_note=stopped)
     variants = [results[t["key"]] for t in tasks]
     table = pd.DataFrame([variant_row(v) for v in variants])
     cr = CompareResult(base_name, varies, variants, table,

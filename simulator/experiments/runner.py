@@ -190,7 +190,9 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
                *, shared: Mapping[str, Any] | None = None, cache: ResultCache | None = None,
                cache_entries: CacheEntries | None = None, backend: str = "local",
                jobs: int = 1, address: str | None = None,
-               progress: Progress | None = None) -> tuple[dict[str, Any], set[str]]:
+               progress: Progress | None = None, what: str = "tasks",
+               stop_note: Callable[[int, int], str] | None = None
+               ) -> tuple[dict[str, Any], set[str]]:
     """Run ``worker(task, shared)`` once per distinct ``task["key"]`` the cache does not hold.
 
     Parameters
@@ -213,6 +215,14 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
     backend, jobs, address, progress
         See :func:`simulator.experiments.executor.run_tasks`; ``progress(done, total)``
         counts the tasks that run (not the cache hits).
+    what : str
+        What the tasks are, in plural (``sweep points``), for the note a stopped family's
+        exception carries (:func:`~simulator.experiments.executor.add_note`): ``3 of 8
+        sweep points finished (2 more from the cache); the finished ones are cached: a
+        rerun uses them`` (with a cache; without one the note says how many finished).
+    stop_note : callable, optional
+        ``stop_note(done, total)`` replaces that note (e.g. one that counts what a stopped
+        family keeps on disk).
 
     Returns
     -------
@@ -252,6 +262,16 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
         results[todo[i]["key"]] = r
         reemit(_warnings_of(r), shown)
 
+    hits = len(results)
+
+    def note(done: int, total: int) -> str:
+        text = f"{done} of {total} {what} finished"
+        if hits:
+            text += f" ({hits} more from the cache)"
+        if cache is not None and cache.folder is not None and done:
+            text += f"; the finished ones are cached in {cache.folder}: a rerun uses them"
+        return text
+
     run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
-              progress=progress, on_result=keep)
+              progress=progress, on_result=keep, stop_note=stop_note or note)
     return results, queued

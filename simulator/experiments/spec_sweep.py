@@ -160,7 +160,8 @@ def sweep_rates(scenario: Scenario, base_dir: Path | None = None,
                           "rate": r, "with_spec": with_spec, "scenario": sc,
                           "base_dir": base_dir, "workload": wid})
     out, _ran = run_family(_worker, tasks, shared={"workloads": workloads.lists},
-                           backend=backend, jobs=jobs, address=address, progress=progress)
+                           backend=backend, jobs=jobs, address=address, progress=progress,
+                           what="runs")
     results: dict[float, dict] = {r: {} for r in rates}
     for t in tasks:
         results[t["rate"]]["speculative" if t["with_spec"] else "baseline"] = \

@@ -134,7 +134,8 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     keys = [t["key"] for t in tasks]
     results, ran = run_family(sweep_worker, tasks, shared={"workloads": workloads.lists},
                                   cache=cache, cache_entries=_cache_entry, backend=backend,
-                                  jobs=jobs, address=address, progress=progress)
+                                  jobs=jobs, address=address, progress=progress,
+                                  what="sweep points")
 
     rows = _rows(points, overrides, keys, results, ran)
     table = pd.DataFrame(rows)

@@ -333,14 +333,20 @@ def _search(spec: TopologyPlanSpec, base_raw: dict, base_dir, specs, cache: Resu
             continue
         if not wave:
             break
-        res = run_tasks(topology_worker, [{"cand": cands[i], "base_raw": base_raw,
-                                           "spec": spec, "base_dir": base_dir} for i in wave],
-                        shared={"specs": specs}, backend=ex["backend"], jobs=ex["jobs"],
-                        address=ex["address"])
-        for i, r in zip(wave, res):
-            cache.put(keys[i], r)
-            done[i] = r["row"]
+
+        def keep(j: int, r: dict, wave=wave) -> None:
+            # cached as each candidate finishes: a stopped plan resumes from them
+            cache.put(keys[wave[j]], r)
+            done[wave[j]] = r["row"]
             reemit(r["warnings"], shown)
+
+        run_tasks(topology_worker, [{"cand": cands[i], "base_raw": base_raw,
+                                     "spec": spec, "base_dir": base_dir} for i in wave],
+                  shared={"specs": specs}, backend=ex["backend"], jobs=ex["jobs"],
+                  address=ex["address"], on_result=keep,
+                  stop_note=lambda _d, _n: f"{len(done)} topology candidates finished; "
+                                           f"they are cached in {cache.folder}: a rerun "
+                                           "uses them")
         if ex["progress"] is not None:
             ex["progress"](len(done), None)  # the total is not known in advance
     rows = [dict(done[i]) for i in needed()]
