@@ -46,11 +46,23 @@ from ..config import (
 )
 from ..engine import plan_replica_memory
 from ..metrics.summary import finite_float as _f
-from ..outdir import make_output_folder
+from ..outdir import (
+    check_outputs_spare_inputs,
+    clear_outputs,
+    make_output_folder,
+    named_output_folder,
+)
 from ..perf.provenance import summary_sources_label
-from ..report.compare import write_compare_report
+from ..report.compare import (
+    CSV_FILE,
+    FIGURE_FILES,
+    HTML_FILE,
+    JSON_FILE,
+    REPORT_FILE,
+    write_compare_report,
+)
 from ..report.format import yaml_value
-from ..run import run_scenario
+from ..run import run_scenario, scenario_inputs
 from .runner import Workloads, run_family
 
 __all__ = ["DEFAULT_VARY", "CompareResult", "Variant", "expand_variants", "kv_step_metrics",
@@ -386,9 +398,10 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     loaded = _load_variants(scenario_path, varies,
                             list(overrides or []) + trace_overrides(trace))
     base_name = loaded[0][2].name
-    out = Path(outdir) if outdir is not None else Path("reports") / f"compare-{base_name}"
+    out = Path(outdir) if outdir is not None else named_output_folder(
+        "reports/compare-{name}", base_name, "scenario name", ScenarioError)
     if write:  # before any workload loads or variant runs
-        make_output_folder(out, ScenarioError)
+        _prepare_folder(out, scenario_path, loaded)
     workloads = Workloads()
     tasks = [{"key": name, "name": name, "index": i, "total": len(loaded),
               "assignments": combo, "scenario": sc, "base_dir": base,
@@ -414,5 +427,24 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
                        same_requests=len(workloads) == 1, num_workloads=len(workloads))
     if write:
         cr.outdir = out
+        clear_outputs(out, COMPARE_FILES)  # an earlier comparison's (figures too)
         cr.files = write_compare_report(cr, out, figures=figures)
     return cr
+
+
+#: The files of a comparison in its output folder (beside one run folder per variant)
+COMPARE_FILES = (REPORT_FILE, HTML_FILE, CSV_FILE, JSON_FILE, *FIGURE_FILES.values())
+
+
+def _prepare_folder(out: Path, scenario_path, loaded) -> None:
+    """Create the output folder; refuse it when an output (the comparison's files, a
+    variant's run folder) would overwrite an input of a variant; mark every variant's run
+    folder left by an earlier comparison incomplete (its ``summary.json`` goes), so that a
+    folder with one is a run of this comparison."""
+    make_output_folder(out, ScenarioError)
+    src = read_scenario_yaml(scenario_path).get("__file__")
+    inputs = scenario_inputs([sc for _n, _c, sc, _b in loaded], loaded[0][3], [src])
+    check_outputs_spare_inputs(out, [*COMPARE_FILES, *(f"{n}/" for n, *_ in loaded)],
+                               inputs, error=ScenarioError)
+    for name, *_ in loaded:
+        clear_outputs(out / name, ["summary.json"])

@@ -20,10 +20,12 @@ had finished (``stop_note``); the results already handed to ``on_result`` are ke
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
 import math
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import multiprocessing.util as mp_util
 import os
 import shutil
@@ -32,9 +34,9 @@ import socket
 import tempfile
 import threading
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
 from ..progress import show_warning_line
@@ -239,8 +241,8 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
     shared : mapping, optional
         Read-only inputs common to all tasks (sent once per worker).
     backend : {"local", "ray"}
-        ``local``: in process when ``jobs == 1``, else a
-        :class:`concurrent.futures.ProcessPoolExecutor` of ``jobs`` workers. ``ray``: one
+        ``local``: in process when ``jobs == 1``, else a pool of ``jobs`` worker
+        processes (one pipe each; forkserver where available). ``ray``: one
         Ray task per task (1 CPU each) on the cluster at ``address``, or on a local Ray
         instance started with ``ray.init(num_cpus=jobs)`` and shut down afterwards.
     jobs : int
@@ -308,58 +310,128 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
         raise
 
 
+def _pool_worker(conn, fn: Callable, shared: Mapping[str, Any], one_line_warnings: bool,
+                 tmp_parent: str) -> None:  # pragma: no cover - runs in a pool worker
+    """A pool worker's loop: ``(index, task)`` in, ``(index, ok, result or exception,
+    traceback text)`` out, until ``None`` (or the parent's end of the pipe closes)."""
+    _init_worker(shared, one_line_warnings, tmp_parent)
+    del shared
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        i, task = msg
+        try:
+            out = (i, True, _call_in_worker(fn, task), "")
+        except Exception as e:  # noqa: BLE001 - sent back, raised by the parent
+            out = (i, False, e, traceback.format_exc())
+        try:
+            conn.send(out)
+        except Exception as e:  # noqa: BLE001 - a result or exception that cannot be pickled
+            conn.send((i, False, RuntimeError(f"task {i}: its result cannot be sent back "
+                                              f"({type(e).__name__}: {e})"), ""))
+        del out, task, msg
+
+
+class RemoteTraceback(Exception):
+    """The traceback of a task's exception in a pool worker (its ``__cause__``)."""
+
+
+class WorkerDied(RuntimeError):
+    """A pool worker ended while it ran a task (killed by a signal, out of memory)."""
+
+
 def _run_pool(fn, tasks, shared, jobs, order, finished) -> list[Any]:
-    """The local process pool of :func:`run_tasks` (results in task order); stopped (not
-    drained) by an exception, and its temporary folder removed whatever happens."""
+    """The local process pool of :func:`run_tasks` (results in task order).
+
+    Each worker is a process with a pipe of its own (no queue, no helper thread: nothing
+    that a killed worker can leave blocked); a task goes to a worker when it is idle, in
+    ``order``. On any exception (a task's error, a stop) the workers are stopped at once
+    (:func:`_close_pool`), and the pool's temporary folder goes whatever happens.
+    """
     results: list[Any] = [None] * len(tasks)
+    todo = collections.deque(order)
     tmp = tempfile.mkdtemp(prefix=POOL_TMP_PREFIX)
-    ex = None
+    ctx = _mp_context(getattr(fn, "__module__", None))
+    workers: list[tuple[Any, Any]] = []
     clean = False
     try:
-        ex = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)),
-                                 mp_context=_mp_context(getattr(fn, "__module__", None)),
-                                 initializer=_init_worker,
-                                 initargs=(shared, warnings.showwarning is show_warning_line,
-                                           tmp))
-        futs = {ex.submit(_call_in_worker, fn, tasks[i]): i for i in order}
-        pending = set(futs)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for f in done:
-                results[futs[f]] = f.result()
-                finished(futs[f], results[futs[f]])
+        one_line = warnings.showwarning is show_warning_line
+        for _ in range(min(jobs, len(tasks))):
+            here, there = ctx.Pipe()
+            proc = ctx.Process(target=_pool_worker, args=(there, fn, shared, one_line, tmp),
+                               daemon=True, name="servesim-worker")
+            proc.start()
+            there.close()
+            workers.append((proc, here))
+        running: dict[Any, tuple[int, Any]] = {}
+
+        def feed(proc, conn) -> None:
+            if todo:
+                i = todo.popleft()
+                conn.send((i, tasks[i]))
+                running[conn] = (i, proc)
+            else:
+                conn.send(None)  # no more work: the worker exits
+
+        for proc, conn in workers:
+            feed(proc, conn)
+        while running:
+            for conn in mp_connection.wait(list(running)):
+                i, proc = running.pop(conn)
+                try:
+                    j, ok, value, tb = conn.recv()
+                except (EOFError, OSError):
+                    proc.join(1.0)
+                    raise WorkerDied(f"a worker process ended while it ran task {i} "
+                                     f"({_exit_reason(proc.exitcode)})") from None
+                if not ok:
+                    if tb:
+                        raise value from RemoteTraceback(tb)
+                    raise value
+                results[j] = value
+                finished(j, value)
+                feed(proc, conn)
         clean = True
     finally:
         with _signals_held():  # a second Ctrl-C must not cut the clean-up short
-            if ex is not None:
-                if clean:
-                    ex.shutdown(wait=True)
-                else:
-                    _stop_pool(ex)
+            _close_pool(workers, clean)
             shutil.rmtree(tmp, ignore_errors=True)
     return results
 
 
-def _stop_pool(ex: ProcessPoolExecutor) -> None:
-    """Stop a pool now: cancel the tasks not started, send SIGTERM to the workers (each
-    removes its temporary folder and exits), SIGKILL those still there after
-    :data:`STOP_GRACE_S`, and reap them all."""
-    procs = list((getattr(ex, "_processes", None) or {}).values())
-    ex.shutdown(wait=False, cancel_futures=True)
-    for p in procs:
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
         try:
-            p.terminate()
-        except (OSError, ValueError, AttributeError):
-            pass
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"killed by {name}" + (" - out of memory?" if name == "SIGKILL" else "")
+    return f"exit status {code}"
+
+
+def _close_pool(workers: list, clean: bool) -> None:
+    """Reap the workers: after a clean run they were told to exit; otherwise (an error, a
+    stop) each is sent SIGTERM (it removes its temporary folder and exits). Any still there
+    after :data:`STOP_GRACE_S` is killed."""
+    if not clean:
+        for proc, _conn in workers:
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                proc.terminate()
     deadline = time.monotonic() + STOP_GRACE_S
-    for p in procs:
-        try:
-            p.join(max(0.0, deadline - time.monotonic()))
-            if p.is_alive():
-                p.kill()
-                p.join(1.0)
-        except (OSError, ValueError, AttributeError):
-            pass
+    for proc, conn in workers:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1.0)
+        with contextlib.suppress(OSError):
+            conn.close()
 
 
 @contextlib.contextmanager

@@ -26,17 +26,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import ScenarioError, validate_scenario
-from ..outdir import make_output_folder
+from ..config import ScenarioError, read_yaml_mapping, validate_scenario
+from ..outdir import check_outputs_spare_inputs, make_output_folder
 from ..request import RequestSpec
+from ..run import scenario_inputs
 from ..workload import WorkloadConfig, load_workload
 from .cache import ResultCache
 from .executor import run_tasks
 from .grid import config_label, set_path
 from .warned import reemit
 
-__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "output_folder", "prepare_points",
-           "run_family"]
+__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "guard_outputs", "output_folder",
+           "prepare_points", "run_family", "spec_file"]
 
 Progress = Callable[[int, int], None]
 #: ``cache_entries(task_key, result)`` -> the ``(key, value)`` pairs to store for a result.
@@ -56,6 +57,37 @@ def output_folder(path: str | Path, create: bool = True) -> Path:
     if create:
         make_output_folder(out, ScenarioError)
     return out
+
+
+def spec_file(path: str | Path | None, what: str) -> Path | None:
+    """The file a sweep or plan argument names (``sweep_default`` -> the shipped
+    ``scenarios/sweep_default.yaml``), as the loader resolves it; None when ``path`` is None
+    or names none."""
+    if path is None:
+        return None
+    try:
+        return read_yaml_mapping(path, what)[1]
+    except ScenarioError:
+        return None
+
+
+def guard_outputs(out: Path, outputs: Sequence[str], files: Sequence, scenarios: Sequence,
+                  base_dir: Path | None, error: type[Exception] = ScenarioError,
+                  folders: Sequence[Path | None] = ()) -> None:
+    """Refuse a family whose outputs (``outputs``, names in ``out``) would overwrite one of
+    its inputs: ``files`` (the sweep or plan file, the base scenario) and every file its
+    points' settings name (``scenarios``: resolved scenario dicts; their trace, model
+    ``config.json``, GPU spec ...; relative to ``base_dir``, the working folder or one of
+    ``folders``), before anything runs.
+
+    Raises
+    ------
+    ScenarioError
+        (or ``error``) one line naming the output and the input
+        (:func:`simulator.outdir.check_outputs_spare_inputs`).
+    """
+    check_outputs_spare_inputs(out, outputs,
+                               scenario_inputs(scenarios, base_dir, files, folders), error=error)
 
 
 def absolute_spec_paths(raw: dict, folders: Sequence[Path | None]) -> None:
