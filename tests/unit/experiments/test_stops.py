@@ -16,6 +16,7 @@ loaded machine needs.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -46,17 +47,27 @@ workload:
 """
 
 
-def _default_sigint():  # pragma: no cover - runs in the child before exec
-    # a child started from a background job inherits SIGINT ignored; Ctrl-C must reach it
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+#: ``python -m simulator.cli ARGS`` with Ctrl-C's handler in place: a child started from a
+#: background job inherits SIGINT ignored, and Python then leaves it ignored
+_MAIN = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+         "runpy.run_module('simulator.cli', run_name='__main__', alter_sys=True)")
 
 
 def _start(args: list[str], tmpdir: Path) -> subprocess.Popen:
     tmpdir.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(tmpdir), PYTHONPATH=str(REPO_ROOT))
-    return subprocess.Popen([sys.executable, "-m", "simulator.cli", *args], cwd=REPO_ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_default_sigint)
+    # a session of its own: a command that does not stop is killed with its workers (which
+    # hold its output pipes) as a group
+    return subprocess.Popen([sys.executable, "-c", _MAIN, *args], cwd=REPO_ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _kill(p: subprocess.Popen) -> None:
+    """Kill the command and every process of its group (its pool's workers)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(p.pid, signal.SIGKILL)
+    p.communicate()
 
 
 def _wait_for(p: subprocess.Popen, ready) -> None:
@@ -64,21 +75,19 @@ def _wait_for(p: subprocess.Popen, ready) -> None:
         if ready():
             return
         if p.poll() is not None:
-            out, err = p.communicate()
+            _out, err = p.communicate()
             pytest.fail(f"the command ended (rc {p.returncode}) before a point finished: {err}")
         time.sleep(0.2)
-    p.kill()
-    p.communicate()
+    _kill(p)
     pytest.fail("no point finished in time")
 
 
 def _stop(p: subprocess.Popen, sig: int) -> tuple[int, str]:
     p.send_signal(sig)
     try:
-        out, err = p.communicate(timeout=STOP_WITHIN_S)
+        _out, err = p.communicate(timeout=STOP_WITHIN_S)
     except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
+        _kill(p)
         pytest.fail(f"still running {STOP_WITHIN_S} s after signal {sig}")
     return p.returncode, err
 
