@@ -107,7 +107,7 @@ def unsafe_name_reason(name: str) -> str | None:
     if name in (".", ".."):
         return f"'{name}' is not a folder name"
     if "/" in name or "\\" in name:
-        return "it contains a path separator (/ or \\)"
+        return "it contains a path separator"
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         return "it contains a control character (NUL, newline, ...)"
     if len(name.encode("utf-8", "surrogatepass")) > _NAME_MAX_BYTES:

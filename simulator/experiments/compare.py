@@ -62,7 +62,7 @@ from ..report.compare import (
     write_compare_report,
 )
 from ..report.format import yaml_value
-from ..run import run_scenario, scenario_inputs
+from ..run import run_output_names, run_scenario, scenario_inputs
 from .runner import Workloads, run_family
 
 __all__ = ["DEFAULT_VARY", "CompareResult", "Variant", "expand_variants", "kv_step_metrics",
@@ -444,7 +444,7 @@ def _prepare_folder(out: Path, scenario_path, loaded) -> None:
     make_output_folder(out, ScenarioError)
     src = read_scenario_yaml(scenario_path).get("__file__")
     inputs = scenario_inputs([sc for _n, _c, sc, _b in loaded], loaded[0][3], [src])
-    check_outputs_spare_inputs(out, [*COMPARE_FILES, *(f"{n}/" for n, *_ in loaded)],
-                               inputs, error=ScenarioError)
+    runs = [f"{n}/{f}" for n, *_ in loaded for f in run_output_names()]
+    check_outputs_spare_inputs(out, [*COMPARE_FILES, *runs], inputs, error=ScenarioError)
     for name, *_ in loaded:
         clear_outputs(out / name, ["summary.json"])
