@@ -204,7 +204,9 @@ def input_files(files=(), values=None, folders=(), *, data_folders=(),
         if f is not None:
             found.update(dict.fromkeys(_regular_files(Path(f))))
     data = dict(data_folders)
-    for key, s in _strings(values, frozenset(skip_keys)) if values is not None else ():
+    # each distinct string once (a sweep's 10,000 points name the same few files)
+    strings = dict.fromkeys(_strings(values, frozenset(skip_keys))) if values is not None else {}
+    for key, s in strings:
         if not s or len(s) > 4096 or "\0" in s:
             continue
         try:

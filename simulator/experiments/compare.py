@@ -411,16 +411,9 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     shared: dict[str, Any] = {"workloads": workloads.lists}
     if jobs == 1 and backend == "local":  # hooks cannot travel to other processes
         shared.update(progress=progress, sim_progress=sim_progress)
-
-    def stopped(_done: int, total: int) -> str:
-        # a variant is kept once its run folder is complete (summary.json is written last),
-        # whether or not its result had reached this process
-        n = sum((t["outdir"] / "summary.json").is_file() for t in tasks) if write else _done
-        return (f"{n} of {total} variants finished" + (f" (their run folders in {out} are "
-                                                        "complete)" if write and n else ""))
-
     results, _ran = run_family(_run_variant, tasks, shared=shared, backend=backend, jobs=jobs,
-                               address=address, what="variants", stop_note=stopped)
+                               address=address, what="variants",
+                               stop_note=_stop_note(tasks, out, write))
     variants = [results[t["key"]] for t in tasks]
     table = pd.DataFrame([variant_row(v) for v in variants])
     cr = CompareResult(base_name, varies, variants, table,
@@ -430,6 +423,17 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
         clear_outputs(out, COMPARE_FILES)  # an earlier comparison's (figures too)
         cr.files = write_compare_report(cr, out, figures=figures)
     return cr
+
+
+def _stop_note(tasks: list[dict], out: Path, write: bool):
+    """The note of a stopped comparison: how many variants finished. A variant is kept once
+    its run folder is complete (``summary.json`` is written last), whether or not its result
+    had reached this process."""
+    def note(done: int, total: int) -> str:
+        n = sum((t["outdir"] / "summary.json").is_file() for t in tasks) if write else done
+        return (f"{n} of {total} variants finished" + (f" (their run folders in {out} are "
+                                                        "complete)" if write and n else ""))
+    return note
 
 
 #: The files of a comparison in its output folder (beside one run folder per variant)

@@ -298,16 +298,18 @@ def run_tasks(fn: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Any],
         if backend == "ray":
             return _run_ray(fn, tasks, shared, jobs, address, order, finished)
         if jobs == 1 or total == 1:
-            out = []
-            for i, t in enumerate(tasks):
-                out.append(fn(t, shared))
-                finished(i, out[i])
-            return out
+            return [_in_process(fn, i, t, shared, finished) for i, t in enumerate(tasks)]
         return _run_pool(fn, tasks, shared, jobs, order, finished)
     except BaseException as e:
         if stop_note is not None and not isinstance(e, Exception):  # a stop, not an error
             add_note(e, stop_note(done[0], total))
         raise
+
+
+def _in_process(fn, i: int, task, shared, finished) -> Any:
+    out = fn(task, shared)
+    finished(i, out)
+    return out
 
 
 def _pool_worker(conn, fn: Callable, shared: Mapping[str, Any], one_line_warnings: bool,

@@ -218,6 +218,19 @@ def _store_result(key: str, result: Any) -> Iterable[tuple[str, Any]]:
     return [(key, result)]
 
 
+def _family_note(what: str, hits: int, cache: ResultCache | None):
+    """The note of a stopped family: ``3 of 8 sweep points finished (2 more from the cache);
+    the finished ones are cached in DIR: a rerun uses them``."""
+    def note(done: int, total: int) -> str:
+        text = f"{done} of {total} {what} finished"
+        if hits:
+            text += f" ({hits} more from the cache)"
+        if cache is not None and cache.folder is not None and done:
+            text += f"; the finished ones are cached in {cache.folder}: a rerun uses them"
+        return text
+    return note
+
+
 def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Mapping],
                *, shared: Mapping[str, Any] | None = None, cache: ResultCache | None = None,
                cache_entries: CacheEntries | None = None, backend: str = "local",
@@ -294,16 +307,7 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
         results[todo[i]["key"]] = r
         reemit(_warnings_of(r), shown)
 
-    hits = len(results)
-
-    def note(done: int, total: int) -> str:
-        text = f"{done} of {total} {what} finished"
-        if hits:
-            text += f" ({hits} more from the cache)"
-        if cache is not None and cache.folder is not None and done:
-            text += f"; the finished ones are cached in {cache.folder}: a rerun uses them"
-        return text
-
     run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
-              progress=progress, on_result=keep, stop_note=stop_note or note)
+              progress=progress, on_result=keep,
+              stop_note=stop_note or _family_note(what, len(results), cache))
     return results, queued

@@ -131,12 +131,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     overrides = expand_grid(spec.grid, spec.points)
     points = _points(base_raw, overrides, (base_dir, spec_dir), source)
     # the output folder before the workloads load (their warnings, their time)
-    out = output_folder(outdir if outdir is not None else named_output_folder(
-        spec.output_dir, spec.name, "sweep name", PlanError), create=write or use_cache)
-    if write or use_cache:
-        guard_outputs(out, [*SWEEP_FILES, ".cache/"],
-                      [spec_file(source, "sweep"), resolve_base_source(spec.base, spec_dir)[2]],
-                      points, base_dir, PlanError)
+    out = _output_folder(spec, spec_dir, outdir, write or use_cache, source, points, base_dir)
     workloads = Workloads()
     wids = [workloads.add(p["workload"], p["seed"], base_dir) for p in points]
     fps = {w: specs_fingerprint(s) for w, s in workloads.lists.items()}
@@ -165,6 +160,20 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
             table, out, name=spec.name, num_simulated=res.num_simulated,
             num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
     return res
+
+
+def _output_folder(spec: SweepSpec, spec_dir, outdir, create: bool, source, points,
+                   base_dir) -> Path:
+    """The sweep's output folder (``outdir`` or the spec's ``output_dir`` with its name),
+    created with ``create`` and then refused (:class:`PlanError`, one line) when an output
+    would overwrite an input: the sweep file, the base scenario, a file a point names."""
+    out = output_folder(outdir if outdir is not None else named_output_folder(
+        spec.output_dir, spec.name, "sweep name", PlanError), create=create)
+    if create:
+        guard_outputs(out, [*SWEEP_FILES, ".cache/"],
+                      [spec_file(source, "sweep"), resolve_base_source(spec.base, spec_dir)[2]],
+                      points, base_dir, PlanError)
+    return out
 
 
 def _points(base_raw: dict, overrides, folders, source: str | None) -> list[dict]:
