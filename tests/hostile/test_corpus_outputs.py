@@ -308,7 +308,9 @@ def _rerun_argv(cmd: str, tmp: Path) -> tuple[list[str], list[str]]:
     if cmd == "run":
         return ["run", str(base), "-q", "-o", out], ["ttft_cdf.png", "e2e_cdf.png"]
     if cmd == "compare":
-        return (["compare", str(base), "-q", "-o", out, "--vary", "scheduler.max_num_seqs=4,8"],
+        # in a pool of two workers: their temporary folders go too (conftest checks)
+        return (["compare", str(base), "-q", "-o", out, "-j", "2",
+                 "--vary", "scheduler.max_num_seqs=4,8"],
                 ["compare_ttft_cdf.png", "max_num_seqs=4/ttft_cdf.png",
                  "max_num_seqs=8/ttft_cdf.png"])
     if cmd == "sweep":

@@ -211,3 +211,38 @@ def test_a_folder_does_not_hide_the_shipped_scenario(tmp_path, capsys, monkeypat
     assert "is a directory, not a scenario file" in _one_error_line(capsys)
     assert main(["run", "nosuch", "-q", "-o", str(tmp_path / "out2")]) == 2
     assert "nosuch: is a directory, not a scenario file" in _one_error_line(capsys)
+
+
+RECORDED = ("arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n"
+            "0.0,100,5,0.05,0.25\n0.5,64,3,0.04,0.14\n")
+
+
+def test_validate_never_writes_over_the_recorded_run(tmp_path, capsys):
+    """``validate --recorded R -o DIR`` with the record named like one of its outputs."""
+    rec = tmp_path / "requests_compared.csv"
+    rec.write_text(RECORDED)
+    assert main(["validate", "--recorded", str(rec), "--gpu", "h100-sxm", "--model",
+                 "llama-3.1-8b", "-o", str(tmp_path), "-q", "--no-figures"]) == 2
+    line = _one_error_line(capsys)
+    assert f"the output {rec} would overwrite the input {rec}" in line
+    assert rec.read_text() == RECORDED
+    # into another folder it runs
+    assert main(["validate", "--recorded", str(rec), "--gpu", "h100-sxm", "--model",
+                 "llama-3.1-8b", "-o", str(tmp_path / "v"), "-q", "--no-figures"]) == 0
+    assert (tmp_path / "v" / "validation.json").is_file()
+
+
+def test_fit_engine_never_writes_over_its_base_profile(tmp_path, capsys):
+    """``calibrate fit-engine RUNS --base P.yaml -o P.yaml``: refused before the fit."""
+    base = tmp_path / "mine.yaml"
+    text = (Path(__file__).resolve().parents[2] / "engine_profiles" / "vllm-v1.yaml").read_text()
+    base.write_text(text)
+    runs = []
+    for i in range(2):
+        runs.append(tmp_path / f"r{i}.csv")
+        runs[-1].write_text(RECORDED)
+    assert main(["calibrate", "fit-engine", *map(str, runs), "--base", str(base),
+                 "-o", str(base), "--gpu", "h100-sxm", "--model", "llama-3.1-8b"]) == 2
+    line = _one_error_line(capsys)
+    assert f"-o: the output {base} would overwrite the input {base}" in line
+    assert base.read_text() == text
