@@ -42,8 +42,8 @@ from typing import Any
 from ..progress import show_warning_line
 
 __all__ = ["BACKENDS", "DEFAULT_RAY_CONNECT_TIMEOUT_S", "ENV_RAY_CONNECT_TIMEOUT",
-           "POOL_TMP_PREFIX", "STOP_GRACE_S", "add_note", "check_ray_address", "default_jobs",
-           "ray_available", "run_tasks"]
+           "POOL_TMP_PREFIX", "STOP_GRACE_S", "RemoteTraceback", "WorkerDied", "add_note",
+           "check_ray_address", "default_jobs", "ray_available", "run_tasks"]
 
 BACKENDS = ("local", "ray")
 
@@ -61,8 +61,10 @@ StopNote = Callable[[int, int], str]
 
 #: Prefix of a local pool's temporary folder (under ``$TMPDIR``; removed when the pool ends)
 POOL_TMP_PREFIX = "servesim-pool-"
-#: Seconds the workers of a stopped pool get to exit on SIGTERM before SIGKILL
-STOP_GRACE_S = 5.0
+#: Seconds the workers of a stopped pool get to exit on SIGTERM before SIGKILL (a worker in a
+#: long numpy call runs its handler when the call returns; whatever it leaves goes with the
+#: pool's folder)
+STOP_GRACE_S = 2.0
 
 _SHARED: Mapping[str, Any] | None = None
 #: this worker's temporary folder (inside its pool's), removed on exit and on SIGTERM
