@@ -20,6 +20,7 @@ own scheduler on this device (torch harness, imported lazily). It is not fidelit
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 
 def _need_torch(cmd: str):
@@ -65,6 +66,11 @@ def cmd_calibrate(args) -> int:
 def cmd_compare(args) -> int:
     """Compare two latency table sets (no torch needed)."""
     from calibration.compare import compare_table_sets, report_markdown, write_compare_report
+    from simulator.outdir import check_outputs_spare_inputs, input_files
+    if args.output:  # no report over a table of either set
+        check_outputs_spare_inputs(
+            args.output, ["compare.md", "compare_summary.csv", "compare_pairs.csv"],
+            input_files(values={"trace": [args.ours, args.theirs]}, folders=[Path.cwd()]))
     res = compare_table_sets(args.ours, args.theirs, max_grid_factor=args.max_grid_factor)
     if args.output:
         paths = write_compare_report(res, args.output)
@@ -229,6 +235,15 @@ def cmd_fit_engine(args) -> int:
         prepare_cases,
         write_profile,
     )
+    from simulator.outdir import check_outputs_spare_inputs, input_files
+    from simulator.perf.engine_profile import get_engine_profile
+    base = get_engine_profile(args.base)
+    out = Path(args.output)  # where write_profile will write, checked before the fit
+    if out.suffix not in (".yaml", ".yml"):
+        out = out / f"{args.name or base.name}.yaml"
+    check_outputs_spare_inputs(out.parent, [out.name], input_files(
+        [base.path], values={"trace": list(args.runs)}, folders=[Path.cwd()]),
+        flag="-o")
     names = tuple(x.strip() for x in (args.params or ",".join(DEFAULT_PARAMS)).split(",")
                   if x.strip())
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))

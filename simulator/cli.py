@@ -30,16 +30,18 @@ from typing import NamedTuple
 import numpy as np
 
 from . import __version__
-from .cli_args import OneLineParser, whole_number
-from .config import cli_overrides, load_scenario
+from .cli_args import OneLineParser, scenario_file, whole_number
+from .config import cli_overrides, load_scenario, read_scenario_yaml
 from .hardware import gpu_catalog
 from .input_limits import short_repr
 from .metrics.tables_io import TABLE_FORMATS
 from .models import CATALOG
 from .outdir import (
+    check_outputs_spare_inputs,
     describe_os_error,
     discard_empty_created,
     hold_output_folders,
+    input_files,
     make_output_folder,
 )
 from .perf.tables import table_sets
@@ -47,7 +49,14 @@ from .progress import progress
 from .progress import show_warning_line as _show_warning
 from .report.figures import plot_speculative_speedup
 from .report.run import print_summary_table
-from .run import check_policy_slices, resolve_outdir, run_scenario
+from .run import (
+    check_policy_slices,
+    resolve_outdir,
+    run_output_names,
+    run_scenario,
+    scenario_inputs,
+    shipped_data_folders,
+)
 from .speculative.calculator import (
     DEFAULT_SWEEP_KS,
     DEFAULT_SWEEP_RATES,
@@ -65,6 +74,11 @@ from .workload import (
     read_columns,
     write_parquet_trace,
 )
+
+#: ``servesim --help``'s description (plain text for users, not this module's docstring)
+DESCRIPTION = ("Capacity-planning simulator for LLM inference serving: replay a workload "
+               "through a model of a serving cluster and report latency, SLO attainment, "
+               "goodput and cost. 'servesim COMMAND --help' describes a command.")
 
 EXIT_BAD_INPUT = 2
 #: stdout's reader closed it (``| head``): no message, status 1 (as rich's console and the
@@ -110,7 +124,9 @@ def cmd_run(args) -> int:
     # one pool: the requests stay columns until the run reaches them (issue 12 part 3)
     specs = load_workload(scenario.workload, scenario.seed, base, lazy=not scenario.pools)
     check_policy_slices(scenario, specs)
-    make_output_folder(resolve_outdir(scenario, args.output))  # before simulating
+    out = make_output_folder(resolve_outdir(scenario, args.output))  # before simulating
+    check_outputs_spare_inputs(out, run_output_names(), scenario_inputs(
+        scenario, base, [read_scenario_yaml(args.scenario).get("__file__")]))
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
                           figures=not args.no_figures, table_format=args.table_format)
@@ -135,7 +151,8 @@ def cmd_run(args) -> int:
 def register_run(sub) -> None:
     """Add ``servesim run``."""
     r = sub.add_parser("run", help="simulate one scenario and write its report")
-    r.add_argument("scenario", help="scenario YAML (path, or a name under scenarios/)")
+    r.add_argument("scenario", type=scenario_file,
+                   help="scenario YAML (path, or a name under scenarios/)")
     r.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
     r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable)")
@@ -165,6 +182,11 @@ def cmd_trace(args) -> int:
         raise CLIError(f"--end-s {args.end_s:g} must be > --start-s {args.start_s:g}")
     if args.start_s < 0:
         raise CLIError(f"--start-s {args.start_s:g} must be >= 0")
+    if args.to_parquet:  # never over the trace it reads (a ServeGen folder: any of its files)
+        out = Path(args.to_parquet)
+        check_outputs_spare_inputs(out.parent, [out.name], input_files(
+            values={"trace": args.path}, folders=[Path.cwd()],
+            data_folders=shipped_data_folders()), flag="--to-parquet")
     try:
         cols = read_columns(args.path, args.format, seed=args.seed, start_s=args.start_s,
                             end_s=args.end_s)
@@ -410,7 +432,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         When a row's module cannot be imported, lacks its function, or adds other
         subcommands than the row names.
     """
-    p = OneLineParser(prog="servesim", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="servesim", description=DESCRIPTION)
     p.add_argument("--version", action="version", version=f"servesim {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -472,11 +494,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"servesim: error: {describe_os_error(e)}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("servesim: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        print(f"servesim: interrupted{_stop_notes(e)}", file=sys.stderr)
         return 130
-    except _Terminated:
-        print("servesim: terminated", file=sys.stderr)
+    except _Terminated as e:
+        print(f"servesim: terminated{_stop_notes(e)}", file=sys.stderr)
         return 143
     except Exception as e:
         if os.environ.get("SERVESIM_DEBUG"):
@@ -487,6 +509,14 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         discard_empty_created(remove=bool(rc))
         restore()
+
+
+def _stop_notes(e: BaseException) -> str:
+    """``: NOTE; NOTE`` from the notes a stopped run's exception carries (how many points of
+    a sweep finished and are cached: :func:`simulator.experiments.executor.add_note`), on the
+    same line; empty without notes."""
+    notes = [" ".join(str(n).split()) for n in getattr(e, "__notes__", None) or []]
+    return f": {'; '.join(notes)}" if notes else ""
 
 
 class _Terminated(BaseException):

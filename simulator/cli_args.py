@@ -1,20 +1,71 @@
-"""Argument parsing shared by every ``servesim`` subcommand: the one-line error parser and
-the whole-number argument type."""
+"""Argument parsing shared by every ``servesim`` subcommand: the one-line error parser (whose
+help is plain text), the whole-number argument type and the scenario-file argument type."""
 from __future__ import annotations
 
 import argparse
 import math
 import re
+from pathlib import Path
 
 from .input_limits import clip_text
 
-__all__ = ["OneLineParser", "whole_number"]
+from .resources import data_dir
+
+__all__ = ["OneLineParser", "PlainHelpFormatter", "plain_text", "scenario_file",
+           "whole_number"]
+
+#: a Sphinx role: ``:func:`x` ``, ``:py:class:`~a.b.C` ``, ``:ref:`text <target>` ``
+_ROLE = re.compile(r":(?:[A-Za-z][\w-]*:)+`([^`]+)`")
+#: an inline literal, double backticks
+_LITERAL = re.compile(r"``(.+?)``", re.DOTALL)
+#: the default role / Markdown code: single backticks around text without backticks
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def _role_text(m: re.Match) -> str:
+    body = m.group(1).strip()
+    if body.endswith(">") and "<" in body:   # `text <target>`: the text
+        body = body[:body.index("<")].strip()
+    if body.startswith("~"):                 # `~a.b.c`: the last component
+        body = body[1:].rsplit(".", 1)[-1]
+    return body.lstrip("!")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reStructuredText / Markdown inline markup: Sphinx roles
+    (``:data:`X` `` -> ``X``, ``:func:`~a.b.f` `` -> ``f``), inline literals in double
+    backticks and single-backtick code become their plain text (issue 26 part 9: help
+    strings built from docstrings printed the markup)."""
+    text = _ROLE.sub(_role_text, text)
+    text = _LITERAL.sub(r"\1", text)
+    return _CODE.sub(r"\1", text)
+
+
+class PlainHelpFormatter(argparse.HelpFormatter):
+    """argparse's help formatter with descriptions, epilogs and argument help converted by
+    :func:`plain_text` before they are wrapped."""
+
+    def _format_text(self, text: str) -> str:
+        return super()._format_text(plain_text(text))
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        return plain_text(super()._expand_help(action))
 
 
 class OneLineParser(argparse.ArgumentParser):
     """An :class:`argparse.ArgumentParser` whose errors are ONE line on stderr (exit 2):
     ``servesim plan: error: argument --max-requests: invalid int value: '1.5'``, without the
-    usage block (``--help`` still prints it). Subparsers inherit the class."""
+    usage block (``--help`` still prints it), and whose help is plain text
+    (:class:`PlainHelpFormatter` unless another formatter is given; whatever formatter, the
+    help is passed through :func:`plain_text`). Subparsers inherit the class."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", PlainHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def format_help(self) -> str:
+        """The help text, plain (:func:`plain_text`)."""
+        return plain_text(super().format_help())
 
     def error(self, message: str):
         """Print ``PROG: error: MESSAGE`` (its first line) on stderr and exit 2.
@@ -68,3 +119,34 @@ def whole_number(text: str) -> int:
             f"invalid int value: {clip_text(repr(text), 60)} (expected a whole number, such "
             "as 300 or 1e9)")
     return int(x)
+
+
+def scenario_file(text: str) -> str:
+    """A scenario (or sweep / plan) file argument: a path, or a name under ``scenarios/``.
+
+    A bare name (no folder part) that is a *folder* here, such as the output folder of an
+    earlier ``servesim run default -o default``, does not hide the shipped scenario of that
+    name: ``scenarios/NAME`` or ``scenarios/NAME.yaml`` is used when it exists (a folder is
+    never a scenario file). Anything else is returned as given, for the loader to resolve or
+    refuse in one line (``default/: is a directory, not a scenario file``).
+
+    Parameters
+    ----------
+    text : str
+        The command-line value.
+
+    Returns
+    -------
+    str
+        ``text``, or the shipped scenario's path.
+    """
+    if not text or any(sep in text for sep in ("/", "\\")) or not Path(text).is_dir():
+        return text  # a path with a folder part (./default) means what it says
+    try:
+        shipped = data_dir("scenarios")
+    except (FileNotFoundError, ValueError):  # no data folder, a bad $SERVESIM_HOME
+        return text
+    for cand in (shipped / text, shipped / f"{text}.yaml", shipped / f"{text}.yml"):
+        if cand.is_file():
+            return str(cand)
+    return text

@@ -22,10 +22,12 @@ from .metrics.cost import phase_cost
 from .metrics.degrade import degrade_column, degrade_effects
 from .metrics.speculative import speculative_summary
 from .metrics.summary import json_safe, kv_and_batching_stats, summarize
-from .metrics.tables_io import check_table_format, write_run_tables
-from .outdir import make_output_folder
-from .report.run import write_run_report
+from .metrics.tables_io import TABLE_FORMATS, check_table_format, write_run_tables
+from .outdir import clear_outputs, input_files, make_output_folder, named_output_folder
+from .report.figures import FIGURE_FILES
+from .report.run import HTML_FILE, REPORT_FILE, write_run_report
 from .request import RequestSpec
+from .resources import data_dir
 from .workload import load_workload, synthesised_labels
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -294,8 +296,55 @@ def _check_named(specs: list[RequestSpec], named: list[tuple[str, list[str]]]) -
 
 
 def resolve_outdir(scenario: Scenario, outdir: str | Path | None = None) -> Path:
-    p = Path(outdir) if outdir is not None else Path(scenario.output_dir.format(name=scenario.name))
-    return p
+    """The run's output folder: ``outdir``, else ``scenario.output_dir`` with ``{name}``
+    replaced by the scenario name.
+
+    Raises
+    ------
+    OutputFolderError
+        When the name cannot be one folder name (``../../x``, a ``/``, NUL:
+        :func:`simulator.outdir.named_output_folder`) and ``output_dir`` uses it.
+    """
+    if outdir is not None:
+        return Path(outdir)
+    return named_output_folder(scenario.output_dir, scenario.name, "scenario name")
+
+
+#: Shipped data folders a scenario's relative paths may point into (``traces/x.csv``)
+_DATA_FOLDERS = ("traces", "hardware_profiles", "engine_profiles", "scenarios")
+
+
+def shipped_data_folders() -> list[tuple[str, Path]]:
+    """``(name, folder)`` of the shipped data folders that exist (for
+    :func:`simulator.outdir.input_files`)."""
+    out = []
+    for name in _DATA_FOLDERS:
+        try:
+            out.append((name, data_dir(name)))
+        except (FileNotFoundError, ValueError):
+            continue
+    return out
+
+
+def run_output_names() -> list[str]:
+    """Every file a run folder may hold: ``summary.json`` (first: a folder without it is
+    incomplete), both table formats, ``scenario.yaml``, the report and its figures. What a
+    new run into the folder replaces (:func:`simulator.outdir.clear_outputs`) and what must
+    not be one of its inputs (:func:`simulator.outdir.check_outputs_spare_inputs`)."""
+    return ["summary.json", *(f"{t}.{f}" for t in ("requests", "steps") for f in TABLE_FORMATS),
+            "scenario.yaml", REPORT_FILE, HTML_FILE, *FIGURE_FILES.values()]
+
+
+def scenario_inputs(scenarios, base_dir: Path | None, files=(), folders=()) -> list[Path]:
+    """The input files of runs of ``scenarios`` (one or several): ``files`` (the scenario
+    file) and every existing file their settings name (trace, model ``config.json``, GPU
+    spec, engine profile, ...), relative to ``base_dir``, the working folder, one of
+    ``folders`` or a shipped data folder."""
+    if isinstance(scenarios, Scenario):
+        scenarios = [scenarios]
+    values = [s.model_dump(mode="json") if isinstance(s, Scenario) else s for s in scenarios]
+    return input_files(files, values, (base_dir, Path.cwd(), *folders),
+                       data_folders=shipped_data_folders())
 
 
 def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: bool = True,
@@ -327,8 +376,10 @@ def write_run_folder(out: Path, summary: dict, requests, steps, sd: dict, sd_rep
     """The files of a run folder ``out``: the requests and steps tables, ``scenario.yaml``
     (``sd``), the report (``sd_report``: the scenario as the report shows it) and
     ``summary.json`` last, after an earlier run's is removed: a folder holding it is complete,
-    one without it was interrupted (Ctrl-C, a full disk) while its files were written."""
-    (out / "summary.json").unlink(missing_ok=True)
+    one without it was interrupted (Ctrl-C, a full disk) while its files were written. Every
+    file an earlier run left under the names of :func:`run_output_names` goes first (a
+    ``--no-figures`` run leaves no stale figure); other files stay."""
+    clear_outputs(out, run_output_names())
     write_run_tables(out, {"requests": requests, "steps": steps}, table_format)
     (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     write_run_report(out, summary, requests, steps, sd_report, title=title, figures=figures)

@@ -7,8 +7,8 @@ import math
 import sys
 from pathlib import Path
 
-from ..cli_args import whole_number
-from ..config import cli_overrides, load_scenario
+from ..cli_args import scenario_file, whole_number
+from ..config import cli_overrides, load_scenario, read_scenario_yaml
 from ..input_limits import clip_text
 from ..progress import progress
 from ..report.compare import CSV_FILE, HTML_FILE, JSON_FILE, REPORT_FILE, print_compare_table
@@ -85,7 +85,8 @@ def register_compare(subparsers) -> argparse.ArgumentParser:
                     "write OUTDIR/compare.md and compare.html (+ .csv, .json, figures) and "
                     "one run folder per variant. Without --vary: "
                     + " and ".join(DEFAULT_VARY) + ".")
-    p.add_argument("scenario", help="scenario YAML (path, or a name under scenarios/)")
+    p.add_argument("scenario", type=scenario_file,
+                   help="scenario YAML (path, or a name under scenarios/)")
     p.add_argument("--vary", action="append", metavar="KEY.PATH=V1,V2,...",
                    help="a scenario field and the values to try (repeatable; the variants "
                         "are the cartesian product)")
@@ -154,7 +155,8 @@ def cmd_spec_sweep(args: argparse.Namespace) -> int:
     df, _results, files = run_spec_sweep(
         scenario, base, rates, outdir=Path(args.output) if args.output else None,
         source=str(source), figures=not args.no_figures, jobs=jobs, backend=args.backend,
-        address=args.address, progress=prog)
+        address=args.address, progress=prog,
+        scenario_file=read_scenario_yaml(args.scenario).get("__file__"))
     if not args.quiet:
         print_spec_sweep_table(df, rates, console, title=f"{scenario.name}: TPOT p50 speedup "
                                                          "with speculation, by slice")
@@ -171,7 +173,9 @@ def register_spec_sweep(subparsers) -> argparse.ArgumentParser:
                     "arrival rates (workload.rate_scale multipliers) and write "
                     "acceptance_economics.md/.html/.png: speedup vs load per slice and the "
                     "crossover load beyond which speculation stops paying.")
-    p.add_argument("scenario", help="scenario YAML with a speculative: block")
+    p.add_argument("scenario", type=scenario_file,
+                   help="scenario YAML with a speculative: block (path, or a name under "
+                        "scenarios/)")
     p.add_argument("--rates", default=",".join(f"{r:g}" for r in DEFAULT_RATES),
                    help="comma-separated rate multipliers (default: %(default)s)")
     p.add_argument("--trace", help="replay this trace file instead of the scenario's workload")

@@ -47,11 +47,23 @@ from ..config import (
 from ..engine import plan_replica_memory
 from ..input_limits import InputLimitError, clip_text
 from ..metrics.summary import finite_float as _f
-from ..outdir import make_output_folder
+from ..outdir import (
+    check_outputs_spare_inputs,
+    clear_outputs,
+    make_output_folder,
+    named_output_folder,
+)
 from ..perf.provenance import summary_sources_label
-from ..report.compare import write_compare_report
+from ..report.compare import (
+    CSV_FILE,
+    FIGURE_FILES,
+    HTML_FILE,
+    JSON_FILE,
+    REPORT_FILE,
+    write_compare_report,
+)
 from ..report.format import yaml_value
-from ..run import run_scenario
+from ..run import run_output_names, run_scenario, scenario_inputs
 from .grid import MAX_GRID_POINTS, grid_size
 from .runner import Workloads, run_family
 
@@ -426,9 +438,10 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     loaded = _load_variants(scenario_path, varies,
                             list(overrides or []) + trace_overrides(trace))
     base_name = loaded[0][2].name
-    out = Path(outdir) if outdir is not None else Path("reports") / f"compare-{base_name}"
+    out = Path(outdir) if outdir is not None else named_output_folder(
+        "reports/compare-{name}", base_name, "scenario name", ScenarioError)
     if write:  # before any workload loads or variant runs
-        make_output_folder(out, ScenarioError)
+        _prepare_folder(out, scenario_path, loaded)
     workloads = Workloads()
     tasks = [{"key": name, "name": name, "index": i, "total": len(loaded),
               "assignments": combo, "scenario": sc, "base_dir": base,
@@ -439,12 +452,43 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     if jobs == 1 and backend == "local":  # hooks cannot travel to other processes
         shared.update(progress=progress, sim_progress=sim_progress)
     results, _ran = run_family(_run_variant, tasks, shared=shared, backend=backend, jobs=jobs,
-                               address=address)
+                               address=address, what="variants",
+                               stop_note=_stop_note(tasks, out, write))
     variants = [results[t["key"]] for t in tasks]
     table = pd.DataFrame([variant_row(v) for v in variants])
     cr = CompareResult(base_name, varies, variants, table,
                        same_requests=len(workloads) == 1, num_workloads=len(workloads))
     if write:
         cr.outdir = out
+        clear_outputs(out, COMPARE_FILES)  # an earlier comparison's (figures too)
         cr.files = write_compare_report(cr, out, figures=figures)
     return cr
+
+
+def _stop_note(tasks: list[dict], out: Path, write: bool):
+    """The note of a stopped comparison: how many variants finished. A variant is kept once
+    its run folder is complete (``summary.json`` is written last), whether or not its result
+    had reached this process."""
+    def note(done: int, total: int) -> str:
+        n = sum((t["outdir"] / "summary.json").is_file() for t in tasks) if write else done
+        return (f"{n} of {total} variants finished" + (f" (their run folders in {out} are "
+                                                        "complete)" if write and n else ""))
+    return note
+
+
+#: The files of a comparison in its output folder (beside one run folder per variant)
+COMPARE_FILES = (REPORT_FILE, HTML_FILE, CSV_FILE, JSON_FILE, *FIGURE_FILES.values())
+
+
+def _prepare_folder(out: Path, scenario_path, loaded) -> None:
+    """Create the output folder; refuse it when an output (the comparison's files, a
+    variant's run folder) would overwrite an input of a variant; mark every variant's run
+    folder left by an earlier comparison incomplete (its ``summary.json`` goes), so that a
+    folder with one is a run of this comparison."""
+    make_output_folder(out, ScenarioError)
+    src = read_scenario_yaml(scenario_path).get("__file__")
+    inputs = scenario_inputs([sc for _n, _c, sc, _b in loaded], loaded[0][3], [src])
+    runs = [f"{n}/{f}" for n, *_ in loaded for f in run_output_names()]
+    check_outputs_spare_inputs(out, [*COMPARE_FILES, *runs], inputs, error=ScenarioError)
+    for name, *_ in loaded:
+        clear_outputs(out / name, ["summary.json"])

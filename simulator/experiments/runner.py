@@ -26,17 +26,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import ScenarioError, validate_scenario
-from ..outdir import make_output_folder
+from ..config import ScenarioError, read_yaml_mapping, validate_scenario
+from ..outdir import check_outputs_spare_inputs, make_output_folder
 from ..request import RequestSpec
+from ..run import scenario_inputs
 from ..workload import WorkloadConfig, load_workload
 from .cache import ResultCache
 from .executor import run_tasks
 from .grid import config_label, set_path
 from .warned import reemit
 
-__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "output_folder", "prepare_points",
-           "run_family"]
+__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "guard_outputs", "output_folder",
+           "prepare_points", "run_family", "spec_file"]
 
 Progress = Callable[[int, int], None]
 #: ``cache_entries(task_key, result)`` -> the ``(key, value)`` pairs to store for a result.
@@ -56,6 +57,37 @@ def output_folder(path: str | Path, create: bool = True) -> Path:
     if create:
         make_output_folder(out, ScenarioError)
     return out
+
+
+def spec_file(path: str | Path | None, what: str) -> Path | None:
+    """The file a sweep or plan argument names (``sweep_default`` -> the shipped
+    ``scenarios/sweep_default.yaml``), as the loader resolves it; None when ``path`` is None
+    or names none."""
+    if path is None:
+        return None
+    try:
+        return read_yaml_mapping(path, what)[1]
+    except ScenarioError:
+        return None
+
+
+def guard_outputs(out: Path, outputs: Sequence[str], files: Sequence, scenarios: Sequence,
+                  base_dir: Path | None, error: type[Exception] = ScenarioError,
+                  folders: Sequence[Path | None] = ()) -> None:
+    """Refuse a family whose outputs (``outputs``, names in ``out``) would overwrite one of
+    its inputs: ``files`` (the sweep or plan file, the base scenario) and every file its
+    points' settings name (``scenarios``: resolved scenario dicts; their trace, model
+    ``config.json``, GPU spec ...; relative to ``base_dir``, the working folder or one of
+    ``folders``), before anything runs.
+
+    Raises
+    ------
+    ScenarioError
+        (or ``error``) one line naming the output and the input
+        (:func:`simulator.outdir.check_outputs_spare_inputs`).
+    """
+    check_outputs_spare_inputs(out, outputs,
+                               scenario_inputs(scenarios, base_dir, files, folders), error=error)
 
 
 def absolute_spec_paths(raw: dict, folders: Sequence[Path | None]) -> None:
@@ -186,11 +218,26 @@ def _store_result(key: str, result: Any) -> Iterable[tuple[str, Any]]:
     return [(key, result)]
 
 
+def _family_note(what: str, hits: int, cache: ResultCache | None):
+    """The note of a stopped family: ``3 of 8 sweep points finished (2 more from the cache);
+    the finished ones are cached in DIR: a rerun uses them``."""
+    def note(done: int, total: int) -> str:
+        text = f"{done} of {total} {what} finished"
+        if hits:
+            text += f" ({hits} more from the cache)"
+        if cache is not None and cache.folder is not None and done:
+            text += f"; the finished ones are cached in {cache.folder}: a rerun uses them"
+        return text
+    return note
+
+
 def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[Mapping],
                *, shared: Mapping[str, Any] | None = None, cache: ResultCache | None = None,
                cache_entries: CacheEntries | None = None, backend: str = "local",
                jobs: int = 1, address: str | None = None,
-               progress: Progress | None = None) -> tuple[dict[str, Any], set[str]]:
+               progress: Progress | None = None, what: str = "tasks",
+               stop_note: Callable[[int, int], str] | None = None
+               ) -> tuple[dict[str, Any], set[str]]:
     """Run ``worker(task, shared)`` once per distinct ``task["key"]`` the cache does not hold.
 
     Parameters
@@ -213,6 +260,14 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
     backend, jobs, address, progress
         See :func:`simulator.experiments.executor.run_tasks`; ``progress(done, total)``
         counts the tasks that run (not the cache hits).
+    what : str
+        What the tasks are, in plural (``sweep points``), for the note a stopped family's
+        exception carries (:func:`~simulator.experiments.executor.add_note`): ``3 of 8
+        sweep points finished (2 more from the cache); the finished ones are cached: a
+        rerun uses them`` (with a cache; without one the note says how many finished).
+    stop_note : callable, optional
+        ``stop_note(done, total)`` replaces that note (e.g. one that counts what a stopped
+        family keeps on disk).
 
     Returns
     -------
@@ -253,5 +308,6 @@ def run_family(worker: Callable[[Any, Mapping[str, Any]], Any], tasks: Sequence[
         reemit(_warnings_of(r), shown)
 
     run_tasks(worker, todo, shared=shared, backend=backend, jobs=jobs, address=address,
-              progress=progress, on_result=keep)
+              progress=progress, on_result=keep,
+              stop_note=stop_note or _family_note(what, len(results), cache))
     return results, queued

@@ -24,13 +24,13 @@ import pandas as pd
 
 from ..config import Scenario
 from ..metrics.speculative import speculative_summary
-from ..outdir import make_output_folder
-from ..report.spec_sweep import write_spec_sweep_report
+from ..outdir import clear_outputs, make_output_folder, named_output_folder
+from ..report.spec_sweep import FIGURE_FILE, REPORT_STEM, write_spec_sweep_report
 from ..request import RequestSpec
 from ..run import run_scenario
 from ..speculative.economics import DEFAULT_RATES, net_effect, sweep_rows
 from ..workload import load_workload
-from .runner import Workloads, run_family
+from .runner import Workloads, guard_outputs, run_family
 
 __all__ = [
     "baseline_scenario",
@@ -40,6 +40,11 @@ __all__ = [
     "scenario_at_rate",
     "sweep_rates",
 ]
+
+
+#: The files of a spec-sweep in its output folder
+SPEC_SWEEP_FILES = (f"{REPORT_STEM}.md", f"{REPORT_STEM}.html", f"{REPORT_STEM}.csv",
+                    FIGURE_FILE, "spec_sweep.json")
 
 
 def baseline_scenario(scenario: Scenario) -> Scenario:
@@ -160,7 +165,8 @@ def sweep_rates(scenario: Scenario, base_dir: Path | None = None,
                           "rate": r, "with_spec": with_spec, "scenario": sc,
                           "base_dir": base_dir, "workload": wid})
     out, _ran = run_family(_worker, tasks, shared={"workloads": workloads.lists},
-                           backend=backend, jobs=jobs, address=address, progress=progress)
+                           backend=backend, jobs=jobs, address=address, progress=progress,
+                           what="runs")
     results: dict[float, dict] = {r: {} for r in rates}
     for t in tasks:
         results[t["rate"]]["speculative" if t["with_spec"] else "baseline"] = \
@@ -176,7 +182,8 @@ def sweep_rates(scenario: Scenario, base_dir: Path | None = None,
 def run_spec_sweep(scenario: Scenario, base_dir: Path | None, rates: Sequence[float], *,
                    outdir: str | Path | None = None, source: str = "", figures: bool = True,
                    jobs: int = 1, backend: str = "local", address: str | None = None,
-                   progress: Callable[[int, int], None] | None = None
+                   progress: Callable[[int, int], None] | None = None,
+                   scenario_file: str | Path | None = None
                    ) -> tuple[pd.DataFrame, dict, dict[str, Path]]:
     """:func:`sweep_rates` and its report in ``outdir``.
 
@@ -190,6 +197,9 @@ def run_spec_sweep(scenario: Scenario, base_dir: Path | None, rates: Sequence[fl
         The workload source named in the report.
     figures : bool
         Draw the figure.
+    scenario_file : path, optional
+        The scenario file (an input no output may overwrite; the scenario's trace, model
+        and GPU files are checked too).
 
     Returns
     -------
@@ -197,9 +207,11 @@ def run_spec_sweep(scenario: Scenario, base_dir: Path | None, rates: Sequence[fl
         The table, the runs, and the files written
         (:func:`simulator.report.spec_sweep.write_spec_sweep_report`).
     """
-    out = make_output_folder(Path(outdir) if outdir else
-                             Path(f"reports/{scenario.name}_spec_sweep"))  # before any run
+    out = make_output_folder(Path(outdir) if outdir else named_output_folder(
+        "reports/{name}_spec_sweep", scenario.name, "scenario name"))  # before any run
+    guard_outputs(out, SPEC_SWEEP_FILES, [scenario_file], [scenario], base_dir)
     df, results = sweep_rates(scenario, base_dir, rates, jobs=jobs, backend=backend,
                               address=address, progress=progress)
+    clear_outputs(out, SPEC_SWEEP_FILES)  # an earlier sweep's (its figure after --no-figures)
     files = write_spec_sweep_report(out, df, results, scenario, source=source, figures=figures)
     return df, results, files

@@ -33,11 +33,17 @@ import pandas as pd
 import yaml
 
 from simulator import __version__
+from simulator.config import read_scenario_yaml
 from simulator.engine import unpriced_quiet
 from simulator.kv.planner import MaxModelLenError
 from simulator.metrics.summary import json_safe
-from simulator.outdir import make_output_folder
-from simulator.run import run_scenario, scenario_dict
+from simulator.outdir import (
+    check_outputs_spare_inputs,
+    clear_outputs,
+    make_output_folder,
+    named_output_folder,
+)
+from simulator.run import run_scenario, scenario_dict, scenario_inputs
 
 from .client_side import api_server_section, api_server_terms, client_view
 from .compare import compare_outcomes, paired_frame, pct_error
@@ -157,6 +163,8 @@ def validate_recorded(path: str | Path, *, scenario: str | Path | None = None,
         _set_engine_version(run, engine_version)
     replay = build_replay_scenario(run, scenario=scenario, gpu=gpu, model=model, sets=sets)
     sc = replay.scenario
+    if write:  # the output folder, and no output over an input, before the replay runs
+        out_dir = _output_folder(run, out_dir, path, scenario, replay)
     specs = specs_with_block_size(run, sc.kv_cache.block_size)
     res = run_replay(replay, specs)
     per_req, per_tok, api = api_server_terms(run, res, replay.base_dir)
@@ -294,6 +302,30 @@ def _validation(run: RecordedRun, replay: ReplayScenario, res, cmp: dict) -> dic
     return v
 
 
+#: The files ``validate --recorded`` writes in its output folder
+VALIDATE_FILES = ("requests_compared.csv", "replay_requests.csv", "scenario.yaml",
+                  "timeline.csv", "request_scatter.png", "latency_cdfs.png",
+                  "running_waiting.png", "validation.json", "report.md", "report.html")
+
+
+def _output_folder(run: RecordedRun, out_dir, recorded, scenario,
+                   replay: ReplayScenario) -> Path:
+    """The output folder (default ``reports/validate-<run>``), created; refused (one line)
+    when an output would overwrite an input: the recorded run's files (every file of a run
+    folder), the scenario file, a model ``config.json`` or GPU spec the replay names."""
+    out = Path(out_dir) if out_dir is not None else named_output_folder(
+        "reports/validate-{name}", run.name.replace("/", "-"), "recorded run name")
+    make_output_folder(out)
+    files = [recorded, run.path]
+    if scenario is not None:
+        files.append(read_scenario_yaml(scenario).get("__file__"))
+    # {"trace": folder}: every file of a recorded run folder is an input
+    inputs = scenario_inputs([replay.scenario, {"trace": str(recorded)}], replay.base_dir,
+                             files)
+    check_outputs_spare_inputs(out, VALIDATE_FILES, inputs)
+    return out
+
+
 def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
     from .figures import (  # matplotlib: imported only when figures are drawn
         plot_latency_cdfs,
@@ -302,9 +334,10 @@ def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
     )
     from .report import write_reports
     run, res, v = rv.run, rv.result, rv.validation
-    out = Path(out_dir) if out_dir is not None else Path("reports") / (
-        "validate-" + run.name.replace("/", "-"))
+    out = Path(out_dir) if out_dir is not None else named_output_folder(
+        "reports/validate-{name}", run.name.replace("/", "-"), "recorded run name")
     make_output_folder(out)
+    clear_outputs(out, VALIDATE_FILES)  # an earlier validation's (figures too)
     files = []
     pair = paired_frame(run.outcomes, rv.client_requests if rv.client_requests is not None
                         else res.requests)

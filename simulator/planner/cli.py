@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..cli_args import whole_number
+from ..cli_args import scenario_file, whole_number
 from ..config import Override, ScenarioError, read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
@@ -115,7 +115,7 @@ def cmd_plan(args) -> int:
                        jobs=_jobs(args), backend=args.backend, address=args.address,
                        use_cache=not args.no_cache, outdir=args.output,
                        figures=not args.no_figures, progress=cb,
-                       notify=None if args.quiet else _notice)
+                       notify=None if args.quiet else _notice, source=args.plan)
     c = Console()
     if args.quiet:
         print(_headline(res))
@@ -160,7 +160,8 @@ def cmd_plan(args) -> int:
 def register(subparsers) -> None:
     """Add the ``sweep`` and ``plan`` subcommands to ``servesim``'s parser."""
     s = subparsers.add_parser("sweep", help="run a base scenario over a grid of field values")
-    s.add_argument("sweep", help="sweep YAML (path, or a name under scenarios/)")
+    s.add_argument("sweep", type=scenario_file,
+                   help="sweep YAML (path, or a name under scenarios/)")
     _common(s)
     s.add_argument("--sweep-set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a field of the sweep file itself (repeatable)")
@@ -170,7 +171,8 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("plan", help="capacity plan: cheapest configuration meeting "
                                            "the SLOs at a target rate, with a report")
-    p.add_argument("plan", help="plan YAML (path, or a name under scenarios/)")
+    p.add_argument("plan", type=scenario_file,
+                   help="plan YAML (path, or a name under scenarios/)")
     _common(p)
     p.add_argument("--target-rate", type=float, help="target arrival rate (requests/s)")
     p.add_argument("--max-requests", type=whole_number, help="requests per capacity probe")

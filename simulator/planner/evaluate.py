@@ -170,7 +170,11 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
                               lambda d, _n: report_cached(prog, done0 + d, run["total"],
                                                  run["cached"])),
                     order=longest_first([run["all_cfg"][t["index"]] for t in todo]),
-                    on_result=keep)
+                    on_result=keep,
+                    stop_note=lambda d, _n: (
+                        f"{done0 + d} of {run['total']} plan candidates finished "
+                        f"({run['cached']} of them from the cache); the finished ones are "
+                        f"cached in {cache.folder}: a rerun uses them"))
     run["done"] += len(todo)
     return new
 

@@ -44,12 +44,20 @@ import numpy as np
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
 from ..experiments.cache import ResultCache, scenario_identity
 from ..experiments.grid import config_label, expand_grid, set_path
-from ..experiments.runner import absolute_spec_paths, output_folder, prepare_points
+from ..experiments.runner import (
+    absolute_spec_paths,
+    guard_outputs,
+    output_folder,
+    prepare_points,
+    spec_file,
+)
 from ..hardware import get_gpu
 from ..metrics.summary import json_safe as _json_safe
+from ..outdir import clear_outputs, named_output_folder
 from ..workload import WorkloadConfig, load_workload, synthesised_labels
 from .bottleneck import bottleneck_note
 from .evaluate import evaluate_configurations, longest_first
+from .figures import FIGURES
 from .provenance import compare_provenance
 from .prune import is_skipped
 from .report import write_plan_report
@@ -149,7 +157,8 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
              use_cache: bool = True, outdir: str | Path | None = None, write: bool = True,
              figures: bool = True, progress: Callable[[int, int], None] | None = None,
              setup_factory: Callable | None = None,
-             notify: Callable[[str], None] | None = None) -> PlanResult:
+             notify: Callable[[str], None] | None = None,
+             source: str | Path | None = None) -> PlanResult:
     """Run a capacity plan and (optionally) write its report.
 
     Parameters
@@ -176,6 +185,8 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     notify : callable, optional
         ``notify(line)``: one line when the plan changes course (pruning abandoned, so the
         candidates are evaluated again and ``progress`` restarts from 0).
+    source : path, optional
+        The plan file (an input no output may overwrite).
 
     Raises
     ------
@@ -186,8 +197,8 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     base_raw, base_dir, base_sc = _base_scenario(plan, spec_dir, scenario_overrides, trace)
     base_dict = json.loads(base_sc.model_dump_json())
     # the output folder before the request pool loads (its warnings, its time)
-    out = output_folder(outdir if outdir is not None else plan.output_dir.format(
-        name=plan.name), create=write or use_cache)
+    out = output_folder(outdir if outdir is not None else named_output_folder(
+        plan.output_dir, plan.name, "plan name", PlanError), create=write or use_cache)
     pool, pool_w, target = _pool(plan, base_dict, base_dir)
     mean_in = float(np.mean([s.num_prompt_tokens for s in pool]))
     mean_out = float(np.mean([s.num_output_tokens for s in pool]))
@@ -195,6 +206,10 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     lkg = plan.last_known_good
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
+    if write or use_cache:  # no output over an input (plan, base, trace, quality table ...)
+        guard_outputs(out, [*PLAN_FILES, "figures/", ".cache/"],
+                      [spec_file(source, "plan"), _base_file(plan.base, spec_dir)],
+                      [*all_cfg, plan.model_dump(mode="json")], base_dir, PlanError, (spec_dir,))
     cache = ResultCache(out / ".cache", enabled=use_cache)
     ev = evaluate_configurations(plan, all_ov, all_cfg, pool, target, base_raw, base_sc, base_dict,
                    cache, use_cache, setup_factory, backend=backend, jobs=jobs,
@@ -251,9 +266,20 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
                      quality=(json.loads(quality.model_dump_json()) if quality else None))
     if write:
         out.mkdir(parents=True, exist_ok=True)
+        clear_outputs(out, PLAN_FILES)  # an earlier plan's (its figures after --no-figures)
         res.files = write_plan_report(res, out, figures=figures)
         res.stats["wall_s"] = time.perf_counter() - t0
     return res
+
+
+#: The files a capacity plan writes in its output folder (beside its ``.cache/``)
+PLAN_FILES = ("plan.md", "plan.html", "plan.json", "plan_table.csv", "plan_table.parquet",
+              "pareto.csv", "probes.csv", *(f"figures/{f}" for f in FIGURES.values()))
+
+
+def _base_file(base, spec_dir: Path | None) -> str | None:
+    """The base scenario's file (None for an inline base)."""
+    return None if isinstance(base, dict) else resolve_base_source(base, spec_dir)[2]
 
 
 def _base_scenario(plan: PlanSpec, spec_dir: Path | None, scenario_overrides, trace):

@@ -24,15 +24,27 @@ import pandas as pd
 from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
-from ..experiments.runner import Workloads, factory_id, output_folder, prepare_points, run_family
+from ..experiments.runner import (
+    Workloads,
+    factory_id,
+    guard_outputs,
+    output_folder,
+    prepare_points,
+    run_family,
+    spec_file,
+)
 from ..experiments.warned import recording
+from ..outdir import clear_outputs, named_output_folder
 from ..perf.provenance import summary_sources_label
-from ..report.sweep import write_sweep_report
+from ..report.sweep import FIGURE_FILE, write_sweep_report
 from ..report.tables import write_table
 from .simulate import simulate_summary
 from .spec import PlanError, SweepSpec, check_names_up_front, refuse_pools_base, resolve_base_source
 
 __all__ = ["SweepResult", "run_sweep", "sweep_worker"]
+
+#: The files a sweep writes in its output folder (beside its ``.cache/``)
+SWEEP_FILES = ("sweep.parquet", "sweep.csv", "sweep.md", "sweep.html", FIGURE_FILE)
 
 #: Columns that differ between two runs of the same point (wall-clock figures).
 NONDETERMINISTIC_COLUMNS = ("sim_wall_s", "sim_speedup", "cached")
@@ -119,8 +131,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     overrides = expand_grid(spec.grid, spec.points)
     points = _points(base_raw, overrides, (base_dir, spec_dir), source)
     # the output folder before the workloads load (their warnings, their time)
-    out = output_folder(outdir if outdir is not None else spec.output_dir.format(
-        name=spec.name), create=write or use_cache)
+    out = _output_folder(spec, spec_dir, outdir, write or use_cache, source, points, base_dir)
     workloads = Workloads()
     wids = [workloads.add(p["workload"], p["seed"], base_dir) for p in points]
     fps = {w: specs_fingerprint(s) for w, s in workloads.lists.items()}
@@ -134,7 +145,8 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     keys = [t["key"] for t in tasks]
     results, ran = run_family(sweep_worker, tasks, shared={"workloads": workloads.lists},
                                   cache=cache, cache_entries=_cache_entry, backend=backend,
-                                  jobs=jobs, address=address, progress=progress)
+                                  jobs=jobs, address=address, progress=progress,
+                                  what="sweep points")
 
     rows = _rows(points, overrides, keys, results, ran)
     table = pd.DataFrame(rows)
@@ -142,11 +154,26 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
                       time.perf_counter() - t0, out)
     if write:
         out.mkdir(parents=True, exist_ok=True)
+        clear_outputs(out, SWEEP_FILES)  # an earlier sweep's (sweep.png after --no-figures)
         res.files = write_table(table, out, "sweep")
         res.files.update(write_sweep_report(
             table, out, name=spec.name, num_simulated=res.num_simulated,
             num_cached=res.num_cached, varied=list(spec.grid.items()), figures=figures))
     return res
+
+
+def _output_folder(spec: SweepSpec, spec_dir, outdir, create: bool, source, points,
+                   base_dir) -> Path:
+    """The sweep's output folder (``outdir`` or the spec's ``output_dir`` with its name),
+    created with ``create`` and then refused (:class:`PlanError`, one line) when an output
+    would overwrite an input: the sweep file, the base scenario, a file a point names."""
+    out = output_folder(outdir if outdir is not None else named_output_folder(
+        spec.output_dir, spec.name, "sweep name", PlanError), create=create)
+    if create:
+        guard_outputs(out, [*SWEEP_FILES, ".cache/"],
+                      [spec_file(source, "sweep"), resolve_base_source(spec.base, spec_dir)[2]],
+                      points, base_dir, PlanError)
+    return out
 
 
 def _points(base_raw: dict, overrides, folders, source: str | None) -> list[dict]:

@@ -36,8 +36,9 @@ from ..config import (
 )
 from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from ..experiments.executor import run_tasks
+from ..experiments.runner import guard_outputs, spec_file
 from ..experiments.warned import recording, reemit
-from ..outdir import make_output_folder
+from ..outdir import clear_outputs, make_output_folder, named_output_folder
 from ..progress import progress as progress_of
 from ..report.escape import Md, md_code
 from ..report.format import ms, pct, usd
@@ -47,7 +48,7 @@ from ..run import run_scenario
 from ..schema import StrictModel
 from ..topology.gateway import run_gateway
 from ..workload import load_workload
-from .spec import PlanError, format_spec_error, resolve_base, slo_text
+from .spec import PlanError, format_spec_error, resolve_base, resolve_base_source, slo_text
 
 
 class FamilySearch(StrictModel):
@@ -229,7 +230,7 @@ def _evaluate(cand: dict, base_raw: dict, specs, spec: TopologyPlanSpec, base_di
 def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: str | None = None,
                       scenario_overrides=None, outdir=None, progress=None, jobs: int = 1,
                       backend: str = "local", address: str | None = None,
-                      use_cache: bool = True) -> dict:
+                      use_cache: bool = True, source: str | Path | None = None) -> dict:
     """Search the families of ``spec`` and write ``plan.json`` and ``plan.md``.
 
     Within a family and degree the candidates are tried cheapest first up to the first that
@@ -246,6 +247,8 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
         See :func:`simulator.experiments.executor.run_tasks`.
     use_cache : bool
         Read cached candidates (new ones are always written).
+    source : path, optional
+        The plan file (an input no output may overwrite).
 
     Returns
     -------
@@ -271,8 +274,12 @@ def run_topology_plan(spec: TopologyPlanSpec, spec_dir: Path | None, *, trace: s
     base_raw = apply_overrides(base_raw, ov)
     base_sc = validate_scenario(base_raw, source=str(base_path), overrides=ov)
     specs = load_workload(base_sc.workload, base_sc.seed, base_dir)
-    out_dir = make_output_folder(Path(outdir or spec.output_dir.format(name=spec.name)),
-                                 PlanError)  # before any candidate runs
+    out_dir = make_output_folder(Path(outdir) if outdir else named_output_folder(
+        spec.output_dir, spec.name, "plan name", PlanError), PlanError)  # before any runs
+    guard_outputs(out_dir, [*TOPOLOGY_PLAN_FILES, ".cache/"],
+                  [spec_file(source, "plan"), None if isinstance(spec.base, dict) else
+                   resolve_base_source(spec.base, spec_dir)[2]],
+                  [base_raw], base_dir, PlanError)
     cache = ResultCache(out_dir / ".cache", enabled=use_cache)
     rows = _search(spec, base_raw, base_dir, specs, cache,
                    {"jobs": jobs, "backend": backend, "address": address,
@@ -334,14 +341,20 @@ def _search(spec: TopologyPlanSpec, base_raw: dict, base_dir, specs, cache: Resu
             continue
         if not wave:
             break
-        res = run_tasks(topology_worker, [{"cand": cands[i], "base_raw": base_raw,
-                                           "spec": spec, "base_dir": base_dir} for i in wave],
-                        shared={"specs": specs}, backend=ex["backend"], jobs=ex["jobs"],
-                        address=ex["address"])
-        for i, r in zip(wave, res):
-            cache.put(keys[i], r)
-            done[i] = r["row"]
+
+        def keep(j: int, r: dict, wave=wave) -> None:
+            # cached as each candidate finishes: a stopped plan resumes from them
+            cache.put(keys[wave[j]], r)
+            done[wave[j]] = r["row"]
             reemit(r["warnings"], shown)
+
+        run_tasks(topology_worker, [{"cand": cands[i], "base_raw": base_raw,
+                                     "spec": spec, "base_dir": base_dir} for i in wave],
+                  shared={"specs": specs}, backend=ex["backend"], jobs=ex["jobs"],
+                  address=ex["address"], on_result=keep,
+                  stop_note=lambda _d, _n: f"{len(done)} topology candidates finished; "
+                                           f"they are cached in {cache.folder}: a rerun "
+                                           "uses them")
         if ex["progress"] is not None:
             ex["progress"](len(done), None)  # the total is not known in advance
     rows = [dict(done[i]) for i in needed()]
@@ -401,9 +414,14 @@ def explain(plan: dict) -> str:
     return " ".join(parts)
 
 
+#: The files a topology plan writes in its output folder (beside its ``.cache/``)
+TOPOLOGY_PLAN_FILES = ("plan.json", "plan.md", "plan.html")
+
+
 def write_topology_plan(plan: dict, out: Path) -> dict[str, str]:
     """Write ``plan.json``, ``plan.md`` and its self-contained ``plan.html`` into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
+    clear_outputs(out, TOPOLOGY_PLAN_FILES)
     (out / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=True, default=str)
                                    + "\n")
     header = ["candidate", "GPUs", "$/h", "attainment", "TTFT p99", "TPOT p99",
@@ -436,7 +454,7 @@ def cmd_topology_plan(args, raw: dict, folder: Path, jobs: int, plan_set=None) -
         res = run_topology_plan(spec, folder, trace=args.trace, scenario_overrides=args.set,
                                 outdir=args.output, progress=cb, jobs=jobs,
                                 backend=args.backend, address=args.address,
-                                use_cache=not args.no_cache)
+                                use_cache=not args.no_cache, source=args.plan)
     print(res["explanation"])
     if not args.quiet:
         for r in res["rows"]:
