@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 from .input_limits import clip_text
-
 from .resources import data_dir
 
 __all__ = ["OneLineParser", "PlainHelpFormatter", "plain_text", "scenario_file",
