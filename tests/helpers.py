@@ -93,6 +93,18 @@ def synthetic_workload(n: int = 200, rate_rps: float = 20.0, *, prompt_median: f
     return w
 
 
+def roofline_scenario_text(name: str, num_requests: int, prompt: str, output: str, *,
+                           rate_rps: float = 20) -> str:
+    """The YAML text of a small CLI scenario: Llama-3.1-8B on one H100 SXM, datasheet roofline,
+    Poisson arrivals, ``prompt`` / ``output`` length distributions in YAML flow style (e.g.
+    ``"{dist: fixed, value: 10}"``); what the hostile-input and CLI tests write to a file."""
+    return (f"name: {name}\nmodel: llama-3.1-8b\nhardware: {{gpu: h100-sxm}}\n"
+            "perf: {source: roofline}\nworkload:\n  synthetic:\n"
+            f"    arrival: {{process: poisson, rate_rps: {rate_rps}}}\n"
+            f"    num_requests: {num_requests}\n    prompt_tokens: {prompt}\n"
+            f"    output_tokens: {output}\n")
+
+
 def deep_update(base: dict, upd: dict) -> dict:
     """Recursively merge ``upd`` into a copy of ``base`` (dicts merge, other values replace)."""
     out = copy.deepcopy(base)

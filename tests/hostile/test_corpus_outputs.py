@@ -30,21 +30,12 @@ import re
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, roofline_scenario_text
 
 from simulator.cli import SUBCOMMANDS, build_parser, main
 
-SCENARIO = """name: outs
-model: llama-3.1-8b
-hardware: {gpu: h100-sxm}
-perf: {source: roofline}
-workload:
-  synthetic:
-    arrival: {process: poisson, rate_rps: 20}
-    num_requests: 10
-    prompt_tokens: {dist: uniform, low: 16, high: 120}
-    output_tokens: {dist: uniform, low: 2, high: 20}
-"""
+SCENARIO = roofline_scenario_text("outs", 10, "{dist: uniform, low: 16, high: 120}",
+                                  "{dist: uniform, low: 2, high: 20}")
 SPECULATIVE = ("speculative: {method: ngram, num_speculative_tokens: 2, "
                "acceptance: {model: iid, acceptance_rate: 0.6}}\n")
 TRACE = "arrival_time_s,num_prompt_tokens,num_output_tokens\n0,10,2\n0.1,20,3\n0.2,30,4\n"

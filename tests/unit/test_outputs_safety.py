@@ -28,18 +28,10 @@ from simulator.outdir import (
     unsafe_name_reason,
 )
 from simulator.report.figures import FIGURE_FILES
+from tests.helpers import roofline_scenario_text
 
-SCENARIO = """name: safety
-model: llama-3.1-8b
-hardware: {gpu: h100-sxm}
-perf: {source: roofline}
-workload:
-  synthetic:
-    arrival: {process: poisson, rate_rps: 20}
-    num_requests: 12
-    prompt_tokens: {dist: uniform, low: 16, high: 200}
-    output_tokens: {dist: uniform, low: 2, high: 40}
-"""
+SCENARIO = roofline_scenario_text("safety", 12, "{dist: uniform, low: 16, high: 200}",
+                                  "{dist: uniform, low: 2, high: 40}")
 TRACE = "arrival_time_s,num_prompt_tokens,num_output_tokens\n0,10,2\n0.5,20,3\n1,30,4\n"
 
 

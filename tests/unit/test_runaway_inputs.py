@@ -26,18 +26,10 @@ from simulator.input_limits import (
     load_yaml,
     short_repr,
 )
+from tests.helpers import roofline_scenario_text
 
-BASE = """name: runaway
-model: llama-3.1-8b
-hardware: {gpu: h100-sxm}
-perf: {source: roofline}
-workload:
-  synthetic:
-    arrival: {process: poisson, rate_rps: 20}
-    num_requests: 20
-    prompt_tokens: {dist: uniform, low: 16, high: 200}
-    output_tokens: {dist: uniform, low: 1, high: 40}
-"""
+BASE = roofline_scenario_text("runaway", 20, "{dist: uniform, low: 16, high: 200}",
+                              "{dist: uniform, low: 1, high: 40}")
 
 
 def _err(capsys) -> list[str]:

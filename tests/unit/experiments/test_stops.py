@@ -27,24 +27,15 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, roofline_scenario_text
 
 #: seconds a stopped command gets to exit after the signal
 STOP_WITHIN_S = 10
 #: polls (0.2 s each) for the first finished point before the test gives up
 START_POLLS = 3000
 
-BASE = """name: stops
-model: llama-3.1-8b
-hardware: {gpu: h100-sxm}
-perf: {source: roofline}
-workload:
-  synthetic:
-    arrival: {process: poisson, rate_rps: 50}
-    num_requests: 30000
-    prompt_tokens: {dist: uniform, low: 16, high: 400}
-    output_tokens: {dist: uniform, low: 1, high: 300}
-"""
+BASE = roofline_scenario_text("stops", 30000, "{dist: uniform, low: 16, high: 400}",
+                              "{dist: uniform, low: 1, high: 300}", rate_rps=50)
 
 
 #: ``python -m simulator.cli ARGS`` with Ctrl-C's handler in place: a child started from a

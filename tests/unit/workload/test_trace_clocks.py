@@ -20,18 +20,10 @@ from simulator.workload import (
     read_trace,
 )
 from simulator.workload.clock import MAX_CLOCK_S, epoch_unit, exact_residuals
+from tests.helpers import roofline_scenario_text
 
-BASE = """name: clocks
-model: llama-3.1-8b
-hardware: {gpu: h100-sxm}
-perf: {source: roofline}
-workload:
-  synthetic:
-    arrival: {process: poisson, rate_rps: 20}
-    num_requests: 20
-    prompt_tokens: {dist: fixed, value: 100}
-    output_tokens: {dist: fixed, value: 20}
-"""
+BASE = roofline_scenario_text("clocks", 20, "{dist: fixed, value: 100}",
+                              "{dist: fixed, value: 20}")
 GC = "arrival_time_s,num_prompt_tokens,num_output_tokens\n"
 K = 10
 #: 2023-11-14 22:13:20 UTC in each unit since the Unix epoch

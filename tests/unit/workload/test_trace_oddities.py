@@ -14,21 +14,13 @@ from simulator.cli import main
 from simulator.observe.readers_csv import read_generic_csv
 from simulator.observe.record import RecordError
 from simulator.workload import WorkloadConfig, WorkloadError, load_workload, read_trace
+from tests.helpers import roofline_scenario_text
 
 AZ = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 GC = "arrival_time_s,num_prompt_tokens,num_output_tokens\n"
 GJ = '{"arrival_time_s": 0, "num_prompt_tokens": 10, "num_output_tokens": 2}\n'
-BASE = """name: odd
-model: llama-3.1-8b
-hardware: {gpu: h100-sxm}
-perf: {source: roofline}
-workload:
-  synthetic:
-    arrival: {process: poisson, rate_rps: 20}
-    num_requests: 4
-    prompt_tokens: {dist: fixed, value: 10}
-    output_tokens: {dist: fixed, value: 2}
-"""
+BASE = roofline_scenario_text("odd", 4, "{dist: fixed, value: 10}",
+                              "{dist: fixed, value: 2}")
 
 
 def _secs(a: str, b: str) -> float:
