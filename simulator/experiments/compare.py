@@ -443,11 +443,8 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     if write:  # before any workload loads or variant runs
         _prepare_folder(out, scenario_path, loaded)
     workloads = Workloads()
-    tasks = [{"key": name, "name": name, "index": i, "total": len(loaded),
-              "assignments": combo, "scenario": sc, "base_dir": base,
-              "workload": workloads.add(sc.workload, sc.seed, base), "write": write,
-              "outdir": out / name, "figures": figures if run_figures is None else run_figures}
-             for i, (name, combo, sc, base) in enumerate(loaded)]
+    tasks = _variant_tasks(loaded, workloads, out, write,
+                           figures if run_figures is None else run_figures)
     shared: dict[str, Any] = {"workloads": workloads.lists}
     if jobs == 1 and backend == "local":  # hooks cannot travel to other processes
         shared.update(progress=progress, sim_progress=sim_progress)
@@ -463,6 +460,17 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
         clear_outputs(out, COMPARE_FILES)  # an earlier comparison's (figures too)
         cr.files = write_compare_report(cr, out, figures=figures)
     return cr
+
+
+def _variant_tasks(loaded, workloads: Workloads, out: Path, write: bool,
+                   figures: bool) -> list[dict]:
+    """One executor task per loaded variant (its workload registered once per distinct
+    workload in ``workloads``)."""
+    return [{"key": name, "name": name, "index": i, "total": len(loaded),
+             "assignments": combo, "scenario": sc, "base_dir": base,
+             "workload": workloads.add(sc.workload, sc.seed, base), "write": write,
+             "outdir": out / name, "figures": figures}
+            for i, (name, combo, sc, base) in enumerate(loaded)]
 
 
 def _stop_note(tasks: list[dict], out: Path, write: bool):
