@@ -163,7 +163,9 @@ class KVCacheConfig(_Strict):
         "(vLLM --kv-cache-memory-bytes)")
     enable_prefix_caching: bool = False
     allocation: Literal["paged", "contiguous"] = "paged"
-    swap_space_gb: float = Field(default=4.0, ge=0)
+    swap_space_gb: float = Field(
+        default=4.0, ge=0, description="CPU swap space per GPU for preemption_mode: swap, in "
+        "GiB (2**30 bytes) as vLLM's --swap-space, whose name this key follows")
     watermark: float = Field(default=0.0, ge=0, lt=1)
 
 

@@ -32,6 +32,7 @@ from .cluster import Replica, ReplicaSetup, Router
 from .config import Scenario
 from .hardware import GPUSpec, get_gpu
 from .kv import plan_memory
+from .kv.planner import swap_space_blocks
 from .metrics.records import RunRecorder
 from .models import ModelSpec, get_model
 from .perf import build_perf_model
@@ -307,7 +308,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                           enable_chunked_prefill=sc.enable_chunked_prefill,
                           max_model_len=max_model_len, policy=sc.queue_policy,
                           preemption_mode=sc.preemption_mode,
-                          swap_space_blocks=int(scenario.kv_cache.swap_space_gb * 1e9 // block_bytes),
+                          swap_space_blocks=swap_space_blocks(scenario.kv_cache.swap_space_gb,
+                                                              block_bytes),
                           swap_block_bytes=block_bytes,
                           host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
                           tenant_max_seqs=(max(1, int(share * sc.max_num_seqs))

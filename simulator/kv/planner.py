@@ -506,6 +506,44 @@ def memory_terms(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: in
                       notes=tuple(notes))
 
 
+def swap_space_blocks(swap_space_gib: float, block_bytes: float) -> int:
+    """KV blocks the CPU swap space holds for ``preemption_mode: swap``, per GPU.
+
+    vLLM's ``swap_space`` is in GiB (``CacheConfig``: "Size of the CPU swap space per GPU (in
+    GiB)"; ``swap_space_bytes = swap_space x GiB_bytes``, ``GiB_bytes = 1 << 30``) and its
+    V0 cache engine holds ``int(swap_space_bytes // block_bytes)`` CPU blocks::
+
+        blocks = floor(swap_space_gib x 2**30 / block_bytes)
+
+    Llama-3.2-1B (bf16 KV: 2 x 16 layers x 8 KV heads x 64 x 2 B = 32,768 B per token),
+    16-token blocks of 524,288 B, 4 GiB: 4 x 2**30 / 2**19 = 8,192 blocks (4e9 bytes would
+    give 7,629).
+
+    Parameters
+    ----------
+    swap_space_gib : float
+        ``kv_cache.swap_space_gb`` (GiB, >= 0).
+    block_bytes : float
+        Bytes of one KV block on one GPU (> 0).
+
+    Returns
+    -------
+    int
+        Whole blocks (0 when the space holds none).
+
+    Raises
+    ------
+    ValueError
+        If ``swap_space_gib`` is negative or not finite, or ``block_bytes`` is not positive.
+    """
+    gib, bb = float(swap_space_gib), float(block_bytes)
+    if not (gib >= 0 and gib != float("inf")):
+        raise ValueError(f"kv_cache.swap_space_gb must be a finite number of GiB >= 0, got {gib}")
+    if not bb > 0:
+        raise ValueError(f"block bytes must be > 0, got {bb}")
+    return int(gib * GiB // bb)
+
+
 def _gb(x: float) -> str:
     return f"{x / 1e9:,.2f} GB"
 
@@ -675,5 +713,6 @@ __all__ = [
     "moe_workspace_bytes",
     "plan_memory",
     "sampler_peak_bytes",
+    "swap_space_blocks",
     "weights_bytes",
 ]
