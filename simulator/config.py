@@ -46,7 +46,10 @@ class InterconnectConfig(_Strict):
     keeps the spec's value. ``bandwidth_bytes_per_s`` is the achieved per-direction bandwidth a
     collective sees (the link model uses it as is); ``latency_s`` is the per-hop latency of the
     ring (alpha-beta model: ``t = 2 (p - 1) latency + 2 (p - 1) / p x bytes / bandwidth``). With
-    a stated link the all-reduce uses this model, not the spec node's measured tables."""
+    a stated link the all-reduce uses this model, not the spec node's measured tables. A PCIe
+    link with ``p2p: false`` (NCCL through host memory, vLLM's custom all-reduce off) is priced
+    at half its bandwidth (half the spec's host link when no bandwidth is stated), an
+    assumption the all-reduce provenance names."""
 
     kind: Literal["nvlink", "pcie", "infiniband", "none"] | None = None
     bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)

@@ -86,6 +86,7 @@ def with_stated_link(gpu: GPUSpec, link) -> GPUSpec:
         upd["interconnect"] = f"{link.kind} (stated by the scenario)"
     if link.bandwidth_bytes_per_s is not None:
         upd["interconnect_bandwidth_bytes_per_s"] = float(link.bandwidth_bytes_per_s)
+        upd["link_bandwidth_stated"] = True
     if link.latency_s is not None:
         upd["interconnect_latency_s"] = float(link.latency_s)
     if link.p2p is not None:
