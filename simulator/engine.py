@@ -31,8 +31,8 @@ from .budget import check_run_budget, estimate_scenario_run
 from .cluster import Replica, ReplicaSetup, Router
 from .config import Scenario
 from .hardware import GPUSpec, get_gpu
-from .kv import plan_memory
 from .kv.planner import swap_space_blocks
+from .kv.stages import plan_pipeline_memory
 from .metrics.records import RunRecorder
 from .models import ModelSpec, get_model
 from .perf import build_perf_model
@@ -43,7 +43,6 @@ from .scheduling.degrade import DegradeController, RoundRobinTarget, observe_rep
 from .scheduling.state import REJECTED, ReqState
 from .scheduling.step_rows import DecodeRunRows
 from .topology.lockstep import dp_lockstep_process
-from .topology.pipeline import stage_model
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # annotations only (start-up: pandas loads after the simulation)
@@ -251,16 +250,19 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
                          "longest cached prefix, but kv_cache.enable_prefix_caching is false "
                          "(no replica caches anything); enable it or pick another router")
     pp = scenario.cluster.pipeline_parallel_size
-    mem = plan_memory(stage_model(model, pp), gpu.hbm_bytes, tensor_parallel_size=tp,
-                      gpu_memory_utilization=kvc.gpu_memory_utilization,
-                      block_size=kvc.block_size, weight_dtype=wdt,
-                      kv_cache_dtype=kv_dtype, max_num_batched_tokens=sc.max_num_batched_tokens,
-                      max_num_seqs=sc.max_num_seqs, draft_model=draft,
-                      max_model_len=max_model_len,
-                      kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
-                      num_gpu_blocks_override=kvc.num_gpu_blocks,
-                      expert_parallel_size=ep,
-                      num_sms=gpu.num_sms, compute_capability=gpu.compute_capability)
+    # every pipeline stage planned, the fewest blocks kept (vLLM's rule; kv/stages.py)
+    mem = plan_pipeline_memory(model, gpu.hbm_bytes, pipeline_parallel_size=pp,
+                               tensor_parallel_size=tp,
+                               gpu_memory_utilization=kvc.gpu_memory_utilization,
+                               block_size=kvc.block_size, weight_dtype=wdt,
+                               kv_cache_dtype=kv_dtype,
+                               max_num_batched_tokens=sc.max_num_batched_tokens,
+                               max_num_seqs=sc.max_num_seqs, draft_model=draft,
+                               max_model_len=max_model_len,
+                               kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
+                               num_gpu_blocks_override=kvc.num_gpu_blocks,
+                               expert_parallel_size=ep,
+                               num_sms=gpu.num_sms, compute_capability=gpu.compute_capability)
     return _Planned(model, gpu, tp, kv_dtype, wdt, draft, ep, pp, max_model_len, mem)
 
 
