@@ -107,11 +107,11 @@ def plan_pipeline_memory(model: ModelSpec, hbm_bytes: float | Sequence[float], *
             raise ValueError(f"{_where(i, lo, hi, p)}: {e}") from None
         stages.append(StagePlan(i, lo, hi - lo, hbms[i], plan))
     low = min(stages, key=lambda s: s.plan.num_gpu_blocks)
-    notes = tuple(low.plan.notes) + (
-        f"pipeline stages plan {', '.join(f'{s.plan.num_gpu_blocks:,}' for s in stages)} "
-        f"blocks; every stage gets the fewest, stage {low.stage}'s (vLLM "
-        "get_kv_cache_configs); non-torch memory per GPU is the TP figure (PP's own NCCL "
-        "buffers not measured)",)
+    counts = ", ".join(f"{s.plan.num_gpu_blocks:,}" for s in stages)
+    note = (f"pipeline stages plan {counts} blocks; every stage gets the fewest, stage "
+            f"{low.stage}'s (vLLM get_kv_cache_configs); non-torch memory per GPU is the TP "
+            "figure (PP's own NCCL buffers not measured)")
+    notes = (*low.plan.notes, note)
     return dataclasses.replace(low.plan, pipeline_stage=low.stage, stages=tuple(stages),
                                notes=notes)
 

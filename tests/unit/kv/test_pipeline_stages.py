@@ -41,8 +41,8 @@ from simulator.models import get_model
 from simulator.run import run_scenario
 from simulator.topology.pipeline import stage_layer_ranges, stage_model
 
-KW = dict(gpu_memory_utilization=0.5, block_size=16, max_num_batched_tokens=64, max_num_seqs=8,
-          num_sms=4, compute_capability=(8, 6), max_model_len=4096)
+KW = {"gpu_memory_utilization": 0.5, "block_size": 16, "max_num_batched_tokens": 64,
+      "max_num_seqs": 8, "num_sms": 4, "compute_capability": (8, 6), "max_model_len": 4096}
 
 
 def test_uneven_split_every_stage_by_hand():
