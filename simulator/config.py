@@ -46,7 +46,10 @@ class InterconnectConfig(_Strict):
     keeps the spec's value. ``bandwidth_bytes_per_s`` is the achieved per-direction bandwidth a
     collective sees (the link model uses it as is); ``latency_s`` is the per-hop latency of the
     ring (alpha-beta model: ``t = 2 (p - 1) latency + 2 (p - 1) / p x bytes / bandwidth``). With
-    a stated link the all-reduce uses this model, not the spec node's measured tables."""
+    a stated link the all-reduce uses this model, not the spec node's measured tables. A PCIe
+    link with ``p2p: false`` (NCCL through host memory, vLLM's custom all-reduce off) is priced
+    at half its bandwidth (half the spec's host link when no bandwidth is stated), an
+    assumption the all-reduce provenance names."""
 
     kind: Literal["nvlink", "pcie", "infiniband", "none"] | None = None
     bandwidth_bytes_per_s: float | None = Field(default=None, gt=0)
@@ -163,7 +166,9 @@ class KVCacheConfig(_Strict):
         "(vLLM --kv-cache-memory-bytes)")
     enable_prefix_caching: bool = False
     allocation: Literal["paged", "contiguous"] = "paged"
-    swap_space_gb: float = Field(default=4.0, ge=0)
+    swap_space_gb: float = Field(
+        default=4.0, ge=0, description="CPU swap space per GPU for preemption_mode: swap, in "
+        "GiB (2**30 bytes) as vLLM's --swap-space, whose name this key follows")
     watermark: float = Field(default=0.0, ge=0, lt=1)
 
 

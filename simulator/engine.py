@@ -31,7 +31,8 @@ from .budget import check_run_budget, estimate_scenario_run
 from .cluster import Replica, ReplicaSetup, Router
 from .config import Scenario
 from .hardware import GPUSpec, get_gpu
-from .kv import plan_memory
+from .kv.planner import swap_space_blocks
+from .kv.stages import plan_pipeline_memory
 from .metrics.records import RunRecorder
 from .models import ModelSpec, get_model
 from .perf import build_perf_model
@@ -42,7 +43,6 @@ from .scheduling.degrade import DegradeController, RoundRobinTarget, observe_rep
 from .scheduling.state import REJECTED, ReqState
 from .scheduling.step_rows import DecodeRunRows
 from .topology.lockstep import dp_lockstep_process
-from .topology.pipeline import stage_model
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # annotations only (start-up: pandas loads after the simulation)
@@ -85,6 +85,7 @@ def with_stated_link(gpu: GPUSpec, link) -> GPUSpec:
         upd["interconnect"] = f"{link.kind} (stated by the scenario)"
     if link.bandwidth_bytes_per_s is not None:
         upd["interconnect_bandwidth_bytes_per_s"] = float(link.bandwidth_bytes_per_s)
+        upd["link_bandwidth_stated"] = True
     if link.latency_s is not None:
         upd["interconnect_latency_s"] = float(link.latency_s)
     if link.p2p is not None:
@@ -249,16 +250,19 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
                          "longest cached prefix, but kv_cache.enable_prefix_caching is false "
                          "(no replica caches anything); enable it or pick another router")
     pp = scenario.cluster.pipeline_parallel_size
-    mem = plan_memory(stage_model(model, pp), gpu.hbm_bytes, tensor_parallel_size=tp,
-                      gpu_memory_utilization=kvc.gpu_memory_utilization,
-                      block_size=kvc.block_size, weight_dtype=wdt,
-                      kv_cache_dtype=kv_dtype, max_num_batched_tokens=sc.max_num_batched_tokens,
-                      max_num_seqs=sc.max_num_seqs, draft_model=draft,
-                      max_model_len=max_model_len,
-                      kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
-                      num_gpu_blocks_override=kvc.num_gpu_blocks,
-                      expert_parallel_size=ep,
-                      num_sms=gpu.num_sms, compute_capability=gpu.compute_capability)
+    # every pipeline stage planned, the fewest blocks kept (vLLM's rule; kv/stages.py)
+    mem = plan_pipeline_memory(model, gpu.hbm_bytes, pipeline_parallel_size=pp,
+                               tensor_parallel_size=tp,
+                               gpu_memory_utilization=kvc.gpu_memory_utilization,
+                               block_size=kvc.block_size, weight_dtype=wdt,
+                               kv_cache_dtype=kv_dtype,
+                               max_num_batched_tokens=sc.max_num_batched_tokens,
+                               max_num_seqs=sc.max_num_seqs, draft_model=draft,
+                               max_model_len=max_model_len,
+                               kv_cache_memory_bytes=kvc.kv_cache_memory_bytes,
+                               num_gpu_blocks_override=kvc.num_gpu_blocks,
+                               expert_parallel_size=ep,
+                               num_sms=gpu.num_sms, compute_capability=gpu.compute_capability)
     return _Planned(model, gpu, tp, kv_dtype, wdt, draft, ep, pp, max_model_len, mem)
 
 
@@ -307,7 +311,8 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
                           enable_chunked_prefill=sc.enable_chunked_prefill,
                           max_model_len=max_model_len, policy=sc.queue_policy,
                           preemption_mode=sc.preemption_mode,
-                          swap_space_blocks=int(scenario.kv_cache.swap_space_gb * 1e9 // block_bytes),
+                          swap_space_blocks=swap_space_blocks(scenario.kv_cache.swap_space_gb,
+                                                              block_bytes),
                           swap_block_bytes=block_bytes,
                           host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
                           tenant_max_seqs=(max(1, int(share * sc.max_num_seqs))

@@ -112,6 +112,9 @@ class GPUSpec:
     compute_capability: tuple[int, int] | None = None
     #: the link fields were stated by a scenario (``hardware.interconnect``), not the spec
     link_stated: bool = field(default=False, compare=False)
+    #: ``interconnect_bandwidth_bytes_per_s`` itself was stated by the scenario (an achieved
+    #: figure), not kept from the spec (a datasheet one)
+    link_bandwidth_stated: bool = field(default=False, compare=False)
     profile_dir: Path | None = field(default=None, compare=False)
 
     @property

@@ -18,6 +18,7 @@ import yaml
 
 from .config import Scenario
 from .engine import ReplicaSetup, SimOutput, build_setup, simulate
+from .kv.stages import stage_rows
 from .metrics.cost import phase_cost
 from .metrics.degrade import degrade_column, degrade_effects
 from .metrics.speculative import speculative_summary
@@ -156,6 +157,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
                         sim_wall_s=sim.sim_wall_s)
     summary["num_gpu_blocks"] = setup.num_gpu_blocks
     summary["kv_cache_tokens"] = setup.num_gpu_blocks * setup.block_size
+    if setup.memory is not None and setup.memory.stages:  # PP: every stage's memory plan
+        summary["pipeline_stages"] = stage_rows(setup.memory)
     summary["perf_model"] = getattr(setup.perf, "kind", "roofline")
     summary["provenance"] = setup.perf.provenance()
     summary["prefix_cache_hit_tokens"] = int(sim.recorder.prefix_hit_tokens)

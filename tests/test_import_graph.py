@@ -10,7 +10,8 @@ its own layer and the layers below, never one above; the longest matching prefix
    ``progress``, ``budget``, ``outdir``, ``input_limits``
 1. catalogs: ``models`` (with ``model_spec`` and ``model_config``), ``hardware``
 2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative``, ``topology`` (pure
-   maths)
+   maths), and ``metrics.quantiles`` (the one percentile definition, numpy only, which
+   ``workload``'s trace statistics share with the run summary)
 3. ``config`` (the scenario schema)
 4. ``scheduling`` (queues, emission, the continuous, static and speculative schedulers)
 5. ``metrics``
@@ -47,7 +48,7 @@ LAYERS: dict[str, int] = {
     "simulator.topology": 2, "simulator.topology.lockstep": 6,
     "simulator.config": 3,
     "simulator.scheduling": 4,
-    "simulator.metrics": 5,
+    "simulator.metrics": 5, "simulator.metrics.quantiles": 2,
     "simulator.cluster": 6, "simulator.engine": 6,
     "simulator.report": 7,
     "simulator.run": 8, "simulator.topology.gateway": 8,

@@ -90,7 +90,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..models import ModelSpec, _dtype_bytes
+from ..models import ModelSpec, _dtype_bytes, _pad_vocab
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -219,6 +219,15 @@ class MemoryPlan:
         The length the one-request check used.
     notes : tuple of str
         Things the plan assumed (non-measured TP size, sliding-window capping, ...).
+    intermediate_bytes : float
+        Part of ``activation_bytes``: the buffer a pipeline stage after the first keeps for
+        the hidden states and residual it receives (0 without PP).
+    pipeline_stage : int or None
+        Under PP, the stage this plan is for (the one with the fewest blocks when it is the
+        replica's plan); None without PP.
+    stages : tuple of StagePlan
+        Under PP, every stage's plan (:func:`simulator.kv.stages.plan_pipeline_memory`);
+        empty without PP.
     """
 
     budget_bytes: float
@@ -241,6 +250,9 @@ class MemoryPlan:
     kv_source: str = "profile"
     max_model_len: int | None = None
     notes: tuple[str, ...] = field(default=())
+    intermediate_bytes: float = 0.0
+    pipeline_stage: int | None = None
+    stages: tuple = field(default=())
 
     @property
     def kv_tokens(self) -> int:
@@ -290,6 +302,38 @@ def weights_bytes(model: ModelSpec, weight_dtype: str = "bf16", tensor_parallel_
     rope = model.rope_cache_bytes(_act_dtype(weight_dtype))
     w = model.weight_bytes_per_gpu(weight_dtype, tensor_parallel_size, expert_parallel_size)
     return w + rope + model.num_layers * ATTENTION_SCALE_BYTES_PER_LAYER, rope
+
+
+def stage_vocab_adjust_bytes(model: ModelSpec, weight_dtype: str = "bf16",
+                             tensor_parallel_size: int = 1, *, is_first_stage: bool = True,
+                             is_last_stage: bool = True) -> int:
+    """Bytes to add to :func:`weights_bytes` of a pipeline stage's layers (a
+    :func:`simulator.topology.pipeline.stage_model`, which counts the whole model's embedding,
+    LM head and final norm) for what that stage really holds (0 for a single stage).
+
+    vLLM (``LlamaModel`` / ``LlamaForCausalLM`` and the models built alike): the first stage
+    holds the embedding, the last the final norm and the LM head (with tied embeddings the
+    last stage creates the embedding too and ties the LM head to it: one matrix on each of
+    the two stages); a middle stage none of them. One vocabulary matrix per GPU is
+    ``pad64(V) / TP x hidden`` elements (vLLM pads the vocabulary to a multiple of 64).
+
+    Raises
+    ------
+    ValueError
+        For an unknown dtype.
+    """
+    first, last = bool(is_first_stage), bool(is_last_stage)
+    if first and last:
+        return 0
+    wb = _dtype_bytes(weight_dtype)
+    tp, h = int(tensor_parallel_size), model.hidden_size
+    rows = _pad_vocab(model.vocab_size) // tp
+    counted = 1 if model.tie_word_embeddings else 2
+    held = int(first) + int(last)
+    adjust = (held - counted) * rows * h
+    if not last:
+        adjust -= h * (2 if model.norm_bias else 1) + (rows if model.lm_head_bias else 0)
+    return adjust * wb
 
 
 def cublas_workspace_bytes(compute_capability: tuple[int, int] | None = None) -> int:
@@ -466,7 +510,8 @@ def memory_terms(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: in
                  max_num_batched_tokens: int = 8192, max_num_seqs: int = 256,
                  draft_model: ModelSpec | None = None, num_sms: int | None = None,
                  compute_capability: tuple[int, int] | None = None,
-                 engine: EngineMemoryProfile = VLLM_0_19) -> MemoryPlan:
+                 engine: EngineMemoryProfile = VLLM_0_19, is_first_stage: bool = True,
+                 is_last_stage: bool = True) -> MemoryPlan:
     """Every term of the plan, with no check: ``kv_bytes`` may be negative and
     ``num_gpu_blocks`` zero (``servesim kv`` shows such plans). Arguments as :func:`plan_memory`.
 
@@ -477,12 +522,22 @@ def memory_terms(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: in
     """
     tp, ep = int(tensor_parallel_size), int(expert_parallel_size)
     budget = float(hbm_bytes) * float(gpu_memory_utilization)
+    first, last = bool(is_first_stage), bool(is_last_stage)
     weights, rope = weights_bytes(model, weight_dtype, tp, ep)
+    weights += stage_vocab_adjust_bytes(model, weight_dtype, tp, is_first_stage=first,
+                                        is_last_stage=last)
     fwd = forward_peak_bytes(model, max_num_batched_tokens, tp, ep, weight_dtype)
-    smp = sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, weight_dtype, num_sms)
+    # the sampler pass runs on the last pipeline stage only (vLLM profile_run)
+    smp = (sampler_peak_bytes(model, max_num_batched_tokens, max_num_seqs, weight_dtype, num_sms)
+           if last else 0)
     cublas = cublas_workspace_bytes(compute_capability)
     moe = moe_workspace_bytes(model, max_num_batched_tokens, tp, ep, weight_dtype)
-    act = float(moe + max(fwd, smp) + cublas)
+    # a stage after the first keeps a buffer for the hidden states and residual it receives
+    # (vLLM make_empty_intermediate_tensors, max_num_batched_tokens rows, model dtype)
+    inter = (0 if first else
+             2 * _dtype_bytes(_act_dtype(weight_dtype)) * int(max_num_batched_tokens)
+             * model.hidden_size)
+    act = float(moe + max(fwd, smp) + cublas + inter)
     non_torch = float(engine.non_torch_bytes(tp))
     cudagraph = 0.0  # vLLM 0.19 does not subtract its estimate (module docstring)
     notes = []
@@ -503,7 +558,45 @@ def memory_terms(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: in
                       forward_peak_bytes=float(fwd), sampler_peak_bytes=float(smp),
                       cublas_workspace_bytes=float(cublas), moe_workspace_bytes=float(moe),
                       rope_cache_bytes=float(rope), planned_num_gpu_blocks=blocks,
-                      notes=tuple(notes))
+                      notes=tuple(notes), intermediate_bytes=float(inter))
+
+
+def swap_space_blocks(swap_space_gib: float, block_bytes: float) -> int:
+    """KV blocks the CPU swap space holds for ``preemption_mode: swap``, per GPU.
+
+    vLLM's ``swap_space`` is in GiB (``CacheConfig``: "Size of the CPU swap space per GPU (in
+    GiB)"; ``swap_space_bytes = swap_space x GiB_bytes``, ``GiB_bytes = 1 << 30``) and its
+    V0 cache engine holds ``int(swap_space_bytes // block_bytes)`` CPU blocks::
+
+        blocks = floor(swap_space_gib x 2**30 / block_bytes)
+
+    Llama-3.2-1B (bf16 KV: 2 x 16 layers x 8 KV heads x 64 x 2 B = 32,768 B per token),
+    16-token blocks of 524,288 B, 4 GiB: 4 x 2**30 / 2**19 = 8,192 blocks (4e9 bytes would
+    give 7,629).
+
+    Parameters
+    ----------
+    swap_space_gib : float
+        ``kv_cache.swap_space_gb`` (GiB, >= 0).
+    block_bytes : float
+        Bytes of one KV block on one GPU (> 0).
+
+    Returns
+    -------
+    int
+        Whole blocks (0 when the space holds none).
+
+    Raises
+    ------
+    ValueError
+        If ``swap_space_gib`` is negative or not finite, or ``block_bytes`` is not positive.
+    """
+    gib, bb = float(swap_space_gib), float(block_bytes)
+    if not (gib >= 0 and gib != float("inf")):
+        raise ValueError(f"kv_cache.swap_space_gb must be a finite number of GiB >= 0, got {gib}")
+    if not bb > 0:
+        raise ValueError(f"block bytes must be > 0, got {bb}")
+    return int(gib * GiB // bb)
 
 
 def _gb(x: float) -> str:
@@ -519,7 +612,8 @@ def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int
                 num_gpu_blocks_override: int | None = None, num_sms: int | None = None,
                 compute_capability: tuple[int, int] | None = None,
                 disable_hybrid_kv_cache_manager: bool = False,
-                engine: EngineMemoryProfile = VLLM_0_19) -> MemoryPlan:
+                engine: EngineMemoryProfile = VLLM_0_19, is_first_stage: bool = True,
+                is_last_stage: bool = True) -> MemoryPlan:
     """Plan one GPU's memory and derive ``num_gpu_blocks`` the way vLLM 0.19 does.
 
     Parameters
@@ -554,6 +648,13 @@ def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int
         attention layers (required for models that mix sliding and full layers).
     engine : EngineMemoryProfile
         Engine-version constants (:data:`VLLM_0_19`).
+    is_first_stage, is_last_stage : bool
+        Under pipeline parallelism, whether ``model`` (one stage's layers,
+        :func:`simulator.topology.pipeline.stage_model`) is the first / last stage: the
+        first holds the embedding, the last the final norm, LM head and the sampler pass, a
+        later stage the received-activation buffer (:func:`stage_vocab_adjust_bytes`;
+        :func:`simulator.kv.stages.plan_pipeline_memory` plans every stage). Both True
+        without PP.
 
     Returns
     -------
@@ -583,7 +684,8 @@ def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int
                      weight_dtype=weight_dtype, kv_cache_dtype=kv_cache_dtype,
                      max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                      draft_model=draft_model, num_sms=num_sms,
-                     compute_capability=compute_capability, engine=engine)
+                     compute_capability=compute_capability, engine=engine,
+                     is_first_stage=is_first_stage, is_last_stage=is_last_stage)
     notes = list(p.notes)
     block_bytes = p.block_bytes
     kv, source = p.kv_bytes, "profile"
@@ -658,7 +760,7 @@ def plan_memory(model: ModelSpec, hbm_bytes: float, *, tensor_parallel_size: int
                       rope_cache_bytes=p.rope_cache_bytes, planned_num_gpu_blocks=planned,
                       kv_source=source,
                       max_model_len=None if max_model_len is None else int(max_model_len),
-                      notes=tuple(notes))
+                      notes=tuple(notes), intermediate_bytes=p.intermediate_bytes)
 
 
 __all__ = [
@@ -675,5 +777,7 @@ __all__ = [
     "moe_workspace_bytes",
     "plan_memory",
     "sampler_peak_bytes",
+    "stage_vocab_adjust_bytes",
+    "swap_space_blocks",
     "weights_bytes",
 ]

@@ -1,10 +1,17 @@
-"""Exact weighted percentiles of a long sample without sorting it.
+"""The one percentile definition of servesim, and exact percentiles of a long sample.
 
-:func:`simulator.metrics.summary.weighted_percentiles` sorts the sample: an ``argsort`` order
-and the permuted weights cost 16 bytes a sample (290 MB for the 18M inter-token-latency
-samples of a million-request run, the largest part of that run's peak memory). For
-non-negative values with integer weights this module gives the *same* values, bit for bit, by
-selection in two passes over fixed-size chunks:
+:func:`weighted_percentiles` is the inverse of the empirical CDF (Hyndman & Fan definition 1):
+every percentile that servesim reports (run summaries, reports, sweeps, plans, ``validate``,
+and ``servesim trace``'s workload statistics) comes from it, so it is an observed value and
+the same for a weighted sample as for the expanded one. The module imports nothing of the
+package but numpy, so the workload layer (``simulator.workload.describe``) uses it too
+(``tests/test_import_graph.py`` places it with the pure-maths layer).
+
+Sorting a long sample costs memory: an ``argsort`` order and the permuted weights cost 16 bytes
+a sample (290 MB for the 18M inter-token-latency samples of a million-request run, the largest
+part of that run's peak memory). For non-negative values with integer weights
+:func:`select_percentiles` gives the *same* values, bit for bit, by selection in two passes
+over fixed-size chunks:
 
 1. Bucket every value by the top bits of its IEEE-754 pattern (for non-negative doubles the
    int64 view orders like the value, so a bucket is an interval of values and the buckets are
@@ -14,15 +21,15 @@ selection in two passes over fixed-size chunks:
    bucket; gather that bucket's values, sort them (a small set) and take the first value whose
    cumulative weight, counted from the buckets before it, reaches ``T``.
 
-That is the inverse-CDF definition the sorting path uses (Hyndman & Fan definition 1), with the
-same integer arithmetic, so the two paths agree exactly. Memory: O(chunk + buckets + one
-bucket's values).
+That is the inverse-CDF definition the sorting path uses, with the same integer arithmetic, so
+the two paths agree exactly. Memory: O(chunk + buckets + one bucket's values).
 """
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SELECT_MIN_SAMPLES", "select_percentiles"]
+__all__ = ["SELECT_MIN_SAMPLES", "as_weights", "kept_samples", "select_percentiles",
+           "weighted_percentiles"]
 
 #: Samples from which :func:`weighted_percentiles` selects instead of sorting (below, the sort
 #: is cheap and its memory small). 2**22 samples = 32 MB a float64 copy.
@@ -110,3 +117,94 @@ def _gather(bits, v, w, lo: int, shift: int, buckets: np.ndarray):
         vs.append(v[s:s + _CHUNK][m])
         ws.append(w[s:s + _CHUNK][m])
     return np.concatenate(ks), np.concatenate(vs), np.concatenate(ws)
+
+
+def weighted_percentiles(values, weights, qs) -> np.ndarray:
+    """Percentiles of a weighted sample by the inverse of its empirical CDF.
+
+    For a percentile ``q`` (in percent) the result is the smallest value ``v`` whose cumulative
+    weight reaches the fraction ``q / 100`` of the total weight::
+
+        P(q) = min { v_k : sum_{j <= k} w_j >= (q / 100) * sum_j w_j }   (values sorted)
+
+    with ``P(0)`` the smallest value of positive weight. With integer weights this equals
+    ``np.percentile`` of the sample in which each value is repeated ``weight`` times, using
+    ``method="inverted_cdf"``; with equal weights it equals ``np.percentile(values, qs,
+    method="inverted_cdf")`` exactly (Hyndman & Fan definition 1).
+
+    Parameters
+    ----------
+    values : array_like of float, shape (n,)
+        Sample values (any unit; the result has the same unit). NaN values are ignored.
+    weights : array_like of float, shape (n,) or None
+        Non-negative weight (multiplicity) of each value; ``None`` means all ones. Values with
+        zero weight are ignored.
+    qs : float or array_like of float, shape (m,)
+        Percentiles in percent, each in ``[0, 100]``.
+
+    Returns
+    -------
+    ndarray of float, shape (m,)
+        One percentile per entry of ``qs`` (shape ``(1,)`` for a scalar ``qs``); all NaN when
+        no value has positive weight.
+
+    Raises
+    ------
+    ValueError
+        If shapes differ, a weight is negative or not finite, or a percentile is outside
+        ``[0, 100]``.
+    """
+    v = np.asarray(values, dtype=float).ravel()
+    q = np.atleast_1d(np.asarray(qs, dtype=float))
+    if q.ndim != 1:
+        raise ValueError("qs must be a scalar or a 1-D array of percentiles")
+    if np.any(~np.isfinite(q)) or np.any(q < 0.0) or np.any(q > 100.0):
+        raise ValueError(f"percentiles must lie in [0, 100], got {q.tolist()}")
+    if weights is None:
+        w = np.ones_like(v)
+    else:
+        w = as_weights(weights)
+        if w.shape != v.shape:
+            raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
+        if np.any(~np.isfinite(w)) or np.any(w < 0.0):
+            raise ValueError("weights must be finite and non-negative")
+    v, w = kept_samples(v, w)
+    if v.size == 0:
+        return np.full(q.shape, np.nan)
+    if np.all(w == w[0]):
+        # Equal weights: use unit weights so the float arithmetic below is the same as
+        # numpy's (target = n * q / 100) and results match np.percentile bit for bit.
+        w = np.ones_like(w)
+    if v.size >= SELECT_MIN_SAMPLES:
+        # A long sample (a million-request run's ITL): exact selection without the sort.
+        sel = select_percentiles(v, w, q)
+        if sel is not None:
+            return sel
+    # Memory: a 10^7-sample ITL array is 80 MB a copy; the order and the sorted copies are
+    # made one at a time and the cumulative sum reuses the sorted weights' buffer.
+    order = np.argsort(v, kind="stable")
+    w = w[order]
+    cum = np.cumsum(w, out=w)
+    target = (q / 100.0) * cum[-1]
+    if cum.dtype.kind == "i":  # exact integer sums: cum >= target <=> cum >= ceil(target)
+        target = np.ceil(target).astype(np.int64)
+    idx = np.clip(np.searchsorted(cum, target, side="left"), 0, v.size - 1)
+    return v[order[idx]]
+
+
+def as_weights(weights) -> np.ndarray:
+    """``weights`` as a 1-D array: integer multiplicities stay int64 (their sums are exact,
+    so every result equals that of float weights, and a long ITL sample is not copied),
+    anything else float64."""
+    w = np.asarray(weights).ravel()
+    if w.dtype.kind in "iu":
+        return w.astype(np.int64, copy=False)
+    return w.astype(float, copy=False)
+
+
+def kept_samples(v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``v`` and ``w`` without NaN values and zero weights (no copy when none is dropped)."""
+    keep = ~np.isnan(v) & (w > 0.0)
+    if keep.all():
+        return v, w
+    return v[keep], w[keep]

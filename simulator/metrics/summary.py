@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .quantiles import SELECT_MIN_SAMPLES, select_percentiles
+from .quantiles import as_weights, kept_samples, weighted_percentiles
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
@@ -60,97 +60,6 @@ _UNFINISHED = ("waiting", "running")
 # --------------------------------------------------------------------------------------------
 # percentiles and statistics
 # --------------------------------------------------------------------------------------------
-def weighted_percentiles(values, weights, qs) -> np.ndarray:
-    """Percentiles of a weighted sample by the inverse of its empirical CDF.
-
-    For a percentile ``q`` (in percent) the result is the smallest value ``v`` whose cumulative
-    weight reaches the fraction ``q / 100`` of the total weight::
-
-        P(q) = min { v_k : sum_{j <= k} w_j >= (q / 100) * sum_j w_j }   (values sorted)
-
-    with ``P(0)`` the smallest value of positive weight. With integer weights this equals
-    ``np.percentile`` of the sample in which each value is repeated ``weight`` times, using
-    ``method="inverted_cdf"``; with equal weights it equals ``np.percentile(values, qs,
-    method="inverted_cdf")`` exactly (Hyndman & Fan definition 1).
-
-    Parameters
-    ----------
-    values : array_like of float, shape (n,)
-        Sample values (any unit; the result has the same unit). NaN values are ignored.
-    weights : array_like of float, shape (n,) or None
-        Non-negative weight (multiplicity) of each value; ``None`` means all ones. Values with
-        zero weight are ignored.
-    qs : float or array_like of float, shape (m,)
-        Percentiles in percent, each in ``[0, 100]``.
-
-    Returns
-    -------
-    ndarray of float, shape (m,)
-        One percentile per entry of ``qs`` (shape ``(1,)`` for a scalar ``qs``); all NaN when
-        no value has positive weight.
-
-    Raises
-    ------
-    ValueError
-        If shapes differ, a weight is negative or not finite, or a percentile is outside
-        ``[0, 100]``.
-    """
-    v = np.asarray(values, dtype=float).ravel()
-    q = np.atleast_1d(np.asarray(qs, dtype=float))
-    if q.ndim != 1:
-        raise ValueError("qs must be a scalar or a 1-D array of percentiles")
-    if np.any(~np.isfinite(q)) or np.any(q < 0.0) or np.any(q > 100.0):
-        raise ValueError(f"percentiles must lie in [0, 100], got {q.tolist()}")
-    if weights is None:
-        w = np.ones_like(v)
-    else:
-        w = _weights(weights)
-        if w.shape != v.shape:
-            raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
-        if np.any(~np.isfinite(w)) or np.any(w < 0.0):
-            raise ValueError("weights must be finite and non-negative")
-    v, w = _kept(v, w)
-    if v.size == 0:
-        return np.full(q.shape, np.nan)
-    if np.all(w == w[0]):
-        # Equal weights: use unit weights so the float arithmetic below is the same as
-        # numpy's (target = n * q / 100) and results match np.percentile bit for bit.
-        w = np.ones_like(w)
-    if v.size >= SELECT_MIN_SAMPLES:
-        # A long sample (a million-request run's ITL): exact selection without the sort.
-        sel = select_percentiles(v, w, q)
-        if sel is not None:
-            return sel
-    # Memory: a 10^7-sample ITL array is 80 MB a copy; the order and the sorted copies are
-    # made one at a time and the cumulative sum reuses the sorted weights' buffer.
-    order = np.argsort(v, kind="stable")
-    w = w[order]
-    cum = np.cumsum(w, out=w)
-    target = (q / 100.0) * cum[-1]
-    if cum.dtype.kind == "i":  # exact integer sums: cum >= target <=> cum >= ceil(target)
-        target = np.ceil(target).astype(np.int64)
-    idx = np.clip(np.searchsorted(cum, target, side="left"), 0, v.size - 1)
-    return v[order[idx]]
-
-
-def _weights(weights) -> np.ndarray:
-    """``weights`` as a 1-D array: integer multiplicities stay int64 (their sums are exact,
-    so every result equals that of float weights, and a long ITL sample is not copied),
-    anything else float64."""
-    w = np.asarray(weights).ravel()
-    if w.dtype.kind in "iu":
-        return w.astype(np.int64, copy=False)
-    return w.astype(float, copy=False)
-
-
-def _kept(v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``v`` and ``w`` without NaN values and zero weights (no copy when none is dropped)."""
-    keep = ~np.isnan(v) & (w > 0.0)
-    if keep.all():
-        return v, w
-    return v[keep], w[keep]
-
-
 def latency_stats(values, weights=None) -> dict[str, float | int | None]:
     """Mean, percentiles, maximum and count of a sample of latencies.
 
@@ -170,10 +79,10 @@ def latency_stats(values, weights=None) -> dict[str, float | int | None]:
         ``count``, which is 0.
     """
     v = np.asarray(values, dtype=float).ravel()
-    w = np.ones_like(v) if weights is None else _weights(weights)
+    w = np.ones_like(v) if weights is None else as_weights(weights)
     if w.shape != v.shape:
         raise ValueError(f"values and weights differ in shape: {v.shape} vs {w.shape}")
-    v, w = _kept(v, w)
+    v, w = kept_samples(v, w)
     if v.size == 0:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None, "count": 0}
     total = float(w.sum())

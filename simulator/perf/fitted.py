@@ -218,6 +218,8 @@ class FittedPerfModel(RooflinePerfModel):
             prov["elementwise"] = f"fitted ({src})"
         if self.tp <= 1:
             prov["all_reduce"] = "none (TP=1)"
+        elif self.host_staged_note() is not None:  # the link model prices it (all_reduce_time)
+            prov["all_reduce"] = self.host_staged_note()
         elif self._ar:
             prov["all_reduce"] = f"fitted ({self._ar.get('source', src)})"
         if self._ad:
@@ -277,7 +279,7 @@ class FittedPerfModel(RooflinePerfModel):
     def all_reduce_time(self, num_tokens: int, graph: bool = False) -> float:
         if self.tp <= 1:
             return 0.0
-        if self._ar is None or getattr(self.gpu, "link_stated", False):
+        if self._ar is None or getattr(self.gpu, "link_stated", False) or self.host_staged():
             return super().all_reduce_time(num_tokens)
         byts = num_tokens * self.model.hidden_size * ACT_BYTES
         bw = self.gpu.interconnect_bandwidth_bytes_per_s or self.gpu.host_link_bandwidth_bytes_per_s

@@ -129,6 +129,10 @@ class MeasuredOps(RooflinePerfModel):
                 "; NCCL table above 8 MiB" if self._has_nccl else "")
         elif self._has_nccl:
             prov["all_reduce"] = ts.label("nccl") + " (NCCL: no P2P/NVLink for custom all-reduce)"
+        elif self.host_staged_note() is not None:   # the link model of a host-staged path
+            where = ("the scenario's stated link" if self.gpu.link_stated
+                     else f"{self.gpu.name}'s spec")
+            prov["all_reduce"] = f"{self.host_staged_note()} ({where})"
         elif self.gpu.link_stated:
             g = self.gpu
             prov["all_reduce"] = (f"link model of the scenario's stated link "

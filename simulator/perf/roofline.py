@@ -204,20 +204,51 @@ class RooflinePerfModel:
         byts = self.group_tokens(num_tokens) * self.model.hidden_size * ACT_BYTES
         return 2.0 * self._ring_time(byts, self.ep, steps=1)
 
+    def host_staged(self) -> bool:
+        """Whether the GPUs reach each other only through host memory: a PCIe link without
+        peer-to-peer, or no GPU link (vLLM then turns its custom all-reduce off and NCCL
+        stages every transfer through host memory)."""
+        g = self.gpu
+        kind = g.link_kind if hasattr(g, "link_kind") else "nvlink"
+        p2p = bool(getattr(g, "p2p", None)) or kind == "nvlink"
+        return not (kind in ("nvlink", "infiniband") or (kind == "pcie" and p2p))
+
     def _link(self) -> tuple[float, float]:
         """(bandwidth per direction, per-hop latency) of the GPU link (see all_reduce_time)."""
         g, prm = self.gpu, self.params
-        kind = g.link_kind if hasattr(g, "link_kind") else "nvlink"
-        p2p = bool(getattr(g, "p2p", None)) or kind == "nvlink"
-        if getattr(g, "link_stated", False) and g.interconnect_bandwidth_bytes_per_s > 0:
+        stated = getattr(g, "link_stated", False)
+        stated_bw = getattr(g, "link_bandwidth_stated", stated)
+        if self.host_staged():
+            # NCCL through host memory: each byte crosses the PCIe link twice (GPU -> host,
+            # host -> GPU): half the link's rate; the scenario's stated PCIe rate is an
+            # achieved figure (no efficiency), the spec's host link a datasheet one
+            if stated and stated_bw and g.interconnect_bandwidth_bytes_per_s > 0:
+                bw = g.interconnect_bandwidth_bytes_per_s / 2.0
+            else:
+                bw = g.host_link_bandwidth_bytes_per_s / 2.0 * prm.interconnect_efficiency
+        elif stated and g.interconnect_bandwidth_bytes_per_s > 0:
             bw = g.interconnect_bandwidth_bytes_per_s
-        elif kind in ("nvlink", "infiniband") or (kind == "pcie" and p2p):
+        else:
             bw = (g.interconnect_bandwidth_bytes_per_s or g.host_link_bandwidth_bytes_per_s) \
                 * prm.interconnect_efficiency
-        else:
-            bw = g.host_link_bandwidth_bytes_per_s / 2.0 * prm.interconnect_efficiency
         alpha = getattr(g, "interconnect_latency_s", 0.0) or prm.all_reduce_latency_s
         return bw, alpha
+
+    def host_staged_note(self) -> str | None:
+        """The all-reduce's provenance on a host-staged link (None on NVLink, InfiniBand or
+        PCIe with peer-to-peer, or at TP=1): what the link model prices, and that the factor
+        is not a measurement."""
+        if self.tp <= 1 or not self.host_staged():
+            return None
+        bw, alpha = self._link()
+        kind = self.gpu.link_kind if hasattr(self.gpu, "link_kind") else "pcie"
+        path = "PCIe without P2P" if kind == "pcie" else f"no GPU peer-to-peer link ({kind})"
+        return (f"link model, {path}: vLLM's custom all-reduce off, NCCL through host memory "
+                f"at half the link rate ({bw / 1e9:g} GB/s per direction, {alpha * 1e6:g} us "
+                "per hop); the factor 1/2 is an assumption, not a measurement of this node "
+                "(an NCCL maintainer quotes 6-9 GB/s through host memory against 12 GB/s "
+                "within a PCIe switch, NVIDIA/nccl#406; other platforms measure the host path "
+                "as fast as P2P or faster, NVIDIA/nccl-tests#74, NVIDIA/nccl#1817)")
 
     def _ring_time(self, byts: float, p: int, steps: int) -> float:
         """``steps`` ring phases over ``p`` GPUs: ``steps (p-1) (alpha + bytes / (p B))``."""
@@ -363,10 +394,14 @@ class RooflinePerfModel:
 
         - NVLink, or PCIe with peer-to-peer: the GPU-to-GPU link (``x interconnect_efficiency``
           for a datasheet figure);
-        - PCIe without peer-to-peer (or no GPU link): NCCL stages every transfer through host
-          memory, so each byte crosses the host link twice: ``host_link / 2`` (x efficiency);
-        - a link the scenario states (``hardware.interconnect``): its bandwidth as given (an
-          achieved figure, no efficiency factor).
+        - PCIe without peer-to-peer (or no GPU link): vLLM's custom all-reduce is off and NCCL
+          stages every transfer through host memory, so each byte crosses the PCIe link twice:
+          ``host_link / 2`` (x efficiency), or ``stated / 2`` for a PCIe bandwidth the
+          scenario states (an achieved figure, no efficiency factor). The factor 1/2 is an
+          assumption, not a measurement; the provenance says so
+          (:meth:`host_staged_note`);
+        - a link the scenario states (``hardware.interconnect``) with peer-to-peer: its
+          bandwidth as given (an achieved figure, no efficiency factor).
         """
         if self.tp <= 1:
             return 0.0
@@ -444,8 +479,13 @@ class RooflinePerfModel:
         return c[0] + self.attention_decode_total(num_seqs, ctx_totals)
 
     def provenance(self) -> dict[str, str]:
-        """Operator class -> provenance label (``measured``, ``fitted`` or ``datasheet``)."""
-        return dict(self.params.provenance)
+        """Operator class -> provenance label (``measured``, ``fitted`` or ``datasheet``); a
+        host-staged all-reduce names its assumption (:meth:`host_staged_note`)."""
+        prov = dict(self.params.provenance)
+        note = self.host_staged_note()
+        if note is not None:
+            prov["all_reduce"] = note
+        return prov
 
     def bottleneck_shares(self, shape: StepShape) -> dict[str, float]:
         """Share of step time in compute-bound vs memory-bound operators and overheads."""

@@ -314,7 +314,9 @@ class ConstantPerfModel:
     """Synthetic step time ``step_s + per_token_s x tokens + per_seq_s x sequences``.
 
     ``perf.source: constant``: for what-if studies and for tests that need exact,
-    hand-derivable times (M/D/1 queues, Little's law). No engine profile applies.
+    hand-derivable times (M/D/1 queues, Little's law). No engine profile applies. It has no
+    operators, all-reduces or engine overheads, so it offers no ``bottleneck_shares``: a plan
+    classifies nothing and advises nothing about them.
 
     Parameters
     ----------
@@ -348,5 +350,3 @@ class ConstantPerfModel:
         return {"step_time": (f"constant: {self.step_s:g} s + {self.per_token_s:g} s/token + "
                               f"{self.per_seq_s:g} s/sequence (perf.constant)")}
 
-    def bottleneck_shares(self, shape: StepShape) -> dict[str, float]:
-        return {"compute_bound": 0.0, "memory_bound": 0.0, "overhead": 1.0}

@@ -22,8 +22,40 @@ ADVICE_FULL_KV = 0.95           # peak KV use that counts as full
 ADVICE_QUEUE = 0.50             # queueing share of the mean TTFT worth acting on
 
 
+#: How the summary and the advice name each part of the overhead share (the ``op_times``
+#: entries of :data:`simulator.planner.simulate.OVERHEAD_TERMS`).
+OVERHEAD_NAMES = {"all_reduce": "TP all-reduce", "ep_comm": "EP all-to-all",
+                  "engine_overhead": "engine CPU and sync", "cpu_overhead": "engine CPU"}
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{x:.0%}"
+
+
+def _overhead_names(b: dict) -> list[str] | None:
+    """The overhead parts the model has (largest first), or None when the shares do not say
+    (a cached entry from before they were recorded)."""
+    terms = b.get("overhead_terms")
+    if terms is None:
+        return None
+    return [OVERHEAD_NAMES.get(k, k) for k, _v in sorted(terms.items(), key=lambda kv: -kv[1])]
+
+
+def _overhead_advice(b: dict) -> str:
+    """The overhead sentence, naming only the costs the model has."""
+    names = _overhead_names(b)
+    head = f"per-step overheads are {b['overhead']:.0%} of busy time"
+    if names is None:
+        return head + " (which ones is missing from this cached result: rerun with --no-cache)"
+    terms = b.get("overhead_terms") or {}
+    fixes = []
+    if "engine_overhead" in terms or "cpu_overhead" in terms:
+        fixes.append("larger batches amortise the engine's per-step CPU time")
+    if "all_reduce" in terms:
+        fixes.append("a lower TP degree removes all-reduces")
+    if "ep_comm" in terms:
+        fixes.append("a smaller EP group shrinks the all-to-all")
+    return f"{head} ({', '.join(names)})" + (": " + ", and ".join(fixes) if fixes else "")
 
 
 def _bottleneck_advice(b: dict, note: dict, sched: dict) -> list[str]:
@@ -77,9 +109,7 @@ def _bottleneck_advice(b: dict, note: dict, sched: dict) -> list[str]:
                        "(fp8 weights or KV, a GPU with more bandwidth) sets the decode "
                        "step time")
     if (b.get("overhead") or 0.0) >= ADVICE_OVERHEAD:
-        adv.append(f"per-step overheads (CPU scheduling, all-reduce) are "
-                   f"{b['overhead']:.0%} of busy time: larger batches amortise them, and "
-                   "a lower TP degree removes all-reduces")
+        adv.append(_overhead_advice(b))
     q = note.get("queue_share_of_ttft")
     if q is not None and q >= ADVICE_QUEUE:
         adv.append(f"queueing is {q:.0%} of the mean TTFT: more headroom (replicas) "
@@ -118,14 +148,21 @@ def bottleneck_note(row: dict) -> dict:
     if stale:
         parts.append("per-step bottleneck shares are missing from this cached result "
                      "(rerun with --no-cache)")
+    perf_model = cs.get("perf_model")
+    if not b and not stale and perf_model == "constant":
+        parts.append("perf.source: constant prices every step as one synthetic time "
+                     "(perf.constant): it has no operators to classify, so there is no "
+                     "compute, memory or overhead split and no advice about one")
     if b:
         dom = max(("compute_bound", "memory_bound", "overhead"), key=lambda k: b.get(k, 0))
         pre, dec = b["prefill_steps"], b["decode_steps"]
+        names = _overhead_names(b)
+        what = "" if names is None else f" ({', '.join(names)})" if names else " (none)"
         parts.append(
             f"busy time (each step classified on its own shape, weighted by its duration): "
             f"{b.get('compute_bound', 0):.0%} compute-bound operators, "
             f"{b.get('memory_bound', 0):.0%} memory-bound operators, "
-            f"{b.get('overhead', 0):.0%} overheads (all-reduce, CPU); mostly "
+            f"{b.get('overhead', 0):.0%} overheads{what}; mostly "
             f"{dom.replace('_', '-')}")
         parts.append(
             f"steps with prefill work are {_pct(pre.get('step_share'))} of steps but "

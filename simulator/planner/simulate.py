@@ -27,11 +27,14 @@ from ..engine import build_setup
 from ..perf.roofline import StepShape
 from ..run import run_scenario
 
-__all__ = ["BOTTLENECK_KEYS", "compact_summary", "mean_step_shape", "rescale_specs", "run_extras",
-           "simulate_summary", "specs_rate", "step_bottleneck"]
+__all__ = ["BOTTLENECK_KEYS", "OVERHEAD_TERMS", "compact_summary", "mean_step_shape",
+           "rescale_specs", "run_extras", "simulate_summary", "specs_rate", "step_bottleneck"]
 
 #: Shares :meth:`RooflinePerfModel.bottleneck_shares` returns (they sum to 1).
 BOTTLENECK_KEYS = ("compute_bound", "memory_bound", "overhead")
+
+#: The ``op_times`` entries that make up the ``overhead`` share (what a model may have).
+OVERHEAD_TERMS = ("all_reduce", "ep_comm", "engine_overhead", "cpu_overhead")
 
 
 def rescale_specs(specs: Sequence, scale: float, limit: int | None = None) -> list:
@@ -138,8 +141,12 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
         ``prefill_steps`` and ``decode_steps``: for the steps with prefill work and the
         pure-decode steps, ``time_share`` (of busy time), ``step_share`` (of steps), the
         three shares within that group's time, ``mean_prefill_tokens`` and
-        ``mean_decode_seqs``; ``busy_time_s``, ``num_steps``, ``num_bins``, ``method``.
-        None without steps, without step time or when the model cannot classify a shape.
+        ``mean_decode_seqs``; ``overhead_terms``: the parts of ``overhead`` the model has
+        (``all_reduce``, ``ep_comm``, ``engine_overhead``, ``cpu_overhead``: shares of busy
+        time, only those with time; none at TP=1 for the all-reduce); ``busy_time_s``,
+        ``num_steps``, ``num_bins``, ``method``. None without steps, without step time or
+        when the model cannot classify a shape (``perf.source: constant`` has no operators:
+        no ``bottleneck_shares``).
     """
     if steps is None or len(steps) == 0 or not hasattr(perf, "bottleneck_shares"):
         return None
@@ -165,6 +172,7 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     cuts = np.flatnonzero(np.diff(k_sorted)) + 1
     groups = np.split(order, cuts)
     acc = {"all": np.zeros(3), "prefill": np.zeros(3), "decode": np.zeros(3)}
+    terms: dict[str, float] = {}
     for idx in groups:
         w = float(t[idx].sum())
         if w <= 0:
@@ -197,11 +205,14 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
             continue
         try:
             sh = perf.bottleneck_shares(shape)
+            parts = _overhead_parts(perf, shape)
         except Exception:  # noqa: BLE001 - a perf model without the method's inputs
             return None
         v = np.array([float(sh.get(k, 0.0)) for k in BOTTLENECK_KEYS]) * w
         acc["all"] += v
         acc["prefill" if q > 0 else "decode"] += v
+        for k, f in parts.items():
+            terms[k] = terms.get(k, 0.0) + f * w
     tot = float(acc["all"].sum())
     if not tot > 0:
         return None
@@ -220,9 +231,23 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     out: dict[str, Any] = {k: float(acc["all"][i]) / tot for i, k in enumerate(BOTTLENECK_KEYS)}
     out.update({"prefill_steps": group(has_pf, acc["prefill"]),
                 "decode_steps": group(~has_pf, acc["decode"]),
+                "overhead_terms": {k: terms[k] / tot for k in OVERHEAD_TERMS
+                                   if terms.get(k, 0.0) > 0},
                 "busy_time_s": busy, "num_steps": len(steps), "num_bins": len(groups),
                 "method": "time-weighted per step (binned)"})
     return out
+
+
+def _overhead_parts(perf, shape: StepShape) -> dict[str, float]:
+    """Shares of ``shape``'s step time in each :data:`OVERHEAD_TERMS` entry the model has
+    (from ``perf.op_times``; empty without it)."""
+    if not hasattr(perf, "op_times"):
+        return {}
+    times = perf.op_times(shape)
+    tot = float(sum(times.values()))
+    if not tot > 0:
+        return {}
+    return {k: float(times[k]) / tot for k in OVERHEAD_TERMS if times.get(k, 0.0) > 0}
 
 
 def run_extras(res) -> dict[str, Any]:

@@ -349,7 +349,8 @@ def _pool_summary(run: PoolRun) -> dict:
     out = {k: sm.get(k) for k in keep}
     # the pool's own feature sections and its latency sources, where its run has them
     for k in ("speculative", "parallel_sampling", "pipeline_bubble_fraction",
-              "pipeline_parallel_size", "phase_cost", "provenance", "perf_model", "degrade"):
+              "pipeline_parallel_size", "pipeline_stages", "phase_cost", "provenance",
+              "perf_model", "degrade"):
         if sm.get(k) is not None:
             out[k] = sm[k]
     sc = run.scenario

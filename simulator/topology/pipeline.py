@@ -129,18 +129,53 @@ def kv_bytes_per_token_per_gpu(kv_bytes_per_token_tp: float, num_layers: int,
     return float(kv_bytes_per_token_tp) * counts[stage] / int(num_layers)
 
 
-def stage_model(model, pipeline_parallel_size: int):
-    """The part of ``model`` (a :class:`simulator.models.ModelSpec`) the first pipeline stage
-    holds: its layers (the most of any stage under vLLM's split), with the dense and
-    sliding-window layer indices that fall in them. Planning memory with it gives a GPU's
-    weights and KV bytes per token under PP (embeddings and LM head are counted on the same
-    GPU: a slight overestimate of the first stage's weights)."""
+def stage_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> list[tuple[int, int]]:
+    """``[start, end)`` layer indices of each pipeline stage, first stage first
+    (:func:`stage_layer_counts`' split: vLLM's ``get_pp_indices``).
+
+    Raises
+    ------
+    ValueError
+        As :func:`stage_layer_counts`.
+    """
+    out, start = [], 0
+    for c in stage_layer_counts(num_layers, pipeline_parallel_size):
+        out.append((start, start + c))
+        start += c
+    return out
+
+
+def stage_model(model, pipeline_parallel_size: int, stage: int = 0):
+    """The layers of ``model`` (a :class:`simulator.models.ModelSpec`) that pipeline stage
+    ``stage`` holds, as a model of that many layers: its dense and sliding-window layer
+    indices re-numbered from the stage's first layer. Embeddings and LM head stay in the
+    returned spec; the memory planner counts them on the stages vLLM puts them on (the first
+    stage holds the embedding, the last the final norm and LM head:
+    :func:`simulator.kv.stages.plan_pipeline_memory`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`stage_layer_counts`, or a ``stage`` outside ``[0, pipeline_parallel_size)``.
+    """
     p = int(pipeline_parallel_size)
-    if p <= 1:
+    if p <= 1 and stage == 0:
         return model
-    c = stage_layer_counts(model.num_layers, p)[0]
+    ranges = stage_layer_ranges(model.num_layers, p)
+    if not 0 <= int(stage) < p:
+        raise ValueError(f"pipeline stage {stage} outside [0, {p})")
+    lo, hi = ranges[int(stage)]
     sw = model.sliding_window_layer_indices
-    return dataclasses.replace(
-        model, num_layers=c,
-        dense_layer_indices=tuple(i for i in model.dense_layer_indices if i < c),
-        sliding_window_layer_indices=None if sw is None else tuple(i for i in sw if i < c))
+    part = dataclasses.replace(
+        model, num_layers=hi - lo,
+        dense_layer_indices=tuple(i - lo for i in model.dense_layer_indices if lo <= i < hi),
+        sliding_window_layer_indices=(None if sw is None else
+                                      tuple(i - lo for i in sw if lo <= i < hi)))
+    if part.is_moe and part.num_moe_layers == 0:
+        # only dense layers of an MoE model (DeepSeek's first layers): no experts on this stage
+        part = dataclasses.replace(
+            part, num_experts=0, experts_per_token=0,
+            intermediate_size=model.dense_mlp_intermediate_size, dense_intermediate_size=None,
+            dense_layer_indices=(), num_shared_experts=0, shared_expert_intermediate_size=0,
+            shared_expert_gate=False, moe_router_bias=False)
+    return part

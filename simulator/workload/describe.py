@@ -6,14 +6,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simulator.metrics.quantiles import weighted_percentiles
 from simulator.request import RequestSpec
 from simulator.workload.columns import TraceColumns
 
 
 def _length_stats(x: np.ndarray) -> dict:
-    p50, p90, p99 = np.percentile(x, [50, 90, 99])  # linear interpolation
-    return {"mean": float(x.mean()), "p50": float(p50), "p90": float(p90),
-            "p99": float(p99), "max": int(x.max()), "min": int(x.min())}
+    """Mean, p50 / p90 / p99, max and min of token counts ``x`` (tokens). The percentiles are
+    servesim's one definition (:func:`~simulator.metrics.quantiles.weighted_percentiles`,
+    the inverse empirical CDF, as ``servesim run``'s summary): observed counts, so ints."""
+    p50, p90, p99 = weighted_percentiles(x, None, (50.0, 90.0, 99.0))
+    return {"mean": float(x.mean()), "p50": int(p50), "p90": int(p90),
+            "p99": int(p99), "max": int(x.max()), "min": int(x.min())}
 
 
 def describe_workload(reqs: Sequence[RequestSpec]) -> dict:
@@ -33,7 +37,7 @@ def describe_workload(reqs: Sequence[RequestSpec]) -> dict:
         fewer than 2 gaps or a zero mean); ``peak_requests_in_1s`` (most arrivals in one
         calendar second ``[k, k+1)`` of the run clock); ``peak_requests_any_1s`` (most arrivals
         in any window ``[t, t+1)``); ``prompt_tokens`` and ``output_tokens`` (mean, p50, p90,
-        p99 with linear interpolation, max, min, in tokens); ``slices``, ``tenants``,
+        p99 by the inverse empirical CDF as every servesim percentile, max, min, in tokens); ``slices``, ``tenants``,
         ``priorities`` (request counts by label); ``with_cancel_after``, ``with_prefix_ids``,
         ``with_max_tokens`` (request counts). An empty list gives ``count`` 0 and ``None``
         statistics.

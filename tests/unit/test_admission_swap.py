@@ -70,8 +70,8 @@ def test_preemption_modes_account_prefill_work(mode):
 
 def test_swap_space_limit_falls_back_to_recompute():
     # swap space for only 1 block: every victim holds more, so all preemptions recompute
-    block_gb = 131072 * 16 / 1e9
-    sc = _scenario(preemption_mode="swap", kv={"num_gpu_blocks": 20, "swap_space_gb": block_gb})
+    block_gib = 131072 * 16 / 2**30   # swap_space_gb is GiB, as vLLM's --swap-space
+    sc = _scenario(preemption_mode="swap", kv={"num_gpu_blocks": 20, "swap_space_gb": block_gib})
     sim, _ = _run(sc, _specs(6, 64, 64))
     req = sim.requests()
     assert req.num_preemptions.sum() > 0

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from simulator.metrics import quantiles, summary
+from simulator.metrics import quantiles
 from simulator.metrics.quantiles import select_percentiles
 from simulator.metrics.summary import weighted_percentiles
 
@@ -37,8 +37,8 @@ def test_long_sample_takes_selection_and_matches_sort(monkeypatch):
     sorted_result = weighted_percentiles(v, w, QS)       # below the threshold: sorts
     calls = []
     real = quantiles.select_percentiles
-    monkeypatch.setattr(summary, "select_percentiles", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(summary, "SELECT_MIN_SAMPLES", 1_000)
+    monkeypatch.setattr(quantiles, "select_percentiles", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(quantiles, "SELECT_MIN_SAMPLES", 1_000)
     np.testing.assert_array_equal(weighted_percentiles(v, w, QS), sorted_result)
     assert calls == [1]
 

@@ -24,8 +24,10 @@ def test_describe_small():
     assert math.isclose(d["interarrival_cv"], math.sqrt(0.375))
     assert d["peak_requests_in_1s"] == 2        # [0, 1) holds 0.0 and 0.5
     assert d["peak_requests_any_1s"] == 2
-    assert d["prompt_tokens"]["p50"] == 30.0
-    assert math.isclose(d["prompt_tokens"]["p90"], 46.0)   # linear: 40 + 0.6 * 10
+    # inverse CDF over the prompts 10..50 (n = 5): p50 the ceil(2.5) = 3rd, p90 the
+    # ceil(4.5) = 5th smallest (linear interpolation would give 46)
+    assert d["prompt_tokens"]["p50"] == 30
+    assert d["prompt_tokens"]["p90"] == 50
     assert d["prompt_tokens"]["max"] == 50
     assert d["output_tokens"]["min"] == 1
     assert d["tenants"] == {"a": 2, "b": 3}
@@ -73,7 +75,7 @@ def test_describe_columns_matches_the_objects_and_hand_counts(tmp_path):
     assert d["slices"] == {"chat": 1, "code": 1, "default": 2}
     assert (d["with_cancel_after"], d["with_max_tokens"], d["with_prefix_ids"]) == (2, 1, 0)
     assert d["duration_s"] == 4.0 and d["mean_rate_rps"] == 0.75      # 3 gaps over 4 s
-    assert d["prompt_tokens"]["p50"] == 25.0                          # between 20 and 30
+    assert d["prompt_tokens"]["p50"] == 20            # the ceil(0.5 x 4) = 2nd of 10..40
 
 
 def test_describe_columns_without_label_columns(tmp_path):
