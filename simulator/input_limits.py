@@ -43,6 +43,7 @@ __all__ = [
     "check_yaml_nodes",
     "clip_text",
     "json_line_problem",
+    "json_too_deep",
     "load_json",
     "load_yaml",
     "short_repr",
@@ -360,6 +361,13 @@ def _json_deep_line(text: str, max_depth: int) -> int | None:
             return int(np.count_nonzero(data[:at] == 10)) + 1
         depth = int(run[-1]) if len(run) else depth
     return None
+
+
+def json_too_deep(text: str) -> bool:
+    """Whether the JSON ``text`` (one JSONL line, say) nests deeper than
+    :data:`MAX_NESTING_DEPTH` levels (two ``str.count`` calls for any line with fewer
+    brackets than that)."""
+    return _json_deep_line(text, MAX_NESTING_DEPTH) is not None
 
 
 def _huge_int_key(text: str) -> tuple[int, str | None, int]:

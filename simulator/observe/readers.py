@@ -46,6 +46,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..resources import not_a_file_reason
+from ..workload.clock import CLOCK_RESOLUTION_S, MAX_CLOCK_S
 from .readers_bench import read_bench_json
 from .readers_common import _read_json, prefix_hash_ids, specs_with_block_size
 from .readers_csv import GENERIC_CSV_COLUMNS, read_generic_csv
@@ -128,15 +129,34 @@ def read_recorded(path: str | Path, *, seed: int = 0) -> RecordedRun:
     """
     fmt, p = detect_record_format(path)
     if fmt == "vllm_request_stats":
-        return read_request_stats(p)
-    if fmt == "inference_perf":
-        return read_inference_perf(p, seed=seed)
-    if fmt == "vllm_bench_json":
+        run = read_request_stats(p)
+    elif fmt == "inference_perf":
+        run = read_inference_perf(p, seed=seed)
+    elif fmt == "vllm_bench_json":
         data, _ = _read_json(p, str(path)) if p.is_file() else (None, "")
-        if is_guidellm_report(data):
-            return read_guidellm(data, p, str(path))
-        return read_bench_json(p, seed=seed)
-    return read_generic_csv(p)
+        run = (read_guidellm(data, p, str(path)) if is_guidellm_report(data)
+               else read_bench_json(p, seed=seed))
+    else:
+        run = read_generic_csv(p)
+    _check_record_clock(run, str(path))
+    return run
+
+
+def _check_record_clock(run: RecordedRun, shown: str) -> None:
+    """Refuse a record whose arrivals span more than the simulated clock resolves (the
+    limit ``servesim run`` applies to traces, :data:`simulator.workload.clock.MAX_CLOCK_S`):
+    past it, float64 cannot tell a step's end from its start and every latency reads 0."""
+    if not run.specs:
+        return
+    t = [s.arrival_time_s for s in run.specs]
+    span = max(t) - min(t)
+    if not span < MAX_CLOCK_S:  # NaN or inf included
+        i = max(range(len(t)), key=t.__getitem__)
+        line = run.specs[i].source_line
+        where = f"{shown}:{line}" if line else f"{shown}: request {run.specs[i].request_id}"
+        raise RecordError(f"{where}: its arrival is {span:.3g} s after the first one: more "
+                          f"than the {MAX_CLOCK_S:.3g} s a simulated clock resolves to "
+                          f"{CLOCK_RESOLUTION_S:g} s (check the record's time unit)")
 
 
 def find_recorded_runs(root: str | Path) -> list[Path]:

@@ -217,6 +217,23 @@ def _stage_files(res: Path, shown: str) -> list[Path]:
 
 
 # ------------------------------------------------------------------------------ config
+#: the most requests one rebuilt stage may send (rate x duration), and the most prompt tokens
+#: the rebuilt prompts may hold (groups x prompts x (system prompt + question)): bounds that
+#: keep a rebuild's memory to a few hundred MB and refuse a config no run could have had
+MAX_STAGE_REQUESTS = 20_000_000
+MAX_PROMPT_TOKENS = 200_000_000
+
+
+def _check_prompt_tokens(cfg: _Doc, sp: SharedPrefixData) -> None:
+    n = sp.num_prompts * (sp.system_prompt_len + sp.question_len)
+    if n > MAX_PROMPT_TOKENS:
+        raise RecordError(
+            f"{cfg.shown}{cfg.line(('data', 'shared_prefix'))}: data.shared_prefix asks for "
+            f"{sp.num_groups:,} x {sp.num_prompts_per_group:,} prompts of "
+            f"{sp.system_prompt_len + sp.question_len:,} tokens ({n:,} tokens), more than the "
+            f"{MAX_PROMPT_TOKENS:,} a rebuild may hold")
+
+
 def _run_config(cfg: _Doc) -> dict:
     """What ran (``results/config.yaml``): data, load and API settings.
 
@@ -254,6 +271,12 @@ def _run_config(cfg: _Doc) -> dict:
                 raise RecordError(f"{cfg.shown}{cfg.line(('load', 'stages'))}: key "
                                   f"load.stages[{i}].{k} must be a number > 0, got {v!r}")
         out.append((float(st["rate"]), float(st["duration"])))
+        if out[-1][0] * out[-1][1] > MAX_STAGE_REQUESTS:
+            raise RecordError(
+                f"{cfg.shown}{cfg.line(('load', 'stages'))}: load.stages[{i}] sends "
+                f"{out[-1][0]:g} req/s for {out[-1][1]:g} s, more than the "
+                f"{MAX_STAGE_REQUESTS:,} requests a rebuilt stage may hold")
+    _check_prompt_tokens(cfg, sp)
     return {
         "data": sp, "load_type": load_type, "stages": out,
         "interval": cfg.get("load.interval", float, required=False, default=1.0),
@@ -365,6 +388,12 @@ def _build(run: RecordedRun, ran: dict, stages: list[dict], plen: dict, files: l
     setup_s, specs, ids, recs, hashes = 0.0, [], [], [], {}
     for k, st in enumerate(stages):
         rate, dur = ran["stages"][k]
+        rec_rate = st.get("rate")
+        if isinstance(rec_rate, (int, float)) and not isinstance(rec_rate, bool) \
+                and abs(float(rec_rate) - rate) > 1e-6 * rate:
+            raise RecordError(f"{files[k]}: load_summary.requested_rate {rec_rate:g} is not the "
+                              f"{rate:g} req/s results/config.yaml gives stage {k}: the record "
+                              "contradicts itself")
         offs = draw(rate, dur, rng)
         if st["count"] > len(offs):
             raise RecordError(f"{files[k]}: load_summary.count {st['count']} is more than the "

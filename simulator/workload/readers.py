@@ -50,7 +50,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.input_limits import bounded_lines, json_line_problem
+from simulator.input_limits import (
+    MAX_NESTING_DEPTH,
+    bounded_lines,
+    json_line_problem,
+    json_too_deep,
+)
 from simulator.request import RequestSpec
 from simulator.resources import not_a_file_reason
 from simulator.workload.columns import TraceColumns
@@ -206,6 +211,9 @@ def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
             for no, text in enumerate(bounded_lines(f, shown, error=WorkloadError), start=1):
                 if not text.strip():
                     continue
+                if json_too_deep(text):
+                    raise WorkloadError(f"{shown}:{no}: nested deeper than {MAX_NESTING_DEPTH} "
+                                        "levels")
                 try:
                     obj = loads(text)
                 except json.JSONDecodeError as e:

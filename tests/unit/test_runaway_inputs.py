@@ -440,3 +440,20 @@ def test_os_errors_name_the_right_place(tmp_path):
         release_output_folders()
     assert describe_os_error(OSError(errno.ENOSPC, "No space left on device")) == (
         "[Errno 28] No space left on device")  # no command, no folder: as it is
+
+
+@pytest.mark.parametrize("depth,refused", [(100, False), (101, True), (900, True)])
+def test_jsonl_trace_lines_nest_at_most_the_documented_depth(tmp_path, depth, refused):
+    # an unused key nested `depth` levels (the record itself is level 1): the README's bound
+    # of 100 levels holds for JSONL trace lines as for every other JSON input
+    from simulator.workload import WorkloadError, read_trace
+    p = tmp_path / "t.jsonl"
+    deep = "[" * (depth - 1) + "]" * (depth - 1)
+    p.write_text('{"arrival_time_s": 0, "num_prompt_tokens": 10, "num_output_tokens": 2}\n'
+                 '{"arrival_time_s": 1, "num_prompt_tokens": 10, "num_output_tokens": 2, '
+                 f'"x": {deep}}}\n')
+    if refused:
+        with pytest.raises(WorkloadError, match=r"t\.jsonl:2: nested deeper than 100 levels"):
+            read_trace(p)
+    else:
+        assert len(read_trace(p)) == 2
