@@ -108,8 +108,7 @@ def cmd_validate_recorded(args) -> int:
                            figures=not args.no_figures, engine_version=args.engine_version)
     if not args.quiet:
         print_recorded_summary(rv.validation)
-        print(f"outputs: {rv.outdir}/ (validation.json, stage_errors.csv, report.md, "
-              "report.html, figures)")
+        print(f"outputs: {rv.outdir}/ ({', '.join(f.name for f in rv.files)})")
     c = rv.validation["counts"]
     if rv.run.aggregate_only:
         if not any(s["counts"]["simulated"]["success"] for s in rv.validation["stages"]):

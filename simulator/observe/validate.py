@@ -14,7 +14,8 @@ recorded and simulated latencies), ``stage_errors.csv`` (per stage x metric x st
 simulated, signed % error; :mod:`simulator.observe.stages`), ``timeline.csv`` (the plotted
 counts), ``scenario.yaml`` and ``replay_requests.csv`` (``servesim run OUTDIR/scenario.yaml``
 reruns the replay, without prefix-sharing ids, which the generic CSV cannot carry). A record
-with per-stage summaries only (inference-perf) has no per-request figures.
+with per-stage summaries only (inference-perf) has no per-request figures and no
+``requests_compared.csv``.
 
 Client-side records (inference-perf, GuideLLM, ``vllm bench serve``) are compared with the
 simulated latencies plus the engine profile's ``api_server`` terms
@@ -303,7 +304,8 @@ def _validation(run: RecordedRun, replay: ReplayScenario, res, cmp: dict) -> dic
 
 
 #: The files ``validate --recorded`` writes in its output folder
-VALIDATE_FILES = ("requests_compared.csv", "replay_requests.csv", "scenario.yaml",
+VALIDATE_FILES = ("requests_compared.csv", "replay_requests.csv", "stage_errors.csv",
+                  "scenario.yaml",
                   "timeline.csv", "request_scatter.png", "latency_cdfs.png",
                   "running_waiting.png", "validation.json", "report.md", "report.html")
 
@@ -341,9 +343,10 @@ def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
     files = []
     pair = paired_frame(run.outcomes, rv.client_requests if rv.client_requests is not None
                         else res.requests)
-    p = out / "requests_compared.csv"
-    pair.to_csv(p, index=False, float_format="%.9g")
-    files.append(p)
+    if not run.aggregate_only:  # per-stage summaries hold no request to pair with
+        p = out / "requests_compared.csv"
+        pair.to_csv(p, index=False, float_format="%.9g")
+        files.append(p)
     rp = out / "replay_requests.csv"
     specs = rv.specs
     pd.DataFrame({"arrival_time_s": [s.arrival_time_s for s in specs],

@@ -146,7 +146,8 @@ def test_seed_changes_draws_not_counts(tmp_path):
 
 
 def test_fewer_sends_than_configured_is_an_approximation(tmp_path):
-    run = read_recorded(write_ip_run(tmp_path, stages=[ip_stage(7, 7), ip_stage(20, 20)]))
+    run = read_recorded(write_ip_run(tmp_path,
+                                     stages=[ip_stage(7, 7), ip_stage(20, 20, rate=4.0)]))
     assert [s.num_requests for s in run.stages] == [7, 20]
     assert any("sent 7 of its 10" in a for a in run.approximations)
 
