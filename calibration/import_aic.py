@@ -74,6 +74,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from simulator.cli_args import output_path
 from simulator.outdir import make_output_folder
 
 #: a point this many times off the monotone fit of its line is dropped (module docstring)
@@ -700,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The import-aic arguments (shared by ``servesim calibrate import-aic``)."""
     ap.add_argument("src", help="aiconfigurator systems folder (holding data/ and <gpu>.yaml)")
-    ap.add_argument("-o", "--output", required=True,
+    ap.add_argument("-o", "--output", required=True, type=output_path,
                     help="folder of GPU profiles to write into (hardware_profiles/)")
     ap.add_argument("--gpu", action="append", metavar="G",
                     help="aiconfigurator GPU folder or servesim profile name (repeatable; "

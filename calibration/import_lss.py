@@ -92,6 +92,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from simulator.cli_args import output_path
+
 SOURCE_PROJECT = "LLMServingSim"
 SOURCE_URL = "https://github.com/casys-kaist/LLMServingSim"
 #: where the profiler writes its bundles inside the source repository
@@ -963,7 +965,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The import-lss arguments (shared by ``servesim calibrate import-lss``)."""
     ap.add_argument("src", help="LLMServingSim profile folder (meta.yaml + tp<N>/) or a folder "
                                 "above several (e.g. profiler/perf/)")
-    ap.add_argument("-o", "--output", required=True,
+    ap.add_argument("-o", "--output", required=True, type=output_path,
                     help="folder of GPU profiles to write into (hardware_profiles/)")
     ap.add_argument("--gpu", metavar="G",
                     help="GPU profile to write into (default: from meta.yaml's device string); "

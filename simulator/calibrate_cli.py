@@ -22,6 +22,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .cli_args import output_path, seed_number, whole_number
+
 
 def _need_torch(cmd: str):
     try:
@@ -288,15 +290,15 @@ CALIBRATE_ARGS: tuple[Arg, ...] = (
                             "path"}),
     (("--quick",), {"action": "store_true",
                     "help": "smaller grid and fewer repeats (about a minute on 2 CPU cores)"}),
-    (("-o", "--output"), {"help": "profile folder to write (default "
+    (("-o", "--output"), {"type": output_path, "help": "profile folder to write (default "
                                   "hardware_profiles/<cpu|cuda>-local)"}),
-    (("--tensor-parallel-size",), {"type": int, "default": 1,
+    (("--tensor-parallel-size",), {"type": whole_number, "default": 1,
                                    "help": "measure the shapes of this TP shard (default 1)"}),
-    (("--threads",), {"type": int, "default": 1,
+    (("--threads",), {"type": whole_number, "default": 1,
                       "help": "torch CPU threads (default 1; use the same in validate)"}),
-    (("--max-num-seqs",), {"type": int, "help": "largest decode batch in the grid"}),
-    (("--max-num-batched-tokens",), {"type": int, "help": "largest step in the grid"}),
-    (("--max-context",), {"type": int, "help": "longest context in the grid (tokens)"}),
+    (("--max-num-seqs",), {"type": whole_number, "help": "largest decode batch in the grid"}),
+    (("--max-num-batched-tokens",), {"type": whole_number, "help": "largest step in the grid"}),
+    (("--max-context",), {"type": whole_number, "help": "longest context in the grid (tokens)"}),
     (("--time-budget",), {"type": float, "help": "stop measuring after this many seconds"}),
     (("--format",), {"dest": "table_format", "choices": ("v1", "v2"),
                      "help": "v1: flat in-context profile (CPU default; what validate reads); "
@@ -315,8 +317,8 @@ CALIBRATE_ARGS: tuple[Arg, ...] = (
                                      "(default: graphs)"}),
     (("--no-collectives",), {"dest": "collectives", "action": "store_false", "default": None,
                              "help": "v2: skip NCCL collectives even with several GPUs"}),
-    (("--warmup",), {"type": int, "help": "v2: untimed calls per point"}),
-    (("--repeats",), {"type": int, "help": "v2: timed calls per point"}),
+    (("--warmup",), {"type": whole_number, "help": "v2: untimed calls per point"}),
+    (("--repeats",), {"type": whole_number, "help": "v2: timed calls per point"}),
     (("--table-file-format",), {"choices": ("parquet", "csv"), "default": None,
                                 "help": "v2: table files (default parquet, zstd)"}),
     _QUIET,
@@ -326,7 +328,8 @@ CALIBRATE_ARGS: tuple[Arg, ...] = (
 COMPARE_ARGS: tuple[Arg, ...] = (
     (("ours",), {"help": "table-set folder, profile folder with one set, or flat profile"}),
     (("theirs",), {"help": "the same, for the reference"}),
-    (("-o", "--output"), {"help": "write compare.md, compare_summary.csv, compare_pairs.csv "
+    (("-o", "--output"), {"type": output_path,
+                          "help": "write compare.md, compare_summary.csv, compare_pairs.csv "
                                   "here (default: print only)"}),
     (("--max-grid-factor",), {"type": float, "default": 2.0,
                               "help": "pair a row with the nearest grid point only when every "
@@ -337,7 +340,7 @@ COMPARE_ARGS: tuple[Arg, ...] = (
 FIT_ENGINE_ARGS: tuple[Arg, ...] = (
     (("runs",), {"nargs": "+", "help": "recorded runs (as for validate --recorded); at least "
                                        "two"}),
-    (("-o", "--output"), {"required": True,
+    (("-o", "--output"), {"type": output_path, "required": True,
                           "help": "profile YAML to write (or a folder: <name>.yaml in it)"}),
     (("--base",), {"default": "vllm-v1",
                    "help": "engine profile to start from (default vllm-v1)"}),
@@ -348,7 +351,7 @@ FIT_ENGINE_ARGS: tuple[Arg, ...] = (
     (("--model",), {"help": "model for runs that do not record one"}),
     (("--set",), {"action": "append", "default": [], "metavar": "KEY=VALUE",
                   "help": "scenario override applied to every run"}),
-    (("--grid-points",), {"type": int, "default": 13,
+    (("--grid-points",), {"type": whole_number, "default": 13,
                           "help": "coarse grid points per constant before Nelder-Mead (default "
                                   "13: 0.5 ms / 5 us / 0.5 us steps)"}),
     (("--no-loo",), {"action": "store_true", "help": "skip the leave-one-run-out refits"}),
@@ -374,22 +377,23 @@ VALIDATE_ARGS: tuple[Arg, ...] = (
                          "help": "run the self-check (simulator vs servesim's own tiny engine "
                                  "on this device; needs torch)"}),
     (("--device",), {"default": None, "help": "self-check: cpu, cuda or cuda:N (default cpu)"}),
-    (("-o", "--output"), {"default": None,
+    (("-o", "--output"), {"type": output_path, "default": None,
                           "help": "output folder (default reports/validate-<run> with "
                                   "--recorded, reports/validate for the self-check)"}),
     (("--profile",), {"help": "self-check: use this calibrated profile folder instead of "
                               "calibrating"}),
-    (("--num-requests",), {"type": int, "default": 80}),
+    (("--num-requests",), {"type": whole_number, "default": 80}),
     (("--load",), {"type": float, "default": 0.7,
                    "help": "target busy fraction of the replica (arrival rate scaling)"}),
-    (("--runs",), {"type": int, "default": 2, "help": "real runs (>= 2 shows the spread)"}),
-    (("--threads",), {"type": int, "default": 1}),
-    (("--max-num-seqs",), {"type": int}),
-    (("--max-num-batched-tokens",), {"type": int}),
+    (("--runs",), {"type": whole_number, "default": 2,
+                   "help": "real runs (>= 2 shows the spread)"}),
+    (("--threads",), {"type": whole_number, "default": 1}),
+    (("--max-num-seqs",), {"type": whole_number}),
+    (("--max-num-batched-tokens",), {"type": whole_number}),
     (("--full-calibration",), {"action": "store_true",
                                "help": "calibrate with the full grid instead of --quick"}),
     (("--trace",), {"help": "trace to scale (default traces/default_conv_1k.csv)"}),
-    (("--seed",), {"type": int, "default": 0}),
+    (("--seed",), {"type": seed_number, "default": 0}),
     _QUIET,
 )
 

@@ -30,8 +30,16 @@ from typing import NamedTuple
 import numpy as np
 
 from . import __version__
-from .cli_args import OneLineParser, scenario_file, whole_number
+from .cli_args import (
+    OneLineParser,
+    output_path,
+    scenario_file,
+    seed_number,
+    table_console,
+    whole_number,
+)
 from .config import cli_overrides, load_scenario, read_scenario_yaml
+from .engine import check_replica
 from .hardware import gpu_catalog
 from .input_limits import short_repr
 from .metrics.tables_io import TABLE_FORMATS
@@ -69,6 +77,7 @@ from .speculative.calculator import (
 from .topology.gateway import check_defaults, run_gateway
 from .workload import (
     ServeGenLengthsMissing,
+    TraceFormatMismatch,
     describe_columns,
     load_workload,
     read_columns,
@@ -118,15 +127,20 @@ SUBCOMMANDS: tuple[Subcommand, ...] = (
 # --------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
     """``servesim run``: simulate one scenario, print the headline table, write the report."""
-    scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
+    overrides = cli_overrides(args.set, args.trace, args.seed)
+    # the file first: the output folder made below cannot change what the name means
+    source_file = read_scenario_yaml(args.scenario).get("__file__")
+    scenario, base = load_scenario(source_file, overrides, source=args.scenario)
     if scenario.pools:
         check_defaults(scenario)  # names before reading the trace
+    else:  # model, GPU, engine profile, split and memory before reading the trace
+        check_replica(scenario, base, args.scenario, overrides)
     # one pool: the requests stay columns until the run reaches them (issue 12 part 3)
     specs = load_workload(scenario.workload, scenario.seed, base, lazy=not scenario.pools)
     check_policy_slices(scenario, specs)
     out = make_output_folder(resolve_outdir(scenario, args.output))  # before simulating
     check_outputs_spare_inputs(out, run_output_names(), scenario_inputs(
-        scenario, base, [read_scenario_yaml(args.scenario).get("__file__")]))
+        scenario, base, [source_file]))
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
                           figures=not args.no_figures, table_format=args.table_format)
@@ -137,9 +151,7 @@ def cmd_run(args) -> int:
                                figures=not args.no_figures, progress=cb,
                                table_format=args.table_format)
     if not args.quiet:
-        from rich.console import Console  # after the simulation (start-up)
-
-        console = Console()
+        console = table_console()  # rich loads after the simulation (start-up)
         print_summary_table(res.summary, console, title=f"servesim run: {scenario.name}",
                             scenario=scenario)
         ext = args.table_format
@@ -157,7 +169,8 @@ def register_run(sub) -> None:
     r.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable)")
     r.add_argument("--seed", type=whole_number, help="override the scenario seed")
-    r.add_argument("-o", "--output", help="output folder (default: scenario output_dir)")
+    r.add_argument("-o", "--output", type=output_path,
+                   help="output folder (default: scenario output_dir)")
     r.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     r.add_argument("--table-format", choices=TABLE_FORMATS, default="parquet",
                    help="file format of requests and steps tables (default: parquet; csv "
@@ -190,6 +203,8 @@ def cmd_trace(args) -> int:
     try:
         cols = read_columns(args.path, args.format, seed=args.seed, start_s=args.start_s,
                             end_s=args.end_s)
+    except TraceFormatMismatch as e:
+        raise CLIError(f"{e}; check --format (leave it out to detect the format)") from None
     except ServeGenLengthsMissing:
         raise CLIError(f"{args.path}: this ServeGen data has arrivals only (no "
                        "chunk-N-dataset.json): it has no lengths for servesim trace to "
@@ -230,9 +245,10 @@ def register_trace(sub) -> None:
     t.add_argument("--format", default="auto",
                    choices=("auto", "azure", "vidur", "mooncake", "generic_csv",
                             "generic_jsonl", "parquet", "servegen"))
-    t.add_argument("--to-parquet", metavar="OUT", help="also write the rows as Parquet "
-                   "(replay it with workload.trace: OUT, format: parquet or auto)")
-    t.add_argument("--seed", type=whole_number, default=0,
+    t.add_argument("--to-parquet", metavar="OUT", type=output_path,
+                   help="also write the rows as Parquet (replay it with workload.trace: OUT, "
+                        "format: parquet or auto)")
+    t.add_argument("--seed", type=seed_number, default=0,
                    help="seed of the requests generated from ServeGen data (default 0)")
     t.add_argument("--start-s", type=float, default=0.0,
                    help="keep arrivals from this time on the trace's clock (s)")
@@ -243,10 +259,9 @@ def register_trace(sub) -> None:
 
 def cmd_profiles(args) -> int:
     """``servesim profiles``: the GPU profiles and the model catalog."""
-    from rich.console import Console
     from rich.table import Table
 
-    c = Console() if sys.stdout.isatty() else Console(width=200)
+    c = table_console()
     t = Table(title="GPUs (hardware_profiles/)")
     for col in ("name", "bf16 TFLOP/s", "fp8 TFLOP/s", "HBM GB", "HBM TB/s", "$/GPU-h", "tables"):
         t.add_column(col)
@@ -304,7 +319,7 @@ def register_spec(sub) -> argparse.ArgumentParser:
                     "walltime speedup and the break-even acceptance rate. " + _SPEC_NOTE)
     p.add_argument("--acceptance-rate", "-a", type=float, metavar="A",
                    help="probability a draft token is accepted, in [0, 1]")
-    p.add_argument("--num-speculative-tokens", "-k", type=int, metavar="K",
+    p.add_argument("--num-speculative-tokens", "-k", type=whole_number, metavar="K",
                    help="draft tokens proposed per step (>= 1)")
     p.add_argument("--draft-cost", "-c", type=float, metavar="C", required=True,
                    help="draft step time / target step time (>= 0; ~0 for n-gram drafts)")
@@ -312,7 +327,7 @@ def register_spec(sub) -> argparse.ArgumentParser:
                    help=f"print speedups for a in {DEFAULT_SWEEP_RATES[0]:.2f}.."
                         f"{DEFAULT_SWEEP_RATES[-1]:.2f} and k in {DEFAULT_SWEEP_KS[0]}.."
                         f"{DEFAULT_SWEEP_KS[-1]}")
-    p.add_argument("-o", "--output", metavar="PNG",
+    p.add_argument("-o", "--output", metavar="PNG", type=output_path,
                    help="with --sweep: write a plot of speedup vs acceptance rate here")
     p.set_defaults(func=cmd_spec)
     return p
@@ -385,11 +400,8 @@ def cmd_spec(args: argparse.Namespace) -> int:
     ValueError
         On an out-of-range or missing value (one-line message).
     """
-    from rich.console import Console
-
-
     _check_spec_args(args)
-    console = Console()
+    console = table_console()
     a, k, c = args.acceptance_rate, args.num_speculative_tokens, args.draft_cost
     if a is not None:
         console.print(_spec_point_table(a, k, c))

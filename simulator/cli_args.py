@@ -1,17 +1,17 @@
 """Argument parsing shared by every ``servesim`` subcommand: the one-line error parser (whose
-help is plain text), the whole-number argument type and the scenario-file argument type."""
+help is plain text), the argument types (whole numbers, seeds, output paths, scenario files)
+and the console the commands print their tables on."""
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
-from pathlib import Path
 
 from .input_limits import clip_text
-from .resources import data_dir
 
-__all__ = ["OneLineParser", "PlainHelpFormatter", "plain_text", "scenario_file",
-           "whole_number"]
+__all__ = ["PLAIN_TABLE_WIDTH", "OneLineParser", "PlainHelpFormatter", "output_path",
+           "plain_text", "scenario_file", "seed_number", "table_console", "whole_number"]
 
 #: a Sphinx role: ``:func:`x` ``, ``:py:class:`~a.b.C` ``, ``:ref:`text <target>` ``
 _ROLE = re.compile(r":(?:[A-Za-z][\w-]*:)+`([^`]+)`")
@@ -120,14 +120,45 @@ def whole_number(text: str) -> int:
     return int(x)
 
 
+def seed_number(text: str) -> int:
+    """A seed argument: a whole number (:func:`whole_number`) >= 0, as a scenario's ``seed``
+    and every random stream take (:func:`simulator.rng.check_seed`).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is not a whole number, or is negative.
+    """
+    n = whole_number(text)
+    if n < 0:
+        raise argparse.ArgumentTypeError(
+            f"invalid seed value: {clip_text(repr(text), 60)} (a seed is a whole number >= 0)")
+    return n
+
+
+def output_path(text: str) -> str:
+    """An output argument (``-o``, ``--to-parquet``): any path but an empty one, which would
+    put the outputs in the working folder (``Path("")`` is ``.``).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is empty or blank.
+    """
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"empty path {text!r}: give the output's path (or leave the flag out for the "
+            "default)")
+    return text
+
+
 def scenario_file(text: str) -> str:
     """A scenario (or sweep / plan) file argument: a path, or a name under ``scenarios/``.
 
-    A bare name (no folder part) that is a *folder* here, such as the output folder of an
-    earlier ``servesim run default -o default``, does not hide the shipped scenario of that
-    name: ``scenarios/NAME`` or ``scenarios/NAME.yaml`` is used when it exists (a folder is
-    never a scenario file). Anything else is returned as given, for the loader to resolve or
-    refuse in one line (``default/: is a directory, not a scenario file``).
+    The loader resolves it (:func:`simulator.resources.find_yaml_file`): a bare name (no
+    folder part) never means a folder here while a file of that name is left to try, so the
+    output folder of ``servesim run default -o default``, created before the scenario is read
+    again, does not change which file ``default`` names. An empty argument is refused.
 
     Parameters
     ----------
@@ -137,15 +168,34 @@ def scenario_file(text: str) -> str:
     Returns
     -------
     str
-        ``text``, or the shipped scenario's path.
+        ``text``.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        When ``text`` is empty or blank.
     """
-    if not text or any(sep in text for sep in ("/", "\\")) or not Path(text).is_dir():
-        return text  # a path with a folder part (./default) means what it says
-    try:
-        shipped = data_dir("scenarios")
-    except (FileNotFoundError, ValueError):  # no data folder, a bad $SERVESIM_HOME
-        return text
-    for cand in (shipped / text, shipped / f"{text}.yaml", shipped / f"{text}.yml"):
-        if cand.is_file():
-            return str(cand)
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            f"empty path {text!r}: give a file, or a name under scenarios/")
     return text
+
+
+#: Columns of the tables a command prints where its output is no terminal (a log, CI, a
+#: pipe) and ``$COLUMNS`` is not set: wide enough that no column of a sweep, plan or run
+#: table is cut (rich would use 80 and shorten ``gpu=h100-sxm`` to ``gpu=h10…``).
+PLAIN_TABLE_WIDTH = 200
+
+
+def table_console(**kwargs):
+    """The ``rich`` console a command prints its tables and lines on (keyword arguments go to
+    :class:`rich.console.Console`): on a terminal, the terminal's width; elsewhere
+    ``$COLUMNS`` when it is a positive number, else :data:`PLAIN_TABLE_WIDTH` columns."""
+    from rich.console import Console
+
+    c = Console(**kwargs)
+    if c.is_terminal or "width" in kwargs:
+        return c
+    cols = os.environ.get("COLUMNS", "").strip()
+    width = int(cols) if cols.isdigit() and 0 < int(cols) <= 10_000 else PLAIN_TABLE_WIDTH
+    return Console(width=width, **kwargs)

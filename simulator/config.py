@@ -24,6 +24,7 @@ from .degrade_config import (
     check_policies,
 )
 from .input_limits import BoundedLoaderMixin, InputLimitError, clip_text, load_yaml, short_repr
+from .resources import find_yaml_file, not_a_file_reason, not_text_reason
 from .schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from .speculative.config import SpeculativeConfig
 from .topology.pools import KVTransferConfig, PoolMatch, check_pools
@@ -204,6 +205,12 @@ class PerfConfig(_Strict):
         if self.source == "constant" and self.constant is None:
             raise ValueError("perf.source: constant needs perf.constant "
                              "(step_s, per_token_s, per_seq_s)")
+        c = self.constant
+        if self.source == "constant" and not (c.step_s or c.per_token_s or c.per_seq_s):
+            # every step would take no time: every TTFT and TPOT exactly 0, said nowhere
+            raise ValueError("perf.constant: step_s, per_token_s and per_seq_s are all 0, so "
+                             "a step would take no time (every TTFT and TPOT 0); give at least "
+                             "one of them > 0")
         return self
 
 
@@ -551,6 +558,36 @@ def blame_override(e: ValidationError, overrides) -> str | None:
     return found
 
 
+#: a message that starts with the scenario key it is about (``model: ...``,
+#: ``cluster.tensor_parallel_size=3 cannot shard ...``)
+_LEADING_KEY = re.compile(r"([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)(?::|=)")
+
+
+def message_key(message: str) -> str | None:
+    """The scenario key path a check's message starts with (``hardware.gpu`` of
+    ``hardware.gpu: unknown GPU 'x'``, ``cluster.tensor_parallel_size`` of
+    ``cluster.tensor_parallel_size=3 cannot shard ...``), or None."""
+    m = _LEADING_KEY.match(message)
+    return m.group(1) if m is not None else None
+
+
+def blame_message(message: str, overrides) -> str | None:
+    """The flag (``Override.origin``) of the last override on the key path a check's message
+    starts with (``hardware.gpu: unknown GPU 'x'`` after ``--set hardware.gpu=x``), or None
+    (no such override, or a message that names no key first)."""
+    key = message_key(message)
+    if key is None:
+        return None
+    loc = key.split(".")
+    found = None
+    for item in overrides or []:
+        path = str(item).partition("=")[0].strip().split(".")
+        n = min(len(path), len(loc))
+        if n and path[:n] == loc[:n]:
+            found = getattr(item, "origin", None) or f"--set {clip_text(str(item))}"
+    return found
+
+
 def _list_index(seq: list, part: str, item: str) -> int:
     """``part`` as an index into ``seq`` (a list section such as ``pools``)."""
     if not (part.isdigit() and len(part) <= 18 and int(part) < len(seq)):
@@ -699,26 +736,17 @@ def read_yaml_mapping(path: str | Path, what: str = "scenario",
     """
     err = error or ScenarioError
     p = Path(path)
-    if not p.is_file():
-        from .resources import resolve_path
+    if not p.is_file():  # a name under scenarios/; a bare name never means a folder here
         try:
-            p = resolve_path(path, "scenarios")
+            p = find_yaml_file(path, "scenarios", what)
         except FileNotFoundError as e:
-            if p.suffix not in (".yaml", ".yml"):  # `servesim run default`
-                try:
-                    p = resolve_path(f"{path}.yaml", "scenarios")
-                except FileNotFoundError:
-                    raise err(str(e).replace("scenarios file", f"{what} file")) from None
-            else:
-                raise err(str(e).replace("scenarios file", f"{what} file")) from None
+            raise err(str(e)) from None
     if not p.is_file():
-        from .resources import not_a_file_reason
         raise err(f"{p}: {not_a_file_reason(p, f'{what} file')}")
     try:
         raw = load_yaml_text(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
-        raise err(f"{p}: not a text file (byte 0x{e.object[e.start]:02x} at offset {e.start} "
-                  f"is not UTF-8); a {what} file is YAML text") from None
+        raise err(f"{p}: {not_text_reason(e)}; a {what} file is YAML text") from None
     except InputLimitError as e:  # valid YAML, but too large or too deep to read
         raise err(e.at(str(p))) from None
     except yaml.YAMLError as e:
@@ -768,8 +796,19 @@ def validate_scenario(raw: dict, source: str = "scenario",
         raise ScenarioError(format_validation_error(e, src)) from None
 
 
-def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple[Scenario, Path]:
+def load_scenario(path: str | Path, overrides: list[str] | None = None, *,
+                  source: str | None = None) -> tuple[Scenario, Path]:
     """Load, override and validate a scenario file.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file, or a name under ``scenarios/``.
+    overrides : list of str, optional
+        ``key.path=value`` overrides (``--set``).
+    source : str, optional
+        Names the file in messages (default ``path``; the CLI passes the argument as the user
+        typed it).
 
     Returns
     -------
@@ -779,4 +818,4 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> tuple
     raw = read_scenario_yaml(path)
     base = Path(raw.get("__file__", path)).parent
     raw = apply_overrides(raw, overrides)
-    return validate_scenario(raw, source=str(path), overrides=overrides), base
+    return validate_scenario(raw, source=source or str(path), overrides=overrides), base

@@ -29,13 +29,13 @@ import simpy
 
 from .budget import check_run_budget, estimate_scenario_run
 from .cluster import Replica, ReplicaSetup, Router
-from .config import Scenario
+from .config import Scenario, ScenarioError, blame_message
 from .hardware import GPUSpec, get_gpu
 from .kv.planner import swap_space_blocks
 from .kv.stages import plan_pipeline_memory
 from .metrics.records import RunRecorder
 from .models import ModelSpec, get_model
-from .perf import build_perf_model
+from .perf import build_perf_model, get_engine_profile
 from .perf.pipeline import PipelinePerfModel
 from .request import RequestSpec
 from .scheduling.continuous import SchedulerConfig
@@ -173,13 +173,22 @@ def _model_and_gpu(scenario: Scenario, base_dir: Path | None):
     Raises
     ------
     ValueError
-        Unknown model or GPU (the message lists the known ones), or a
+        Unknown model or GPU (the message starts with the key, ``model: `` or
+        ``hardware.gpu: ``, and lists the known names), or a
         ``cluster.tensor_parallel_size`` that cannot shard the model.
     """
-    model = get_model(_user_path(scenario.model, base_dir))
-    gpu = get_gpu(_user_path(scenario.hardware.gpu, base_dir))
+    model = _keyed("model", get_model, _user_path(scenario.model, base_dir))
+    gpu = _keyed("hardware.gpu", get_gpu, _user_path(scenario.hardware.gpu, base_dir))
     check_tensor_parallel(model, scenario.cluster.tensor_parallel_size)
     return model, gpu
+
+
+def _keyed(key: str, lookup, value: str):
+    """``lookup(value)``, its error prefixed with the scenario key that named the value."""
+    try:
+        return lookup(value)
+    except ValueError as e:
+        raise ValueError(f"{key}: {e}") from None
 
 
 @dataclass(frozen=True)
@@ -217,10 +226,12 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
     Raises
     ------
     ValueError
-        Unknown model or GPU, a split the model cannot take, or a model that does not fit
-        (message says why).
+        Unknown model, GPU or engine profile (the message starts with its key), a split the
+        model cannot take, or a model that does not fit (message says why).
     """
     model, gpu = _model_and_gpu(scenario, base_dir)
+    if scenario.perf.source != "constant":  # the profile now, named by its key (cached)
+        _keyed("perf.engine", get_engine_profile, _user_path(scenario.perf.engine, base_dir))
     gpu = with_stated_link(gpu, scenario.hardware.interconnect)
     tp = scenario.cluster.tensor_parallel_size
     if warn:
@@ -234,7 +245,7 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
     draft = None
     spec = scenario.speculative
     if spec is not None and spec.method == "draft_model" and spec.draft_model:
-        draft = get_model(spec.draft_model)
+        draft = _keyed("speculative.draft_model", get_model, spec.draft_model)
         if draft.vocab_size != model.vocab_size:
             raise ValueError(
                 f"speculative.draft_model {draft.name} has a {draft.vocab_size:,}-token vocabulary "
@@ -264,6 +275,37 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
                                expert_parallel_size=ep,
                                num_sms=gpu.num_sms, compute_capability=gpu.compute_capability)
     return _Planned(model, gpu, tp, kv_dtype, wdt, draft, ep, pp, max_model_len, mem)
+
+
+def check_replica(scenario: Scenario, base: Path | None, source: str, overrides) -> None:
+    """Resolve what a one-pool scenario's replicas need before any request is read (model,
+    GPU, engine profile, parallel split, memory plan: :func:`plan_replica_memory`), so that
+    a bad value is one line naming the scenario file, the flag that set it (if one did) and
+    the key: ``s.yaml: hardware.gpu: unknown GPU 'x'; ...``.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    base : Path, optional
+        The scenario file's folder.
+    source : str
+        Names the scenario file in the message.
+    overrides : list of Override
+        The command's ``--set`` / ``--trace`` / ``--seed`` overrides
+        (:func:`simulator.config.cli_overrides`).
+
+    Raises
+    ------
+    ScenarioError
+        ``SOURCE: [FLAG: ]MESSAGE``.
+    """
+    try:
+        plan_replica_memory(scenario, base, warn=False)
+    except ScenarioError:
+        raise
+    except ValueError as e:
+        who = blame_message(str(e), overrides)
+        raise ScenarioError(f"{source}: {f'{who}: ' if who else ''}{e}") from None
 
 
 def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetup:

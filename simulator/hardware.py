@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 from .input_limits import InputLimitError, short_repr
-from .resources import data_dir, not_a_file_reason, path_problem, safe_load_yaml
+from .resources import data_dir, not_a_file_reason, not_text_reason, path_problem, safe_load_yaml
 
 _REQUIRED = ("name", "bf16_flops_per_s", "hbm_bytes", "hbm_bandwidth_bytes_per_s")
 
@@ -245,14 +245,15 @@ def load_gpu_spec(path: str | Path) -> GPUSpec:
     if not p.is_file():
         raise ValueError(f"GPU spec {str(path)!r}: {not_a_file_reason(p, 'GPU spec file')}")
     try:
-        raw = safe_load_yaml(p.read_text()) or {}
+        raw = safe_load_yaml(p.read_text(encoding="utf-8")) or {}
     except InputLimitError as e:  # an alias bomb, nesting, an integer of too many digits
         raise ValueError(e.at(str(p))) from None
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"{p}: cannot read the GPU spec ({getattr(e, 'strerror', None) or e})"
-                         ) from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: {not_text_reason(e)}; a GPU spec is YAML text") from None
+    except OSError as e:
+        raise ValueError(f"{p}: cannot read the GPU spec ({e.strerror or e})") from None
     if not isinstance(raw, dict):
         raise ValueError(f"{p}: a GPU spec must be a mapping")  # noqa: TRY004 - user input
     known = {"name", "aliases", "bf16_flops_per_s", "fp8_flops_per_s", "hbm_bytes",

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from .input_limits import InputLimitError, load_json, short_repr
 from .model_spec import ModelSpec
+from .resources import not_text_reason
 
 # ---------------------------------------------------------------------------- HF configs
 #: model types whose every cost-relevant field servesim reads
@@ -185,10 +186,13 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelSpec:
     """
     path = Path(path)
     try:
-        cfg = load_json(path.read_text())
+        cfg = load_json(path.read_text(encoding="utf-8-sig"))
     except InputLimitError as e:  # nesting, an integer of too many digits
         raise ValueError(e.at(str(path))) from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: {not_text_reason(e)}; a Hugging Face config.json is JSON "
+                         "text") from None
+    except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: cannot read Hugging Face config: {e}") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{path}: a Hugging Face config.json must hold a JSON object")  # noqa: TRY004

@@ -168,7 +168,8 @@ def get_model(name_or_path: str) -> ModelSpec:
                          f"{not_a_file_reason(p, 'model config file')}")
     if "/" in key and (key.lower().endswith(".json") or p.parent.exists() or key.startswith((".", "~"))):
         raise ValueError(f"model config file {str(p)!r} not found (give a Hugging Face "
-                         f"config.json, or a catalog id: {', '.join(model_names())})")
+                         "config.json, a folder holding one, or a catalog id: 'servesim "
+                         "profiles' lists them)")
     raise ValueError(f"unknown model {key!r}; known: {', '.join(model_names())} "
                      "(or give a path to a Hugging Face config.json)")
 

@@ -74,9 +74,29 @@ class UnusablePath(FileNotFoundError):
     a link to a missing file, a path it may not look up (one line naming it and why)."""
 
 
-def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = None) -> Path:
+#: the one-word noun of a file looked up in each data folder (messages: ``trace file 'x' not
+#: found``, not the folder's plural)
+_FILE_NOUNS = {"traces": "trace", "scenarios": "scenario", "hardware_profiles": "GPU profile",
+               "engine_profiles": "engine profile"}
+
+
+def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = None, *,
+                 what: str | None = None, skip_folders: bool = False) -> Path:
     """Resolve a user path: as given (absolute or relative to ``base_dir``/cwd), else in the
     shipped data folder ``kind``.
+
+    Parameters
+    ----------
+    path : str or path-like
+    kind : str
+        The shipped data folder (``traces``, ``scenarios``, ...).
+    base_dir : Path, optional
+        Tried before the working folder.
+    what : str, optional
+        The file's noun in messages (default: ``trace`` for ``traces``, ``scenario`` for
+        ``scenarios``, ...): ``trace file 'x' not found``.
+    skip_folders : bool
+        Pass over a candidate that is a folder (look on, as if it were not there).
 
     Raises
     ------
@@ -88,14 +108,15 @@ def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = Non
         If the path is found nowhere; the message lists where it looked.
     """
     p = Path(path).expanduser()
+    noun = what or _FILE_NOUNS.get(kind, kind)
     tried = []
 
     def found(q: Path) -> bool:
         if q.exists():
-            return True
+            return not (skip_folders and q.is_dir())
         why = path_problem(q)
         if why is not None:
-            raise UnusablePath(f"{kind} file {str(path)!r}: {why}")
+            raise UnusablePath(f"{noun} file {str(path)!r}: {why}")
         return False
 
     if p.is_absolute():
@@ -105,6 +126,8 @@ def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = Non
     else:
         for base in ([base_dir] if base_dir else []) + [Path.cwd()]:
             q = (base / p)
+            if q in tried:  # the base folder is the working folder
+                continue
             if found(q):
                 return q.resolve()
             tried.append(q)
@@ -112,13 +135,51 @@ def resolve_path(path: str | os.PathLike, kind: str, base_dir: Path | None = Non
             d = data_dir(kind)
             parts = p.parts
             q = d / Path(*parts[1:]) if parts and parts[0] == kind and len(parts) > 1 else d / p
-            if q.exists():
+            if q.exists() and not (skip_folders and q.is_dir()):
                 return q
             tried.append(q)
         except FileNotFoundError:
             pass
-    raise FileNotFoundError(f"{kind} file {str(path)!r} not found (looked in: "
+    raise FileNotFoundError(f"{noun} file {str(path)!r} not found (looked in: "
                             + ", ".join(str(t) for t in tried) + ")")
+
+
+def find_yaml_file(path: str | os.PathLike, kind: str = "scenarios",
+                   what: str = "scenario") -> Path:
+    """The YAML file a scenario, sweep or plan argument names, as every command looks it up:
+    ``path`` as given (absolute, or relative to the working folder), else in the shipped
+    folder ``kind``; then, when ``path`` has no ``.yaml`` / ``.yml`` suffix, both again with
+    ``.yaml`` appended (``default`` -> ``scenarios/default.yaml``).
+
+    A bare name (no folder part) never resolves to a folder while a file is left to try: a
+    folder is no scenario file, and an output folder of the same name (``servesim run
+    default -o default`` creates ``./default``) must not change which file the name means,
+    whether it exists yet or not. Only when no file matches is that folder returned (for the
+    caller to say it is a directory). A path with a folder part (``./default``) means what it
+    says.
+
+    Raises
+    ------
+    FileNotFoundError
+        (or :class:`UnusablePath`) As :func:`resolve_path`, for ``path`` as given, naming the
+        file ``what file 'path'``.
+    """
+    p = Path(path)
+    text = str(path)
+    bare = bool(text) and len(p.parts) == 1 and not any(c in text for c in "/\\")
+    names = [text] + ([f"{text}.yaml"] if p.suffix not in (".yaml", ".yml") else [])
+    first: FileNotFoundError | None = None
+    for name in names:
+        try:
+            return resolve_path(name, kind, what=what, skip_folders=bare)
+        except UnusablePath:
+            raise
+        except FileNotFoundError as e:
+            first = first or e
+    if bare and p.is_dir():  # nothing but the folder: the caller says what it is
+        return p
+    assert first is not None
+    raise first
 
 
 def path_problem(p: Path) -> str | None:
@@ -170,6 +231,28 @@ def not_a_file_reason(p: Path, what: str = "trace file") -> str:
             if stat.S_ISBLK(mode) else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "not a regular file")
     return f"is {kind}, not {an} {what}"
+
+
+def not_text_reason(e: UnicodeDecodeError) -> str:
+    """Why a file read as UTF-8 text failed to decode, in words: ``not a text file (byte 0xff
+    at offset 3 is not UTF-8)`` (offsets count bytes from the start of the file, as the
+    decoder read it whole); the caller puts the file, the key naming it and what the file
+    should hold around it."""
+    try:
+        bad = f"byte 0x{e.object[e.start]:02x} at offset {e.start}"
+    except (IndexError, TypeError):  # pragma: no cover - a decoder error without its bytes
+        bad = f"offset {e.start}"
+    return f"not a text file ({bad} is not UTF-8)"
+
+
+def not_yaml_reason(path, e) -> str:
+    """``PATH[:LINE]: not valid YAML (PROBLEM)`` for a ``yaml.YAMLError`` raised reading
+    ``path``: one line (PyYAML's own text spans several, and a message cut at its first line
+    would leave its parenthesis open)."""
+    mark = getattr(e, "problem_mark", None)
+    where = f":{mark.line + 1}" if mark is not None else ""
+    problem = getattr(e, "problem", None) or " ".join(str(e).split()) or type(e).__name__
+    return f"{path}{where}: not valid YAML ({problem})"
 
 
 def safe_load_yaml(text: str):

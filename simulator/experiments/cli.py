@@ -7,8 +7,9 @@ import math
 import sys
 from pathlib import Path
 
-from ..cli_args import scenario_file, whole_number
+from ..cli_args import output_path, scenario_file, table_console, whole_number
 from ..config import cli_overrides, load_scenario, read_scenario_yaml
+from ..engine import check_replica
 from ..input_limits import clip_text
 from ..progress import progress
 from ..report.compare import CSV_FILE, HTML_FILE, JSON_FILE, REPORT_FILE, print_compare_table
@@ -37,7 +38,7 @@ def _jobs(args) -> int:
 
 
 def _parallel_args(p: argparse.ArgumentParser, default_jobs_help: str) -> None:
-    p.add_argument("-j", "--jobs", type=int, default=None, help=default_jobs_help)
+    p.add_argument("-j", "--jobs", type=whole_number, default=None, help=default_jobs_help)
     p.add_argument("--backend", choices=BACKENDS, default="local",
                    help="local process pool (default) or a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (default: start a local "
@@ -50,8 +51,6 @@ def _parallel_args(p: argparse.ArgumentParser, default_jobs_help: str) -> None:
 # --------------------------------------------------------------------------------------------
 def cmd_compare(args) -> int:
     """``servesim compare``: run the variants, print the table, write the report."""
-    from rich.console import Console
-
     def prog(name, i, n):
         if not args.quiet:
             print(f"servesim: compare: [{i + 1}/{n}] running {name} ...", file=sys.stderr,
@@ -62,15 +61,13 @@ def cmd_compare(args) -> int:
                         force=args.progress)
 
     jobs = _jobs(args)
-    overrides = list(args.set or [])
-    if args.seed is not None:
-        overrides.append(f"seed={args.seed}")
+    overrides = cli_overrides(args.set, seed=args.seed)  # each names its flag in errors
     cr = run_compare(args.scenario, args.vary, overrides=overrides, trace=args.trace,
                      outdir=args.output, figures=not args.no_figures, progress=prog,
                      sim_progress=sim_prog, jobs=jobs, backend=args.backend,
                      address=args.address, max_variants=args.max_variants)
     if not args.quiet:
-        console = Console(stderr=False)
+        console = table_console(stderr=False)
         print_compare_table(cr.table, console, title=f"servesim compare: {cr.scenario_name}")
         console.print(f"outputs: {cr.outdir}/ ({REPORT_FILE}, {HTML_FILE}, {CSV_FILE}, "
                       f"{JSON_FILE}, one folder per variant)")
@@ -94,7 +91,8 @@ def register_compare(subparsers) -> argparse.ArgumentParser:
                    help="override a scenario field in every variant (repeatable)")
     p.add_argument("--trace", help="replay this trace file instead of the scenario's workload")
     p.add_argument("--seed", type=whole_number, help="override the scenario seed")
-    p.add_argument("-o", "--output", help="output folder (default reports/compare-<name>)")
+    p.add_argument("-o", "--output", type=output_path,
+                   help="output folder (default reports/compare-<name>)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
     p.add_argument("--max-variants", type=whole_number, default=DEFAULT_MAX_VARIANTS,
                    metavar="N", help=f"refuse more variants than N before running any "
@@ -138,14 +136,14 @@ def cmd_spec_sweep(args: argparse.Namespace) -> int:
     ValueError
         Bad rates, a scenario without ``speculative:`` or any scenario error.
     """
-    from rich.console import Console
-
     rates = _parse_rates(args.rates)
     jobs = _jobs(args)
-    scenario, base = load_scenario(args.scenario, cli_overrides(args.set, args.trace, args.seed))
+    overrides = cli_overrides(args.set, args.trace, args.seed)
+    scenario, base = load_scenario(args.scenario, overrides)
     if scenario.speculative is None:
         raise ValueError(f"{args.scenario}: no speculative: block (nothing to sweep)")
-    console = Console(stderr=False, quiet=args.quiet)
+    check_replica(scenario, base, args.scenario, overrides)  # names before any run
+    console = table_console(stderr=False, quiet=args.quiet)
 
     def prog(done, total):
         if not args.quiet:
@@ -182,7 +180,8 @@ def register_spec_sweep(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a scenario field (repeatable)")
     p.add_argument("--seed", type=whole_number, help="override the scenario seed")
-    p.add_argument("-o", "--output", help="output folder (default: reports/{name}_spec_sweep)")
+    p.add_argument("-o", "--output", type=output_path,
+                   help="output folder (default: reports/{name}_spec_sweep)")
     _parallel_args(p, "worker processes (default 1)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG")
     p.add_argument("-q", "--quiet", action="store_true")

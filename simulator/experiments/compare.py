@@ -38,8 +38,10 @@ from ..config import (
     Override,
     Scenario,
     ScenarioError,
+    blame_message,
     cli_overrides,
     load_scenario,
+    message_key,
     parse_yaml_value,
     read_scenario_yaml,
     split_assignment,
@@ -374,8 +376,10 @@ def _load_variants(scenario_path, varies, base_over) -> list[tuple[str, list, Sc
             plan_replica_memory(sc, base, warn=False)
         except ScenarioError as e:
             raise ScenarioError(f"variant {name}: {e}") from None
-        except ValueError as e:  # a model, GPU or TP split: name the --vary item(s)
-            why = "; ".join(spelled[k] for k, _ in combo) or "the base scenario"
+        except ValueError as e:  # a model, GPU or TP split: the flag that set it, else the file
+            why = blame_message(str(e), over) or (
+                "; ".join(spelled[k] for k, _ in combo) if message_key(str(e)) is None else ""
+            ) or str(scenario_path)
             raise ScenarioError(f"variant {name}: {why}: {e}") from None
         loaded.append((name, combo, sc, base))
     return loaded
@@ -493,8 +497,8 @@ def _prepare_folder(out: Path, scenario_path, loaded) -> None:
     variant's run folder) would overwrite an input of a variant; mark every variant's run
     folder left by an earlier comparison incomplete (its ``summary.json`` goes), so that a
     folder with one is a run of this comparison."""
+    src = read_scenario_yaml(scenario_path).get("__file__")  # before the folder can shadow it
     make_output_folder(out, ScenarioError)
-    src = read_scenario_yaml(scenario_path).get("__file__")
     inputs = scenario_inputs([sc for _n, _c, sc, _b in loaded], loaded[0][3], [src])
     runs = [f"{n}/{f}" for n, *_ in loaded for f in run_output_names()]
     check_outputs_spare_inputs(out, [*COMPARE_FILES, *runs], inputs, error=ScenarioError)

@@ -26,8 +26,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import ScenarioError, read_yaml_mapping, validate_scenario
+from ..config import Scenario, ScenarioError, read_yaml_mapping, validate_scenario
+from ..hardware import get_gpu
+from ..models import get_model
 from ..outdir import check_outputs_spare_inputs, make_output_folder
+from ..perf import get_engine_profile
 from ..request import RequestSpec
 from ..run import scenario_inputs
 from ..workload import WorkloadConfig, load_workload
@@ -36,8 +39,8 @@ from .executor import run_tasks
 from .grid import config_label, set_path
 from .warned import reemit
 
-__all__ = ["Workloads", "absolute_spec_paths", "factory_id", "guard_outputs", "output_folder",
-           "prepare_points", "run_family", "spec_file"]
+__all__ = ["Workloads", "absolute_spec_paths", "check_catalog_names", "factory_id",
+           "guard_outputs", "output_folder", "prepare_points", "run_family", "spec_file"]
 
 Progress = Callable[[int, int], None]
 #: ``cache_entries(task_key, result)`` -> the ``(key, value)`` pairs to store for a result.
@@ -138,9 +141,12 @@ def prepare_points(base_raw: dict, overrides: Sequence[Mapping[str, Any]],
     Raises
     ------
     ScenarioError
-        Naming the point and the scenario error (unknown field path, bad value).
+        Naming the point and the scenario error (unknown field path, bad value), or a catalog
+        name of the point that does not resolve (:func:`check_catalog_names`), before any
+        point runs.
     """
     out = []
+    known: dict[tuple[str, str], str | None] = {}  # (key, value) -> why it fails, or None
     for i, ov in enumerate(overrides):
         raw = json.loads(json.dumps(base_raw))
         label = f"{source} point {i} ({config_label(ov)})"
@@ -153,8 +159,56 @@ def prepare_points(base_raw: dict, overrides: Sequence[Mapping[str, Any]],
             raise
         except ValueError as e:
             raise ScenarioError(f"{label}: {e}") from None
+        check_catalog_names(sc, label, known)
         out.append(json.loads(sc.model_dump_json()))
     return out
+
+
+def _catalog_names(sc: Scenario) -> list[tuple[str, str, Callable[[str], Any]]]:
+    """``(key, value, lookup)`` of every catalog name (or spec path) a scenario's run
+    resolves before its first step: model, GPU, draft model and engine profile."""
+    names = [("model", sc.model, get_model), ("hardware.gpu", sc.hardware.gpu, get_gpu)]
+    spec = sc.speculative
+    if spec is not None and spec.method == "draft_model" and spec.draft_model:
+        names.append(("speculative.draft_model", spec.draft_model, get_model))
+    if sc.perf.source != "constant":  # a constant step time reads no engine profile
+        names.append(("perf.engine", sc.perf.engine, get_engine_profile))
+    return names
+
+
+def check_catalog_names(sc: Scenario, label: str,
+                        known: dict[tuple[str, str], str | None] | None = None) -> None:
+    """Resolve the model, GPU, draft model and engine profile a family member (a sweep point,
+    a plan candidate) names, as its run would (relative spec paths already absolute,
+    :func:`absolute_spec_paths`), so that a typo is refused before any member runs (as
+    ``servesim compare`` refuses it) instead of failing its member alone.
+
+    Parameters
+    ----------
+    sc : Scenario
+        The member's validated scenario.
+    label : str
+        Names the member in the message (``FILE: sweep point 1 (gpu=x)``).
+    known : dict, optional
+        ``(key, value) -> reason or None`` of names already looked up (a grid names the same
+        few values at many points); updated.
+
+    Raises
+    ------
+    ScenarioError
+        ``LABEL: KEY: the lookup's message`` for the first name that does not resolve.
+    """
+    known = {} if known is None else known
+    for key, value, lookup in _catalog_names(sc):
+        if (key, value) not in known:
+            try:
+                lookup(value)
+                known[(key, value)] = None
+            except ValueError as e:
+                known[(key, value)] = str(e)
+        why = known[(key, value)]
+        if why is not None:
+            raise ScenarioError(f"{label}: {key}: {why}")
 
 
 class Workloads:

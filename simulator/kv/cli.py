@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass
 
+from ..cli_args import table_console, whole_number
 from ..hardware import get_gpu
 from ..models import get_model
 from ..schema import MAX_TOKENS_REPRESENTABLE
@@ -210,7 +211,6 @@ def cmd_kv(args) -> int:
     if args.json:
         print(json.dumps(asdict(e), indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
     t = Table(title=f"KV cache: {e.model} on {e.gpu}")
     t.add_column("quantity", no_wrap=True)
@@ -218,7 +218,7 @@ def cmd_kv(args) -> int:
         t.add_column(h, justify="right", no_wrap=True)
     for label, b in byte_rows(e):
         t.add_row(label, f"{b:,.0f}", _size(b / 1e9), _size(b / GIB))
-    c = Console()
+    c = table_console()
     c.print(t)
     for line in verdict_lines(e):
         c.print(line)
@@ -235,15 +235,15 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("kv", help="KV-cache size calculator (bytes per token, fit on a GPU)",
                               description=__doc__.splitlines()[0])
     p.add_argument("--model", required=True, help="catalog id, HF id or config.json path")
-    p.add_argument("--batch", type=int, required=True, help="sequences (B)")
-    p.add_argument("--context", type=int, required=True, help="tokens per sequence (S)")
+    p.add_argument("--batch", type=whole_number, required=True, help="sequences (B)")
+    p.add_argument("--context", type=whole_number, required=True, help="tokens per sequence (S)")
     p.add_argument("--kv-cache-dtype", default="bf16", help="bf16 (default), fp16, fp8")
     p.add_argument("--weight-dtype", default="bf16", help="bf16 (default), fp16, fp8")
-    p.add_argument("--tensor-parallel-size", "--tp", type=int, default=1)
+    p.add_argument("--tensor-parallel-size", "--tp", type=whole_number, default=1)
     p.add_argument("--gpu", default="h100-sxm", help="GPU profile (default h100-sxm)")
     p.add_argument("--gpu-memory-utilization", type=float, default=0.9)
-    p.add_argument("--block-size", type=int, default=16)
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192,
+    p.add_argument("--block-size", type=whole_number, default=16)
+    p.add_argument("--max-num-batched-tokens", type=whole_number, default=8192,
                    help="sizes the activation reserve (default 8192)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_kv)

@@ -44,7 +44,14 @@ import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from ..input_limits import InputLimitError
-from ..resources import data_dir, not_a_file_reason, path_problem, safe_load_yaml
+from ..resources import (
+    data_dir,
+    not_a_file_reason,
+    not_text_reason,
+    not_yaml_reason,
+    path_problem,
+    safe_load_yaml,
+)
 from ..schema import StrictModel
 
 #: the profile ``perf.engine: none`` names: no engine overhead, no padding (kernel sums only)
@@ -267,15 +274,17 @@ def load_engine_profile(path: str | Path) -> EngineProfile:
     """
     p = Path(path)
     try:
-        raw = safe_load_yaml(p.read_text())
+        raw = safe_load_yaml(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: {not_text_reason(e)}; an engine profile is YAML text") from None
     except OSError as e:
         raise ValueError(f"engine profile {str(path)!r}: cannot read ({e.strerror})") from None
     except InputLimitError as e:  # an alias bomb, nesting, an integer of too many digits
         raise ValueError(e.at(str(p))) from None
     except yaml.YAMLError as e:
-        raise ValueError(f"{p}: not valid YAML ({e})") from None
+        raise ValueError(not_yaml_reason(p, e)) from None
     if not isinstance(raw, dict):
-        raise ValueError(f"{p}: an engine profile must be a YAML mapping")
+        raise ValueError(f"{p}: an engine profile must be a YAML mapping")  # noqa: TRY004
     raw = dict(raw)
     raw["path"] = str(p)
     try:

@@ -42,7 +42,7 @@ import yaml
 
 from ..hardware import GPUSpec
 from ..models import ModelSpec
-from ..resources import safe_load_yaml
+from ..resources import not_text_reason, not_yaml_reason, safe_load_yaml
 from .roofline import ACT_BYTES, RooflineParams, RooflinePerfModel
 
 #: simulator GEMM op name -> fitted-parameter key
@@ -168,9 +168,11 @@ def load_fitted_profile(gpu: GPUSpec) -> dict | None:
     if not p.is_file():
         return None
     try:
-        doc = safe_load_yaml(p.read_text()) or {}
+        doc = safe_load_yaml(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
-        raise ValueError(f"{p}: not valid YAML: {e}") from None
+        raise ValueError(not_yaml_reason(p, e)) from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: {not_text_reason(e)}; a fitted profile is YAML text") from None
     ops = doc.get("operators") if isinstance(doc, dict) else None
     if not ops or not hasattr(ops, "get"):
         raise ValueError(f"{p}: a fitted profile needs an 'operators' mapping")

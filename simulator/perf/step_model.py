@@ -321,7 +321,13 @@ class ConstantPerfModel:
     Parameters
     ----------
     step_s, per_token_s, per_seq_s : float
-        Seconds per step, per scheduled token and per scheduled sequence (>= 0).
+        Seconds per step, per scheduled token and per scheduled sequence (>= 0, not all 0: a
+        step must take time).
+
+    Raises
+    ------
+    ValueError
+        A negative term, or all three 0.
     """
 
     kind = "constant"
@@ -331,6 +337,9 @@ class ConstantPerfModel:
             float(per_seq_s)
         if min(self.step_s, self.per_token_s, self.per_seq_s) < 0:
             raise ValueError("perf.constant terms must be >= 0")
+        if not (self.step_s or self.per_token_s or self.per_seq_s):
+            raise ValueError("perf.constant: step_s, per_token_s and per_seq_s are all 0, so "
+                             "a step would take no time; give at least one of them > 0")
 
     def step_time(self, shape: StepShape) -> float:
         return self.step_s + self.per_token_s * shape.num_tokens + self.per_seq_s * shape.num_seqs

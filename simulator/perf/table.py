@@ -46,7 +46,7 @@ import yaml
 
 from ..hardware import GPUSpec
 from ..models import ModelSpec
-from ..resources import safe_load_yaml
+from ..resources import not_text_reason, not_yaml_reason, safe_load_yaml
 from .roofline import ACT_BYTES, RooflinePerfModel
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -139,9 +139,11 @@ def read_provenance(profile_dir: str | Path) -> dict:
     if not p.is_file():
         return {}
     try:
-        doc = safe_load_yaml(p.read_text()) or {}
+        doc = safe_load_yaml(p.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as e:
-        raise ValueError(f"{p}: not valid YAML: {e}") from None
+        raise ValueError(not_yaml_reason(p, e)) from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: {not_text_reason(e)}; provenance.yaml is YAML text") from None
     return doc if isinstance(doc, dict) else {}
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from ..hardware import GPUSpec
-from ..resources import safe_load_yaml
+from ..resources import not_text_reason, safe_load_yaml
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
@@ -135,7 +135,9 @@ def _read_yaml(p: Path) -> dict:
     if not p.is_file():
         return {}
     try:
-        doc = safe_load_yaml(p.read_text()) or {}
+        doc = safe_load_yaml(p.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: {not_text_reason(e)}; a provenance file is YAML text") from None
     except (OSError, yaml.YAMLError) as e:
         raise ValueError(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict):

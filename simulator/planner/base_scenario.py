@@ -11,6 +11,7 @@ from ..experiments.grid import get_path
 from ..experiments.runner import absolute_spec_paths
 from ..hardware import get_gpu
 from ..models import get_model
+from ..perf import get_engine_profile
 
 __all__ = ["PlanError", "check_names_up_front", "refuse_pools_base", "resolve_base",
            "resolve_base_source"]
@@ -100,16 +101,19 @@ def refuse_pools_base(base_raw: dict, source: str, family: str,
                                 f"scenario, run through the gateway): {instead}")
 
 
-#: scenario keys naming a catalog entry (or a spec / config path) that every point needs
-_NAMED_KEYS = ("model", "hardware.gpu", "speculative.draft_model")
+#: scenario keys naming a catalog entry (or a spec / config / profile path) that every
+#: point needs, and their lookups
+_NAMED_KEYS = {"model": get_model, "hardware.gpu": get_gpu, "speculative.draft_model": get_model,
+               "perf.engine": get_engine_profile}
 
 
 def check_names_up_front(base_raw: dict, folders, family: str, varied) -> None:
-    """Resolve the model, GPU and draft model of the base scenario that every point of a sweep
-    or plan inherits (the keys no point sets) before any point runs: an unknown name would
+    """Resolve the model, GPU, draft model and engine profile of the base scenario that every
+    point of a sweep or plan inherits (the keys no point sets, nor a section above them)
+    before any point runs: an unknown name would
     otherwise fail each point alone, and the command end with exit 0 and a table of failures.
-    Keys the points set are checked per point (a plan names the candidate; a sweep reports the
-    points that fail).
+    Keys the points set are checked per point
+    (:func:`simulator.experiments.runner.check_catalog_names`).
 
     Parameters
     ----------
@@ -131,12 +135,13 @@ def check_names_up_front(base_raw: dict, folders, family: str, varied) -> None:
     resolved = {"model": base_raw.get("model"),
                 "hardware": dict(base_raw.get("hardware") or {})}
     absolute_spec_paths(resolved, folders)  # as the points resolve their paths
-    for key in _NAMED_KEYS:
+    constant = get_path(base_raw, "perf.source") == "constant"  # reads no engine profile
+    for key, lookup in _NAMED_KEYS.items():
         value = get_path(base_raw, key)
-        if key in varied or value is None:
+        if (value is None or any(key == v or key.startswith(f"{v}.") for v in varied)
+                or (key == "perf.engine" and constant)):
             continue
         try:
-            (get_gpu if key == "hardware.gpu" else get_model)(
-                str(get_path(resolved, key, value)))
+            lookup(str(get_path(resolved, key, value)))
         except ValueError as e:
             raise PlanError(f"{family}: {key} {value!r} (of the base scenario): {e}") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import sys
 
-from ..cli_args import scenario_file, whole_number
+from ..cli_args import output_path, scenario_file, table_console, whole_number
 from ..config import Override, ScenarioError, read_yaml_mapping
 from ..experiments.executor import default_jobs
 from ..progress import progress
@@ -28,14 +28,15 @@ def _common(p) -> None:
     p.add_argument("--trace", help="replay this trace file instead of the base workload's")
     p.add_argument("--set", action="append", metavar="KEY.PATH=VALUE",
                    help="override a field of the base scenario (repeatable)")
-    p.add_argument("-j", "--jobs", type=int, default=None,
+    p.add_argument("-j", "--jobs", type=whole_number, default=None,
                    help="parallel workers (default: all cores; 1 runs in process)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or a Ray cluster")
     p.add_argument("--address", help="Ray cluster address (default: start a local "
                    "instance); one that does not answer within $SERVESIM_RAY_CONNECT_TIMEOUT_S "
                    "(default 10 s) is an error")
-    p.add_argument("-o", "--output", help="output folder (default: the file's output_dir)")
+    p.add_argument("-o", "--output", type=output_path,
+                   help="output folder (default: the file's output_dir)")
     p.add_argument("--no-cache", action="store_true",
                    help="ignore cached results (new results are still cached)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or tables")
@@ -47,8 +48,6 @@ def _jobs(args) -> int:
 
 def cmd_sweep(args) -> int:
     """Run a sweep file; prints a short table and where the results went."""
-    from rich.console import Console
-
     spec, folder = load_sweep_spec(args.sweep, args.sweep_set)
     with progress("sweep points", enabled=not args.quiet, force=args.progress) as cb:
         res = run_sweep(spec, folder, scenario_overrides=args.set, trace=args.trace,
@@ -56,7 +55,7 @@ def cmd_sweep(args) -> int:
                         use_cache=not args.no_cache, outdir=args.output, progress=cb,
                         figures=not args.no_figures, source=args.sweep)
     if not args.quiet:
-        c = Console()
+        c = table_console()
         print_sweep_table(res.table, c, title=f"servesim sweep: {spec.name} "
                                               f"({res.num_points} points)")
         c.print(f"{res.num_simulated} simulated, {res.num_cached} from cache, "
@@ -85,7 +84,6 @@ def _cell(v) -> str:
 
 def cmd_plan(args) -> int:
     """Run a plan file; prints the recommendation and where the report went."""
-    from rich.console import Console
     from rich.markup import escape  # names and labels are the user's: no rich markup
     from rich.table import Table
 
@@ -116,7 +114,7 @@ def cmd_plan(args) -> int:
                        use_cache=not args.no_cache, outdir=args.output,
                        figures=not args.no_figures, progress=cb,
                        notify=None if args.quiet else _notice, source=args.plan)
-    c = Console()
+    c = table_console()
     if args.quiet:
         print(_headline(res))
         return 0
@@ -135,7 +133,7 @@ def cmd_plan(args) -> int:
         rows.append(fb)
     t = Table(title="recommendation, runners-up and fallback (prices: prefill / decode GPU "
                     "time per 1M input / output tokens)")
-    for h in ("cap rps", "GPUs", "$/h", "$/1M in", "$/1M out", "TTFT p99", "gates"):
+    for h in ("cap rps", "GPUs", "$/h", "$/1M in", "$/1M out", "TTFT p99 (s)", "gates"):
         t.add_column(h, no_wrap=h != "gates")
     t.add_column("configuration", ratio=1)
     for r in rows:

@@ -352,12 +352,15 @@ def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list
     """Every configuration evaluated: the candidates, the baseline, the last known-good
     (overrides and resolved scenarios, in that order) and the number of candidates."""
     overrides = expand_grid(plan.search_space, plan.candidates)
-    configs = prepare_points(base_raw, overrides, source="plan candidate", folders=folders)
-    base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline",
-                                  folders=folders)
     lkg = plan.last_known_good
-    lkg_configs = (prepare_points(base_raw, [lkg.set], source="plan last_known_good",
-                                  folders=folders) if lkg is not None else [])
+    try:  # every configuration valid and its names known before any is evaluated
+        configs = prepare_points(base_raw, overrides, source="plan candidate", folders=folders)
+        base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline",
+                                      folders=folders)
+        lkg_configs = (prepare_points(base_raw, [lkg.set], source="plan last_known_good",
+                                      folders=folders) if lkg is not None else [])
+    except ScenarioError as e:
+        raise e if isinstance(e, PlanError) else PlanError(str(e)) from None
     all_ov = overrides + [plan.baseline.set] + ([lkg.set] if lkg is not None else [])
     return all_ov, configs + base_configs + lkg_configs, len(configs)
 

@@ -24,7 +24,12 @@ from simulator.workload.config import (
     WorkloadConfig,
 )
 from simulator.workload.describe import describe_columns, describe_workload
-from simulator.workload.errors import ServeGenLengthsMissing, WorkloadError, WorkloadWarning
+from simulator.workload.errors import (
+    ServeGenLengthsMissing,
+    TraceFormatMismatch,
+    WorkloadError,
+    WorkloadWarning,
+)
 from simulator.workload.loader import (
     assign_by_share,
     load_workload,
@@ -42,6 +47,7 @@ __all__ = [
     "ServeGenLengthsMissing",
     "SharedPrefix",
     "SyntheticConfig",
+    "TraceFormatMismatch",
     "WorkloadConfig",
     "WorkloadError",
     "WorkloadWarning",

@@ -10,6 +10,12 @@ class WorkloadError(ValueError):
     """
 
 
+class TraceFormatMismatch(WorkloadError):
+    """A trace file that does not look like the format stated for it (``format: mooncake``
+    on a CSV file): the message names the file, the stated format and what the file looks
+    like; the caller adds the setting that stated it (``workload.format``, ``--format``)."""
+
+
 class ServeGenLengthsMissing(WorkloadError):
     """ServeGen client data with arrivals only (no ``chunk-N-dataset.json``) read where the
     lengths were to come from the data (a scenario gives them with

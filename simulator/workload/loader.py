@@ -18,7 +18,7 @@ from simulator.resources import resolve_path
 from simulator.workload.clock import check_clock
 from simulator.workload.columns import TraceColumns
 from simulator.workload.config import WorkloadConfig
-from simulator.workload.errors import WorkloadError, WorkloadWarning
+from simulator.workload.errors import TraceFormatMismatch, WorkloadError, WorkloadWarning
 from simulator.workload.readers import read_columns
 from simulator.workload.synthetic import (
     STREAM_ARRIVALS,
@@ -166,8 +166,12 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     """
     if cfg.trace is not None:
         path = _resolve(cfg.trace, base_dir)
-        cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit, seed=seed,
-                            start_s=cfg.start_s, end_s=cfg.end_s, servegen=cfg.servegen)
+        try:
+            cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit, seed=seed,
+                                start_s=cfg.start_s, end_s=cfg.end_s, servegen=cfg.servegen)
+        except TraceFormatMismatch as e:
+            raise WorkloadError(f"{e}; check workload.format (leave it out, or auto, to "
+                                "detect the format)") from None
         source = str(cfg.trace)
     else:
         rng_stream(seed, STREAM_ARRIVALS)  # validates the seed

@@ -219,6 +219,13 @@ def _roles(fmt: str, columns: dict[str, str] | None) -> dict[str, str]:
     return {**fixed, **optional}
 
 
+def _one_line(e: BaseException) -> str:
+    """An Arrow error's text on one line: its lines joined with ``; `` (Arrow's messages span
+    several lines, and the command line shows only the first of a message)."""
+    lines = [t.strip() for t in str(e).splitlines() if t.strip()]
+    return "; ".join(lines) or type(e).__name__
+
+
 def parquet_format(path: Path, shown: str, columns: dict[str, str] | None = None) -> str:
     """``azure``, ``vidur`` or ``mooncake`` when a Parquet file's columns are that format's
     (read from its footer only), else ``parquet`` (generic columns).
@@ -233,7 +240,7 @@ def parquet_format(path: Path, shown: str, columns: dict[str, str] | None = None
     try:
         names = pq.read_schema(path).names
     except (pa.ArrowException, OSError) as e:
-        raise WorkloadError(f"{shown}: not a readable Parquet file ({e})") from None
+        raise WorkloadError(f"{shown}: not a readable Parquet file ({_one_line(e)})") from None
     fmt = schema_format(names, columns)
     return "parquet" if fmt in (None, "generic") else fmt
 
@@ -298,7 +305,7 @@ def read_parquet(path: Path, shown: str, fmt: str, columns, time_unit: str, *,
             empty = pa.RecordBatch.from_pylist([], schema=schema)
             parts.append(_batch(schema_fmt, empty, names, plan, 0, shown, columns, time_unit))
     except (pa.ArrowException, OSError) as e:
-        raise WorkloadError(f"{shown}: not a readable Parquet file ({e})") from None
+        raise WorkloadError(f"{shown}: not a readable Parquet file ({_one_line(e)})") from None
     if schema_fmt == "azure":
         return _finish_azure(parts)
     key = {"vidur": VIDUR_COLUMNS[0], "mooncake": MOONCAKE_FIELDS[0]}.get(

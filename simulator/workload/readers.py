@@ -53,6 +53,7 @@ import numpy as np
 from simulator.input_limits import (
     MAX_NESTING_DEPTH,
     bounded_lines,
+    clip_text,
     json_line_problem,
     json_too_deep,
 )
@@ -60,7 +61,7 @@ from simulator.request import RequestSpec
 from simulator.resources import not_a_file_reason
 from simulator.workload.columns import TraceColumns
 from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
-from simulator.workload.errors import WorkloadError
+from simulator.workload.errors import TraceFormatMismatch, WorkloadError
 from simulator.workload.parquet import parquet_format, read_parquet  # pyarrow: imported inside
 from simulator.workload.schemas import (  # noqa: F401 - the format constants, re-exported
     _TIME_DIVISOR,
@@ -81,6 +82,7 @@ from simulator.workload.values import (  # noqa: F401 - re-exported (observe rea
     _finish_clock,
     _float_column,
     _int_column,
+    json_float,
 )
 
 #: Rows read, validated and converted at a time by the CSV and Parquet readers (a 10^7-row
@@ -193,8 +195,9 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return d
 
 
-#: one decoder for every JSONL line (refuses duplicate keys; ~as fast as ``json.loads``)
-_JSONL_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys)
+#: one decoder for every JSONL line (refuses duplicate keys; a number beyond the float range
+#: keeps its text for the message; ~as fast as ``json.loads``)
+_JSONL_DECODER = json.JSONDecoder(object_pairs_hook=_unique_keys, parse_float=json_float)
 
 
 def _iter_jsonl_tables(path: Path, shown: str, batch_rows: int | None = None
@@ -393,6 +396,45 @@ def _first_nonblank_line(path: Path, shown: str) -> str:
     raise WorkloadError(f"{shown}: empty file")
 
 
+#: what each stated format's file holds, for :func:`_check_stated_format`
+_FORMAT_KIND = {"mooncake": "JSON Lines", "generic_jsonl": "JSON Lines", "azure": "CSV",
+                "vidur": "CSV", "generic_csv": "CSV", "parquet": "Parquet"}
+
+
+def _check_stated_format(p: Path, shown: str, fmt: str) -> None:
+    """Refuse a file that is plainly not of the stated format ``fmt`` (JSON Lines stated for
+    a CSV file, CSV for JSON Lines, text for Parquet or Parquet for text) before its reader
+    reports the first line as a bad row. A file that cannot be told (empty, not UTF-8) is
+    left to the reader.
+
+    Raises
+    ------
+    TraceFormatMismatch
+        Naming the file, the stated format and what the file looks like.
+    """
+    want = _FORMAT_KIND.get(fmt)
+    if want is None:  # servegen: a folder or chunk files, checked by its reader
+        return
+    try:
+        with open(p, "rb") as f:
+            parquet = f.read(4) == PARQUET_MAGIC
+        first = "" if parquet else _first_nonblank_line(p, shown)
+    except (OSError, WorkloadError):
+        return
+    if parquet:  # a Parquet copy of azure / vidur / mooncake rows is read as Parquet
+        if want == "Parquet" or fmt in ("azure", "vidur", "mooncake"):
+            return
+        looks = "it is a Parquet file"
+    else:
+        has = ("JSON Lines" if first.startswith(("{", "[")) else "CSV" if "," in first
+               else "neither CSV nor JSON")
+        if has == want or (want == "CSV" and has != "JSON Lines"):  # one column: its reader
+            return
+        looks = f"its first line {clip_text(repr(first), 60)} is {has}"
+    raise TraceFormatMismatch(f"{shown}: does not look like the stated format {fmt!r} "
+                              f"({want}): {looks}")
+
+
 def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None) -> str:
     """Detect a trace file's format from its extension and first line.
 
@@ -483,6 +525,8 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
     if time_unit not in ("s", "ms"):
         raise WorkloadError(f"time_unit must be 's' or 'ms', got {time_unit!r}")
     fmt = detect_format(p, columns) if format == "auto" else format
+    if format != "auto" and p.is_file():
+        _check_stated_format(p, shown, fmt)
     if servegen is not None and fmt != "servegen":
         raise WorkloadError(f"{shown}: workload.servegen applies to ServeGen data, not {fmt!r}")
     generic = fmt in ("generic_csv", "generic_jsonl", "parquet")

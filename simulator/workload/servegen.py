@@ -64,6 +64,7 @@ import numpy as np
 
 from simulator.budget import check_workload_budget
 from simulator.input_limits import MAX_LINE_CHARS, InputLimitError, bounded_lines, load_json
+from simulator.resources import not_text_reason
 from simulator.rng import stream
 from simulator.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.columns import TraceColumns
@@ -248,8 +249,11 @@ def _read_dataset(path: Path) -> dict[int, dict]:
         raise WorkloadError(f"{shown}:{e.lineno}: invalid JSON ({e.msg})") from None
     except InputLimitError as e:  # nesting, an integer's digits
         raise WorkloadError(e.at(shown)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise WorkloadError(f"{shown}: cannot read ({e})") from None
+    except UnicodeDecodeError as e:
+        raise WorkloadError(f"{shown}: {not_text_reason(e)}; a ServeGen dataset is JSON "
+                            "text") from None
+    except OSError as e:
+        raise WorkloadError(f"{shown}: cannot read ({e.strerror or e})") from None
     if not isinstance(raw, dict):
         raise WorkloadError(f"{shown}: expected a JSON object of windows")
     out: dict[int, dict] = {}

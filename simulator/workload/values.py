@@ -66,6 +66,47 @@ def _scalar_float(v) -> float | None:
         return None
 
 
+class OutOfRangeNumber(float):
+    """A JSON number beyond the float range (``1e400``), read as ``±inf`` (what ``json``
+    makes of it) that remembers how the file wrote it (``text``), so that a message says the
+    number is out of range instead of showing ``inf``."""
+
+    text: str
+
+    def __new__(cls, text: str):
+        obj = super().__new__(cls, text)
+        obj.text = text
+        return obj
+
+
+def json_float(text: str) -> float:
+    """``parse_float`` of the trace readers' JSON decoder: ``float(text)``, or an
+    :class:`OutOfRangeNumber` when the number overflows the float range."""
+    x = float(text)
+    return OutOfRangeNumber(text) if math.isinf(x) else x
+
+
+#: the spellings of an infinity a CSV cell may use on purpose (not an overflow)
+_INF_WORDS = {"inf", "infinity"}
+
+
+def _out_of_range_text(v) -> str | None:
+    """``v`` as the file wrote it (a JSON number bare, a text cell quoted, cut at 40
+    characters) when it is a finite number too large for a float (``1e400``, a 400-digit
+    integer: both read as infinity), else None."""
+    if isinstance(v, OutOfRangeNumber):
+        return v.text if len(v.text) <= 40 else v.text[:37] + "..."
+    if isinstance(v, str):
+        t = v.strip()
+        if t.lstrip("+-").lower() in _INF_WORDS:
+            return None
+        try:
+            return _shown_value(t) if math.isinf(float(t)) else None
+        except ValueError:
+            return None
+    return None
+
+
 def _shown_value(v, limit: int = 40) -> str:
     """A raw value as the file gave it, for a message: text as written (stripped), an integer
     exactly (above 2**53 too), at most ``limit`` characters (a 5,000-digit number is cut)."""
@@ -84,6 +125,12 @@ def _shown_value(v, limit: int = 40) -> str:
 def _describe_bad_number(v, name: str, kind: str) -> str:
     if _is_missing(v):
         return f"{name} is missing"
+    big = _out_of_range_text(v)
+    if big is not None:
+        limit = (f"an integer here is at most {MAX_TOKENS_REPRESENTABLE:,} in magnitude"
+                 if kind == "an integer" else
+                 "beyond the largest number a float holds, about 1.8e308")
+        return f"{name} {big} is out of range ({limit})"
     return f"{name} {_shown_value(v)} is not {kind}"
 
 

@@ -428,7 +428,7 @@ def _cli_cases(tmp):
                                                                  "file")]),
         (["run", "default", "--trace", "/dev/null"], {}, ["/dev/null", ("is a character device, "
                                                                        "not a trace file")]),
-        (["run", "default", "--trace", "nosuchdir/t.csv"], {}, ("traces file 'nosuchdir/t.csv' "
+        (["run", "default", "--trace", "nosuchdir/t.csv"], {}, ("trace file 'nosuchdir/t.csv' "
                                                                "not found")),
         (["run", "default", "--trace", str(bin_trace)], {}, [str(bin_trace), "cannot"]),
         (["run", "default", "--set", "nokey"], {}, "--set 'nokey': expected key.path=value"),

@@ -402,11 +402,11 @@ def test_output_folder_that_is_a_file_names_it(capsys, tmp_path, nothing_runs):
 
 @pytest.mark.parametrize("vary, needle", [
     ("model=llama-3.1-8b,nosuchmodel",
-     ("variant model=nosuchmodel: --vary model=llama-3.1-8b,nosuchmodel: unknown model "
-      "'nosuchmodel'; known: ")),
+     ("variant model=nosuchmodel: --vary model=llama-3.1-8b,nosuchmodel: model: unknown "
+      "model 'nosuchmodel'; known: ")),
     ("hardware.gpu=h100-sxm,nosuchgpu",
-     ("variant gpu=nosuchgpu: --vary hardware.gpu=h100-sxm,nosuchgpu: unknown GPU "
-      "'nosuchgpu'; known: ")),
+     ("variant gpu=nosuchgpu: --vary hardware.gpu=h100-sxm,nosuchgpu: hardware.gpu: "
+      "unknown GPU 'nosuchgpu'; known: ")),
     # llama-3.1-8b has 32 attention heads: 32 % 3 != 0
     ("cluster.tensor_parallel_size=1,3",
      ("variant tensor_parallel_size=3: --vary cluster.tensor_parallel_size=1,3: "
@@ -433,7 +433,8 @@ def test_compare_checks_every_variant_before_running_any(capsys, tmp_path, nothi
     (["run", "default", "--seed", "x"],
      "servesim run: error: argument --seed: invalid int value: 'x' (expected a whole number)"),
     (["run"], "servesim run: error: the following arguments are required: scenario"),
-    (["kv", "--batch", "x"], "servesim kv: error: argument --batch: invalid int value: 'x'"),
+    (["kv", "--batch", "x"],
+     "servesim kv: error: argument --batch: invalid int value: 'x' (expected a whole number)"),
 ])
 def test_argparse_errors_are_one_line(capsys, argv, line):
     """Before: four lines of usage, then the error."""

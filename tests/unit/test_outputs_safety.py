@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from simulator.cli import main
-from simulator.cli_args import plain_text, scenario_file
+from simulator.cli_args import plain_text
 from simulator.outdir import (
     OutputFolderError,
     check_outputs_spare_inputs,
@@ -28,6 +28,7 @@ from simulator.outdir import (
     unsafe_name_reason,
 )
 from simulator.report.figures import FIGURE_FILES
+from simulator.resources import find_yaml_file
 from tests.helpers import roofline_scenario_text
 
 SCENARIO = roofline_scenario_text("safety", 12, "{dist: uniform, low: 16, high: 200}",
@@ -190,12 +191,11 @@ def test_a_folder_does_not_hide_the_shipped_scenario(tmp_path, capsys, monkeypat
     monkeypatch.chdir(tmp_path)
     (tmp_path / "default").mkdir()
     (tmp_path / "default" / "summary.json").write_text("{}")  # an earlier run's folder
-    shipped = scenario_file("default")
-    assert shipped != "default" and shipped.endswith("default.yaml")
-    assert scenario_file("./default") == "./default"         # a path means what it says
-    assert scenario_file("nosuch") == "nosuch"               # left to the loader
+    shipped = find_yaml_file("default")                      # the loader's lookup
+    assert shipped.name == "default.yaml" and shipped.parent.name == "scenarios"
+    assert find_yaml_file("./default").resolve() == (tmp_path / "default").resolve()  # as typed
     (tmp_path / "nosuch").mkdir()
-    assert scenario_file("nosuch") == "nosuch"               # no shipped scenario of it
+    assert find_yaml_file("nosuch") == Path("nosuch")        # no shipped scenario of it
     assert main(["run", "default", "-q", "--no-figures", "--set",
                  "workload.max_requests=5", "-o", str(tmp_path / "out")]) == 0
     assert (tmp_path / "out" / "summary.json").is_file()

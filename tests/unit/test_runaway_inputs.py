@@ -162,8 +162,10 @@ def test_gpu_spec_hbm_bytes_out_of_range(capsys, tmp_path):
             "--set", f"hardware.gpu={p}"]
     assert main(argv) == 2
     # (YAML 1.1 reads 1.0e30, no sign after the e, as text: the spec reads text numbers)
-    assert _err(capsys) == [(f"servesim: error: {p}: hbm_bytes='1.0e30' is out of range: "
-                            "allowed (0, 1.1259e+15]")]
+    line, = _err(capsys)  # the scenario, the flag (its value cut) and the key name the spec
+    assert line.startswith(f"servesim: error: {_base(tmp_path)}: --set hardware.gpu="), line
+    assert line.endswith(f": hardware.gpu: {p}: hbm_bytes='1.0e30' is out of range: "
+                         "allowed (0, 1.1259e+15]"), line
     _spec(tmp_path, hbm_bytes=str(2**50))
     assert main(argv) == 0, _err(capsys)
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -389,17 +391,21 @@ def test_unusable_paths_say_why(capsys, tmp_path):
         (["run", str(dangling)], (f"scenario file '{dangling}': is a symbolic link to a "
                                  f"missing file ({tmp_path / 'missing.yaml'})")),
         (["trace", str(fifo)], f"{fifo}: is a named pipe (FIFO), not a trace file"),
+        # (the scenario and the flag, its value cut, before the key)
         (["run", str(_base(tmp_path)), "--set", f"model={fifo}"],
-         f"model config file '{fifo}': is a named pipe (FIFO), not a model config file"),
+         (f"{_base(tmp_path)}: --set model=", (f": model: model config file '{fifo}': is a "
+          "named pipe (FIFO), not a model config file"))),
         (["run", str(_base(tmp_path)), "--set", f"hardware.gpu={loop}"],
-         f"GPU spec file '{loop}': is a symbolic link loop"),
+         (f"{_base(tmp_path)}: --set hardware.gpu=", (f": hardware.gpu: GPU spec file "
+          f"'{loop}': is a symbolic link loop"))),
     ]
     for argv, needle in cases:
         if argv[0] == "run":
             argv += ["-q", "--no-figures", "-o", str(tmp_path / "o")]
         assert main(argv) == 2
         line, = _err(capsys)
-        assert line.startswith(f"servesim: error: {needle}"), (needle, line)
+        head, tail = needle if isinstance(needle, tuple) else (needle, "")
+        assert line.startswith(f"servesim: error: {head}") and tail in line, (needle, line)
 
 
 @pytest.mark.parametrize("fmt", ["auto", "vidur"])

@@ -135,7 +135,9 @@ def test_prefix_ids_beyond_int64_and_huge_numbers(tmp_path):
     csv.write_text(GC + "0,1" + "0" * 5000 + ",2\n")
     with pytest.raises(WorkloadError) as e:
         read_trace(csv)
-    assert str(e.value) == f"{csv}:2: num_prompt_tokens '1{'0' * 35}... is not an integer"  # 40 chars
+    # beyond a float (it reads as infinity): out of range, not "not an integer" (40 chars)
+    assert str(e.value) == (f"{csv}:2: num_prompt_tokens '1{'0' * 35}... is out of range (an "
+                            "integer here is at most 2,147,483,647 in magnitude)")
 
 
 @pytest.mark.parametrize("field, escaped", [("tenant", "\\ud800"), ("slice", "\\udfff"),
