@@ -315,24 +315,29 @@ def _workload_token_ids(path: Path, meta: dict, meta_path: Path, run: RecordedRu
         else:
             run.notes.append(f"{rel}: SHA-256 equals meta.json dataset_hash.")
     rows: list[dict] = []
-    with open(wl, encoding="utf-8") as f:
-        for no, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                obj = json.loads(text)
-            except json.JSONDecodeError as e:
-                run.notes.append(f"{shown}:{no}: not valid JSON ({e.msg}): token ids not used.")
-                return None
-            except (ValueError, RecursionError) as e:  # too deep, an integer too long
-                run.notes.append(f"{shown}:{no}: {json_line_problem(text, e) or e}: token ids "
-                                 "not used.")
-                return None
-            if not isinstance(obj, dict) or "sub_requests" in obj:
-                run.notes.append(f"{shown}:{no}: not a flat request (agentic sessions are not "
-                                 "read): token ids not used.")
-                return None
-            rows.append(obj)
+    try:
+        lines = wl.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        run.notes.append(f"{shown}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset "
+                         f"{e.start}): token ids not used.")
+        return None
+    for no, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            run.notes.append(f"{shown}:{no}: not valid JSON ({e.msg}): token ids not used.")
+            return None
+        except (ValueError, RecursionError) as e:  # too deep, an integer too long
+            run.notes.append(f"{shown}:{no}: {json_line_problem(text, e) or e}: token ids "
+                             "not used.")
+            return None
+        if not isinstance(obj, dict) or "sub_requests" in obj:
+            run.notes.append(f"{shown}:{no}: not a flat request (agentic sessions are not "
+                             "read): token ids not used.")
+            return None
+        rows.append(obj)
     ids = []
     rec = outcomes["record_request_id"].tolist()
     pr = outcomes["num_prompt_tokens"].tolist()

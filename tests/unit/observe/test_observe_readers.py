@@ -596,3 +596,22 @@ def test_bench_json_bad_rate_without_start_times(tmp_path):
     p.write_text(json.dumps(d))
     with pytest.raises(RecordError, match=r"b\.json: no start_times, and request_rate 'fast'"):
         read_bench_json(p)
+
+
+def test_workload_file_that_is_not_utf8_is_not_used(tmp_path):
+    # a workload file with a byte that is not UTF-8 (its hash recorded, so the reader gets as
+    # far as decoding it): the replay goes on without token ids, and the note says why
+    from record_factories import sha256
+
+    from simulator.observe.record import RecordWarning
+    run_dir = write_vllm_run(tmp_path, workload=workload_rows())
+    wl = tmp_path / "workloads" / "w.jsonl"
+    wl.write_bytes(b"\xff" + wl.read_bytes())
+    meta = run_dir / "vllm" / "meta.json"
+    doc = json.loads(meta.read_text())
+    doc["dataset_hash"] = sha256(wl)
+    meta.write_text(json.dumps(doc))
+    with pytest.warns(RecordWarning, match="not UTF-8 text"):
+        run = read_recorded(run_dir)
+    assert run.token_ids_source is None
+    assert any("not UTF-8 text (byte 0xff at offset 0)" in n for n in run.notes)
