@@ -12,8 +12,7 @@ Formats (see ``traces/README.md`` for examples):
 - ``azure``: ``TIMESTAMP,ContextTokens,GeneratedTokens``; ``TIMESTAMP`` is
   ``YYYY-MM-DD HH:MM:SS[.f…]`` (up to 9 fractional digits, parsed exactly as integer
   nanoseconds); arrival times are seconds after the earliest row (the first row of a sorted file).
-- ``vidur``: ``arrived_at`` (s), ``num_prefill_tokens``, ``num_decode_tokens``; other columns
-  are ignored.
+- ``vidur``: ``arrived_at`` (s), ``num_prefill_tokens``, ``num_decode_tokens`` (others ignored).
 - ``mooncake``: JSON Lines with ``timestamp`` (ms), ``input_length``, ``output_length`` and
   optional ``hash_ids`` (ids of 512-token prefix blocks). Equal timestamps are kept as they
   are (no spreading); ties keep file order.
@@ -26,12 +25,11 @@ Formats (see ``traces/README.md`` for examples):
   writes. A Parquet file with Azure's, Vidur's or Mooncake's columns is read as that format.
   Column types are checked first (:mod:`simulator.workload.parquet`); errors name the
   1-based row (``file.parquet:17: ...``) or the column.
-- ``servegen``: a ServeGen folder or client file; requests are generated from its per-client
-  rate windows and length tables (:mod:`simulator.workload.servegen`).
+- ``servegen``: a ServeGen folder or client file, requests generated from its per-client rate
+  windows and length tables (:mod:`simulator.workload.servegen`).
 
-Any format may carry the optional columns ``tenant``, ``priority``, ``slice``,
-``cancel_after_s`` (s), ``max_tokens`` and ``n`` (sequences per request: parallel sampling,
->= 1); an empty cell (or JSON ``null``) means "not given".
+Any format may carry the optional columns ``tenant``, ``priority``, ``slice``, ``cancel_after_s``
+(s), ``max_tokens`` and ``n`` (sequences per request, >= 1); an empty cell or ``null``: not given.
 
 Clocks: a trace whose arrival times are timestamps (the first at 2**26 s or later) is
 re-based to its first arrival, in the Unix epoch unit its magnitude shows
