@@ -631,6 +631,14 @@ def test_completes_and_accounts_for_every_request(capsys, base, tmp_path, sets, 
         argv += ["--trace", str(p)]
     for s in sets:
         argv += ["--set", s]
+    df = completes(capsys, argv, out, n_in)
+    assert set(df.status) <= {"completed", "rejected", "cancelled"}
+
+
+def completes(capsys, argv, out, n_in) -> pd.DataFrame:
+    """Run ``argv`` (a ``servesim run`` writing to ``out``): exit 0, nothing that looks like
+    an error or a leaked warning on stderr, and each of the ``n_in`` requests once in
+    ``requests.parquet`` (sorted by id), its summary adding up."""
     rc = main(argv)
     err = capsys.readouterr().err
     assert rc == 0, err
@@ -640,9 +648,9 @@ def test_completes_and_accounts_for_every_request(capsys, base, tmp_path, sets, 
     assert s["num_requests"] == n_in
     assert (s["num_completed"] + s["num_rejected"] + s["num_cancelled"]
             + s["num_unfinished"]) == n_in
-    df = pd.read_parquet(out / "requests.parquet")
+    df = pd.read_parquet(out / "requests.parquet").sort_values("request_id")
     assert len(df) == n_in and df.request_id.is_unique
-    assert set(df.status) <= {"completed", "rejected", "cancelled"}
+    return df
 
 
 def test_corpus_size():

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 from helpers import REPO_ROOT, roofline_scenario_text
+from test_corpus import _check_needles
+from test_corpus import _refused as refused
 
 from simulator.cli import SUBCOMMANDS, build_parser, main
 
@@ -46,16 +48,8 @@ MARKUP = re.compile(r"``|:[A-Za-z][\w:-]*:`|`")
 
 
 def _refused(capsys, argv, needles=()) -> str:
-    rc = main(argv)
-    err = capsys.readouterr().err.strip()
-    lines = err.splitlines()
-    assert rc == 2, (rc, err)
-    assert len(lines) == 1, err
-    line = lines[0]
-    assert line.startswith("servesim: error: "), line
-    assert "Traceback" not in line and "internal error" not in line, line
-    for n in needles:
-        assert n in line, (n, line)
+    line = refused(capsys, argv)
+    _check_needles(line, needles)
     return line
 
 

@@ -31,7 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_corpus import BASE, _check_needles, _refused
+from test_corpus import BASE, _check_needles, _refused, completes
 
 from simulator.cli import main
 
@@ -72,19 +72,7 @@ def _run(base, out, trace=None, sets=()):
     return argv
 
 
-def _completes(capsys, argv, out, n_in) -> pd.DataFrame:
-    rc = main(argv)
-    err = capsys.readouterr().err
-    assert rc == 0, err
-    for bad in ("Traceback", "internal error", "RuntimeWarning", "error:"):
-        assert bad not in err, err
-    s = json.loads((out / "summary.json").read_text())
-    assert s["num_requests"] == n_in
-    assert (s["num_completed"] + s["num_rejected"] + s["num_cancelled"]
-            + s["num_unfinished"]) == n_in
-    df = pd.read_parquet(out / "requests.parquet").sort_values("request_id")
-    assert len(df) == n_in and df.request_id.is_unique
-    return df
+_completes = completes
 
 
 # ---------------------------------------------------------------------------- epoch twins
