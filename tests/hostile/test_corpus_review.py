@@ -146,17 +146,22 @@ def test_a_path_with_a_folder_part_means_what_it_says(capsys, home):
 
 
 # ============================================================================ EMPTY_OUTPUT
-def _output_flags() -> list[tuple[list[str], str]]:
-    """(subcommand words, flag) of every output flag of the parser (``-o``, ``--to-parquet``)."""
-    out, stack = [], [([], build_parser())]
+def _parser_actions():
+    """(subcommand words, action) of every option of every (sub)command of the parser."""
+    stack = [([], build_parser())]
     while stack:
         words, p = stack.pop()
         for a in p._actions:
             if isinstance(a, argparse._SubParsersAction):
                 stack.extend((words + [k], sp) for k, sp in a.choices.items())
-            elif {"-o", "--to-parquet"} & set(a.option_strings):
-                out.append((words, a.option_strings[0]))
-    return sorted(out)
+            else:
+                yield words, a
+
+
+def _output_flags() -> list[tuple[list[str], str]]:
+    """(subcommand words, flag) of every output flag of the parser (``-o``, ``--to-parquet``)."""
+    return sorted((w, a.option_strings[0]) for w, a in _parser_actions()
+                  if {"-o", "--to-parquet"} & set(a.option_strings))
 
 
 EMPTY_OUTPUT = _output_flags()
@@ -406,15 +411,7 @@ def test_a_missing_trace_reads_like_the_other_missing_files(capsys, tmp_path):
 # ============================================================================ numbers
 def _int_typed() -> list[str]:
     """Options of any subcommand still parsed with ``int`` (refuses ``1e3``)."""
-    out, stack = [], [([], build_parser())]
-    while stack:
-        words, p = stack.pop()
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                stack.extend((words + [k], sp) for k, sp in a.choices.items())
-            elif a.type is int:
-                out.append(f"{' '.join(words)} {a.option_strings}")
-    return out
+    return [f"{' '.join(w)} {a.option_strings}" for w, a in _parser_actions() if a.type is int]
 
 
 def test_no_count_argument_refuses_a_whole_number_float():
@@ -434,15 +431,7 @@ def test_spec_k_accepts_a_whole_number_float(capsys):
 
 
 def _seed_flags() -> list[list[str]]:
-    out, stack = [], [([], build_parser())]
-    while stack:
-        words, p = stack.pop()
-        for a in p._actions:
-            if isinstance(a, argparse._SubParsersAction):
-                stack.extend((words + [k], sp) for k, sp in a.choices.items())
-            elif "--seed" in a.option_strings:
-                out.append(words)
-    return sorted(out)
+    return sorted(w for w, a in _parser_actions() if "--seed" in a.option_strings)
 
 
 SEEDS = _seed_flags()
