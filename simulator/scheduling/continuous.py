@@ -356,8 +356,7 @@ class ContinuousScheduler:
                 n = ns
             elif la and n == 1 and e > 0 and budget >= 1 + la:
                 n += la
-            if n > budget:
-                n = budget
+            n = min(n, budget)
             if ns == 1:  # kv.has_slots, inlined for one sequence (the common case)
                 kv_tokens = c + n
                 fits = kv_tokens <= len(r.kv_handle.block_ids) * bs
@@ -637,16 +636,14 @@ class ContinuousScheduler:
         gone = [r for r in reqs if r.cancel_requested]
         for r in gone:
             r.num_computed_tokens += k - 1
+        # a run ends at its first finish (plan_decode_run), so none finishes in k - 1 steps
         advance(gone, k - 1, ends, start_s=start, recorder=self.rec,
                 max_model_len=self.cfg.max_model_len)
         end = float(ends[k - 1])
         for r in gone:
-            if r.status == RUNNING:
-                r.num_computed_tokens += 1
-                self.kv.free(r)
-                self.rec.finish(r, end, CANCELLED, "cancelled")
-            else:  # finished within the k - 1 steps (advance freed nothing: free it here)
-                self.kv.free(r)
+            r.num_computed_tokens += 1
+            self.kv.free(r)
+            self.rec.finish(r, end, CANCELLED, "cancelled")
         self.running = [r for r in self.running if r.status == RUNNING]
         return [r for r in reqs if not r.cancel_requested]
 

@@ -488,12 +488,9 @@ def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None
         header = [h.strip() for h in next(csv.reader([first]))]
     except csv.Error as e:  # a header field over csv's field size limit
         raise WorkloadError(f"{shown}: cannot parse the CSV header ({e})") from None
-    if all(c in header for c in AZURE_COLUMNS):
-        return "azure"
-    if all(c in header for c in VIDUR_COLUMNS):
-        return "vidur"
-    if all(c in header for c in REQUIRED_GENERIC_FIELDS):
-        return "generic_csv"
+    fmt = schema_format(header, mooncake=False)
+    if fmt is not None:
+        return "generic_csv" if fmt == "generic" else fmt
     raise WorkloadError(
         f"{shown}: cannot detect the trace format from the header {header}; expected Azure "
         f"({','.join(AZURE_COLUMNS)}), Vidur ({','.join(VIDUR_COLUMNS)}), generic "

@@ -215,17 +215,19 @@ def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: 
     return _finish_columns(cols, get, have, names, errors, json_numbers=json_numbers)
 
 
-def schema_format(names, columns: dict[str, str] | None = None) -> str | None:
-    """The trace format whose columns ``names`` (a header, a Parquet schema) hold, as CSV
-    detection orders them: Azure, Vidur, Mooncake (Parquet only), generic; ``None`` for
-    none. A ``columns`` mapping means a generic trace."""
+def schema_format(names, columns: dict[str, str] | None = None, *,
+                  mooncake: bool = True) -> str | None:
+    """The trace format whose columns ``names`` (a header, a Parquet schema) hold, in one
+    order for every reader: Azure, Vidur, Mooncake (unless ``mooncake`` is False: a CSV
+    header, Mooncake being JSON Lines), generic; ``None`` for none. A ``columns`` mapping
+    means a generic trace."""
     if columns is not None:
         return "generic"
     if all(c in names for c in AZURE_COLUMNS):
         return "azure"
     if all(c in names for c in VIDUR_COLUMNS):
         return "vidur"
-    if all(c in names for c in MOONCAKE_FIELDS):
+    if mooncake and all(c in names for c in MOONCAKE_FIELDS):
         return "mooncake"
     if all(c in names for c in REQUIRED_GENERIC_FIELDS):
         return "generic"

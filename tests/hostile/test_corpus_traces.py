@@ -72,9 +72,6 @@ def _run(base, out, trace=None, sets=()):
     return argv
 
 
-_completes = completes
-
-
 # ---------------------------------------------------------------------------- epoch twins
 def _epoch_text(unit: str, k: int) -> str:
     """Row k's arrival, T0 + k * 0.1 s, written in ``unit`` as a file would (text)."""
@@ -166,7 +163,7 @@ def twin(tmp_path_factory):
 def test_epoch_trace_replays_as_its_relative_twin(capsys, base, tmp_path, clean_tmp, twin, fmt,
                                                   unit):
     out = tmp_path / "o"
-    df = _completes(capsys, _run(base, out, _epoch_file(tmp_path, fmt, unit)), out, K)
+    df = completes(capsys, _run(base, out, _epoch_file(tmp_path, fmt, unit)), out, K)
     for col in ("arrival_time_s", "num_prompt_tokens", "first_token_time_s", "finish_time_s"):
         assert df[col].tolist() == twin[col].tolist(), col
     assert (df.first_token_time_s > df.arrival_time_s).all()  # not a clock that lost a step
@@ -229,7 +226,7 @@ def test_parquet_numeric_types_are_read(capsys, base, tmp_path, clean_tmp, kind)
     pq.write_table(pa.table({"arrival_time_s": [0.0, 0.5, 1.0], "num_prompt_tokens": arr,
                              "num_output_tokens": [2, 3, 4]}), p)
     out = tmp_path / "o"
-    df = _completes(capsys, _run(base, out, p), out, 3)
+    df = completes(capsys, _run(base, out, p), out, 3)
     assert df.num_prompt_tokens.tolist() == vals
 
 
@@ -259,7 +256,7 @@ def test_label_encodings(capsys, base, tmp_path, clean_tmp, kind, field, value):
                                   "labels must be UTF-8"])
             assert not out.exists()
         else:
-            df = _completes(capsys, _run(base, out, p), out, 2)
+            df = completes(capsys, _run(base, out, p), out, 2)
             assert df[field].tolist() == ["default", value[1]]
         return
     if kind == "csv-bytes":
@@ -274,7 +271,7 @@ def test_label_encodings(capsys, base, tmp_path, clean_tmp, kind, field, value):
     pq.write_table(pa.table({"arrival_time_s": [0.0, 0.5], "num_prompt_tokens": [10, 10],
                              "num_output_tokens": [2, 2], field: pa.array(data, pa.binary())}), p)
     if kind.endswith("good"):
-        df = _completes(capsys, _run(base, out, p), out, 2)
+        df = completes(capsys, _run(base, out, p), out, 2)
         assert df[field].tolist() == ["a", "é"]  # decoded, never the label "b'a'"
     else:
         line = _refused(capsys, _run(base, out, p))
@@ -377,7 +374,7 @@ def test_clock_just_below_the_bound_runs(capsys, base, tmp_path, clean_tmp):
     _write_rows(trace, GC_HEAD, [("0", 10, 2), (repr(float.fromhex("0x1.fffffffffffffp+25")),
                                                 10, 2)])
     out = tmp_path / "o"
-    df = _completes(capsys, _run(base, out, trace), out, 2)
+    df = completes(capsys, _run(base, out, trace), out, 2)
     assert df.arrival_time_s.tolist() == [0.0, 2.0 ** 26 - 2.0 ** -27]
 
 
