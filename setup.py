@@ -2,7 +2,7 @@
 
 ``hardware_profiles/``, ``scenarios/`` and ``traces/`` live at the repository root (where users
 edit them), and are copied into ``simulator/_data/`` of the build so that a plain, non-editable
-``pip install .`` finds them too (see ``simulator/resources.py`` for the lookup order).
+``pip install .`` finds them too (see ``simulator/base/resources.py`` for the lookup order).
 """
 import shutil
 from pathlib import Path

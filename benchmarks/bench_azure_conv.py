@@ -16,9 +16,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from simulator.config import load_scenario
-from simulator.engine import build_setup, simulate
-from simulator.run import run_scenario
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import simulate
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import load_scenario
 from simulator.workload import load_workload
 
 DEFAULT = Path(__file__).resolve().parents[1].parent / "shared/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"

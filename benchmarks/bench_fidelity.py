@@ -54,7 +54,6 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))   # bench_public_summaries, however this is loaded
 
 from simulator import __version__
-from simulator.config import ScenarioError
 from simulator.observe.compare import paired_frame
 from simulator.observe.fidelity import (
     KS_METRICS,
@@ -77,6 +76,7 @@ from simulator.observe.readers_ip import is_inference_perf_dir
 from simulator.observe.record import RecordError
 from simulator.observe.settings import gpu_name_matches, match_gpu
 from simulator.observe.validate import validate_recorded
+from simulator.scenario.config import ScenarioError
 
 #: vLLM version of recorded runs that state none, by folder glob (relative to the root):
 #: the inference-perf H100 campaign ran vLLM 0.15.1 (the groundtruth README: the figure

@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from simulator.catalog.models import ModelSpec, get_model
 from simulator.kv.planner import GiB, activation_bytes, plan_memory
-from simulator.models import ModelSpec, get_model
 
 _CFG = "Hugging Face config.json of "
 #: models of the llm-d-planner report that are not in servesim's catalog

@@ -15,7 +15,7 @@ and compared with the shipped set ``hardware_profiles/rtx-pro-6000-server/tables
    LLMServingSim row paired with the aiconfigurator row of the same key and shape at the same
    or nearest size (within 2x per grid axis); ratio = LSS / aiconfigurator.
 2. Query: each LLMServingSim row's coordinates asked of the aiconfigurator
-   :class:`~simulator.perf.tables.TableSet` (interpolated in log size; unmeasured shapes by
+   :class:`~simulator.perf.tables.sets.TableSet` (interpolated in log size; unmeasured shapes by
    the nearest measured shape's efficiency, prefill ``start > 0`` by held efficiency, since
    aiconfigurator measured ``start = 0`` only); ratio = LSS measured / aiconfigurator query.
 3. End to end: ``validate --recorded`` of the two recorded vLLM 0.19 runs on the GPUs of these
@@ -42,8 +42,8 @@ sys.path.insert(0, str(ROOT))
 
 from calibration.compare import compare_table_sets, report_markdown
 from calibration.import_lss import import_lss
-from simulator.hardware import get_gpu, load_gpu_spec
-from simulator.perf.tables import TableSet
+from simulator.catalog.hardware import get_gpu, load_gpu_spec
+from simulator.perf.tables.sets import TableSet
 
 PROFILE = "reference/groundtruth/llmservingsim/profiler_perf/RTXPRO6000/meta-llama/" \
           "Llama-3.1-8B/bf16"

@@ -14,7 +14,7 @@ size: requests ``N``, replicas ``R``, engine-step rows ``S`` and KV blocks ever 
 
 by non-negative least squares over all runs and reports each run's leave-one-out error (the
 run predicted by a fit to the others). The fitted coefficients are the ones in
-``simulator/budget.py`` (``BYTES_PER_*``); re-run this after changing the recorder, the
+``simulator/base/budget.py`` (``BYTES_PER_*``); re-run this after changing the recorder, the
 scheduler's state or the block pool, and update them.
 
 Not part of the test run (a few minutes; tracemalloc slows the simulator about 2x).
@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from simulator.config import validate_scenario
-from simulator.engine import build_setup
-from simulator.run import run_scenario
+from simulator.cluster.setup import build_setup
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 from simulator.workload import load_workload
 
 

@@ -45,12 +45,12 @@ sys.path.insert(0, str(REPO))
 
 from bench_fidelity import exit_status, write_csv
 
-from simulator.config import ScenarioError
+from simulator.base.request import RequestSpec
+from simulator.base.resources import safe_load_yaml
 from simulator.observe.record import RecordedRun, Setting
 from simulator.observe.settings import build_replay_scenario
 from simulator.observe.validate import run_replay
-from simulator.request import RequestSpec
-from simulator.resources import safe_load_yaml
+from simulator.scenario.config import ScenarioError
 
 #: Qwen3 ChatML user turn around the prompt: ``<|im_start|>user\n`` + ``<|im_end|>\n``
 #: ``<|im_start|>assistant\n`` (Qwen3 tokenizer_config.json chat_template; special tokens and

@@ -2,7 +2,7 @@
 
 The sibling profiles (``a100-sxm-40gb``, ``a100-pcie-80gb``, ``a100-pcie-40gb``, ``h100-pcie``)
 have no measurement of their own: they answer compute kernels from a measured sibling's tables
-(``efficiency_tables_from``, ``simulator/perf/tables.py``). No table of those boards exists to
+(``efficiency_tables_from``, ``simulator/perf/tables/sets.py``). No table of those boards exists to
 check a rule against, but one pair in the catalog is a test of it: H100 SXM and H200 SXM are both
 GH100 with 132 SMs and the same clocks, differing in HBM (3.35 vs 4.8 TB/s, 80 vs 141 GB), and
 both are measured (aiconfigurator, same vLLM versions). This script answers every measured row
@@ -40,8 +40,8 @@ import sys
 import numpy as np
 import pandas as pd
 
-from simulator.hardware import get_gpu
-from simulator.perf.tables import TableSet, read_table_file, select_table_set
+from simulator.catalog.hardware import get_gpu
+from simulator.perf.tables.sets import TableSet, read_table_file, select_table_set
 
 FAMILIES = ("gemm", "attention_decode", "attention_prefill", "moe")
 #: the rules compared (column prefixes)

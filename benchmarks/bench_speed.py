@@ -83,7 +83,7 @@ import simpy
 def _step(self):
     sys.stderr.write(f"FIRST_EVENT {time.time()!r}\n"); sys.stderr.flush(); os._exit(0)
 simpy.Environment.step = _step
-from simulator.cli import main
+from simulator.cli.main import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -6,7 +6,7 @@ Usage::
         [--rows 150] [--seed 0]
 
 A query the tables cannot answer directly is answered from a measured neighbour in two
-places (:mod:`simulator.perf.table_lookup`):
+places (:mod:`simulator.perf.tables.lookup`):
 
 - **head layouts** (``q_heads``, ``kv_heads``) that were not measured, e.g. Llama-2-7B's 32 KV
   heads against tables of 1-8: the nearest measured layout's time is carried to the query's
@@ -23,8 +23,8 @@ Two rules are compared on held-out measurements of the shipped table sets:
     head layouts, sizes below the grid and axes measured at one value only: a launch floor
     plus a linear regime, ``t = t_from + (R_query - R_from) / max(e, e_lin)`` with ``e_lin``
     the kernel's linear-regime efficiency
-    (:func:`simulator.perf.table_lookup.affine_transfer`); sizes above the grid along a
-    measured axis: the edge's efficiency held (:func:`simulator.perf.table_lookup.beyond_grid`).
+    (:func:`simulator.perf.tables.lookup.affine_transfer`); sizes above the grid along a
+    measured axis: the edge's efficiency held (:func:`simulator.perf.tables.lookup.beyond_grid`).
 
 Head layouts: every measured layout of every attention table (decode and prefill) is held out
 and predicted from the nearest other measured layout (the resolver's distance) at up to
@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_tables_loo import _query_groups
 
-from simulator.hardware import get_gpu
-from simulator.perf.tables import table_sets
+from simulator.catalog.hardware import get_gpu
+from simulator.perf.tables.sets import table_sets
 
 FAMILIES = ("attention_decode", "attention_prefill", "gemm")
 GPUS = ("h100-sxm", "h200-sxm", "a100-sxm-80gb", "l40s", "rtx-pro-6000-server")

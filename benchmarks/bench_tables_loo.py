@@ -12,7 +12,7 @@ For every shipped table set (``hardware_profiles/<gpu>/tables/<engine>-<version>
 operator family it holds in its own right (a family that only points at another set's table,
 ``reuse_of``, is the donor's table and is listed as such, not measured twice), each measured
 point is held out in turn and predicted from the rest with the query code of
-:mod:`simulator.perf.tables`: the point's grid cell is emptied, the grid refilled exactly as
+:mod:`simulator.perf.tables.sets`: the point's grid cell is emptied, the grid refilled exactly as
 when a table is loaded, and the point queried as any query is. The error is
 ``|predicted / measured - 1|`` in percent.
 
@@ -26,7 +26,7 @@ are drawn per stratum without replacement with ``numpy.random.default_rng(seed)`
 64/65) is represented equally. ``--sample N`` instead draws ``N`` cells per (set, family)
 uniformly over all its key groups (``default_rng(seed)``), for quick comparisons.
 
-``--method`` (repeatable) names the fill of :mod:`simulator.perf.table_grid` used to predict
+``--method`` (repeatable) names the fill of :mod:`simulator.perf.tables.grid` used to predict
 each held-out cell (``FILL_METHODS``: ``linear``, ``pchip``, ``akima``, ``makima``,
 ``natural``, each also as ``-eff``, interpolating log efficiency instead of log time, and
 ``hybrid``; default
@@ -57,9 +57,9 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simulator.hardware import gpu_catalog
-from simulator.perf.table_grid import FILL_METHOD, FILL_METHODS
-from simulator.perf.tables import SCHEMAS, _Grid, table_sets
+from simulator.catalog.hardware import gpu_catalog
+from simulator.perf.tables.grid import FILL_METHOD, FILL_METHODS
+from simulator.perf.tables.sets import SCHEMAS, _Grid, table_sets
 
 TARGET_MEDIAN_PCT, TARGET_P90_PCT = 3.0, 10.0   # the task's targets per family and GPU
 
@@ -200,7 +200,7 @@ def run(gpus=None, gemm_sample=2000, seed=0, log=print, *, sample=None, families
     ``sample``: held-out cells per (set, family), drawn uniformly with
     ``numpy.random.default_rng(seed)`` (None: every cell; GEMM ``gemm_sample`` per dtype);
     ``families``: operator families to run (None: all); ``methods``: fill methods of
-    :data:`simulator.perf.table_grid.FILL_METHODS` compared on the same points (None: the
+    :data:`simulator.perf.tables.grid.FILL_METHODS` compared on the same points (None: the
     default); ``points_out``: a list that receives one DataFrame of per-point errors per row.
     """
     methods = list(methods or [FILL_METHOD])

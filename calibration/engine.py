@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from simulator.base.request import RequestSpec
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
-from simulator.request import RequestSpec
 from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
 from simulator.scheduling.state import ReqState
 
@@ -222,8 +222,8 @@ class RealEngine:
 
 
 def steps_to_shapes(steps: pd.DataFrame):
-    """The :class:`~simulator.perf.roofline.StepShape` of every recorded step."""
-    from simulator.perf.roofline import StepShape
+    """The :class:`~simulator.perf.step_shape.StepShape` of every recorded step."""
+    from simulator.perf.step_shape import StepShape
     out = []
     for q, s, nd, ctx, ns in zip(steps["prefill_q"], steps["prefill_start"],
                                  steps["num_decode_seqs"], steps["decode_ctx_total"],

@@ -43,8 +43,8 @@ import pandas as pd
 import yaml
 from scipy.optimize import least_squares
 
-from simulator.hardware import get_gpu, load_gpu_spec
-from simulator.models import ModelSpec
+from simulator.catalog.hardware import get_gpu, load_gpu_spec
+from simulator.catalog.models import ModelSpec
 from simulator.perf.fitted import (
     ELEMENTWISE_OPS,
     FittedPerfModel,

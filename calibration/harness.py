@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from simulator.perf.table import (
+from simulator.perf.tables.flat_profile import (
     GRID_COLUMNS,
     KEY_COLUMNS,
     PROVENANCE_FILE,
@@ -504,7 +504,7 @@ def measure_cpu_overhead(model: TinyLlama, max_num_seqs: int, max_num_batched_to
     sampling's device-to-host copy, and the scheduler update. One untimed warm-up workload
     first.
     """
-    from simulator.request import RequestSpec
+    from simulator.base.request import RequestSpec
     from simulator.scheduling.continuous import SchedulerConfig
 
     from .engine import RealEngine
@@ -668,7 +668,7 @@ class Harness:
         spec_path = write_spec(out, info, peak, bw, self.dtype, self.nthreads, ar)
         cpu_fit = None
         if self._overhead:
-            from simulator.perf.table import fit_cpu_overhead
+            from simulator.perf.tables.flat_profile import fit_cpu_overhead
             ov = aggregate_overhead(pd.concat(self._overhead, ignore_index=True))
             ov.insert(0, "num_layers", self.shard.num_layers)
             ov.insert(1, "hidden", self.shard.hidden_size)
@@ -717,7 +717,7 @@ def calibrate(model: str, out_dir: str | Path, device: str = "cpu", quick: bool 
         Stop adding timed passes (v2: grid points) after this many seconds.
     table_format : str, optional
         ``v1``: the flat in-context profile of this module (tables at ``out_dir``'s root,
-        what ``servesim validate`` and ``simulator.perf.table`` read); ``v2``: operator-level
+        what ``servesim validate`` and ``simulator.perf.tables.flat_profile`` read); ``v2``: operator-level
         tables in ``out_dir/tables/servesim-harness-<version>/``
         (:func:`calibration.operator_harness.calibrate_operators`). Default: ``v1`` on CPU,
         ``v2`` on CUDA.
@@ -759,8 +759,8 @@ def calibrate(model: str, out_dir: str | Path, device: str = "cpu", quick: bool 
 
 
 def _check_loads(out: Path, cfg: TinyConfig, tp: int) -> TablePerfModel:
-    from simulator.hardware import load_gpu_spec
-    from simulator.perf.table import load_table_perf_model
+    from simulator.catalog.hardware import load_gpu_spec
+    from simulator.perf.tables.flat_profile import load_table_perf_model
     gpu = load_gpu_spec(out)
     read_profile_tables(out)
     return load_table_perf_model(cfg.model_spec(), gpu, tp, "bf16", "bf16", required=True)

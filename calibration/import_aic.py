@@ -74,8 +74,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from simulator.cli_args import output_path
-from simulator.outdir import make_output_folder
+from simulator.base.outdir import make_output_folder
+from simulator.cli.args import output_path
 
 #: a point this many times off the monotone fit of its line is dropped (module docstring)
 OUTLIER_FACTOR = 1.5

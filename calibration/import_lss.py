@@ -28,7 +28,7 @@ The conversion (each table's ``changes`` says it again):
 - ``gemm`` from ``tp<N>/dense.csv``: ``qkv_proj, o_proj, gate_up_proj, down_proj`` at
   ``tokens`` (one request of that many new tokens) -> rows ``(dtype, m = tokens, n, k)``,
   ``(k, n)`` the model's projection at the TP-N shard
-  (:meth:`simulator.models.ModelSpec.dense_gemm_shapes`); and from ``per_sequence.csv`` the
+  (:meth:`simulator.catalog.models.ModelSpec.dense_gemm_shapes`); and from ``per_sequence.csv`` the
   ``lm_head`` (vLLM's ``LogitsProcessor``: the LM-head GEMM over the sampled rows and its
   small epilogue, used as it is) -> ``(m = sequences, n = vocab / N, k = hidden)``.
 - ``elementwise`` (the harness family) from ``dense.csv``: per token count, ``2 x layernorm
@@ -92,7 +92,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from simulator.cli_args import output_path
+from simulator.cli.args import output_path
 
 SOURCE_PROJECT = "LLMServingSim"
 SOURCE_URL = "https://github.com/casys-kaist/LLMServingSim"
@@ -219,7 +219,7 @@ class Profile:
         The folder holding ``meta.yaml``.
     meta : dict
         ``meta.yaml``.
-    model : simulator.models.ModelSpec
+    model : simulator.catalog.models.ModelSpec
         The profiled model (``meta.yaml`` ``model``, or the ``model`` override).
     weight_dtype, kv_dtype, act_dtype : str
         From ``variant`` (``bf16``, ``bf16-kvfp8``, ``fp8-kvfp8``); activations and attention
@@ -275,7 +275,7 @@ def _dtypes(variant: str, path: Path) -> tuple[str, str, str]:
 def shard_overrides(model, tp: int) -> dict:
     """The ``hf_overrides`` LLMServingSim's profiler applies to ``model`` for TP ``tp``: its
     ``SHARD_FIELDS`` divided by ``tp`` (``intermediate_size`` is the config's dense one,
-    :attr:`~simulator.models.ModelSpec.dense_mlp_intermediate_size`)."""
+    :attr:`~simulator.catalog.models.ModelSpec.dense_mlp_intermediate_size`)."""
     return {"intermediate_size": model.dense_mlp_intermediate_size // tp,
             "num_attention_heads": model.num_attention_heads // tp,
             "num_key_value_heads": model.num_kv_heads // tp,
@@ -299,7 +299,7 @@ def read_profile(folder: str | Path, model: str | None = None) -> Profile:
         ``architecture`` not the model's type, ``hf_overrides`` that match no TP degree's
         shard of the model, no ``tp<N>/`` folder.
     """
-    from simulator.models import get_model
+    from simulator.catalog.models import get_model
     folder = Path(folder)
     mp = folder / META_FILE
     if not mp.is_file():
@@ -744,7 +744,7 @@ _CHANGES = {
                  "-> rows = sequences, vocab = the model's full vocabulary (the profiler "
                  "measures it at TP 1 and copies it to other TP folders); from the lowest TP "
                  "folder"),
-                "not a query family of simulator.perf.tables: read it with read_sampler()"],
+                "not a query family of simulator.perf.tables.sets: read it with read_sampler()"],
 }
 
 
@@ -761,7 +761,7 @@ def _source_commit(src: Path) -> str:
 
 
 def _gpu_profile(device: str, gpu: str | None, path: Path) -> str:
-    from simulator.hardware import get_gpu
+    from simulator.catalog.hardware import get_gpu
     if gpu:
         return gpu
     try:
@@ -810,7 +810,7 @@ def import_lss(src: str | Path, out_dir: str | Path, gpu: str | None = None,
         (``ImportErrorLSS``) one line naming the file at fault (see :func:`read_profile`,
         missing files or columns, a GEMM layer the model lacks).
     """
-    from simulator.hardware import get_gpu
+    from simulator.catalog.hardware import get_gpu
     log = log or (lambda s: None)
     src = Path(src)
     folders = find_profiles(src)

@@ -276,13 +276,13 @@ def calibrate_operators(model: str, out_dir: str | Path, device: str = "cuda",
 
 def _check_query(set_dir: Path, profile: Path, log) -> bool:
     """Load the set with the simulator's table-set reader when this checkout has one
-    (``simulator.perf.tables.TableSet``) and ask it for one measured GEMM; log (do not
+    (``simulator.perf.tables.sets.TableSet``) and ask it for one measured GEMM; log (do not
     raise) when that fails: the tables are written and checked by then."""
     try:
-        from simulator.perf.tables import TableSet
+        from simulator.perf.tables.sets import TableSet
     except ImportError:
         return False
-    from simulator.hardware import load_gpu_spec
+    from simulator.catalog.hardware import load_gpu_spec
 
     from .tableset import read_table_set
     try:
@@ -292,7 +292,7 @@ def _check_query(set_dir: Path, profile: Path, log) -> bool:
         if not t > 0:
             raise ValueError(f"answered {t} for a measured GEMM")
     except Exception as e:  # noqa: BLE001 - report, the measurement itself is kept
-        log(f"  warning: simulator.perf.tables could not use {set_dir}: "
+        log(f"  warning: simulator.perf.tables.sets could not use {set_dir}: "
             f"{type(e).__name__}: {e}")
         return False
     return True

@@ -4,7 +4,7 @@ RMSNorm, rotary embeddings, grouped-query attention and a SwiGLU MLP, as in Llam
 (Touvron et al. 2023). The default :data:`TINY` (4 layers, hidden 256, 4 query / 2 KV heads of
 64, MLP 768, vocabulary 4096) is the model ``servesim validate`` runs; its shape reaches the
 simulator as a Hugging Face style ``config.json`` (:meth:`TinyConfig.write_config_json`), which
-``simulator.models.get_model`` reads like any other model path.
+``simulator.catalog.models.get_model`` reads like any other model path.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from simulator.models import ModelSpec, get_model
+from simulator.catalog.models import ModelSpec, get_model
 
 TINY_NAME = "servesim-tiny-llama"
 TINY_ALIASES = ("tiny", "servesim-tiny", TINY_NAME)

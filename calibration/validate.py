@@ -10,7 +10,7 @@
    ``load`` of the time (bisection on the time scale, using the simulator itself).
 3. Real runs: :class:`calibration.engine.RealEngine` serves the workload in real time, twice
    (identical inputs), after an untimed warm-up run.
-4. Simulation: ``simulator.run.run_scenario`` on the same requests, same scheduler limits,
+4. Simulation: ``simulator.runs.scenario.run_scenario`` on the same requests, same scheduler limits,
    ``perf.source: table`` and ``hardware.gpu`` = the profile folder; the tiny model reaches the
    simulator as a ``config.json`` written to the output folder.
 5. Comparison: per step, the simulator's step time for each *real* step's shape versus its
@@ -39,10 +39,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.base.request import RequestSpec
 from simulator.metrics.summary import weighted_percentiles
 from simulator.report.figures import figure, save_png
 from simulator.report.render import render, write_report
-from simulator.request import RequestSpec
 
 DEFAULT_TRACE = "default_conv_1k.csv"
 
@@ -71,7 +71,7 @@ class ValidateOptions:
 # ------------------------------------------------------------------------------ workload
 def scaled_workload(opts: ValidateOptions) -> list[RequestSpec]:
     """First ``num_requests`` trace requests with lengths scaled down (arrivals unscaled)."""
-    from simulator.resources import resolve_path
+    from simulator.base.resources import resolve_path
     from simulator.workload import read_trace
     path = resolve_path(opts.trace or DEFAULT_TRACE, "traces")
     reqs = read_trace(path)[: opts.num_requests]
@@ -93,8 +93,8 @@ def with_time_scale(specs: list[RequestSpec], f: float) -> list[RequestSpec]:
 
 def build_scenario(opts: ValidateOptions, model_path: Path, profile: Path):
     """The simulated twin of the real engine (same limits, table perf model)."""
-    from simulator.config import validate_scenario
-    from simulator.resources import resolve_path
+    from simulator.base.resources import resolve_path
+    from simulator.scenario.config import validate_scenario
     raw = {
         "name": "validate",
         "model": str(model_path),
@@ -116,7 +116,7 @@ def build_scenario(opts: ValidateOptions, model_path: Path, profile: Path):
 
 
 def simulate(scenario, specs):
-    from simulator.run import run_scenario
+    from simulator.runs.scenario import run_scenario
     return run_scenario(scenario, None, specs=specs, write=False, figures=False)
 
 
@@ -275,8 +275,8 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     """Run the whole check (see module docstring); returns the ``validation.json`` content."""
     import torch
 
-    from simulator.hardware import load_gpu_spec
-    from simulator.perf.table import load_table_perf_model, read_provenance
+    from simulator.catalog.hardware import load_gpu_spec
+    from simulator.perf.tables.flat_profile import load_table_perf_model, read_provenance
     from simulator.scheduling.continuous import SchedulerConfig
 
     from .engine import RealEngine

@@ -1,5 +1,5 @@
 """Test-suite wide setup: make ``tests/helpers.py`` importable as ``helpers``; the cache of
-filled table grids (``simulator.perf.fill_cache``) in a fresh folder of the session, not the
+filled table grids (``simulator.perf.tables.fill_cache``) in a fresh folder of the session, not the
 user's ``~/.cache`` (child processes inherit it); and no unexplained warning: a warning that
 reaches pytest fails the run (a test that expects one asserts it with ``pytest.warns`` or
 filters it with ``@pytest.mark.filterwarnings`` and a comment giving the reason)."""

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.config import Scenario, validate_scenario
-from simulator.engine import SimOutput, build_setup, simulate
+from simulator.base.request import RequestSpec
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import SimOutput, simulate
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
-from simulator.request import RequestSpec
+from simulator.scenario.config import Scenario, validate_scenario
 from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
 from simulator.scheduling.state import ReqState
 
@@ -431,7 +432,7 @@ def suite_run(name: str) -> SuiteRun:
 def small_grid():
     """A 2 x 3 measured grid whose values a test can check by hand: axes a = (1, 4)
     (u = log2 = (0, 2)) and b = (2, 8, 32) (u = (1, 3, 5)), raw log values v[a, b]."""
-    from simulator.perf.table_grid import _Grid
+    from simulator.perf.tables.grid import _Grid
     raw = np.array([[0.0, 1.0, 5.0], [2.0, 4.0, 6.0]])
     return _Grid.from_cells(["a", "b"], [np.array([1.0, 4.0]), np.array([2.0, 8.0, 32.0])],
                             [False, False], raw)

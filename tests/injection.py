@@ -263,8 +263,8 @@ def write_topology_plan(label: str, outdir: Path) -> dict[str, Path]:
 
 def write_spec_sweep(label: str, outdir: Path, *, figures: bool = True) -> dict[str, Path]:
     """The acceptance-economics report: scenario name and slice ``chat`` carry ``label``."""
-    from simulator.config import Scenario
     from simulator.report.spec_sweep import write_spec_sweep_report
+    from simulator.scenario.config import Scenario
     results = {float(k): v for k, v in
                _json("spec_sweep", "results.json", {"chat": label}).items()}
     scenario = Scenario.model_validate(

@@ -38,8 +38,8 @@ def write_run_case(case: str, outdir: Path) -> dict[str, Path]:
 
 
 def compare_result(case: str = "compare"):
-    from simulator.config import Scenario
     from simulator.experiments.compare import CompareResult, Variant
+    from simulator.scenario.config import Scenario
     meta = case_json(case, "compare.json")
     variants = [Variant(v["name"], [tuple(a) for a in v["assignments"]],
                         Scenario.model_validate(v["scenario"]), {},
@@ -58,8 +58,8 @@ def write_compare_case(case: str, outdir: Path) -> dict[str, Path]:
 
 
 def write_spec_sweep_case(case: str, outdir: Path) -> dict[str, Path]:
-    from simulator.config import Scenario
     from simulator.report.spec_sweep import write_spec_sweep_report
+    from simulator.scenario.config import Scenario
     results = {float(k): v for k, v in case_json(case, "results.json").items()}
     scenario = Scenario.model_validate(case_json(case, "scenario.json"))
     return write_spec_sweep_report(outdir, case_table(case, "table.parquet"), results,

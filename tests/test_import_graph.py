@@ -6,26 +6,29 @@ The graph is read from the source with :mod:`ast` (every ``import`` / ``from ...
 lazy function-level import would hide at run time. Layers, lowest first (a module may import
 its own layer and the layers below, never one above; the longest matching prefix decides):
 
-0. base: the package root (version), ``schema``, ``degrade_config``, ``resources``, ``rng``, ``request``,
-   ``progress``, ``budget``, ``outdir``, ``input_limits``
-1. catalogs: ``models`` (with ``model_spec`` and ``model_config``), ``hardware``
+0. ``base``: the package root (version), ``base/`` (schema base, requests, seeded streams,
+   resources, progress, budgets, output folders, input bounds, the one percentile definition)
+1. ``catalog``: models (with their specs and configs) and GPUs
 2. models of behaviour: ``workload``, ``perf``, ``kv``, ``speculative``, ``topology`` (pure
-   maths), and ``metrics.quantiles`` (the one percentile definition, numpy only, which
-   ``workload``'s trace statistics share with the run summary)
-3. ``config`` (the scenario schema)
+   maths)
+3. ``scenario`` (the scenario schema: config, degrade policies, pools)
 4. ``scheduling`` (queues, emission, the continuous, static and speculative schedulers)
 5. ``metrics``
-6. ``cluster``, ``engine``
-7. ``report``
-8. ``run``
-9. ``experiments``, ``observe``
-10. ``planner``
-11. the command line: ``cli``, ``calibrate_cli`` and every ``*.cli`` module
+6. ``cluster`` (replicas, their set-up, routing)
+7. ``engine`` (the SimPy loop, fast-forward step rows, lockstep ranks)
+8. ``report``
+9. ``runs`` (one scenario, pools behind a gateway)
+10. ``experiments``, ``observe``
+11. ``planner``
+12. ``cli`` (the command line)
+
+Every entry of :data:`LAYERS` is one folder of ``simulator/`` (no per-module entry), so ``ls
+simulator/`` shows the layers and a new folder must be given its place here.
 
 Function-level imports of the package's own modules are allowed only in the modules listed
 in :data:`FUNCTION_LEVEL_ALLOWED`, each with the part of the project that owns it; the rule
 (DESIGN.md: function-level imports only for optional heavy dependencies) holds everywhere
-else. ``importlib`` appears only in ``simulator/cli.py`` (the subcommand table).
+else. ``importlib`` appears only in ``simulator/cli/main.py`` (the subcommand table).
 """
 from __future__ import annotations
 
@@ -39,36 +42,33 @@ PACKAGE = REPO_ROOT / "simulator"
 
 #: Module-name prefix -> layer (lowest first; see the module docstring).
 LAYERS: dict[str, int] = {
-    "simulator": 0, "simulator.schema": 0, "simulator.resources": 0, "simulator.rng": 0,
-    "simulator.request": 0, "simulator.progress": 0, "simulator.budget": 0,
-    "simulator.degrade_config": 0, "simulator.outdir": 0, "simulator.input_limits": 0,
-    "simulator.models": 1, "simulator.model_spec": 1, "simulator.model_config": 1,
-    "simulator.hardware": 1,
+    "simulator": 0, "simulator.base": 0,
+    "simulator.catalog": 1,
     "simulator.workload": 2, "simulator.perf": 2, "simulator.kv": 2, "simulator.speculative": 2,
-    "simulator.topology": 2, "simulator.topology.lockstep": 6,
-    "simulator.config": 3,
+    "simulator.topology": 2,
+    "simulator.scenario": 3,
     "simulator.scheduling": 4,
-    "simulator.metrics": 5, "simulator.metrics.quantiles": 2,
-    "simulator.cluster": 6, "simulator.engine": 6,
-    "simulator.report": 7,
-    "simulator.run": 8, "simulator.topology.gateway": 8,
-    "simulator.experiments": 9, "simulator.observe": 9,
-    "simulator.planner": 10,
-    "simulator.cli": 11, "simulator.cli_args": 11, "simulator.calibrate_cli": 11, "simulator.kv.cli": 11,
-    "simulator.experiments.cli": 11, "simulator.planner.cli": 11,
+    "simulator.metrics": 5,
+    "simulator.cluster": 6,
+    "simulator.engine": 7,
+    "simulator.report": 8,
+    "simulator.runs": 9,
+    "simulator.experiments": 10, "simulator.observe": 10,
+    "simulator.planner": 11,
+    "simulator.cli": 12,
 }
 
 #: Modules that still import their own package's modules inside functions, and who owns the
 #: fix. Allowed until their owners' rework lands (an entry without such imports is harmless).
 FUNCTION_LEVEL_ALLOWED: dict[str, str] = {
-    "simulator.config": "hot path (one config object per concept)",
-    "simulator.kv.cli": "hot path (kv/)",
-    "simulator.calibrate_cli": "calibration harness (torch imported lazily through it)",
+    "simulator.scenario.config": "hot path (one config object per concept)",
+    "simulator.cli.kv": "hot path (kv/)",
+    "simulator.cli.calibrate": "calibration harness (torch imported lazily through it)",
     "simulator.observe.validate": "observe: the matplotlib figures and the report writer, "
                                   "imported only when outputs are written",
     "simulator.perf": "performance model",
     "simulator.perf.measured": "performance model",
-    "simulator.perf.table": "performance model",
+    "simulator.perf.tables.flat_profile": "performance model",
 }
 
 
@@ -190,7 +190,7 @@ def test_function_level_imports_only_where_allowed():
 
 
 def test_importlib_only_in_the_subcommand_table():
-    users = [m for m, (p, _pkg) in MODULES.items() if m != "simulator.cli"
+    users = [m for m, (p, _pkg) in MODULES.items() if m != "simulator.cli.main"
              and "importlib" in p.read_text(encoding="utf-8")]
     assert not users, users
 
@@ -198,8 +198,17 @@ def test_importlib_only_in_the_subcommand_table():
 def test_the_graph_was_read():
     """The reader finds known edges of each kind (so an empty graph cannot pass)."""
     pairs = {(a, b) for a, b, _f, _l in EDGES}
-    assert ("simulator.run", "simulator.engine") in pairs
+    assert ("simulator.runs.scenario", "simulator.engine.loop") in pairs
     assert ("simulator.experiments.spec_sweep", "simulator.experiments.runner") in pairs
     assert ("simulator.report.run", "simulator") in pairs  # from .. import __version__
-    assert ("simulator.cli", "simulator.run") in pairs
+    assert ("simulator.cli.main", "simulator.runs.scenario") in pairs
     assert any(func for _a, _b, func, _l in EDGES)  # the allowed function-level imports
+
+
+def test_folders_are_the_layers():
+    """``ls simulator/`` is the architecture: every module lives in a layer's folder (only the
+    package's ``__init__.py`` at the top), and :data:`LAYERS` names exactly those folders."""
+    loose = sorted(p.name for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
+    assert not loose, f"modules outside a layer folder: {loose}"
+    folders = {f"simulator.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    assert folders == set(LAYERS) - {"simulator"}, sorted(folders ^ (set(LAYERS) - {"simulator"}))

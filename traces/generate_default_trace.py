@@ -70,7 +70,7 @@ def write_default_conv(path: Path) -> None:
     """The file as first generated: the synthetic generator's functions driven by the streams
     ``numpy.random.default_rng([DEFAULT_SEED, k])`` (k = 1 arrivals, 2 prompt, 3 output
     lengths) that servesim's workload loader used when the file was made. The loader's own
-    streams have changed since (``simulator.rng``); pinning them here keeps the shipped data
+    streams have changed since (``simulator.base.rng``); pinning them here keeps the shipped data
     byte-identical and reproducible."""
     syn = default_conv_config().synthetic
     n = syn.num_requests

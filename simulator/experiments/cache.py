@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from simulator import __version__
 
 __all__ = ["CACHE_FORMAT", "ResultCache", "cache_key", "scenario_identity", "specs_fingerprint"]
 
@@ -42,7 +42,7 @@ def scenario_identity(scenario: Mapping[str, Any]) -> dict[str, Any]:
 def specs_fingerprint(specs: Sequence) -> str:
     """Content hash (hex SHA-256) of a request list.
 
-    Hashes every field of every :class:`~simulator.request.RequestSpec` in order: arrival
+    Hashes every field of every :class:`~simulator.base.request.RequestSpec` in order: arrival
     time, prompt and output lengths, declared ``max_tokens``, tenant, priority, slice,
     ``cancel_after_s`` and prefix ids.
     """

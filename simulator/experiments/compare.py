@@ -34,7 +34,29 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..config import (
+from simulator.base.input_limits import InputLimitError, clip_text
+from simulator.base.outdir import (
+    check_outputs_spare_inputs,
+    clear_outputs,
+    make_output_folder,
+    named_output_folder,
+)
+from simulator.cluster.setup import plan_replica_memory
+from simulator.experiments.grid import MAX_GRID_POINTS, grid_size
+from simulator.experiments.runner import Workloads, run_family
+from simulator.metrics.summary import finite_float as _f
+from simulator.perf.provenance import summary_sources_label
+from simulator.report.compare import (
+    CSV_FILE,
+    FIGURE_FILES,
+    HTML_FILE,
+    JSON_FILE,
+    REPORT_FILE,
+    write_compare_report,
+)
+from simulator.report.format import yaml_value
+from simulator.runs.scenario import run_output_names, run_scenario, scenario_inputs
+from simulator.scenario.config import (
     Override,
     Scenario,
     ScenarioError,
@@ -46,28 +68,6 @@ from ..config import (
     read_scenario_yaml,
     split_assignment,
 )
-from ..engine import plan_replica_memory
-from ..input_limits import InputLimitError, clip_text
-from ..metrics.summary import finite_float as _f
-from ..outdir import (
-    check_outputs_spare_inputs,
-    clear_outputs,
-    make_output_folder,
-    named_output_folder,
-)
-from ..perf.provenance import summary_sources_label
-from ..report.compare import (
-    CSV_FILE,
-    FIGURE_FILES,
-    HTML_FILE,
-    JSON_FILE,
-    REPORT_FILE,
-    write_compare_report,
-)
-from ..report.format import yaml_value
-from ..run import run_output_names, run_scenario, scenario_inputs
-from .grid import MAX_GRID_POINTS, grid_size
-from .runner import Workloads, run_family
 
 __all__ = ["DEFAULT_MAX_VARIANTS", "DEFAULT_VARY", "CompareResult", "Variant",
            "check_variant_count", "expand_variants", "kv_step_metrics", "parse_vary",
@@ -420,7 +420,7 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     sim_progress : callable, optional
         ``sim_progress(variant_name, index, total)`` returns a context manager yielding the
         ``progress(done, total)`` callback of that variant's simulation (e.g.
-        :func:`simulator.progress.progress`), or None (in process only).
+        :func:`simulator.base.progress.progress`), or None (in process only).
     jobs, backend, address
         Where the variants run (:func:`simulator.experiments.executor.run_tasks`).
     max_variants : int

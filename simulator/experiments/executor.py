@@ -39,7 +39,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..progress import show_warning_line
+from simulator.base.progress import show_warning_line
 
 __all__ = ["BACKENDS", "DEFAULT_RAY_CONNECT_TIMEOUT_S", "ENV_RAY_CONNECT_TIMEOUT",
            "POOL_TMP_PREFIX", "STOP_GRACE_S", "RemoteTraceback", "WorkerDied", "add_note",

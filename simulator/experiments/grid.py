@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..input_limits import short_repr
+from simulator.base.input_limits import short_repr
 
 __all__ = [
     "MAX_GRID_POINTS",

@@ -26,18 +26,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import Scenario, ScenarioError, read_yaml_mapping, validate_scenario
-from ..hardware import get_gpu
-from ..models import get_model
-from ..outdir import check_outputs_spare_inputs, make_output_folder
-from ..perf import get_engine_profile
-from ..request import RequestSpec
-from ..run import scenario_inputs
-from ..workload import WorkloadConfig, load_workload
-from .cache import ResultCache
-from .executor import run_tasks
-from .grid import config_label, set_path
-from .warned import reemit
+from simulator.base.outdir import check_outputs_spare_inputs, make_output_folder
+from simulator.base.request import RequestSpec
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
+from simulator.experiments.cache import ResultCache
+from simulator.experiments.executor import run_tasks
+from simulator.experiments.grid import config_label, set_path
+from simulator.experiments.warned import reemit
+from simulator.perf import get_engine_profile
+from simulator.runs.scenario import scenario_inputs
+from simulator.scenario.config import Scenario, ScenarioError, read_yaml_mapping, validate_scenario
+from simulator.workload import WorkloadConfig, load_workload
 
 __all__ = ["Workloads", "absolute_spec_paths", "check_catalog_names", "factory_id",
            "guard_outputs", "output_folder", "prepare_points", "run_family", "spec_file"]
@@ -87,7 +87,7 @@ def guard_outputs(out: Path, outputs: Sequence[str], files: Sequence, scenarios:
     ------
     ScenarioError
         (or ``error``) one line naming the output and the input
-        (:func:`simulator.outdir.check_outputs_spare_inputs`).
+        (:func:`simulator.base.outdir.check_outputs_spare_inputs`).
     """
     check_outputs_spare_inputs(out, outputs,
                                scenario_inputs(scenarios, base_dir, files, folders), error=error)

@@ -22,15 +22,15 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import Scenario
-from ..metrics.speculative import speculative_summary
-from ..outdir import clear_outputs, make_output_folder, named_output_folder
-from ..report.spec_sweep import FIGURE_FILE, REPORT_STEM, write_spec_sweep_report
-from ..request import RequestSpec
-from ..run import run_scenario
-from ..speculative.economics import DEFAULT_RATES, net_effect, sweep_rows
-from ..workload import load_workload
-from .runner import Workloads, guard_outputs, run_family
+from simulator.base.outdir import clear_outputs, make_output_folder, named_output_folder
+from simulator.base.request import RequestSpec
+from simulator.experiments.runner import Workloads, guard_outputs, run_family
+from simulator.metrics.speculative import speculative_summary
+from simulator.report.spec_sweep import FIGURE_FILE, REPORT_STEM, write_spec_sweep_report
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import Scenario
+from simulator.speculative.economics import DEFAULT_RATES, net_effect, sweep_rows
+from simulator.workload import load_workload
 
 __all__ = [
     "baseline_scenario",

@@ -37,8 +37,8 @@ from itertools import accumulate
 
 import numpy as np
 
-from .block_pool import BlockPool
-from .cow import blocks_saved, parallel_sampling_blocks
+from simulator.kv.block_pool import BlockPool
+from simulator.kv.cow import blocks_saved, parallel_sampling_blocks
 
 
 class KVHandle:

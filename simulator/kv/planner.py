@@ -12,10 +12,10 @@ vllm/utils/mem_utils.py ``memory_profiling``, vllm/v1/core/kv_cache_utils.py), p
 and the terms this module estimates instead of measuring:
 
 - **weights** (``DeviceMemoryProfiler`` around ``load_model``): the parameters one GPU holds
-  under vLLM's sharding (:meth:`simulator.models.ModelSpec.num_params_per_gpu`: vocabulary
+  under vLLM's sharding (:meth:`simulator.catalog.models.ModelSpec.num_params_per_gpu`: vocabulary
   padded to a multiple of 64 and split by TP, untied LM head, replicated norms/routers/MLA
   down-projections) x weight bytes, plus the rotary cos/sin cache created while loading
-  (:meth:`~simulator.models.ModelSpec.rope_cache_bytes`) and seven fp32 scale scalars per
+  (:meth:`~simulator.catalog.models.ModelSpec.rope_cache_bytes`) and seven fp32 scale scalars per
   attention layer. Llama-3.1-8B: 16,060,522,496 + 33,554,432 + 114,688 B = 14.9889 GiB, the
   "Model loading took 14.9889 GiB" vLLM logs.
 - **torch_peak_increase** (peak ``allocated_bytes`` of ``profile_run`` over the bytes held
@@ -49,7 +49,7 @@ and the terms this module estimates instead of measuring:
   captured after the KV cache is allocated, out of the ``1 - gpu_memory_utilization``
   headroom. The profile's ``count_cudagraph_memory`` stays False.
 
-The KV bytes per token per GPU come from :meth:`~simulator.models.ModelSpec.kv_bytes_per_token`
+The KV bytes per token per GPU come from :meth:`~simulator.catalog.models.ModelSpec.kv_bytes_per_token`
 (GQA K and V heads, or the MLA latent), plus a draft model's when one runs next to the target
 (vLLM puts the draft's layers in the same KV cache; its weights load with the target's).
 
@@ -90,7 +90,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..models import ModelSpec, _dtype_bytes, _pad_vocab
+from simulator.catalog.models import ModelSpec, _dtype_bytes, _pad_vocab
 
 GiB = 1 << 30
 MiB = 1 << 20

@@ -22,9 +22,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..models import ModelSpec
-from ..topology.pipeline import stage_layer_ranges, stage_model
-from .planner import MaxModelLenError, MemoryPlan, plan_memory
+from simulator.catalog.models import ModelSpec
+from simulator.kv.planner import MaxModelLenError, MemoryPlan, plan_memory
+from simulator.topology.pipeline import stage_layer_ranges, stage_model
 
 __all__ = ["StagePlan", "plan_pipeline_memory", "stage_rows"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .summary import per_request_latencies, weighted_percentiles
+from simulator.metrics.summary import per_request_latencies, weighted_percentiles
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation

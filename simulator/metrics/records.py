@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..scheduling.state import FINAL, LEGAL_TRANSITIONS
-from .step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
-from .summary import latency_stats
+from simulator.metrics.step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
+from simulator.metrics.summary import latency_stats
+from simulator.scheduling.state import FINAL, LEGAL_TRANSITIONS
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -103,7 +103,7 @@ class RunRecorder:
 
     def __getstate__(self) -> dict:
         # pickled with a result: a stop condition installed on ``finish``
-        # (:func:`simulator.engine.simulate`'s ``stop_when``) is a closure over the run's
+        # (:func:`simulator.engine.loop.simulate`'s ``stop_when``) is a closure over the run's
         # environment; the class's own ``finish`` serves afterwards
         state = dict(self.__dict__)
         state.pop("finish", None)

@@ -37,9 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from ..scheduling.speculative import SpeculativeScheduler
-from ..speculative.acceptance import IIDAcceptance
-from .summary import json_safe as _json_safe
+from simulator.metrics.summary import json_safe as _json_safe
+from simulator.scheduling.speculative import SpeculativeScheduler
+from simulator.speculative.acceptance import IIDAcceptance
 
 __all__ = ["BATCH_BINS", "configured_alpha", "draft_cost_ratio", "speculative_summary",
            "verification_cost_table"]
@@ -203,7 +203,7 @@ def speculative_summary(sim) -> dict[str, Any]:
     Parameters
     ----------
     sim : SimOutput
-        What :func:`simulator.engine.simulate` returned (``sim.replicas[i].sched``).
+        What :func:`simulator.engine.loop.simulate` returned (``sim.replicas[i].sched``).
 
     Returns
     -------

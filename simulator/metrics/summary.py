@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .quantiles import as_weights, kept_samples, weighted_percentiles
+from simulator.base.quantiles import as_weights, kept_samples, weighted_percentiles
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation

@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..outdir import OutputWriteError
+from simulator.base.outdir import OutputWriteError
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from .step_table import StepTable
+    from simulator.metrics.step_table import StepTable
 
 #: Valid values of ``table_format`` (``servesim run --table-format``).
 TABLE_FORMATS: tuple[str, ...] = ("parquet", "csv")
@@ -83,7 +83,7 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
 
     Raises
     ------
-    simulator.outdir.OutputWriteError
+    simulator.base.outdir.OutputWriteError
         When the file cannot be written (a full disk, a quota): one line naming ``path`` and
         the cause; nothing is left behind (no ``.part`` file, no truncated table).
     """

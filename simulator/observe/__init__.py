@@ -16,12 +16,12 @@ Formats: ``traces/README.md`` ("Recorded runs"); the CLI: ``servesim validate --
 """
 from __future__ import annotations
 
-from .compare import compare_outcomes
-from .readers import find_recorded_runs, prefix_hash_ids, read_recorded
-from .record import RecordedRun, RecordedStage, RecordError, Setting
-from .settings import ReplayScenario, build_replay_scenario
-from .stages import compare_stages
-from .validate import RecordedValidation, validate_recorded
+from simulator.observe.compare import compare_outcomes
+from simulator.observe.readers import find_recorded_runs, prefix_hash_ids, read_recorded
+from simulator.observe.record import RecordedRun, RecordedStage, RecordError, Setting
+from simulator.observe.settings import ReplayScenario, build_replay_scenario
+from simulator.observe.stages import compare_stages
+from simulator.observe.validate import RecordedValidation, validate_recorded
 
 __all__ = [
     "RecordError",

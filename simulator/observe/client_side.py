@@ -17,10 +17,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.engine import _user_path
+from simulator.cluster.setup import _user_path
+from simulator.observe.record import RecordedRun
 from simulator.perf.engine_profile import EngineProfile, get_engine_profile
-
-from .record import RecordedRun
 
 __all__ = ["api_server_section", "api_server_terms", "client_view"]
 

@@ -27,9 +27,8 @@ import pandas as pd
 from scipy.stats import ks_2samp
 
 from simulator.metrics.summary import latency_stats
-
-from .compare import STATS, pct_error
-from .record import RecordError
+from simulator.observe.compare import STATS, pct_error
+from simulator.observe.record import RecordError
 
 __all__ = ["FIT_KINDS", "KS_METRICS", "PEER_CSV_COLUMNS", "fit_report_summary", "ks_distance",
            "match_peer", "peer_comparison", "per_request_ks", "read_peer_requests"]

@@ -32,10 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from simulator.observe.compare import STATS
+from simulator.observe.fidelity import FIT_KINDS, KS_METRICS
 from simulator.report.render import render
-
-from .compare import STATS
-from .fidelity import FIT_KINDS, KS_METRICS
 
 __all__ = ["CSV_COLUMNS", "OVERLOAD_FAILED_FRACTION", "PAGE_METRICS", "csv_rows", "error_chart_rows", "fit_status",
            "headline", "is_overload", "render_page", "stage_label", "summary_chart_rows"]

@@ -37,11 +37,12 @@ from typing import Any
 import numpy as np
 import yaml
 
-from ..engine import build_setup, simulate, unpriced_quiet
-from ..perf.engine_profile import EngineProfile, get_engine_profile
-from .compare import paired_frame
-from .readers import read_recorded, specs_with_block_size
-from .settings import build_replay_scenario
+from simulator.cluster.setup import build_setup, unpriced_quiet
+from simulator.engine.loop import simulate
+from simulator.observe.compare import paired_frame
+from simulator.observe.readers import read_recorded, specs_with_block_size
+from simulator.observe.settings import build_replay_scenario
+from simulator.perf.engine_profile import EngineProfile, get_engine_profile
 
 #: constants fit-engine may fit (dotted names of :meth:`EngineProfile.constants`)
 FITTABLE = ("cpu.step_s", "cpu.per_seq_s", "cpu.per_token_s", "sync.step_s", "sync.per_seq_s",

@@ -37,9 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.request import RequestSpec
-
-from .readers_common import prefix_hash_ids
+from simulator.base.request import RequestSpec
+from simulator.observe.readers_common import prefix_hash_ids
 
 __all__ = ["PERCENTILE_KEYS", "SharedPrefixData", "aiohttp_deadlines", "constant_arrivals",
            "poisson_arrivals", "prompt_lengths", "prompt_token_ids", "stage_specs"]

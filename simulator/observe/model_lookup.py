@@ -7,10 +7,9 @@ import os
 import re
 from pathlib import Path
 
-from simulator.config import ScenarioError
-from simulator.models import CATALOG, get_model
-
-from .record import RecordedRun
+from simulator.catalog.models import CATALOG, get_model
+from simulator.observe.record import RecordedRun
+from simulator.scenario.config import ScenarioError
 
 __all__ = ["resolve_model"]
 

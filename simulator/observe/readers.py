@@ -45,15 +45,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..resources import not_a_file_reason
-from ..workload.clock import CLOCK_RESOLUTION_S, MAX_CLOCK_S
-from .readers_bench import read_bench_json
-from .readers_common import _read_json, prefix_hash_ids, specs_with_block_size
-from .readers_csv import GENERIC_CSV_COLUMNS, read_generic_csv
-from .readers_guidellm import is_guidellm_report, read_guidellm
-from .readers_ip import is_inference_perf_dir, read_inference_perf
-from .readers_vllm import read_peer_summary, read_request_stats, read_timeseries
-from .record import RecordedRun, RecordError
+from simulator.base.resources import not_a_file_reason
+from simulator.observe.readers_bench import read_bench_json
+from simulator.observe.readers_common import _read_json, prefix_hash_ids, specs_with_block_size
+from simulator.observe.readers_csv import GENERIC_CSV_COLUMNS, read_generic_csv
+from simulator.observe.readers_guidellm import is_guidellm_report, read_guidellm
+from simulator.observe.readers_ip import is_inference_perf_dir, read_inference_perf
+from simulator.observe.readers_vllm import read_peer_summary, read_request_stats, read_timeseries
+from simulator.observe.record import RecordedRun, RecordError
+from simulator.workload.clock import CLOCK_RESOLUTION_S, MAX_CLOCK_S
 
 __all__ = [
     "GENERIC_CSV_COLUMNS",

@@ -9,10 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from simulator.config import parse_yaml_value
-from simulator.input_limits import short_repr
-
-from .readers_common import (
+from simulator.base.input_limits import short_repr
+from simulator.observe.readers_common import (
     _SETTING_TYPES,
     DEFAULT_BLOCK_SIZE,
     _kind,
@@ -21,7 +19,8 @@ from .readers_common import (
     _specs,
     _type_ok,
 )
-from .record import RecordedRun, RecordError, Setting
+from simulator.observe.record import RecordedRun, RecordError, Setting
+from simulator.scenario.config import parse_yaml_value
 
 
 # ------------------------------------------------------------------------ vllm bench serve

@@ -12,14 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.input_limits import InputLimitError, load_json
-from simulator.request import RequestSpec
+from simulator.base.input_limits import InputLimitError, load_json
+from simulator.base.request import RequestSpec
+from simulator.observe.record import OUTCOME_COLUMNS, RecordedRun, RecordError
 from simulator.workload.errors import WorkloadError
-from simulator.workload.readers import (
-    _Errors,
-)
-
-from .record import OUTCOME_COLUMNS, RecordedRun, RecordError
+from simulator.workload.readers import _Errors
 
 #: vLLM's default KV block size on CUDA (``CacheConfig.DEFAULT_BLOCK_SIZE = 16`` in
 #: ``vllm/config/cache.py``); the prefix-hash block of records that do not state one.

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.workload.errors import WorkloadError
-from simulator.workload.readers import (
-    _Errors,
-    _float_column,
-    _int_column,
-    _read_csv_table,
+from simulator.observe.readers_common import (
+    DEFAULT_BLOCK_SIZE,
+    _outcomes,
+    _RecErrors,
+    _refuse_duplicate_ids,
+    _specs,
 )
-
-from .readers_common import DEFAULT_BLOCK_SIZE, _outcomes, _RecErrors, _refuse_duplicate_ids, _specs
-from .readers_vllm import read_timeseries
-from .record import RecordedRun, RecordError
+from simulator.observe.readers_vllm import read_timeseries
+from simulator.observe.record import RecordedRun, RecordError
+from simulator.workload.errors import WorkloadError
+from simulator.workload.readers import _Errors, _float_column, _int_column, _read_csv_table
 
 #: Required and optional columns of the generic per-request CSV (``traces/README.md``).
 GENERIC_CSV_COLUMNS = {

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from .readers_common import DEFAULT_BLOCK_SIZE, _outcomes, _specs, _type_ok
-from .record import RecordedRun, RecordedStage, RecordError, Setting
+from simulator.observe.readers_common import DEFAULT_BLOCK_SIZE, _outcomes, _specs, _type_ok
+from simulator.observe.record import RecordedRun, RecordedStage, RecordError, Setting
 
 __all__ = ["is_guidellm_report", "read_guidellm"]
 

@@ -24,9 +24,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from simulator.resources import safe_load_yaml
-
-from .ip_workload import (
+from simulator.base.resources import safe_load_yaml
+from simulator.observe.ip_workload import (
     PERCENTILE_KEYS,
     SharedPrefixData,
     aiohttp_deadlines,
@@ -37,7 +36,7 @@ from .ip_workload import (
     shared_prefix_tokens,
     stage_specs,
 )
-from .readers_common import (
+from simulator.observe.readers_common import (
     _SETTING_TYPES,
     DEFAULT_BLOCK_SIZE,
     _key_line,
@@ -45,7 +44,13 @@ from .readers_common import (
     _read_json,
     _type_ok,
 )
-from .record import OUTCOME_COLUMNS, RecordedRun, RecordedStage, RecordError, Setting
+from simulator.observe.record import (
+    OUTCOME_COLUMNS,
+    RecordedRun,
+    RecordedStage,
+    RecordError,
+    Setting,
+)
 
 __all__ = ["IP_METRICS", "is_inference_perf_dir", "read_inference_perf"]
 

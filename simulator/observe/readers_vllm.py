@@ -15,16 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.input_limits import json_line_problem
-from simulator.workload.errors import WorkloadError
-from simulator.workload.readers import (
-    _float_column,
-    _int_column,
-    _read_csv_table,
-    _read_jsonl_table,
-)
-
-from .readers_common import (
+from simulator.base.input_limits import json_line_problem
+from simulator.observe.readers_common import (
     _SETTING_TYPES,
     DEFAULT_BLOCK_SIZE,
     _key_line,
@@ -37,7 +29,14 @@ from .readers_common import (
     _specs,
     _type_ok,
 )
-from .record import RecordedRun, RecordError, RecordWarning, Setting
+from simulator.observe.record import RecordedRun, RecordError, RecordWarning, Setting
+from simulator.workload.errors import WorkloadError
+from simulator.workload.readers import (
+    _float_column,
+    _int_column,
+    _read_csv_table,
+    _read_jsonl_table,
+)
 
 # ------------------------------------------------------------------------ vLLM request stats
 _STATS_TIMES = ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")

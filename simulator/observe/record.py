@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from simulator.request import RequestSpec
+from simulator.base.request import RequestSpec
 
 __all__ = ["METRIC_DEFINITIONS", "OUTCOME_COLUMNS", "TIMESERIES_COLUMNS", "RecordError",
            "RecordedRun", "RecordedStage", "Setting"]

@@ -2,7 +2,7 @@
 
 Layers, later ones win (each setting's source is kept for the report):
 
-1. servesim's scenario defaults (``simulator/config.py``);
+1. servesim's scenario defaults (``simulator/scenario/config.py``);
 2. the recording engine's defaults for its version (:data:`ENGINE_DEFAULTS`), for settings the
    record does not carry;
 3. the ``--scenario`` file (its ``workload`` is replaced by the record's requests);
@@ -23,7 +23,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.config import (
+from simulator.catalog.hardware import get_gpu, gpu_catalog
+from simulator.catalog.models import get_model
+from simulator.cluster.setup import _user_path
+from simulator.observe.engine_defaults import (
+    V0_DEFAULTS,
+    V1_DEFAULTS,
+    batch_defaults,
+    engine_generation,
+    release_tuple,
+)
+from simulator.observe.model_lookup import resolve_model
+from simulator.observe.record import RecordedRun
+from simulator.perf.tables.sets import table_sets, version_key
+from simulator.scenario.config import (
     Scenario,
     ScenarioError,
     apply_overrides,
@@ -31,20 +44,6 @@ from simulator.config import (
     read_scenario_yaml,
     validate_scenario,
 )
-from simulator.engine import _user_path
-from simulator.hardware import get_gpu, gpu_catalog
-from simulator.models import get_model
-from simulator.perf.tables import table_sets, version_key
-
-from .engine_defaults import (
-    V0_DEFAULTS,
-    V1_DEFAULTS,
-    batch_defaults,
-    engine_generation,
-    release_tuple,
-)
-from .model_lookup import resolve_model
-from .record import RecordedRun
 
 __all__ = ["ENGINE_DEFAULTS", "RECORD_KEYS", "ReplayScenario", "SettingRow",
            "build_replay_scenario", "gpu_name_matches", "match_gpu", "resolve_model"]
@@ -180,7 +179,7 @@ def gpu_name_matches(device: str, names) -> bool:
 def match_gpu(device: str) -> str | None:
     """The catalog GPU a recorded device string names, or None.
 
-    Exact name or alias first (:func:`simulator.hardware.get_gpu`), then the same comparison
+    Exact name or alias first (:func:`simulator.catalog.hardware.get_gpu`), then the same comparison
     on normalised strings (lower case, letters and digits only, without ``nvidia`` /
     ``geforce``): ``NVIDIA GeForce RTX 4090`` matches an alias ``RTX 4090`` or ``rtx4090``.
 

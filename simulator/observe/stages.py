@@ -35,9 +35,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.metrics.summary import latency_stats, per_request_latencies
-
-from .compare import STATS, pct_error
-from .record import RecordedRun, RecordedStage
+from simulator.observe.compare import STATS, pct_error
+from simulator.observe.record import RecordedRun, RecordedStage
 
 __all__ = ["STAGE_METRICS", "compare_stages", "expanded_percentiles", "stage_error_rows",
            "stage_token_gaps"]

@@ -4,7 +4,7 @@ simulator and report the error against what the engine measured.
 Pipeline: read the record (:func:`~simulator.observe.readers.read_recorded`) -> build the
 replay scenario from its settings, ``--scenario`` and flags
 (:func:`~simulator.observe.settings.build_replay_scenario`) -> simulate exactly those requests
-(:func:`simulator.run.run_scenario` with ``specs``) -> compare per request and per statistic
+(:func:`simulator.runs.scenario.run_scenario` with ``specs``) -> compare per request and per statistic
 (:func:`~simulator.observe.compare.compare_outcomes`) -> write the outputs.
 
 Outputs (``-o OUTDIR``): ``validation.json`` (every figure of the report; deterministic: no
@@ -34,25 +34,24 @@ import pandas as pd
 import yaml
 
 from simulator import __version__
-from simulator.config import read_scenario_yaml
-from simulator.engine import unpriced_quiet
-from simulator.kv.planner import MaxModelLenError
-from simulator.metrics.summary import json_safe
-from simulator.outdir import (
+from simulator.base.outdir import (
     check_outputs_spare_inputs,
     clear_outputs,
     make_output_folder,
     named_output_folder,
 )
-from simulator.run import run_scenario, scenario_dict, scenario_inputs
-
-from .client_side import api_server_section, api_server_terms, client_view
-from .compare import compare_outcomes, paired_frame, pct_error
-from .engine_defaults import release_tuple
-from .readers import read_recorded, specs_with_block_size
-from .record import RecordedRun, Setting
-from .settings import ReplayScenario, build_replay_scenario
-from .stages import compare_stages, stage_error_rows
+from simulator.cluster.setup import unpriced_quiet
+from simulator.kv.planner import MaxModelLenError
+from simulator.metrics.summary import json_safe
+from simulator.observe.client_side import api_server_section, api_server_terms, client_view
+from simulator.observe.compare import compare_outcomes, paired_frame, pct_error
+from simulator.observe.engine_defaults import release_tuple
+from simulator.observe.readers import read_recorded, specs_with_block_size
+from simulator.observe.record import RecordedRun, Setting
+from simulator.observe.settings import ReplayScenario, build_replay_scenario
+from simulator.observe.stages import compare_stages, stage_error_rows
+from simulator.runs.scenario import run_scenario, scenario_dict, scenario_inputs
+from simulator.scenario.config import read_scenario_yaml
 
 __all__ = ["RecordedValidation", "constants_fitted_on", "run_replay", "validate_recorded"]
 
@@ -67,7 +66,7 @@ class RecordedValidation:
         The ``validation.json`` content.
     run : RecordedRun
     replay : ReplayScenario
-    result : simulator.run.RunResult
+    result : simulator.runs.scenario.RunResult
     specs : list of RequestSpec
         The replayed requests.
     outdir : Path or None
@@ -211,7 +210,7 @@ def run_replay(replay: ReplayScenario, specs):
 
     Returns
     -------
-    simulator.run.RunResult
+    simulator.runs.scenario.RunResult
     """
     with unpriced_quiet():
         try:
@@ -329,12 +328,8 @@ def _output_folder(run: RecordedRun, out_dir, recorded, scenario,
 
 
 def _write(rv: RecordedValidation, out_dir, figures: bool) -> None:
-    from .figures import (  # matplotlib: imported only when figures are drawn
-        plot_latency_cdfs,
-        plot_request_scatter,
-        plot_timeline,
-    )
-    from .report import write_reports
+    from simulator.observe.figures import plot_latency_cdfs, plot_request_scatter, plot_timeline
+    from simulator.observe.report import write_reports
     run, res, v = rv.run, rv.result, rv.validation
     out = Path(out_dir) if out_dir is not None else named_output_folder(
         "reports/validate-{name}", run.name.replace("/", "-"), "recorded run name")

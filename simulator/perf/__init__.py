@@ -5,9 +5,10 @@
 *engine profile* (:mod:`simulator.perf.engine_profile`), or returns the synthetic
 :class:`~simulator.perf.step_model.ConstantPerfModel`.
 """
-from .engine_profile import EngineProfile, get_engine_profile
-from .roofline import RooflineParams, RooflinePerfModel, StepShape
-from .step_model import ConstantPerfModel, StepTimeModel
+from simulator.perf.engine_profile import EngineProfile, get_engine_profile
+from simulator.perf.roofline import RooflineParams, RooflinePerfModel
+from simulator.perf.step_model import ConstantPerfModel, StepTimeModel
+from simulator.perf.step_shape import StepShape
 
 __all__ = ["ConstantPerfModel", "EngineProfile", "RooflineParams", "RooflinePerfModel",
            "StepShape", "StepTimeModel", "build_operator_backend", "build_perf_model",
@@ -67,14 +68,14 @@ def _build_operator_backend(model, gpu, tensor_parallel_size, weight_dtype, kv_c
                             source, engine_version, engine_family, expert_parallel_size,
                             expert_load_skew):
     if source in ("auto", "table"):
-        from .measured import load_measured_backend
+        from simulator.perf.measured import load_measured_backend
         m = load_measured_backend(model, gpu, tensor_parallel_size, weight_dtype,
                                   kv_cache_dtype, required=(source == "table"),
                                   engine_version=engine_version, engine_family=engine_family)
         if m is not None:
             return m.with_expert_parallel(expert_parallel_size, expert_load_skew)
     if source in ("auto", "table", "fitted"):
-        from .fitted import build_fitted_or_roofline
+        from simulator.perf.fitted import build_fitted_or_roofline
         ops = build_fitted_or_roofline(model, gpu, tensor_parallel_size, weight_dtype,
                                        kv_cache_dtype)
         return ops.with_expert_parallel(expert_parallel_size, expert_load_skew)

@@ -43,8 +43,8 @@ from typing import Literal
 import yaml
 from pydantic import ConfigDict, Field, ValidationError, field_validator
 
-from ..input_limits import InputLimitError
-from ..resources import (
+from simulator.base.input_limits import InputLimitError
+from simulator.base.resources import (
     data_dir,
     not_a_file_reason,
     not_text_reason,
@@ -52,7 +52,7 @@ from ..resources import (
     path_problem,
     safe_load_yaml,
 )
-from ..schema import StrictModel
+from simulator.base.schema import StrictModel
 
 #: the profile ``perf.engine: none`` names: no engine overhead, no padding (kernel sums only)
 NONE_PROFILE = "none"

@@ -40,10 +40,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..hardware import GPUSpec
-from ..models import ModelSpec
-from ..resources import not_text_reason, not_yaml_reason, safe_load_yaml
-from .roofline import ACT_BYTES, RooflineParams, RooflinePerfModel
+from simulator.base.resources import not_text_reason, not_yaml_reason, safe_load_yaml
+from simulator.catalog.hardware import GPUSpec
+from simulator.catalog.models import ModelSpec
+from simulator.perf.roofline import ACT_BYTES, RooflineParams, RooflinePerfModel
 
 #: simulator GEMM op name -> fitted-parameter key
 GEMM_KEYS = {"qkv_proj": "qkv", "o_proj": "o", "mlp_gate_up": "up", "mlp_down": "down"}

@@ -1,7 +1,7 @@
 """Operator backend from measured latency tables (table-first, DESIGN.md section 3).
 
 For each operator of a step the backend asks the GPU profile's measured table set
-(:mod:`simulator.perf.tables`, one set per engine version: imported public measurements or
+(:mod:`simulator.perf.tables.sets`, one set per engine version: imported public measurements or
 our harness's output) and falls back, per operator, to the fitted or datasheet roofline when
 no table covers it; :meth:`MeasuredOps.provenance` names the source of every operator.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .roofline import ACT_BYTES, RooflinePerfModel
+from simulator.perf.roofline import ACT_BYTES, RooflinePerfModel
 
 #: vLLM custom all-reduce buffer size (bytes): larger messages go to NCCL
 #: (vllm/distributed/device_communicators/custom_all_reduce.py, ``max_size=8192 * 1024``)
@@ -52,7 +52,7 @@ def custom_allreduce_possible(gpu) -> bool:
 
 
 class MeasuredOps(RooflinePerfModel):
-    """Per-operator times from a measured :class:`~simulator.perf.tables.TableSet`.
+    """Per-operator times from a measured :class:`~simulator.perf.tables.sets.TableSet`.
 
     Parameters
     ----------
@@ -257,7 +257,7 @@ def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16
 
     Looks for (1) the profile's table sets (``hardware_profiles/<gpu>/tables/<engine>-<ver>/``:
     :class:`MeasuredOps`), (2) a flat harness profile (``gemm.csv`` at the profile root:
-    :class:`~simulator.perf.table.TablePerfModel`).
+    :class:`~simulator.perf.tables.flat_profile.TablePerfModel`).
 
     Raises
     ------
@@ -265,15 +265,15 @@ def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16
         ``required`` and nothing measured covers the model's GEMMs and attention; or an
         ``engine_version`` that the profile does not ship (the message lists the versions).
     """
-    from .fitted import build_fitted_or_roofline
+    from simulator.perf.fitted import build_fitted_or_roofline
     tp = int(tensor_parallel_size)
     try:
-        from .tables import select_table_set
+        from simulator.perf.tables.sets import select_table_set
     except ImportError:  # pragma: no cover - the tables module ships with the package
         select_table_set = None
     ts = None
     if select_table_set is not None:
-        from .tables import table_sets
+        from simulator.perf.tables.sets import table_sets
         if any(s.engine == engine_family for s in table_sets(gpu)):
             ts = select_table_set(gpu, engine=engine_family, version=engine_version)
     if ts is not None:
@@ -289,6 +289,6 @@ def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16
     if engine_version is not None and required:
         raise ValueError(f"GPU profile {gpu.name!r} has no measured tables for engine version "
                          f"{engine_version!r}")
-    from .table import load_table_perf_model
+    from simulator.perf.tables.flat_profile import load_table_perf_model
     return load_table_perf_model(model, gpu, tp, weight_dtype, kv_cache_dtype,
                                  required=required)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..topology.pipeline import activation_bytes, stage_layer_counts
-from .roofline import ACT_BYTES, StepShape
+from simulator.perf.roofline import ACT_BYTES
+from simulator.perf.step_shape import StepShape
+from simulator.topology.pipeline import activation_bytes, stage_layer_counts
 
 
 def split_shape(shape: StepShape, m: int) -> list[StepShape]:

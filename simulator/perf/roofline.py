@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..hardware import GPUSpec
-from ..models import ModelSpec, _dtype_bytes
+from simulator.catalog.hardware import GPUSpec
+from simulator.catalog.models import ModelSpec, _dtype_bytes
+from simulator.perf.step_shape import StepShape
 
 ACT_BYTES = 2  # activations in bf16
 
@@ -54,42 +55,6 @@ class RooflineParams:
         "gemm": "datasheet", "attention_prefill": "datasheet", "attention_decode": "datasheet",
         "all_reduce": "datasheet", "elementwise": "datasheet", "lm_head": "datasheet",
         "cpu_overhead": "fitted (Vidur legacy a100 cpu_overheads.csv, Llama-2-7B TP1)"})
-
-
-@dataclass
-class StepShape:
-    """What one engine iteration computes.
-
-    Attributes
-    ----------
-    prefill_q : list of int
-        New (query) tokens of each prefill chunk in the step.
-    prefill_start : list of int
-        Tokens already in the KV cache before each chunk (same length as ``prefill_q``).
-    num_decode : int
-        Decode sequences (one query token each, or ``1 + k`` when verifying ``k`` draft tokens).
-    decode_ctx_total : int
-        Sum over decode sequences of the context length attended (tokens).
-    decode_q_per_seq : int
-        Query tokens per decode sequence (1, or ``num_speculative_tokens + 1`` for verification).
-    num_sampled : int
-        Rows that go through the LM head and sampler.
-    """
-
-    prefill_q: list = field(default_factory=list)
-    prefill_start: list = field(default_factory=list)
-    num_decode: int = 0
-    decode_ctx_total: int = 0
-    decode_q_per_seq: int = 1
-    num_sampled: int = 0
-
-    @property
-    def num_tokens(self) -> int:
-        return int(sum(self.prefill_q)) + self.num_decode * self.decode_q_per_seq
-
-    @property
-    def num_seqs(self) -> int:
-        return len(self.prefill_q) + self.num_decode
 
 
 class RooflinePerfModel:
@@ -115,7 +80,7 @@ class RooflinePerfModel:
         self.params = params or RooflineParams()
         #: seconds of the smallest kernel replayed from a CUDA graph (no CPU launch gap): the
         #: datasheet default per-kernel overhead unless a measured table set gives its own
-        #: (:meth:`simulator.perf.tables.TableSet.graph_kernel_floor_s`)
+        #: (:meth:`simulator.perf.tables.sets.TableSet.graph_kernel_floor_s`)
         self.graph_kernel_floor_s = self.params.kernel_overhead_s
         self.weight_dtype, self.kv_cache_dtype = weight_dtype, kv_cache_dtype
         self.wb = _dtype_bytes(weight_dtype)

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .engine_profile import EngineProfile
-from .roofline import StepShape
+from simulator.perf.engine_profile import EngineProfile
+from simulator.perf.step_shape import StepShape
 
 #: pairs (num_seqs, ctx_total) of decode step times remembered before the memo starts afresh
 #: (about 100 bytes each: 20 MB at most)
@@ -244,7 +244,7 @@ class StepTimeModel:
 
         A step's time is a function of ``(num_seqs, ctx_total)`` alone, computed element by
         element (every operator is elementwise in the context; the table interpolation gives
-        the same bits whatever the batching, :meth:`simulator.perf.table_grid._Grid.at_array`),
+        the same bits whatever the batching, :meth:`simulator.perf.tables.grid._Grid.at_array`),
         so times are remembered per pair: a decode run cut by an arrival and planned again
         asks for the same steps (most steps of a replay are asked for more than once). Only
         the pairs not seen yet are computed, in one vectorised call. The memory is bounded:

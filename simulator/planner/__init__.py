@@ -16,10 +16,16 @@ less than a passing baseline are skipped (:mod:`.prune`, ``search.prune_dominate
 """
 from __future__ import annotations
 
-from .plan import PlanResult, pareto_front, run_plan
-from .search import SimRunner, check_gates, find_capacity, replicas_for, search_capacity
-from .spec import PlanError, PlanSpec, SweepSpec, load_plan_spec, load_sweep_spec
-from .sweep import SweepResult, run_sweep
+from simulator.planner.plan import PlanResult, pareto_front, run_plan
+from simulator.planner.search import (
+    SimRunner,
+    check_gates,
+    find_capacity,
+    replicas_for,
+    search_capacity,
+)
+from simulator.planner.spec import PlanError, PlanSpec, SweepSpec, load_plan_spec, load_sweep_spec
+from simulator.planner.sweep import SweepResult, run_sweep
 
 __all__ = [
     "PlanError",

@@ -6,12 +6,12 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from ..config import ScenarioError, read_scenario_yaml
-from ..experiments.grid import get_path
-from ..experiments.runner import absolute_spec_paths
-from ..hardware import get_gpu
-from ..models import get_model
-from ..perf import get_engine_profile
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
+from simulator.experiments.grid import get_path
+from simulator.experiments.runner import absolute_spec_paths
+from simulator.perf import get_engine_profile
+from simulator.scenario.config import ScenarioError, read_scenario_yaml
 
 __all__ = ["PlanError", "check_names_up_front", "refuse_pools_base", "resolve_base",
            "resolve_base_source"]

@@ -13,16 +13,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from ..experiments.executor import run_tasks
-from ..experiments.grid import config_label
-from ..experiments.runner import factory_id
-from ..experiments.warned import reemit
-from ..hardware import get_gpu
-from ..progress import report_cached
-from .prune import dominance_bound
-from .search import evaluate_candidate
-from .spec import DEPLOYMENT_GATES, PlanError, PlanSpec
+from simulator.base.progress import report_cached
+from simulator.catalog.hardware import get_gpu
+from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from simulator.experiments.executor import run_tasks
+from simulator.experiments.grid import config_label
+from simulator.experiments.runner import factory_id
+from simulator.experiments.warned import reemit
+from simulator.planner.prune import dominance_bound
+from simulator.planner.search import evaluate_candidate
+from simulator.planner.spec import DEPLOYMENT_GATES, PlanError, PlanSpec
 
 __all__ = ["evaluate_configurations", "longest_first"]
 

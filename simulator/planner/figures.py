@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..report.figures import default_style, figure, plain_text, save_png
-from .prune import is_skipped
+from simulator.planner.prune import is_skipped
+from simulator.report.figures import default_style, figure, plain_text, save_png
 
 __all__ = ["FIGURES", "FIGURE_TITLES", "plan_figures"]
 

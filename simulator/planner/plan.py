@@ -41,29 +41,27 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
-from ..experiments.cache import ResultCache, scenario_identity
-from ..experiments.grid import config_label, expand_grid, set_path
-from ..experiments.runner import (
+from simulator.base.outdir import clear_outputs, named_output_folder
+from simulator.catalog.hardware import get_gpu
+from simulator.experiments.cache import ResultCache, scenario_identity
+from simulator.experiments.grid import config_label, expand_grid, set_path
+from simulator.experiments.runner import (
     absolute_spec_paths,
     guard_outputs,
     output_folder,
     prepare_points,
     spec_file,
 )
-from ..hardware import get_gpu
-from ..metrics.summary import json_safe as _json_safe
-from ..outdir import clear_outputs, named_output_folder
-from ..workload import WorkloadConfig, load_workload, synthesised_labels
-from .bottleneck import bottleneck_note
-from .evaluate import evaluate_configurations, longest_first
-from .figures import FIGURES
-from .provenance import compare_provenance
-from .prune import is_skipped
-from .report import write_plan_report
-from .search import gate_failure
-from .simulate import specs_rate
-from .spec import (
+from simulator.metrics.summary import json_safe as _json_safe
+from simulator.planner.bottleneck import bottleneck_note
+from simulator.planner.evaluate import evaluate_configurations, longest_first
+from simulator.planner.figures import FIGURES
+from simulator.planner.provenance import compare_provenance
+from simulator.planner.prune import is_skipped
+from simulator.planner.report import write_plan_report
+from simulator.planner.search import gate_failure
+from simulator.planner.simulate import specs_rate
+from simulator.planner.spec import (
     PlanError,
     PlanSpec,
     check_names_up_front,
@@ -71,6 +69,13 @@ from .spec import (
     refuse_pools_base,
     resolve_base_source,
 )
+from simulator.scenario.config import (
+    ScenarioError,
+    apply_overrides,
+    cli_overrides,
+    validate_scenario,
+)
+from simulator.workload import WorkloadConfig, load_workload, synthesised_labels
 
 __all__ = ["TIE_RULE", "PlanResult", "longest_first", "pareto_front", "run_plan"]
 
@@ -181,7 +186,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     progress : callable, optional
         ``progress(done, total)`` over the candidates.
     setup_factory : callable, optional
-        Replaces :func:`simulator.engine.build_setup` (tests).
+        Replaces :func:`simulator.cluster.setup.build_setup` (tests).
     notify : callable, optional
         ``notify(line)``: one line when the plan changes course (pruning abandoned, so the
         candidates are evaluated again and ``progress`` restarts from 0).

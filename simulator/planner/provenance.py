@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config import validate_scenario
-from ..engine import resolve_kv_dtype
-from ..hardware import get_gpu
-from ..models import get_model
-from ..perf import build_perf_model
-from ..perf.provenance import classify_label, kind_counts, operator_records, sources_label
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
+from simulator.cluster.setup import resolve_kv_dtype
+from simulator.perf import build_perf_model
+from simulator.perf.provenance import classify_label, kind_counts, operator_records, sources_label
+from simulator.scenario.config import validate_scenario
 
 __all__ = ["KIND_RANK", "classify_label", "compare_provenance", "perf_provenance",
            "scenario_provenance"]

@@ -21,15 +21,15 @@ from typing import Any
 
 import pandas as pd
 
-from ..experiments.grid import flatten_summary
-from ..report.degrade import degrade_text
-from ..report.escape import Md
-from ..report.format import fmt
-from ..report.render import render, write_report
-from ..report.tables import write_table
-from .figures import FIGURE_TITLES, FIGURES, plan_figures
-from .prune import is_skipped
-from .spec import slo_text
+from simulator.experiments.grid import flatten_summary
+from simulator.planner.figures import FIGURE_TITLES, FIGURES, plan_figures
+from simulator.planner.prune import is_skipped
+from simulator.planner.spec import slo_text
+from simulator.report.degrade import degrade_text
+from simulator.report.escape import Md
+from simulator.report.format import fmt
+from simulator.report.render import render, write_report
+from simulator.report.tables import write_table
 
 __all__ = ["FIGURES", "candidates_table", "plan_figures", "render_plan_markdown",
            "write_plan_report"]

@@ -41,16 +41,16 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..config import validate_scenario
-from ..engine import build_setup
-from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from ..experiments.warned import merge, recording
-from ..perf import enable_operator_backend_memo
-from .early_stop import ProbeStop
-from .provenance import perf_provenance, scenario_provenance
-from .prune import gate_rate, max_replicas_within, skipped_result
-from .simulate import compact_summary, rescale_specs, simulate_summary, specs_rate
-from .spec import GateSettings, SearchSettings
+from simulator.cluster.setup import build_setup
+from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from simulator.experiments.warned import merge, recording
+from simulator.perf import enable_operator_backend_memo
+from simulator.planner.early_stop import ProbeStop
+from simulator.planner.provenance import perf_provenance, scenario_provenance
+from simulator.planner.prune import gate_rate, max_replicas_within, skipped_result
+from simulator.planner.simulate import compact_summary, rescale_specs, simulate_summary, specs_rate
+from simulator.planner.spec import GateSettings, SearchSettings
+from simulator.scenario.config import validate_scenario
 
 __all__ = [
     "SimRunner",

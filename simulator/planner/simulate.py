@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import validate_scenario
-from ..engine import build_setup
-from ..perf.roofline import StepShape
-from ..run import run_scenario
+from simulator.cluster.setup import build_setup
+from simulator.perf.step_shape import StepShape
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 
 __all__ = ["BOTTLENECK_KEYS", "OVERHEAD_TERMS", "compact_summary", "mean_step_shape",
            "rescale_specs", "run_extras", "simulate_summary", "specs_rate", "step_bottleneck"]
@@ -117,7 +117,7 @@ def _log2_bucket(x: np.ndarray) -> np.ndarray:
 def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     """Compute-bound / memory-bound / overhead shares of a run's busy time, step by step.
 
-    Each step is classified on a representative :class:`~simulator.perf.roofline.StepShape`
+    Each step is classified on a representative :class:`~simulator.perf.step_shape.StepShape`
     of its own composition: its prefill tokens split evenly over ``num_prefill_seqs`` chunks
     starting at position 0, and its decode sequences attending ``kv_tokens_used`` minus the
     step's prefill tokens (at least one token each). The step's time is split by
@@ -251,7 +251,7 @@ def _overhead_parts(perf, shape: StepShape) -> dict[str, float]:
 
 
 def run_extras(res) -> dict[str, Any]:
-    """Extra figures of a :class:`~simulator.run.RunResult` (see the module docstring)."""
+    """Extra figures of a :class:`~simulator.runs.scenario.RunResult` (see the module docstring)."""
     steps, summary = res.steps, res.summary
     n_rep = max(1, int(res.scenario.cluster.num_replicas))
     dur = summary.get("duration_s") or 0.0
@@ -301,10 +301,10 @@ def simulate_summary(scenario: Mapping[str, Any], specs: Sequence, *, setup=None
         Reuse this setup (it does not depend on the workload or the replica count).
     setup_factory : callable, optional
         ``setup_factory(Scenario) -> ReplicaSetup`` instead of
-        :func:`simulator.engine.build_setup` (tests inject a constant-time model).
+        :func:`simulator.cluster.setup.build_setup` (tests inject a constant-time model).
     stop_when : callable, optional
         ``stop_when(request, now_s) -> bool`` after every finish: True ends the run
-        (:func:`simulator.engine.simulate`; the planner's :class:`~.early_stop.ProbeStop`).
+        (:func:`simulator.engine.loop.simulate`; the planner's :class:`~.early_stop.ProbeStop`).
     """
     sc = validate_scenario(dict(scenario))
     if setup is None:

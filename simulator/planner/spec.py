@@ -15,29 +15,29 @@ from pydantic import (
     model_validator,
 )
 
-from ..config import (
-    ScenarioError,
-    blame_override,
-    format_validation_error,
-    read_yaml_mapping,
-)
-from ..experiments.grid import MAX_GRID_POINTS
-from ..resources import not_a_file_reason
-from ..schema import StrictModel
-from .base_scenario import (
+from simulator.base.resources import not_a_file_reason
+from simulator.base.schema import StrictModel
+from simulator.experiments.grid import MAX_GRID_POINTS
+from simulator.planner.base_scenario import (
     PlanError,
     check_names_up_front,
     refuse_pools_base,
     resolve_base,
     resolve_base_source,
 )
-from .spec_checks import (
+from simulator.planner.spec_checks import (
     apply_spec_overrides,
     check_count,
     check_not_sized,
     check_paths,
     slo_text,
     spec_overrides,
+)
+from simulator.scenario.config import (
+    ScenarioError,
+    blame_override,
+    format_validation_error,
+    read_yaml_mapping,
 )
 
 __all__ = [

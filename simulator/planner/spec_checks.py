@@ -7,7 +7,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from ..config import (
+from simulator.report.format import ms
+from simulator.scenario.config import (
     Override,
     Scenario,
     apply_overrides,
@@ -16,7 +17,6 @@ from ..config import (
     override_annotation,
     parse_override,
 )
-from ..report.format import ms
 
 __all__ = ["apply_spec_overrides", "check_count", "check_not_sized", "check_paths",
            "slo_text", "spec_overrides"]
@@ -98,7 +98,7 @@ def apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict
     """``--plan-set a.b=v`` on the spec itself; ``set.x.y``, ``search_space.x.y``,
     ``baseline.set.x.y`` (and the other :data:`_PATH_MAPPINGS`) address the dotted field
     path ``x.y`` inside those mappings, so one key changes, not a whole section. Booleans
-    accept the command-line spellings of :func:`simulator.config.cli_bool` (scenario paths
+    accept the command-line spellings of :func:`simulator.scenario.config.cli_bool` (scenario paths
     of a ``set`` against the scenario's field)."""
     out = copy.deepcopy(raw)
     for item in overrides or []:

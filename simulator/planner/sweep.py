@@ -21,10 +21,16 @@ from typing import Any
 
 import pandas as pd
 
-from ..config import ScenarioError, apply_overrides, cli_overrides, validate_scenario
-from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from ..experiments.grid import config_label, expand_grid, flatten_inputs, flatten_summary, set_path
-from ..experiments.runner import (
+from simulator.base.outdir import clear_outputs, named_output_folder
+from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from simulator.experiments.grid import (
+    config_label,
+    expand_grid,
+    flatten_inputs,
+    flatten_summary,
+    set_path,
+)
+from simulator.experiments.runner import (
     Workloads,
     factory_id,
     guard_outputs,
@@ -33,13 +39,24 @@ from ..experiments.runner import (
     run_family,
     spec_file,
 )
-from ..experiments.warned import recording
-from ..outdir import clear_outputs, named_output_folder
-from ..perf.provenance import summary_sources_label
-from ..report.sweep import FIGURE_FILE, write_sweep_report
-from ..report.tables import write_table
-from .simulate import simulate_summary
-from .spec import PlanError, SweepSpec, check_names_up_front, refuse_pools_base, resolve_base_source
+from simulator.experiments.warned import recording
+from simulator.perf.provenance import summary_sources_label
+from simulator.planner.simulate import simulate_summary
+from simulator.planner.spec import (
+    PlanError,
+    SweepSpec,
+    check_names_up_front,
+    refuse_pools_base,
+    resolve_base_source,
+)
+from simulator.report.sweep import FIGURE_FILE, write_sweep_report
+from simulator.report.tables import write_table
+from simulator.scenario.config import (
+    ScenarioError,
+    apply_overrides,
+    cli_overrides,
+    validate_scenario,
+)
 
 __all__ = ["SweepResult", "run_sweep", "sweep_worker"]
 
@@ -110,7 +127,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     progress : callable, optional
         ``progress(done, total)`` over the points to simulate.
     setup_factory : callable, optional
-        Replaces :func:`simulator.engine.build_setup` (tests).
+        Replaces :func:`simulator.cluster.setup.build_setup` (tests).
     source : str, optional
         The sweep file, named in a bad point's error (``FILE: sweep point N (...): ...``).
     figures : bool

@@ -8,7 +8,7 @@ over ``window_s``; a base with ``pools`` is refused: the plan builds the pools) 
   each serving whole requests (vLLM V1 mixed steps);
 - **disaggregated** deployments: ``x`` prefill replicas and ``y`` decode replicas (xPyD) of
   degree ``t``, the KV of each prompt crossing ``kv_transfer``
-  (:mod:`simulator.topology.gateway`);
+  (:mod:`simulator.runs.gateway`);
 
 and, for each family and degree, finds the cheapest that meets the plan's SLOs (attainment
 >= target, nothing rejected or left unfinished) by trying the candidates in order of GPU
@@ -26,7 +26,27 @@ from pathlib import Path
 import numpy as np
 from pydantic import Field, ValidationError, model_validator
 
-from ..config import (
+from simulator.base.outdir import clear_outputs, make_output_folder, named_output_folder
+from simulator.base.progress import progress as progress_of
+from simulator.base.schema import StrictModel
+from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from simulator.experiments.executor import run_tasks
+from simulator.experiments.runner import guard_outputs, spec_file
+from simulator.experiments.warned import recording, reemit
+from simulator.planner.spec import (
+    PlanError,
+    format_spec_error,
+    resolve_base,
+    resolve_base_source,
+    slo_text,
+)
+from simulator.report.escape import Md, md_code
+from simulator.report.format import ms, pct, usd
+from simulator.report.render import write_report
+from simulator.report.tables import markdown_table
+from simulator.runs.gateway import run_gateway
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import (
     KVTransferConfig,
     SLOConfig,
     apply_overrides,
@@ -34,21 +54,7 @@ from ..config import (
     cli_overrides,
     validate_scenario,
 )
-from ..experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
-from ..experiments.executor import run_tasks
-from ..experiments.runner import guard_outputs, spec_file
-from ..experiments.warned import recording, reemit
-from ..outdir import clear_outputs, make_output_folder, named_output_folder
-from ..progress import progress as progress_of
-from ..report.escape import Md, md_code
-from ..report.format import ms, pct, usd
-from ..report.render import write_report
-from ..report.tables import markdown_table
-from ..run import run_scenario
-from ..schema import StrictModel
-from ..topology.gateway import run_gateway
-from ..workload import load_workload
-from .spec import PlanError, format_spec_error, resolve_base, resolve_base_source, slo_text
+from simulator.workload import load_workload
 
 
 class FamilySearch(StrictModel):

@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..metrics.summary import json_safe
-from ..perf.provenance import sources_by_label
-from .escape import Md, md_code
-from .figures import default_style, figure, plain_text, save_png
-from .format import yaml_value
-from .render import render, write_report
+from simulator.metrics.summary import json_safe
+from simulator.perf.provenance import sources_by_label
+from simulator.report.escape import Md, md_code
+from simulator.report.figures import default_style, figure, plain_text, save_png
+from simulator.report.format import yaml_value
+from simulator.report.render import render, write_report
 
 __all__ = ["CSV_FILE", "FIGURE_FILES", "HTML_FILE", "JSON_FILE", "REPORT_FILE", "TABLE_COLUMNS",
            "print_compare_table", "render_compare_markdown", "table_rows",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .format import NA, adaptive, adaptive_ms
+from simulator.report.format import NA, adaptive, adaptive_ms
 
 #: at most this many episodes are listed per policy (the summary keeps them all)
 MAX_EPISODE_ROWS = 20

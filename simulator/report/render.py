@@ -33,8 +33,15 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .escape import Md, is_safe_link, md_code, md_text, md_url_segment, sanitize_tokens
-from .tables import cell, markdown_table
+from simulator.report.escape import (
+    Md,
+    is_safe_link,
+    md_code,
+    md_text,
+    md_url_segment,
+    sanitize_tokens,
+)
+from simulator.report.tables import cell, markdown_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from markdown_it import MarkdownIt

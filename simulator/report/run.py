@@ -1,7 +1,7 @@
 """The run report (``report.md`` and a self-contained ``report.html``) and the terminal summary.
 
 :func:`write_run_report` turns one run's summary (:func:`simulator.metrics.summary.summarize`
-plus the keys :func:`simulator.run.run_scenario` adds), its tables and its scenario into the
+plus the keys :func:`simulator.runs.scenario.run_scenario` adds), its tables and its scenario into the
 report and the PNG figures it shows (:mod:`simulator.report.figures`). The report is
 deterministic (no timestamps, sorted groups, the wall time left out), so it can be diffed
 between runs and kept as a golden file. :func:`print_summary_table` prints the headline
@@ -17,12 +17,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from .degrade import degrade_section
-from .escape import md_code
-from .figures import FIGURE_FILES, write_figures
-from .format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
-from .render import context_mapping, render, write_report
+from simulator import __version__
+from simulator.report.degrade import degrade_section
+from simulator.report.escape import md_code
+from simulator.report.figures import FIGURE_FILES, write_figures
+from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
+from simulator.report.render import context_mapping, render, write_report
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation

@@ -16,18 +16,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..metrics.speculative import configured_alpha
-from ..speculative.economics import (
+from simulator.metrics.speculative import configured_alpha
+from simulator.report.figures import default_style, figure, plain_text, save_png
+from simulator.report.format import fmt, ms, pct, ratio
+from simulator.report.render import render, write_report
+from simulator.report.spec_sweep_reading import reading_the_numbers
+from simulator.speculative.economics import (
     ALL,
     CROSSOVER_TOLERANCE,
     SPEEDUP_METRICS,
     crossovers,
     verify_over_plain,
 )
-from .figures import default_style, figure, plain_text, save_png
-from .format import fmt, ms, pct, ratio
-from .render import render, write_report
-from .spec_sweep_reading import reading_the_numbers
 
 __all__ = ["FIGURE_FILE", "REPORT_STEM", "plot_economics", "print_spec_sweep_table",
            "render_spec_sweep_markdown", "write_spec_sweep_report"]

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..metrics.summary import finite_float
-from ..speculative.economics import ALL, CROSSOVER_TOLERANCE, crossovers
-from .escape import Md
-from .render import render
+from simulator.metrics.summary import finite_float
+from simulator.report.escape import Md
+from simulator.report.render import render
+from simulator.speculative.economics import ALL, CROSSOVER_TOLERANCE, crossovers
 
 __all__ = ["BOUND_TOLERANCE", "QUEUE_MIN", "reading_the_numbers"]
 

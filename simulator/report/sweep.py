@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..perf.provenance import sources_by_label
-from .figures import default_style, figure, plain_text, save_png
-from .format import fmt, ms, usd, yaml_value
-from .render import render, write_report
+from simulator.perf.provenance import sources_by_label
+from simulator.report.figures import default_style, figure, plain_text, save_png
+from simulator.report.format import fmt, ms, usd, yaml_value
+from simulator.report.render import render, write_report
 
 __all__ = ["FIGURE_FILE", "SWEEP_COLUMNS", "plot_sweep_points", "print_sweep_table",
            "render_sweep_markdown", "table_cells", "write_sweep_report"]

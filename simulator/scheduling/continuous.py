@@ -35,11 +35,16 @@ from itertools import islice
 
 import numpy as np
 
-from ..perf.roofline import StepShape
-from .emission import Jump, advance
-from .parallel import extra_seqs, is_parallel_decode, kv_tokens_held, kv_tokens_per_seq
-from .queues import RequestQueue
-from .state import CANCELLED, REJECTED, RUNNING, WAITING, ReqState
+from simulator.perf.step_shape import StepShape
+from simulator.scheduling.emission import Jump, advance
+from simulator.scheduling.parallel import (
+    extra_seqs,
+    is_parallel_decode,
+    kv_tokens_held,
+    kv_tokens_per_seq,
+)
+from simulator.scheduling.queues import RequestQueue
+from simulator.scheduling.state import CANCELLED, REJECTED, RUNNING, WAITING, ReqState
 
 
 @dataclass

@@ -16,7 +16,7 @@ closes any episode still open. An episode's length is therefore measured between
 points; with no arrival, nothing is decided and the state is kept.
 
 What each action does to an arriving request of its class while active (precedence: shed,
-fallback, cap, as :data:`simulator.degrade_config.DEGRADE_ACTIONS` lists them):
+fallback, cap, as :data:`simulator.scenario.degrade.DEGRADE_ACTIONS` lists them):
 
 ``shed``
     rejected at arrival with reason ``degrade_shed`` (it appears in the run's rejections);
@@ -37,7 +37,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..request import RequestSpec
+from simulator.base.request import RequestSpec
 
 _SIGNALS = ("kv_occupancy", "queue_delay_s", "num_waiting")
 
@@ -147,7 +147,7 @@ class DegradeController:
     Parameters
     ----------
     policies : list of DegradePolicyConfig
-        From ``scheduler.admission.degrade`` (validated by :mod:`simulator.degrade_config`).
+        From ``scheduler.admission.degrade`` (validated by :mod:`simulator.scenario.degrade`).
     """
 
     def __init__(self, policies):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .state import COMPLETED, REJECTED
+from simulator.scheduling.state import COMPLETED, REJECTED
 
 #: Step features that veto a fast-forward jump (``StepOutput.veto`` names the first found):
 #:

@@ -14,7 +14,7 @@ import heapq
 from collections import deque
 from itertools import islice
 
-from .state import ReqState
+from simulator.scheduling.state import ReqState
 
 QUEUE_POLICIES = ("fcfs", "priority")
 

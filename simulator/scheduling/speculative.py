@@ -4,7 +4,7 @@
 every decode schedules ``1 + k`` query tokens (the last emitted token plus ``k`` draft
 tokens to verify; ``k * width`` for a tree) and KV slots for them, so the target's
 verification pass is costed by the performance model like any other step shape
-(:class:`~simulator.perf.roofline.StepShape` with ``decode_q_per_seq = 1 + k``). This module
+(:class:`~simulator.perf.step_shape.StepShape` with ``decode_q_per_seq = 1 + k``). This module
 adds what the parent does not know about:
 
 1. **Draft cost** (:class:`DraftCostModel`), added to the step as ``out.extra_time_s``:
@@ -14,7 +14,7 @@ adds what the parent does not know about:
 2. **Verification outcome**: after the step, per speculating request, the number of
    accepted drafts ``a`` in ``0..k`` is drawn from the acceptance model of the request's
    slice (``SpeculativeConfig.acceptance_model(spec.slice)``) using the replica's own
-   stream ``simulator.rng.stream(seed, "speculative", replica_idx)``. The request emits
+   stream ``simulator.base.rng.stream(seed, "speculative", replica_idx)``. The request emits
    ``min(a + 1, remaining)`` tokens (the accepted drafts plus the bonus/corrected token,
    never past its output length or ``max_model_len``).
 3. **KV rollback**: afterwards ``num_computed_tokens == num_tokens - 1`` (the KV of the
@@ -51,16 +51,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models import get_model
-from ..perf import build_perf_model
-from ..perf.roofline import StepShape
-from ..rng import stream
-from .continuous import ContinuousScheduler, SchedulerConfig, StepOutput
+from simulator.base.rng import stream
+from simulator.catalog.models import get_model
+from simulator.perf import build_perf_model
+from simulator.perf.step_shape import StepShape
+from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig, StepOutput
 
 __all__ = ["NGRAM_COST_PER_SEQ_S", "DraftCostModel", "SliceCounters", "SpeculativeScheduler",
            "spec_rng"]
 
-#: Named RNG stream of the speculative subsystem (:mod:`simulator.rng`), one sub-stream per
+#: Named RNG stream of the speculative subsystem (:mod:`simulator.base.rng`), one sub-stream per
 #: replica.
 SPEC_STREAM = "speculative"
 #: n-gram (prompt-lookup) proposer CPU cost per speculating sequence and step, seconds. An
@@ -81,7 +81,7 @@ def spec_rng(seed: int, replica_idx: int) -> np.random.Generator:
     Returns
     -------
     numpy.random.Generator
-        ``simulator.rng.stream(seed, "speculative", replica_idx)``.
+        ``simulator.base.rng.stream(seed, "speculative", replica_idx)``.
     """
     return stream(seed, SPEC_STREAM, replica_idx)
 
@@ -141,7 +141,7 @@ class DraftCostModel:
             With a ``speculative`` block.
         setup : ReplicaSetup
             ``setup.perf`` is the target's model; ``setup.extra["draft_model"]`` the draft's
-            :class:`~simulator.models.ModelSpec` (``draft_model`` method).
+            :class:`~simulator.catalog.models.ModelSpec` (``draft_model`` method).
 
         Returns
         -------

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from ..kv.manager import KVHandle
-from ..request import RequestSpec
+from simulator.base.request import RequestSpec
+from simulator.kv.manager import KVHandle
 
 WAITING, RUNNING, COMPLETED, REJECTED, CANCELLED = (
     "waiting", "running", "completed", "rejected", "cancelled")
@@ -82,7 +82,7 @@ class ReqState:
         self.spec_drafts = 0
         #: sequences sharing the prompt (parallel sampling / beam width; 1 = a plain request)
         self.num_seqs = spec.n
-        if spec.num_kv_transferred_tokens:  # P/D hook (simulator.topology.gateway)
+        if spec.num_kv_transferred_tokens:  # P/D hook (simulator.runs.gateway)
             self._handed_over(spec)
 
     def _handed_over(self, spec: RequestSpec) -> None:

@@ -59,9 +59,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .continuous import ContinuousScheduler, SchedulerConfig, StepOutput
-from .emission import advance
-from .state import CANCELLED, RUNNING, ReqState
+from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig, StepOutput
+from simulator.scheduling.emission import advance
+from simulator.scheduling.state import CANCELLED, RUNNING, ReqState
 
 #: Tolerance (seconds) when comparing the clock with a batch deadline (float round-off of
 #: ``now + (deadline - now)`` must not make the replica sleep for a zero-length timeout).

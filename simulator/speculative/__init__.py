@@ -40,11 +40,7 @@ from simulator.speculative.config import (
     TreeShape,
     build_acceptance,
 )
-from simulator.speculative.sampler import (
-    expected_acceptance_rate,
-    greedy_verify,
-    rejection_sample,
-)
+from simulator.speculative.sampler import expected_acceptance_rate, greedy_verify, rejection_sample
 
 __all__ = [
     "AcceptanceConfig",

@@ -10,7 +10,7 @@ A scenario's ``speculative:`` block, e.g.::
       acceptance_by_slice:
         code: {model: empirical, probabilities: [0.2, 0.15, 0.15, 0.1, 0.4]}
 
-All models derive from :class:`simulator.schema.StrictModel` (unknown keys forbidden, no
+All models derive from :class:`simulator.base.schema.StrictModel` (unknown keys forbidden, no
 coercion, finite floats), and each acceptance model accepts only its own fields.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from simulator.schema import StrictModel
+from simulator.base.schema import StrictModel
 from simulator.speculative.acceptance import (
     AcceptanceModel,
     EmpiricalAcceptance,

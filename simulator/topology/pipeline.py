@@ -122,7 +122,7 @@ def kv_bytes_per_token_per_gpu(kv_bytes_per_token_tp: float, num_layers: int,
     """KV bytes one GPU stores per token under PP: its stage's share of the layers.
 
     ``kv_bytes_per_token_tp`` is the per-GPU figure of a TP group holding all ``L`` layers
-    (:meth:`simulator.models.ModelSpec.kv_bytes_per_token` with the TP degree); a stage
+    (:meth:`simulator.catalog.models.ModelSpec.kv_bytes_per_token` with the TP degree); a stage
     holds ``layers_of_stage / L`` of it, so a GPU's KV memory holds ``~p`` times the tokens.
     """
     counts = stage_layer_counts(num_layers, pipeline_parallel_size)
@@ -146,7 +146,7 @@ def stage_layer_ranges(num_layers: int, pipeline_parallel_size: int) -> list[tup
 
 
 def stage_model(model, pipeline_parallel_size: int, stage: int = 0):
-    """The layers of ``model`` (a :class:`simulator.models.ModelSpec`) that pipeline stage
+    """The layers of ``model`` (a :class:`simulator.catalog.models.ModelSpec`) that pipeline stage
     ``stage`` holds, as a model of that many layers: its dense and sliding-window layer
     indices re-numbered from the stage's first layer. Embeddings and LM head stay in the
     returned spec; the memory planner counts them on the stages vLLM puts them on (the first

@@ -55,7 +55,7 @@ def kv_transfer_bytes(num_prompt_tokens: int, kv_bytes_per_token: float) -> floa
         Tokens whose K and V the prefill computed (>= 0).
     kv_bytes_per_token : float
         KV bytes of one token over *all* layers and KV heads of the model
-        (:meth:`simulator.models.ModelSpec.kv_bytes_per_token` with ``tp=1``): the whole
+        (:meth:`simulator.catalog.models.ModelSpec.kv_bytes_per_token` with ``tp=1``): the whole
         cache moves, whichever way the two sides shard it.
     """
     if num_prompt_tokens < 0:

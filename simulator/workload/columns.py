@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.request import RequestSpec
+from simulator.base.request import RequestSpec
 
 __all__ = ["MOONCAKE_BLOCK_TOKENS", "TraceColumns"]
 

@@ -5,10 +5,10 @@ followed by the same post-processing: time window, rate scaling, request cap, sh
 assignment of slices / tenants / priorities, client patience, declared shared prefixes and a
 declared ``max_tokens``. See :func:`simulator.workload.load_workload` for the order.
 
-All models derive from :class:`simulator.schema.StrictModel`: unknown fields are errors (a typo
+All models derive from :class:`simulator.base.schema.StrictModel`: unknown fields are errors (a typo
 in a scenario file is not a silent default), values are not coerced (``max_requests: true`` or
 ``rate_scale: "2"`` are errors) and floats must be finite (``duration_s: .inf`` is an error).
-Token counts are at most :data:`simulator.schema.MAX_TOKENS_REPRESENTABLE` (2**31 - 1).
+Token counts are at most :data:`simulator.base.schema.MAX_TOKENS_REPRESENTABLE` (2**31 - 1).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from simulator.schema import MAX_TOKENS_REPRESENTABLE, StrictModel, int_keys
+from simulator.base.schema import MAX_TOKENS_REPRESENTABLE, StrictModel, int_keys
 
 #: Our field names that a generic CSV/JSONL column mapping may name (``columns``).
 GENERIC_FIELDS = (
@@ -326,7 +326,7 @@ class WorkloadConfig(StrictModel):
     Attributes
     ----------
     trace : str or None
-        Trace file path (resolved with ``simulator.resources.resolve_path(path, "traces")``).
+        Trace file path (resolved with ``simulator.base.resources.resolve_path(path, "traces")``).
     format : str
         ``auto`` (by extension, header or folder), ``azure``, ``vidur``, ``mooncake``,
         ``generic_csv``, ``generic_jsonl``, ``parquet`` (generic columns) or ``servegen``

@@ -6,14 +6,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simulator.metrics.quantiles import weighted_percentiles
-from simulator.request import RequestSpec
+from simulator.base.quantiles import weighted_percentiles
+from simulator.base.request import RequestSpec
 from simulator.workload.columns import TraceColumns
 
 
 def _length_stats(x: np.ndarray) -> dict:
     """Mean, p50 / p90 / p99, max and min of token counts ``x`` (tokens). The percentiles are
-    servesim's one definition (:func:`~simulator.metrics.quantiles.weighted_percentiles`,
+    servesim's one definition (:func:`~simulator.base.quantiles.weighted_percentiles`,
     the inverse empirical CDF, as ``servesim run``'s summary): observed counts, so ints."""
     p50, p90, p99 = weighted_percentiles(x, None, (50.0, 90.0, 99.0))
     return {"mean": float(x.mean()), "p50": int(p50), "p90": int(p90),

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.budget import check_workload_budget
-from simulator.request import RequestSpec
-from simulator.resources import resolve_path
+from simulator.base.budget import check_workload_budget
+from simulator.base.request import RequestSpec
+from simulator.base.resources import resolve_path
 from simulator.workload.clock import check_clock
 from simulator.workload.columns import TraceColumns
 from simulator.workload.config import WorkloadConfig
@@ -131,7 +131,7 @@ def load_workload(cfg: WorkloadConfig, seed: int,
        ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``;
     8. set ``n`` / ``use_beam_search`` from ``parallel_sampling`` (its slices only, if given).
 
-    Randomness comes only from the named streams of :mod:`simulator.rng` (``arrivals``,
+    Randomness comes only from the named streams of :mod:`simulator.base.rng` (``arrivals``,
     ``prompt_tokens``, ``output_tokens``, ``slices``, ``tenants``, ``priorities``,
     ``patience``: independent children of ``numpy.random.SeedSequence(seed)``), so the same
     config and seed give an identical list. Labels and patience depend on the
@@ -155,7 +155,7 @@ def load_workload(cfg: WorkloadConfig, seed: int,
 
     Raises
     ------
-    simulator.budget.ResourceError
+    simulator.base.budget.ResourceError
         If a synthetic workload's request count alone exceeds the memory budget (checked
         before any request is generated).
     WorkloadError
@@ -321,7 +321,7 @@ class RequestStream(Sequence):
 
     def budget_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """``(prompt, output, max_tokens, has_patience)`` per request, as
-        :func:`simulator.budget.estimate_scenario_run` reads them from specs (max_tokens 0
+        :func:`simulator.base.budget.estimate_scenario_run` reads them from specs (max_tokens 0
         where none is declared)."""
         c, n = self.cols, len(self)
         mt = (np.where(c.max_tokens > 0, c.max_tokens, 0).astype(np.float64)

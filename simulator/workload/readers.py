@@ -48,15 +48,15 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.input_limits import (
+from simulator.base.input_limits import (
     MAX_NESTING_DEPTH,
     bounded_lines,
     clip_text,
     json_line_problem,
     json_too_deep,
 )
-from simulator.request import RequestSpec
-from simulator.resources import not_a_file_reason
+from simulator.base.request import RequestSpec
+from simulator.base.resources import not_a_file_reason
 from simulator.workload.columns import TraceColumns
 from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
 from simulator.workload.errors import TraceFormatMismatch, WorkloadError

@@ -42,7 +42,7 @@ For each client and each 600 s window ``[t0, t0 + W)`` with ``rate > 0``:
 4. **Tenant**: ``client-N``. Slices and priorities are not in the data.
 
 Randomness: every (client, window) draws from its own stream
-``simulator.rng.stream(seed, "servegen", N, window_index)``, so a window's requests do not
+``simulator.base.rng.stream(seed, "servegen", N, window_index)``, so a window's requests do not
 depend on which other clients or windows are generated (a time range or a client subset gives
 the same requests for what it keeps). Only windows overlapping ``[start_s, end_s)`` are
 generated; the workload loader then keeps the arrivals inside it. The expected request count
@@ -62,11 +62,11 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.budget import check_workload_budget
-from simulator.input_limits import MAX_LINE_CHARS, InputLimitError, bounded_lines, load_json
-from simulator.resources import not_text_reason
-from simulator.rng import stream
-from simulator.schema import MAX_TOKENS_REPRESENTABLE
+from simulator.base.budget import check_workload_budget
+from simulator.base.input_limits import MAX_LINE_CHARS, InputLimitError, bounded_lines, load_json
+from simulator.base.resources import not_text_reason
+from simulator.base.rng import stream
+from simulator.base.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.columns import TraceColumns
 from simulator.workload.errors import ServeGenLengthsMissing, WorkloadError, WorkloadWarning
 from simulator.workload.synthetic import sample_lengths
@@ -74,7 +74,7 @@ from simulator.workload.synthetic import sample_lengths
 __all__ = ["SERVEGEN_STREAM", "WINDOW_S", "ServeGenClient", "is_servegen_path",
            "load_clients", "read_servegen"]
 
-#: The :mod:`simulator.rng` stream of ServeGen generation (sub-streams: client, window).
+#: The :mod:`simulator.base.rng` stream of ServeGen generation (sub-streams: client, window).
 SERVEGEN_STREAM = "servegen"
 #: Length of one ServeGen rate window in seconds (the step of ``window_start_s`` in every
 #: published ``chunk-N-trace.csv``; traces/README.md of the shared data).
@@ -453,7 +453,7 @@ def read_servegen(path: str | Path, seed: int = 0, *, start_s: float = 0.0,
     WorkloadError
         Malformed data, a missing dataset, or only one of ``prompt_tokens`` /
         ``output_tokens``.
-    simulator.budget.ResourceError
+    simulator.base.budget.ResourceError
         When the expected request count exceeds the memory budget.
     """
     if (prompt_tokens is None) != (output_tokens is None):

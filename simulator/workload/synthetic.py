@@ -11,18 +11,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simulator.rng import stream
-from simulator.schema import MAX_TOKENS_REPRESENTABLE
+from simulator.base.rng import stream
+from simulator.base.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.columns import TraceColumns
-from simulator.workload.config import (
-    ArrivalConfig,
-    LengthDist,
-    PatienceConfig,
-    SyntheticConfig,
-)
+from simulator.workload.config import ArrivalConfig, LengthDist, PatienceConfig, SyntheticConfig
 from simulator.workload.errors import WorkloadError
 
-#: Named streams of :mod:`simulator.rng` used by the workload, one per purpose.
+#: Named streams of :mod:`simulator.base.rng` used by the workload, one per purpose.
 STREAM_ARRIVALS = "arrivals"
 STREAM_PROMPT = "prompt_tokens"
 STREAM_OUTPUT = "output_tokens"
@@ -31,12 +26,12 @@ STREAM_TENANTS = "tenants"
 STREAM_PRIORITIES = "priorities"
 STREAM_PATIENCE = "patience"
 
-# Upper limit of any length sample (simulator.schema.MAX_TOKENS_REPRESENTABLE = 2**31 - 1).
+# Upper limit of any length sample (simulator.base.schema.MAX_TOKENS_REPRESENTABLE = 2**31 - 1).
 _LENGTH_CAP = MAX_TOKENS_REPRESENTABLE
 
 
 def rng_stream(seed: int, name: str) -> np.random.Generator:
-    """The generator of the named stream ``name`` for run ``seed`` (:func:`simulator.rng.stream`).
+    """The generator of the named stream ``name`` for run ``seed`` (:func:`simulator.base.rng.stream`).
 
     Raises
     ------
@@ -122,7 +117,7 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
     WorkloadError
         If a ``from_trace`` distribution has no loader or its trace has no rows, or if,
         without an explicit ``max``, a sample exceeds 2**31 - 1 tokens
-        (:data:`simulator.schema.MAX_TOKENS_REPRESENTABLE`; e.g. a lognormal with a huge
+        (:data:`simulator.base.schema.MAX_TOKENS_REPRESENTABLE`; e.g. a lognormal with a huge
         ``median`` or ``sigma``): such lengths are never meant, so they are not clipped
         silently.
     """

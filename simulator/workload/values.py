@@ -17,7 +17,7 @@ from decimal import Decimal
 
 import numpy as np
 
-from simulator.schema import MAX_TOKENS_REPRESENTABLE
+from simulator.base.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.clock import REBASE_FROM_S, exact_residuals, finish_arrivals
 from simulator.workload.columns import TraceColumns
 from simulator.workload.errors import WorkloadError

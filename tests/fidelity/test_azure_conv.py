@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 from helpers import REPO_ROOT, shared_path
 
-from simulator.config import load_scenario
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import load_scenario
 
 TRACE = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 SCENARIO = REPO_ROOT / "scenarios" / "azure_conv_llama3_8b_h100.yaml"

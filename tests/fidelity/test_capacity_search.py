@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from simulator.config import validate_scenario
-from simulator.engine import build_setup
+from simulator.cluster.setup import build_setup
 from simulator.planner.search import search_capacity
 from simulator.planner.simulate import specs_rate
+from simulator.scenario.config import validate_scenario
 from simulator.workload import load_workload
 
 D = 0.1  # seconds per step

@@ -20,11 +20,11 @@ import pytest
 import yaml
 from helpers import REPO_ROOT, shared_path, summary_without_wall
 
-from simulator.cli import main
-from simulator.config import cli_overrides, load_scenario
+from simulator.cli.main import main
 from simulator.planner.plan import run_plan
 from simulator.planner.spec import load_plan_spec
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import cli_overrides, load_scenario
 from simulator.workload import WorkloadWarning
 
 AZURE = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"

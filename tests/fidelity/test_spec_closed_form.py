@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from simulator.config import Scenario
-from simulator.engine import build_setup
-from simulator.request import RequestSpec
-from simulator.run import run_scenario
+from simulator.base.request import RequestSpec
+from simulator.cluster.setup import build_setup
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import Scenario
 from simulator.speculative.calculator import expected_speedup, expected_tokens_per_step
 
 T = 0.01  # seconds per step

@@ -14,8 +14,8 @@ from __future__ import annotations
 import pytest
 from helpers import shared_path
 
+from simulator.base.resources import resolve_path
 from simulator.experiments.compare import run_compare
-from simulator.resources import resolve_path
 
 AZURE_CONV = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 SCENARIO = "compare_batching_kv.yaml"

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from simulator.cli import main
+from simulator.cli.main import main
 
 REQUIRED = ["step_time_median_abs_pct_error", "step_time_p90_abs_pct_error",
             "ttft_p50_pct_error", "ttft_p99_pct_error", "e2e_p50_pct_error",

@@ -16,7 +16,7 @@ import pytest
 from helpers import REPO_ROOT, SHARED_DIR
 from record_factories import base_meta, synthetic_stats_rows, write_vllm_run
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.perf.engine_profile import get_engine_profile
 
 REQUIRED = [f"{m}_{s}_pct_error" for m in ("ttft", "tpot", "e2e") for s in
@@ -195,7 +195,7 @@ def _gpu_flag(run_dir) -> list[str]:
 def _model_flag(run_dir, tmp_path) -> list[str]:
     """Qwen3-30B-A3B: while the model catalog lacks it, its HF config with the MoE expert
     width (``moe_intermediate_size``, what ``ModelSpec.intermediate_size`` means for MoE)."""
-    from simulator.models import get_model
+    from simulator.catalog.models import get_model
     meta = json.loads((run_dir / "vllm" / "meta.json").read_text())
     try:
         get_model(meta["model"])

@@ -25,14 +25,14 @@ from helpers import make_scenario, synthetic_workload
 from planner_testlib import tiny_plan
 from record_factories import base_meta, synthetic_stats_rows, write_vllm_run
 
-from simulator.cli import main
-from simulator.config import Scenario
+from simulator.cli.main import main
 from simulator.experiments.compare import run_compare
 from simulator.experiments.spec_sweep import sweep_rates
 from simulator.metrics.summary import json_safe
 from simulator.planner.plan import run_plan
 from simulator.planner.spec import PlanSpec
-from simulator.run import run_scenario, scenario_dict
+from simulator.runs.scenario import run_scenario, scenario_dict
+from simulator.scenario.config import Scenario
 
 OUT = HERE / "reports"
 SPEC = {"speculative": {"method": "draft_model", "draft_model": "llama-3.2-1b",

@@ -9,7 +9,7 @@ figures. Refresh it only on purpose::
 
     SERVESIM_UPDATE_GOLDEN=1 python -m pytest tests/golden
 
-Reviewed by hand when regenerated for the named random streams of ``simulator.rng``
+Reviewed by hand when regenerated for the named random streams of ``simulator.base.rng``
 (figures from the file; roofline operators + the vLLM V0 engine profile, see
 ``helpers.make_scenario``): duration_s 22.627079 s, so gpu_hours = 22.627079 / 3600 =
 0.0062853 and cost_usd = 0.0062853 x 2.99 = 0.0187930; 200 completed with 27,301 output
@@ -41,7 +41,7 @@ import numpy as np
 import pytest
 from helpers import make_scenario, summary_without_wall, synthetic_workload
 
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
 
 EXPECTED = Path(__file__).parent / "expected" / "small_summary.json"
 UPDATE = os.environ.get("SERVESIM_UPDATE_GOLDEN") == "1"

@@ -27,7 +27,7 @@ import math
 import pandas as pd
 import pytest
 
-from simulator.cli import main
+from simulator.cli.main import main
 
 BASE = """name: hostile
 model: llama-3.1-8b
@@ -510,9 +510,9 @@ def test_cli_case_count_matches(tmp_path):
 
 # ---------------------------------------------------------------------------- Python API
 def _api_cases():
-    from simulator.config import validate_scenario
+    from simulator.base.rng import stream
     from simulator.kv import BlockPool, KVCacheManager
-    from simulator.rng import stream
+    from simulator.scenario.config import validate_scenario
     from simulator.workload import WorkloadConfig, load_workload, read_trace
 
     wl = {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1}, "num_requests": 3,

@@ -32,7 +32,7 @@ import pandas as pd
 import pytest
 from injection import PAYLOADS, WRITERS, html_problems, markdown_problems, shown
 
-from simulator.cli import main
+from simulator.cli.main import main
 
 N_REQUESTS = 12  # requests of the trace each CLI case replays
 _TEX = "tex_rich"

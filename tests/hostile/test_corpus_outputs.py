@@ -34,7 +34,7 @@ from helpers import REPO_ROOT, roofline_scenario_text
 from test_corpus import _check_needles
 from test_corpus import _refused as refused
 
-from simulator.cli import SUBCOMMANDS, build_parser, main
+from simulator.cli.main import SUBCOMMANDS, build_parser, main
 
 SCENARIO = roofline_scenario_text("outs", 10, "{dist: uniform, low: 16, high: 120}",
                                   "{dist: uniform, low: 2, high: 20}")

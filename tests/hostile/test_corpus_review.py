@@ -31,9 +31,9 @@ from pathlib import Path
 import pytest
 from helpers import REPO_ROOT, roofline_scenario_text
 
-from simulator.cli import build_parser, main
-from simulator.cli_args import PLAIN_TABLE_WIDTH, output_path, seed_number, table_console
-from simulator.resources import find_yaml_file
+from simulator.base.resources import find_yaml_file
+from simulator.cli.args import PLAIN_TABLE_WIDTH, output_path, seed_number, table_console
+from simulator.cli.main import build_parser, main
 
 LINE = re.compile(r"^servesim(?: [\w-]+)*: error: \S")
 SCENARIO = roofline_scenario_text("tiny", 8, "{dist: uniform, low: 16, high: 120}",

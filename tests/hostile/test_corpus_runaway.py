@@ -46,9 +46,9 @@ from pathlib import Path
 import pytest
 from test_corpus import BASE
 
-from simulator import input_limits
-from simulator.cli import main
-from simulator.resources import data_dir
+from simulator.base import input_limits
+from simulator.base.resources import data_dir
+from simulator.cli.main import main
 
 #: the most Python memory (traced) a refused input may take: far below what a bomb expands
 #: to (10^9 values) or what reading a whole trace line costs; a refusal needs a few MB

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_corpus import BASE, _check_needles, _refused, completes
 
-from simulator.cli import main
+from simulator.cli.main import main
 
 K = 10
 PROMPTS = [50 + 7 * k for k in range(K)]

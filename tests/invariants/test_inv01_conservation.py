@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from helpers import load_specs, make_scenario, run_sim, synthetic_workload
 
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
 
 SCENARIOS = {
     # stopped early: work still queued and running at the end

@@ -24,8 +24,8 @@ import dataclasses
 import pytest
 from helpers import load_specs, make_scenario, run_sim, synthetic_workload
 
-from simulator import engine
-from simulator.cluster import ROUTERS, Router
+from simulator.cluster.replica import ROUTERS, Router
+from simulator.engine import loop as engine
 from simulator.scheduling.continuous import ContinuousScheduler
 from simulator.scheduling.state import ReqState
 

@@ -37,7 +37,7 @@ from helpers import (
     synthetic_workload,
 )
 
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
 from simulator.scheduling.continuous import ContinuousScheduler
 
 RICH = {
@@ -103,7 +103,7 @@ _CHILD = textwrap.dedent("""
     sys.path[:0] = [{tests!r}, {tests!r} + "/invariants"]
     from pathlib import Path
     from test_inv09_determinism import _rich
-    from simulator.run import run_scenario
+    from simulator.runs.scenario import run_scenario
     res = run_scenario(_rich(), write=False)
     out = Path(sys.argv[1])
     res.requests.to_csv(out / "requests.csv", index=False, float_format="%.17g")

@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 from helpers import SUITE, make_scenario, prefix_specs, suite_case, synthetic_workload
 
-from simulator.engine import build_setup, simulate
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import simulate
 from simulator.scheduling.continuous import ContinuousScheduler
 from simulator.workload import load_workload
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator.config import Scenario
 from simulator.kv.manager import KVCacheManager
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import Scenario
 from simulator.scheduling.speculative import SpeculativeScheduler
 
 BASE = {

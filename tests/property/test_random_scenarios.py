@@ -21,8 +21,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.config import validate_scenario
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 
 ROUTERS = ["round_robin", "least_outstanding", "least_kv", "random"]
 

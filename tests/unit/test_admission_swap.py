@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from helpers import ConstantStepPerf
 
-from simulator.config import validate_scenario
-from simulator.engine import build_setup, simulate
-from simulator.request import RequestSpec
+from simulator.base.request import RequestSpec
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import simulate
+from simulator.scenario.config import validate_scenario
 
 STEP_S = 0.01
 

@@ -7,7 +7,7 @@ import signal
 
 import numpy as np
 
-from simulator import cli
+from simulator.cli import main as cli
 from simulator.metrics.step_table import ColumnSpool
 
 

@@ -6,8 +6,8 @@ import importlib
 
 import pytest
 
-from simulator import cli
-from simulator.cli import SUBCOMMANDS, Subcommand, build_parser, main
+from simulator.cli import main as cli
+from simulator.cli.main import SUBCOMMANDS, Subcommand, build_parser, main
 
 EXPECTED = {"run", "compare", "sweep", "plan", "trace", "kv", "spec", "spec-sweep", "profiles",
             "calibrate", "validate"}
@@ -35,10 +35,10 @@ def test_every_row_loads_and_help_lists_it(capsys):
 @pytest.mark.parametrize("row, fragment", [
     (Subcommand(("ghost",), "simulator.no_such_module", "register"),
      "subcommand ghost cannot load: simulator.no_such_module: ModuleNotFoundError"),
-    (Subcommand(("run",), "simulator.cli", "no_such_function"),
-     "subcommand run cannot load: simulator.cli: AttributeError"),
-    (Subcommand(("spec", "extra"), "simulator.cli", "register_spec"),
-     "simulator.cli.register_spec added spec; the subcommand table expects spec, extra"),
+    (Subcommand(("run",), "simulator.cli.main", "no_such_function"),
+     "subcommand run cannot load: simulator.cli.main: AttributeError"),
+    (Subcommand(("spec", "extra"), "simulator.cli.main", "register_spec"),
+     "simulator.cli.main.register_spec added spec; the subcommand table expects spec, extra"),
 ])
 def test_a_row_that_cannot_load_fails_loudly(monkeypatch, capsys, row, fragment):
     monkeypatch.setattr(cli, "SUBCOMMANDS", (row,))
@@ -52,7 +52,7 @@ def test_a_broken_dependency_names_the_subcommand(monkeypatch, capsys):
     real = importlib.import_module
 
     def fake(name, *a, **k):
-        if name == "simulator.planner.cli":
+        if name == "simulator.cli.plan":
             raise ImportError("No module named 'pyarrow'")
         return real(name, *a, **k)
 
@@ -60,7 +60,7 @@ def test_a_broken_dependency_names_the_subcommand(monkeypatch, capsys):
     for argv in (["plan", "x.yaml"], ["--help"], ["no-such-command"]):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
-        assert "subcommand sweep/plan cannot load: simulator.planner.cli: ImportError: No " \
+        assert "subcommand sweep/plan cannot load: simulator.cli.plan: ImportError: No " \
                "module named 'pyarrow'" in err, argv
 
 
@@ -76,4 +76,4 @@ def test_a_subcommand_imports_only_its_own_row(monkeypatch, capsys):
     monkeypatch.setattr(cli.importlib, "import_module", spy)
     assert main(["run", "no-such-file.yaml"]) == 2  # parsed, then the file is missing
     assert "not found" in capsys.readouterr().err
-    assert loaded == ["simulator.cli"]
+    assert loaded == ["simulator.cli.main"]

@@ -10,8 +10,7 @@ import yaml
 from md_tables import rows_starting
 from md_tables import tables as md_tables
 
-from simulator.cli import main
-from simulator.config import ScenarioError
+from simulator.cli.main import main
 from simulator.experiments.compare import (
     expand_variants,
     kv_step_metrics,
@@ -19,6 +18,7 @@ from simulator.experiments.compare import (
     run_compare,
     variant_names,
 )
+from simulator.scenario.config import ScenarioError
 
 SCENARIO = {
     "name": "cmp_test",

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from helpers import synthetic_workload
 
-from simulator.cli import main
-from simulator.config import (
+from simulator.cli.main import main
+from simulator.scenario.config import (
     ScenarioError,
     apply_overrides,
     load_scenario,

@@ -5,7 +5,7 @@ import gc
 
 import pytest
 
-from simulator.engine import _gc_frozen
+from simulator.engine.loop import _gc_frozen
 from tests.helpers import make_scenario, run_sim, synthetic_workload
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from helpers import ConstantStepPerf, make_scheduler, req, specs_from_rows
 
-from simulator.budget import (
+from simulator.base.budget import (
     BYTES_FIXED,
     BYTES_PER_BLOCK,
     BYTES_PER_REPLICA,
@@ -28,11 +28,12 @@ from simulator.budget import (
     estimate_scenario_run,
     memory_budget,
 )
-from simulator.config import load_yaml_text, parse_override, validate_scenario
-from simulator.engine import build_setup, simulate
+from simulator.base.rng import stream
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import simulate
 from simulator.kv import BlockPool
 from simulator.metrics.summary import summarize
-from simulator.rng import stream
+from simulator.scenario.config import load_yaml_text, parse_override, validate_scenario
 from simulator.workload import WorkloadConfig, WorkloadError, load_workload
 
 STEP_S = 0.01
@@ -230,7 +231,7 @@ def test_synthetic_request_count_is_refused_before_generation(monkeypatch):
         {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
                        "num_requests": 10**12, "prompt_tokens": {"dist": "fixed", "value": 1},
                        "output_tokens": {"dist": "fixed", "value": 1}}})
-    from simulator.budget import BYTES_PER_REQUEST
+    from simulator.base.budget import BYTES_PER_REQUEST
     gb = f"{1e12 * BYTES_PER_REQUEST / 1e9:.3g}"  # 10^12 requests x bytes each, in GB
     with pytest.raises(ResourceError, match=r"1,000,000,000,000 requests need an estimated "
                                             + re.escape(gb) + " GB"):
@@ -294,7 +295,7 @@ def test_priority_classes_round_trip_through_json():
 # --- a missing spec or config path is reported as a missing file, not an unknown name --------
 
 def test_missing_gpu_spec_path_says_not_found(tmp_path):
-    from simulator.hardware import get_gpu
+    from simulator.catalog.hardware import get_gpu
     with pytest.raises(ValueError, match=r"GPU spec file .*missing\.yaml.*: not found"):
         get_gpu(str(tmp_path / "missing.yaml"))
     with pytest.raises(ValueError, match="a folder with no spec.yaml in it"):
@@ -304,7 +305,7 @@ def test_missing_gpu_spec_path_says_not_found(tmp_path):
 
 
 def test_missing_model_config_path_says_not_found(tmp_path):
-    from simulator.models import get_model
+    from simulator.catalog.models import get_model
     with pytest.raises(ValueError, match=r"model config file .*config\.json.* not found"):
         get_model(str(tmp_path / "config.json"))
     with pytest.raises(ValueError, match=r"model config file .*absent.* not found"):
@@ -339,7 +340,7 @@ def test_topology_search_needs_a_family():
 
 # ------------------------------------------------------------------ CLI: bad input is one line
 def _one_line_rc2(capsys, argv) -> str:
-    from simulator.cli import main
+    from simulator.cli.main import main
     rc = main(argv)
     cap = capsys.readouterr()
     err = cap.err.strip()
@@ -369,7 +370,7 @@ def test_unusable_output_folder_is_one_line_before_anything_runs(capsys, tmp_pat
     """-o below a plain file cannot be created: one line "output folder PATH: cannot create
     it (Not a directory)", exit 2, no workload warning first (sweep used to print one), no
     variant simulated first (compare used to run static-contiguous for ~3 s)."""
-    from simulator import cli
+    from simulator.cli import main as cli
 
     def _no_run(*a, **k):
         raise AssertionError("servesim run simulated before checking -o")
@@ -438,7 +439,7 @@ def test_compare_checks_every_variant_before_running_any(capsys, tmp_path, nothi
 ])
 def test_argparse_errors_are_one_line(capsys, argv, line):
     """Before: four lines of usage, then the error."""
-    from simulator.cli import main
+    from simulator.cli.main import main
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2
@@ -446,7 +447,7 @@ def test_argparse_errors_are_one_line(capsys, argv, line):
 
 
 def test_help_still_prints_the_usage(capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     with pytest.raises(SystemExit) as e:
         main(["plan", "--help"])
     assert e.value.code == 0
@@ -457,7 +458,7 @@ def test_help_still_prints_the_usage(capsys):
 @pytest.mark.parametrize("text, value", [("300", 300), ("-3", -3), ("1e9", 10**9),
                                          ("300.0", 300), ("2.5e1", 25)])
 def test_whole_number_accepts_integer_valued_floats(text, value):
-    from simulator.cli_args import whole_number
+    from simulator.cli.args import whole_number
     got = whole_number(text)
     assert got == value and type(got) is int
 
@@ -466,13 +467,13 @@ def test_whole_number_accepts_integer_valued_floats(text, value):
 def test_whole_number_refuses_fractions_and_non_numbers(text):
     import argparse
 
-    from simulator.cli_args import whole_number
+    from simulator.cli.args import whole_number
     with pytest.raises(argparse.ArgumentTypeError, match="invalid int value"):
         whole_number(text)
 
 
 def test_max_requests_1e9_parses_as_an_int():
-    from simulator.cli import build_parser
+    from simulator.cli.main import build_parser
     args = build_parser("plan").parse_args(["plan", "p.yaml", "--max-requests", "1e9"])
     assert args.max_requests == 1_000_000_000 and type(args.max_requests) is int
 
@@ -480,7 +481,7 @@ def test_max_requests_1e9_parses_as_an_int():
 def test_failed_run_leaves_no_empty_output_folder(capsys, tmp_path, monkeypatch):
     """The simulation fails after -o was created (the check comes first): the folders the
     command created, still empty, are removed; before, `run` left an empty OUT/deep/ behind."""
-    from simulator import cli
+    from simulator.cli import main as cli
 
     def _fail(*a, **k):
         raise ValueError("the model does not fit")
@@ -496,8 +497,8 @@ def test_failed_run_leaves_no_empty_output_folder(capsys, tmp_path, monkeypatch)
 def test_failed_run_keeps_a_folder_that_existed_or_holds_files(capsys, tmp_path, monkeypatch):
     """Only folders the command itself created and left empty go: an existing -o (even
     empty) and a created one holding a file stay."""
-    from simulator import cli
-    from simulator.outdir import discard_empty_created, make_output_folder
+    from simulator.base.outdir import discard_empty_created, make_output_folder
+    from simulator.cli import main as cli
 
     monkeypatch.setattr(cli, "run_scenario",
                         lambda *a, **k: (_ for _ in ()).throw(ValueError("boom")))
@@ -516,7 +517,7 @@ def test_failed_run_keeps_a_folder_that_existed_or_holds_files(capsys, tmp_path,
 
 
 def test_successful_run_keeps_its_output_folder(capsys, tmp_path):
-    from simulator.cli import main
+    from simulator.cli.main import main
 
     out = tmp_path / "ok" / "run"
     assert main(["run", "default", "-q", "--no-figures", "--set", "workload.max_requests=5",
@@ -536,8 +537,8 @@ def test_empty_trace_path_is_named(capsys):
 def test_token_budget_below_max_num_seqs_warns_as_vllm_refuses(tmp_path):
     """vLLM's SchedulerConfig refuses max_num_batched_tokens < max_num_seqs; servesim used to
     run it silently (a 40 s run reporting a 60 s mean TTFT)."""
-    from simulator.config import load_scenario
-    from simulator.engine import SchedulerBudgetWarning, build_setup
+    from simulator.cluster.setup import SchedulerBudgetWarning, build_setup
+    from simulator.scenario.config import load_scenario
 
     sc, base = load_scenario("default", ["scheduler.max_num_batched_tokens=100"])
     with pytest.warns(SchedulerBudgetWarning, match="max_num_batched_tokens 100 is below "

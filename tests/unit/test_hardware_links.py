@@ -1,10 +1,10 @@
-"""GPU-to-GPU link fields of a GPU spec (simulator/hardware.py): kind, latency, P2P."""
+"""GPU-to-GPU link fields of a GPU spec (simulator/catalog/hardware.py): kind, latency, P2P."""
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from simulator.hardware import get_gpu, load_gpu_spec
+from simulator.catalog.hardware import get_gpu, load_gpu_spec
 
 
 def _write(tmp_path, **over):
@@ -74,8 +74,8 @@ def test_tp_group_beyond_an_nvlink_bridge_warns_unless_the_link_is_stated():
     (NVSwitch, no reach stated) never warn."""
     import warnings
 
-    from simulator.config import InterconnectConfig
-    from simulator.engine import LinkReachWarning, warn_link_reach, with_stated_link
+    from simulator.cluster.setup import LinkReachWarning, warn_link_reach, with_stated_link
+    from simulator.scenario.config import InterconnectConfig
     g = get_gpu("h100-pcie")
     assert g.interconnect_max_gpus == 2 and get_gpu("h100-sxm").interconnect_max_gpus == 0
     with warnings.catch_warnings():

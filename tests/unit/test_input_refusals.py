@@ -8,10 +8,10 @@ import shutil
 import pytest
 from record_factories import base_meta, synthetic_stats_rows, write_vllm_run
 
-from simulator.cli import main
-from simulator.hardware import get_gpu, load_gpu_spec
-from simulator.kv.cli import kv_estimate
-from simulator.model_config import load_hf_config
+from simulator.catalog.hardware import get_gpu, load_gpu_spec
+from simulator.catalog.model_config import load_hf_config
+from simulator.cli.kv import kv_estimate
+from simulator.cli.main import main
 from simulator.workload.config import ArrivalConfig
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from simulator.cli import main
+from simulator.cli.main import main
 
 TINY = """name: tiny
 model: llama-3.1-8b

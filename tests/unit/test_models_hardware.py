@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from simulator.hardware import get_gpu, gpu_catalog, load_gpu_spec
-from simulator.models import CATALOG, get_model, load_hf_config
+from simulator.catalog.hardware import get_gpu, gpu_catalog, load_gpu_spec
+from simulator.catalog.models import CATALOG, get_model, load_hf_config
 
 LLAMA31_8B_CONFIG = {
     "_name_or_path": "meta-llama/Llama-3.1-8B", "architectures": ["LlamaForCausalLM"],

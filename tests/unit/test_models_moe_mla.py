@@ -8,7 +8,7 @@ import json
 import pytest
 from helpers import SHARED_DIR
 
-from simulator.models import CATALOG, get_model, load_hf_config
+from simulator.catalog.models import CATALOG, get_model, load_hf_config
 
 GT_MODELS = SHARED_DIR / "reference" / "groundtruth" / "llmservingsim" / "configs" / "model"
 

@@ -18,17 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from simulator.cli import main
-from simulator.cli_args import plain_text
-from simulator.outdir import (
+from simulator.base.outdir import (
     OutputFolderError,
     check_outputs_spare_inputs,
     clear_outputs,
     named_output_folder,
     unsafe_name_reason,
 )
+from simulator.base.resources import find_yaml_file
+from simulator.cli.args import plain_text
+from simulator.cli.main import main
 from simulator.report.figures import FIGURE_FILES
-from simulator.resources import find_yaml_file
 from tests.helpers import roofline_scenario_text
 
 SCENARIO = roofline_scenario_text("safety", 12, "{dist: uniform, low: 16, high: 200}",
@@ -164,7 +164,7 @@ def _all_parsers(parser):
 
 
 def test_no_help_text_prints_docstring_markup():
-    from simulator.cli import build_parser
+    from simulator.cli.main import build_parser
     parsers = _all_parsers(build_parser())
     names = {n for n, _ in parsers}
     assert {"servesim run", "servesim kv", "servesim calibrate import-aic",
@@ -180,7 +180,7 @@ def test_plain_text_converts_roles_and_literals():
     assert plain_text("``servesim`` command line: every subcommand in one table, "
                       ":data:`SUBCOMMANDS`.") == \
         "servesim command line: every subcommand in one table, SUBCOMMANDS."
-    assert plain_text(":func:`~simulator.run.run_scenario` and :py:class:`a.B` and "
+    assert plain_text(":func:`~simulator.runs.scenario.run_scenario` and :py:class:`a.B` and "
                       ":ref:`the guide <guide-label>`; `plain`") == \
         "run_scenario and a.B and the guide; plain"
     assert plain_text("no markup: 5 % of x, a 'quote'") == "no markup: 5 % of x, a 'quote'"

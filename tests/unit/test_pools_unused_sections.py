@@ -10,7 +10,7 @@ import pytest
 import yaml
 from helpers import REPO_ROOT
 
-from simulator.config import Scenario, ScenarioError, load_scenario, validate_scenario
+from simulator.scenario.config import Scenario, ScenarioError, load_scenario, validate_scenario
 
 POOLS = [{"name": "A", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}},
          {"name": "B", "model": "llama-3.1-70b", "hardware": {"gpu": "a100-sxm-80gb"},

@@ -1,4 +1,4 @@
-"""simulator/progress.py: plain progress lines in logs (not a terminal), a bar on a terminal,
+"""simulator/base/progress.py: plain progress lines in logs (not a terminal), a bar on a terminal,
 nothing with -q. Times come from a fake clock, so the expected lines are exact."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from simulator.cli import main
-from simulator.progress import PlainProgress, progress
+from simulator.base.progress import PlainProgress, progress
+from simulator.cli.main import main
 
 
 class Clock:

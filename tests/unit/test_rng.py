@@ -1,4 +1,4 @@
-"""Named random streams (simulator/rng.py): NumPy SeedSequence spawn children, independent of
+"""Named random streams (simulator/base/rng.py): NumPy SeedSequence spawn children, independent of
 each other, of the replica count and of Python's hash seed."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from simulator.rng import STREAMS, seed_sequence, stream
+from simulator.base.rng import STREAMS, seed_sequence, stream
 
 
 def _spawned(seed: int, *path: int) -> np.random.Generator:

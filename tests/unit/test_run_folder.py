@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-import simulator.run as run_mod
-from simulator.cli import main
+import simulator.runs.scenario as run_mod
+from simulator.cli.main import main
 
 
 def _run(out) -> int:

@@ -15,10 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from simulator import input_limits
-from simulator.cli import main
-from simulator.config import load_yaml_text
-from simulator.input_limits import (
+from simulator.base import input_limits
+from simulator.base.input_limits import (
     InputLimitError,
     bounded_lines,
     check_yaml_nodes,
@@ -26,6 +24,8 @@ from simulator.input_limits import (
     load_yaml,
     short_repr,
 )
+from simulator.cli.main import main
+from simulator.scenario.config import load_yaml_text
 from tests.helpers import roofline_scenario_text
 
 BASE = roofline_scenario_text("runaway", 20, "{dist: uniform, low: 16, high: 200}",
@@ -144,7 +144,7 @@ def test_nested_scenario_value_is_one_line(capsys, tmp_path):
 
 # ---------------------------------------------------------------------------- numbers
 def _spec(tmp_path: Path, **over) -> Path:
-    from simulator.resources import data_dir
+    from simulator.base.resources import data_dir
     text = (data_dir("hardware_profiles") / "h100-sxm" / "spec.yaml").read_text()
     over = {"name": "big", "aliases": "[]", **over}
     lines = [f"{ln.split(':', 1)[0]}: {over[ln.split(':', 1)[0]]}"
@@ -173,7 +173,7 @@ def test_gpu_spec_hbm_bytes_out_of_range(capsys, tmp_path):
 
 
 def test_config_json_size_out_of_range(tmp_path):
-    from simulator.model_config import load_hf_config
+    from simulator.catalog.model_config import load_hf_config
     cfg = {"model_type": "llama", "num_hidden_layers": 2, "hidden_size": 1e30,
            "num_attention_heads": 4, "intermediate_size": 64, "vocab_size": 100}
     p = tmp_path / "config.json"
@@ -309,8 +309,8 @@ def test_full_disk_names_the_table_and_leaves_no_part_file(tmp_path, monkeypatch
     import pandas as pd
     import pyarrow.parquet as pq
 
+    from simulator.base.outdir import OutputWriteError
     from simulator.metrics.tables_io import write_table
-    from simulator.outdir import OutputWriteError
 
     def full(*a, **k):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -353,7 +353,7 @@ def test_second_run_into_a_busy_folder_stops_before_simulating(capsys, tmp_path,
     the run writing it (flock, held by another process here) and a second run stops at once,
     before simulating; once the holder is gone the run goes ahead, and the lock goes with
     the command (no descriptor left open)."""
-    from simulator import cli
+    from simulator.cli import main as cli
     out = tmp_path / "o"
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(out)], stdin=subprocess.PIPE,
@@ -424,7 +424,7 @@ def test_csv_field_over_csv_limit_is_one_line(capsys, tmp_path, fmt):
 def test_os_errors_name_the_right_place(tmp_path):
     """A full disk naming no file is put on the output folder being written; an error that
     names its file, or says where it happened (the step spool in $TMPDIR), keeps its place."""
-    from simulator.outdir import (
+    from simulator.base.outdir import (
         describe_os_error,
         hold_output_folders,
         make_output_folder,

@@ -22,7 +22,7 @@ _CHILD = textwrap.dedent("""
         os._exit(0)
 
     simpy.Environment.step = first_event
-    from simulator.cli import main
+    from simulator.cli.main import main
     sys.exit(main(sys.argv[1:]))
 """)
 

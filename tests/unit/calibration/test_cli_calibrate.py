@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from simulator.cli import build_parser, main
+from simulator.cli.main import build_parser, main
 
 
 def test_subcommands_registered():
@@ -26,8 +26,8 @@ def test_without_torch_one_line_exit_2(cmd, monkeypatch, capsys):
 
 def test_simulator_does_not_import_torch():
     import subprocess
-    code = ("import sys, simulator, simulator.cli, simulator.perf, simulator.perf.table, "
-            "simulator.perf.fitted, simulator.calibrate_cli, calibration, calibration.fit_vidur; "
+    code = ("import sys, simulator, simulator.cli.main, simulator.perf, simulator.perf.tables.flat_profile, "
+            "simulator.perf.fitted, simulator.cli.calibrate, calibration, calibration.fit_vidur; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -12,16 +12,12 @@ import pytest
 import yaml
 from helpers import shared_path
 
-from simulator.hardware import get_gpu
-from simulator.models import get_model
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
 from simulator.perf import build_operator_backend, build_perf_model
-from simulator.perf.fitted import (
-    FittedPerfModel,
-    gemm_form,
-    load_fitted_profile,
-    smooth_max,
-)
-from simulator.perf.roofline import RooflinePerfModel, StepShape
+from simulator.perf.fitted import FittedPerfModel, gemm_form, load_fitted_profile, smooth_max
+from simulator.perf.roofline import RooflinePerfModel
+from simulator.perf.step_shape import StepShape
 
 VIDUR_REL = "reference/vidur/data/profiling"
 

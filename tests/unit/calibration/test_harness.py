@@ -21,10 +21,10 @@ from calibration.harness import (
 )
 from calibration.timing import Probe, summarize, time_isolated
 from calibration.tiny_model import TINY, TinyConfig, TinyLlama, resolve_model
-from simulator.hardware import load_gpu_spec
-from simulator.models import get_model
-from simulator.perf.table import load_table_perf_model, read_provenance
-from simulator.request import RequestSpec
+from simulator.base.request import RequestSpec
+from simulator.catalog.hardware import load_gpu_spec
+from simulator.catalog.models import get_model
+from simulator.perf.tables.flat_profile import load_table_perf_model, read_provenance
 from simulator.scheduling.continuous import SchedulerConfig
 
 MICRO = TinyConfig(name="micro-llama", num_layers=2, hidden_size=64, num_attention_heads=4,
@@ -135,8 +135,9 @@ class _ConstPerf:
 
 def _simulate_const(specs):
     """The simulator's scheduler on the same limits, every step 1 ms."""
-    from simulator.config import validate_scenario
-    from simulator.engine import build_setup, simulate
+    from simulator.cluster.setup import build_setup
+    from simulator.engine.loop import simulate
+    from simulator.scenario.config import validate_scenario
     sc = validate_scenario({
         "name": "t", "model": "llama-3.1-8b", "perf": {"source": "roofline"},
         "scheduler": {"max_num_seqs": 4, "max_num_batched_tokens": 32,

@@ -21,9 +21,9 @@ from calibration.import_aic import (
     drop_outliers,
     import_aic,
 )
-from simulator.cli import main as cli_main
-from simulator.hardware import load_gpu_spec
-from simulator.perf.tables import TableSet, table_sets
+from simulator.catalog.hardware import load_gpu_spec
+from simulator.cli.main import main as cli_main
+from simulator.perf.tables.sets import TableSet, table_sets
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 AIC = SHARED_DIR / "reference" / "aiconfigurator"
@@ -247,7 +247,7 @@ def test_version_and_gpu_selection(tmp_path):
 def test_cli_bad_version_leaves_no_empty_output_folder(tmp_path, capsys):
     """`-o` is created (and checked) before the versions are: a version the source lacks is
     one line, exit 2, and the folder the command made, still empty, is gone."""
-    from simulator.cli import main
+    from simulator.cli.main import main
 
     src = make_source(tmp_path / "src")
     out = tmp_path / "new" / "o"

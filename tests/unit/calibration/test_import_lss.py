@@ -27,9 +27,9 @@ from calibration.import_lss import (
     read_sampler,
 )
 from calibration.tableset import check_table_set
-from simulator.cli import main as cli_main
-from simulator.hardware import get_gpu
-from simulator.perf.tables import TableSet, select_table_set
+from simulator.catalog.hardware import get_gpu
+from simulator.cli.main import main as cli_main
+from simulator.perf.tables.sets import TableSet, select_table_set
 
 COMMIT = "fedcba9876543210fedcba9876543210fedcba98"
 LLAMA = "meta-llama/Llama-3.1-8B"

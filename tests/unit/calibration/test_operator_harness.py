@@ -31,7 +31,7 @@ from calibration.paged import (
 from calibration.tableset import check_table_set, read_table_set
 from calibration.timing import OpTimer, TimerSettings, _fit_repeats
 from calibration.tiny_model import TinyConfig
-from simulator.cli import main
+from simulator.cli.main import main
 
 MICRO = TinyConfig(name="micro-llama", num_layers=2, hidden_size=64, num_attention_heads=4,
                    num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
@@ -262,8 +262,8 @@ def test_calibrate_v2_on_cuda_end_to_end(micro_config, tmp_path):
     assert d["cuda_graph"].astype(bool).any()
     assert (d["median_s"] > 0).all() and (d["median_s"] < 1.0).all()
     try:  # the simulator's v2 reader, once this checkout has it
-        from simulator.hardware import load_gpu_spec
-        from simulator.perf.tables import TableSet
+        from simulator.catalog.hardware import load_gpu_spec
+        from simulator.perf.tables.sets import TableSet
     except ImportError:
         return
     ts = TableSet(set_dir, load_gpu_spec(out))

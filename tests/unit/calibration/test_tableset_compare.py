@@ -28,7 +28,7 @@ from calibration.tableset import (
     resolve_table_set,
     write_table_set,
 )
-from simulator.cli import main
+from simulator.cli.main import main
 
 
 # ---------------------------------------------------------------------- grids

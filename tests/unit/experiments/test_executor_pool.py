@@ -16,12 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.experiments.executor import (
-    POOL_TMP_PREFIX,
-    RemoteTraceback,
-    WorkerDied,
-    run_tasks,
-)
+from simulator.experiments.executor import POOL_TMP_PREFIX, RemoteTraceback, WorkerDied, run_tasks
 
 
 def _task(task, shared):

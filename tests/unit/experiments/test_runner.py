@@ -7,11 +7,11 @@ import pytest
 import yaml
 from helpers import synthetic_workload
 
-from simulator.config import Scenario, ScenarioError
 from simulator.experiments.cache import ResultCache
 from simulator.experiments.compare import run_compare
 from simulator.experiments.runner import Workloads, prepare_points, run_family
 from simulator.experiments.spec_sweep import sweep_rates
+from simulator.scenario.config import Scenario, ScenarioError
 
 BASE = {"name": "fam", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"}, "seed": 3,
         "workload": synthetic_workload(20, 5.0, output_median=20)}
@@ -125,8 +125,8 @@ def test_pool_workers_print_warnings_as_the_cli_does(capsys):
     the source line echoed)."""
     import warnings
 
+    from simulator.base.progress import show_warning_line
     from simulator.experiments import executor
-    from simulator.progress import show_warning_line
     from simulator.workload.errors import WorkloadWarning
     with warnings.catch_warnings():
         warnings.simplefilter("always")

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 from helpers import ConstantStepPerf
 
-from simulator.config import validate_scenario
-from simulator.engine import build_setup, simulate
+from simulator.base.request import RequestSpec
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import simulate
 from simulator.kv import KVCacheManager
 from simulator.kv.cow import blocks_saved, independent_blocks, parallel_sampling_blocks
-from simulator.request import RequestSpec
+from simulator.scenario.config import validate_scenario
 from simulator.scheduling.state import ReqState
 
 STEP_S = 0.01
@@ -117,7 +118,7 @@ def test_parallel_request_through_the_engine():
 
 
 def test_summary_counts_every_sequence_and_reports_the_saving(tmp_path):
-    from simulator.run import run_scenario
+    from simulator.runs.scenario import run_scenario
     sc = _scenario(kv_cache={"block_size": 16})
     specs = [RequestSpec(0, 0.0, 37, 5, n=4, use_beam_search=True),
              RequestSpec(1, 0.0, 20, 3)]
@@ -168,7 +169,7 @@ def test_parallel_requests_under_kv_pressure_keep_every_invariant():
 
 def test_summary_counts_only_the_sequences_that_ran(tmp_path):
     # review finding: a rejected n = 4 request added its 4 sequences to num_sequences
-    from simulator.run import run_scenario
+    from simulator.runs.scenario import run_scenario
     sc = _scenario(scheduler={"max_num_seqs": 3})
     specs = [RequestSpec(0, 0.0, 37, 5, n=4),   # 4 > max_num_seqs 3: rejected at arrival
              RequestSpec(1, 0.0, 20, 3, n=2)]

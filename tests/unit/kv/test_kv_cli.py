@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from simulator.cli import main
-from simulator.hardware import get_gpu
-from simulator.kv.cli import kv_estimate
+from simulator.catalog.hardware import get_gpu
+from simulator.cli.kv import kv_estimate
+from simulator.cli.main import main
 
 
 def test_llama3_70b_bytes_per_token():

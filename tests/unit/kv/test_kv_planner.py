@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from simulator.catalog.models import get_model
 from simulator.kv import plan_memory
-from simulator.models import get_model
 
 GB = 1e9
 

@@ -34,11 +34,11 @@ import warnings
 
 import pytest
 
-from simulator.config import validate_scenario
+from simulator.catalog.models import get_model
 from simulator.kv.planner import MaxModelLenError
 from simulator.kv.stages import plan_pipeline_memory, stage_rows
-from simulator.models import get_model
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 from simulator.topology.pipeline import stage_layer_ranges, stage_model
 
 KW = {"gpu_memory_utilization": 0.5, "block_size": 16, "max_num_batched_tokens": 64,

@@ -7,8 +7,8 @@ import json
 import pytest
 from helpers import SHARED_DIR, make_scenario
 
-from simulator.config import validate_scenario
-from simulator.engine import build_setup
+from simulator.catalog.models import get_model
+from simulator.cluster.setup import build_setup
 from simulator.kv.planner import (
     VLLM_0_19,
     cublas_workspace_bytes,
@@ -16,7 +16,7 @@ from simulator.kv.planner import (
     plan_memory,
     sampler_peak_bytes,
 )
-from simulator.models import get_model
+from simulator.scenario.config import validate_scenario
 
 GiB = 2**30
 RTX4090_META = (SHARED_DIR / "reference" / "groundtruth" / "llmservingsim" / "bench" / "examples"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.config import validate_scenario
-from simulator.engine import build_setup
+from simulator.cluster.setup import build_setup
 from simulator.kv.planner import swap_space_blocks
+from simulator.scenario.config import validate_scenario
 
 BLOCK_BYTES = 2 * 16 * 8 * 64 * 2 * 16
 

@@ -8,7 +8,7 @@ import pytest
 from helpers import make_scenario, synthetic_workload
 
 from simulator.metrics.cost import phase_cost, phase_gpu_seconds, step_prefill_fraction
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
 
 
 def _steps(rows):

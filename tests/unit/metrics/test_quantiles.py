@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from simulator.metrics import quantiles
-from simulator.metrics.quantiles import select_percentiles
+from simulator.base import quantiles
+from simulator.base.quantiles import select_percentiles
 from simulator.metrics.summary import weighted_percentiles
 
 QS = np.array([0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 100.0])

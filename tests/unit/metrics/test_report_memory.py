@@ -16,7 +16,7 @@ from simulator.metrics import records
 from simulator.metrics.records import REQUEST_COLUMNS, STEP_COLUMNS, RunRecorder
 from simulator.metrics.step_table import ClosedTableError
 from simulator.metrics.summary import _Labels, latency_stats
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
 
 
 def _scenario(n: int = 90):

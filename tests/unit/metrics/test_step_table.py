@@ -18,7 +18,7 @@ from simulator.metrics import records, step_table
 from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
 from simulator.metrics.summary import kv_and_batching_stats
 from simulator.metrics.tables_io import write_table
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
 
 
 def _row(i: int) -> tuple:

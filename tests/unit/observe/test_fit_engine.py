@@ -12,11 +12,11 @@ import pytest
 import yaml
 from helpers import synthetic_workload
 
-from simulator.cli import main
-from simulator.config import validate_scenario
+from simulator.cli.main import main
 from simulator.observe.fit_engine import fit_engine, prepare_cases, with_constants, write_profile
 from simulator.perf.engine_profile import get_engine_profile, load_engine_profile
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 
 TRUE_SYNC_S = 2.5e-3
 

@@ -10,11 +10,11 @@ import json
 import pytest
 from record_factories import base_meta, bench_result, synthetic_stats_rows, write_vllm_run
 
-from simulator.cli import main
-from simulator.config import ScenarioError
+from simulator.cli.main import main
 from simulator.observe import build_replay_scenario, read_recorded
 from simulator.observe.engine_defaults import batch_defaults, engine_generation, release_tuple
 from simulator.observe.settings import match_gpu
+from simulator.scenario.config import ScenarioError
 
 GIB = 2**30
 
@@ -301,8 +301,8 @@ def test_a_record_whose_max_model_len_the_plan_cannot_hold_replays_with_it_lower
     """Qwen3-32B on one H100 at vLLM's serve budgets: the memory plan leaves less KV than one
     40,960-token request needs, but the recorded engine served it, so the replay lowers
     max_model_len to what the plan holds (noted) instead of refusing; a --set value is kept."""
+    from simulator.catalog.models import get_model
     from simulator.kv.planner import MaxModelLenError, plan_memory
-    from simulator.models import get_model
     from simulator.observe.validate import validate_recorded
     meta = base_meta(model="Qwen/Qwen3-32B", max_num_seqs=256, max_num_batched_tokens=2048)
     meta["hardware"] = {"device_name": "NVIDIA H100 80GB HBM3"}

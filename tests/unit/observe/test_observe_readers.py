@@ -22,7 +22,7 @@ from record_factories import (
     write_vllm_run,
 )
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.observe import RecordError, prefix_hash_ids, read_recorded
 from simulator.observe.readers import read_bench_json, read_generic_csv, read_request_stats
 
@@ -186,9 +186,9 @@ def test_workload_with_other_lengths_is_not_used(tmp_path):
 def test_prefix_ids_share_kv_blocks_in_the_simulation(tmp_path):
     """Two requests sharing 40 prompt tokens (block 16): the second reuses exactly 2 cached
     blocks = 32 tokens (the third block differs)."""
-    from simulator.config import validate_scenario
-    from simulator.request import RequestSpec
-    from simulator.run import run_scenario
+    from simulator.base.request import RequestSpec
+    from simulator.runs.scenario import run_scenario
+    from simulator.scenario.config import validate_scenario
     a = list(range(1, 61))
     b = a[:40] + [1000 + i for i in range(30)]
     specs = [RequestSpec(0, 0.0, 60, 4, prefix_hash_ids=prefix_hash_ids(a, 16),

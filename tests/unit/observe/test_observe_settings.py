@@ -8,9 +8,9 @@ import json
 import pytest
 from record_factories import base_meta, write_vllm_run
 
-from simulator.config import ScenarioError
 from simulator.observe import build_replay_scenario, read_recorded
 from simulator.observe.settings import gpu_name_matches, match_gpu
+from simulator.scenario.config import ScenarioError
 
 
 def _rows(rs):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from record_factories import guidellm_report, guidellm_request
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.observe import read_recorded
 from simulator.observe.validate import validate_recorded
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from record_factories import IP_CONFIG, ip_stage, write_ip_run
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.observe import read_recorded
 from simulator.observe.ip_workload import (
     aiohttp_deadlines,

@@ -9,7 +9,7 @@ import json
 import pytest
 from record_factories import IP_CONFIG, bench_result, ip_stage, write_ip_run
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.observe.readers import read_recorded
 from simulator.observe.readers_ip import MAX_PROMPT_TOKENS, MAX_STAGE_REQUESTS
 from simulator.observe.record import RecordError

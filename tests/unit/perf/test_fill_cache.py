@@ -1,4 +1,4 @@
-"""The on-disk cache of filled table grids (simulator.perf.fill_cache): a table's grid is
+"""The on-disk cache of filled table grids (simulator.perf.tables.fill_cache): a table's grid is
 filled once, read back bit for bit, keyed by everything the fill reads, and a cache that
 cannot be used is never an error."""
 from __future__ import annotations
@@ -10,11 +10,12 @@ import stat
 import numpy as np
 import pytest
 
-from simulator.hardware import get_gpu
-from simulator.perf import fill_cache, table_grid
-from simulator.perf.fill_cache import cache_dir, fill_key
-from simulator.perf.table_grid import _fill, _Grid
-from simulator.perf.tables import select_table_set
+from simulator.catalog.hardware import get_gpu
+from simulator.perf.tables import fill_cache
+from simulator.perf.tables import grid as table_grid
+from simulator.perf.tables.fill_cache import cache_dir, fill_key
+from simulator.perf.tables.grid import _fill, _Grid
+from simulator.perf.tables.sets import select_table_set
 
 
 def _rows(hole_value_row=None):

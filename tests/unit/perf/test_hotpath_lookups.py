@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 from helpers import small_grid
 
-from simulator.hardware import get_gpu
-from simulator.models import get_model
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
 from simulator.perf import build_perf_model, get_engine_profile
-from simulator.perf.roofline import StepShape
-from simulator.perf.table_grid import _LINE_QUERY
+from simulator.perf.step_shape import StepShape
+from simulator.perf.tables.grid import _LINE_QUERY
 
 _grid = small_grid  # axes a = (1, 4), b = (2, 8, 32): tests/helpers.py
 

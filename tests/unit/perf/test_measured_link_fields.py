@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from simulator.hardware import get_gpu
+from simulator.catalog.hardware import get_gpu
 from simulator.perf.measured import custom_allreduce_possible
 
 

@@ -21,8 +21,8 @@ import warnings
 
 import pytest
 
-from simulator.config import validate_scenario
-from simulator.engine import build_setup
+from simulator.cluster.setup import build_setup
+from simulator.scenario.config import validate_scenario
 
 BYTES = 1024 * 4096 * 2
 

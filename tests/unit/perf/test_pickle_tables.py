@@ -7,9 +7,9 @@ import pickle
 import pandas as pd
 from helpers import REPO_ROOT
 
-from simulator.config import load_scenario
-from simulator.perf.roofline import StepShape
-from simulator.run import run_scenario
+from simulator.perf.step_shape import StepShape
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import load_scenario
 
 
 def test_run_result_round_trip_without_the_loaded_tables():

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.hardware import GPUSpec, get_gpu
-from simulator.models import ModelSpec, get_model
+from simulator.catalog.hardware import GPUSpec, get_gpu
+from simulator.catalog.models import ModelSpec, get_model
 from simulator.perf import RooflineParams, RooflinePerfModel, StepShape
 
 TINY = ModelSpec("tiny", None, num_layers=2, hidden_size=64, num_attention_heads=4,

@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 from record_factories import base_meta, synthetic_stats_rows, write_vllm_run
 
-from simulator.cli import main
-from simulator.hardware import get_gpu, load_gpu_spec
+from simulator.catalog.hardware import get_gpu, load_gpu_spec
+from simulator.catalog.models import get_model
+from simulator.cli.main import main
 from simulator.kv import plan_memory
-from simulator.models import get_model
 from simulator.perf import build_operator_backend
 from simulator.perf.roofline import RooflinePerfModel
-from simulator.perf.tables import TableSet, select_table_set, table_sets
+from simulator.perf.tables.sets import TableSet, select_table_set, table_sets
 
 MIB = 2**20
 

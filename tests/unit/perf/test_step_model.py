@@ -11,10 +11,9 @@ import pytest
 import yaml
 from helpers import synthetic_workload
 
-from simulator.config import ScenarioError, validate_scenario
-from simulator.engine import build_setup
-from simulator.hardware import get_gpu
-from simulator.models import get_model
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
+from simulator.cluster.setup import build_setup
 from simulator.perf import (
     ConstantPerfModel,
     RooflinePerfModel,
@@ -24,6 +23,7 @@ from simulator.perf import (
     get_engine_profile,
 )
 from simulator.perf.engine_profile import EngineProfile, engine_profile_names, load_engine_profile
+from simulator.scenario.config import ScenarioError, validate_scenario
 
 MODEL, GPU = get_model("llama-3.1-8b"), get_gpu("h100-sxm")
 

@@ -1,4 +1,4 @@
-"""Measured-table performance model (simulator/perf/table.py); needs no torch.
+"""Measured-table performance model (simulator/perf/tables/flat_profile.py); needs no torch.
 
 Tables here are synthetic with known answers: generated from the datasheet roofline of the
 same spec divided by a known efficiency, so the expected time at any size is
@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.hardware import load_gpu_spec
-from simulator.models import ModelSpec
+from simulator.catalog.hardware import load_gpu_spec
+from simulator.catalog.models import ModelSpec
 from simulator.perf import build_perf_model
-from simulator.perf.roofline import RooflinePerfModel, StepShape
-from simulator.perf.table import (
+from simulator.perf.roofline import RooflinePerfModel
+from simulator.perf.step_shape import StepShape
+from simulator.perf.tables.flat_profile import (
     EfficiencyCurve,
     EfficiencyGrid,
     TablePerfModel,

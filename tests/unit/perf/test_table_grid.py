@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from helpers import small_grid
 
-from simulator.perf.table_grid import _LINE_QUERY, _SMALL_QUERY, FILL_METHODS, _Grid
+from simulator.perf.tables.grid import _LINE_QUERY, _SMALL_QUERY, FILL_METHODS, _Grid
 
 _grid = small_grid  # axes a = (1, 4), b = (2, 8, 32): tests/helpers.py
 

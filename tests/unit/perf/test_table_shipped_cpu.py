@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.config import validate_scenario
-from simulator.hardware import get_gpu
-from simulator.models import get_model
-from simulator.perf.roofline import StepShape
-from simulator.perf.table import TablePerfModel, load_table_perf_model
-from simulator.run import run_scenario
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
+from simulator.perf.step_shape import StepShape
+from simulator.perf.tables.flat_profile import TablePerfModel, load_table_perf_model
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 
 PROFILE = "cpu-amd-epyc-1t"
 
@@ -53,7 +53,7 @@ def test_shipped_cpu_profile_drives_a_run(gpu, tiny):
                                    "num_requests": 40,
                                    "prompt_tokens": {"dist": "fixed", "value": 200},
                                    "output_tokens": {"dist": "fixed", "value": 30}}}})
-    from simulator.engine import UnpricedGPUWarning
+    from simulator.cluster.setup import UnpricedGPUWarning
     with pytest.warns(UnpricedGPUWarning, match="has no price"):  # a CPU profile has none
         res = run_scenario(sc, None, write=False, figures=False)
     assert res.summary["perf_model"] == "table"

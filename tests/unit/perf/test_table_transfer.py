@@ -1,5 +1,5 @@
 """Carrying measured kernel times to shapes the tables did not measure
-(:func:`simulator.perf.table_lookup.affine_transfer`, :func:`beyond_grid`,
+(:func:`simulator.perf.tables.lookup.affine_transfer`, :func:`beyond_grid`,
 :func:`linear_regime_efficiency`) and the graph-replayed elementwise kernels."""
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ import math
 import numpy as np
 import pytest
 
-from simulator.hardware import get_gpu
-from simulator.models import get_model
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
 from simulator.perf import build_perf_model
 from simulator.perf.fitted import build_fitted_or_roofline, elementwise_bytes
-from simulator.perf.roofline import StepShape
-from simulator.perf.table_lookup import affine_transfer, beyond_grid, linear_regime_efficiency
-from simulator.perf.tables import table_sets
+from simulator.perf.step_shape import StepShape
+from simulator.perf.tables.lookup import affine_transfer, beyond_grid, linear_regime_efficiency
+from simulator.perf.tables.sets import table_sets
 
 
 def test_affine_transfer_keeps_a_launch_floor():

@@ -1,4 +1,4 @@
-"""Measured kernel tables, format v2 (simulator/perf/tables.py); no torch, no shared data.
+"""Measured kernel tables, format v2 (simulator/perf/tables/sets.py); no torch, no shared data.
 
 Synthetic tables with known answers: every table here is generated as ``roofline / e`` with a
 chosen efficiency ``e`` at each grid point, the roofline written out below from its formula
@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.hardware import get_gpu, gpu_catalog, load_gpu_spec
-from simulator.perf.tables import (
+from simulator.catalog.hardware import get_gpu, gpu_catalog, load_gpu_spec
+from simulator.perf.tables.sets import (
     TableSet,
     attention_decode_roofline_s,
     attention_prefill_roofline_s,

@@ -1,4 +1,4 @@
-"""Several table sets of one engine version (simulator/perf/tables.py): the primary set
+"""Several table sets of one engine version (simulator/perf/tables/sets.py): the primary set
 (folder ``<engine>-<version>``) answers, a variant set (``vllm-0.19.0-lss``) answers when it is
 the only one or is named; labels list every source file of a record."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from simulator.hardware import get_gpu, load_gpu_spec
-from simulator.perf.tables import TableSet, select_table_set, table_sets
+from simulator.catalog.hardware import get_gpu, load_gpu_spec
+from simulator.perf.tables.sets import TableSet, select_table_set, table_sets
 
 
 def _set(folder, version, t_s, files, project="src-a"):

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.hardware import get_gpu
-from simulator.models import get_model
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
 from simulator.perf import RooflinePerfModel, StepShape
 from simulator.planner.bottleneck import bottleneck_note as _bottleneck_note
 from simulator.planner.simulate import mean_step_shape, step_bottleneck

@@ -13,13 +13,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator.hardware import get_gpu
-from simulator.models import get_model
+from simulator.base.request import RequestSpec
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
 from simulator.perf import RooflinePerfModel, StepShape
 from simulator.perf.step_model import ConstantPerfModel
 from simulator.planner.bottleneck import bottleneck_note
 from simulator.planner.simulate import compact_summary, simulate_summary, step_bottleneck
-from simulator.request import RequestSpec
 
 SHAPE = StepShape(prefill_q=[], prefill_start=[], num_decode=16, decode_ctx_total=16 * 800,
                   num_sampled=16)

@@ -190,7 +190,7 @@ def test_perf_provenance_of_the_shipped_profiles():
     while the H100 has one: an H200 candidate is ranked on weaker elementwise evidence."""
     from helpers import make_scenario
 
-    from simulator.engine import build_setup
+    from simulator.cluster.setup import build_setup
     recs = []
     for gpu in ("h100-sxm", "h200-sxm"):
         sc = make_scenario({"hardware": {"gpu": gpu}, "perf": {"source": "auto",

@@ -27,7 +27,7 @@ def test_sweep_set_bad_boolean_names_the_file_and_the_flag(tmp_path):
 
 
 def test_plan_set_bad_boolean_on_the_cli_is_one_line_with_the_file(tmp_path, capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     p = tmp_path / "plan.yaml"
     p.write_text(yaml.safe_dump({"base": tiny_scenario(),
                                  "search_space": {"scheduler.max_num_seqs": [8]}}))
@@ -50,7 +50,7 @@ def _closed_port() -> int:
 
 def test_ray_address_nothing_listens_on_is_one_line_not_a_hang(tmp_path, capsys):
     pytest.importorskip("ray")
-    from simulator.cli import main
+    from simulator.cli.main import main
     p = tmp_path / "sweep.yaml"
     p.write_text(yaml.safe_dump({"base": tiny_scenario(num_requests=10),
                                  "grid": {"scheduler.max_num_seqs": [8, 16]}}))
@@ -138,7 +138,7 @@ def test_topology_plan_jobs_and_cache_keep_the_serial_rows(tmp_path, monkeypatch
 
 
 def test_topology_plan_cli_passes_jobs_backend_and_no_cache(tmp_path, monkeypatch, capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     from simulator.planner import topology
     p, _d = _topology(tmp_path)
     seen = []

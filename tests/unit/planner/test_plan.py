@@ -8,7 +8,7 @@ import pytest
 import yaml
 from planner_testlib import tiny_plan
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.planner.plan import run_plan
 from simulator.planner.report import _headline
 from simulator.planner.spec import PlanSpec

@@ -8,11 +8,11 @@ import warnings
 import pytest
 from planner_testlib import tiny_plan, tiny_scenario
 
-from simulator.config import validate_scenario
-from simulator.engine import UnpricedGPUWarning, build_setup
-from simulator.hardware import get_gpu
+from simulator.catalog.hardware import get_gpu
+from simulator.cluster.setup import UnpricedGPUWarning, build_setup
 from simulator.planner.plan import run_plan
 from simulator.planner.spec import PlanError, PlanSpec
+from simulator.scenario.config import validate_scenario
 
 
 def _plan(prices: dict) -> PlanSpec:

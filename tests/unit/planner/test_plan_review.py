@@ -10,12 +10,12 @@ import pytest
 import yaml
 from planner_testlib import tiny_plan, tiny_scenario
 
-from simulator.config import ScenarioError, cli_overrides, load_scenario, validate_scenario
 from simulator.planner.plan import TIE_RULE, _any_within, _rank_key, run_plan
 from simulator.planner.report import _speedups_text
 from simulator.planner.spec import PlanError, PlanSpec, load_plan_spec, load_sweep_spec, slo_text
 from simulator.planner.topology import _rank as topology_rank
 from simulator.planner.topology import write_topology_plan
+from simulator.scenario.config import ScenarioError, cli_overrides, load_scenario, validate_scenario
 
 
 # ---------------------------------------------------------------------- 1. the tie rule
@@ -245,7 +245,7 @@ def test_top_level_cluster_keys_unused_by_every_pool_are_refused():
 
 # ---------------------------------------------------------------------- hostile inputs
 def _factory(stop_on: str | None):
-    from simulator.engine import build_setup
+    from simulator.cluster.setup import build_setup
 
     def factory(sc):
         if sc.hardware.gpu == stop_on:
@@ -330,7 +330,7 @@ def test_an_unusable_output_folder_is_one_line_before_any_simulation(tmp_path, m
 
 
 def test_sweep_warns_about_failed_points_even_when_quiet(tmp_path, capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     p = tmp_path / "sweep.yaml"
     p.write_text(yaml.safe_dump({"base": tiny_scenario(num_requests=20),
                                  "grid": {"model": ["llama-3.1-8b", "llama-3.1-405b"]}}))
@@ -348,7 +348,7 @@ def _topology_file(tmp_path):
 
 
 def test_topology_plan_reads_plan_set_and_refuses_flags_it_does_not_use(tmp_path, capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     p = _topology_file(tmp_path)
     # before: --plan-set and --target-rate were ignored silently for a topology plan
     assert main(["plan", str(p), "-q", "--plan-set", "rate_scale=0"]) == 2
@@ -442,7 +442,7 @@ def test_unknown_base_name_is_one_line_before_any_point(tmp_path, capsys, monkey
     """A model every point inherits from the base: before, each point failed alone and the
     command exited 0 ("32 point(s) failed"; a plan with every gate 'does not fit'). (The
     shipped sweep's grid sets the GPU, and the plan checks its GPUs with their prices.)"""
-    from simulator.cli import main
+    from simulator.cli.main import main
     from simulator.experiments import runner
 
     def _refuse(*a, **k):
@@ -462,7 +462,7 @@ def test_base_model_path_relative_to_the_spec_folder_passes_the_name_check(tmp_p
     then the spec file's): a model given relative to the sweep file is not refused."""
     import json
 
-    from simulator.models import get_model
+    from simulator.catalog.models import get_model
     from simulator.planner.sweep import _sweep_base
 
     cfg = tmp_path / "spec" / "cfg" / "config.json"

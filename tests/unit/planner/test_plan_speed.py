@@ -7,13 +7,13 @@ from types import SimpleNamespace
 import pytest
 from planner_testlib import tiny_plan, tiny_scenario
 
-from simulator.config import validate_scenario
 from simulator.planner.early_stop import ProbeStop, attainment_miss_limit, p99_exceed_count
 from simulator.planner.plan import longest_first, run_plan
 from simulator.planner.prune import gate_rate, max_replicas_within
 from simulator.planner.search import SimRunner, replicas_for, run_probe
 from simulator.planner.simulate import specs_rate
 from simulator.planner.spec import GateSettings, PlanSpec, SearchSettings
+from simulator.scenario.config import validate_scenario
 from simulator.workload import load_workload
 
 

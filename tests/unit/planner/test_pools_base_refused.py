@@ -17,7 +17,7 @@ SCEN = REPO_ROOT / "scenarios"
 
 
 def _cli(argv, capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     rc = main(argv)
     return rc, capsys.readouterr().err
 

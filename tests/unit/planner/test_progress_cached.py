@@ -6,9 +6,9 @@ import io
 
 from planner_testlib import tiny_plan
 
+from simulator.base.progress import PlainProgress, report_cached
 from simulator.planner.plan import run_plan
 from simulator.planner.spec import PlanSpec
-from simulator.progress import PlainProgress, report_cached
 
 
 class Clock:

@@ -4,7 +4,7 @@ import pytest
 import yaml
 from planner_testlib import tiny_plan
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.planner.spec import PlanError, load_plan_spec, load_sweep_spec
 
 

@@ -5,7 +5,7 @@ import pytest
 import yaml
 from planner_testlib import comparable, sweep_spec, tiny_scenario
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.experiments.executor import run_tasks
 from simulator.planner.sweep import run_sweep
 
@@ -100,7 +100,7 @@ def test_cli_sweep(tmp_path, capsys):
 def test_relative_gpu_spec_path_resolves_against_the_sweep_file(tmp_path):
     import shutil
 
-    from simulator.resources import data_dir
+    from simulator.base.resources import data_dir
     (tmp_path / "gpus").mkdir()
     shutil.copy(data_dir("hardware_profiles") / "h100-sxm" / "spec.yaml",
                 tmp_path / "gpus" / "my_gpu.yaml")

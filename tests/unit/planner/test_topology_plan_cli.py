@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from helpers import synthetic_workload
 
-from simulator.cli import main
+from simulator.cli.main import main
 
 BASE = {"name": "b", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
         "perf": {"source": "constant", "constant": {"step_s": 0.002, "per_token_s": 1e-4}},

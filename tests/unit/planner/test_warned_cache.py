@@ -9,7 +9,7 @@ import warnings
 import yaml
 from planner_testlib import tiny_plan, tiny_scenario
 
-from simulator.engine import LinkReachWarning
+from simulator.cluster.setup import LinkReachWarning
 from simulator.experiments.cache import ResultCache
 from simulator.experiments.warned import merge, recording, reemit
 from simulator.planner import search
@@ -30,7 +30,7 @@ def test_recording_keeps_distinct_warnings_and_reemit_shows_each_once():
         for _ in range(3):
             warnings.warn(LinkReachWarning("a"))
         warnings.warn(UserWarning("b"))
-    assert rec == [{"category": "simulator.engine.LinkReachWarning", "message": "a"},
+    assert rec == [{"category": "simulator.cluster.setup.LinkReachWarning", "message": "a"},
                    {"category": "builtins.UserWarning", "message": "b"}]
     shown: set = set()
     with warnings.catch_warnings(record=True) as got:
@@ -98,7 +98,7 @@ def test_a_cached_plan_candidate_shows_its_warning_again(tmp_path):
 
 
 def test_the_cli_prints_a_cached_warning_as_one_line(tmp_path, capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     p = tmp_path / "sweep.yaml"
     p.write_text(yaml.safe_dump({"base": {**tiny_scenario(num_requests=20), **TP4_PCIE},
                                  "grid": {"scheduler.max_num_seqs": [8, 16]}}))

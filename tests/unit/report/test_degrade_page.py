@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from browser import non_background_fraction
 
-from simulator.config import validate_scenario
-from simulator.request import RequestSpec
-from simulator.run import run_scenario
+from simulator.base.request import RequestSpec
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 
 MIN_INK = 0.01
 

@@ -95,7 +95,8 @@ def test_total_timeout_aborts_a_streaming_request():
 def test_streaming_cancellations_fast_forward_like_stepping():
     # requests whose clients give up mid-stream, at times that fall inside decode runs: a
     # fast-forwarded replay and one stepped an iteration at a time give the same records
-    from simulator.engine import build_setup, simulate
+    from simulator.cluster.setup import build_setup
+    from simulator.engine.loop import simulate
     sc = make_scenario({"perf": {"engine": "vllm-v1"}})
     rng = np.random.default_rng(7)
     specs = [spec(i, float(t), 120, 200, cancel_after_s=float(c), cancel_when_streaming=True)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from helpers import ConstantStepPerf
 
-from simulator.config import ScenarioError, validate_scenario
-from simulator.degrade_config import DegradePolicyConfig
-from simulator.engine import build_setup, simulate
+from simulator.base.request import RequestSpec
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import simulate
 from simulator.metrics.degrade import degrade_effects
-from simulator.request import RequestSpec
+from simulator.scenario.config import ScenarioError, validate_scenario
+from simulator.scenario.degrade import DegradePolicyConfig
 from simulator.scheduling.degrade import DegradeController, DegradeSignals
 
 STEP_S = 0.01
@@ -177,7 +178,7 @@ def test_fallback_routes_to_the_fallback_replica_set_and_pays_for_its_gpus():
 
 def test_fallback_busy_time_in_the_summary(tmp_path):
     # as above: r1 and r2 each run 10 steps of 10 ms on a fallback replica -> 0.2 s busy
-    from simulator.run import run_scenario
+    from simulator.runs.scenario import run_scenario
     sc = _scenario([{"name": "to_small", "action": "fallback", "when": {"num_waiting": 1}}],
                    fallback={"model": "llama-3.2-1b", "num_replicas": 2})
     setup = build_setup(sc)
@@ -232,7 +233,7 @@ def test_effects_split_latency_by_episode():
 
 
 def test_run_report_shows_each_policy_in_markdown_and_html(tmp_path):
-    from simulator.run import run_scenario
+    from simulator.runs.scenario import run_scenario
     sc = _scenario([{"name": "shed_all", "action": "shed", "when": {"num_waiting": 2}},
                     {"name": "cap_never", "action": "cap_max_tokens", "max_tokens": 2,
                      "when": {"num_waiting": 100}}])
@@ -269,7 +270,7 @@ def test_policies_act_per_pool_and_the_gateway_reports_each():
     # two pools, max_num_seqs 1 each (constant 10 ms steps); as in the shed test above, the
     # chat pool sees 0, 1, 2, 3, 4 waiting at its five t=0 arrivals: 3 shed; the code pool
     # sees 0, 1 at its two: none shed
-    from simulator.topology.gateway import run_gateway
+    from simulator.runs.gateway import run_gateway
     sc = _scenario([{"name": "shed_all", "action": "shed", "when": {"num_waiting": 2}}],
                    perf={"source": "constant", "constant": {"step_s": STEP_S}},
                    pools=[{"name": "chat", "match": {"slices": ["chat"]}}, {"name": "code"}])

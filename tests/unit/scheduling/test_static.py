@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from simulator.config import validate_scenario
+from simulator.base.request import RequestSpec
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
-from simulator.request import RequestSpec
-from simulator.run import run_scenario
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import validate_scenario
 from simulator.scheduling.continuous import SchedulerConfig
 from simulator.scheduling.state import COMPLETED, REJECTED, ReqState
 from simulator.scheduling.static import StaticScheduler

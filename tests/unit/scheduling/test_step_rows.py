@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.engine.step_rows import DecodeRunRows
 from simulator.metrics.records import STEP_COLUMNS, RunRecorder
 from simulator.scheduling.continuous import StepOutput
-from simulator.scheduling.step_rows import DecodeRunRows
 
 
 def _out(batch: int, waiting: int, kv_tokens: int, padding: int = 0) -> StepOutput:

@@ -5,7 +5,7 @@ import argparse
 
 import pytest
 
-from simulator.cli import register_spec as register
+from simulator.cli.main import register_spec as register
 
 
 def _parse(argv):

@@ -10,10 +10,10 @@ import pytest
 import yaml
 from md_tables import rows_starting
 
-from simulator.cli import main
-from simulator.config import Scenario, load_scenario
+from simulator.cli.main import main
 from simulator.experiments.spec_sweep import compare_with_baseline, sweep_rates
 from simulator.report.spec_sweep import render_spec_sweep_markdown, write_spec_sweep_report
+from simulator.scenario.config import Scenario, load_scenario
 from simulator.speculative.economics import crossovers, find_crossover, net_effect
 
 RAW = {

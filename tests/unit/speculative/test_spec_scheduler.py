@@ -9,15 +9,15 @@ import math
 import numpy as np
 import pytest
 
-from simulator.config import Scenario
-from simulator.engine import build_setup
+from simulator.base.request import RequestSpec
+from simulator.cluster.setup import build_setup
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
 from simulator.metrics.speculative import speculative_summary
 from simulator.perf import build_perf_model
-from simulator.perf.roofline import StepShape
-from simulator.request import RequestSpec
-from simulator.run import run_scenario
+from simulator.perf.step_shape import StepShape
+from simulator.runs.scenario import run_scenario
+from simulator.scenario.config import Scenario
 from simulator.scheduling.speculative import (
     NGRAM_COST_PER_SEQ_S,
     DraftCostModel,
@@ -192,7 +192,7 @@ def test_mixed_step_drafts_only_for_decodes():
 
 
 def test_plain_decode_when_budget_has_no_room_for_lookahead():
-    from simulator.engine import SchedulerBudgetWarning
+    from simulator.cluster.setup import SchedulerBudgetWarning
     sc = make_scenario(scheduler={"max_num_batched_tokens": 64})
     # a 64-token budget under the default 256 sequences: vLLM would refuse it, servesim says so
     with pytest.warns(SchedulerBudgetWarning, match="below scheduler.max_num_seqs 256"):
@@ -236,7 +236,7 @@ def _spawned(seed: int, *path: int) -> np.random.Generator:
 
 
 def test_spec_rng_stream():
-    # "speculative" is stream 8 of simulator.rng.STREAMS; replica 2 is its child 2
+    # "speculative" is stream 8 of simulator.base.rng.STREAMS; replica 2 is its child 2
     assert spec_rng(7, 2).random() == _spawned(7, 8, 2).random()
     sc = make_scenario(seed=5)
     s, _ = make_sched(sc, ConstPerf())

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.hardware import get_gpu
-from simulator.models import get_model
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
 from simulator.perf.roofline import RooflinePerfModel
 
 

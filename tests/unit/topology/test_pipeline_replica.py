@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from helpers import make_scenario, run_sim, spec
 
-from simulator.engine import build_setup
+from simulator.cluster.setup import build_setup
 from simulator.perf.pipeline import PipelinePerfModel, split_shape
-from simulator.perf.roofline import StepShape
 from simulator.perf.step_model import ConstantPerfModel
+from simulator.perf.step_shape import StepShape
 
 
 def _pp(per_seq_s=1e-3, bw=1e12, alpha=0.0):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from helpers import make_scenario, run_sim, spec, synthetic_workload
 
-from simulator.config import ScenarioError, validate_scenario
+from simulator.scenario.config import ScenarioError, validate_scenario
 
 GROUPS, PER_GROUP = 4, 8
 PREFIX_TOKENS = 128     # 2 prefix ids x 64 tokens = 8 blocks of 16

@@ -8,8 +8,8 @@ import warnings
 import pytest
 from helpers import REPO_ROOT, make_scenario, spec
 
-from simulator.config import ScenarioError, validate_scenario
-from simulator.topology.gateway import run_gateway
+from simulator.runs.gateway import run_gateway
+from simulator.scenario.config import ScenarioError, validate_scenario
 from simulator.workload import WorkloadWarning
 
 CONST = {"source": "constant", "constant": {"step_s": 0.01}}
@@ -78,7 +78,7 @@ def test_a_topology_plan_refuses_a_pools_base_and_multiplies_the_base_rate(tmp_p
 
 
 def test_a_fallback_set_does_not_step_in_the_lockstep_group(tmp_path):
-    from simulator.cli import main
+    from simulator.cli.main import main
     out = tmp_path / "fb"
     assert main(["run", "moe_dp2_ep2_qwen3_30b", "-q", "--no-figures", "-o", str(out),
                  "--set", ("scheduler.admission.degrade=[{name: f, action: fallback, "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import make_scenario, run_sim, spec, synthetic_workload
 
-from simulator.config import ScenarioError, validate_scenario
+from simulator.scenario.config import ScenarioError, validate_scenario
 
 
 def _run(policy: str):

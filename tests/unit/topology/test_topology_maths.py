@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.models import get_model
+from simulator.catalog.models import get_model
 from simulator.topology.expert import ep_all_to_all_volume
 from simulator.topology.pipeline import (
     activation_bytes,

@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import REPO_ROOT
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.workload import (
     WorkloadConfig,
     WorkloadError,
@@ -158,7 +158,7 @@ def test_summary_key_and_report_line(tmp_path):
     from helpers import make_scenario, synthetic_workload
 
     from simulator.report.run import render_run_report
-    from simulator.run import run_scenario
+    from simulator.runs.scenario import run_scenario
     sc = make_scenario({}, workload=synthetic_workload(30, 10.0, slices={"x": 0.5, "y": 0.5}))
     s = run_scenario(sc, write=False).summary
     assert s["workload_synthesised"] == {"slice": "workload.slices"}

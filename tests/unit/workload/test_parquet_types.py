@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.workload import WorkloadError, detect_format, read_columns, read_trace
 
 TOK = {"num_prompt_tokens": [10, 20, 30], "num_output_tokens": [2, 3, 4]}

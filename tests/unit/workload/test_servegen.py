@@ -199,7 +199,7 @@ def test_published_arrival_only_folder(shared_file):
 
 
 def test_servesim_trace_on_arrival_only_data_says_what_it_lacks(tmp_path, capsys):
-    from simulator.cli import main
+    from simulator.cli.main import main
     _client(tmp_path / "sg", 0, ["0,0.1,1.0,Gamma,1.0,10.0"])  # no chunk-0-dataset.json
     assert main(["trace", str(tmp_path / "sg")]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.workload import (
     WorkloadConfig,
     WorkloadError,

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from simulator.cli import main
+from simulator.cli.main import main
 from simulator.observe.readers_csv import read_generic_csv
 from simulator.observe.record import RecordError
 from simulator.workload import WorkloadConfig, WorkloadError, load_workload, read_trace

@@ -18,8 +18,8 @@ import json
 
 import numpy as np
 
-from simulator.cli import main
-from simulator.metrics.quantiles import weighted_percentiles
+from simulator.base.quantiles import weighted_percentiles
+from simulator.cli.main import main
 from simulator.workload import describe_columns, read_columns
 
 OUTPUTS = [7, 1, 4, 10, 3, 8, 2, 9, 5, 6]

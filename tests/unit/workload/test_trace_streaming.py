@@ -112,8 +112,8 @@ def test_request_stream_builds_specs_in_batches(tmp_path):
 def test_budget_estimate_reads_the_stream_columns(tmp_path):
     from helpers import make_scenario
 
-    from simulator.budget import estimate_scenario_run
-    from simulator.engine import build_setup
+    from simulator.base.budget import estimate_scenario_run
+    from simulator.cluster.setup import build_setup
     path = tmp_path / "t.csv"
     path.write_text("arrival_time_s,num_prompt_tokens,num_output_tokens,max_tokens,"
                     "cancel_after_s\n0.0,37,5,8,\n0.5,20,3,,2.0\n1.0,64,9,,\n")

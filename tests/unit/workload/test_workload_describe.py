@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from simulator.request import RequestSpec
+from simulator.base.request import RequestSpec
 from simulator.workload import describe_workload
 
 

@@ -1,0 +1,1 @@
+"""Catalogs: model architectures and GPU specifications."""

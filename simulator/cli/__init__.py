@@ -1,0 +1,1 @@
+"""The command line: ``servesim`` and every subcommand."""

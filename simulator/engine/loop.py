@@ -1,0 +1,466 @@
+"""SimPy wiring: the arrival process, one process per replica, and the clock.
+
+SimPy owns only time and processes (DESIGN.md section 2). The scheduler, KV manager,
+router and performance model are plain objects (the replica,
+:class:`~simulator.cluster.replica.Replica`, lives beside the routers; its set-up is
+:mod:`simulator.cluster.setup`); the engine keeps no scheduler state: a fast-forward is the
+scheduler's :class:`~simulator.scheduling.emission.Jump`, priced here. An idle replica sleeps
+on an event that the next arrival routed to it triggers (no polling). A fast-forwarded decode run sleeps on
+``timeout | wake``: an arrival cuts the run at the end of the step in progress, so results
+equal those of stepping one iteration at a time.
+
+size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): simulate() is 95 lines.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import time
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import simpy
+
+from simulator.base.budget import check_run_budget, estimate_scenario_run
+from simulator.base.request import RequestSpec
+from simulator.cluster.replica import Replica, ReplicaSetup, Router
+from simulator.cluster.setup import fallback_scenario
+from simulator.engine.lockstep import dp_lockstep_process
+from simulator.engine.step_rows import DecodeRunRows
+from simulator.metrics.records import RunRecorder
+from simulator.scenario.config import Scenario
+from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
+from simulator.scheduling.state import REJECTED, ReqState
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # annotations only (start-up: pandas loads after the simulation)
+
+
+@dataclass
+class SimOutput:
+    """Raw output of :func:`simulate`."""
+
+    recorder: RunRecorder
+    replicas: list
+    end_time_s: float
+    sim_wall_s: float
+    #: per degrade policy: :meth:`simulator.scheduling.degrade.DegradeController.summary`
+    degrade: list = field(default_factory=list)
+    #: replicas behind the scenario's router (the rest form the degrade fallback set)
+    num_primary_replicas: int = 0
+
+    def requests(self) -> pd.DataFrame:
+        return self.recorder.requests_frame()
+
+    def steps(self) -> pd.DataFrame:
+        return self.recorder.steps_frame()
+
+    def step_table(self):
+        """The step table without building a DataFrame
+        (:meth:`simulator.metrics.records.RunRecorder.step_table`)."""
+        return self.recorder.step_table()
+
+    def __getstate__(self) -> dict:
+        # pickled (a result sent between processes): a replica's SimPy environment, wake-up
+        # event and decode run in flight hold the simulation's generators, which cannot be
+        # pickled and mean nothing once the run is over; copies without them travel
+        state = dict(self.__dict__)
+        state["replicas"] = [_finished_replica(rep) for rep in self.replicas]
+        return state
+
+
+def _finished_replica(rep):
+    """A shallow copy of ``rep`` without its simulation handles (``env``, ``wake``, ``jump``)."""
+    import copy
+
+    c = copy.copy(rep)
+    for name in ("env", "wake", "jump"):
+        if hasattr(c, name):
+            setattr(c, name, None)
+    return c
+
+
+#: a replica reports progress once every this many scheduler iterations (a cheap counter;
+#: the reporter itself rate-limits what it prints)
+PROGRESS_EVERY_ITERATIONS = 512
+
+
+def _delay_to(now: float, t: float) -> float:
+    """A delay ``d`` with ``now + d == t`` exactly in floating point (``t - now`` may miss
+    ``t`` by an ulp when ``now < t / 2``), so a fast-forwarded run ends at the very time the
+    steps it replaces would."""
+    d = t - now
+    while now + d < t:
+        d = math.nextafter(d, math.inf)
+    while now + d > t:
+        d = math.nextafter(d, -math.inf)
+    return d
+
+
+def _step_time(perf, out) -> float:
+    """Seconds of one scheduled step. A pure one-token decode step is priced by the same
+    vectorised ``decode_step_times`` a fast-forwarded run uses, so stepping and fast-forward
+    give bit-equal step times."""
+    shape = out.shape
+    nd = shape.num_decode
+    if nd and not shape.prefill_q and shape.decode_q_per_seq == 1:
+        dt = float(perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0])
+    else:
+        dt = perf.step_time(shape)
+    return dt + out.extra_time_s
+
+
+def async_admission_lag(perf) -> bool:
+    """Whether the replica's engine schedules a step ahead (vLLM V1 async scheduling): the
+    batch of step ``j`` is fixed when step ``j - 1`` is launched, so a request that arrives
+    while a step runs is first scheduled in the step after the next one.
+
+    vLLM's ``EngineCore.step_with_batch_queue`` (async scheduling, a batch queue of two)
+    schedules step ``j + 1`` right after launching step ``j``, before step ``j``'s output
+    is back, and takes new requests from its input queue only between loop iterations; an idle
+    engine core blocks on that queue and schedules a request at once. Engine profiles with
+    ``async_scheduling: true`` (``vllm-v1``) get this lag; a synchronous engine schedules the
+    next step from every request that arrived before the current one ended."""
+    engine = getattr(perf, "engine", None)
+    return bool(getattr(engine, "async_scheduling", False))
+
+
+def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None,
+                     fast_forward: bool = True):
+    sch = rep.sched
+    lag = async_admission_lag(rep.perf)
+    n_iter = 0
+    while True:
+        if tick is not None:
+            n_iter += 1
+            if n_iter % PROGRESS_EVERY_ITERATIONS == 0:
+                tick()
+        now = env.now
+        out = sch.schedule(now) if sch.has_work() else None
+        flushed = bool(rep.pending)
+        if flushed:  # arrived while the last step ran: visible from the next schedule on
+            rep.flush_pending(now)
+            if out is None and sch.has_work():  # nothing else runs next: schedule them now
+                out = sch.schedule(now)
+                flushed = False
+        if out is None:
+            rep.defer = False
+            if not sch.has_work():
+                rep.wake = env.event()
+                yield rep.wake
+                rep.wake = None
+                continue
+            yield from _idle(env, rep, rec, now)
+            continue
+        rep.defer = lag
+        # a run planned now would not see the requests just queued (they join the next step)
+        jump = sch.plan_jump(out) if fast_forward and not flushed else None
+        if jump is None:
+            dt = _step_time(rep.perf, out)
+            yield env.timeout(dt)
+            _record_step(rep, rec, out, now, dt)
+            sch.update(out, now, now + dt)
+            continue
+        yield from _run_jump(env, rep, rec, jump, now)
+
+
+def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
+    """Nothing to schedule now: sleep until the scheduler's retry time or an arrival, or
+    reject the head request when it can never start."""
+    sch = rep.sched
+    wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
+    if wait is None and not sch.running and sch.num_waiting:
+        # nothing can ever start: the head request does not fit an empty replica
+        head = sch.queue.peek()
+        sch.remove_waiting(head)
+        rec.reject(head, now, "kv_capacity")
+        return
+    rep.wake = env.event()
+    if wait is not None:
+        yield env.timeout(wait - now) | rep.wake
+    else:
+        yield rep.wake
+    rep.wake = None
+
+
+def _record_step(rep: Replica, rec: RunRecorder, out, now: float, dt: float) -> None:
+    rec.add_step((rep.idx, rep.step_index, now, dt, now + dt, out.batch_size,
+                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
+                  out.num_decode_seqs, out.num_waiting, rep.kv.num_used_blocks,
+                  rep.kv.num_gpu_blocks, len(out.preempted), out.kv_tokens,
+                  out.num_padding_seqs))
+    rep.step_index += 1
+
+
+def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now: float):
+    """Price a fast-forwarded decode run, sleep through it (an arrival cuts it at the end of
+    the step in progress) and commit the steps that ran."""
+    out = jump.step
+    perf, ctx = rep.perf, jump.ctx_totals
+    priced = getattr(perf, "decode_step_times_list", None)
+    if priced is not None:  # Python floats throughout (the same values)
+        times = priced(out.num_decode_seqs, ctx if isinstance(ctx, list) else ctx.tolist())
+    else:
+        times = np.asarray(perf.decode_step_times(out.num_decode_seqs, np.asarray(ctx)),
+                           dtype=float).tolist()
+    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum);
+    # plain floats: the run is ~10 steps, where numpy's per-call cost dominates
+    e = now
+    el = []
+    for dt in times:
+        e += dt
+        el.append(e)
+    jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, el
+    k = jump.k_steps
+    rep.jump = jump
+    rep.wake = env.event()
+    yield env.timeout(_delay_to(now, e)) | rep.wake
+    wake = rep.wake
+    rep.wake = None
+    if wake.triggered and env.now < e:
+        t = env.now
+        done = bisect_right(el, t)  # steps ended by t
+        kk = done if (done and el[done - 1] == t) else done + 1  # the step in progress
+        kk = max(1, min(kk, k))
+        if el[kk - 1] > t:
+            yield env.timeout(_delay_to(t, el[kk - 1]))
+        k = kk
+    rep.jump = None
+    _commit_run(rep, rec, jump, k)
+
+
+def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
+    """Record and apply the first ``k`` steps of a fast-forwarded decode run (the rows go
+    through the replica's :class:`~simulator.engine.step_rows.DecodeRunRows`, made at
+    its first run: an idle replica holds none; :func:`simulate` flushes them at the end)."""
+    rows = rep.run_rows
+    if rows is None:
+        rows = rep.run_rows = DecodeRunRows(rec)
+    rows.add(rep.idx, rep.step_index, k, jump.start_s, jump.step_times_s,
+             jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks)
+    rep.step_index += k
+    rep.sched.commit_jump(jump, k)
+
+
+def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
+             check_transitions: bool = False,
+             progress: Callable[[int, int], None] | None = None,
+             until_s: float | None = None, fast_forward: bool = True,
+             stop_when: Callable[[ReqState, float], bool] | None = None) -> SimOutput:
+    """Run the discrete-event simulation of ``specs`` on the scenario's cluster.
+
+    Parameters
+    ----------
+    scenario : Scenario
+    setup : ReplicaSetup
+        From :func:`build_setup`.
+    specs : list of RequestSpec
+        Sorted by arrival time.
+    check_transitions : bool
+        Verify lifecycle transitions as they happen (tests).
+    progress : callable, optional
+        ``progress(num_finished, num_total)`` (requests completed, rejected or cancelled so
+        far, of all requests) every :data:`PROGRESS_EVERY_ITERATIONS` scheduler iterations
+        of a replica and at the end.
+    until_s : float, optional
+        Stop the clock at this time (requests still in flight are reported as such).
+    fast_forward : bool
+        Let schedulers jump over runs of identical decode steps (default); False steps every
+        iteration (the outputs are byte-identical either way: the equivalence tests).
+    stop_when : callable, optional
+        ``stop_when(request, now_s) -> bool``, called after every request finishes
+        (completed, rejected or cancelled); True ends the run at that instant, as
+        ``until_s`` does (requests in flight are reported as such; requests not yet arrived
+        never enter). The capacity planner stops a probe whose verdict is already known.
+
+    Raises
+    ------
+    simulator.base.budget.ResourceError
+        When the run's memory estimate exceeds the budget (:mod:`simulator.base.budget`); a
+        :class:`simulator.base.budget.MemoryBudgetWarning` when it may.
+    """
+    check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s),
+                     what=f"scenario '{scenario.name}'")
+    with _gc_frozen():
+        return _simulate(scenario, setup, specs, check_transitions, progress, until_s,
+                         fast_forward, stop_when)
+
+
+@contextlib.contextmanager
+def _gc_frozen():
+    """Keep the objects that exist before the run (modules, tables, the trace) out of the
+    cyclic garbage collector's full scans while it runs (:func:`gc.freeze`; unfrozen after).
+    Nothing changes in the results: the run creates no reference cycles whose collection it
+    relies on. The collector's scans of those long-lived objects were ~6% of a 250,000-request
+    run's event loop (3 s of full collections); a caller that froze objects itself keeps its
+    freeze (nothing is done then)."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions: bool,
+              progress, until_s: float | None, fast_forward: bool, stop_when) -> SimOutput:
+    """:func:`simulate` once its budget is checked."""
+    t0 = time.perf_counter()
+    env = simpy.Environment()
+    rec = RunRecorder(check_transitions=check_transitions)
+    n_primary = scenario.cluster.num_replicas
+    replicas = make_replicas(scenario, setup, rec)
+    primaries = replicas[:n_primary]
+    for rep in replicas:
+        rep.env = env
+    router = Router(scenario.cluster.router, scenario.seed,
+                    scenario.cluster.prefix_affinity_load_guard)
+    degrade = DegradeController(scenario.scheduler.admission.degrade)
+    fallback = (RoundRobinTarget(n_primary, len(replicas) - n_primary)
+                if len(replicas) > n_primary else None)
+    admission = scenario.scheduler.admission
+    n_total = len(specs)
+    tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
+    lockstep = scenario.cluster.dp_lockstep_active  # (refused with speculative: config)
+    if lockstep:  # DP x EP (issue 11): the primaries only; a fallback set steps on its own
+        env.process(dp_lockstep_process(env, primaries, rec, tick))
+    for rep in (replicas[n_primary:] if lockstep else replicas):
+        env.process(_replica_process(env, rep, rec, tick, fast_forward))
+
+    def _cancel_cb(r, rep):
+        def cb(_ev):
+            was_waiting = r.status == "waiting"
+            asked = r.cancel_requested
+            rep.sched.cancel(r, env.now)
+            if (was_waiting and r.status != "waiting") or r.cancel_requested != asked:
+                rep.notify()  # the queue or the batch changed: cut a decode run at this step
+        return cb
+
+    def _timeout_cb(r, rep):
+        def cb(_ev):
+            never_scheduled = r.first_scheduled_time_s != r.first_scheduled_time_s  # NaN
+            if r.status == "waiting" and never_scheduled and rep.sched.remove_waiting(r):
+                rec.finish(r, env.now, REJECTED, "queue_timeout")
+                rep.notify()
+        return cb
+
+    def enqueue(r, rep, now):
+        """Queue ``r`` at its replica's scheduler (at its arrival, or when a deferred arrival
+        becomes visible: its time-outs still count from the arrival)."""
+        spec = r.spec
+        if rep.sched.add_request(r, now):
+            waited = now - spec.arrival_time_s
+            if spec.cancel_after_s is not None:
+                env.timeout(max(0.0, spec.cancel_after_s - waited)).callbacks.append(
+                    _cancel_cb(r, rep))
+            if admission.max_queue_delay_s is not None:
+                env.timeout(max(0.0, admission.max_queue_delay_s - waited)).callbacks.append(
+                    _timeout_cb(r, rep))
+            rep.notify()
+
+    for rep in replicas:
+        rep.enqueue = enqueue
+
+    def arrivals():
+        for spec in specs:
+            dt = spec.arrival_time_s - env.now
+            if dt > 0:
+                yield env.timeout(dt)
+            spec, i, shed = (_degrade_decision(degrade, primaries, fallback, spec, env.now)
+                             if degrade else (spec, -1, False))
+            r = ReqState(spec)
+            rec.admit(r)
+            if shed:
+                rec.reject(r, env.now, "degrade_shed")
+                continue
+            if i < 0:
+                i = router.route(spec, primaries)
+            rep = replicas[i]
+            r.replica_id = i
+            if (admission.max_waiting is not None
+                    and rep.sched.num_waiting + len(rep.pending) >= admission.max_waiting):
+                rec.reject(r, env.now, "queue_full")
+                continue
+            if rep.defer:  # a step is in flight and the next one is already scheduled
+                rep.pending.append(r)
+                rep.notify()  # a fast-forwarded run ends with the step in progress
+                continue
+            enqueue(r, rep, env.now)
+
+    env.process(arrivals())
+    stopped = _install_stop(env, rec, stop_when) if stop_when is not None else None
+    if until_s is not None or stopped is not None:
+        env.run(until=until_s)
+        end_s = env.now if (until_s is None or stopped) else until_s
+        for rep in replicas:  # credit the steps of a decode run that ended before the stop
+            jump = rep.jump
+            if jump is not None:
+                done = int(np.searchsorted(jump.step_end_times_s, end_s, side="left"))
+                rep.jump = None
+                if done:
+                    _commit_run(rep, rec, jump, done)
+    else:
+        env.run()
+    for rep in replicas:  # the decode runs' rows not recorded yet
+        rep.enqueue = None   # the run's closure: a finished replica pickles without it
+        if rep.run_rows is not None:
+            rep.run_rows.flush()
+            rep.run_rows = None
+    if tick is not None:
+        tick()
+    degrade.close(env.now)
+    return SimOutput(rec, replicas, env.now, time.perf_counter() - t0,
+                     degrade=degrade.summary() if degrade else [],
+                     num_primary_replicas=n_primary)
+
+
+def _install_stop(env: simpy.Environment, rec: RunRecorder, stop_when) -> list:
+    """Check ``stop_when`` after every finish; when it holds, end ``env.run`` at that instant
+    (a :class:`simpy.core.StopSimulation` event). Returns a list that is non-empty once
+    stopped."""
+    stopped: list = []
+    finish = rec.finish
+
+    def finish_and_check(r, now, status, reason):
+        finish(r, now, status, reason)
+        if not stopped and stop_when(r, now):
+            stopped.append(now)
+            ev = env.event()
+            ev.callbacks.append(simpy.core.StopSimulation.callback)
+            ev.succeed()
+
+    rec.finish = finish_and_check
+    return stopped
+
+
+def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder) -> list:
+    """The scenario's replicas: ``cluster.num_replicas`` primaries (ids 0..N-1), then the
+    degrade fallback set (``scheduler.admission.fallback``, from ``setup.extra["fallback"]``)."""
+    n_primary = scenario.cluster.num_replicas
+    replicas = [Replica(i, setup, scenario, rec) for i in range(n_primary)]
+    fb_setup = setup.extra.get("fallback")
+    if fb_setup is not None:
+        fb_scenario = fallback_scenario(scenario)
+        replicas += [Replica(n_primary + j, fb_setup, fb_scenario, rec)
+                     for j in range(fb_scenario.cluster.num_replicas)]
+    return replicas
+
+
+def _degrade_decision(degrade: DegradeController, primaries: list, fallback,
+                      spec: RequestSpec, now: float) -> tuple[RequestSpec, int, bool]:
+    """Evaluate the degrade policies on the primaries' state at ``now``, switch speculation
+    on or off accordingly and decide what happens to ``spec``: the spec to admit (capped or
+    not), the fallback replica's index (-1: the router decides) and whether it is shed."""
+    degrade.evaluate(now, observe_replicas(primaries, now))
+    off = degrade.speculation_disabled
+    for rep in primaries:
+        if getattr(rep.sched, "speculation_paused", None) is not None:
+            rep.sched.speculation_paused = off
+    d = degrade.decide(spec)
+    return d.spec, (fallback.route(d.spec) if d.fallback else -1), bool(d.shed)

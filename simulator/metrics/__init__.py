@@ -1,0 +1,2 @@
+"""Run metrics: per-request records, step tables, summaries, cost, and speculative and degrade
+figures (DESIGN.md section 5)."""

@@ -1,0 +1,1 @@
+"""Measured kernel tables: files, grids, lookups and the table sets of a GPU."""

@@ -1,0 +1,1 @@
+"""Running scenarios end to end: one scenario, or pools behind a gateway."""

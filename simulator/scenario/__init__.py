@@ -1,0 +1,1 @@
+"""The scenario schema: what a YAML file may say (config, degrade policies, pools)."""
