@@ -7,6 +7,8 @@ Pure functions, no simulation state (layer 2 of the import graph, beside ``perf`
 - :mod:`.pipeline`: pipeline-parallel stage split, per-stage time, activation transfer,
   micro-batch schedule and bubble, KV bytes per GPU under PP;
 - :mod:`.expert`: expert-parallel all-to-all volume (dispatch and combine) with a load-skew
-  factor;
-- :mod:`.routing`: the ``prefix_affinity`` router policy (longest cached prefix, load guard).
+  factor.
+
+The ``prefix_affinity`` router is :mod:`simulator.cluster.routing`; pools behind a gateway are
+:mod:`simulator.runs.gateway`; DP ranks in lockstep are :mod:`simulator.engine.lockstep`.
 """
