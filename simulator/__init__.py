@@ -21,7 +21,8 @@ cluster     a replica, its set-up from a scenario, routing
 engine      the SimPy loop, fast-forwarded decode runs, DP ranks in lockstep
 report      Markdown and HTML reports, figures
 runs        one scenario end to end; pools behind a gateway
-experiments compare and spec-sweep families of scenarios (observe: recorded runs, validate)
+experiments families of scenarios run together: compare, spec-sweep
+observe     recorded real-engine runs: readers, replay, ``validate --recorded``
 planner     sweeps and SLO-constrained capacity plans
 cli         the ``servesim`` command line
 ==========  ================================================================================
