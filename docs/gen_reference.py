@@ -4,6 +4,7 @@ Usage::
 
     python docs/gen_reference.py            # rewrite docs/reference/{scenario,cli,modules}.md
     python docs/gen_reference.py --check    # exit 1, naming the stale pages, when they differ
+    python docs/gen_reference.py --figures  # also the report figures in docs/assets/
 
 Pages (never edit them by hand; rerun this after changing the schema, a flag or a module):
 
@@ -552,12 +553,40 @@ def render() -> dict[str, str]:
             "modules": modules_page()}
 
 
+#: the report figures of ``servesim run default`` the docs show (``docs/assets/``)
+FIGURES = ("ttft_cdf.png", "batch_size.png")
+
+
+def write_figures() -> None:
+    """Run ``servesim run default`` in a temporary folder and copy :data:`FIGURES` to
+    ``docs/assets/``.
+
+    Raises
+    ------
+    subprocess.CalledProcessError
+        When the run fails.
+    """
+    import shutil
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, "-m", "simulator.cli", "run", "default", "-o", tmp,
+                        "-q"], check=True, cwd=ROOT)
+        for name in FIGURES:
+            shutil.copyfile(Path(tmp) / name, DOCS / "assets" / name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the pages, or with ``--check`` report the stale ones (exit 1)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true",
                     help="write nothing; exit 1 when a committed page differs")
+    ap.add_argument("--figures", action="store_true",
+                    help="also rewrite docs/assets/ from a run of `servesim run default`")
     args = ap.parse_args(argv)
+    if args.figures and not args.check:
+        write_figures()
     stale = []
     for name, text in render().items():
         path = PAGES[name]
