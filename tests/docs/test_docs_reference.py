@@ -238,3 +238,15 @@ def test_every_command_and_flag_is_listed():
     for command, flags in expected.items():
         assert shown[command] == flags, (command, sorted(flags ^ shown[command]))
     assert {"--set", "--trace", "-o", "--output", "SCENARIO"} <= shown["servesim run"]
+
+
+def test_benchmarks_readme_names_every_benchmark():
+    """``benchmarks/README.md`` has a table row for every file in ``benchmarks/``."""
+    bench = REPO_ROOT / "benchmarks"
+    text = (bench / "README.md").read_text()
+    rows = set(re.findall(r"^\| `([^`]+)` \|", text, flags=re.MULTILINE))
+    files = {p.name for p in bench.iterdir() if p.is_file() and p.suffix in (".py", ".yaml")}
+    assert files, "no benchmark found"
+    assert files - rows <= {"public_summaries.yaml"}, sorted(files - rows)
+    assert "public_summaries.yaml" in text
+    assert rows <= files, sorted(rows - files)
