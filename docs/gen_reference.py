@@ -20,8 +20,9 @@ Pages (never edit them by hand; rerun this after changing the schema, a flag or 
     Every ``servesim`` command and sub-command and every flag, from the argparse parser that
     :func:`simulator.cli.build_parser` builds (every row of ``SUBCOMMANDS``).
 ``docs/reference/modules.md``
-    One line per module of ``simulator/``: its path and the first line of its docstring (read
-    with :mod:`ast`, nothing imported).
+    One line per module of ``simulator/`` and ``calibration/``: its path and the first
+    paragraph of its docstring (read with :mod:`ast`, nothing imported), grouped by the layer
+    the layer test's ``LAYERS`` table (``tests/test_import_graph.py``) gives it.
 
 The output depends only on the code (no clock, no terminal width, no Python-version-dependent
 argparse formatting), so ``tests/test_docs_reference.py`` can compare the committed pages with
@@ -516,6 +517,8 @@ def cli_page() -> str:
 # Module map
 # --------------------------------------------------------------------------------------------
 PACKAGES = ("simulator", "calibration")
+#: the layer test, whose ``LAYERS`` table (module-name prefix -> layer) groups the module map
+LAYER_TEST = ROOT / "tests" / "test_import_graph.py"
 
 
 def module_summary(path: Path) -> str:
@@ -524,25 +527,58 @@ def module_summary(path: Path) -> str:
     return md_text(doc.split("\n\n")[0])
 
 
+def layer_table() -> dict[str, int]:
+    """``LAYERS`` of the layer test (a literal dict read with :mod:`ast`), or ``{}``."""
+    if not LAYER_TEST.exists():
+        return {}
+    for node in ast.parse(LAYER_TEST.read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "LAYERS" and node.value is not None:
+            try:
+                return dict(ast.literal_eval(node.value))
+            except ValueError:
+                return {}
+    return {}
+
+
+def layer_of(module: str, layers: dict[str, int]) -> int | None:
+    """The layer of a dotted module name: its longest prefix in ``layers``."""
+    hits = [p for p in layers if module == p or module.startswith(p + ".")]
+    return layers[max(hits, key=len)] if hits else None
+
+
 MODULES_INTRO = """\
 # Module map
 
-Every module of the two packages, with the first paragraph of its docstring. The layers and
-the rules between them are explained in [Design](../explanation/design.md).
+Every module of the two packages, with the first paragraph of its docstring. `simulator/` is
+grouped by layer, lowest first, as the layer test (`tests/test_import_graph.py`, its `LAYERS`
+table) assigns them: a module imports only from its own layer and the layers below. Why the
+layers are cut this way: [Design](../explanation/design.md).
 """
 
 
 def modules_page() -> str:
     """The Markdown of ``docs/reference/modules.md``."""
+    layers = layer_table()
     parts = [GENERATED, MODULES_INTRO]
     for package in PACKAGES:
-        rows = []
+        groups: dict[int | None, list[tuple[str, str]]] = {}
         for p in sorted((ROOT / package).rglob("*.py")):
             rel = p.relative_to(ROOT).as_posix()
-            if "/_data/" in rel or "/tests/" in rel:
+            if "/_data/" in rel:
                 continue
-            rows.append((code(rel), module_summary(p)))
-        parts.append(f"\n## {code(package + '/')}\n\n" + table(("Module", "What it holds"), rows))
+            dotted = rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+            layer = layer_of(dotted, layers) if package == "simulator" else None
+            groups.setdefault(layer, []).append((code(rel), module_summary(p)))
+        for layer in sorted(groups, key=lambda k: (k is None, k or 0)):
+            if layer is None:
+                title = code(package + "/") + ("" if package != "simulator" else ", no layer")
+            else:
+                prefixes = sorted(p for p, v in layers.items() if v == layer)
+                title = f"Layer {layer}: " + ", ".join(code(p) for p in prefixes)
+            parts.append(f"\n## {title}\n\n" + table(("Module", "What it holds"),
+                                                      groups[layer]))
     return "".join(parts)
 
 

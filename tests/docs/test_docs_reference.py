@@ -250,3 +250,13 @@ def test_benchmarks_readme_names_every_benchmark():
     assert files - rows <= {"public_summaries.yaml"}, sorted(files - rows)
     assert "public_summaries.yaml" in text
     assert rows <= files, sorted(rows - files)
+
+
+def test_module_map_lists_every_module_once():
+    text = (DOCS / "reference" / "modules.md").read_text()
+    listed = re.findall(r"^\| `((?:simulator|calibration)/[^`]+\.py)` \|", text, re.MULTILINE)
+    assert len(listed) == len(set(listed))
+    on_disk = {p.relative_to(REPO_ROOT).as_posix()
+               for package in ("simulator", "calibration")
+               for p in (REPO_ROOT / package).rglob("*.py") if "_data" not in p.parts}
+    assert set(listed) == on_disk
