@@ -25,7 +25,7 @@ Pages (never edit them by hand; rerun this after changing the schema, a flag or 
     the layer test's ``LAYERS`` table (``tests/test_import_graph.py``) gives it.
 
 The output depends only on the code (no clock, no terminal width, no Python-version-dependent
-argparse formatting), so ``tests/test_docs_reference.py`` can compare the committed pages with
+argparse formatting), so ``tests/docs/test_docs_reference.py`` can compare the committed pages with
 a fresh generation.
 """
 from __future__ import annotations
