@@ -32,7 +32,7 @@ Runs: every folder with ``requests.jsonl`` and ``meta.json`` under ``--root`` (d
 ``../shared``: the RTX 4090 run with ``max_num_seqs`` 128 that LLMServingSim
 (github.com/casys-kaist/LLMServingSim, MIT) kept at commit a09fa560 under
 ``bench/results/rtx4090-llama8b-tp1/`` (its ``meta.json`` has no device: pass
-``--gpu rtx-4090``); see the README, "Fidelity against recorded vLLM runs".
+``--gpu rtx-4090``); see ``docs/howto/validate.md``, "A held-out run".
 """
 from __future__ import annotations
 

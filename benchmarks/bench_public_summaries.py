@@ -5,8 +5,8 @@ Usage::
     python benchmarks/bench_public_summaries.py [--records benchmarks/public_summaries.yaml]
         [--only ID_GLOB ...] [--set key.path=value ...] [-o OUT.csv]
 
-No per-request vLLM record on an H100 or A100 is public (README, "Fidelity against recorded
-vLLM runs"), but ``vllm bench serve`` reports are: a run's duration and the mean, median and
+No per-request vLLM record on an H100 or A100 is public (none was found by a search on
+2026-12-02), but ``vllm bench serve`` reports are: a run's duration and the mean, median and
 p99 of TTFT and TPOT and the mean ITL. ``benchmarks/public_summaries.yaml`` holds such reports
 with their source (GPUStack's performance lab, vLLM 0.11.0 baselines with the random dataset
 and every request sent at once). Each is replayed here the way ``servesim validate --recorded``
