@@ -163,7 +163,7 @@ class RealEngine:
                     pos.extend(range(c, c + n))
                     sl = SeqSlice(off, n, c, cache)
                     emits = c + n == r.num_tokens
-                    if n == 1 and emits and r.num_emitted > 0:
+                    if n == 1 and r.is_decoding:
                         decodes.append(sl)
                     else:
                         prefill_groups.append([sl])

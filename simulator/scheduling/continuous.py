@@ -37,12 +37,7 @@ import numpy as np
 
 from simulator.perf.step_shape import StepShape
 from simulator.scheduling.emission import Jump, advance
-from simulator.scheduling.parallel import (
-    extra_seqs,
-    is_parallel_decode,
-    kv_tokens_held,
-    kv_tokens_per_seq,
-)
+from simulator.scheduling.parallel import extra_seqs, kv_tokens_held, kv_tokens_per_seq
 from simulator.scheduling.queues import RequestQueue
 from simulator.scheduling.state import CANCELLED, REJECTED, RUNNING, WAITING, ReqState
 
@@ -350,16 +345,16 @@ class ContinuousScheduler:
         while i < nrun and budget > 0:
             r = running[i]
             c = r.num_computed_tokens
-            e = r.num_emitted
-            n = n0 = r.num_prompt_tokens + e - c  # num_tokens - computed (inlined)
+            n = n0 = r.num_prompt_tokens + r.num_emitted - c  # num_tokens - computed (inlined)
+            decoding = r.is_decoding
             ns = r.num_seqs
-            if ns > 1 and n == 1 and e > 0:
+            if ns > 1 and decoding:
                 # parallel sampling: one decode token per sequence, all or none
                 if budget < ns:
                     i += 1
                     continue
                 n = ns
-            elif la and n == 1 and e > 0 and budget >= 1 + la:
+            elif la and decoding and budget >= 1 + la:
                 n += la
             n = min(n, budget)
             if ns == 1:  # kv.has_slots, inlined for one sequence (the common case)
@@ -396,7 +391,7 @@ class ContinuousScheduler:
             i += 1
             if ns != 1:
                 general = True
-            elif n0 == 1 and e > 0 and (n == 1 or n == 1 + la):
+            elif decoding and (n == 1 or n == 1 + la):
                 nd += 1  # a decode (with ``la`` draft tokens to verify when speculating)
                 ctx += c + n
                 nsamp += n
@@ -432,18 +427,18 @@ class ContinuousScheduler:
                 parallel = True
             else:
                 kvt += c + n
-            ntok = r.num_prompt_tokens + r.num_emitted  # r.num_tokens, inlined
-            if ns > 1 and n == ns and is_parallel_decode(r):
+            decoding = r.is_decoding
+            if ns > 1 and n == ns and decoding:
                 nd += ns  # ns decode sequences of context c + 1 each
                 ctx += ns * (c + 1)
                 nsamp += ns
-            elif ns == 1 and r.num_emitted > 0 and c == ntok - 1 and (n == 1 or n == 1 + la):
+            elif ns == 1 and decoding and (n == 1 or n == 1 + la):
                 # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
                 ctx += c + n
                 nsamp += n
             else:
-                if c + n == ntok:
+                if c + n == r.num_prompt_tokens + r.num_emitted:  # r.num_tokens, inlined
                     nsamp += ns  # the prompt's last chunk samples every sequence's token
                 pq.append(n)
                 ps.append(c)
@@ -531,10 +526,10 @@ class ContinuousScheduler:
                 break
             if cap is not None and counts.get(r.spec.tenant, 0) >= cap:
                 continue  # tenant at its share: let other tenants' requests pass
-            if extra or r.num_seqs > 1:  # sequences, not requests, fill max_num_seqs
-                if extra_seqs(running) + len(running) + r.num_seqs > cfg.max_num_seqs \
-                        and running:
-                    return budget
+            # sequences, not requests, fill max_num_seqs
+            if (extra or r.num_seqs > 1) and running \
+                    and extra_seqs(running) + len(running) + r.num_seqs > cfg.max_num_seqs:
+                return budget
             while len(running) >= cfg.max_num_seqs:
                 back = self._preempt_for(r, now, out, sched)
                 if back < 0:
@@ -599,7 +594,7 @@ class ContinuousScheduler:
             if r.status != RUNNING:
                 continue
             ns = r.num_seqs
-            if ns > 1 and n == ns and is_parallel_decode(r):
+            if ns > 1 and n == ns and r.is_decoding:
                 n = 1  # one token per sequence
             if r.cancel_requested:
                 r.num_computed_tokens += n

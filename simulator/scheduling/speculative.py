@@ -402,12 +402,11 @@ class SpeculativeScheduler(ContinuousScheduler):
         ctx = 0
         prefill_done = 0  # prefill chunks that complete their prompt
         for r, n in zip(out.reqs, out.ntoks):
-            c = r.num_computed_tokens
-            if r.num_emitted > 0 and c == r.num_tokens - 1:
+            if r.is_decoding:
                 if la and n == 1 + la:  # la == 0: speculation paused, a plain decode
                     spec_reqs.append(r)
                     ctx += r.num_tokens
-            elif c + n == r.num_tokens:
+            elif r.num_computed_tokens + n == r.num_tokens:
                 prefill_done += 1
         shape = out.shape
         d_dec = self.cost.decode_cost(len(spec_reqs), ctx)
@@ -430,7 +429,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         self.draft_prefill_time_s += d_pre
         # decodes that got no lookahead (no budget left for it)
         for r, n in zip(out.reqs, out.ntoks):
-            if n == 1 and r.num_emitted > 0 and r.num_computed_tokens == r.num_tokens - 1:
+            if n == 1 and r.is_decoding:
                 self._counters(r.spec.slice).num_plain_decodes += 1
         drafted = None
         if spec_reqs:
