@@ -505,14 +505,15 @@ def measure_cpu_overhead(model: TinyLlama, max_num_seqs: int, max_num_batched_to
     first.
     """
     from simulator.base.request import RequestSpec
-    from simulator.scheduling.continuous import SchedulerConfig
+    from simulator.scenario.config import SchedulerConfig
+    from simulator.scheduling.limits import SchedulerLimits
 
     from .engine import RealEngine
     dev = str(model.device)
     cfg = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                          enable_chunked_prefill=True,
-                          max_model_len=model.cfg.max_position_embeddings)
-    eng = RealEngine(model, cfg, num_gpu_blocks=200_000, seed=1)
+                          enable_chunked_prefill=True)
+    limits = SchedulerLimits(max_model_len=model.cfg.max_position_embeddings)
+    eng = RealEngine(model, cfg, limits, num_gpu_blocks=200_000, seed=1)
     rng = np.random.default_rng(1)
     sizes = sorted({b for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256)
                     if b <= max_num_seqs} | {max_num_seqs})

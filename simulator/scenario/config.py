@@ -136,8 +136,10 @@ class AdmissionConfig(_Strict):
         return self
 
 
-class SchedulerConfigModel(_Strict):
-    """Replica scheduler (vLLM names)."""
+class SchedulerConfig(_Strict):
+    """Replica scheduler (vLLM names), the one scheduler config (plus the derived
+    :class:`~simulator.scheduling.limits.SchedulerLimits`). ``policy``: continuous or static
+    batching; ``queue_policy``: waiting order and preemption victim (fcfs or priority)."""
 
     policy: Literal["continuous", "static"] = "continuous"
     queue_policy: Literal["fcfs", "priority"] = "fcfs"
@@ -249,7 +251,7 @@ class PoolConfig(_Strict):
     model: str | None = None
     hardware: HardwareConfig | None = None
     cluster: ClusterConfig | None = None
-    scheduler: SchedulerConfigModel | None = None
+    scheduler: SchedulerConfig | None = None
     kv_cache: KVCacheConfig | None = None
     perf: PerfConfig | None = None
     cost: CostConfig | None = None
@@ -270,7 +272,7 @@ class Scenario(_Strict):
     model: str = "llama-3.1-8b"
     hardware: HardwareConfig = HardwareConfig()
     cluster: ClusterConfig = ClusterConfig()
-    scheduler: SchedulerConfigModel = SchedulerConfigModel()
+    scheduler: SchedulerConfig = SchedulerConfig()
     kv_cache: KVCacheConfig = KVCacheConfig()
     perf: PerfConfig = PerfConfig()
     workload: WorkloadConfig

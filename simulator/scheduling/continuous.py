@@ -30,62 +30,17 @@ size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): about 6
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import islice
 
 import numpy as np
 
 from simulator.perf.step_shape import StepShape
+from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.emission import Jump, advance
+from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.parallel import extra_seqs, kv_tokens_held, kv_tokens_per_seq
 from simulator.scheduling.queues import RequestQueue
 from simulator.scheduling.state import CANCELLED, REJECTED, RUNNING, WAITING, ReqState
-
-
-@dataclass
-class SchedulerConfig:
-    """Scheduler limits (vLLM names).
-
-    Attributes
-    ----------
-    max_num_seqs : int
-        Sequences in one iteration.
-    max_num_batched_tokens : int
-        Tokens (prefill + decode) in one iteration.
-    enable_chunked_prefill : bool
-        Split prompts across iterations.
-    max_model_len : int
-        Longest sequence (prompt + output) in tokens.
-    policy : {"fcfs", "priority"}
-        Queue order; ``priority`` orders by (priority, arrival) and preempts the least
-        important running request first.
-    preemption_mode : {"recompute", "swap"}
-    step_policy : {"decode_first", "prefill_first"}
-        ``decode_first``: vLLM V1 mixed steps (running requests first, waiting prompts fill
-        the rest of the token budget); ``prefill_first``: vLLM V0 without chunked prefill
-        and Vidur's ``vllm`` scheduler: a step admits waiting prompts and, when it admitted
-        any, runs them alone (no decodes); otherwise it decodes the running requests.
-    """
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    enable_chunked_prefill: bool = True
-    max_model_len: int = 131072
-    policy: str = "fcfs"
-    preemption_mode: str = "recompute"
-    #: host swap space in KV blocks (``preemption_mode: swap``)
-    swap_space_blocks: int = 0
-    #: bytes of one KV block on one GPU (swap transfer size per GPU)
-    swap_block_bytes: float = 0.0
-    #: host link (PCIe) bandwidth per direction, bytes/s
-    host_link_bandwidth_bytes_per_s: float = 32e9
-    #: max running sequences per tenant (``admission.tenant_max_share x max_num_seqs``)
-    tenant_max_seqs: int | None = None
-    #: admit a waiting request only when its whole current sequence fits in the free blocks
-    #: (vLLM >= 0.10 ``scheduler_reserve_full_isl``; from the engine profile); not enforced
-    #: while nothing runs (so a request larger than the free pool cannot wedge the replica)
-    reserve_full_isl: bool = False
-    step_policy: str = "decode_first"
 
 
 class StepOutput:
@@ -153,6 +108,14 @@ class ContinuousScheduler:
     Parameters
     ----------
     config : SchedulerConfig
+        The scenario's ``scheduler:`` section (vLLM names: ``max_num_seqs``,
+        ``max_num_batched_tokens``, ``enable_chunked_prefill``, ``queue_policy``: FCFS, or
+        ``priority``: by (priority, arrival), preempting the least important running request
+        first; ``preemption_mode``; ``step_policy``: ``decode_first`` for vLLM V1 mixed steps,
+        ``prefill_first`` for V0 without chunked prefill, where admitted prompts run alone).
+    limits : SchedulerLimits
+        What the replica derives beyond the section (the resolved ``max_model_len``, swap
+        space, tenant cap, the engine's admission rule).
     kv : KVCacheManager
     recorder : RunRecorder
         Collects finished requests, ITL samples and transitions.
@@ -162,13 +125,15 @@ class ContinuousScheduler:
     #: whether requests with ``n > 1`` are served (the speculative plug-in says no)
     supports_parallel_sampling = True
 
-    def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0):
-        self.queue = RequestQueue(config.policy)
+    def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
+                 replica_id: int = 0):
+        self.queue = RequestQueue(config.queue_policy)
         self.cfg = config
+        self.limits = limits
         self.kv = kv
         self.rec = recorder
         self.replica_id = replica_id
-        self.priority = config.policy == "priority"
+        self.priority = config.queue_policy == "priority"
         self.running: list[ReqState] = []
         self.num_preemptions = 0
         #: draft tokens verified per decode step (speculative decoding); 0 = plain decoding.
@@ -236,11 +201,11 @@ class ContinuousScheduler:
         scheduler without parallel sampling (speculative decoding); ``n_exceeds_max_num_seqs``:
         its ``n`` sequences never fit one iteration.
         """
-        cfg = self.cfg
-        if r.num_prompt_tokens + 1 > cfg.max_model_len:
+        cfg, max_len = self.cfg, self.limits.max_model_len
+        if r.num_prompt_tokens + 1 > max_len:
             return "prompt_too_long"
         mt = r.spec.max_tokens
-        if mt is not None and r.num_prompt_tokens + mt > cfg.max_model_len:
+        if mt is not None and r.num_prompt_tokens + mt > max_len:
             return "max_tokens_too_large"
         if not self.kv.can_ever_fit(r):
             return "kv_capacity"
@@ -271,16 +236,16 @@ class ContinuousScheduler:
     # ------------------------------------------------------------------ preemption
     def _preempt(self, victim: ReqState, now: float, out: StepOutput) -> None:
         self.running.remove(victim)
-        cfg = self.cfg
+        lim = self.limits
         nb = len(victim.kv_handle)
-        if (cfg.preemption_mode == "swap" and victim.num_computed_tokens > 0 and nb
-                and self.swap_used_blocks + nb <= cfg.swap_space_blocks
+        if (self.cfg.preemption_mode == "swap" and victim.num_computed_tokens > 0 and nb
+                and self.swap_used_blocks + nb <= lim.swap_space_blocks
                 and self.kv.allocation == "paged"):
             # swap out: KV copied to host memory over the host link; progress kept
             victim.swapped_blocks = nb
             self.swap_used_blocks += nb
-            out.extra_time_s += nb * cfg.swap_block_bytes / cfg.host_link_bandwidth_bytes_per_s
-            out.swap_bytes += nb * cfg.swap_block_bytes
+            out.extra_time_s += nb * lim.swap_block_bytes / lim.host_link_bandwidth_bytes_per_s
+            out.swap_bytes += nb * lim.swap_block_bytes
             self.num_swap_outs += 1
             self.kv.free(victim)
         else:
@@ -490,7 +455,7 @@ class ContinuousScheduler:
 
     def _admission_order(self):
         """Waiting requests in admission order (a snapshot when skipping is possible)."""
-        if self.cfg.tenant_max_seqs is None:
+        if self.limits.tenant_max_seqs is None:
             while True:
                 r = self._peek_waiting()
                 if r is None:
@@ -514,8 +479,8 @@ class ContinuousScheduler:
     def _admit_waiting(self, now: float, out: StepOutput, sched: dict, budget: int) -> int:
         if not len(self.queue):
             return budget  # nothing waits (most decode steps): no per-request counts needed
-        cfg, kv, running = self.cfg, self.kv, self.running
-        cap = cfg.tenant_max_seqs
+        cfg, lim, kv, running = self.cfg, self.limits, self.kv, self.running
+        cap = lim.tenant_max_seqs
         counts: dict[str, int] = {}
         if cap is not None:
             for q in running:
@@ -536,7 +501,7 @@ class ContinuousScheduler:
                     return budget
                 budget += back
             swapped = r.swapped_blocks
-            full = r.num_tokens if (cfg.reserve_full_isl and running) else None
+            full = r.num_tokens if (lim.reserve_full_isl and running) else None
             while True:
                 hits, computed = kv.cached_prefix(r)
                 n = r.num_tokens - computed
@@ -562,8 +527,8 @@ class ContinuousScheduler:
                     r.num_cached_prompt_tokens = computed
                 self.rec.prefix_hit_tokens += computed
             if swapped:
-                out.extra_time_s += swapped * cfg.swap_block_bytes / cfg.host_link_bandwidth_bytes_per_s
-                out.swap_bytes += swapped * cfg.swap_block_bytes
+                out.extra_time_s += swapped * lim.swap_block_bytes / lim.host_link_bandwidth_bytes_per_s
+                out.swap_bytes += swapped * lim.swap_block_bytes
                 self.swap_used_blocks -= swapped
                 r.swapped_blocks = 0
                 self.num_swap_ins += 1
@@ -617,7 +582,7 @@ class ContinuousScheduler:
             kv.free(r)
             self.rec.finish(r, end, CANCELLED, "cancelled")
         finished = advance(emitters, 1, (end,), start_s=start, recorder=self.rec,
-                           max_model_len=self.cfg.max_model_len,
+                           max_model_len=self.limits.max_model_len,
                            tokens=tokens if drafted else None)
         for r in finished:
             kv.free(r)
@@ -638,7 +603,7 @@ class ContinuousScheduler:
             r.num_computed_tokens += k - 1
         # a run ends at its first finish (plan_decode_run), so none finishes in k - 1 steps
         advance(gone, k - 1, ends, start_s=start, recorder=self.rec,
-                max_model_len=self.cfg.max_model_len)
+                max_model_len=self.limits.max_model_len)
         end = float(ends[k - 1])
         for r in gone:
             r.num_computed_tokens += 1
@@ -683,7 +648,7 @@ class ContinuousScheduler:
         reqs = out.reqs
         k_max = min([r.num_output_tokens - r.num_emitted for r in reqs])
         # num_tokens of each request is computed + 1 (a decode step)
-        k_len = self.cfg.max_model_len - 1 - max([r.num_computed_tokens for r in reqs])
+        k_len = self.limits.max_model_len - 1 - max([r.num_computed_tokens for r in reqs])
         k_max = max(1, min(k_max, k_len))
         if k_max <= 1:
             return 1
@@ -731,7 +696,7 @@ class ContinuousScheduler:
         # at the end of the last step, after that step's allocations)
         self.kv.grow_decode_run(reqs)
         finished = advance(reqs, k, ends, start_s=start, recorder=self.rec,
-                           max_model_len=self.cfg.max_model_len)
+                           max_model_len=self.limits.max_model_len)
         if finished:
             for r in finished:
                 self.kv.free(r)

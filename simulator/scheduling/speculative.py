@@ -55,7 +55,9 @@ from simulator.base.rng import stream
 from simulator.catalog.models import get_model
 from simulator.perf import build_perf_model
 from simulator.perf.step_shape import StepShape
-from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig, StepOutput
+from simulator.scenario.config import SchedulerConfig
+from simulator.scheduling.continuous import ContinuousScheduler, StepOutput
+from simulator.scheduling.limits import SchedulerLimits
 
 __all__ = ["NGRAM_COST_PER_SEQ_S", "DraftCostModel", "SliceCounters", "SpeculativeScheduler",
            "spec_rng"]
@@ -274,7 +276,9 @@ class SpeculativeScheduler(ContinuousScheduler):
     Parameters
     ----------
     config : SchedulerConfig
-        Scheduler limits.
+        The scenario's ``scheduler:`` section.
+    limits : SchedulerLimits
+        The replica's derived scheduler limits.
     kv : KVCacheManager
         The replica's KV cache (lookahead slots are allocated by the parent's ``schedule``
         and released here on rejection).
@@ -312,9 +316,9 @@ class SpeculativeScheduler(ContinuousScheduler):
     #: parallel sampling with drafts is not modelled: such requests are rejected at arrival
     supports_parallel_sampling = False
 
-    def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0, *,
-                 scenario, setup):
-        super().__init__(config, kv, recorder, replica_id)
+    def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
+                 replica_id: int = 0, *, scenario, setup):
+        super().__init__(config, limits, kv, recorder, replica_id)
         spec = scenario.speculative
         if spec is None:
             raise ValueError("SpeculativeScheduler needs scenario.speculative")
@@ -451,7 +455,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         """Draw each speculating request's accepted drafts and count them; returns the
         tokens each request emits (accepted + bonus, capped by its output length and
         ``max_model_len``)."""
-        max_len = self.cfg.max_model_len
+        max_len = self.limits.max_model_len
         row_of = self._slice_row
         rows_l = []
         for r in spec_reqs:
