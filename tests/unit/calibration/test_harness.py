@@ -12,15 +12,11 @@ import yaml
 torch = pytest.importorskip("torch")
 
 from calibration import kernels as K
+from calibration.dispatch import calibrate
 from calibration.engine import RealEngine, steps_to_shapes
-from calibration.harness import (
-    calibrate,
-    default_grid,
-    shard_config,
-    skewed_contexts,
-)
+from calibration.harness import default_grid, skewed_contexts
 from calibration.timing import Probe, summarize, time_isolated
-from calibration.tiny_model import TINY, TinyConfig, TinyLlama, resolve_model
+from calibration.tiny_model import TINY, TinyConfig, TinyLlama, resolve_model, shard_config
 from simulator.base.request import RequestSpec
 from simulator.catalog.hardware import load_gpu_spec
 from simulator.catalog.models import get_model
