@@ -187,7 +187,5 @@ def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):
         return SpeculativeScheduler(sc, setup.limits, kv, rec, idx, scenario=scenario,
                                     setup=setup)
     if sc.policy == "static":
-        return StaticScheduler(sc, setup.limits, kv, rec, idx,
-                               max_batch_size=sc.max_batch_size,
-                               batch_timeout_s=sc.batch_timeout_s)
+        return StaticScheduler(sc, setup.limits, kv, rec, idx)
     return ContinuousScheduler(sc, setup.limits, kv, rec, idx)

@@ -102,36 +102,23 @@ class StaticScheduler(ContinuousScheduler):
     Parameters
     ----------
     config : SchedulerConfig
-        The scenario's ``scheduler:`` section: ``max_num_seqs`` (caps the batch size) and
-        ``queue_policy`` (queue order) are used; the token budget and chunked prefill are
-        not.
+        The scenario's ``scheduler:`` section: ``max_batch_size`` (slots per batch),
+        ``max_num_seqs`` (also caps the batch size), ``batch_timeout_s`` (longest wait, from
+        the arrival of the oldest request of the forming batch, before a batch that is not
+        full starts) and ``queue_policy`` (queue order) are used; the token budget and
+        chunked prefill are not.
     limits : SchedulerLimits
         The replica's derived limits (``max_model_len``).
     kv : KVCacheManager
     recorder : RunRecorder
     replica_id : int
-    max_batch_size : int
-        Slots per batch (>= 1).
-    batch_timeout_s : float
-        Longest wait, from the arrival of the oldest request of the forming batch, before a
-        batch that is not full starts (>= 0 seconds).
-
-    Raises
-    ------
-    ValueError
-        On ``max_batch_size < 1``, a negative timeout or an unknown queue policy.
     """
 
     def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
-                 replica_id: int = 0, *, max_batch_size: int = 32,
-                 batch_timeout_s: float = 0.05):
+                 replica_id: int = 0):
         super().__init__(config, limits, kv, recorder, replica_id)
-        if int(max_batch_size) < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        if not float(batch_timeout_s) >= 0:
-            raise ValueError(f"batch_timeout_s must be >= 0, got {batch_timeout_s}")
-        self.max_batch_size = int(max_batch_size)
-        self.batch_timeout_s = float(batch_timeout_s)
+        self.max_batch_size = int(config.max_batch_size)  # >= 1, >= 0: checked by the schema
+        self.batch_timeout_s = float(config.batch_timeout_s)
         self.batch: list[ReqState] = []
         self._pmax = 0
         self._j = 0  # decode steps done in the current batch

@@ -22,9 +22,9 @@ def make_sched(num_blocks=64, max_model_len=64, max_batch_size=3, timeout=0.5,
                allocation="contiguous", policy="fcfs"):
     kv = KVCacheManager(num_blocks, BS, allocation=allocation, max_model_len=max_model_len)
     rec = RunRecorder(check_transitions=True)
-    sched = StaticScheduler(SchedulerConfig(policy="static", queue_policy=policy),
-                            SchedulerLimits(max_model_len=max_model_len), kv, rec, 0,
-                            max_batch_size=max_batch_size, batch_timeout_s=timeout)
+    cfg = SchedulerConfig(policy="static", queue_policy=policy, max_batch_size=max_batch_size,
+                          batch_timeout_s=timeout)
+    sched = StaticScheduler(cfg, SchedulerLimits(max_model_len=max_model_len), kv, rec, 0)
     return sched, kv, rec
 
 
@@ -295,10 +295,9 @@ def test_priority_queue_order():
 
 
 def test_bad_parameters():
-    kv = KVCacheManager(8, BS)
+    # the static scheduler reads its batch size and timeout from the scheduler section, whose
+    # schema refuses a batch of no slot and a negative wait
     with pytest.raises(ValueError, match="max_batch_size"):
-        StaticScheduler(SchedulerConfig(policy="static"), SchedulerLimits(max_model_len=64), kv,
-                        RunRecorder(), max_batch_size=0)
+        SchedulerConfig(policy="static", max_batch_size=0)
     with pytest.raises(ValueError, match="batch_timeout_s"):
-        StaticScheduler(SchedulerConfig(policy="static"), SchedulerLimits(max_model_len=64), kv,
-                        RunRecorder(), batch_timeout_s=-1)
+        SchedulerConfig(policy="static", batch_timeout_s=-1.0)
