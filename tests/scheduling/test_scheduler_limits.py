@@ -61,10 +61,13 @@ def test_no_limit_renames_a_scenario_key():
 @pytest.mark.parametrize("policy", ["continuous", "static"])
 def test_schedulers_read_the_scenario_section(policy):
     sc = make_scenario({"scheduler": {"policy": policy, "queue_policy": "priority",
-                                      "max_model_len": 4096}},
+                                      "max_model_len": 4096, "max_batch_size": 5,
+                                      "batch_timeout_s": 0.25}},
                        workload=synthetic_workload(5))
     setup = build_setup(sc)
     sched = Replica(0, setup, sc, RunRecorder()).sched
     assert sched.cfg is sc.scheduler and sched.limits is setup.limits
     assert isinstance(sched, StaticScheduler) == (policy == "static")
     assert sched.priority and sched.limits.max_model_len == 4096
+    if policy == "static":  # min(max_batch_size 5, max_num_seqs 256) slots
+        assert (sched.capacity, sched.batch_timeout_s) == (5, 0.25)
