@@ -5,8 +5,14 @@ Modules
 ``fit_vidur``
     Fits size-dependent roofline efficiencies to Vidur's public A100/H100 operator timings
     (numpy/scipy only) and writes ``hardware_profiles/<gpu>/fitted.yaml``.
+``dispatch``
+    ``servesim calibrate``: picks the table format (v1 on CPU, v2 on CUDA) and runs its
+    harness.
+``device`` (torch)
+    What both formats share: the device's description, its copy bandwidth and the profile's
+    measured ``spec.yaml``.
 ``harness`` (torch)
-    ``servesim calibrate``. Format v1 (CPU default): times a model's operators inside
+    Format v1 (CPU default): times a model's operators inside
     forward passes (GEMMs, attention prefill/decode through
     ``torch.nn.functional.scaled_dot_product_attention``, elementwise ops, LM head, all-reduce)
     and writes a flat profile folder (tables + ``provenance.yaml`` + ``spec.yaml``).

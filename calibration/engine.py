@@ -28,7 +28,9 @@ import pandas as pd
 from simulator.base.request import RequestSpec
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
-from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from simulator.scenario.config import SchedulerConfig
+from simulator.scheduling.continuous import ContinuousScheduler
+from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.state import ReqState
 
 from .kernels import SeqSlice
@@ -73,7 +75,9 @@ class RealEngine:
     ----------
     model : TinyLlama
     sched : SchedulerConfig
-        The same limits the simulated scenario uses.
+        The scheduler section the simulated scenario uses.
+    limits : SchedulerLimits
+        Its derived limits (``max_model_len`` bounds every request and the block pool).
     block_size : int
         KV block size of the (accounting-only) block pool the scheduler consults.
     num_gpu_blocks : int
@@ -83,10 +87,11 @@ class RealEngine:
         Prompt token seed.
     """
 
-    def __init__(self, model, sched: SchedulerConfig, block_size: int = 16,
-                 num_gpu_blocks: int = 1_000_000, seed: int = 0):
+    def __init__(self, model, sched: SchedulerConfig, limits: SchedulerLimits,
+                 block_size: int = 16, num_gpu_blocks: int = 1_000_000, seed: int = 0):
         self.model = model
         self.cfg = sched
+        self.limits = limits
         self.block_size = block_size
         self.num_gpu_blocks = num_gpu_blocks
         self.seed = seed
@@ -104,10 +109,10 @@ class RealEngine:
         vocab = model.cfg.vocab_size
         dev = model.device
         kv = KVCacheManager(self.num_gpu_blocks, self.block_size, enable_prefix_caching=False,
-                            allocation="paged", max_model_len=self.cfg.max_model_len,
+                            allocation="paged", max_model_len=self.limits.max_model_len,
                             watermark=0.0)
         rec = RunRecorder()
-        sch = ContinuousScheduler(self.cfg, kv, rec, 0)
+        sch = ContinuousScheduler(self.cfg, self.limits, kv, rec, 0)
         pending = deque(sorted(specs, key=lambda s: (s.arrival_time_s, s.request_id)))
         toks: dict[int, list[int]] = {}
         caches: dict[int, list] = {}
@@ -163,7 +168,7 @@ class RealEngine:
                     pos.extend(range(c, c + n))
                     sl = SeqSlice(off, n, c, cache)
                     emits = c + n == r.num_tokens
-                    if n == 1 and emits and r.num_emitted > 0:
+                    if n == 1 and r.is_decoding:
                         decodes.append(sl)
                     else:
                         prefill_groups.append([sl])

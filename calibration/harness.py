@@ -1,7 +1,8 @@
 """Calibration harness: time a model's operators on this device and write a profile folder.
 
 ``servesim calibrate --device cpu --model servesim-tiny-llama --quick -o hardware_profiles/NAME``
-runs :func:`calibrate`. For the model's shapes at its TP shard it measures, on ``cpu`` or
+runs :class:`Harness` (format v1, through :func:`calibration.dispatch.calibrate`). For the
+model's shapes at its TP shard it measures, on ``cpu`` or
 ``cuda``:
 
 - the QKV, O, gate/up and down GEMMs over a grid of token counts that straddles tile
@@ -33,9 +34,6 @@ is slow and unrepresentative) and say so; CUDA runs use bfloat16.
 from __future__ import annotations
 
 import datetime as _dt
-import math
-import os
-import platform
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -55,8 +53,9 @@ from simulator.perf.tables.flat_profile import (
 )
 
 from . import HARNESS_VERSION
+from .device import device_info, measure_bandwidth, plain, write_spec
 from .timing import Probe, summarize, time_isolated, tune_allocator
-from .tiny_model import TinyConfig, TinyLlama, resolve_model, weight_bytes
+from .tiny_model import TinyConfig, TinyLlama, resolve_model, shard_config, weight_bytes
 
 ELEMENTWISE_NAMES = {"rmsnorm": "rmsnorm_s", "rope": "rope_s", "act": "act_s", "add": "add_s"}
 GEMM_NAMES = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down")
@@ -142,21 +141,6 @@ def default_grid(cfg: TinyConfig, quick: bool, max_num_seqs: int, max_num_batche
     return g
 
 
-def shard_config(cfg: TinyConfig, tp: int) -> TinyConfig:
-    """The per-GPU shape of ``cfg`` at TP ``tp`` (heads, MLP and vocabulary split)."""
-    if tp <= 1:
-        return cfg
-    if cfg.num_attention_heads % tp:
-        raise ValueError(f"{cfg.name}: {cfg.num_attention_heads} heads not divisible by TP {tp}")
-    return TinyConfig(name=cfg.name, num_layers=cfg.num_layers, hidden_size=cfg.hidden_size,
-                      num_attention_heads=cfg.num_attention_heads // tp,
-                      num_kv_heads=max(1, math.ceil(cfg.num_kv_heads / tp)),
-                      head_dim=cfg.head_dim, intermediate_size=cfg.intermediate_size // tp,
-                      vocab_size=cfg.vocab_size // tp,
-                      max_position_embeddings=cfg.max_position_embeddings,
-                      rope_theta=cfg.rope_theta)
-
-
 def skewed_contexts(batch: int, mean: int) -> list[int]:
     """``batch`` context lengths with the given mean, spread linearly from 0.1x to 1.9x."""
     if batch == 1:
@@ -165,58 +149,6 @@ def skewed_contexts(batch: int, mean: int) -> list[int]:
     c = np.maximum(1, np.round(w / w.mean() * mean)).astype(int)
     c[-1] = max(1, c[-1] + (mean * batch - int(c.sum())))
     return c.tolist()
-
-
-# ------------------------------------------------------------------------------ device info
-def device_info(device: str, threads: int) -> dict:
-    """Device name, CPU model, versions (what ``provenance.yaml`` records)."""
-    import torch
-    info = {"device": device, "device_type": torch.device(device).type,
-            "torch_version": torch.__version__, "python_version": platform.python_version(),
-            "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "num_threads": threads,
-            "platform": platform.platform()}
-    if info["device_type"] == "cuda":
-        p = torch.cuda.get_device_properties(torch.device(device))
-        info.update({"device_name": torch.cuda.get_device_name(torch.device(device)),
-                     "cuda_version": torch.version.cuda,
-                     "cudnn_version": torch.backends.cudnn.version(),
-                     "driver": _nvidia_driver(),
-                     "device_memory_bytes": int(p.total_memory),
-                     "num_sms": int(p.multi_processor_count),
-                     "device_count": torch.cuda.device_count()})
-    else:
-        info.update({"device_name": f"{info['cpu_model']} ({threads} thread"
-                                    f"{'s' if threads != 1 else ''})",
-                     "cuda_version": None, "driver": None,
-                     "device_memory_bytes": _ram_bytes()})
-    return info
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def _ram_bytes() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-    except (ValueError, OSError, AttributeError):
-        return int(16e9)
-
-
-def _nvidia_driver() -> str | None:
-    try:
-        import subprocess
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10, check=False)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout else None
-    except (OSError, IndexError, Exception):  # noqa: BLE001 - optional information
-        return None
 
 
 # ------------------------------------------------------------------------------ measurement
@@ -445,16 +377,6 @@ def merge_table(out_dir: Path, table: str, new: pd.DataFrame) -> pd.DataFrame:
 
 
 # ------------------------------------------------------------------------------ extras
-def measure_bandwidth(device: str, dtype, nbytes: int = 256 * 2**20) -> float:
-    """Device memory bandwidth (bytes/s) from a large tensor copy (reads + writes)."""
-    import torch
-    n = nbytes // torch.tensor([], dtype=dtype).element_size()
-    a = torch.ones(n, dtype=dtype, device=device)
-    b = torch.empty_like(a)
-    ts = time_isolated(lambda: b.copy_(a), device, warmup=2, repeats=7)
-    return 2.0 * n * a.element_size() / float(np.median(ts))
-
-
 def measure_all_reduce(sizes: list[int], log) -> pd.DataFrame | None:
     """Eager NCCL all-reduce (bf16) over ``sizes`` bytes for 2, 4, 8 GPUs (when present), in
     the v1 ``all_reduce.csv`` columns; None with fewer than two GPUs.
@@ -505,14 +427,15 @@ def measure_cpu_overhead(model: TinyLlama, max_num_seqs: int, max_num_batched_to
     first.
     """
     from simulator.base.request import RequestSpec
-    from simulator.scheduling.continuous import SchedulerConfig
+    from simulator.scenario.config import SchedulerConfig
+    from simulator.scheduling.limits import SchedulerLimits
 
     from .engine import RealEngine
     dev = str(model.device)
     cfg = SchedulerConfig(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                          enable_chunked_prefill=True,
-                          max_model_len=model.cfg.max_position_embeddings)
-    eng = RealEngine(model, cfg, num_gpu_blocks=200_000, seed=1)
+                          enable_chunked_prefill=True)
+    limits = SchedulerLimits(max_model_len=model.cfg.max_position_embeddings)
+    eng = RealEngine(model, cfg, limits, num_gpu_blocks=200_000, seed=1)
     rng = np.random.default_rng(1)
     sizes = sorted({b for b in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64, 128, 256)
                     if b <= max_num_seqs} | {max_num_seqs})
@@ -551,10 +474,10 @@ def aggregate_overhead(df: pd.DataFrame) -> pd.DataFrame:
 class Harness:
     """A calibration in progress: measure in passes, write the profile when asked.
 
-    :func:`calibrate` runs it start to finish; ``validate`` brackets its real runs with timed
+    :func:`calibration.dispatch.calibrate` runs it start to finish; ``validate`` brackets its real runs with timed
     passes (half before, half after) so that the tables and the runs see the same machine.
 
-    Parameters are those of :func:`calibrate`.
+    Parameters are those of :func:`calibration.dispatch.calibrate`.
     """
 
     def __init__(self, model: str, out_dir: str | Path, device: str = "cpu", quick: bool = False,
@@ -689,145 +612,12 @@ class Harness:
         return out
 
 
-def calibrate(model: str, out_dir: str | Path, device: str = "cpu", quick: bool = False,
-              tensor_parallel_size: int = 1, threads: int | None = 1,
-              max_num_seqs: int = 16, max_num_batched_tokens: int = 256,
-              max_context: int = 2048, time_budget_s: float | None = None,
-              log: Callable[[str], None] = print, table_format: str | None = None,
-              **v2_options) -> Path:
-    """Measure the operator tables of ``model`` on ``device`` and write ``out_dir``.
-
-    Parameters
-    ----------
-    model : str
-        ``servesim-tiny-llama`` (alias ``tiny``), a catalog id or a ``config.json`` path.
-    out_dir : path
-        Profile folder (created; tables for other shapes already there are kept).
-    device : str
-        ``cpu`` or ``cuda`` / ``cuda:N``.
-    quick : bool
-        Smaller grid and fewer repeats (about 30 s on 2 CPU cores for the tiny model).
-    tensor_parallel_size : int
-        Shapes are the TP shard's; all-reduce is measured when several GPUs are present.
-    threads : int or None
-        ``torch.set_num_threads`` for CPU runs (recorded; use the same in ``validate``).
-    max_num_seqs, max_num_batched_tokens, max_context : int
-        Ranges of the grid (batch, tokens per step, context per sequence).
-    time_budget_s : float, optional
-        Stop adding timed passes (v2: grid points) after this many seconds.
-    table_format : str, optional
-        ``v1``: the flat in-context profile of this module (tables at ``out_dir``'s root,
-        what ``servesim validate`` and ``simulator.perf.tables.flat_profile`` read); ``v2``: operator-level
-        tables in ``out_dir/tables/servesim-harness-<version>/``
-        (:func:`calibration.operator_harness.calibrate_operators`). Default: ``v1`` on CPU,
-        ``v2`` on CUDA.
-    **v2_options
-        ``attention_backend``, ``fp8``, ``flush_l2``, ``cuda_graphs``, ``warmup``,
-        ``repeats``, ``collectives``, ``file_format`` of ``calibrate_operators`` (v2 only;
-        None means not given).
-
-    Returns
-    -------
-    Path
-        The profile folder (v1) or the table-set folder (v2).
-
-    Raises
-    ------
-    ValueError
-        Unknown format, v2 options with ``v1``, or what the chosen path raises.
-    """
-    fmt = table_format or ("v2" if str(device).startswith("cuda") else "v1")
-    if fmt not in ("v1", "v2"):
-        raise ValueError(f"--format must be v1 or v2, got {table_format!r}")
-    opts = {k: v for k, v in v2_options.items() if v is not None}  # None: not given
-    if fmt == "v2":
-        from .operator_harness import calibrate_operators
-        return calibrate_operators(model, out_dir, device=device, quick=quick,
-                                   tensor_parallel_size=tensor_parallel_size, threads=threads,
-                                   max_num_seqs=max_num_seqs,
-                                   max_num_batched_tokens=max_num_batched_tokens,
-                                   max_context=max_context, time_budget_s=time_budget_s,
-                                   log=log, **opts)
-    used = sorted(opts)
-    if used:
-        raise ValueError(f"{', '.join(used)}: only with --format v2 (operator-level tables)")
-    h = Harness(model, out_dir, device, quick, tensor_parallel_size, threads, max_num_seqs,
-                max_num_batched_tokens, max_context, time_budget_s, log)
-    h.measure()
-    h.measure_overhead()
-    return h.write()
-
-
 def _check_loads(out: Path, cfg: TinyConfig, tp: int) -> TablePerfModel:
     from simulator.catalog.hardware import load_gpu_spec
     from simulator.perf.tables.flat_profile import load_table_perf_model
     gpu = load_gpu_spec(out)
     read_profile_tables(out)
     return load_table_perf_model(cfg.model_spec(), gpu, tp, "bf16", "bf16", required=True)
-
-
-def plain(obj):
-    """Plain YAML-safe data (str subclasses such as torch's version string, numpy scalars)."""
-    if isinstance(obj, dict):
-        return {str(k): plain(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [plain(v) for v in obj]
-    if isinstance(obj, bool) or obj is None:
-        return obj
-    if isinstance(obj, (int, np.integer)):
-        return int(obj)
-    if isinstance(obj, (float, np.floating)):
-        return float(obj)
-    return str(obj)
-
-
-def _slug(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "-" for ch in name).strip("-").lower()
-
-
-def write_spec(out: Path, info: dict, peak: float, bw: float, dtype: str, threads: int,
-               ar: pd.DataFrame | None) -> Path:
-    """Write ``spec.yaml`` unless the folder has one that is not ours (a datasheet profile)."""
-    p = out / "spec.yaml"
-    if p.is_file():
-        old = yaml.safe_load(p.read_text()) or {}
-        if old.get("kind") != "measured":
-            return p
-    date = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    label = f"measured (servesim calibrate v{HARNESS_VERSION}, {info['device_name']}, {date[:10]})"
-    link = 0.0
-    if ar is not None and len(ar):
-        big = ar[ar["bytes"] == ar["bytes"].max()]
-        link = float((2 * (big["num_gpus"] - 1) / big["num_gpus"] * big["bytes"]
-                      / big["median_s"]).max())
-    doc = {
-        "name": _slug(out.name),
-        "kind": "measured",
-        "device_type": info["device_type"],
-        "device_name": info["device_name"],
-        "bf16_flops_per_s": float(f"{peak:.4g}"),
-        "fp8_flops_per_s": None,
-        "hbm_bytes": float(info.get("device_memory_bytes") or 0) or 1e9,
-        "hbm_bandwidth_bytes_per_s": float(f"{bw:.4g}"),
-        "interconnect": "NVLink/PCIe (measured all-reduce)" if link else "none",
-        "interconnect_bandwidth_bytes_per_s": float(f"{link:.4g}"),
-        "host_link": "host memory" if info["device_type"] == "cpu" else "PCIe",
-        "host_link_bandwidth_bytes_per_s": float(f"{bw:.4g}") if info["device_type"] == "cpu"
-        else 32.0e9,
-        "usd_per_gpu_hour": 0.0,
-        "price_source": "none (a calibrated local device)",
-        "source": [(f"{label}: bf16_flops_per_s = best {dtype} GEMM rate in gemm.csv; "
-                   "hbm_bandwidth_bytes_per_s = large tensor copy (read + write bytes / time); "
-                   "hbm_bytes = device (CPU: system) memory")],
-        "provenance": {"bf16_flops_per_s": label, "hbm_bandwidth_bytes_per_s": label,
-                       "hbm_bytes": "measured (device properties)",
-                       "note": (f"CPU profile: the 'bf16' figure is the {dtype} rate "
-                                f"({threads} threads)") if info["device_type"] == "cpu" else ""},
-    }
-    header = (f"# Device profile written by servesim calibrate (harness v{HARNESS_VERSION}).\n"
-              f"# Figures are measured on this device ({info['device_name']}), not datasheet.\n")
-    p.write_text(header + yaml.safe_dump(plain(doc), sort_keys=False, width=100))
-    return p
 
 
 def write_provenance(out: Path, info: dict, cfg: TinyConfig, tp: int, shard: TinyConfig,

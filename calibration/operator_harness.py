@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import HARNESS_VERSION
+from .device import device_info, measure_bandwidth, write_spec
 from .grids import kv_token_budget, operator_grid
 from .tableset import (
     HARNESS_ENGINE,
@@ -32,6 +33,7 @@ from .tableset import (
     table_set_name,
     write_table_set,
 )
+from .tiny_model import resolve_model, shard_config
 
 #: repetitions per grid point: (warmup, repeats) by (device type, quick)
 REPEATS = {("cuda", False): (5, 30), ("cuda", True): (3, 10),
@@ -151,11 +153,9 @@ def calibrate_operators(model: str, out_dir: str | Path, device: str = "cuda",
     import torch
 
     from .collectives import measure_collectives
-    from .harness import device_info, measure_bandwidth, shard_config, write_spec
     from .ops import OperatorBench, measure_operators
     from .paged import kernel_versions, select_kernels
     from .timing import OpTimer, TimerSettings
-    from .tiny_model import resolve_model
 
     t_begin = time.perf_counter()
     dev = torch.device(device)

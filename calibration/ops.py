@@ -84,7 +84,7 @@ class OperatorBench:
     Parameters
     ----------
     shard : TinyConfig
-        Shapes at the TP shard (:func:`calibration.harness.shard_config`).
+        Shapes at the TP shard (:func:`calibration.tiny_model.shard_config`).
     model_name : str
         Recorded in the free ``model`` column.
     device : str

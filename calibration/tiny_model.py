@@ -9,6 +9,7 @@ simulator as a Hugging Face style ``config.json`` (:meth:`TinyConfig.write_confi
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -101,6 +102,21 @@ def weight_bytes(cfg: TinyConfig, dtype_bytes: int = 4) -> int:
     layer = (h * (cfg.num_attention_heads + 2 * cfg.num_kv_heads) * d
              + cfg.num_attention_heads * d * h + 3 * h * cfg.intermediate_size + 2 * h)
     return dtype_bytes * (cfg.num_layers * layer + 2 * cfg.vocab_size * h + h)
+
+
+def shard_config(cfg: TinyConfig, tp: int) -> TinyConfig:
+    """The per-GPU shape of ``cfg`` at TP ``tp`` (heads, MLP and vocabulary split)."""
+    if tp <= 1:
+        return cfg
+    if cfg.num_attention_heads % tp:
+        raise ValueError(f"{cfg.name}: {cfg.num_attention_heads} heads not divisible by TP {tp}")
+    return TinyConfig(name=cfg.name, num_layers=cfg.num_layers, hidden_size=cfg.hidden_size,
+                      num_attention_heads=cfg.num_attention_heads // tp,
+                      num_kv_heads=max(1, math.ceil(cfg.num_kv_heads / tp)),
+                      head_dim=cfg.head_dim, intermediate_size=cfg.intermediate_size // tp,
+                      vocab_size=cfg.vocab_size // tp,
+                      max_position_embeddings=cfg.max_position_embeddings,
+                      rope_theta=cfg.rope_theta)
 
 
 class TinyLlama:

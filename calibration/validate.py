@@ -277,7 +277,8 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
 
     from simulator.catalog.hardware import load_gpu_spec
     from simulator.perf.tables.flat_profile import load_table_perf_model, read_provenance
-    from simulator.scheduling.continuous import SchedulerConfig
+    from simulator.scenario.config import SchedulerConfig
+    from simulator.scheduling.limits import SchedulerLimits
 
     from .engine import RealEngine
     from .harness import Harness
@@ -331,8 +332,9 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     model = TinyLlama(TINY, opts.device)
     cfg = SchedulerConfig(max_num_seqs=opts.max_num_seqs,
                           max_num_batched_tokens=opts.max_num_batched_tokens,
-                          enable_chunked_prefill=True, max_model_len=4096)
-    eng = RealEngine(model, cfg, num_gpu_blocks=200_000, seed=opts.seed)
+                          enable_chunked_prefill=True)
+    eng = RealEngine(model, cfg, SchedulerLimits(max_model_len=4096), num_gpu_blocks=200_000,
+                     seed=opts.seed)
     runs = _real_runs(eng, base, specs, opts, out, sentinel, log)
     if harness is not None:
         log("  calibration: second half of the passes")

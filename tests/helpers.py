@@ -20,8 +20,9 @@ from simulator.cluster.setup import build_setup
 from simulator.engine.loop import SimOutput, simulate
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
-from simulator.scenario.config import Scenario, validate_scenario
-from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from simulator.scenario.config import Scenario, SchedulerConfig, validate_scenario
+from simulator.scheduling.continuous import ContinuousScheduler
+from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.state import ReqState
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -194,14 +195,15 @@ class ConstantStepPerf:
 # ---------------------------------------------------------------------------- scheduler factory
 def make_scheduler(*, num_blocks: int = 64, block_size: int = 4, prefix: bool = False,
                    allocation: str = "paged", watermark: float = 0.0,
-                   **cfg) -> ContinuousScheduler:
-    """A bare scheduler (no SimPy) with its own KV manager and a checking recorder."""
-    cfg.setdefault("max_model_len", 1 << 20)
-    sc = SchedulerConfig(**cfg)
+                   max_model_len: int = 1 << 20, **cfg) -> ContinuousScheduler:
+    """A bare scheduler (no SimPy) with its own KV manager and a checking recorder; ``cfg``:
+    keys of the scenario's ``scheduler:`` section."""
+    limits = SchedulerLimits(max_model_len=max_model_len)
     kv = KVCacheManager(num_blocks, block_size, enable_prefix_caching=prefix,
-                        allocation=allocation, max_model_len=sc.max_model_len,
+                        allocation=allocation, max_model_len=max_model_len,
                         watermark=watermark)
-    return ContinuousScheduler(sc, kv, RunRecorder(check_transitions=True), 0)
+    return ContinuousScheduler(SchedulerConfig(**cfg), limits, kv,
+                               RunRecorder(check_transitions=True), 0)
 
 
 def req(request_id: int, prompt: int, output: int, arrival: float = 0.0, **kw) -> ReqState:

@@ -212,8 +212,8 @@ def estimate_scenario_run(scenario, setup, specs, until_s: float | None = None) 
         mt = np.fromiter((s.max_tokens or 0 for s in specs), dtype=np.float64, count=n)
         has_patience = np.fromiter((s.cancel_after_s is not None for s in specs), dtype=bool,
                                    count=n)
-    cfg = setup.sched_cfg
-    L = float(cfg.max_model_len)
+    cfg = scenario.scheduler
+    L = float(setup.limits.max_model_len)
     kvc = scenario.kv_cache
     nb, bs = int(setup.num_gpu_blocks), int(setup.block_size)
     cap = nb - int(kvc.watermark * nb)

@@ -40,7 +40,7 @@ def _device_defaults(device: str) -> dict:
 
 def cmd_calibrate(args) -> int:
     _need_torch("calibrate")
-    from calibration.harness import calibrate
+    from calibration.dispatch import calibrate
     d = _device_defaults(args.device)
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     output = args.output or f"hardware_profiles/{args.device.split(':')[0]}-local"

@@ -15,8 +15,9 @@ from simulator.cluster.routing import prefix_affinity_pick
 from simulator.kv import KVCacheManager, MemoryPlan
 from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import DEFAULT_LOAD_GUARD, Scenario
-from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig
+from simulator.scheduling.continuous import ContinuousScheduler
 from simulator.scheduling.emission import Jump
+from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.speculative import SpeculativeScheduler
 from simulator.scheduling.static import StaticScheduler
 
@@ -106,7 +107,8 @@ class ReplicaSetup:
     memory: MemoryPlan | None
     num_gpu_blocks: int
     block_size: int
-    sched_cfg: SchedulerConfig
+    #: the scheduler's derived limits (its configuration is the scenario's ``scheduler:``)
+    limits: SchedulerLimits
     kv_cache_dtype: str
     weight_dtype: str
     usd_per_gpu_hour: float
@@ -132,7 +134,7 @@ class Replica:
         self.kv = KVCacheManager(setup.num_usable_blocks, setup.block_size,
                                  enable_prefix_caching=kvc.enable_prefix_caching,
                                  allocation=kvc.allocation,
-                                 max_model_len=setup.sched_cfg.max_model_len,
+                                 max_model_len=setup.limits.max_model_len,
                                  watermark=kvc.watermark)
         self.sched = make_scheduler(scenario, setup, self.kv, rec, idx)
         self.perf = setup.perf
@@ -178,12 +180,12 @@ class Replica:
 
 
 def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):
-    """The replica scheduler the scenario asks for."""
-    if scenario.speculative is not None and scenario.scheduler.policy == "continuous":
-        return SpeculativeScheduler(setup.sched_cfg, kv, rec, idx, scenario=scenario,
+    """The replica scheduler the scenario asks for (``scheduler.policy``), configured by the
+    scenario's ``scheduler:`` section and the setup's derived limits."""
+    sc = scenario.scheduler
+    if scenario.speculative is not None and sc.policy == "continuous":
+        return SpeculativeScheduler(sc, setup.limits, kv, rec, idx, scenario=scenario,
                                     setup=setup)
-    if scenario.scheduler.policy == "static":
-        return StaticScheduler(setup.sched_cfg, kv, rec, idx,
-                               max_batch_size=scenario.scheduler.max_batch_size,
-                               batch_timeout_s=scenario.scheduler.batch_timeout_s)
-    return ContinuousScheduler(setup.sched_cfg, kv, rec, idx)
+    if sc.policy == "static":
+        return StaticScheduler(sc, setup.limits, kv, rec, idx)
+    return ContinuousScheduler(sc, setup.limits, kv, rec, idx)

@@ -17,12 +17,11 @@ from pathlib import Path
 from simulator.catalog.hardware import GPUSpec, get_gpu
 from simulator.catalog.models import ModelSpec, get_model
 from simulator.cluster.replica import ReplicaSetup
-from simulator.kv.planner import swap_space_blocks
 from simulator.kv.stages import plan_pipeline_memory
 from simulator.perf import build_perf_model, get_engine_profile
 from simulator.perf.pipeline import PipelinePerfModel
 from simulator.scenario.config import Scenario, ScenarioError, blame_message
-from simulator.scheduling.continuous import SchedulerConfig
+from simulator.scheduling.limits import SchedulerLimits
 
 
 def resolve_kv_dtype(scenario: Scenario) -> str:
@@ -286,7 +285,8 @@ def check_replica(scenario: Scenario, base: Path | None, source: str, overrides)
 
 
 def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetup:
-    """Resolve model, GPU, performance model, memory plan and scheduler limits.
+    """Resolve model, GPU, performance model, memory plan and the scheduler's derived limits
+    (:class:`~simulator.scheduling.limits.SchedulerLimits`).
 
     Parameters
     ----------
@@ -324,22 +324,12 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
     if price is None:
         price = gpu.usd_per_gpu_hour
     block_bytes = float(model.kv_bytes_per_token(kv_dtype, tp) * scenario.kv_cache.block_size)
-    share = sc.admission.tenant_max_share
-    cfg = SchedulerConfig(max_num_seqs=sc.max_num_seqs,
-                          max_num_batched_tokens=sc.max_num_batched_tokens,
-                          enable_chunked_prefill=sc.enable_chunked_prefill,
-                          max_model_len=max_model_len, policy=sc.queue_policy,
-                          preemption_mode=sc.preemption_mode,
-                          swap_space_blocks=swap_space_blocks(scenario.kv_cache.swap_space_gb,
-                                                              block_bytes),
-                          swap_block_bytes=block_bytes,
-                          host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
-                          tenant_max_seqs=(max(1, int(share * sc.max_num_seqs))
-                                           if share is not None else None),
-                          reserve_full_isl=bool(rules is not None and rules.reserve_full_isl),
-                          step_policy=sc.step_policy)
-    return ReplicaSetup(model, gpu, tp, perf, mem, num_blocks, scenario.kv_cache.block_size, cfg,
-                        kv_dtype, wdt, price, extra={
+    limits = SchedulerLimits.for_replica(
+        sc, scenario.kv_cache, max_model_len=max_model_len, block_bytes=block_bytes,
+        host_link_bandwidth_bytes_per_s=gpu.host_link_bandwidth_bytes_per_s,
+        reserve_full_isl=bool(rules is not None and rules.reserve_full_isl))
+    return ReplicaSetup(model, gpu, tp, perf, mem, num_blocks, scenario.kv_cache.block_size,
+                        limits, kv_dtype, wdt, price, extra={
                             "draft_model": draft,
                             "fallback": build_fallback_setup(scenario, base_dir)})
 

@@ -44,16 +44,12 @@ from simulator.runs.scenario import (
     scenario_dict,
     write_run_folder,
 )
-from simulator.scenario.config import PoolConfig, Scenario, validate_scenario
+from simulator.scenario.config import POOL_SECTIONS, PoolConfig, Scenario, validate_scenario
 from simulator.topology.transfer import Link, kv_transfer_time_s
 from simulator.workload import WorkloadWarning, load_workload
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
-
-#: scenario sections a pool may replace
-POOL_SECTIONS = ("model", "hardware", "cluster", "scheduler", "kv_cache", "perf", "cost")
-
 
 @dataclass
 class PoolRun:

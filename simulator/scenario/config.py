@@ -136,8 +136,10 @@ class AdmissionConfig(_Strict):
         return self
 
 
-class SchedulerConfigModel(_Strict):
-    """Replica scheduler (vLLM names)."""
+class SchedulerConfig(_Strict):
+    """Replica scheduler (vLLM names), the one scheduler config (plus the derived
+    :class:`~simulator.scheduling.limits.SchedulerLimits`). ``policy``: continuous or static
+    batching; ``queue_policy``: waiting order and preemption victim (fcfs or priority)."""
 
     policy: Literal["continuous", "static"] = "continuous"
     queue_policy: Literal["fcfs", "priority"] = "fcfs"
@@ -249,7 +251,7 @@ class PoolConfig(_Strict):
     model: str | None = None
     hardware: HardwareConfig | None = None
     cluster: ClusterConfig | None = None
-    scheduler: SchedulerConfigModel | None = None
+    scheduler: SchedulerConfig | None = None
     kv_cache: KVCacheConfig | None = None
     perf: PerfConfig | None = None
     cost: CostConfig | None = None
@@ -258,9 +260,12 @@ class PoolConfig(_Strict):
     kv_transfer: KVTransferConfig | None = None
 
 
-#: top-level sections a pool may state for itself besides ``cluster`` (:class:`PoolConfig`),
-#: in the order :class:`Scenario` names an unused one
-POOL_SECTIONS = ("model", "hardware", "scheduler", "kv_cache", "perf", "cost")
+#: top-level sections a pool may state for itself (:class:`PoolConfig`), each replacing the
+#: top-level one whole (:func:`simulator.runs.gateway.pool_scenario`)
+POOL_SECTIONS = ("model", "hardware", "cluster", "scheduler", "kv_cache", "perf", "cost")
+#: those a scenario refuses whole when every pool states its own, in the order it names them
+#: (an unused top-level ``cluster`` is named key by key: ``Scenario._unused_cluster_keys``)
+_POOL_SECTIONS_CHECKED_WHOLE = tuple(k for k in POOL_SECTIONS if k != "cluster")
 
 
 class Scenario(_Strict):
@@ -270,7 +275,7 @@ class Scenario(_Strict):
     model: str = "llama-3.1-8b"
     hardware: HardwareConfig = HardwareConfig()
     cluster: ClusterConfig = ClusterConfig()
-    scheduler: SchedulerConfigModel = SchedulerConfigModel()
+    scheduler: SchedulerConfig = SchedulerConfig()
     kv_cache: KVCacheConfig = KVCacheConfig()
     perf: PerfConfig = PerfConfig()
     workload: WorkloadConfig
@@ -363,12 +368,12 @@ class Scenario(_Strict):
         return sorted(self.cluster.model_fields_set)
 
     def _unused_top_level_sections(self) -> list[str]:
-        """The sections of :data:`POOL_SECTIONS` given at the top level (whatever the value:
-        ``hardware.gpu: h100`` as much as the default ``h100-sxm``) while every pool states
-        its own, so none reads them. A resolved input (:meth:`_is_resolved`): those whose
-        value is not the default."""
+        """The sections of :data:`POOL_SECTIONS` but ``cluster`` given at the top level
+        (whatever the value: ``hardware.gpu: h100`` as much as the default ``h100-sxm``) while
+        every pool states its own, so none reads them. A resolved input
+        (:meth:`_is_resolved`): those whose value is not the default."""
         resolved = self._is_resolved()
-        return [k for k in POOL_SECTIONS
+        return [k for k in _POOL_SECTIONS_CHECKED_WHOLE
                 if all(getattr(p, k) is not None for p in self.pools)
                 and ((getattr(self, k) != Scenario.model_fields[k].default) if resolved
                      else k in self.model_fields_set)]

@@ -30,67 +30,17 @@ size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): about 6
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import islice
 
 import numpy as np
 
 from simulator.perf.step_shape import StepShape
+from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.emission import Jump, advance
-from simulator.scheduling.parallel import (
-    extra_seqs,
-    is_parallel_decode,
-    kv_tokens_held,
-    kv_tokens_per_seq,
-)
+from simulator.scheduling.limits import SchedulerLimits
+from simulator.scheduling.parallel import extra_seqs, kv_tokens_held, kv_tokens_per_seq
 from simulator.scheduling.queues import RequestQueue
 from simulator.scheduling.state import CANCELLED, REJECTED, RUNNING, WAITING, ReqState
-
-
-@dataclass
-class SchedulerConfig:
-    """Scheduler limits (vLLM names).
-
-    Attributes
-    ----------
-    max_num_seqs : int
-        Sequences in one iteration.
-    max_num_batched_tokens : int
-        Tokens (prefill + decode) in one iteration.
-    enable_chunked_prefill : bool
-        Split prompts across iterations.
-    max_model_len : int
-        Longest sequence (prompt + output) in tokens.
-    policy : {"fcfs", "priority"}
-        Queue order; ``priority`` orders by (priority, arrival) and preempts the least
-        important running request first.
-    preemption_mode : {"recompute", "swap"}
-    step_policy : {"decode_first", "prefill_first"}
-        ``decode_first``: vLLM V1 mixed steps (running requests first, waiting prompts fill
-        the rest of the token budget); ``prefill_first``: vLLM V0 without chunked prefill
-        and Vidur's ``vllm`` scheduler: a step admits waiting prompts and, when it admitted
-        any, runs them alone (no decodes); otherwise it decodes the running requests.
-    """
-
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int = 8192
-    enable_chunked_prefill: bool = True
-    max_model_len: int = 131072
-    policy: str = "fcfs"
-    preemption_mode: str = "recompute"
-    #: host swap space in KV blocks (``preemption_mode: swap``)
-    swap_space_blocks: int = 0
-    #: bytes of one KV block on one GPU (swap transfer size per GPU)
-    swap_block_bytes: float = 0.0
-    #: host link (PCIe) bandwidth per direction, bytes/s
-    host_link_bandwidth_bytes_per_s: float = 32e9
-    #: max running sequences per tenant (``admission.tenant_max_share x max_num_seqs``)
-    tenant_max_seqs: int | None = None
-    #: admit a waiting request only when its whole current sequence fits in the free blocks
-    #: (vLLM >= 0.10 ``scheduler_reserve_full_isl``; from the engine profile); not enforced
-    #: while nothing runs (so a request larger than the free pool cannot wedge the replica)
-    reserve_full_isl: bool = False
-    step_policy: str = "decode_first"
 
 
 class StepOutput:
@@ -158,6 +108,14 @@ class ContinuousScheduler:
     Parameters
     ----------
     config : SchedulerConfig
+        The scenario's ``scheduler:`` section (vLLM names: ``max_num_seqs``,
+        ``max_num_batched_tokens``, ``enable_chunked_prefill``, ``queue_policy``: FCFS, or
+        ``priority``: by (priority, arrival), preempting the least important running request
+        first; ``preemption_mode``; ``step_policy``: ``decode_first`` for vLLM V1 mixed steps,
+        ``prefill_first`` for V0 without chunked prefill, where admitted prompts run alone).
+    limits : SchedulerLimits
+        What the replica derives beyond the section (the resolved ``max_model_len``, swap
+        space, tenant cap, the engine's admission rule).
     kv : KVCacheManager
     recorder : RunRecorder
         Collects finished requests, ITL samples and transitions.
@@ -167,13 +125,15 @@ class ContinuousScheduler:
     #: whether requests with ``n > 1`` are served (the speculative plug-in says no)
     supports_parallel_sampling = True
 
-    def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0):
-        self.queue = RequestQueue(config.policy)
+    def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
+                 replica_id: int = 0):
+        self.queue = RequestQueue(config.queue_policy)
         self.cfg = config
+        self.limits = limits
         self.kv = kv
         self.rec = recorder
         self.replica_id = replica_id
-        self.priority = config.policy == "priority"
+        self.priority = config.queue_policy == "priority"
         self.running: list[ReqState] = []
         self.num_preemptions = 0
         #: draft tokens verified per decode step (speculative decoding); 0 = plain decoding.
@@ -241,11 +201,11 @@ class ContinuousScheduler:
         scheduler without parallel sampling (speculative decoding); ``n_exceeds_max_num_seqs``:
         its ``n`` sequences never fit one iteration.
         """
-        cfg = self.cfg
-        if r.num_prompt_tokens + 1 > cfg.max_model_len:
+        cfg, max_len = self.cfg, self.limits.max_model_len
+        if r.num_prompt_tokens + 1 > max_len:
             return "prompt_too_long"
         mt = r.spec.max_tokens
-        if mt is not None and r.num_prompt_tokens + mt > cfg.max_model_len:
+        if mt is not None and r.num_prompt_tokens + mt > max_len:
             return "max_tokens_too_large"
         if not self.kv.can_ever_fit(r):
             return "kv_capacity"
@@ -276,16 +236,16 @@ class ContinuousScheduler:
     # ------------------------------------------------------------------ preemption
     def _preempt(self, victim: ReqState, now: float, out: StepOutput) -> None:
         self.running.remove(victim)
-        cfg = self.cfg
+        lim = self.limits
         nb = len(victim.kv_handle)
-        if (cfg.preemption_mode == "swap" and victim.num_computed_tokens > 0 and nb
-                and self.swap_used_blocks + nb <= cfg.swap_space_blocks
+        if (self.cfg.preemption_mode == "swap" and victim.num_computed_tokens > 0 and nb
+                and self.swap_used_blocks + nb <= lim.swap_space_blocks
                 and self.kv.allocation == "paged"):
             # swap out: KV copied to host memory over the host link; progress kept
             victim.swapped_blocks = nb
             self.swap_used_blocks += nb
-            out.extra_time_s += nb * cfg.swap_block_bytes / cfg.host_link_bandwidth_bytes_per_s
-            out.swap_bytes += nb * cfg.swap_block_bytes
+            out.extra_time_s += nb * lim.swap_block_bytes / lim.host_link_bandwidth_bytes_per_s
+            out.swap_bytes += nb * lim.swap_block_bytes
             self.num_swap_outs += 1
             self.kv.free(victim)
         else:
@@ -350,16 +310,16 @@ class ContinuousScheduler:
         while i < nrun and budget > 0:
             r = running[i]
             c = r.num_computed_tokens
-            e = r.num_emitted
-            n = n0 = r.num_prompt_tokens + e - c  # num_tokens - computed (inlined)
+            n = n0 = r.num_prompt_tokens + r.num_emitted - c  # num_tokens - computed (inlined)
+            decoding = r.is_decoding
             ns = r.num_seqs
-            if ns > 1 and n == 1 and e > 0:
+            if ns > 1 and decoding:
                 # parallel sampling: one decode token per sequence, all or none
                 if budget < ns:
                     i += 1
                     continue
                 n = ns
-            elif la and n == 1 and e > 0 and budget >= 1 + la:
+            elif la and decoding and budget >= 1 + la:
                 n += la
             n = min(n, budget)
             if ns == 1:  # kv.has_slots, inlined for one sequence (the common case)
@@ -396,7 +356,7 @@ class ContinuousScheduler:
             i += 1
             if ns != 1:
                 general = True
-            elif n0 == 1 and e > 0 and (n == 1 or n == 1 + la):
+            elif decoding and (n == 1 or n == 1 + la):
                 nd += 1  # a decode (with ``la`` draft tokens to verify when speculating)
                 ctx += c + n
                 nsamp += n
@@ -432,18 +392,18 @@ class ContinuousScheduler:
                 parallel = True
             else:
                 kvt += c + n
-            ntok = r.num_prompt_tokens + r.num_emitted  # r.num_tokens, inlined
-            if ns > 1 and n == ns and is_parallel_decode(r):
+            decoding = r.is_decoding
+            if ns > 1 and n == ns and decoding:
                 nd += ns  # ns decode sequences of context c + 1 each
                 ctx += ns * (c + 1)
                 nsamp += ns
-            elif ns == 1 and r.num_emitted > 0 and c == ntok - 1 and (n == 1 or n == 1 + la):
+            elif ns == 1 and decoding and (n == 1 or n == 1 + la):
                 # decode (with ``la`` draft tokens to verify when speculating)
                 nd += 1
                 ctx += c + n
                 nsamp += n
             else:
-                if c + n == ntok:
+                if c + n == r.num_prompt_tokens + r.num_emitted:  # r.num_tokens, inlined
                     nsamp += ns  # the prompt's last chunk samples every sequence's token
                 pq.append(n)
                 ps.append(c)
@@ -495,7 +455,7 @@ class ContinuousScheduler:
 
     def _admission_order(self):
         """Waiting requests in admission order (a snapshot when skipping is possible)."""
-        if self.cfg.tenant_max_seqs is None:
+        if self.limits.tenant_max_seqs is None:
             while True:
                 r = self._peek_waiting()
                 if r is None:
@@ -519,8 +479,8 @@ class ContinuousScheduler:
     def _admit_waiting(self, now: float, out: StepOutput, sched: dict, budget: int) -> int:
         if not len(self.queue):
             return budget  # nothing waits (most decode steps): no per-request counts needed
-        cfg, kv, running = self.cfg, self.kv, self.running
-        cap = cfg.tenant_max_seqs
+        cfg, lim, kv, running = self.cfg, self.limits, self.kv, self.running
+        cap = lim.tenant_max_seqs
         counts: dict[str, int] = {}
         if cap is not None:
             for q in running:
@@ -531,17 +491,17 @@ class ContinuousScheduler:
                 break
             if cap is not None and counts.get(r.spec.tenant, 0) >= cap:
                 continue  # tenant at its share: let other tenants' requests pass
-            if extra or r.num_seqs > 1:  # sequences, not requests, fill max_num_seqs
-                if extra_seqs(running) + len(running) + r.num_seqs > cfg.max_num_seqs \
-                        and running:
-                    return budget
+            # sequences, not requests, fill max_num_seqs
+            if (extra or r.num_seqs > 1) and running \
+                    and extra_seqs(running) + len(running) + r.num_seqs > cfg.max_num_seqs:
+                return budget
             while len(running) >= cfg.max_num_seqs:
                 back = self._preempt_for(r, now, out, sched)
                 if back < 0:
                     return budget
                 budget += back
             swapped = r.swapped_blocks
-            full = r.num_tokens if (cfg.reserve_full_isl and running) else None
+            full = r.num_tokens if (lim.reserve_full_isl and running) else None
             while True:
                 hits, computed = kv.cached_prefix(r)
                 n = r.num_tokens - computed
@@ -567,8 +527,8 @@ class ContinuousScheduler:
                     r.num_cached_prompt_tokens = computed
                 self.rec.prefix_hit_tokens += computed
             if swapped:
-                out.extra_time_s += swapped * cfg.swap_block_bytes / cfg.host_link_bandwidth_bytes_per_s
-                out.swap_bytes += swapped * cfg.swap_block_bytes
+                out.extra_time_s += swapped * lim.swap_block_bytes / lim.host_link_bandwidth_bytes_per_s
+                out.swap_bytes += swapped * lim.swap_block_bytes
                 self.swap_used_blocks -= swapped
                 r.swapped_blocks = 0
                 self.num_swap_ins += 1
@@ -599,7 +559,7 @@ class ContinuousScheduler:
             if r.status != RUNNING:
                 continue
             ns = r.num_seqs
-            if ns > 1 and n == ns and is_parallel_decode(r):
+            if ns > 1 and n == ns and r.is_decoding:
                 n = 1  # one token per sequence
             if r.cancel_requested:
                 r.num_computed_tokens += n
@@ -622,7 +582,7 @@ class ContinuousScheduler:
             kv.free(r)
             self.rec.finish(r, end, CANCELLED, "cancelled")
         finished = advance(emitters, 1, (end,), start_s=start, recorder=self.rec,
-                           max_model_len=self.cfg.max_model_len,
+                           max_model_len=self.limits.max_model_len,
                            tokens=tokens if drafted else None)
         for r in finished:
             kv.free(r)
@@ -643,7 +603,7 @@ class ContinuousScheduler:
             r.num_computed_tokens += k - 1
         # a run ends at its first finish (plan_decode_run), so none finishes in k - 1 steps
         advance(gone, k - 1, ends, start_s=start, recorder=self.rec,
-                max_model_len=self.cfg.max_model_len)
+                max_model_len=self.limits.max_model_len)
         end = float(ends[k - 1])
         for r in gone:
             r.num_computed_tokens += 1
@@ -688,7 +648,7 @@ class ContinuousScheduler:
         reqs = out.reqs
         k_max = min([r.num_output_tokens - r.num_emitted for r in reqs])
         # num_tokens of each request is computed + 1 (a decode step)
-        k_len = self.cfg.max_model_len - 1 - max([r.num_computed_tokens for r in reqs])
+        k_len = self.limits.max_model_len - 1 - max([r.num_computed_tokens for r in reqs])
         k_max = max(1, min(k_max, k_len))
         if k_max <= 1:
             return 1
@@ -736,7 +696,7 @@ class ContinuousScheduler:
         # at the end of the last step, after that step's allocations)
         self.kv.grow_decode_run(reqs)
         finished = advance(reqs, k, ends, start_s=start, recorder=self.rec,
-                           max_model_len=self.cfg.max_model_len)
+                           max_model_len=self.limits.max_model_len)
         if finished:
             for r in finished:
                 self.kv.free(r)

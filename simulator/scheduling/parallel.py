@@ -9,16 +9,10 @@ helpers hold that arithmetic so the continuous scheduler's loops stay one line p
 from __future__ import annotations
 
 
-def is_parallel_decode(r) -> bool:
-    """Whether ``r`` (with ``num_seqs > 1``) is decoding: its prompt and every emitted token
-    but the last have KV, so the next step computes one token per sequence."""
-    return r.num_seqs > 1 and r.num_emitted > 0 and r.num_computed_tokens == r.num_tokens - 1
-
-
 def kv_tokens_per_seq(r, scheduled: int) -> int:
     """Tokens of KV each sequence of ``r`` holds after a step scheduling ``scheduled`` tokens
     of it (a decode schedules ``num_seqs`` tokens: one each)."""
-    if is_parallel_decode(r) and scheduled == r.num_seqs:
+    if scheduled == r.num_seqs and r.is_decoding:
         return r.num_computed_tokens + 1
     return r.num_computed_tokens + scheduled
 

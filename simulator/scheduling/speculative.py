@@ -55,7 +55,9 @@ from simulator.base.rng import stream
 from simulator.catalog.models import get_model
 from simulator.perf import build_perf_model
 from simulator.perf.step_shape import StepShape
-from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig, StepOutput
+from simulator.scenario.config import SchedulerConfig
+from simulator.scheduling.continuous import ContinuousScheduler, StepOutput
+from simulator.scheduling.limits import SchedulerLimits
 
 __all__ = ["NGRAM_COST_PER_SEQ_S", "DraftCostModel", "SliceCounters", "SpeculativeScheduler",
            "spec_rng"]
@@ -274,7 +276,9 @@ class SpeculativeScheduler(ContinuousScheduler):
     Parameters
     ----------
     config : SchedulerConfig
-        Scheduler limits.
+        The scenario's ``scheduler:`` section.
+    limits : SchedulerLimits
+        The replica's derived scheduler limits.
     kv : KVCacheManager
         The replica's KV cache (lookahead slots are allocated by the parent's ``schedule``
         and released here on rejection).
@@ -312,9 +316,9 @@ class SpeculativeScheduler(ContinuousScheduler):
     #: parallel sampling with drafts is not modelled: such requests are rejected at arrival
     supports_parallel_sampling = False
 
-    def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0, *,
-                 scenario, setup):
-        super().__init__(config, kv, recorder, replica_id)
+    def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
+                 replica_id: int = 0, *, scenario, setup):
+        super().__init__(config, limits, kv, recorder, replica_id)
         spec = scenario.speculative
         if spec is None:
             raise ValueError("SpeculativeScheduler needs scenario.speculative")
@@ -402,12 +406,11 @@ class SpeculativeScheduler(ContinuousScheduler):
         ctx = 0
         prefill_done = 0  # prefill chunks that complete their prompt
         for r, n in zip(out.reqs, out.ntoks):
-            c = r.num_computed_tokens
-            if r.num_emitted > 0 and c == r.num_tokens - 1:
+            if r.is_decoding:
                 if la and n == 1 + la:  # la == 0: speculation paused, a plain decode
                     spec_reqs.append(r)
                     ctx += r.num_tokens
-            elif c + n == r.num_tokens:
+            elif r.num_computed_tokens + n == r.num_tokens:
                 prefill_done += 1
         shape = out.shape
         d_dec = self.cost.decode_cost(len(spec_reqs), ctx)
@@ -430,7 +433,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         self.draft_prefill_time_s += d_pre
         # decodes that got no lookahead (no budget left for it)
         for r, n in zip(out.reqs, out.ntoks):
-            if n == 1 and r.num_emitted > 0 and r.num_computed_tokens == r.num_tokens - 1:
+            if n == 1 and r.is_decoding:
                 self._counters(r.spec.slice).num_plain_decodes += 1
         drafted = None
         if spec_reqs:
@@ -452,7 +455,7 @@ class SpeculativeScheduler(ContinuousScheduler):
         """Draw each speculating request's accepted drafts and count them; returns the
         tokens each request emits (accepted + bonus, capped by its output length and
         ``max_model_len``)."""
-        max_len = self.cfg.max_model_len
+        max_len = self.limits.max_model_len
         row_of = self._slice_row
         rows_l = []
         for r in spec_reqs:

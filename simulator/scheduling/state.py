@@ -99,6 +99,15 @@ class ReqState:
         return self.num_prompt_tokens + self.num_emitted
 
     @property
+    def is_decoding(self) -> bool:
+        """Whether the request is in its decode phase: it has emitted a token and its KV
+        holds the prompt and every emitted token but the last, so its next step computes one
+        token per sequence (plus any draft tokens to verify). False while its prompt is
+        prefilled, chunk by chunk or recomputed after a preemption."""
+        return self.num_emitted > 0 and \
+            self.num_computed_tokens == self.num_prompt_tokens + self.num_emitted - 1
+
+    @property
     def blocks(self) -> list[int]:
         """Block ids held (read-only view for tests and audits: ``kv_handle.block_ids``)."""
         return self.kv_handle.block_ids

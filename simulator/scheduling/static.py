@@ -59,8 +59,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.scheduling.continuous import ContinuousScheduler, SchedulerConfig, StepOutput
+from simulator.scenario.config import SchedulerConfig
+from simulator.scheduling.continuous import ContinuousScheduler, StepOutput
 from simulator.scheduling.emission import advance
+from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.state import CANCELLED, RUNNING, ReqState
 
 #: Tolerance (seconds) when comparing the clock with a batch deadline (float round-off of
@@ -100,32 +102,23 @@ class StaticScheduler(ContinuousScheduler):
     Parameters
     ----------
     config : SchedulerConfig
-        ``max_model_len``, ``max_num_seqs`` (caps the batch size) and ``policy`` (queue
-        order) are used; the token budget and chunked prefill are not.
+        The scenario's ``scheduler:`` section: ``max_batch_size`` (slots per batch),
+        ``max_num_seqs`` (also caps the batch size), ``batch_timeout_s`` (longest wait, from
+        the arrival of the oldest request of the forming batch, before a batch that is not
+        full starts) and ``queue_policy`` (queue order) are used; the token budget and
+        chunked prefill are not.
+    limits : SchedulerLimits
+        The replica's derived limits (``max_model_len``).
     kv : KVCacheManager
     recorder : RunRecorder
     replica_id : int
-    max_batch_size : int
-        Slots per batch (>= 1).
-    batch_timeout_s : float
-        Longest wait, from the arrival of the oldest request of the forming batch, before a
-        batch that is not full starts (>= 0 seconds).
-
-    Raises
-    ------
-    ValueError
-        On ``max_batch_size < 1``, a negative timeout or an unknown queue policy.
     """
 
-    def __init__(self, config: SchedulerConfig, kv, recorder, replica_id: int = 0, *,
-                 max_batch_size: int = 32, batch_timeout_s: float = 0.05):
-        super().__init__(config, kv, recorder, replica_id)
-        if int(max_batch_size) < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
-        if not float(batch_timeout_s) >= 0:
-            raise ValueError(f"batch_timeout_s must be >= 0, got {batch_timeout_s}")
-        self.max_batch_size = int(max_batch_size)
-        self.batch_timeout_s = float(batch_timeout_s)
+    def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
+                 replica_id: int = 0):
+        super().__init__(config, limits, kv, recorder, replica_id)
+        self.max_batch_size = int(config.max_batch_size)  # >= 1, >= 0: checked by the schema
+        self.batch_timeout_s = float(config.batch_timeout_s)
         self.batch: list[ReqState] = []
         self._pmax = 0
         self._j = 0  # decode steps done in the current batch
@@ -155,10 +148,10 @@ class StaticScheduler(ContinuousScheduler):
         reservation (``kv.reserve_tokens``) exceeds the whole pool;
         ``parallel_sampling_unsupported`` for ``n > 1`` (not modelled with static batching).
         """
-        if r.num_prompt_tokens + 1 > self.cfg.max_model_len:
+        if r.num_prompt_tokens + 1 > self.limits.max_model_len:
             return "prompt_too_long"
         mt = r.spec.max_tokens
-        if mt is not None and r.num_prompt_tokens + mt > self.cfg.max_model_len:
+        if mt is not None and r.num_prompt_tokens + mt > self.limits.max_model_len:
             return "max_tokens_too_large"
         kv = self.kv
         if kv.blocks_for(kv.reserve_tokens(r)) > kv.num_gpu_blocks:
@@ -316,7 +309,7 @@ class StaticScheduler(ContinuousScheduler):
                 else:
                     live.append(r)
             finished = advance(live, 1, (end,), start_s=start, recorder=self.rec,
-                               max_model_len=self.cfg.max_model_len)
+                               max_model_len=self.limits.max_model_len)
             self._prefilled = True
             self._after_step(cancelled or bool(finished))
             return
@@ -333,7 +326,7 @@ class StaticScheduler(ContinuousScheduler):
         if out.is_prefill or not self.running:
             return 1
         rem = min(r.num_output_tokens - r.num_emitted for r in self.running)
-        k_len = self.cfg.max_model_len - max(r.num_tokens for r in self.running)
+        k_len = self.limits.max_model_len - max(r.num_tokens for r in self.running)
         return max(1, min(rem, k_len))
 
     def decode_run_arrays(self, out: StaticStepOutput, k: int):
@@ -360,7 +353,7 @@ class StaticScheduler(ContinuousScheduler):
         for r in live:
             r.num_computed_tokens += k
         finished = advance(live, k, ends, start_s=start, recorder=self.rec,
-                           max_model_len=self.cfg.max_model_len)
+                           max_model_len=self.limits.max_model_len)
         self._j += k
         self._after_step(bool(finished))
 

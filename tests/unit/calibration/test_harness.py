@@ -12,20 +12,17 @@ import yaml
 torch = pytest.importorskip("torch")
 
 from calibration import kernels as K
+from calibration.dispatch import calibrate
 from calibration.engine import RealEngine, steps_to_shapes
-from calibration.harness import (
-    calibrate,
-    default_grid,
-    shard_config,
-    skewed_contexts,
-)
+from calibration.harness import default_grid, skewed_contexts
 from calibration.timing import Probe, summarize, time_isolated
-from calibration.tiny_model import TINY, TinyConfig, TinyLlama, resolve_model
+from calibration.tiny_model import TINY, TinyConfig, TinyLlama, resolve_model, shard_config
 from simulator.base.request import RequestSpec
 from simulator.catalog.hardware import load_gpu_spec
 from simulator.catalog.models import get_model
 from simulator.perf.tables.flat_profile import load_table_perf_model, read_provenance
-from simulator.scheduling.continuous import SchedulerConfig
+from simulator.scenario.config import SchedulerConfig
+from simulator.scheduling.limits import SchedulerLimits
 
 MICRO = TinyConfig(name="micro-llama", num_layers=2, hidden_size=64, num_attention_heads=4,
                    num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
@@ -155,8 +152,9 @@ def _simulate_const(specs):
 def _engine(cfg=MICRO, seqs=4, tokens=32):
     m = TinyLlama(cfg)
     sc = SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                         enable_chunked_prefill=True, max_model_len=cfg.max_position_embeddings)
-    return RealEngine(m, sc, num_gpu_blocks=10_000)
+                         enable_chunked_prefill=True)
+    return RealEngine(m, sc, SchedulerLimits(max_model_len=cfg.max_position_embeddings),
+                      num_gpu_blocks=10_000)
 
 
 def test_engine_follows_the_simulator_scheduler():

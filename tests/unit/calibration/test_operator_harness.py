@@ -17,8 +17,8 @@ import yaml
 torch = pytest.importorskip("torch")
 
 from calibration import HARNESS_VERSION
+from calibration.dispatch import calibrate
 from calibration.grids import operator_grid
-from calibration.harness import calibrate
 from calibration.ops import gemm_shapes
 from calibration.paged import (
     build_paged_layout,

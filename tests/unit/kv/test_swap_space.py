@@ -35,9 +35,9 @@ def test_block_bytes_of_the_small_model():
 @pytest.mark.parametrize(("gib", "blocks"), [(4.0, 8_192), (0.3, 614), (0.0, 0)])
 def test_swap_blocks_by_hand(gib, blocks):
     assert swap_space_blocks(gib, BLOCK_BYTES) == blocks
-    cfg = _setup(gib).sched_cfg
-    assert cfg.swap_block_bytes == BLOCK_BYTES
-    assert cfg.swap_space_blocks == blocks
+    limits = _setup(gib).limits
+    assert limits.swap_block_bytes == BLOCK_BYTES
+    assert limits.swap_space_blocks == blocks
 
 
 def test_swap_bytes_are_gib_not_gb():

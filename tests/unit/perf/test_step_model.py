@@ -249,8 +249,8 @@ def test_reserve_full_isl_and_null_block_reach_the_replica():
                             "kv_cache": {"num_gpu_blocks": 100},
                             "perf": {"source": "roofline", "engine": "vllm-v1"}})
     setup = build_setup(sc)
-    assert setup.sched_cfg.reserve_full_isl is True
+    assert setup.limits.reserve_full_isl is True
     assert setup.num_gpu_blocks == 100 and setup.num_usable_blocks == 99
     sc0 = sc.model_copy(update={"perf": sc.perf.model_copy(update={"engine": "vllm-v0"})})
     setup0 = build_setup(sc0)
-    assert setup0.sched_cfg.reserve_full_isl is False and setup0.num_usable_blocks == 100
+    assert setup0.limits.reserve_full_isl is False and setup0.num_usable_blocks == 100

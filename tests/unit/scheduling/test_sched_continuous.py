@@ -121,7 +121,7 @@ def test_fcfs_preemption_victim_is_tail_and_requeued_at_front():
 def test_priority_victim_is_least_important(policy, victim):
     """X (priority 3) and Y (priority 9) run; Z (priority 1) joins; at step 3 X needs a
     block: the priority policy preempts Y (largest priority value), FCFS the tail Z."""
-    s = make_scheduler(num_blocks=6, max_num_batched_tokens=100, policy=policy)
+    s = make_scheduler(num_blocks=6, max_num_batched_tokens=100, queue_policy=policy)
     x = req(0, 7, 10, priority=3)
     y = req(1, 7, 10, priority=9)
     z = req(2, 7, 10, priority=1, arrival=0.5)
@@ -139,7 +139,7 @@ def test_priority_victim_is_least_important(policy, victim):
 
 
 def test_priority_order_of_waiting_queue():
-    s = make_scheduler(max_num_seqs=1, policy="priority")
+    s = make_scheduler(max_num_seqs=1, queue_policy="priority")
     for i, p in enumerate((5, 0, 5, 2)):
         s.add_request(req(i, 4, 1, priority=p, arrival=0.1 * i), 0.1 * i)
     # (priority, arrival): 1 (0), 3 (2), 0 (5, t=0), 2 (5, t=0.2)
@@ -149,7 +149,7 @@ def test_priority_order_of_waiting_queue():
 
 
 def test_priority_arrival_preempts_less_important_at_seq_limit():
-    s = make_scheduler(max_num_seqs=1, policy="priority")
+    s = make_scheduler(max_num_seqs=1, queue_policy="priority")
     low, high = req(0, 4, 10, priority=5), req(1, 4, 10, priority=0)
     s.add_request(low, 0.0)
     step(s, 0.0)
@@ -158,7 +158,7 @@ def test_priority_arrival_preempts_less_important_at_seq_limit():
     assert [r.request_id for r in o.preempted] == [0] and plan(o) == [(1, 4)]
     assert low.status == WAITING and low.num_computed_tokens == 0
     # an equally important arrival does not preempt
-    s2 = make_scheduler(max_num_seqs=1, policy="priority")
+    s2 = make_scheduler(max_num_seqs=1, queue_policy="priority")
     s2.add_request(req(0, 4, 10, priority=1), 0.0)
     step(s2, 0.0)
     s2.add_request(req(1, 4, 10, priority=1), 0.5)

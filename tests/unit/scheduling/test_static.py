@@ -10,8 +10,8 @@ from simulator.base.request import RequestSpec
 from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
 from simulator.runs.scenario import run_scenario
-from simulator.scenario.config import validate_scenario
-from simulator.scheduling.continuous import SchedulerConfig
+from simulator.scenario.config import SchedulerConfig, validate_scenario
+from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.state import COMPLETED, REJECTED, ReqState
 from simulator.scheduling.static import StaticScheduler
 
@@ -22,9 +22,9 @@ def make_sched(num_blocks=64, max_model_len=64, max_batch_size=3, timeout=0.5,
                allocation="contiguous", policy="fcfs"):
     kv = KVCacheManager(num_blocks, BS, allocation=allocation, max_model_len=max_model_len)
     rec = RunRecorder(check_transitions=True)
-    cfg = SchedulerConfig(max_model_len=max_model_len, policy=policy)
-    sched = StaticScheduler(cfg, kv, rec, 0, max_batch_size=max_batch_size,
-                            batch_timeout_s=timeout)
+    cfg = SchedulerConfig(policy="static", queue_policy=policy, max_batch_size=max_batch_size,
+                          batch_timeout_s=timeout)
+    sched = StaticScheduler(cfg, SchedulerLimits(max_model_len=max_model_len), kv, rec, 0)
     return sched, kv, rec
 
 
@@ -295,8 +295,9 @@ def test_priority_queue_order():
 
 
 def test_bad_parameters():
-    kv = KVCacheManager(8, BS)
+    # the static scheduler reads its batch size and timeout from the scheduler section, whose
+    # schema refuses a batch of no slot and a negative wait
     with pytest.raises(ValueError, match="max_batch_size"):
-        StaticScheduler(SchedulerConfig(), kv, RunRecorder(), max_batch_size=0)
+        SchedulerConfig(policy="static", max_batch_size=0)
     with pytest.raises(ValueError, match="batch_timeout_s"):
-        StaticScheduler(SchedulerConfig(), kv, RunRecorder(), batch_timeout_s=-1)
+        SchedulerConfig(policy="static", batch_timeout_s=-1.0)

@@ -72,7 +72,7 @@ def make_sched(sc: Scenario, perf=None):
         setup.perf = perf
     kv = KVCacheManager(setup.num_gpu_blocks, setup.block_size)
     rec = RunRecorder(check_transitions=True)
-    s = SpeculativeScheduler(setup.sched_cfg, kv, rec, 0, scenario=sc, setup=setup)
+    s = SpeculativeScheduler(sc.scheduler, setup.limits, kv, rec, 0, scenario=sc, setup=setup)
     return s, setup
 
 
@@ -249,7 +249,8 @@ def test_requires_speculative_block():
     plain = sc.model_copy(update={"speculative": None})
     kv = KVCacheManager(16, 4)
     with pytest.raises(ValueError, match="speculative"):
-        SpeculativeScheduler(setup.sched_cfg, kv, RunRecorder(), 0, scenario=plain, setup=setup)
+        SpeculativeScheduler(plain.scheduler, setup.limits, kv, RunRecorder(), 0, scenario=plain,
+                             setup=setup)
 
 
 # ---------------------------------------------------------------------- draft cost model
