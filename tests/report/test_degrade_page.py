@@ -22,7 +22,7 @@ def test_degrade_section_renders(browser, tmp_path):
                                    "num_requests": 1,
                                    "prompt_tokens": {"dist": "fixed", "value": 10},
                                    "output_tokens": {"dist": "fixed", "value": 10}}}})
-    # as in tests/unit/scheduling/test_degrade.py: r2, r3, r4 shed in one episode
+    # as in tests/scheduling/test_degrade.py: r2, r3, r4 shed in one episode
     specs = [RequestSpec(i, 0.0, 10, 10) for i in range(5)] + [RequestSpec(5, 1.0, 10, 10)]
     run_scenario(sc, specs=specs, outdir=tmp_path)
     browser.open(tmp_path / "report.html")

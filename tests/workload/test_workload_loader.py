@@ -19,7 +19,7 @@ from simulator.workload import (
     stable_int_hash,
 )
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 VIDUR_HEADER = "arrived_at,num_prefill_tokens,num_decode_tokens\n"
 
 

@@ -202,7 +202,7 @@ def test_cli_spec_sweep_checks_output_folder_first(tmp_path, capsys, monkeypatch
 
 
 def test_shipped_scenario_runs_on_the_default_trace(tmp_path):
-    path = Path(__file__).resolve().parents[3] / "scenarios" / "spec_mixed_slices.yaml"
+    path = Path(__file__).resolve().parents[2] / "scenarios" / "spec_mixed_slices.yaml"
     sc, base = load_scenario(path, ["workload.max_requests=60"])
     assert sc.speculative.method == "draft_model"
     assert sc.speculative.acceptance_model("code").expected_tokens_per_step(3) > \
