@@ -1,6 +1,7 @@
 """The test suite itself: no wall-clock or measured-error bounds (they break under load and
-live in benchmarks/), slow tests excluded by default, and data tests that fail (not skip)
-when $SERVESIM_SHARED points at the wrong place."""
+live in benchmarks/), slow tests excluded by default, data tests that fail (not skip)
+when $SERVESIM_SHARED points at the wrong place, and test files named for the behaviour they
+pin, in the folder of the layer it lives in (issue 28 part 5)."""
 from __future__ import annotations
 
 import re
@@ -11,6 +12,37 @@ from helpers import REPO_ROOT, shared_path
 
 TESTS = Path(__file__).resolve().parent
 CLOCKS = re.compile(r"\btime\.(perf_counter|time|monotonic|process_time)\s*\(")
+
+#: Folders of suites that cut across the layers: the DESIGN.md invariants, the hostile-input
+#: corpus, golden outputs, fidelity against theory and records, hypothesis properties, and
+#: the docs site's commands and reference.
+CROSS_CUTTING = frozenset({"invariants", "hostile", "golden", "fidelity", "property", "docs"})
+#: The checks of the code base as a whole, in tests/ itself.
+ROOT_TESTS = frozenset({"test_import_graph.py", "test_module_size.py", "test_suite_hygiene.py"})
+#: Words that name the work that made a test (an issue, a review, a wave of fixes), not the
+#: behaviour it pins; as one ``_``-separated part of a file name, with or without a number.
+WORK_WORD = re.compile(r"(hardening|review|wave|issue|session|round|fix)(e?s)?\d*")
+
+
+def _layers() -> set[str]:
+    """The layer folders: one per package of simulator/, and calibration/."""
+    sim = REPO_ROOT / "simulator"
+    return {p.name for p in sim.iterdir() if (p / "__init__.py").is_file()} | {"calibration"}
+
+
+def _work_words(name: str) -> list[str]:
+    """The parts of a file name (``test_review3.py``) that name work rather than behaviour
+    (``round`` of ``round_robin`` is behaviour)."""
+    parts = Path(name).stem.split("_")
+    return [w for i, w in enumerate(parts) if WORK_WORD.fullmatch(w)
+            and not (w == "round" and parts[i + 1:i + 2] == ["robin"])]
+
+
+def _test_files() -> list[Path]:
+    """Every file pytest collects tests from (``test_*.py``, ``*_test.py``), relative to
+    tests/."""
+    found = set(TESTS.rglob("test_*.py")) | set(TESTS.rglob("*_test.py"))
+    return sorted(p.relative_to(TESTS) for p in found if "__pycache__" not in p.parts)
 
 
 def test_no_test_reads_the_wall_clock():
@@ -90,3 +122,36 @@ def test_an_unexplained_warning_fails_the_run(tmp_path):
         "def test_y():\n    warnings.warn('known', UserWarning)\n"))
     assert rc == 0, out
     assert "unexplained" not in out
+
+
+def test_no_file_is_named_after_the_work_that_made_it():
+    """A test file says what it pins (``test_max_tokens_at_arrival.py``), not which issue,
+    review or wave of fixes made it (``test_hardening.py``, ``test_review3.py``)."""
+    for bad in ("test_hardening.py", "test_review3.py", "test_plan_review.py", "test_wave2.py",
+                "test_issue28_x.py", "test_session10_inputs.py", "test_round2.py",
+                "test_fixes.py"):
+        assert _work_words(bad), bad
+    for good in ("test_prefix_affinity.py", "test_round_robin.py", "test_fixed_point.py"):
+        assert not _work_words(good), good
+    named = [f"{p}: {', '.join(_work_words(p.name))}"
+             for p in sorted(q.relative_to(TESTS) for q in TESTS.rglob("*.py"))
+             if "__pycache__" not in p.parts and _work_words(p.name)]
+    assert not named, "name these for the behaviour they pin:\n" + "\n".join(named)
+
+
+def test_every_test_file_lives_in_a_layer_or_cross_cutting_folder():
+    """tests/<layer>/test_<behaviour>.py, <layer> a folder of simulator/ (or calibration);
+    suites across the layers in their own folders; tests/ itself holds only the checks of the
+    code base as a whole."""
+    layers = _layers()
+    misplaced = []
+    for p in _test_files():
+        if len(p.parts) == 1:
+            ok = p.name in ROOT_TESTS
+        else:
+            ok = len(p.parts) == 2 and p.parts[0] in layers | CROSS_CUTTING
+        if not ok:
+            misplaced.append(str(p))
+    assert not misplaced, (
+        f"test files outside tests/<layer>/ (layers: {', '.join(sorted(layers))}; across "
+        f"layers: {', '.join(sorted(CROSS_CUTTING))}):\n" + "\n".join(misplaced))

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE.parent / "unit" / "planner")]
+sys.path[:0] = [str(HERE.parent)]
 
 from helpers import make_scenario, synthetic_workload
 from planner_testlib import tiny_plan
