@@ -69,12 +69,8 @@ from simulator.planner.spec import (
     refuse_pools_base,
     resolve_base_source,
 )
-from simulator.scenario.config import (
-    ScenarioError,
-    apply_overrides,
-    cli_overrides,
-    validate_scenario,
-)
+from simulator.scenario.config import ScenarioError, validate_scenario
+from simulator.scenario.overrides import apply_overrides, cli_overrides
 from simulator.workload import WorkloadConfig, load_workload, synthesised_labels
 
 __all__ = ["TIE_RULE", "PlanResult", "longest_first", "pareto_front", "run_plan"]

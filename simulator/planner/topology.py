@@ -46,14 +46,8 @@ from simulator.report.render import write_report
 from simulator.report.tables import markdown_table
 from simulator.runs.gateway import run_gateway
 from simulator.runs.scenario import run_scenario
-from simulator.scenario.config import (
-    KVTransferConfig,
-    SLOConfig,
-    apply_overrides,
-    blame_override,
-    cli_overrides,
-    validate_scenario,
-)
+from simulator.scenario.config import KVTransferConfig, SLOConfig, validate_scenario
+from simulator.scenario.overrides import apply_overrides, blame_override, cli_overrides
 from simulator.workload import load_workload
 
 

@@ -33,7 +33,9 @@ from simulator.cluster.setup import build_setup
 from simulator.engine.loop import simulate
 from simulator.kv import BlockPool
 from simulator.metrics.summary import summarize
-from simulator.scenario.config import load_yaml_text, parse_override, validate_scenario
+from simulator.scenario.config import validate_scenario
+from simulator.scenario.overrides import parse_override
+from simulator.scenario.yaml_files import load_yaml_text
 from simulator.workload import WorkloadConfig, WorkloadError, load_workload
 
 STEP_S = 0.01

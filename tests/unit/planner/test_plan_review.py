@@ -15,7 +15,8 @@ from simulator.planner.report import _speedups_text
 from simulator.planner.spec import PlanError, PlanSpec, load_plan_spec, load_sweep_spec, slo_text
 from simulator.planner.topology import _rank as topology_rank
 from simulator.planner.topology import write_topology_plan
-from simulator.scenario.config import ScenarioError, cli_overrides, load_scenario, validate_scenario
+from simulator.scenario.config import ScenarioError, load_scenario, validate_scenario
+from simulator.scenario.overrides import cli_overrides
 
 
 # ---------------------------------------------------------------------- 1. the tie rule
@@ -409,8 +410,8 @@ def test_plan_set_into_baseline_set_changes_one_key_not_the_section(plan_file):
     # before: baseline.set became {"scheduler": {"max_num_seqs": 32}}, which replaced the
     # base's whole scheduler section (its max_num_batched_tokens silently lost)
     spec, _ = load_plan_spec(plan_file, ["baseline.set.scheduler.max_num_seqs=32",
-                                         "last_known_good.set.scheduler.enable_chunked_"
-                                         "prefill=0"])
+                                         ("last_known_good.set.scheduler.enable_chunked_"
+                                          "prefill=0")])
     assert spec.baseline.set == {"hardware.gpu": "h100-sxm", "scheduler.max_num_seqs": 32}
     assert spec.last_known_good.set == {"scheduler.enable_chunked_prefill": False}
 
