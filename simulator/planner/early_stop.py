@@ -10,7 +10,7 @@ after a few percent of their requests.
 
 The rules, for ``n`` requests in the probe (every one enters a run that is not stopped):
 
-* ``slo_attainment``: attainment is ``met / n`` (:func:`simulator.metrics.summary.slo_mask`;
+* ``slo_attainment``: attainment is ``met / n`` (:func:`simulator.metrics.latency.slo_mask`;
   rejected, cancelled and unfinished requests are misses). After ``k`` finished misses at
   most ``n - k`` can meet the SLOs: the gate has failed once ``(n - k) / n < target``.
 * ``slice_ttft_p99`` (and ``slice_tpot_p99`` when enabled): the slice's p99 over its
