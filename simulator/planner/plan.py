@@ -56,10 +56,10 @@ from simulator.metrics.summary import json_safe as _json_safe
 from simulator.planner.bottleneck import bottleneck_note
 from simulator.planner.evaluate import evaluate_configurations, longest_first
 from simulator.planner.figures import FIGURES
+from simulator.planner.gates import gate_failure
 from simulator.planner.provenance import compare_provenance
 from simulator.planner.prune import is_skipped
 from simulator.planner.report import write_plan_report
-from simulator.planner.search import gate_failure
 from simulator.planner.simulate import specs_rate
 from simulator.planner.spec import (
     PlanError,
