@@ -365,7 +365,7 @@ def _search(spec: TopologyPlanSpec, base_raw: dict, base_dir, specs, cache: Resu
 
 def _rank(row: dict) -> tuple:
     """Cheapest first; at equal price fewer GPUs, then the higher SLO attainment (more
-    headroom), then list order (the plan's tie rule, :data:`simulator.planner.plan.TIE_RULE`,
+    headroom), then list order (the plan's tie rule, :data:`simulator.planner.recommend.TIE_RULE`,
     without a baseline)."""
     return (row["usd_per_hour"], row["gpus"], -(row["slo_attainment"] or 0.0), row["order"])
 

@@ -10,7 +10,8 @@ import pytest
 import yaml
 from planner_testlib import tiny_plan, tiny_scenario
 
-from simulator.planner.plan import TIE_RULE, _any_within, _rank_key, run_plan
+from simulator.planner.plan import run_plan
+from simulator.planner.recommend import TIE_RULE, any_within, rank_key
 from simulator.planner.report import _speedups_text
 from simulator.planner.spec import PlanError, PlanSpec, load_plan_spec, load_sweep_spec, slo_text
 from simulator.planner.topology import _rank as topology_rank
@@ -35,10 +36,10 @@ def test_rank_key_applies_the_tie_rule_in_its_order():
             _r(6, 1.0, 1, 9.0, passed=False)]                     # failing: last
     # by hand: $2 first; at $3 the baseline's config, the last known-good's, then the
     # higher headroom (4.0), then list order 0, 1; the failing one last
-    assert [r["index"] for r in sorted(rows, key=_rank_key)] == [5, 4, 3, 2, 0, 1, 6]
+    assert [r["index"] for r in sorted(rows, key=rank_key)] == [5, 4, 3, 2, 0, 1, 6]
     # fewer GPUs before more headroom at equal cost: 1 GPU at $3/h beats 3 GPUs at $1/h each
     a, b = _r(0, 3.0, 3, 5.0), _r(1, 3.0, 1, 0.0)
-    assert min([a, b], key=_rank_key) is b
+    assert min([a, b], key=rank_key) is b
     assert TIE_RULE.startswith("at equal USD per hour: the baseline's configuration")
 
 
@@ -160,8 +161,8 @@ def test_method_line_counts_the_dominance_probes():
 # ---------------------------------------------------------------------- 4 and 6. pruning
 def test_any_within_reads_the_built_rows():
     rows = [{"passed": False, "usd_per_hour": 1.0}, {"passed": True, "usd_per_hour": 4.0}]
-    assert not _any_within(rows, 3.0)
-    assert _any_within(rows + [{"passed": True, "usd_per_hour": 3.0}], 3.0)
+    assert not any_within(rows, 3.0)
+    assert any_within(rows + [{"passed": True, "usd_per_hour": 3.0}], 3.0)
 
 
 def test_abandoned_pruning_says_so_in_one_line(tmp_path):
