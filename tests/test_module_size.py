@@ -17,9 +17,11 @@ The check fails when
 
 A function's length runs from its ``def`` line to its last line (decorators not counted; a
 nested function counts inside its parent and is checked on its own too); a module's length is
-its number of lines. The source is read with :mod:`ast`, never imported. ``calibration/`` is
-not walked yet: its harness, one of its 900-line modules, is reworked by the calibrate
-dispatcher's move (issue 28 part 2).
+its number of lines. The source is read with :mod:`ast`, never imported.
+
+``calibration/`` is not walked yet: it breaks the rule in eight modules, three of them past
+the hard caps (``harness.py`` 871 lines, reworked by the calibrate dispatcher's move, issue 28
+part 2; ``import_lss.py`` 1,004 lines; ``operator_harness.calibrate_operators`` 179 lines).
 """
 from __future__ import annotations
 
@@ -65,8 +67,8 @@ def parse_marker(tree: ast.Module, name: str) -> tuple[SizeMarker | None, list[s
     module, function = (m["module"], m["function"]) if m else (None, None)
     if m is None or (module is None and function is None) \
             or bool(m["comma"]) != (module is not None and function is not None):
-        return None, [f"{name}: malformed marker {found[0]!r} (write 'size: <N> lines, "
-                      "functions <M> lines: <reason>', either part optional)"]
+        form = "'size: <N> lines, functions <M> lines: <reason>', either part optional"
+        return None, [f"{name}: malformed marker {found[0]!r} (write {form})"]
     marker = SizeMarker(None if module is None else int(module),
                         None if function is None else int(function), m["reason"].strip())
     problems = []
@@ -98,8 +100,10 @@ def size_problems(source: str, name: str) -> list[str]:
     longest = max((length for _, _, length in functions), default=0)
     module_bound, function_bound = DEFAULT_MODULE_LINES, DEFAULT_FUNCTION_LINES
     if marker is not None:
-        module_bound = min(marker.module_lines or module_bound, MAX_MODULE_LINES)
-        function_bound = min(marker.function_lines or function_bound, MAX_FUNCTION_LINES)
+        if marker.module_lines is not None:
+            module_bound = min(marker.module_lines, MAX_MODULE_LINES)
+        if marker.function_lines is not None:
+            function_bound = min(marker.function_lines, MAX_FUNCTION_LINES)
         if marker.module_lines is not None and num_lines <= DEFAULT_MODULE_LINES:
             out.append(f"{name}: stale marker: {num_lines} lines fit the default "
                        f"{DEFAULT_MODULE_LINES} (drop its '{marker.module_lines} lines')")
@@ -114,9 +118,9 @@ def size_problems(source: str, name: str) -> list[str]:
     return out
 
 
-def _function(body_lines: int, name: str = "f") -> str:
+def _function(body_lines: int) -> str:
     """A function of exactly ``1 + body_lines`` lines."""
-    return f"def {name}():\n" + "".join(f"    x{i} = {i}\n" for i in range(body_lines))
+    return "def f():\n" + "".join(f"    x{i} = {i}\n" for i in range(body_lines))
 
 
 def _module(doc: str, num_lines: int, function_lines: int = 2) -> str:
@@ -193,20 +197,20 @@ def test_a_marker_needs_a_reason_and_its_form():
 
 def test_a_stale_marker_fails():
     """A marker (or one part of it) whose module fits the defaults without it."""
+    def stale_lines(n: int) -> str:
+        return f"m: stale marker: {n} lines fit the default 600 (drop its '700 lines')"
+
+    def stale_functions(n: int) -> str:
+        return (f"m: stale marker: the longest function, {n} lines, fits the default 80 "
+                "(drop its 'functions 95 lines')")
+
     both = "Doc.\n\nsize: 700 lines, functions 95 lines: was big once."
-    assert size_problems(_module(both, 600, 80), "m") == [
-        "m: stale marker: 600 lines fit the default 600 (drop its '700 lines')",
-        "m: stale marker: the longest function, 80 lines, fits the default 80 "
-        "(drop its 'functions 95 lines')"]
+    assert size_problems(_module(both, 600, 80), "m") == [stale_lines(600), stale_functions(80)]
     # only the stale part is reported
-    assert size_problems(_module(both, 650, 80), "m") == [
-        "m: stale marker: the longest function, 80 lines, fits the default 80 "
-        "(drop its 'functions 95 lines')"]
-    assert size_problems(_module(both, 600, 90), "m") == [
-        "m: stale marker: 600 lines fit the default 600 (drop its '700 lines')"]
-    assert size_problems(_module("Doc.\n\nsize: functions 95 lines: x.", 100, 40), "m") == [
-        "m: stale marker: the longest function, 40 lines, fits the default 80 "
-        "(drop its 'functions 95 lines')"]
+    assert size_problems(_module(both, 650, 80), "m") == [stale_functions(80)]
+    assert size_problems(_module(both, 600, 90), "m") == [stale_lines(600)]
+    functions_only = "Doc.\n\nsize: functions 95 lines: x."
+    assert size_problems(_module(functions_only, 100, 40), "m") == [stale_functions(40)]
 
 
 def test_simulator_modules_are_within_their_size_bounds():
