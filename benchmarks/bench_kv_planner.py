@@ -12,7 +12,7 @@ Usage::
    compute capability 9.0), as published in llm-d-incubation/llm-d-planner
    accuracy/accuracy_report.md (figures quoted there, or there derived as planner constant /
    (1 + relative error) and rounded to 0.01 GiB): the planner's
-   :func:`~simulator.kv.planner.activation_bytes` for the same models. Nothing here is fitted:
+   :func:`~simulator.kv.profile_terms.activation_bytes` for the same models. Nothing here is fitted:
    the planner's terms come from vLLM's and PyTorch's code (simulator/kv/planner.py).
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simulator.catalog.models import ModelSpec, get_model
-from simulator.kv.planner import GiB, activation_bytes, plan_memory
+from simulator.kv.planner import plan_memory
+from simulator.kv.profile_terms import GiB, activation_bytes
 
 _CFG = "Hugging Face config.json of "
 #: models of the llm-d-planner report that are not in servesim's catalog

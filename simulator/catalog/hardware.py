@@ -88,10 +88,10 @@ class GPUSpec:
         roofline (:func:`simulator.perf.tables.sets.table_sets`); empty: none.
     num_sms : int or None
         Streaming multiprocessors (the KV planner sizes vLLM's top-k/top-p scratch buffer by
-        it, :func:`simulator.kv.planner.sampler_peak_bytes`); None: not stated.
+        it, :func:`simulator.kv.profile_terms.sampler_peak_bytes`); None: not stated.
     compute_capability : tuple of int or None
         CUDA compute capability ``(major, minor)`` (cuBLAS workspace size,
-        :func:`simulator.kv.planner.cublas_workspace_bytes`); None: not stated.
+        :func:`simulator.kv.profile_terms.cublas_workspace_bytes`); None: not stated.
     profile_dir : Path or None
         Folder the spec came from (latency tables live next to it).
     """

@@ -23,7 +23,9 @@ from simulator.report.compare import (
     print_compare_table,
 )
 from simulator.report.spec_sweep import print_spec_sweep_table
-from simulator.scenario.config import cli_overrides, load_scenario, read_scenario_yaml
+from simulator.scenario.config import load_scenario
+from simulator.scenario.overrides import cli_overrides
+from simulator.scenario.yaml_files import read_scenario_yaml
 from simulator.speculative.economics import DEFAULT_RATES
 
 __all__ = ["cmd_compare", "cmd_spec_sweep", "register_compare", "register_spec_sweep"]

@@ -65,7 +65,9 @@ from simulator.runs.scenario import (
     scenario_inputs,
     shipped_data_folders,
 )
-from simulator.scenario.config import cli_overrides, load_scenario, read_scenario_yaml
+from simulator.scenario.config import load_scenario
+from simulator.scenario.overrides import cli_overrides
+from simulator.scenario.yaml_files import read_scenario_yaml
 from simulator.speculative.calculator import (
     DEFAULT_SWEEP_KS,
     DEFAULT_SWEEP_RATES,

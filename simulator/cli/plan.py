@@ -19,7 +19,9 @@ from simulator.planner.spec import (
 from simulator.planner.sweep import run_sweep
 from simulator.planner.topology import TopologyPlanSpec, cmd_topology_plan
 from simulator.report.sweep import print_sweep_table
-from simulator.scenario.config import Override, ScenarioError, read_yaml_mapping
+from simulator.scenario.config import ScenarioError
+from simulator.scenario.overrides import Override
+from simulator.scenario.yaml_files import read_yaml_mapping
 
 __all__ = ["cmd_plan", "cmd_sweep", "register"]
 

@@ -20,7 +20,8 @@ from simulator.cluster.replica import ReplicaSetup
 from simulator.kv.stages import plan_pipeline_memory
 from simulator.perf import build_perf_model, get_engine_profile
 from simulator.perf.pipeline import PipelinePerfModel
-from simulator.scenario.config import Scenario, ScenarioError, blame_message
+from simulator.scenario.config import Scenario, ScenarioError
+from simulator.scenario.overrides import blame_message
 from simulator.scheduling.limits import SchedulerLimits
 
 
@@ -268,7 +269,7 @@ def check_replica(scenario: Scenario, base: Path | None, source: str, overrides)
         Names the scenario file in the message.
     overrides : list of Override
         The command's ``--set`` / ``--trace`` / ``--seed`` overrides
-        (:func:`simulator.scenario.config.cli_overrides`).
+        (:func:`simulator.scenario.overrides.cli_overrides`).
 
     Raises
     ------

@@ -56,18 +56,16 @@ from simulator.report.compare import (
 )
 from simulator.report.format import yaml_value
 from simulator.runs.scenario import run_output_names, run_scenario, scenario_inputs
-from simulator.scenario.config import (
+from simulator.scenario.config import Scenario, ScenarioError, load_scenario
+from simulator.scenario.overrides import (
     Override,
-    Scenario,
-    ScenarioError,
     blame_message,
     cli_overrides,
-    load_scenario,
     message_key,
     parse_yaml_value,
-    read_scenario_yaml,
     split_assignment,
 )
+from simulator.scenario.yaml_files import read_scenario_yaml
 
 __all__ = ["DEFAULT_MAX_VARIANTS", "DEFAULT_VARY", "CompareResult", "Variant",
            "check_variant_count", "expand_variants", "kv_step_metrics", "parse_vary",

@@ -36,7 +36,8 @@ from simulator.experiments.grid import config_label, set_path
 from simulator.experiments.warned import reemit
 from simulator.perf import get_engine_profile
 from simulator.runs.scenario import scenario_inputs
-from simulator.scenario.config import Scenario, ScenarioError, read_yaml_mapping, validate_scenario
+from simulator.scenario.config import Scenario, ScenarioError, validate_scenario
+from simulator.scenario.yaml_files import read_yaml_mapping
 from simulator.workload import WorkloadConfig, load_workload
 
 __all__ = ["Workloads", "absolute_spec_paths", "check_catalog_names", "factory_id",

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulator.metrics.summary import per_request_latencies, weighted_percentiles
+from simulator.base.quantiles import weighted_percentiles
+from simulator.metrics.latency import per_request_latencies
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation

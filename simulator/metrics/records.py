@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simulator.metrics.latency import latency_stats
 from simulator.metrics.step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
-from simulator.metrics.summary import latency_stats
 from simulator.scheduling.state import FINAL, LEGAL_TRANSITIONS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -187,7 +187,7 @@ class RunRecorder:
         return self._itl_packed[0]
 
     def itl_stats(self) -> dict:
-        """:func:`~simulator.metrics.summary.latency_stats` of the ITL samples, the same
+        """:func:`~simulator.metrics.latency.latency_stats` of the ITL samples, the same
         numbers bit for bit as ``latency_stats(*itl_samples())``. A spooled run reads the
         weights back as float64 (exact: integers below 2**53) a slice at a time, so no int64
         copy of them exists: 16 bytes a sample at the peak instead of 24."""

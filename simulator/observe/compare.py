@@ -2,9 +2,9 @@
 
 Definitions (one everywhere):
 
-* per-request latencies by the glossary (``simulator.metrics.summary.per_request_latencies``
+* per-request latencies by the glossary (``simulator.metrics.latency.per_request_latencies``
   for the simulation; the record's outcome columns for the real run);
-* statistics by :func:`simulator.metrics.summary.latency_stats` (mean and inverse-CDF
+* statistics by :func:`simulator.metrics.latency.latency_stats` (mean and inverse-CDF
   percentiles p50 / p90 / p99), the summary's own definition;
 * signed % error = (simulated - real) / real x 100;
 * the compared population: requests completed in both the record and the simulation (the
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.metrics.summary import latency_stats, per_request_latencies
+from simulator.metrics.latency import latency_stats, per_request_latencies
 
 __all__ = ["METRICS", "STATS", "compare_outcomes", "paired_frame", "pct_error"]
 
@@ -111,7 +111,7 @@ def compare_outcomes(outcomes: pd.DataFrame, sim_requests: pd.DataFrame,
     dict
         ``metrics``: ``{ttft|tpot|itl|e2e|queue_delay: {"real": stats, "sim": stats,
         "pct_error": {mean|p50|p90|p99: float or None}}}`` (stats in seconds, from
-        :func:`~simulator.metrics.summary.latency_stats`); flat keys
+        :func:`~simulator.metrics.latency.latency_stats`); flat keys
         ``<metric>_<stat>_pct_error``; ``per_request``: ``{ttft|tpot|e2e: {"median_abs_pct",
         "p90_abs_pct", "mean_signed_pct"}}`` over the compared requests (|sim / real - 1| x
         100, percentiles by the same definition); ``makespan``: ``{"real_s", "sim_s",

@@ -8,7 +8,7 @@ Definitions (the same as :mod:`simulator.observe.compare`):
 
 * per-request TTFT = first token - arrival, E2E = last token - arrival, TPOT = (E2E - TTFT) /
   (output tokens - 1) for requests with at least two output tokens;
-* statistics by :func:`simulator.metrics.summary.latency_stats` (mean; p50 / p90 / p99 as the
+* statistics by :func:`simulator.metrics.latency.latency_stats` (mean; p50 / p90 / p99 as the
   inverse empirical CDF) over the compared requests;
 * signed % error = (simulated - recorded) / recorded x 100;
 * KS distance: the two-sample Kolmogorov-Smirnov statistic ``sup_x |F_sim(x) - F_rec(x)|`` of
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import ks_2samp
 
-from simulator.metrics.summary import latency_stats
+from simulator.metrics.latency import latency_stats
 from simulator.observe.compare import STATS, pct_error
 from simulator.observe.record import RecordError
 
@@ -219,7 +219,7 @@ def peer_comparison(outcomes: pd.DataFrame, peer: pd.DataFrame,
     dict
         ``metrics``: ``{ttft|tpot|e2e: {"real": stats, "sim": stats, "pct_error": {stat:
         float or None}, "ks": float or None}}`` (stats in seconds from
-        :func:`~simulator.metrics.summary.latency_stats`); ``num_compared`` (requests in
+        :func:`~simulator.metrics.latency.latency_stats`); ``num_compared`` (requests in
         both), ``num_peer_rows``, ``num_unmatched`` (recorded requests the peer lacks).
 
     Raises

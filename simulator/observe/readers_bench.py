@@ -20,7 +20,7 @@ from simulator.observe.readers_common import (
     _type_ok,
 )
 from simulator.observe.record import RecordedRun, RecordError, Setting
-from simulator.scenario.config import parse_yaml_value
+from simulator.scenario.overrides import parse_yaml_value
 
 
 # ------------------------------------------------------------------------ vllm bench serve

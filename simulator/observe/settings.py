@@ -36,14 +36,9 @@ from simulator.observe.engine_defaults import (
 from simulator.observe.model_lookup import resolve_model
 from simulator.observe.record import RecordedRun
 from simulator.perf.tables.sets import table_sets, version_key
-from simulator.scenario.config import (
-    Scenario,
-    ScenarioError,
-    apply_overrides,
-    parse_override,
-    read_scenario_yaml,
-    validate_scenario,
-)
+from simulator.scenario.config import Scenario, ScenarioError, validate_scenario
+from simulator.scenario.overrides import apply_overrides, parse_override
+from simulator.scenario.yaml_files import read_scenario_yaml
 
 __all__ = ["ENGINE_DEFAULTS", "RECORD_KEYS", "ReplayScenario", "SettingRow",
            "build_replay_scenario", "gpu_name_matches", "match_gpu", "resolve_model"]
@@ -252,12 +247,12 @@ def _engine_defaults(run: RecordedRun) -> tuple[dict[str, Any], str, str | None]
 
 #: record fields looked up in a table of servesim values: (table, note when absent)
 _LOOKUPS = {
-    "quantization": (_QUANT, "record quantization {!r} is not modelled: weights costed at "
-                             "the record's dtype"),
-    "dtype": (_DTYPES, "record dtype {!r} has no servesim weight dtype; perf.weight_dtype "
-                       "keeps its default"),
-    "kv_cache_dtype": (_KV_DTYPES, "record kv_cache_dtype {!r} has no servesim equivalent; "
-                                   "kv_cache.kv_cache_dtype keeps its default"),
+    "quantization": (_QUANT, ("record quantization {!r} is not modelled: weights costed at "
+                              "the record's dtype")),
+    "dtype": (_DTYPES, ("record dtype {!r} has no servesim weight dtype; perf.weight_dtype "
+                        "keeps its default")),
+    "kv_cache_dtype": (_KV_DTYPES, ("record kv_cache_dtype {!r} has no servesim equivalent; "
+                                    "kv_cache.kv_cache_dtype keeps its default")),
 }
 
 

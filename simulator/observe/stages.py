@@ -17,7 +17,7 @@ record's own definitions** (:data:`~simulator.observe.record.METRIC_DEFINITIONS`
   zeros: a statistic whose simulated value is such a zero is not compared (the record's is
   the client's line-reading time, ~0.1 ms, which servesim does not model);
 * statistics: ``inference_perf`` as ``numpy.percentile`` (linear) of the per-request (ITL:
-  per-gap) values, inference-perf's own; otherwise :func:`simulator.metrics.summary.latency_stats`;
+  per-gap) values, inference-perf's own; otherwise :func:`simulator.metrics.latency.latency_stats`;
 * success: completed, and (client time-out) finished at the client within the request's
   ``cancel_after_s``; everything else sent in the stage is a failure;
 * throughput: successes / (last end - first send) of the stage's requests (a failure ends at
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from simulator.metrics.summary import latency_stats, per_request_latencies
+from simulator.metrics.latency import latency_stats, per_request_latencies
 from simulator.observe.compare import STATS, pct_error
 from simulator.observe.record import RecordedRun, RecordedStage
 

@@ -51,7 +51,7 @@ from simulator.observe.record import RecordedRun, Setting
 from simulator.observe.settings import ReplayScenario, build_replay_scenario
 from simulator.observe.stages import compare_stages, stage_error_rows
 from simulator.runs.scenario import run_scenario, scenario_dict, scenario_inputs
-from simulator.scenario.config import read_scenario_yaml
+from simulator.scenario.yaml_files import read_scenario_yaml
 
 __all__ = ["RecordedValidation", "constants_fitted_on", "run_replay", "validate_recorded"]
 

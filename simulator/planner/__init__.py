@@ -16,14 +16,9 @@ less than a passing baseline are skipped (:mod:`.prune`, ``search.prune_dominate
 """
 from __future__ import annotations
 
+from simulator.planner.gates import check_gates
 from simulator.planner.plan import PlanResult, pareto_front, run_plan
-from simulator.planner.search import (
-    SimRunner,
-    check_gates,
-    find_capacity,
-    replicas_for,
-    search_capacity,
-)
+from simulator.planner.search import SimRunner, find_capacity, replicas_for, search_capacity
 from simulator.planner.spec import PlanError, PlanSpec, SweepSpec, load_plan_spec, load_sweep_spec
 from simulator.planner.sweep import SweepResult, run_sweep
 

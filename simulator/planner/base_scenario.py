@@ -11,7 +11,8 @@ from simulator.catalog.models import get_model
 from simulator.experiments.grid import get_path
 from simulator.experiments.runner import absolute_spec_paths
 from simulator.perf import get_engine_profile
-from simulator.scenario.config import ScenarioError, read_scenario_yaml
+from simulator.scenario.config import ScenarioError
+from simulator.scenario.yaml_files import read_scenario_yaml
 
 __all__ = ["PlanError", "check_names_up_front", "refuse_pools_base", "resolve_base",
            "resolve_base_source"]

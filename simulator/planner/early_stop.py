@@ -1,7 +1,7 @@
 """Early stop of a capacity probe whose verdict is already known.
 
 A probe replays ``n`` requests and is infeasible when one of its request-level gates fails
-(:func:`simulator.planner.search.evaluate_gates`). Some gates are decided by *final* facts
+(:func:`simulator.planner.gates.evaluate_gates`). Some gates are decided by *final* facts
 of single requests: once a request has finished, its latencies and status never change. As
 requests finish, :class:`ProbeStop` counts those facts and proves a failure as soon as no
 outcome of the remaining requests can save the gate; the engine then ends the run
@@ -10,7 +10,7 @@ after a few percent of their requests.
 
 The rules, for ``n`` requests in the probe (every one enters a run that is not stopped):
 
-* ``slo_attainment``: attainment is ``met / n`` (:func:`simulator.metrics.summary.slo_mask`;
+* ``slo_attainment``: attainment is ``met / n`` (:func:`simulator.metrics.latency.slo_mask`;
   rejected, cancelled and unfinished requests are misses). After ``k`` finished misses at
   most ``n - k`` can meet the SLOs: the gate has failed once ``(n - k) / n < target``.
 * ``slice_ttft_p99`` (and ``slice_tpot_p99`` when enabled): the slice's p99 over its
@@ -101,7 +101,7 @@ class ProbeStop:
         Simulated time of the proof (``None``: not stopped).
     failures : list of dict
         The gates proven failed, as keyword arguments of
-        :func:`simulator.planner.search.gate_failure` (``gate``, ``value``, ``bound``,
+        :func:`simulator.planner.gates.gate_failure` (``gate``, ``value``, ``bound``,
         ``op``, ``unit``, ``text``).
     """
 

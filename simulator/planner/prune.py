@@ -1,7 +1,7 @@
 """Dominance pruning of plan candidates: skip those that cannot cost less than a known one.
 
 The plan recommends the cheapest passing candidate (``usd_per_hour``; ties:
-:data:`simulator.planner.plan.TIE_RULE`). The baseline (and the last known-good) are evaluated in full anyway; when
+:data:`simulator.planner.recommend.TIE_RULE`). The baseline (and the last known-good) are evaluated in full anyway; when
 one of them passes at ``C`` USD per hour, a candidate can only matter if its deployment
 costs at most ``C``. A deployment of ``n`` replicas of ``g`` GPUs at ``p`` USD per GPU-hour
 costs ``n g p``, and the confirmation only ever adds replicas to the

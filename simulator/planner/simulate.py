@@ -11,8 +11,6 @@ a run mixes a few long prefill-heavy steps (compute-bound) with many short pure-
 (memory-bound), and the average of the two shapes is neither. Steps are binned by prefill
 tokens and decode sequences (powers of two); each bin is evaluated once, on its mean shape,
 and weighted by the bin's total step time, so a 300k-step run costs a few dozen evaluations.
-
-size: pending its owner's split (issue 14 part 4; owner: wave3-topology): step_bottleneck() 112 lines.
 """
 from __future__ import annotations
 
@@ -150,7 +148,51 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     """
     if steps is None or len(steps) == 0 or not hasattr(perf, "bottleneck_shares"):
         return None
+    t, pf, nps, nd, ndt, ctx = _step_columns(steps)
+    busy = float(t.sum())
+    if not busy > 0:
+        return None
+    key = _log2_bucket(pf) * 64 + _log2_bucket(nd)
+    order = np.argsort(key, kind="stable")
+    groups = np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
+    acc = {"all": np.zeros(3), "prefill": np.zeros(3), "decode": np.zeros(3)}
+    terms: dict[str, float] = {}
+    for idx in groups:
+        w = float(t[idx].sum())
+        if w <= 0:
+            continue
+        shape = _bin_shape(idx, pf, nps, nd, ndt, ctx)
+        if shape.num_tokens <= 0:
+            continue
+        try:
+            sh = perf.bottleneck_shares(shape)
+            parts = _overhead_parts(perf, shape)
+        except Exception:  # noqa: BLE001 - a perf model without the method's inputs
+            return None
+        v = np.array([float(sh.get(k, 0.0)) for k in BOTTLENECK_KEYS]) * w
+        acc["all"] += v
+        acc["prefill" if float(pf[idx].mean()) > 0 else "decode"] += v
+        for k, f in parts.items():
+            terms[k] = terms.get(k, 0.0) + f * w
+    tot = float(acc["all"].sum())
+    if not tot > 0:
+        return None
+    has_pf = pf > 0
+    out: dict[str, Any] = {k: float(acc["all"][i]) / tot for i, k in enumerate(BOTTLENECK_KEYS)}
+    out.update({"prefill_steps": _group_shares(has_pf, acc["prefill"], t, busy, pf, nd),
+                "decode_steps": _group_shares(~has_pf, acc["decode"], t, busy, pf, nd),
+                "overhead_terms": {k: terms[k] / tot for k in OVERHEAD_TERMS
+                                   if terms.get(k, 0.0) > 0},
+                "busy_time_s": busy, "num_steps": len(steps), "num_bins": len(groups),
+                "method": "time-weighted per step (binned)"})
+    return out
 
+
+def _step_columns(steps) -> tuple[np.ndarray, ...]:
+    """Per step, as floats (NaN read as 0 unless said): time, prefill tokens, prefill
+    sequences, decode sequences, decode tokens (NaN kept; the decode sequences without the
+    column) and the decode context (KV tokens used less prefill tokens, at least one per
+    decode sequence; None without ``kv_tokens_used``)."""
     def col(name, default=0.0):
         if name in steps.columns:
             return np.nan_to_num(steps[name].to_numpy(dtype=float), nan=default)
@@ -162,79 +204,53 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     nd = col("num_decode_seqs")
     ndt = col("num_decode_tokens", np.nan) if "num_decode_tokens" in steps.columns else nd
     kvt = col("kv_tokens_used", np.nan) if "kv_tokens_used" in steps.columns else None
-    busy = float(t.sum())
-    if not busy > 0:
-        return None
     ctx = np.maximum(kvt - pf, nd) if kvt is not None else None
-    key = _log2_bucket(pf) * 64 + _log2_bucket(nd)
-    order = np.argsort(key, kind="stable")
-    k_sorted = key[order]
-    cuts = np.flatnonzero(np.diff(k_sorted)) + 1
-    groups = np.split(order, cuts)
-    acc = {"all": np.zeros(3), "prefill": np.zeros(3), "decode": np.zeros(3)}
-    terms: dict[str, float] = {}
-    for idx in groups:
-        w = float(t[idx].sum())
-        if w <= 0:
-            continue
-        q = float(pf[idx].mean())
-        n_dec = round(float(nd[idx].mean()))
-        if q > 0:
-            n_chunks = max(1, round(float(nps[idx].mean())))
-            qi = max(1, round(q / n_chunks))
-            pq, ps = [qi] * n_chunks, [0] * n_chunks
-        else:
-            pq, ps = [], []
-        q_per = 1
-        if n_dec > 0:
-            d_tok = ndt[idx]
-            d_seq = nd[idx]
-            ok = np.isfinite(d_tok) & (d_seq > 0)
-            if ok.any():
-                q_per = max(1, round(float(d_tok[ok].sum() / d_seq[ok].sum())))
-        if ctx is not None and n_dec > 0:
-            c = ctx[idx]
-            c = c[np.isfinite(c)]
-            ctx_total = round(float(c.mean())) if c.size else n_dec
-        else:
-            ctx_total = n_dec
-        shape = StepShape(prefill_q=pq, prefill_start=ps, num_decode=n_dec,
-                          decode_ctx_total=max(ctx_total, n_dec), decode_q_per_seq=q_per,
-                          num_sampled=n_dec * q_per + len(pq))
-        if shape.num_tokens <= 0:
-            continue
-        try:
-            sh = perf.bottleneck_shares(shape)
-            parts = _overhead_parts(perf, shape)
-        except Exception:  # noqa: BLE001 - a perf model without the method's inputs
-            return None
-        v = np.array([float(sh.get(k, 0.0)) for k in BOTTLENECK_KEYS]) * w
-        acc["all"] += v
-        acc["prefill" if q > 0 else "decode"] += v
-        for k, f in parts.items():
-            terms[k] = terms.get(k, 0.0) + f * w
-    tot = float(acc["all"].sum())
-    if not tot > 0:
-        return None
-    has_pf = pf > 0
+    return t, pf, nps, nd, ndt, ctx
 
-    def group(mask, a):
-        gt = float(t[mask].sum())
-        s = float(a.sum())
-        out = {"time_share": gt / busy, "step_share": float(mask.mean()),
-               "mean_prefill_tokens": float(pf[mask].mean()) if mask.any() else None,
-               "mean_decode_seqs": float(nd[mask].mean()) if mask.any() else None}
-        out.update({k: (float(a[i]) / s if s > 0 else None)
-                    for i, k in enumerate(BOTTLENECK_KEYS)})
-        return out
 
-    out: dict[str, Any] = {k: float(acc["all"][i]) / tot for i, k in enumerate(BOTTLENECK_KEYS)}
-    out.update({"prefill_steps": group(has_pf, acc["prefill"]),
-                "decode_steps": group(~has_pf, acc["decode"]),
-                "overhead_terms": {k: terms[k] / tot for k in OVERHEAD_TERMS
-                                   if terms.get(k, 0.0) > 0},
-                "busy_time_s": busy, "num_steps": len(steps), "num_bins": len(groups),
-                "method": "time-weighted per step (binned)"})
+def _bin_shape(idx: np.ndarray, pf: np.ndarray, nps: np.ndarray, nd: np.ndarray,
+               ndt: np.ndarray, ctx: np.ndarray | None) -> StepShape:
+    """The mean shape of the steps ``idx`` of one bin: their mean prefill tokens split
+    evenly over their mean number of chunks (each from position 0), their mean decode
+    sequences with the mean tokens per sequence (speculative steps verify several) and the
+    mean context (``ctx``: KV tokens used less the step's prefill; one token each without)."""
+    q = float(pf[idx].mean())
+    n_dec = round(float(nd[idx].mean()))
+    if q > 0:
+        n_chunks = max(1, round(float(nps[idx].mean())))
+        qi = max(1, round(q / n_chunks))
+        pq, ps = [qi] * n_chunks, [0] * n_chunks
+    else:
+        pq, ps = [], []
+    q_per = 1
+    if n_dec > 0:
+        d_tok = ndt[idx]
+        d_seq = nd[idx]
+        ok = np.isfinite(d_tok) & (d_seq > 0)
+        if ok.any():
+            q_per = max(1, round(float(d_tok[ok].sum() / d_seq[ok].sum())))
+    if ctx is not None and n_dec > 0:
+        c = ctx[idx]
+        c = c[np.isfinite(c)]
+        ctx_total = round(float(c.mean())) if c.size else n_dec
+    else:
+        ctx_total = n_dec
+    return StepShape(prefill_q=pq, prefill_start=ps, num_decode=n_dec,
+                     decode_ctx_total=max(ctx_total, n_dec), decode_q_per_seq=q_per,
+                     num_sampled=n_dec * q_per + len(pq))
+
+
+def _group_shares(mask: np.ndarray, a: np.ndarray, t: np.ndarray, busy: float,
+                  pf: np.ndarray, nd: np.ndarray) -> dict[str, Any]:
+    """One group of steps (``mask``: those with prefill work, or the pure-decode ones): its
+    share of busy time and of steps, its mean composition and the shares within its time of
+    the bottleneck sums ``a``."""
+    gt = float(t[mask].sum())
+    s = float(a.sum())
+    out = {"time_share": gt / busy, "step_share": float(mask.mean()),
+           "mean_prefill_tokens": float(pf[mask].mean()) if mask.any() else None,
+           "mean_decode_seqs": float(nd[mask].mean()) if mask.any() else None}
+    out.update({k: (float(a[i]) / s if s > 0 else None) for i, k in enumerate(BOTTLENECK_KEYS)})
     return out
 
 

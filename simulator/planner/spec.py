@@ -33,12 +33,9 @@ from simulator.planner.spec_checks import (
     slo_text,
     spec_overrides,
 )
-from simulator.scenario.config import (
-    ScenarioError,
-    blame_override,
-    format_validation_error,
-    read_yaml_mapping,
-)
+from simulator.scenario.config import ScenarioError, format_validation_error
+from simulator.scenario.overrides import blame_override
+from simulator.scenario.yaml_files import read_yaml_mapping
 
 __all__ = [
     "DEPLOYMENT_GATES",

@@ -8,9 +8,9 @@ import copy
 from typing import Any
 
 from simulator.report.format import ms
-from simulator.scenario.config import (
+from simulator.scenario.config import Scenario
+from simulator.scenario.overrides import (
     Override,
-    Scenario,
     apply_overrides,
     cli_bool,
     is_bool_field,
@@ -98,7 +98,7 @@ def apply_spec_overrides(raw: dict, overrides: list[str] | None, schema) -> dict
     """``--plan-set a.b=v`` on the spec itself; ``set.x.y``, ``search_space.x.y``,
     ``baseline.set.x.y`` (and the other :data:`_PATH_MAPPINGS`) address the dotted field
     path ``x.y`` inside those mappings, so one key changes, not a whole section. Booleans
-    accept the command-line spellings of :func:`simulator.scenario.config.cli_bool` (scenario paths
+    accept the command-line spellings of :func:`simulator.scenario.overrides.cli_bool` (scenario paths
     of a ``set`` against the scenario's field)."""
     out = copy.deepcopy(raw)
     for item in overrides or []:

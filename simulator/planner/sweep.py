@@ -51,12 +51,8 @@ from simulator.planner.spec import (
 )
 from simulator.report.sweep import FIGURE_FILE, write_sweep_report
 from simulator.report.tables import write_table
-from simulator.scenario.config import (
-    ScenarioError,
-    apply_overrides,
-    cli_overrides,
-    validate_scenario,
-)
+from simulator.scenario.config import ScenarioError, validate_scenario
+from simulator.scenario.overrides import apply_overrides, cli_overrides
 
 __all__ = ["SweepResult", "run_sweep", "sweep_worker"]
 

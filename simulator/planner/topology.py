@@ -46,14 +46,8 @@ from simulator.report.render import write_report
 from simulator.report.tables import markdown_table
 from simulator.runs.gateway import run_gateway
 from simulator.runs.scenario import run_scenario
-from simulator.scenario.config import (
-    KVTransferConfig,
-    SLOConfig,
-    apply_overrides,
-    blame_override,
-    cli_overrides,
-    validate_scenario,
-)
+from simulator.scenario.config import KVTransferConfig, SLOConfig, validate_scenario
+from simulator.scenario.overrides import apply_overrides, blame_override, cli_overrides
 from simulator.workload import load_workload
 
 
@@ -371,7 +365,7 @@ def _search(spec: TopologyPlanSpec, base_raw: dict, base_dir, specs, cache: Resu
 
 def _rank(row: dict) -> tuple:
     """Cheapest first; at equal price fewer GPUs, then the higher SLO attainment (more
-    headroom), then list order (the plan's tie rule, :data:`simulator.planner.plan.TIE_RULE`,
+    headroom), then list order (the plan's tie rule, :data:`simulator.planner.recommend.TIE_RULE`,
     without a baseline)."""
     return (row["usd_per_hour"], row["gpus"], -(row["slo_attainment"] or 0.0), row["order"])
 

@@ -30,7 +30,8 @@ from simulator.kv.stages import stage_rows
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
 from simulator.metrics.speculative import speculative_summary
-from simulator.metrics.summary import json_safe, kv_and_batching_stats, summarize
+from simulator.metrics.step_stats import kv_and_batching_stats
+from simulator.metrics.summary import json_safe, summarize
 from simulator.metrics.tables_io import TABLE_FORMATS, check_table_format, write_run_tables
 from simulator.report.figures import FIGURE_FILES
 from simulator.report.run import HTML_FILE, REPORT_FILE, write_run_report

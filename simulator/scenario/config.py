@@ -1,30 +1,20 @@
-"""Scenario schema (pydantic), loading, validation and ``--set a.b=v`` overrides.
+"""Scenario schema (pydantic), validation and loading.
 
 A scenario is one YAML file describing what to simulate: model, hardware, cluster,
 scheduler, KV cache, workload, SLOs, cost, seed and output folder. Unknown keys and bad
 values raise :class:`ScenarioError` with one line naming the key path, the value and what
-is allowed (the CLI prints it and exits 2).
-
-size: pending its owner's split (issue 14 part 4; owner: wave3-topology, whose pool schema took it past 600 lines with the degrade keys): 640 lines.
+is allowed (the CLI prints it and exits 2). The YAML is read by
+:mod:`simulator.scenario.yaml_files`, ``--set`` overrides are applied by
+:mod:`simulator.scenario.overrides`.
 """
 from __future__ import annotations
 
-import copy
-import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from simulator.base.input_limits import (
-    BoundedLoaderMixin,
-    InputLimitError,
-    clip_text,
-    load_yaml,
-    short_repr,
-)
-from simulator.base.resources import find_yaml_file, not_a_file_reason, not_text_reason
+from simulator.base.input_limits import short_repr
 from simulator.base.schema import MAX_TOKENS_REPRESENTABLE, StrictModel
 from simulator.scenario.degrade import (
     DegradePolicyConfig,
@@ -32,17 +22,16 @@ from simulator.scenario.degrade import (
     check_no_fallback_with_pools,
     check_policies,
 )
+from simulator.scenario.errors import ScenarioError
+from simulator.scenario.overrides import apply_overrides, blame_override, first_model
 from simulator.scenario.pools import KVTransferConfig, PoolMatch, check_pools
+from simulator.scenario.yaml_files import read_scenario_yaml
 from simulator.speculative.config import SpeculativeConfig
 from simulator.workload.config import WorkloadConfig
 
 #: default load guard (requests): a routing-policy knob, not a measured figure; the
 #: ``cluster.prefix_affinity_load_guard`` key sets it
 DEFAULT_LOAD_GUARD = 32
-
-
-class ScenarioError(ValueError):
-    """A scenario file or override is invalid (message: one readable line)."""
 
 
 #: every scenario section: unknown keys forbidden, no coercion (``max_num_seqs: true`` or
@@ -400,7 +389,7 @@ class Scenario(_Strict):
         return gpus(self.cluster) + fb
 
 
-# ---------------------------------------------------------------------- error formatting
+# ---------------------------------------------------------------------- errors, loading
 def allowed_fields(model_cls, loc: tuple) -> list[str] | None:
     """Field names valid at the parent of ``loc`` in the pydantic model ``model_cls`` (None
     when ``loc`` leaves the model tree): what an "unknown key" message lists."""
@@ -412,22 +401,11 @@ def allowed_fields(model_cls, loc: tuple) -> list[str] | None:
         if f is None:
             return None
         ann = f.annotation
-        sub = _first_model(ann)
+        sub = first_model(ann)
         if sub is None:
             return None
         cls = sub
     return sorted(getattr(cls, "model_fields", {}))
-
-
-def _first_model(ann):
-    import typing
-    if isinstance(ann, type) and issubclass(ann, BaseModel):
-        return ann
-    for a in typing.get_args(ann):
-        m = _first_model(a)
-        if m is not None:
-            return m
-    return None
 
 
 def format_validation_error(e: ValidationError, source: str = "scenario",
@@ -457,330 +435,6 @@ def format_validation_error(e: ValidationError, source: str = "scenario",
         return f"{source}: {msg}"
     vs = short_repr(val) if not isinstance(val, dict) else "{...}"
     return f"{source}: {path}: value {vs}: {msg}"
-
-
-# ---------------------------------------------------------------------- loading
-def parse_override(item: str) -> tuple[list[str], Any]:
-    """Parse ``a.b.c=value`` (value parsed as YAML: numbers, booleans, lists, null).
-
-    Raises
-    ------
-    ScenarioError
-        If there is no ``=`` or the key is empty.
-    """
-    origin = getattr(item, "origin", None)  # an Override names its flag (--plan-set, ...)
-    flag = origin.split(" ", 1)[0] if origin and origin.startswith("--") else "--set"
-    key, raw = split_assignment(item, flag, "key.path=value")
-    try:
-        return key.split("."), parse_yaml_value(raw) if raw.strip() != "" else ""
-    except InputLimitError as e:
-        raise ScenarioError(f"{flag} {clip_text(f'{key}={raw}')}: "
-                            f"{_value_problem(e)}") from None
-
-
-def _value_problem(e: InputLimitError) -> str:
-    """An :class:`InputLimitError` of a value typed on the command line, without the line
-    number of its one-line text."""
-    return f"{e.key}: {e.problem}" if e.key else e.problem
-
-
-def split_assignment(item: str, flag: str, form: str) -> tuple[str, str]:
-    """Split a CLI ``key.path=...`` argument into its key and its raw right-hand side.
-
-    Raises
-    ------
-    ScenarioError
-        Without ``=`` (the message shows ``form``) or with an empty key or key part.
-    """
-    if "=" not in item:
-        raise ScenarioError(f"{flag} {short_repr(str(item))}: expected {form}")
-    key, _, raw = item.partition("=")
-    key = key.strip()
-    if not key or any(not p for p in key.split(".")):
-        raise ScenarioError(f"{flag} {short_repr(str(item))}: empty key")
-    return key, raw
-
-
-def parse_yaml_value(text: str) -> Any:
-    """``text`` parsed as YAML (numbers, booleans, lists, null; ``1e9`` is a float as in YAML
-    1.2), or as-is when not YAML.
-
-    Raises
-    ------
-    InputLimitError
-        A value over a limit of :mod:`simulator.base.input_limits` (an alias bomb, nesting, an
-        integer of too many digits): refused, not passed on as text.
-    """
-    try:
-        return load_yaml_text(text)
-    except InputLimitError:
-        raise
-    except yaml.YAMLError:
-        return text
-
-
-class Override(str):
-    """A ``key.path=value`` override that remembers how the user spelled it (``origin``:
-    ``--set a.b=1``, ``--trace F``, ``--vary a.b=1,2``), so that a validation error it causes
-    names the flag and the key path the user wrote."""
-
-    origin: str
-
-    def __new__(cls, item: str, origin: str | None = None):
-        obj = super().__new__(cls, item)
-        obj.origin = origin or getattr(item, "origin", None) or f"--set {clip_text(item)}"
-        return obj
-
-
-def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
-                  seed: int | None = None) -> list[str]:
-    """The ``--set`` overrides of a CLI call plus those implied by ``--trace`` (replace the
-    scenario's workload source by that trace file, format auto-detected) and ``--seed``.
-
-    Returns
-    -------
-    list of Override
-        ``key.path=value`` strings, each knowing the flag it came from.
-    """
-    out = [Override(s) for s in (sets or [])]
-    if trace:
-        out += [Override(x, f"--trace {trace}") for x in (
-            f"workload.trace={trace}", "workload.synthetic=null", "workload.format=auto",
-            "workload.columns=null")]
-    if seed is not None:
-        out.append(Override(f"seed={seed}", f"--seed {seed}"))
-    return out
-
-
-def blame_override(e: ValidationError, overrides) -> str | None:
-    """The flag (``Override.origin``) of the last override whose key path is on the path of
-    ``e``'s first error (above or below it), or None."""
-    loc = [str(p) for p in e.errors()[0]["loc"]
-           if not (isinstance(p, str) and (p.startswith("function-") or p in ("str", "dict")))]
-    found = None
-    where = ".".join(loc)
-    for item in overrides or []:
-        key = str(item).partition("=")[0].strip()
-        path = key.split(".")
-        n = min(len(path), len(loc))
-        # also a dotted key inside a mapping field (search_space.hardware.gpu: loc
-        # ("search_space", "hardware.gpu"))
-        nested = bool(loc) and (f"{where}.".startswith(f"{key}.")
-                                or f"{key}.".startswith(f"{where}."))
-        if (n and path[:n] == loc[:n]) or nested:
-            found = getattr(item, "origin", None) or f"--set {clip_text(str(item))}"
-    return found
-
-
-#: a message that starts with the scenario key it is about (``model: ...``,
-#: ``cluster.tensor_parallel_size=3 cannot shard ...``)
-_LEADING_KEY = re.compile(r"([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)(?::|=)")
-
-
-def message_key(message: str) -> str | None:
-    """The scenario key path a check's message starts with (``hardware.gpu`` of
-    ``hardware.gpu: unknown GPU 'x'``, ``cluster.tensor_parallel_size`` of
-    ``cluster.tensor_parallel_size=3 cannot shard ...``), or None."""
-    m = _LEADING_KEY.match(message)
-    return m.group(1) if m is not None else None
-
-
-def blame_message(message: str, overrides) -> str | None:
-    """The flag (``Override.origin``) of the last override on the key path a check's message
-    starts with (``hardware.gpu: unknown GPU 'x'`` after ``--set hardware.gpu=x``), or None
-    (no such override, or a message that names no key first)."""
-    key = message_key(message)
-    if key is None:
-        return None
-    loc = key.split(".")
-    found = None
-    for item in overrides or []:
-        path = str(item).partition("=")[0].strip().split(".")
-        n = min(len(path), len(loc))
-        if n and path[:n] == loc[:n]:
-            found = getattr(item, "origin", None) or f"--set {clip_text(str(item))}"
-    return found
-
-
-def _list_index(seq: list, part: str, item: str) -> int:
-    """``part`` as an index into ``seq`` (a list section such as ``pools``)."""
-    if not (part.isdigit() and len(part) <= 18 and int(part) < len(seq)):
-        raise ScenarioError(f"--set {clip_text(str(item))}: '{clip_text(part, 20)}' is not an "
-                            f"index of a list of {len(seq)} (valid: 0..{len(seq) - 1})")
-    return int(part)
-
-
-#: the spellings of a boolean pydantic's lax mode accepts (compared lower-cased); YAML files
-#: stay strict, but a boolean typed on the command line may use any of them
-_BOOL_SPELLINGS = {"true": True, "false": False, "1": True, "0": False, "yes": True,
-                   "no": False, "on": True, "off": False, "t": True, "f": False, "y": True,
-                   "n": False}
-
-
-def override_annotation(model_cls: type[BaseModel], path: list[str]) -> Any:
-    """The type annotation of the field ``path`` addresses in ``model_cls`` (list indices
-    skipped), or None when the path leaves the model tree."""
-    ann: Any = model_cls
-    for part in path:
-        if part.isdigit():
-            continue
-        m = _first_model(ann)
-        f = getattr(m, "model_fields", {}).get(part) if m is not None else None
-        if f is None:
-            return None
-        ann = f.annotation
-    return ann
-
-
-def is_bool_field(ann: Any) -> bool:
-    """Whether a field annotation is ``bool`` or ``bool | None``."""
-    import typing
-    args = typing.get_args(ann)
-    return ann is bool or (bool in args and all(a in (bool, type(None)) for a in args))
-
-
-def cli_bool(value: Any, path: list[str], origin: str, nullable: bool = False) -> Any:
-    """A command-line value for a boolean field as a bool: ``true/false``, ``1/0``,
-    ``yes/no``, ``on/off`` (and ``t/f``, ``y/n``), any case, as pydantic's lax mode reads them.
-
-    Raises
-    ------
-    ScenarioError
-        One line naming the flag, the key path and the valid spellings.
-    """
-    if isinstance(value, bool) or (value is None and nullable):
-        return value
-    word = str(value).strip().lower()
-    if isinstance(value, float) and value in (0.0, 1.0):
-        word = str(int(value))
-    if word in _BOOL_SPELLINGS:
-        return _BOOL_SPELLINGS[word]
-    raise ScenarioError(f"{origin}: {'.'.join(path)}: value {short_repr(value)} is not a "
-                        "boolean; use true/false, 1/0, yes/no or on/off (any case)"
-                        + (", or null" if nullable else ""))
-
-
-def apply_overrides(raw: dict, overrides: list[str] | None,
-                    schema: type[BaseModel] | None = None) -> dict:
-    """Return a copy of ``raw`` with each ``a.b=v`` override applied (an integer part
-    indexes a list: ``pools.1.cluster.num_replicas=2``).
-
-    With ``schema`` (the model ``raw`` is validated against), a value for a boolean field is
-    read with :func:`cli_bool` (``--plan-set search.early_stop=1`` works; a bad spelling raises
-    :class:`ScenarioError` naming the flag). Scenario ``--set`` overrides pass no schema: their
-    values are not coerced (README "Scenario reference"; pinned by the hostile corpus).
-    """
-    out = copy.deepcopy(raw)
-    for item in overrides or []:
-        path, value = parse_override(item)
-        ann = override_annotation(schema, path) if schema is not None else None
-        if ann is not None and is_bool_field(ann):
-            origin = getattr(item, "origin", None) or f"--set {clip_text(item)}"
-            value = cli_bool(value, path, origin, nullable=ann is not bool)
-        d = out
-        for p in path[:-1]:
-            nxt = d[_list_index(d, p, item)] if isinstance(d, list) else d.get(p)
-            if nxt is None:
-                nxt = {}
-                d[p] = nxt
-            elif not isinstance(nxt, dict | list):
-                raise ScenarioError(f"--set {clip_text(str(item))}: '{p}' is not a section")
-            d = nxt
-        if isinstance(d, list):
-            d[_list_index(d, path[-1], item)] = value
-        else:
-            d[path[-1]] = value
-    return out
-
-
-class _UniqueKeyLoader(BoundedLoaderMixin, yaml.SafeLoader):
-    """A safe YAML loader that rejects duplicate mapping keys (PyYAML keeps the last one),
-    with the bounds of :mod:`simulator.base.input_limits` (alias expansion, nesting, digits)."""
-
-
-def _construct_unique_mapping(loader, node, deep=False):
-    seen = {}
-    for key_node, _value_node in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (first at line {seen[key] + 1})",
-                key_node.start_mark)
-        seen[key] = key_node.start_mark.line
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-                                 _construct_unique_mapping)
-# YAML 1.2 (core schema) reads ``1e9`` and ``2E-3`` as floats; PyYAML implements YAML 1.1,
-# whose float pattern needs a dot (``1.0e9``) and would hand the scenario the *string*
-# "1e9", which strict validation then rejects. Resolve the 1.2 spelling as a float.
-_UniqueKeyLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."))
-
-
-def load_yaml_text(text: str):
-    """Parse YAML like ``yaml.safe_load`` but reject duplicate keys.
-
-    Raises
-    ------
-    InputLimitError
-        Over a limit of :mod:`simulator.base.input_limits` (a :class:`yaml.YAMLError`).
-    yaml.YAMLError
-        Text that is not YAML, or a duplicate key.
-    """
-    return load_yaml(text, _UniqueKeyLoader)
-
-
-def read_yaml_mapping(path: str | Path, what: str = "scenario",
-                      error: type[Exception] | None = None) -> tuple[dict, Path]:
-    """Read a YAML file holding a mapping (looked up as given, then under ``scenarios/``).
-
-    Returns
-    -------
-    (dict, Path)
-        The mapping (empty for an empty file) and the resolved file path.
-
-    Raises
-    ------
-    ScenarioError (or ``error``)
-        One line: file not found, not valid YAML (with its line), unreadable, or not a mapping.
-    """
-    err = error or ScenarioError
-    p = Path(path)
-    if not p.is_file():  # a name under scenarios/; a bare name never means a folder here
-        try:
-            p = find_yaml_file(path, "scenarios", what)
-        except FileNotFoundError as e:
-            raise err(str(e)) from None
-    if not p.is_file():
-        raise err(f"{p}: {not_a_file_reason(p, f'{what} file')}")
-    try:
-        raw = load_yaml_text(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as e:
-        raise err(f"{p}: {not_text_reason(e)}; a {what} file is YAML text") from None
-    except InputLimitError as e:  # valid YAML, but too large or too deep to read
-        raise err(e.at(str(p))) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise err(f"{p}{where}: not valid YAML ({getattr(e, 'problem', None) or e})") from None
-    except OSError as e:
-        raise err(f"{p}: cannot read ({e.strerror})") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise err(f"{p}: a {what} file must be a YAML mapping")
-    return raw, p.resolve()
-
-
-def read_scenario_yaml(path: str | Path) -> dict:
-    """Read a scenario file into a dict (raises :class:`ScenarioError` on I/O or YAML errors)."""
-    raw, p = read_yaml_mapping(path, "scenario")
-    raw.setdefault("__file__", str(p))
-    return raw
 
 
 def validate_scenario(raw: dict, source: str = "scenario",

@@ -1,6 +1,31 @@
 """Turn a :class:`~simulator.workload.config.WorkloadConfig` into request specs.
 
-size: pending its owner's split (issue 14 part 4; owner: wave2-scale): load_workload() 138 lines.
+:func:`load_workload`'s steps, in order (one helper each):
+
+1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``; for
+   ServeGen data, generate its requests from the windows overlapping ``[start_s,
+   end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload;
+2. keep arrivals in ``[start_s, end_s)`` on the trace's clock, sort by arrival time
+   (stable: ties keep file order) and keep the first ``max_requests``;
+3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds, and refuse a
+   workload whose last arrival is where the float64 clock no longer resolves a step
+   (2**26 s, :func:`simulator.workload.clock.check_clock`);
+4. assign ``slices`` / ``tenants`` / ``priorities`` by share (exact proportions, random
+   order; see :func:`assign_by_share`);
+5. sample ``cancel_after_s`` from ``patience`` for requests without one;
+6. give ``max_tokens`` to requests without one, clipping their output length to it (as an
+   engine stops generating at ``max_tokens``; a :class:`WorkloadWarning` says how many
+   outputs were clipped. A trace row whose own ``max_tokens`` is below its output length
+   is an error instead: a recorded output cannot exceed what was requested);
+7. attach declared ``shared_prefixes``: the first matching entry sets
+   ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``;
+8. set ``n`` / ``use_beam_search`` from ``parallel_sampling`` (its slices only, if given).
+
+Randomness comes only from the named streams of :mod:`simulator.base.rng` (``arrivals``,
+``prompt_tokens``, ``output_tokens``, ``slices``, ``tenants``, ``priorities``,
+``patience``: independent children of ``numpy.random.SeedSequence(seed)``), so the same
+config and seed give an identical list. Labels and patience depend on the
+number of kept requests, not on ``rate_scale``: a rate sweep keeps each request's labels.
 """
 from __future__ import annotations
 
@@ -108,34 +133,10 @@ def _resolve(path: str, base_dir: Path | None) -> Path:
 def load_workload(cfg: WorkloadConfig, seed: int,
                   base_dir: Path | None = None, *, lazy: bool = False
                   ) -> list[RequestSpec] | RequestStream:
-    """Build the request list of a workload.
-
-    Steps, in order:
-
-    1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``; for
-       ServeGen data, generate its requests from the windows overlapping ``[start_s,
-       end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload;
-    2. keep arrivals in ``[start_s, end_s)`` on the trace's clock, sort by arrival time
-       (stable: ties keep file order) and keep the first ``max_requests``;
-    3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds, and refuse a
-       workload whose last arrival is where the float64 clock no longer resolves a step
-       (2**26 s, :func:`simulator.workload.clock.check_clock`);
-    4. assign ``slices`` / ``tenants`` / ``priorities`` by share (exact proportions, random
-       order; see :func:`assign_by_share`);
-    5. sample ``cancel_after_s`` from ``patience`` for requests without one;
-    6. give ``max_tokens`` to requests without one, clipping their output length to it (as an
-       engine stops generating at ``max_tokens``; a :class:`WorkloadWarning` says how many
-       outputs were clipped. A trace row whose own ``max_tokens`` is below its output length
-       is an error instead: a recorded output cannot exceed what was requested);
-    7. attach declared ``shared_prefixes``: the first matching entry sets
-       ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``;
-    8. set ``n`` / ``use_beam_search`` from ``parallel_sampling`` (its slices only, if given).
-
-    Randomness comes only from the named streams of :mod:`simulator.base.rng` (``arrivals``,
-    ``prompt_tokens``, ``output_tokens``, ``slices``, ``tenants``, ``priorities``,
-    ``patience``: independent children of ``numpy.random.SeedSequence(seed)``), so the same
-    config and seed give an identical list. Labels and patience depend on the
-    number of kept requests, not on ``rate_scale``: a rate sweep keeps each request's labels.
+    """Build the request list of a workload: read or generate it, window, sort and cap it,
+    re-base its clock, label it, and apply the config's patience, ``max_tokens``, shared
+    prefixes and parallel sampling (the module docstring lists the steps). The same config
+    and seed give an identical list.
 
     Parameters
     ----------
@@ -161,9 +162,31 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     WorkloadError
         If the trace is not found or malformed (message ``file:line: ...``), no request falls
         in the window, the last arrival is beyond what the clock resolves (naming the trace
-        line, ``workload.rate_scale`` or the synthetic rate), a share table names a field the trace already has, a declared shared
-        prefix meets a request that already has prefix ids, or the seed is negative.
+        line, ``workload.rate_scale`` or the synthetic rate), a share table names a field the
+        trace already has, a declared shared prefix meets a request that already has prefix
+        ids, or the seed is negative.
     """
+    cols, source = _read_source(cfg, seed, base_dir)
+    cols = _window(cols, cfg, source)
+    # 3. re-base and rescale; the clock must still resolve a step at the last arrival
+    cols.arrival_s = (cols.arrival_s - cfg.start_s) / cfg.rate_scale
+    check_clock(cols.arrival_s, cols.lines, source=source, rate_scale=cfg.rate_scale,
+                start_s=cfg.start_s, synthetic_key=None if cfg.trace is not None else
+                f"workload.synthetic.arrival.rate_rps={cfg.synthetic.arrival.rate_rps:g}")
+    _assign_shares(cols, cfg, seed, source)
+    if cfg.patience is not None:
+        _draw_patience(cols, cfg, seed)
+    if cfg.max_tokens is not None:
+        _apply_max_tokens(cols, cfg.max_tokens, source)
+    if cfg.shared_prefixes:
+        _attach_prefixes(cols, cfg, source)
+    stream = RequestStream(cols, _parallel_sampling(cols, cfg, source))
+    return stream if lazy else list(stream)
+
+
+def _read_source(cfg: WorkloadConfig, seed: int,
+                 base_dir: Path | None) -> tuple[TraceColumns, str]:
+    """Step 1: the trace's columns (or the synthetic workload's) and the name messages use."""
     if cfg.trace is not None:
         path = _resolve(cfg.trace, base_dir)
         try:
@@ -172,19 +195,21 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         except TraceFormatMismatch as e:
             raise WorkloadError(f"{e}; check workload.format (leave it out, or auto, to "
                                 "detect the format)") from None
-        source = str(cfg.trace)
-    else:
-        rng_stream(seed, STREAM_ARRIVALS)  # validates the seed
-        syn = cfg.synthetic
-        expected = [float(syn.num_requests)] if syn.num_requests is not None else []
-        if syn.duration_s is not None:  # mean count of a renewal process: rate x duration
-            expected.append(syn.arrival.rate_rps * syn.duration_s)
-        check_workload_budget(min(expected), "synthetic workload",
-                              "workload.synthetic.num_requests (or duration_s / rate_rps)")
-        cols = generate_synthetic(cfg.synthetic, seed, _trace_lengths_loader(base_dir))
-        source = "synthetic workload"
+        return cols, str(cfg.trace)
+    rng_stream(seed, STREAM_ARRIVALS)  # validates the seed
+    syn = cfg.synthetic
+    expected = [float(syn.num_requests)] if syn.num_requests is not None else []
+    if syn.duration_s is not None:  # mean count of a renewal process: rate x duration
+        expected.append(syn.arrival.rate_rps * syn.duration_s)
+    check_workload_budget(min(expected), "synthetic workload",
+                          "workload.synthetic.num_requests (or duration_s / rate_rps)")
+    return generate_synthetic(cfg.synthetic, seed, _trace_lengths_loader(base_dir)), \
+        "synthetic workload"
 
-    # 2. window, sort, cap
+
+def _window(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> TraceColumns:
+    """Step 2: the rows arriving in ``[start_s, end_s)``, sorted by arrival (stable), the
+    first ``max_requests`` of them."""
     t = cols.arrival_s
     keep = t >= cfg.start_s
     if cfg.end_s is not None:
@@ -199,16 +224,13 @@ def load_workload(cfg: WorkloadConfig, seed: int,
                             f"({len(cols)} in the trace)")
     if idx.size != len(cols) or np.any(idx[1:] <= idx[:-1]):
         cols = cols.take(idx)  # the identity (a sorted trace, every row kept) needs no copy
-    del idx
+    return cols
+
+
+def _assign_shares(cols: TraceColumns, cfg: WorkloadConfig, seed: int, source: str) -> None:
+    """Step 4: slices, tenants and priorities by share; a warning when a trace's requests get
+    labels the trace does not have."""
     n = len(cols)
-
-    # 3. re-base and rescale; the clock must still resolve a step at the last arrival
-    cols.arrival_s = (cols.arrival_s - cfg.start_s) / cfg.rate_scale
-    check_clock(cols.arrival_s, cols.lines, source=source, rate_scale=cfg.rate_scale,
-                start_s=cfg.start_s, synthetic_key=None if cfg.trace is not None else
-                f"workload.synthetic.arrival.rate_rps={cfg.synthetic.arrival.rate_rps:g}")
-
-    # 4. shares
     for fld, shares, key in (("slice", cfg.slices, STREAM_SLICES),
                              ("tenant", cfg.tenants, STREAM_TENANTS),
                              ("priority", cfg.priorities, STREAM_PRIORITIES)):
@@ -222,53 +244,53 @@ def load_workload(cfg: WorkloadConfig, seed: int,
             cols.priority = np.asarray(labels, dtype=np.int64)
         else:
             setattr(cols, fld, [str(x) for x in labels])
-
     synth = synthesised_labels(cfg)
     if synth and cfg.trace is not None:
         warnings.warn(WorkloadWarning(
             f"{source}: {', '.join(synth)} assigned at random by the workload config "
             f"({', '.join(sorted(set(synth.values())))}), not read from the trace: "
             "results per tenant, slice or priority reflect the configured shares"),
-            stacklevel=2)
+            stacklevel=3)  # load_workload's caller
 
-    # 5. patience
-    if cfg.patience is not None:
-        drawn = sample_patience(cfg.patience, n, rng_stream(seed, STREAM_PATIENCE))
-        if cols.cancel_after_s is None:
-            cols.cancel_after_s = drawn
-        else:
-            cols.cancel_after_s = np.where(np.isnan(cols.cancel_after_s), drawn,
-                                           cols.cancel_after_s)
 
-    # 6. declared max_tokens
-    if cfg.max_tokens is not None:
-        if cols.max_tokens is None:
-            cols.max_tokens = np.zeros(n, dtype=np.int64)
-        missing = cols.max_tokens <= 0
-        clipped = missing & (cols.output > cfg.max_tokens)
-        if clipped.any():
-            warnings.warn(WorkloadWarning(
-                f"{source}: workload.max_tokens={cfg.max_tokens} clips the output of "
-                f"{int(clipped.sum())} of {n} requests (longest {int(cols.output.max())} "
-                f"tokens) to {cfg.max_tokens} tokens, as an engine stops at max_tokens"),
-                stacklevel=2)
-        cols.max_tokens = np.where(missing, cfg.max_tokens, cols.max_tokens)
-        cols.output = np.where(missing, np.minimum(cols.output, cfg.max_tokens), cols.output)
-
-    # 7. declared shared prefixes
-    if cfg.shared_prefixes:
-        _attach_prefixes(cols, cfg, source)
-
-    # 8. parallel sampling / beam search
-    ps = cfg.parallel_sampling
-    if ps is not None and (ps.n > 1 or ps.use_beam_search):
-        if cols.n is not None and np.any(np.maximum(cols.n, 1) != 1):
-            raise WorkloadError(f"{source}: workload.parallel_sampling would replace the trace's "
-                             "own n / beam-search values; remove one of the two")
+def _draw_patience(cols: TraceColumns, cfg: WorkloadConfig, seed: int) -> None:
+    """Step 5: ``cancel_after_s`` drawn from ``patience`` where the trace gives none."""
+    drawn = sample_patience(cfg.patience, len(cols), rng_stream(seed, STREAM_PATIENCE))
+    if cols.cancel_after_s is None:
+        cols.cancel_after_s = drawn
     else:
-        ps = None
-    stream = RequestStream(cols, ps)
-    return stream if lazy else list(stream)
+        cols.cancel_after_s = np.where(np.isnan(cols.cancel_after_s), drawn,
+                                       cols.cancel_after_s)
+
+
+def _apply_max_tokens(cols: TraceColumns, max_tokens: int, source: str) -> None:
+    """Step 6: ``max_tokens`` for the requests without one, their outputs clipped to it (a
+    warning says how many were)."""
+    n = len(cols)
+    if cols.max_tokens is None:
+        cols.max_tokens = np.zeros(n, dtype=np.int64)
+    missing = cols.max_tokens <= 0
+    clipped = missing & (cols.output > max_tokens)
+    if clipped.any():
+        warnings.warn(WorkloadWarning(
+            f"{source}: workload.max_tokens={max_tokens} clips the output of "
+            f"{int(clipped.sum())} of {n} requests (longest {int(cols.output.max())} "
+            f"tokens) to {max_tokens} tokens, as an engine stops at max_tokens"),
+            stacklevel=3)  # load_workload's caller
+    cols.max_tokens = np.where(missing, max_tokens, cols.max_tokens)
+    cols.output = np.where(missing, np.minimum(cols.output, max_tokens), cols.output)
+
+
+def _parallel_sampling(cols: TraceColumns, cfg: WorkloadConfig, source: str):
+    """Step 8: the ``parallel_sampling`` config the requests get (None when it changes
+    nothing); an error when the trace has its own ``n`` / beam-search values."""
+    ps = cfg.parallel_sampling
+    if ps is None or not (ps.n > 1 or ps.use_beam_search):
+        return None
+    if cols.n is not None and np.any(np.maximum(cols.n, 1) != 1):
+        raise WorkloadError(f"{source}: workload.parallel_sampling would replace the trace's "
+                            "own n / beam-search values; remove one of the two")
+    return ps
 
 
 class RequestStream(Sequence):
@@ -363,6 +385,7 @@ def synthesised_labels(cfg: WorkloadConfig) -> dict[str, str]:
 
 
 def _attach_prefixes(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> None:
+    """Step 7: the first matching ``shared_prefixes`` entry gives a request its prefix id."""
     n = len(cols)
     tenants = cols.tenant or ["default"] * n
     slices = cols.slice or ["default"] * n

@@ -25,7 +25,7 @@ from simulator.base.input_limits import (
     short_repr,
 )
 from simulator.cli.main import main
-from simulator.scenario.config import load_yaml_text
+from simulator.scenario.yaml_files import load_yaml_text
 from tests.helpers import roofline_scenario_text
 
 BASE = roofline_scenario_text("runaway", 20, "{dist: uniform, low: 16, high: 200}",

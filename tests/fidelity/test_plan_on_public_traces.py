@@ -24,7 +24,8 @@ from simulator.cli.main import main
 from simulator.planner.plan import run_plan
 from simulator.planner.spec import load_plan_spec
 from simulator.runs.scenario import run_scenario
-from simulator.scenario.config import cli_overrides, load_scenario
+from simulator.scenario.config import load_scenario
+from simulator.scenario.overrides import cli_overrides
 from simulator.workload import WorkloadWarning
 
 AZURE = "traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"

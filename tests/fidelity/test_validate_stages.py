@@ -18,7 +18,7 @@ from helpers import SHARED_DIR
 from record_factories import ip_summary, write_ip_run, write_vllm_run
 
 from simulator.cli.main import main
-from simulator.metrics.summary import latency_stats
+from simulator.metrics.latency import latency_stats
 from simulator.observe.stages import expanded_percentiles, stage_token_gaps
 from simulator.observe.validate import validate_recorded
 

@@ -9,13 +9,8 @@ from helpers import SHARED_DIR, make_scenario
 
 from simulator.catalog.models import get_model
 from simulator.cluster.setup import build_setup
-from simulator.kv.planner import (
-    VLLM_0_19,
-    cublas_workspace_bytes,
-    max_tokens_per_request,
-    plan_memory,
-    sampler_peak_bytes,
-)
+from simulator.kv.planner import max_tokens_per_request, plan_memory
+from simulator.kv.profile_terms import VLLM_0_19, cublas_workspace_bytes, sampler_peak_bytes
 from simulator.scenario.config import validate_scenario
 
 GiB = 2**30

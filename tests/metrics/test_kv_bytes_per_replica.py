@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator.metrics.summary import kv_and_batching_stats
+from simulator.metrics.step_stats import kv_and_batching_stats
 
 
 def _steps() -> pd.DataFrame:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from simulator.metrics import records
+from simulator.metrics.latency import latency_stats
 from simulator.metrics.records import STEP_COLUMNS, RunRecorder
-from simulator.metrics.summary import latency_stats
 
 
 def _row(rid: int, idx: int) -> tuple:

@@ -13,9 +13,10 @@ import pytest
 from helpers import make_scenario, summary_without_wall, synthetic_workload
 
 from simulator.metrics import records
+from simulator.metrics.columns import Labels
+from simulator.metrics.latency import latency_stats
 from simulator.metrics.records import REQUEST_COLUMNS, STEP_COLUMNS, RunRecorder
 from simulator.metrics.step_table import ClosedTableError
-from simulator.metrics.summary import _Labels, latency_stats
 from simulator.runs.scenario import run_scenario
 
 
@@ -53,16 +54,16 @@ def test_labels_compare_as_the_strings_did():
     df = pd.DataFrame({"status": pd.array(["completed", None, "rejected", "completed"],
                                           dtype=object),
                        "tenant": [1, "1", 2.5, None]})
-    st = _Labels(df, "status")
+    st = Labels(df, "status")
     assert (st == "completed").tolist() == [True, False, False, True]
     assert (st == "").tolist() == [False, True, False, False]  # null -> the default ""
     assert (st != "rejected").tolist() == [True, True, False, True]
     assert st.isin(("rejected", "waiting")).tolist() == [False, False, True, False]
     assert (st == "absent").tolist() == [False] * 4
     # astype(str) of 1 and "1" is the same label "1"; null is "default"; sorted by name
-    assert _Labels(df, "tenant", "default").counts() == {"1": 2, "2.5": 1, "default": 1}
-    assert _Labels(df, "slice", "default").counts() == {"default": 4}  # missing column
-    assert _Labels(df.iloc[:0], "slice", "default").counts() == {}
+    assert Labels(df, "tenant", "default").counts() == {"1": 2, "2.5": 1, "default": 1}
+    assert Labels(df, "slice", "default").counts() == {"default": 4}  # missing column
+    assert Labels(df.iloc[:0], "slice", "default").counts() == {}
 
 
 def test_result_reads_the_itl_arrays_lazily_and_pickles(monkeypatch):

@@ -16,7 +16,7 @@ from helpers import make_scenario, summary_without_wall, synthetic_workload
 
 from simulator.metrics import records, step_table
 from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
-from simulator.metrics.summary import kv_and_batching_stats
+from simulator.metrics.step_stats import kv_and_batching_stats
 from simulator.metrics.tables_io import write_table
 from simulator.runs.scenario import run_scenario
 

@@ -11,14 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.metrics.summary import (
-    STAT_KEYS,
-    latency_stats,
-    per_request_latencies,
-    slo_mask,
-    summarize,
-    weighted_percentiles,
-)
+from simulator.metrics.latency import STAT_KEYS, latency_stats, per_request_latencies, slo_mask
+from simulator.metrics.summary import summarize, weighted_percentiles
 
 NAN = float("nan")
 

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from planner_testlib import tiny_plan
 
-from simulator.planner.plan import _any_within, run_plan
+from simulator.planner.plan import run_plan
+from simulator.planner.recommend import any_within
 from simulator.planner.report import _speedups_text
 from simulator.planner.spec import PlanSpec
 
@@ -30,8 +31,8 @@ def test_method_line_counts_the_dominance_probes():
 
 def test_any_within_reads_the_built_rows():
     rows = [{"passed": False, "usd_per_hour": 1.0}, {"passed": True, "usd_per_hour": 4.0}]
-    assert not _any_within(rows, 3.0)
-    assert _any_within(rows + [{"passed": True, "usd_per_hour": 3.0}], 3.0)
+    assert not any_within(rows, 3.0)
+    assert any_within(rows + [{"passed": True, "usd_per_hour": 3.0}], 3.0)
 
 
 def test_abandoned_pruning_says_so_in_one_line(tmp_path):

@@ -8,9 +8,9 @@ import pytest
 import yaml
 from planner_testlib import tiny_plan
 
+from simulator.planner.gates import check_gates, evaluate_gates
 from simulator.planner.plan import run_plan
 from simulator.planner.provenance import compare_provenance, perf_provenance
-from simulator.planner.search import check_gates, evaluate_gates
 from simulator.planner.spec import PlanError, PlanSpec, load_plan_spec
 
 SLO = {"ttft_s": 0.25, "tpot_s": 0.05, "attainment_target": 0.9}

@@ -8,7 +8,8 @@ import yaml
 from planner_testlib import tiny_plan, tiny_scenario
 
 from simulator.planner.spec import PlanError, load_plan_spec, load_sweep_spec
-from simulator.scenario.config import ScenarioError, cli_overrides, load_scenario
+from simulator.scenario.config import ScenarioError, load_scenario
+from simulator.scenario.overrides import cli_overrides
 
 BOOL_CHOICES = "use true/false, 1/0, yes/no or on/off (any case)"
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from simulator.planner.plan import _recommend
+from simulator.planner.recommend import recommend
 from simulator.planner.report import _capacity_row, _headline, capacity_text
 
 
@@ -17,7 +17,7 @@ def _row(label, **kw):
 def _none_passed(lkg):
     base = _row("today", is_baseline=True)
     cands = [_row("a"), _row("b")]
-    status, chosen, _runners, reason, fallback = _recommend(None, cands, base, lkg)
+    status, chosen, _runners, reason, fallback = recommend(None, cands, base, lkg)
     return status, chosen, reason, fallback
 
 

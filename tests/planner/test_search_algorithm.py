@@ -4,8 +4,9 @@ import math
 
 import pytest
 
+from simulator.planner.gates import check_gates
 from simulator.planner.plan import pareto_front
-from simulator.planner.search import check_gates, find_capacity, replicas_for
+from simulator.planner.search import find_capacity, replicas_for
 
 
 def threshold_probe(limit: float, calls: list | None = None):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from planner_testlib import tiny_plan
 
-from simulator.planner.plan import TIE_RULE, _rank_key, run_plan
+from simulator.planner.plan import run_plan
+from simulator.planner.recommend import TIE_RULE, rank_key
 from simulator.planner.spec import PlanSpec
 from simulator.planner.topology import _rank as topology_rank
 
@@ -25,10 +26,10 @@ def test_rank_key_applies_the_tie_rule_in_its_order():
             _r(6, 1.0, 1, 9.0, passed=False)]                     # failing: last
     # by hand: $2 first; at $3 the baseline's config, the last known-good's, then the
     # higher headroom (4.0), then list order 0, 1; the failing one last
-    assert [r["index"] for r in sorted(rows, key=_rank_key)] == [5, 4, 3, 2, 0, 1, 6]
+    assert [r["index"] for r in sorted(rows, key=rank_key)] == [5, 4, 3, 2, 0, 1, 6]
     # fewer GPUs before more headroom at equal cost: 1 GPU at $3/h beats 3 GPUs at $1/h each
     a, b = _r(0, 3.0, 3, 5.0), _r(1, 3.0, 1, 0.0)
-    assert min([a, b], key=_rank_key) is b
+    assert min([a, b], key=rank_key) is b
     assert TIE_RULE.startswith("at equal USD per hour: the baseline's configuration")
 
 

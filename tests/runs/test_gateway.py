@@ -110,7 +110,7 @@ def test_decode_pool_admits_only_with_the_blocks():
 
 
 def test_set_indexes_a_pool():
-    from simulator.scenario.config import apply_overrides
+    from simulator.scenario.overrides import apply_overrides
     raw = {"pools": [{"name": "A"}, {"name": "B", "cluster": {"num_replicas": 1}}]}
     out = apply_overrides(raw, ["pools.1.cluster.num_replicas=3", "pools.0.model=llama-3.1-70b"])
     assert out["pools"][1]["cluster"]["num_replicas"] == 3

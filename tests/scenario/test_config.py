@@ -10,13 +10,8 @@ import yaml
 from helpers import synthetic_workload
 
 from simulator.cli.main import main
-from simulator.scenario.config import (
-    ScenarioError,
-    apply_overrides,
-    load_scenario,
-    parse_override,
-    validate_scenario,
-)
+from simulator.scenario.config import ScenarioError, load_scenario, validate_scenario
+from simulator.scenario.overrides import apply_overrides, parse_override
 
 WL = synthetic_workload(5, 10)
 

@@ -2,7 +2,9 @@
 reads a string), and priority classes round-trip through JSON."""
 from __future__ import annotations
 
-from simulator.scenario.config import load_yaml_text, parse_override, validate_scenario
+from simulator.scenario.config import validate_scenario
+from simulator.scenario.overrides import parse_override
+from simulator.scenario.yaml_files import load_yaml_text
 
 
 def _scenario(**over):
