@@ -3,8 +3,12 @@
 SimPy owns only time and processes (DESIGN.md section 2). The scheduler, KV manager,
 router and performance model are plain objects (the replica,
 :class:`~simulator.cluster.replica.Replica`, lives beside the routers; its set-up is
-:mod:`simulator.cluster.setup`); the engine keeps no scheduler state: a fast-forward is the
-scheduler's :class:`~simulator.scheduling.emission.Jump`, priced here. An idle replica sleeps
+:mod:`simulator.cluster.setup`); the engine drives a scheduler through its interface
+(:class:`~simulator.scheduling.interface.Scheduler`) and keeps no scheduler state. Every step,
+and every fast-forwarded decode run (the scheduler's
+:class:`~simulator.scheduling.emission.Jump`), is priced by the scheduler's perf-side pricer
+(:class:`~simulator.perf.step_cost.StepPricer`); its rows are built in
+:mod:`simulator.engine.step_rows`. An idle replica sleeps
 on an event that the next arrival routed to it triggers (no polling). A fast-forwarded decode run sleeps on
 ``timeout | wake``: an arrival cuts the run at the end of the step in progress, so results
 equal those of stepping one iteration at a time.
@@ -29,8 +33,9 @@ from simulator.base.budget import check_run_budget, estimate_scenario_run
 from simulator.base.request import RequestSpec
 from simulator.cluster.replica import Replica, ReplicaSetup, Router
 from simulator.cluster.setup import fallback_scenario
+from simulator.engine.idle import HEAD_REJECTED, idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
-from simulator.engine.step_rows import DecodeRunRows
+from simulator.engine.step_rows import DecodeRunRows, record_step
 from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
@@ -101,19 +106,6 @@ def _delay_to(now: float, t: float) -> float:
     return d
 
 
-def _step_time(perf, out) -> float:
-    """Seconds of one scheduled step. A pure one-token decode step is priced by the same
-    vectorised ``decode_step_times`` a fast-forwarded run uses, so stepping and fast-forward
-    give bit-equal step times."""
-    shape = out.shape
-    nd = shape.num_decode
-    if nd and not shape.prefill_q and shape.decode_q_per_seq == 1:
-        dt = float(perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0])
-    else:
-        dt = perf.step_time(shape)
-    return dt + out.extra_time_s
-
-
 def async_admission_lag(perf) -> bool:
     """Whether the replica's engine schedules a step ahead (vLLM V1 async scheduling): the
     batch of step ``j`` is fixed when step ``j - 1`` is launched, so a request that arrives
@@ -132,6 +124,7 @@ def async_admission_lag(perf) -> bool:
 def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None,
                      fast_forward: bool = True):
     sch = rep.sched
+    pricer = sch.step_pricer(rep.perf)
     lag = async_admission_lag(rep.perf)
     n_iter = 0
     while True:
@@ -160,24 +153,19 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
         # a run planned now would not see the requests just queued (they join the next step)
         jump = sch.plan_jump(out) if fast_forward and not flushed else None
         if jump is None:
-            dt = _step_time(rep.perf, out)
+            dt = pricer.price(out).total_s
             yield env.timeout(dt)
-            _record_step(rep, rec, out, now, dt)
+            record_step(rec, rep, out, now, dt)
             sch.update(out, now, now + dt)
             continue
-        yield from _run_jump(env, rep, rec, jump, now)
+        yield from _run_jump(env, rep, rec, jump, now, pricer)
 
 
 def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
     """Nothing to schedule now: sleep until the scheduler's retry time or an arrival, or
     reject the head request when it can never start."""
-    sch = rep.sched
-    wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
-    if wait is None and not sch.running and sch.num_waiting:
-        # nothing can ever start: the head request does not fit an empty replica
-        head = sch.queue.peek()
-        sch.remove_waiting(head)
-        rec.reject(head, now, "kv_capacity")
+    wait = idle_wait(rep.sched, rec, now)
+    if wait is HEAD_REJECTED:
         return
     rep.wake = env.event()
     if wait is not None:
@@ -187,26 +175,11 @@ def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
     rep.wake = None
 
 
-def _record_step(rep: Replica, rec: RunRecorder, out, now: float, dt: float) -> None:
-    rec.add_step((rep.idx, rep.step_index, now, dt, now + dt, out.batch_size,
-                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
-                  out.num_decode_seqs, out.num_waiting, rep.kv.num_used_blocks,
-                  rep.kv.num_gpu_blocks, len(out.preempted), out.kv_tokens,
-                  out.num_padding_seqs))
-    rep.step_index += 1
-
-
-def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now: float):
+def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now: float,
+              pricer):
     """Price a fast-forwarded decode run, sleep through it (an arrival cuts it at the end of
     the step in progress) and commit the steps that ran."""
-    out = jump.step
-    perf, ctx = rep.perf, jump.ctx_totals
-    priced = getattr(perf, "decode_step_times_list", None)
-    if priced is not None:  # Python floats throughout (the same values)
-        times = priced(out.num_decode_seqs, ctx if isinstance(ctx, list) else ctx.tolist())
-    else:
-        times = np.asarray(perf.decode_step_times(out.num_decode_seqs, np.asarray(ctx)),
-                           dtype=float).tolist()
+    times = pricer.decode_run_times(jump.step.num_decode_seqs, jump.ctx_totals)
     # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum);
     # plain floats: the run is ~10 steps, where numpy's per-call cost dominates
     e = now
