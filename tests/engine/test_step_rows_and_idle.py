@@ -104,18 +104,22 @@ def test_idle_wait_waits_for_the_schedulers_time():
 
 def test_lockstep_prices_a_ranks_step_by_its_step_time():
     """Lockstep DP ranks never fast-forward and price every step by ``step_time`` (their
-    outputs unchanged): after the prefill, group step ``j`` is the slower rank's one-token
-    decode over its prompt plus ``j`` tokens of context."""
+    outputs unchanged; the decode memo differs from it in the last bit for some shapes):
+    after the prefill, group step ``j`` is the slower rank's decode of its three requests
+    over their prompts plus ``j`` tokens each."""
     sc = make_scenario({"cluster": {"num_replicas": 2, "router": "round_robin",
                                     "dp_lockstep": True}})
     setup = build_setup(sc)
-    prompts, n_out = (1000, 10), 30
-    out = simulate(sc, setup, [spec(i, 0.0, p, n_out) for i, p in enumerate(prompts)],
+    prompts = ((1000, 1100, 1200), (10, 20, 30))  # rank 0's and rank 1's (round robin)
+    n_out = 30
+    specs = [spec(2 * i + rank, 0.0, p, n_out) for rank, ps in enumerate(prompts)
+             for i, p in enumerate(ps)]
+    out = simulate(sc, setup, sorted(specs, key=lambda s: s.request_id),
                    check_transitions=True)
     rows = out.steps()
     rank0 = rows[rows.replica_id == 0].step_time_s.tolist()
     assert len(rank0) == n_out  # one prefill, then n_out - 1 decodes
-    want = [max(setup.perf.step_time(StepShape([], [], 1, p + j, 1, 1)) for p in prompts)
-            for j in range(1, n_out)]
+    want = [max(setup.perf.step_time(StepShape([], [], 3, sum(ps) + 3 * j, 1, 3))
+                for ps in prompts) for j in range(1, n_out)]
     assert rank0[1:] == want  # bit for bit
     assert rows[rows.replica_id == 1].step_time_s.tolist() == rank0
