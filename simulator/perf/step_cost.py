@@ -159,6 +159,7 @@ class StepPricer:
         self.host_link_bandwidth_bytes_per_s = host_link_bandwidth_bytes_per_s
         self.draft = draft
         self.cost = StepCost()
+        self.cost._perf = perf
         # one decode step: the memo's list form where the model is a StepTimeModel (its
         # ``decode_step_times`` of one context is that list as an array: the same value)
         self._decode_one = perf.decode_step_times_list if isinstance(perf, StepTimeModel) \
@@ -208,22 +209,24 @@ class StepPricer:
             for nbytes in transfers:
                 swap += nbytes / bw
         c = self.cost
-        work = out.draft
         draft = self.draft
-        if work is not None and draft is not None:
-            d_dec = draft.decode_cost(work.num_seqs, work.ctx_total)
-            d_pre = draft.prefill_cost(shape.prefill_q, shape.prefill_start,
-                                       work.num_prefill_sampled)
-            d = d_dec + d_pre
+        if draft is None:  # a replica that never drafts: its draft parts stay 0.0
+            d = 0.0
         else:
-            d_dec = d_pre = d = 0.0
+            work = out.draft
+            if work is not None:
+                d_dec = draft.decode_cost(work.num_seqs, work.ctx_total)
+                d_pre = draft.prefill_cost(shape.prefill_q, shape.prefill_start,
+                                           work.num_prefill_sampled)
+                d = d_dec + d_pre
+            else:
+                d_dec = d_pre = d = 0.0
+            c.draft_decode_s = d_dec
+            c.draft_prefill_s = d_pre
+            c.draft_s = d
         c.step_s = step
         c.swap_s = swap
-        c.draft_decode_s = d_dec
-        c.draft_prefill_s = d_pre
-        c.draft_s = d
         c.total_s = step + (swap + d)
-        c._perf = self.perf
         c._shape = shape
         c._parts = None
         out.cost = c
