@@ -8,6 +8,7 @@ Import with ``from helpers import ...`` (``tests/conftest.py`` puts this folder 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import warnings
@@ -197,8 +198,11 @@ def make_scheduler(*, num_blocks: int = 64, block_size: int = 4, prefix: bool = 
                    allocation: str = "paged", watermark: float = 0.0,
                    max_model_len: int = 1 << 20, **cfg) -> ContinuousScheduler:
     """A bare scheduler (no SimPy) with its own KV manager and a checking recorder; ``cfg``:
-    keys of the scenario's ``scheduler:`` section."""
-    limits = SchedulerLimits(max_model_len=max_model_len)
+    keys of the scenario's ``scheduler:`` section, or fields of :class:`SchedulerLimits`
+    (``swap_space_blocks``, ``swap_block_bytes``, ``host_link_bandwidth_bytes_per_s``, ...)."""
+    limit_names = {f.name for f in dataclasses.fields(SchedulerLimits)} - {"max_model_len"}
+    limits = SchedulerLimits(max_model_len=max_model_len,
+                             **{k: cfg.pop(k) for k in list(cfg) if k in limit_names})
     kv = KVCacheManager(num_blocks, block_size, enable_prefix_caching=prefix,
                         allocation=allocation, max_model_len=max_model_len,
                         watermark=watermark)

@@ -11,21 +11,22 @@ step's length).
 """
 from __future__ import annotations
 
+from simulator.engine.idle import HEAD_REJECTED, idle_wait
+from simulator.engine.step_rows import record_step
+
 
 def _idle_or_reject(reps, rec, now: float):
-    """No rank could schedule: reject a head request that can never fit an empty rank, else
-    return the earliest time a rank can start by itself (None: wait for an arrival)."""
+    """No rank could schedule: reject a head request that can never fit an empty rank
+    (:data:`~simulator.engine.idle.HEAD_REJECTED`), else return the earliest time a rank can
+    start by itself (None: wait for an arrival)."""
     waits = []
     for rep in reps:
         sch = rep.sched
         if not sch.has_work():
             continue
-        wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
-        if wait is None and not sch.running and sch.num_waiting:
-            head = sch.queue.peek()
-            sch.remove_waiting(head)
-            rec.reject(head, now, "kv_capacity")
-            return "rejected"
+        wait = idle_wait(sch, rec, now)
+        if wait is HEAD_REJECTED:
+            return HEAD_REJECTED
         if wait is not None:
             waits.append(wait)
     return min(waits) if waits else None
@@ -34,14 +35,21 @@ def _idle_or_reject(reps, rec, now: float):
 def dp_lockstep_process(env, reps, rec, tick=None, progress_every: int = 1000):
     """SimPy process driving the replicas ``reps`` (DP ranks of one EP group) in lockstep.
 
+    Each rank's scheduler is driven through the
+    :class:`~simulator.scheduling.interface.Scheduler` interface and its steps are priced by
+    its own pricer (:meth:`~simulator.scheduling.interface.Scheduler.step_pricer`), every
+    step by ``step_time`` (``decode_memo=False``: ranks never fast-forward, and their
+    one-token decode steps have always been priced so).
+
     Parameters
     ----------
     env : simpy.Environment
-    reps : list of simulator.engine.loop.Replica
+    reps : list of simulator.cluster.replica.Replica
     rec : RunRecorder
     tick : callable, optional
         Called every ``progress_every`` group steps.
     """
+    pricers = [rep.sched.step_pricer(rep.perf) for rep in reps]
     n_iter = 0
     while True:
         n_iter += 1
@@ -51,7 +59,7 @@ def dp_lockstep_process(env, reps, rec, tick=None, progress_every: int = 1000):
         outs = [rep.sched.schedule(now) if rep.sched.has_work() else None for rep in reps]
         if all(o is None for o in outs):
             wait = _idle_or_reject(reps, rec, now)
-            if wait == "rejected":
+            if wait is HEAD_REJECTED:
                 continue
             ev = env.event()
             for rep in reps:
@@ -60,18 +68,12 @@ def dp_lockstep_process(env, reps, rec, tick=None, progress_every: int = 1000):
             for rep in reps:
                 rep.wake = None
             continue
-        dt = max(rep.perf.step_time(o.shape) + getattr(o, "extra_time_s", 0.0)
-                 for rep, o in zip(reps, outs) if o is not None)
+        dt = max(pricer.price(o, decode_memo=False).total_s
+                 for pricer, o in zip(pricers, outs) if o is not None)
         yield env.timeout(dt)
         end = now + dt
         for rep, out in zip(reps, outs):
             if out is None:
                 continue
-            kv = rep.kv
-            rec.add_step((rep.idx, rep.step_index, now, dt, end, out.batch_size,
-                          out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
-                          out.num_decode_seqs, out.num_waiting, kv.num_used_blocks,
-                          kv.num_gpu_blocks, len(out.preempted), out.kv_tokens,
-                          out.num_padding_seqs))
-            rep.step_index += 1
+            record_step(rec, rep, out, now, dt)
             rep.sched.update(out, now, end)

@@ -3,13 +3,15 @@
 SimPy owns only time and processes (DESIGN.md section 2). The scheduler, KV manager,
 router and performance model are plain objects (the replica,
 :class:`~simulator.cluster.replica.Replica`, lives beside the routers; its set-up is
-:mod:`simulator.cluster.setup`); the engine keeps no scheduler state: a fast-forward is the
-scheduler's :class:`~simulator.scheduling.emission.Jump`, priced here. An idle replica sleeps
+:mod:`simulator.cluster.setup`); the engine drives a scheduler through its interface
+(:class:`~simulator.scheduling.interface.Scheduler`) and keeps no scheduler state. Every step,
+and every fast-forwarded decode run (the scheduler's
+:class:`~simulator.scheduling.emission.Jump`), is priced by the scheduler's perf-side pricer
+(:class:`~simulator.perf.step_cost.StepPricer`); its rows are built in
+:mod:`simulator.engine.step_rows`. An idle replica sleeps
 on an event that the next arrival routed to it triggers (no polling). A fast-forwarded decode run sleeps on
 ``timeout | wake``: an arrival cuts the run at the end of the step in progress, so results
 equal those of stepping one iteration at a time.
-
-size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): simulate() is 95 lines.
 """
 from __future__ import annotations
 
@@ -29,8 +31,9 @@ from simulator.base.budget import check_run_budget, estimate_scenario_run
 from simulator.base.request import RequestSpec
 from simulator.cluster.replica import Replica, ReplicaSetup, Router
 from simulator.cluster.setup import fallback_scenario
+from simulator.engine.idle import HEAD_REJECTED, idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
-from simulator.engine.step_rows import DecodeRunRows
+from simulator.engine.step_rows import DecodeRunRows, record_step
 from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
@@ -101,19 +104,6 @@ def _delay_to(now: float, t: float) -> float:
     return d
 
 
-def _step_time(perf, out) -> float:
-    """Seconds of one scheduled step. A pure one-token decode step is priced by the same
-    vectorised ``decode_step_times`` a fast-forwarded run uses, so stepping and fast-forward
-    give bit-equal step times."""
-    shape = out.shape
-    nd = shape.num_decode
-    if nd and not shape.prefill_q and shape.decode_q_per_seq == 1:
-        dt = float(perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0])
-    else:
-        dt = perf.step_time(shape)
-    return dt + out.extra_time_s
-
-
 def async_admission_lag(perf) -> bool:
     """Whether the replica's engine schedules a step ahead (vLLM V1 async scheduling): the
     batch of step ``j`` is fixed when step ``j - 1`` is launched, so a request that arrives
@@ -132,6 +122,7 @@ def async_admission_lag(perf) -> bool:
 def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tick=None,
                      fast_forward: bool = True):
     sch = rep.sched
+    pricer = sch.step_pricer(rep.perf)
     lag = async_admission_lag(rep.perf)
     n_iter = 0
     while True:
@@ -160,24 +151,19 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
         # a run planned now would not see the requests just queued (they join the next step)
         jump = sch.plan_jump(out) if fast_forward and not flushed else None
         if jump is None:
-            dt = _step_time(rep.perf, out)
+            dt = pricer.price(out).total_s
             yield env.timeout(dt)
-            _record_step(rep, rec, out, now, dt)
+            record_step(rec, rep, out, now, dt)
             sch.update(out, now, now + dt)
             continue
-        yield from _run_jump(env, rep, rec, jump, now)
+        yield from _run_jump(env, rep, rec, jump, now, pricer)
 
 
 def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
     """Nothing to schedule now: sleep until the scheduler's retry time or an arrival, or
     reject the head request when it can never start."""
-    sch = rep.sched
-    wait = sch.idle_until(now) if hasattr(sch, "idle_until") else None
-    if wait is None and not sch.running and sch.num_waiting:
-        # nothing can ever start: the head request does not fit an empty replica
-        head = sch.queue.peek()
-        sch.remove_waiting(head)
-        rec.reject(head, now, "kv_capacity")
+    wait = idle_wait(rep.sched, rec, now)
+    if wait is HEAD_REJECTED:
         return
     rep.wake = env.event()
     if wait is not None:
@@ -187,26 +173,11 @@ def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
     rep.wake = None
 
 
-def _record_step(rep: Replica, rec: RunRecorder, out, now: float, dt: float) -> None:
-    rec.add_step((rep.idx, rep.step_index, now, dt, now + dt, out.batch_size,
-                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
-                  out.num_decode_seqs, out.num_waiting, rep.kv.num_used_blocks,
-                  rep.kv.num_gpu_blocks, len(out.preempted), out.kv_tokens,
-                  out.num_padding_seqs))
-    rep.step_index += 1
-
-
-def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now: float):
+def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now: float,
+              pricer):
     """Price a fast-forwarded decode run, sleep through it (an arrival cuts it at the end of
     the step in progress) and commit the steps that ran."""
-    out = jump.step
-    perf, ctx = rep.perf, jump.ctx_totals
-    priced = getattr(perf, "decode_step_times_list", None)
-    if priced is not None:  # Python floats throughout (the same values)
-        times = priced(out.num_decode_seqs, ctx if isinstance(ctx, list) else ctx.tolist())
-    else:
-        times = np.asarray(perf.decode_step_times(out.num_decode_seqs, np.asarray(ctx)),
-                           dtype=float).tolist()
+    times = pricer.decode_run_times(jump.step.num_decode_seqs, jump.ctx_totals)
     # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum);
     # plain floats: the run is ~10 steps, where numpy's per-call cost dominates
     e = now
@@ -308,6 +279,51 @@ def _gc_frozen():
         gc.unfreeze()
 
 
+def _cancel_callback(env: simpy.Environment, r: ReqState, rep: Replica):
+    """The callback of ``r``'s cancellation time-out (``cancel_after_s``) at replica ``rep``."""
+    def cb(_ev):
+        was_waiting = r.status == "waiting"
+        asked = r.cancel_requested
+        rep.sched.cancel(r, env.now)
+        if (was_waiting and r.status != "waiting") or r.cancel_requested != asked:
+            rep.notify()  # the queue or the batch changed: cut a decode run at this step
+    return cb
+
+
+def _timeout_callback(env: simpy.Environment, rec: RunRecorder, r: ReqState, rep: Replica):
+    """The callback of ``r``'s queue time-out (``max_queue_delay_s``): rejected if it was never
+    scheduled."""
+    def cb(_ev):
+        never_scheduled = r.first_scheduled_time_s != r.first_scheduled_time_s  # NaN
+        if r.status == "waiting" and never_scheduled and rep.sched.remove_waiting(r):
+            rec.finish(r, env.now, REJECTED, "queue_timeout")
+            rep.notify()
+    return cb
+
+
+def _run_to_end(env: simpy.Environment, rec: RunRecorder, replicas: list, until_s, stop_when):
+    """Run the clock to the end (or ``until_s`` / the stop condition), credit the steps of decode
+    runs cut by a stop, and record the decode runs' rows not recorded yet."""
+    stopped = _install_stop(env, rec, stop_when) if stop_when is not None else None
+    if until_s is not None or stopped is not None:
+        env.run(until=until_s)
+        end_s = env.now if (until_s is None or stopped) else until_s
+        for rep in replicas:  # credit the steps of a decode run that ended before the stop
+            jump = rep.jump
+            if jump is not None:
+                done = int(np.searchsorted(jump.step_end_times_s, end_s, side="left"))
+                rep.jump = None
+                if done:
+                    _commit_run(rep, rec, jump, done)
+    else:
+        env.run()
+    for rep in replicas:  # the decode runs' rows not recorded yet
+        rep.enqueue = None   # the run's closure: a finished replica pickles without it
+        if rep.run_rows is not None:
+            rep.run_rows.flush()
+            rep.run_rows = None
+
+
 def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions: bool,
               progress, until_s: float | None, fast_forward: bool, stop_when) -> SimOutput:
     """:func:`simulate` once its budget is checked."""
@@ -333,23 +349,6 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     for rep in (replicas[n_primary:] if lockstep else replicas):
         env.process(_replica_process(env, rep, rec, tick, fast_forward))
 
-    def _cancel_cb(r, rep):
-        def cb(_ev):
-            was_waiting = r.status == "waiting"
-            asked = r.cancel_requested
-            rep.sched.cancel(r, env.now)
-            if (was_waiting and r.status != "waiting") or r.cancel_requested != asked:
-                rep.notify()  # the queue or the batch changed: cut a decode run at this step
-        return cb
-
-    def _timeout_cb(r, rep):
-        def cb(_ev):
-            never_scheduled = r.first_scheduled_time_s != r.first_scheduled_time_s  # NaN
-            if r.status == "waiting" and never_scheduled and rep.sched.remove_waiting(r):
-                rec.finish(r, env.now, REJECTED, "queue_timeout")
-                rep.notify()
-        return cb
-
     def enqueue(r, rep, now):
         """Queue ``r`` at its replica's scheduler (at its arrival, or when a deferred arrival
         becomes visible: its time-outs still count from the arrival)."""
@@ -358,10 +357,10 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
             waited = now - spec.arrival_time_s
             if spec.cancel_after_s is not None:
                 env.timeout(max(0.0, spec.cancel_after_s - waited)).callbacks.append(
-                    _cancel_cb(r, rep))
+                    _cancel_callback(env, r, rep))
             if admission.max_queue_delay_s is not None:
                 env.timeout(max(0.0, admission.max_queue_delay_s - waited)).callbacks.append(
-                    _timeout_cb(r, rep))
+                    _timeout_callback(env, rec, r, rep))
             rep.notify()
 
     for rep in replicas:
@@ -394,24 +393,7 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
             enqueue(r, rep, env.now)
 
     env.process(arrivals())
-    stopped = _install_stop(env, rec, stop_when) if stop_when is not None else None
-    if until_s is not None or stopped is not None:
-        env.run(until=until_s)
-        end_s = env.now if (until_s is None or stopped) else until_s
-        for rep in replicas:  # credit the steps of a decode run that ended before the stop
-            jump = rep.jump
-            if jump is not None:
-                done = int(np.searchsorted(jump.step_end_times_s, end_s, side="left"))
-                rep.jump = None
-                if done:
-                    _commit_run(rep, rec, jump, done)
-    else:
-        env.run()
-    for rep in replicas:  # the decode runs' rows not recorded yet
-        rep.enqueue = None   # the run's closure: a finished replica pickles without it
-        if rep.run_rows is not None:
-            rep.run_rows.flush()
-            rep.run_rows = None
+    _run_to_end(env, rec, replicas, until_s, stop_when)
     if tick is not None:
         tick()
     degrade.close(env.now)

@@ -1,5 +1,11 @@
-"""Step rows of committed fast-forwarded decode runs, gathered per replica and handed to the
-recorder many runs at a time.
+"""The step table's rows, built here only: one row per stepped iteration (:func:`record_step`,
+the replica process and lockstep DP ranks alike) and the rows of committed fast-forwarded
+decode runs (:class:`DecodeRunRows`), gathered per replica and handed to the recorder many
+runs at a time.
+
+A row's ``step_time_s`` is the step's ``total_s``
+(:class:`~simulator.perf.step_cost.StepCost`); the breakdown of that time is not a column
+(new columns would change every ``steps.csv`` / ``steps.parquet`` written so far).
 
 A decode run of ``k`` steps (:class:`~simulator.scheduling.emission.Jump`) makes ``k`` step
 rows whose columns are constant over the run but for the step index, the clock, the blocks
@@ -13,6 +19,28 @@ larger chunks but the table is the same.
 from __future__ import annotations
 
 import numpy as np
+
+
+def record_step(rec, rep, out, start_s: float, step_s: float) -> None:
+    """Record one stepped iteration of replica ``rep`` and advance its step index.
+
+    Parameters
+    ----------
+    rec : RunRecorder
+    rep : Replica
+        ``idx``, ``step_index`` and ``kv`` (blocks in use after the scheduling of ``out``).
+    out : StepOutput
+        The iteration.
+    start_s, step_s : float
+        Its start and duration (seconds; it ends at ``start_s + step_s``).
+    """
+    kv = rep.kv
+    rec.add_step((rep.idx, rep.step_index, start_s, step_s, start_s + step_s, out.batch_size,
+                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
+                  out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, kv.num_gpu_blocks,
+                  len(out.preempted), out.kv_tokens, out.num_padding_seqs))
+    rep.step_index += 1
+
 
 #: Rows gathered before they go to the recorder (bounded memory: ~16 runs' worth of
 #: columns per thousand rows; the recorder packs chunks of 65,536 rows itself).

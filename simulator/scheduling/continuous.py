@@ -15,8 +15,10 @@ OSDI 2022; vLLM v1's scheduler, whose structure we follow):
    A preempted request being recomputed may always be chunked (otherwise a long
    recompute could never fit the budget).
 
-The scheduler is a plain object (no SimPy): the replica process asks it for a step, costs
-the step with the performance model, advances the clock and calls :meth:`update`.
+The scheduler is a plain object (no SimPy): the replica process asks it for a step, has
+the step priced by the perf side (:meth:`ContinuousScheduler.step_pricer`: the step reports
+its shape and the KV blocks it swaps, the pricer turns them into seconds), advances the clock
+and calls :meth:`update`.
 
 Fast-forward: a pure-decode step after which nothing can change (no request finishes, no
 waiting request becomes admissible, no block shortage) repeats identically but for the
@@ -26,7 +28,7 @@ of as many such steps as can run back to back (:meth:`plan_decode_run` counts th
 results identical to stepping one by one. Tokens, ITL and finishes of both paths go through
 :func:`~simulator.scheduling.emission.advance`; blocks through the KV manager only.
 
-size: pending its owner's split (issue 14 part 4; owner: wave2-hotpath): about 650 lines until the fast-forward code moves out; parallel sampling lives in scheduling/parallel.py.
+size: 740 lines, functions 85 lines: one scheduler class on the hot path, as vLLM v1's Scheduler is one class; _schedule_running is the running-batch pass of its schedule(), kept whole so its decisions read in vLLM's order (parallel sampling lives in scheduling/parallel.py, the fast-forward in scheduling/emission.py).
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from itertools import islice
 
 import numpy as np
 
+from simulator.perf.step_cost import StepPricer
 from simulator.perf.step_shape import StepShape
 from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.emission import Jump, advance
@@ -47,7 +50,8 @@ class StepOutput:
     """One scheduled iteration."""
 
     __slots__ = (
-        "extra_time_s",
+        "cost",
+        "draft",
         "kv_tokens",
         "ntoks",
         "num_decode_seqs",
@@ -62,6 +66,7 @@ class StepOutput:
         "run_blocks",
         "shape",
         "swap_bytes",
+        "swap_transfers",
         "veto",
     )
 
@@ -79,15 +84,30 @@ class StepOutput:
         #: the step has ('' when it may be fast-forwarded)
         self.veto = "prefill"
         self.swap_bytes = 0.0
+        #: bytes of each host-link transfer (swap out or in) of the step, in order (None: none)
+        self.swap_transfers: list[float] | None = None
+        #: the draft work of speculative decoding (a ``DraftWork``; None: no drafting)
+        self.draft = None
+        #: what the step cost (a ``StepCost``, set when ``StepPricer.price`` priced it)
+        self.cost = None
         self.kv_tokens = 0  # tokens held in KV after the step (sum over running requests)
         self.num_padding_seqs = 0  # slots doing no useful work (static batching)
-        self.extra_time_s = 0.0  # added to the step time (swap transfers, drafting)
         self.run_arrays = None  # (computed tokens, blocks held) per request, for a decode run
         self.run_blocks = None  # pool blocks in use per step of the planned decode run
 
     @property
     def batch_size(self) -> int:
         return len(self.reqs)
+
+    def add_swap(self, nbytes: float) -> None:
+        """Report one host-link transfer of ``nbytes`` bytes (a swap out or in); the step
+        pricer charges its time."""
+        self.swap_bytes += nbytes
+        transfers = self.swap_transfers
+        if transfers is None:
+            self.swap_transfers = [nbytes]
+        else:
+            transfers.append(nbytes)
 
     @property
     def jumpable(self) -> bool:
@@ -177,6 +197,17 @@ class ContinuousScheduler:
     def waiting_requests(self) -> list[ReqState]:
         return self.queue.ordered()
 
+    def idle_until(self, now: float) -> float | None:
+        """When to try scheduling again though nothing arrives (None: only an arrival or a
+        finish changes what can run; iteration-level batching never waits for a timer)."""
+        return None
+
+    def step_pricer(self, perf) -> StepPricer:
+        """The pricer of this scheduler's steps on ``perf`` (swaps cross the configured host
+        link)."""
+        bw = self.limits.host_link_bandwidth_bytes_per_s
+        return StepPricer(perf, host_link_bandwidth_bytes_per_s=bw)
+
     # ------------------------------------------------------------------ admission
     def add_request(self, r: ReqState, now: float) -> bool:
         """Queue ``r``; reject it (returns False) when it can never be served here."""
@@ -244,8 +275,7 @@ class ContinuousScheduler:
             # swap out: KV copied to host memory over the host link; progress kept
             victim.swapped_blocks = nb
             self.swap_used_blocks += nb
-            out.extra_time_s += nb * lim.swap_block_bytes / lim.host_link_bandwidth_bytes_per_s
-            out.swap_bytes += nb * lim.swap_block_bytes
+            out.add_swap(nb * lim.swap_block_bytes)
             self.num_swap_outs += 1
             self.kv.free(victim)
         else:
@@ -449,7 +479,7 @@ class ContinuousScheduler:
             return "preemption"
         if cancels and any(r.cancel_requested for r in out.reqs):
             return "cancel_pending"
-        if out.extra_time_s:
+        if out.swap_bytes:
             return "host_transfer"
         return ""
 
@@ -527,8 +557,7 @@ class ContinuousScheduler:
                     r.num_cached_prompt_tokens = computed
                 self.rec.prefix_hit_tokens += computed
             if swapped:
-                out.extra_time_s += swapped * lim.swap_block_bytes / lim.host_link_bandwidth_bytes_per_s
-                out.swap_bytes += swapped * lim.swap_block_bytes
+                out.add_swap(swapped * lim.swap_block_bytes)
                 self.swap_used_blocks -= swapped
                 r.swapped_blocks = 0
                 self.num_swap_ins += 1

@@ -7,10 +7,13 @@ verification pass is costed by the performance model like any other step shape
 (:class:`~simulator.perf.step_shape.StepShape` with ``decode_q_per_seq = 1 + k``). This module
 adds what the parent does not know about:
 
-1. **Draft cost** (:class:`DraftCostModel`), added to the step as ``out.extra_time_s``:
-   ``k`` sequential draft decode steps over the step's speculating decodes, plus the
-   draft's own prefill of the prompt chunks in the step (the draft keeps its own KV cache
-   of the prompt; EAGLE heads read the target's hidden states of every prompt token).
+1. **Draft work**, reported with the step as ``out.draft`` (a
+   :class:`~simulator.perf.draft_cost.DraftWork`) and priced on the perf side (the step
+   pricer of :meth:`SpeculativeScheduler.step_pricer` holds the scenario's
+   :class:`~simulator.perf.draft_cost.DraftCostModel`): ``k`` sequential draft decode steps
+   over the step's speculating decodes, plus the draft's own prefill of the prompt chunks in
+   the step (the draft keeps its own KV cache of the prompt; EAGLE heads read the target's
+   hidden states of every prompt token).
 2. **Verification outcome**: after the step, per speculating request, the number of
    accepted drafts ``a`` in ``0..k`` is drawn from the acceptance model of the request's
    slice (``SpeculativeConfig.acceptance_model(spec.slice)``) using the replica's own
@@ -25,24 +28,7 @@ adds what the parent does not know about:
 One speculative step is one inter-token gap per request, whatever it emits (DESIGN.md
 glossary, ITL).
 
-Cost assumptions (each one documented where it is used)
--------------------------------------------------------
-- ``draft_model``: the draft model's own step time from the performance model on the same
-  GPUs and TP degree (``build_perf_model(draft, gpu, tp)``), ``k`` decode steps whose
-  context grows by one token per step. Drafting runs inside the engine iteration (one
-  scheduler pass, CUDA graphs), so the per-iteration CPU overhead of the draft's
-  performance model is not charged again. The first draft pass, which in a real engine
-  also re-reads the tokens accepted in the previous step, is costed as a 1-token decode.
-- ``eagle`` / ``medusa``: one draft position costs one transformer layer of the target
-  plus its LM head (an EAGLE head is one decoder layer feeding the target's LM head; a
-  Medusa head is a residual block plus an LM head, which this overstates slightly by the
-  attention). Costed as a 1-layer copy of the target on the performance model, ``k``
-  positions in sequence.
-- ``ngram`` (prompt lookup): a fixed CPU cost of :data:`NGRAM_COST_PER_SEQ_S` per
-  speculating sequence and step, independent of ``k``; no draft prefill.
-- ``draft_cost_ratio`` (``c``) overrides all of the above: one draft step costs ``c`` times
-  the target's plain decode step of the same batch (Leviathan et al.'s ``c``), and the
-  draft prefill costs ``c`` times the target's prefill of the same chunks.
+The cost assumptions of each drafting method are in :mod:`simulator.perf.draft_cost`.
 """
 from __future__ import annotations
 
@@ -54,20 +40,17 @@ import numpy as np
 from simulator.base.rng import stream
 from simulator.catalog.models import get_model
 from simulator.perf import build_perf_model
-from simulator.perf.step_shape import StepShape
+from simulator.perf.draft_cost import DraftCostModel, DraftWork
+from simulator.perf.step_cost import StepPricer
 from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.continuous import ContinuousScheduler, StepOutput
 from simulator.scheduling.limits import SchedulerLimits
 
-__all__ = ["NGRAM_COST_PER_SEQ_S", "DraftCostModel", "SliceCounters", "SpeculativeScheduler",
-           "spec_rng"]
+__all__ = ["SliceCounters", "SpeculativeScheduler", "draft_cost_model", "spec_rng"]
 
 #: Named RNG stream of the speculative subsystem (:mod:`simulator.base.rng`), one sub-stream per
 #: replica.
 SPEC_STREAM = "speculative"
-#: n-gram (prompt-lookup) proposer CPU cost per speculating sequence and step, seconds. An
-#: assumption (a suffix match over the request's tokens on the host), small next to a step.
-NGRAM_COST_PER_SEQ_S = 1.0e-5
 
 
 def spec_rng(seed: int, replica_idx: int) -> np.random.Generator:
@@ -88,135 +71,38 @@ def spec_rng(seed: int, replica_idx: int) -> np.random.Generator:
     return stream(seed, SPEC_STREAM, replica_idx)
 
 
-def _gpu_decode(perf, num_seqs: int, ctx) -> np.ndarray:
-    """Kernel seconds of ``len(ctx)`` decode passes of the draft (no engine CPU/sync time:
-    drafting runs inside the target's step)."""
-    f = getattr(perf, "gpu_decode_step_times", None)
-    return np.asarray(f(num_seqs, ctx) if f is not None else perf.decode_step_times(num_seqs, ctx),
-                      dtype=float)
-
-
-def _gpu_step(perf, shape) -> float:
-    """Kernel seconds of one draft pass over ``shape`` (no engine CPU/sync time)."""
-    f = getattr(perf, "gpu_step_time", None)
-    return float(f(shape) if f is not None else perf.step_time(shape))
-
-
-class DraftCostModel:
-    """Time one engine step spends drafting (seconds), by speculative method.
+def draft_cost_model(scenario, setup) -> DraftCostModel:
+    """The draft cost model of ``scenario.speculative`` on ``setup``'s GPUs.
 
     Parameters
     ----------
-    method : {"draft_model", "ngram", "eagle", "medusa"}
-        The proposer.
-    num_draft_steps : int
-        ``k``: sequential draft passes per step (tree depth for trees).
-    target_perf : object
-        The target's performance model (``step_time(shape)``, ``decode_step_times(n, ctx)``).
-    draft_perf : object, optional
-        Performance model of the draft (``draft_model``) or of the 1-layer head
-        (``eagle``/``medusa``); unused with ``draft_cost_ratio`` or ``ngram``.
-    draft_cost_ratio : float, optional
-        ``c``: one draft step = ``c`` x the target's plain decode step of the same batch.
+    scenario : Scenario
+        With a ``speculative`` block.
+    setup : ReplicaSetup
+        ``setup.perf`` is the target's model; ``setup.extra["draft_model"]`` the draft's
+        :class:`~simulator.catalog.models.ModelSpec` (``draft_model`` method).
 
-    Notes
-    -----
-    See the module docstring for the assumptions behind each method.
+    Returns
+    -------
+    DraftCostModel
     """
-
-    def __init__(self, method: str, num_draft_steps: int, target_perf, draft_perf=None,
-                 draft_cost_ratio: float | None = None):
-        self.method = method
-        self.k = int(num_draft_steps)
-        self.target_perf = target_perf
-        self.draft_perf = draft_perf
-        self.ratio = draft_cost_ratio
-        self._steps = np.arange(self.k, dtype=np.int64)
-
-    @classmethod
-    def for_scenario(cls, scenario, setup) -> DraftCostModel:
-        """Build the cost model of ``scenario.speculative`` on ``setup``'s GPUs.
-
-        Parameters
-        ----------
-        scenario : Scenario
-            With a ``speculative`` block.
-        setup : ReplicaSetup
-            ``setup.perf`` is the target's model; ``setup.extra["draft_model"]`` the draft's
-            :class:`~simulator.catalog.models.ModelSpec` (``draft_model`` method).
-
-        Returns
-        -------
-        DraftCostModel
-        """
-        spec = scenario.speculative
-        k = spec.num_speculative_tokens
-        if spec.draft_cost_ratio is not None:
-            return cls(spec.method, k, setup.perf, draft_cost_ratio=float(spec.draft_cost_ratio))
-        if spec.method == "ngram":
-            return cls("ngram", k, setup.perf)
-        if spec.method == "draft_model":
-            draft = setup.extra.get("draft_model")
-            if draft is None:
-                draft = get_model(spec.draft_model)
-        else:  # eagle / medusa: one layer of the target + its LM head
-            draft = dataclasses.replace(setup.model, num_layers=1,
-                                        name=f"{setup.model.name}-{spec.method}-head",
-                                        aliases=())
-        return cls(spec.method, k, setup.perf,
-                   draft_perf=_build_draft_perf(draft, scenario, setup))
-
-    def decode_cost(self, num_seqs: int, ctx_total: int) -> float:
-        """Drafting time for ``num_seqs`` speculating sequences (seconds).
-
-        Parameters
-        ----------
-        num_seqs : int
-            Speculating decode sequences in the step.
-        ctx_total : int
-            Their summed context (tokens) at the first draft pass (prompt + emitted).
-
-        Returns
-        -------
-        float
-            ``k`` sequential draft passes (0 when ``num_seqs == 0``).
-        """
-        if num_seqs <= 0 or self.k <= 0:
-            return 0.0
-        if self.ratio is not None:
-            if self.ratio == 0.0:
-                return 0.0
-            t = self.target_perf.decode_step_times(num_seqs, np.array([ctx_total]))
-            return float(self.k * self.ratio * float(np.asarray(t).reshape(-1)[0]))
-        if self.method == "ngram":
-            return NGRAM_COST_PER_SEQ_S * num_seqs
-        ctx = ctx_total + self._steps * num_seqs
-        return float(np.sum(_gpu_decode(self.draft_perf, num_seqs, ctx)))
-
-    def prefill_cost(self, prefill_q: list, prefill_start: list, num_sampled: int) -> float:
-        """The draft's own prefill of the step's prompt chunks (seconds).
-
-        Parameters
-        ----------
-        prefill_q, prefill_start : list of int
-            Query tokens and cached tokens of each prefill chunk (as in ``StepShape``).
-        num_sampled : int
-            Chunks that complete their prompt (rows through the draft's LM head).
-
-        Returns
-        -------
-        float
-            0 for ``ngram`` or without prefill chunks.
-        """
-        if not prefill_q or self.method == "ngram":
-            return 0.0
-        shape = StepShape(prefill_q=list(prefill_q), prefill_start=list(prefill_start),
-                          num_sampled=int(num_sampled))
-        if self.ratio is not None:
-            if self.ratio == 0.0:
-                return 0.0
-            return float(self.ratio * self.target_perf.step_time(shape))
-        return _gpu_step(self.draft_perf, shape)
+    spec = scenario.speculative
+    k = spec.num_speculative_tokens
+    if spec.draft_cost_ratio is not None:
+        return DraftCostModel(spec.method, k, setup.perf,
+                              draft_cost_ratio=float(spec.draft_cost_ratio))
+    if spec.method == "ngram":
+        return DraftCostModel("ngram", k, setup.perf)
+    if spec.method == "draft_model":
+        draft = setup.extra.get("draft_model")
+        if draft is None:
+            draft = get_model(spec.draft_model)
+    else:  # eagle / medusa: one layer of the target + its LM head
+        draft = dataclasses.replace(setup.model, num_layers=1,
+                                    name=f"{setup.model.name}-{spec.method}-head",
+                                    aliases=())
+    return DraftCostModel(spec.method, k, setup.perf,
+                          draft_perf=_build_draft_perf(draft, scenario, setup))
 
 
 def _build_draft_perf(model, scenario, setup):
@@ -326,7 +212,8 @@ class SpeculativeScheduler(ContinuousScheduler):
         self.k = int(spec.num_speculative_tokens)
         self.num_lookahead_tokens = int(spec.num_verified_tokens)
         self.rng = spec_rng(scenario.seed, replica_id)
-        self.cost = DraftCostModel.for_scenario(scenario, setup)
+        #: prices the draft work of this replica's steps (:meth:`step_pricer`)
+        self.cost = draft_cost_model(scenario, setup)
         self.target_perf = setup.perf
         self._slice_row: dict[str, int] = {}
         self._slice_names: list[str] = []
@@ -390,8 +277,14 @@ class SpeculativeScheduler(ContinuousScheduler):
         return (self._cdf[rows] <= u[:, None]).sum(axis=1).astype(np.int64)
 
     # ------------------------------------------------------------------ one iteration
+    def step_pricer(self, perf) -> StepPricer:
+        """The pricer of this scheduler's steps on ``perf``: the parent's, plus the draft
+        work priced by :attr:`cost`."""
+        bw = self.limits.host_link_bandwidth_bytes_per_s
+        return StepPricer(perf, host_link_bandwidth_bytes_per_s=bw, draft=self.cost)
+
     def schedule(self, now: float) -> StepOutput | None:
-        """Build the next iteration and add the drafting time to ``out.extra_time_s``."""
+        """Build the next iteration and report its draft work in ``out.draft``."""
         paused = self.speculation_paused
         self.num_lookahead_tokens = 0 if paused else int(self.spec_cfg.num_verified_tokens)
         out = super().schedule(now)
@@ -412,15 +305,19 @@ class SpeculativeScheduler(ContinuousScheduler):
                     ctx += r.num_tokens
             elif r.num_computed_tokens + n == r.num_tokens:
                 prefill_done += 1
-        shape = out.shape
-        d_dec = self.cost.decode_cost(len(spec_reqs), ctx)
-        d_pre = self.cost.prefill_cost(shape.prefill_q, shape.prefill_start, prefill_done)
-        out.extra_time_s += d_dec + d_pre
-        self._pending = (out, spec_reqs, ctx, d_dec, d_pre)
+        out.draft = DraftWork(len(spec_reqs), ctx, prefill_done)
+        self._pending = (out, spec_reqs, ctx)
         return out
 
     def update(self, out: StepOutput, start: float, end: float) -> None:
-        """Apply a finished iteration: verification outcome, emissions, KV rollback."""
+        """Apply a finished iteration: verification outcome, emissions, KV rollback.
+
+        Raises
+        ------
+        ValueError
+            When ``out`` (from :meth:`schedule`) was not priced (``out.cost``: the drafting
+            times the counters take come from its price, :meth:`step_pricer`).
+        """
         pending, self._pending = self._pending, None
         dt = end - start
         self.num_steps += 1
@@ -428,7 +325,12 @@ class SpeculativeScheduler(ContinuousScheduler):
         if pending is None or pending[0] is not out:
             super().update(out, start, end)
             return
-        _, spec_reqs, ctx, d_dec, d_pre = pending
+        _, spec_reqs, ctx = pending
+        cost = out.cost
+        if cost is None:
+            raise ValueError("SpeculativeScheduler.update: the step was not priced "
+                             "(StepPricer.price from step_pricer) before it was applied")
+        d_dec, d_pre = cost.draft_decode_s, cost.draft_prefill_s
         self.draft_decode_time_s += d_dec
         self.draft_prefill_time_s += d_pre
         # decodes that got no lookahead (no budget left for it)
@@ -445,7 +347,7 @@ class SpeculativeScheduler(ContinuousScheduler):
             log["ctx_total"].append(ctx)
             log["prefill_tokens"].append(out.num_prefill_tokens)
             log["step_time_s"].append(dt)
-            log["draft_time_s"].append(d_dec + d_pre)
+            log["draft_time_s"].append(cost.draft_s)
             drafted = self._verify(spec_reqs, dt, d_dec)
         # emission, finishes and the rollback of rejected drafts' slots: the parent's one
         # routine, told how many tokens each verified request emits

@@ -264,8 +264,8 @@ def test_swap_in_time_charged_to_its_step(monkeypatch):
         out = orig(self, now)
         if out is not None:
             swapped_in = sum(before.get(r.request_id, 0) for r in out.reqs)
-            if swapped_in or out.extra_time_s:
-                swaps[now] = (swapped_in, out.extra_time_s)
+            if swapped_in or out.swap_bytes:  # the host link's time for the bytes moved
+                swaps[now] = (swapped_in, out.swap_bytes / 64e9)
         return out
 
     monkeypatch.setattr(ContinuousScheduler, "schedule", schedule)

@@ -98,10 +98,11 @@ class Probe:
             if out is not None:
                 assert sum(out.ntoks) <= s.cfg.max_num_batched_tokens
                 assert len(out.reqs) <= s.cfg.max_num_seqs
-                assert out.extra_time_s >= 0.0
+                assert 0 <= out.draft.num_seqs <= len(out.reqs)
             return out
 
         def update(s, out, start, end):
+            assert out.cost.draft_s >= 0.0 and out.cost.swap_s >= 0.0
             upd_orig(s, out, start, end)
             s.kv.pool.check_invariants()
             assert s.kv.num_free_blocks + sum(len(r.blocks) for r in s.running) >= 0

@@ -15,15 +15,11 @@ from simulator.kv import KVCacheManager
 from simulator.metrics.records import RunRecorder
 from simulator.metrics.speculative import speculative_summary
 from simulator.perf import build_perf_model
+from simulator.perf.draft_cost import NGRAM_COST_PER_SEQ_S
 from simulator.perf.step_shape import StepShape
 from simulator.runs.scenario import run_scenario
 from simulator.scenario.config import Scenario
-from simulator.scheduling.speculative import (
-    NGRAM_COST_PER_SEQ_S,
-    DraftCostModel,
-    SpeculativeScheduler,
-    spec_rng,
-)
+from simulator.scheduling.speculative import SpeculativeScheduler, draft_cost_model, spec_rng
 from simulator.scheduling.state import COMPLETED, RUNNING, ReqState
 
 T = 0.01  # stub step time, seconds
@@ -80,13 +76,20 @@ def req(i: int, prompt: int = 32, output: int = 16, slice_: str = "default") -> 
     return ReqState(RequestSpec(i, 0.0, prompt, output, slice=slice_))
 
 
-def step(s: SpeculativeScheduler, now: float, forced=None):
-    """One schedule + update with an optional forced accepted-drafts vector."""
+def priced(s: SpeculativeScheduler, now: float):
+    """The next step of ``s``, priced by its step pricer on its target model (``out.cost``)."""
     out = s.schedule(now)
     assert out is not None
+    s.step_pricer(s.target_perf).price(out)
+    return out
+
+
+def step(s: SpeculativeScheduler, now: float, forced=None):
+    """One schedule + update with an optional forced accepted-drafts vector."""
+    out = priced(s, now)
     if forced is not None:
         s.sample_accepted = lambda rows: np.asarray(forced[: len(rows)], dtype=np.int64)
-    dt = T + out.extra_time_s
+    dt = T + out.cost.draft_s  # the stub clock: every step takes T, plus the drafting
     s.update(out, now, now + dt)
     s.kv.pool.check_invariants()
     return out, now + dt
@@ -99,14 +102,16 @@ def test_decode_schedules_lookahead_and_draft_cost():
     out, t = step(s, 0.0)  # whole prompt
     assert out.ntoks == [32]
     # prefill only: no drafting, only the draft's prefill (c x target prefill step)
-    assert out.extra_time_s == pytest.approx(0.25 * T)
+    assert out.cost.draft_s == pytest.approx(0.25 * T)
+    assert (out.cost.draft_decode_s, out.cost.draft_prefill_s) == (0.0, out.cost.draft_s)
     assert r.num_emitted == 1 and r.num_computed_tokens == r.num_tokens - 1
     out, _ = step(s, t, forced=[0])
     assert out.ntoks == [1 + 3]
     assert out.shape.decode_q_per_seq == 4 and out.shape.num_decode == 1
     assert out.shape.num_sampled == 4
     assert not out.jumpable
-    assert out.extra_time_s == pytest.approx(3 * 0.25 * T)  # k draft passes of c x T
+    assert out.cost.draft_s == pytest.approx(3 * 0.25 * T)  # k draft passes of c x T
+    assert out.cost.total_s == T + out.cost.draft_s  # the target's step, then the drafting
 
 
 @pytest.mark.parametrize("a", [0, 1, 2, 3])
@@ -116,7 +121,7 @@ def test_update_emits_accepted_plus_bonus_and_rolls_back(a):
     s.add_request(r, 0.0)
     _, t = step(s, 0.0)
     before = r.num_emitted
-    out = s.schedule(t)
+    out = priced(s, t)
     bs = setup.block_size
     # the lookahead slots are held during the step: 32 computed + 4 scheduled -> 9 blocks
     assert len(r.blocks) == math.ceil((32 + 4) / bs)
@@ -183,12 +188,22 @@ def test_mixed_step_drafts_only_for_decodes():
     s.add_request(a, 0.0)
     _, t = step(s, 0.0)
     s.add_request(b, t)
-    out = s.schedule(t)
+    out = priced(s, t)
     assert out.ntoks == [3, 24]
     perf = setup.perf
     d_dec = 2 * 0.5 * float(perf.decode_step_times(1, np.array([a.num_tokens]))[0])
     d_pre = 0.5 * perf.step_time(StepShape(prefill_q=[24], prefill_start=[0], num_sampled=1))
-    assert out.extra_time_s == pytest.approx(d_dec + d_pre)
+    assert out.cost.draft_decode_s == pytest.approx(d_dec)
+    assert out.cost.draft_prefill_s == pytest.approx(d_pre)
+    assert out.cost.total_s == pytest.approx(perf.step_time(out.shape) + d_dec + d_pre)
+
+
+def test_an_unpriced_step_is_refused():
+    s, _ = make_sched(make_scenario(), ConstPerf())
+    s.add_request(req(0), 0.0)
+    out = s.schedule(0.0)
+    with pytest.raises(ValueError, match="not priced"):
+        s.update(out, 0.0, T)
 
 
 def test_plain_decode_when_budget_has_no_room_for_lookahead():
@@ -259,7 +274,7 @@ def test_draft_model_cost_is_k_draft_decode_steps_without_cpu_overhead():
                         "num_speculative_tokens": 4,
                         "acceptance": {"model": "iid", "acceptance_rate": 0.6}})
     setup = build_setup(sc)
-    cost = DraftCostModel.for_scenario(sc, setup)
+    cost = draft_cost_model(sc, setup)
     draft = build_perf_model(setup.extra["draft_model"], setup.gpu, 1, "bf16", "bf16",
                              source=sc.perf.source, engine=sc.perf.engine,
                              max_num_seqs=sc.scheduler.max_num_seqs,
@@ -284,7 +299,7 @@ def test_eagle_cost_is_one_target_layer_plus_lm_head():
     sc = make_scenario({"method": "eagle", "num_speculative_tokens": 3,
                         "acceptance": {"model": "iid", "acceptance_rate": 0.7}})
     setup = build_setup(sc)
-    cost = DraftCostModel.for_scenario(sc, setup)
+    cost = draft_cost_model(sc, setup)
     head = build_perf_model(dataclasses.replace(setup.model, num_layers=1), setup.gpu, 1,
                             "bf16", "bf16", source=sc.perf.source, engine=sc.perf.engine,
                             max_num_seqs=sc.scheduler.max_num_seqs,
@@ -299,7 +314,7 @@ def test_eagle_cost_is_one_target_layer_plus_lm_head():
 def test_ngram_cost_is_fixed_and_has_no_prefill():
     sc = make_scenario({"method": "ngram", "num_speculative_tokens": 5,
                         "acceptance": {"model": "iid", "acceptance_rate": 0.4}})
-    cost = DraftCostModel.for_scenario(sc, build_setup(sc))
+    cost = draft_cost_model(sc, build_setup(sc))
     assert cost.decode_cost(10, 9999) == pytest.approx(10 * NGRAM_COST_PER_SEQ_S)
     assert cost.prefill_cost([500], [0], 1) == 0.0
 
@@ -307,7 +322,7 @@ def test_ngram_cost_is_fixed_and_has_no_prefill():
 def test_draft_cost_ratio_overrides_method():
     sc = make_scenario({"method": "eagle", "num_speculative_tokens": 2, "draft_cost_ratio": 0.0,
                         "acceptance": {"model": "iid", "acceptance_rate": 0.7}})
-    cost = DraftCostModel.for_scenario(sc, build_setup(sc))
+    cost = draft_cost_model(sc, build_setup(sc))
     assert cost.decode_cost(3, 300) == 0.0 and cost.prefill_cost([10], [0], 1) == 0.0
 
 

@@ -1,0 +1,244 @@
+"""A step's cost, priced in one place and returned by part.
+
+A scheduler reports what an engine iteration does: its
+:class:`~simulator.perf.step_shape.StepShape`, the KV blocks it moves over the host link
+(``swap_transfers``: bytes of each swap-out and swap-in, in the order they happened) and,
+with speculative decoding, its draft work (:class:`~simulator.perf.draft_cost.DraftWork`).
+:class:`StepPricer` turns that into a :class:`StepCost`; the engine sleeps for its
+``total_s`` and records it as the step's ``step_time_s``, and lockstep DP ranks take the
+largest ``total_s`` of their ranks. Decode runs that the engine fast-forwards are priced here
+too (:meth:`StepPricer.decode_run_times`).
+
+The total keeps the one order of additions every step time has had (outputs are
+byte-identical across the change that brought this module)::
+
+    step_s  = perf.step_time(shape)          (a one-token decode step: the decode memo,
+                                              perf.decode_step_times, as a decode run)
+    swap_s  = sum over transfers, in order, of bytes / host_link_bandwidth_bytes_per_s
+    draft_s = draft decode + draft prefill   (DraftCostModel)
+    total_s = step_s + (swap_s + draft_s)
+
+``step_s`` splits into ``compute_s`` (the kernels but the collectives), ``communication_s``
+(TP all-reduce, EP all-to-all) and ``overhead_s`` (the engine's CPU and sync time: what
+async scheduling does not hide), read from the performance model's ``op_times`` when first
+asked for (nothing of it is computed on the simulation's hot path). The three add up to
+``step_s`` up to rounding; a pipeline-parallel replica's split is its stage model's scaled to
+the cycle (activation hops count as compute), and a model without ``op_times`` (a constant
+or a test stub) puts all of ``step_s`` in ``compute_s``.
+
+The pricer reuses one :class:`StepCost` per replica: a cost is valid until the pricer prices
+the replica's next step (:meth:`StepCost.as_dict` keeps one).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.perf.step_model import StepTimeModel
+
+__all__ = ["COMMUNICATION_OPS", "StepCost", "StepPricer", "step_parts"]
+
+#: op-time keys (``perf.op_times``) that are communication between GPUs
+COMMUNICATION_OPS = frozenset({"all_reduce", "ep_comm"})
+
+
+def step_parts(perf, shape) -> tuple[float, float, float]:
+    """``(compute_s, communication_s, overhead_s)`` of one step of ``shape`` on ``perf``,
+    from its ``op_times`` (all compute when it has none).
+
+    Parameters
+    ----------
+    perf : object
+        A performance model (:class:`~simulator.perf.step_model.StepTimeModel`,
+        :class:`~simulator.perf.pipeline.PipelinePerfModel`, ...).
+    shape : StepShape
+
+    Returns
+    -------
+    tuple of float
+        Seconds; their sum is ``perf.step_time(shape)`` up to rounding.
+    """
+    op_times = getattr(perf, "op_times", None)
+    if op_times is None:
+        return float(perf.step_time(shape)), 0.0, 0.0
+    compute = comm = overhead = 0.0
+    for name, t in op_times(shape).items():
+        if name == "engine_overhead":
+            overhead += t
+        elif name in COMMUNICATION_OPS:
+            comm += t
+        else:
+            compute += t
+    return float(compute), float(comm), float(overhead)
+
+
+class StepCost:
+    """What one engine iteration costs, seconds, by part (module docstring).
+
+    Attributes
+    ----------
+    step_s : float
+        The iteration on the GPUs and the engine: ``compute_s + communication_s +
+        overhead_s``.
+    swap_s : float
+        KV blocks moved over the host link (swap preemption).
+    draft_decode_s, draft_prefill_s, draft_s : float
+        Speculative drafting, the draft's prefill of the step's prompt chunks, and their
+        sum.
+    total_s : float
+        ``step_s + (swap_s + draft_s)``: how long the step lasts.
+    """
+
+    __slots__ = ("_parts", "_perf", "_shape", "draft_decode_s", "draft_prefill_s", "draft_s",
+                 "step_s", "swap_s", "total_s")
+
+    def __init__(self):
+        self.step_s = self.swap_s = self.total_s = 0.0
+        self.draft_decode_s = self.draft_prefill_s = self.draft_s = 0.0
+        self._perf = self._shape = self._parts = None
+
+    def _split(self) -> tuple[float, float, float]:
+        parts = self._parts
+        if parts is None:
+            if self._shape is None:
+                return 0.0, 0.0, 0.0
+            parts = self._parts = step_parts(self._perf, self._shape)
+        return parts
+
+    @property
+    def compute_s(self) -> float:
+        """Kernel seconds but the collectives (GEMMs, attention, MoE, norms, LM head, sampler)."""
+        return self._split()[0]
+
+    @property
+    def communication_s(self) -> float:
+        """Collectives between GPUs: TP all-reduce and EP all-to-all."""
+        return self._split()[1]
+
+    @property
+    def overhead_s(self) -> float:
+        """The engine's CPU and sync time the GPUs wait for."""
+        return self._split()[2]
+
+    def as_dict(self) -> dict[str, float]:
+        """The breakdown as plain floats (a copy that outlives the pricer's next step)."""
+        compute, comm, overhead = self._split()
+        return {"compute_s": compute, "communication_s": comm, "overhead_s": overhead,
+                "swap_s": self.swap_s, "draft_s": self.draft_s, "step_s": self.step_s,
+                "total_s": self.total_s}
+
+    def __repr__(self) -> str:
+        return (f"StepCost(step_s={self.step_s!r}, swap_s={self.swap_s!r}, "
+                f"draft_s={self.draft_s!r}, total_s={self.total_s!r})")
+
+
+class StepPricer:
+    """Prices one replica's steps (module docstring): the one place a step's time is made.
+
+    Parameters
+    ----------
+    perf : object
+        The replica's performance model (``step_time(shape)``,
+        ``decode_step_times(num_seqs, ctx_totals)``).
+    host_link_bandwidth_bytes_per_s : float, optional
+        The host link swap transfers cross (per direction); needed once a step swaps.
+    draft : DraftCostModel, optional
+        Prices the draft work of speculative decoding (None: the replica does not draft).
+
+    Attributes
+    ----------
+    cost : StepCost
+        The record :meth:`price` fills and returns (one per pricer, reused).
+    """
+
+    __slots__ = ("_decode_one", "_decode_run", "cost", "draft", "host_link_bandwidth_bytes_per_s",
+                 "perf")
+
+    def __init__(self, perf, *, host_link_bandwidth_bytes_per_s: float | None = None,
+                 draft=None):
+        self.perf = perf
+        self.host_link_bandwidth_bytes_per_s = host_link_bandwidth_bytes_per_s
+        self.draft = draft
+        self.cost = StepCost()
+        self.cost._perf = perf
+        # one decode step: the memo's list form where the model is a StepTimeModel (its
+        # ``decode_step_times`` of one context is that list as an array: the same value)
+        self._decode_one = perf.decode_step_times_list if isinstance(perf, StepTimeModel) \
+            else None
+        # a decode run: as the engine has always priced one (any model offering the list)
+        self._decode_run = getattr(perf, "decode_step_times_list", None)
+
+    def price(self, out, *, decode_memo: bool = True) -> StepCost:
+        """The cost of the step ``out`` reports (also left in ``out.cost``).
+
+        Parameters
+        ----------
+        out : StepOutput
+            ``shape``, ``swap_transfers`` (bytes per transfer, or None) and ``draft``
+            (:class:`~simulator.perf.draft_cost.DraftWork`, or None).
+        decode_memo : bool
+            Price a one-token decode step by ``decode_step_times`` (what a fast-forwarded
+            run of such steps is priced by, so stepping and fast-forward agree to the bit);
+            False prices every step by ``step_time`` (lockstep DP ranks, which never
+            fast-forward, have always been priced so).
+
+        Returns
+        -------
+        StepCost
+            :attr:`cost`, filled for this step.
+
+        Raises
+        ------
+        ValueError
+            When the step swaps and the pricer has no host link bandwidth.
+        """
+        shape = out.shape
+        nd = shape.num_decode
+        if decode_memo and nd and not shape.prefill_q and shape.decode_q_per_seq == 1:
+            one = self._decode_one
+            step = (one(nd, [shape.decode_ctx_total])[0] if one is not None else float(
+                self.perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0]))
+        else:
+            step = self.perf.step_time(shape)
+        swap = 0.0
+        transfers = out.swap_transfers
+        if transfers is not None:
+            bw = self.host_link_bandwidth_bytes_per_s
+            if not bw:
+                raise ValueError("a step swaps KV blocks but the step pricer has no host link "
+                                 "bandwidth (host_link_bandwidth_bytes_per_s)")
+            for nbytes in transfers:
+                swap += nbytes / bw
+        c = self.cost
+        draft = self.draft
+        if draft is None:  # a replica that never drafts: its draft parts stay 0.0
+            d = 0.0
+        else:
+            work = out.draft
+            if work is not None:
+                d_dec = draft.decode_cost(work.num_seqs, work.ctx_total)
+                d_pre = draft.prefill_cost(shape.prefill_q, shape.prefill_start,
+                                           work.num_prefill_sampled)
+                d = d_dec + d_pre
+            else:
+                d_dec = d_pre = d = 0.0
+            c.draft_decode_s = d_dec
+            c.draft_prefill_s = d_pre
+            c.draft_s = d
+        c.step_s = step
+        c.swap_s = swap
+        c.total_s = step + (swap + d)
+        c._shape = shape
+        c._parts = None
+        out.cost = c
+        return c
+
+    def decode_run_times(self, num_seqs: int, ctx_totals) -> list[float]:
+        """Seconds of each step of a fast-forwarded decode run (``num_seqs`` one-token decodes
+        per step; ``ctx_totals`` the batch's context at each step, a list or an array), as
+        Python floats."""
+        run = self._decode_run
+        if run is not None:  # Python floats throughout (the same values)
+            return run(num_seqs, ctx_totals if isinstance(ctx_totals, list)
+                       else ctx_totals.tolist())
+        return np.asarray(self.perf.decode_step_times(num_seqs, np.asarray(ctx_totals)),
+                          dtype=float).tolist()
