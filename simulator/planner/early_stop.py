@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.metrics.summary import weighted_percentiles
+from simulator.base.quantiles import weighted_percentiles
 
 __all__ = ["ProbeStop", "attainment_miss_limit", "p99_exceed_count"]
 

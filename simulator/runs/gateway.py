@@ -35,7 +35,8 @@ from simulator.base.request import RequestSpec
 from simulator.catalog.hardware import get_gpu
 from simulator.catalog.models import get_model
 from simulator.cluster.setup import build_setup
-from simulator.metrics.summary import latency_stats, summarize
+from simulator.metrics.latency import latency_stats
+from simulator.metrics.summary import summarize
 from simulator.metrics.tables_io import check_table_format
 from simulator.runs.scenario import (
     RunResult,
