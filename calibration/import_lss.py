@@ -345,7 +345,7 @@ def _table_record(fam: str, df: pd.DataFrame, acc: _SetParts, profs: list[Profil
 def _write_set(out_dir: Path, prof_name: str, version: str, profs: list, commit: str,
                log) -> Path:
     """Convert the profiles of one GPU and vLLM version and write their table set."""
-    from .import_aic import _dump_yaml, write_parquet
+    from .import_aic import dump_yaml, write_parquet
     acc = _collect(profs)
     sset = f"vllm-{version}-{SET_SUFFIX}"
     d = out_dir / prof_name / "tables" / sset
@@ -368,7 +368,7 @@ def _write_set(out_dir: Path, prof_name: str, version: str, profs: list, commit:
                               "attention_decode": ATTENTION_KERNEL, "moe": MOE_KERNEL},
            "profiles": acc.profiles, "tables": tables, "mixed_attention_check": acc.mixed,
            "skipped": sorted(set(acc.skipped))}
-    _dump_yaml(doc, d / "provenance.yaml", _HEADER)
+    dump_yaml(doc, d / "provenance.yaml", _HEADER)
     log(f"{prof_name}/tables/{sset}: " + ", ".join(summary))
     return d
 
