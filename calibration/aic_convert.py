@@ -1,6 +1,7 @@
-"""Convert one aiconfigurator table into servesim's format: units, names and dtypes per family,
-with the ``changes`` lines its provenance record carries (the conversion half of
-:mod:`calibration.import_aic`, whose docstring lists every rule). Needs numpy and pandas.
+"""Convert one aiconfigurator table into servesim's format (for :mod:`calibration.import_aic`).
+
+Units, names and dtypes per family, with the ``changes`` lines the table's provenance record
+carries; :mod:`calibration.import_aic`'s docstring lists every rule. Needs numpy and pandas.
 """
 from __future__ import annotations
 

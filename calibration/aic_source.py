@@ -1,7 +1,7 @@
-"""The layout of an aiconfigurator ``systems/`` folder: its GPUs, vLLM versions, system YAML,
-``reuse.yaml`` declarations and which file answers a family at a version (the source half of
-:mod:`calibration.import_aic`, whose docstring describes the reuse rules).
+"""The layout of an aiconfigurator ``systems/`` folder (for :mod:`calibration.import_aic`).
 
+Its GPUs, vLLM versions, system YAML, ``reuse.yaml`` declarations and which file answers a
+family at a version; :mod:`calibration.import_aic`'s docstring describes the reuse rules.
 Every error is an :class:`ImportErrorAIC` of one line naming the file at fault. Needs pandas,
 pyarrow and PyYAML (no torch).
 """

@@ -1,7 +1,9 @@
-"""Format v1, the flat profile folder, without torch: the grid of synthetic steps the harness
-(:mod:`calibration.harness`) times, the tables built from its pooled samples, their merge into
-the folder's CSV files, ``provenance.yaml``, and the check that the folder loads as a table
-model (:mod:`simulator.perf.tables.flat_profile` reads it).
+"""Format v1, the flat profile folder, without torch: grid, tables, provenance.
+
+The grid of synthetic steps the harness (:mod:`calibration.harness`) times, the tables built
+from its pooled samples, their merge into the folder's CSV files, ``provenance.yaml``, and the
+check that the folder loads as a table model (:mod:`simulator.perf.tables.flat_profile` reads
+it).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Convert LLMServingSim's profile tables into servesim's table families: GEMM, elementwise,
-attention (prefill, decode), MoE and the sampler, each with the ``changes`` lines its
-provenance record carries (the conversion half of :mod:`calibration.import_lss`, whose
-docstring describes every rule). Needs numpy, pandas and scipy (no torch).
+"""Convert LLMServingSim's tables into servesim's families (for :mod:`calibration.import_lss`).
+
+GEMM, elementwise, attention (prefill, decode), MoE and the sampler, each with the ``changes``
+lines its provenance record carries; :mod:`calibration.import_lss`'s docstring describes every
+rule. Needs numpy, pandas and scipy (no torch).
 """
 from __future__ import annotations
 

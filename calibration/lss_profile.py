@@ -1,9 +1,9 @@
-"""Read LLMServingSim's per-layer vLLM profiles: ``meta.yaml`` and the ``tp<N>/`` CSV files,
-checked against the servesim model they name (the reading half of
-:mod:`calibration.import_lss`, whose docstring describes the source and the checks).
+"""Read and check LLMServingSim's per-layer vLLM profiles (for :mod:`calibration.import_lss`).
 
-Every error is an :class:`ImportErrorLSS` of one line naming the file at fault. Needs numpy,
-pandas and PyYAML (no torch).
+``meta.yaml`` and the ``tp<N>/`` CSV files, checked against the servesim model they name;
+:mod:`calibration.import_lss`'s docstring describes the source and the checks. Every error is
+an :class:`ImportErrorLSS` of one line naming the file at fault. Needs numpy, pandas and PyYAML
+(no torch).
 """
 from __future__ import annotations
 
