@@ -123,47 +123,14 @@ def _collective_worker(rank: int, world: int, sizes: list[int], ops: list[str], 
             for size in sizes:
                 n = elements_for(op, size, world)
                 nbytes = n * BF16_BYTES
-                if op == "all_reduce":
-                    x = torch.zeros(n, dtype=torch.bfloat16, device=dev)
-
-                    def call(x=x):
-                        dist.all_reduce(x)
-                elif op == "all_gather":
-                    inp = torch.zeros(n // world, dtype=torch.bfloat16, device=dev)
-                    outp = torch.empty(n, dtype=torch.bfloat16, device=dev)
-
-                    def call(inp=inp, outp=outp):
-                        dist.all_gather_into_tensor(outp, inp)
-                elif op == "reduce_scatter":
-                    inp = torch.zeros(n, dtype=torch.bfloat16, device=dev)
-                    outp = torch.empty(n // world, dtype=torch.bfloat16, device=dev)
-
-                    def call(inp=inp, outp=outp):
-                        dist.reduce_scatter_tensor(outp, inp)
-                else:
-                    raise ValueError(f"unknown collective {op!r}")
+                call = _collective_call(op, n, world, dev)
                 for _ in range(warmup):
                     call()
                 torch.cuda.synchronize(dev)
                 rows.append({"op": op, "backend": "nccl", "bytes": nbytes,
                              "samples_s": timed(call)})
                 if op == "all_reduce" and graph:
-                    g, why = None, ""
-                    try:
-                        side = torch.cuda.Stream(device=dev)
-                        side.wait_stream(torch.cuda.current_stream(dev))
-                        with torch.cuda.stream(side):
-                            for _ in range(2):
-                                call()
-                        torch.cuda.current_stream(dev).wait_stream(side)
-                        torch.cuda.synchronize(dev)
-                        g = torch.cuda.CUDAGraph()
-                        with torch.cuda.graph(g):
-                            call()
-                        torch.cuda.synchronize(dev)
-                    except Exception as e:  # noqa: BLE001 - capture unsupported: eager only
-                        torch.cuda.synchronize(dev)
-                        g, why = None, f"{type(e).__name__}: {str(e)[:100]}"
+                    g, why = _capture_graph(call, dev)
                     # every rank must agree, or the ranks would run different collectives
                     ok = torch.tensor([0 if g is None else 1], dtype=torch.int32, device=dev)
                     dist.all_reduce(ok, op=dist.ReduceOp.MIN)
@@ -179,3 +146,52 @@ def _collective_worker(rank: int, world: int, sizes: list[int], ops: list[str], 
         if rank == 0:
             Path(out).write_text(json.dumps({"rows": rows, "notes": notes}))
         dist.destroy_process_group()
+
+
+def _collective_call(op: str, n: int, world: int, dev):
+    """A no-argument call running collective ``op`` over a bf16 tensor of ``n`` elements
+    (the whole tensor: all-gather's output, reduce-scatter's input) on this rank."""
+    import torch
+    import torch.distributed as dist
+    if op == "all_reduce":
+        x = torch.zeros(n, dtype=torch.bfloat16, device=dev)
+
+        def call(x=x):
+            dist.all_reduce(x)
+    elif op == "all_gather":
+        inp = torch.zeros(n // world, dtype=torch.bfloat16, device=dev)
+        outp = torch.empty(n, dtype=torch.bfloat16, device=dev)
+
+        def call(inp=inp, outp=outp):
+            dist.all_gather_into_tensor(outp, inp)
+    elif op == "reduce_scatter":
+        inp = torch.zeros(n, dtype=torch.bfloat16, device=dev)
+        outp = torch.empty(n // world, dtype=torch.bfloat16, device=dev)
+
+        def call(inp=inp, outp=outp):
+            dist.reduce_scatter_tensor(outp, inp)
+    else:
+        raise ValueError(f"unknown collective {op!r}")
+    return call
+
+
+def _capture_graph(call, dev) -> tuple:
+    """``call`` captured in a CUDA graph after two warm-up runs on a side stream; ``(graph,
+    "")``, or ``(None, why)`` when this rank cannot capture it."""
+    import torch
+    try:
+        side = torch.cuda.Stream(device=dev)
+        side.wait_stream(torch.cuda.current_stream(dev))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                call()
+        torch.cuda.current_stream(dev).wait_stream(side)
+        torch.cuda.synchronize(dev)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            call()
+        torch.cuda.synchronize(dev)
+    except Exception as e:  # noqa: BLE001 - capture unsupported: eager only
+        torch.cuda.synchronize(dev)
+        return None, f"{type(e).__name__}: {str(e)[:100]}"
+    return g, ""

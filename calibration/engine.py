@@ -104,10 +104,7 @@ class RealEngine:
         ``probe`` (a :class:`calibration.timing.Probe`) records per-operator times of every
         step in ``EngineRun.meta["op_times"]`` (diagnostics; it adds a little overhead).
         """
-        torch = self.torch
         model = self.model
-        vocab = model.cfg.vocab_size
-        dev = model.device
         kv = KVCacheManager(self.num_gpu_blocks, self.block_size, enable_prefix_caching=False,
                             allocation="paged", max_model_len=self.limits.max_model_len,
                             watermark=0.0)
@@ -145,62 +142,19 @@ class RealEngine:
                     self._wait_until(pending[0].arrival_time_s, clock)
                     t_prev = None
                     continue
-                # ---- inputs of this step
-                tok_ids: list[int] = []
-                pos: list[int] = []
-                prefill_groups: list[list[SeqSlice]] = []
-                decodes: list[SeqSlice] = []
-                sample_rows: list[int] = []
-                comp = []
-                off = 0
-                for r, n in zip(out.reqs, out.ntoks):
-                    rid = r.request_id
-                    seq = toks.get(rid)
-                    if seq is None:
-                        seq = prompt_tokens(rid, r.num_prompt_tokens, vocab, self.seed)
-                        toks[rid] = seq
-                    cache = caches.get(rid)
-                    if cache is None:
-                        cache = model.new_cache(r.num_prompt_tokens + r.num_output_tokens + 1)
-                        caches[rid] = cache
-                    c = r.num_computed_tokens
-                    tok_ids.extend(seq[c:c + n])
-                    pos.extend(range(c, c + n))
-                    sl = SeqSlice(off, n, c, cache)
-                    emits = c + n == r.num_tokens
-                    if n == 1 and r.is_decoding:
-                        decodes.append(sl)
-                    else:
-                        prefill_groups.append([sl])
-                    if emits:
-                        sample_rows.append(off + n - 1)
-                    comp.append(f"{rid}:{n}")
-                    off += n
-                tokens_t = torch.tensor(tok_ids, dtype=torch.long, device=dev)
-                pos_t = torch.tensor(pos, dtype=torch.long, device=dev)
-                rows_t = torch.tensor(sample_rows, dtype=torch.long, device=dev)
+                tokens_t, pos_t, groups, decodes, rows_t, comp = self._inputs(out, toks, caches)
                 f0 = clock()
-                new = model.forward(tokens_t, pos_t, prefill_groups, decodes, rows_t, probe)
+                new = model.forward(tokens_t, pos_t, groups, decodes, rows_t, probe)
                 fwd_end = clock()
                 if probe is not None:
                     op_times.append(probe.collect())
-                # ---- emitted tokens
-                j = 0
-                for r, n in zip(out.reqs, out.ntoks):
-                    if r.num_computed_tokens + n == r.num_tokens:
-                        toks[r.request_id].append(int(new[j]) if j < len(new) else 0)
-                        j += 1
+                _append_emitted(out, new, toks)
                 sch.update(out, start, fwd_end)
                 for r in out.reqs:
                     if r.is_finished:
                         caches.pop(r.request_id, None)
                 end = clock()
-                sh = out.shape
-                rows.append((step, start, end, end - start, fwd_end - f0, out.batch_size,
-                             sh.num_tokens, len(sh.prefill_q), int(sum(sh.prefill_q)),
-                             sh.num_decode, sh.decode_ctx_total, sh.num_sampled,
-                             " ".join(map(str, sh.prefill_q)),
-                             " ".join(map(str, sh.prefill_start)), " ".join(comp)))
+                rows.append(_step_row(step, start, end, fwd_end - f0, out, comp))
                 step += 1
                 t_prev = end
         finally:
@@ -210,6 +164,47 @@ class RealEngine:
         steps = pd.DataFrame.from_records(rows, columns=STEP_COLUMNS)
         return EngineRun(steps, rec.requests_frame(), wall,
                          {"num_preemptions": sch.num_preemptions, "op_times": op_times})
+
+    def _inputs(self, out, toks: dict, caches: dict) -> tuple:
+        """One step's model inputs: token ids, positions, prefill groups, decode slices and
+        the rows to sample, plus its composition (``id:tokens`` strings). A request met for
+        the first time gets its prompt tokens and its KV cache here."""
+        torch, model = self.torch, self.model
+        vocab, dev = model.cfg.vocab_size, model.device
+        tok_ids: list[int] = []
+        pos: list[int] = []
+        prefill_groups: list[list[SeqSlice]] = []
+        decodes: list[SeqSlice] = []
+        sample_rows: list[int] = []
+        comp = []
+        off = 0
+        for r, n in zip(out.reqs, out.ntoks):
+            rid = r.request_id
+            seq = toks.get(rid)
+            if seq is None:
+                seq = prompt_tokens(rid, r.num_prompt_tokens, vocab, self.seed)
+                toks[rid] = seq
+            cache = caches.get(rid)
+            if cache is None:
+                cache = model.new_cache(r.num_prompt_tokens + r.num_output_tokens + 1)
+                caches[rid] = cache
+            c = r.num_computed_tokens
+            tok_ids.extend(seq[c:c + n])
+            pos.extend(range(c, c + n))
+            sl = SeqSlice(off, n, c, cache)
+            emits = c + n == r.num_tokens
+            if n == 1 and r.is_decoding:
+                decodes.append(sl)
+            else:
+                prefill_groups.append([sl])
+            if emits:
+                sample_rows.append(off + n - 1)
+            comp.append(f"{rid}:{n}")
+            off += n
+        tokens_t = torch.tensor(tok_ids, dtype=torch.long, device=dev)
+        pos_t = torch.tensor(pos, dtype=torch.long, device=dev)
+        rows_t = torch.tensor(sample_rows, dtype=torch.long, device=dev)
+        return tokens_t, pos_t, prefill_groups, decodes, rows_t, comp
 
     @staticmethod
     def _wait_until(t: float, clock) -> None:
@@ -224,6 +219,26 @@ class RealEngine:
             time.sleep(dt - 0.2)
         while clock() < t:
             pass
+
+
+def _append_emitted(out, new: list, toks: dict) -> None:
+    """Append the tokens sampled in a step (``new``, in batch order) to the requests that
+    emitted one (those whose step reaches their last known token)."""
+    j = 0
+    for r, n in zip(out.reqs, out.ntoks):
+        if r.num_computed_tokens + n == r.num_tokens:
+            toks[r.request_id].append(int(new[j]) if j < len(new) else 0)
+            j += 1
+
+
+def _step_row(step: int, start: float, end: float, forward_s: float, out, comp: list) -> tuple:
+    """One row of ``EngineRun.steps`` (:data:`STEP_COLUMNS`)."""
+    sh = out.shape
+    return (step, start, end, end - start, forward_s, out.batch_size,
+            sh.num_tokens, len(sh.prefill_q), int(sum(sh.prefill_q)),
+            sh.num_decode, sh.decode_ctx_total, sh.num_sampled,
+            " ".join(map(str, sh.prefill_q)),
+            " ".join(map(str, sh.prefill_start)), " ".join(comp))
 
 
 def steps_to_shapes(steps: pd.DataFrame):

@@ -255,107 +255,13 @@ def fit_gpu(vidur_dir: Path, sku: str, profiles_dir: Path, log=print) -> dict:
     link = spec.interconnect_bandwidth_bytes_per_s
     sms = info["num_sms"]
     gemm, ew, vspecs = load_compute(vidur_dir, sku)
-    ops: dict = {}
-    loo: list[dict] = []
-
-    # ---- GEMMs: one parameter set per op (qkv, o, up, down) and one over all ("any")
-    def gemm_pred(d):
-        m, k, n = d["m"].to_numpy(), d["k"].to_numpy(), d["n"].to_numpy()
-        return lambda prm: gemm_form(prm, m, k, n, peak, bw, sms)
-
-    ds_gemm = _datasheet_gemm(gemm, vspecs, spec)
-    gemm_params = {}
-    for op in ["qkv", "o", "up", "down", "any"]:
-        d = gemm if op == "any" else gemm[gemm.op == op]
-        prm = fit_params(GEMM_PARAMS, gemm_pred(d), d["t"].to_numpy())
-        gemm_params[op] = prm
-        if op == "any":
-            continue
-        ins = abs_pct(gemm_pred(d)(prm), d["t"])
-        cv = abs_pct(_group_cv(d, "model", GEMM_PARAMS, gemm_pred, prm), d["t"])
-        ds = abs_pct(ds_gemm[d.index], d["t"])
-        loo.append(_row(f"gemm.{op}", len(d), ins, cv, ds, "leave-one-model-out"))
-        log(f"  {sku} gemm.{op}: in-sample {_stats(ins)} LOMO {_stats(cv)} datasheet {_stats(ds)}")
-    ops["gemm"] = gemm_params
-
-    # ---- elementwise ops
-    def ew_pred(d):
-        b = d["bytes"].to_numpy()
-        return lambda prm: elementwise_form(prm, b, bw)
-
-    ew_params, ew_cv_pred, ew_in_pred = {}, pd.Series(0.0, index=ew.index), \
-        pd.Series(0.0, index=ew.index)
-    for op in ELEMENTWISE_OPS:
-        d = ew[ew.op == op]
-        prm = fit_params(EW_PARAMS, ew_pred(d), d["t"].to_numpy())
-        ew_params[op] = prm
-        pin = ew_pred(d)(prm)
-        pcv = _group_cv(d, "model", EW_PARAMS, ew_pred, prm)
-        ew_in_pred[d.index], ew_cv_pred[d.index] = pin, pcv
-        ins, cv = abs_pct(pin, d["t"]), abs_pct(pcv, d["t"])
-        loo.append(_row(f"elementwise.{op}", len(d), ins, cv, None, "leave-one-model-out"))
-        log(f"  {sku} elementwise.{op}: in-sample {_stats(ins)} LOMO {_stats(cv)}")
-    ops["elementwise"] = ew_params
-    # per-layer total: 2 norms + rope + act + 2 residual adds
-    key = ["model", "tp", "tokens"]
-    w = ew["col"].map({"add": 2.0}).fillna(1.0)
-    tot = pd.DataFrame({"meas": ew["t"] * w, "pin": ew_in_pred * w, "pcv": ew_cv_pred * w})
-    tot[key] = ew[key]
-    tot = tot.groupby(key, as_index=False)[["meas", "pin", "pcv"]].sum()
-    ds_ew = _datasheet_ew(tot, vspecs, spec)
-    ins, cv, ds = abs_pct(tot["pin"], tot["meas"]), abs_pct(tot["pcv"], tot["meas"]), \
-        abs_pct(ds_ew, tot["meas"])
-    loo.append(_row("elementwise (layer total)", len(tot), ins, cv, ds, "leave-one-model-out"))
-    log(f"  {sku} elementwise total: in-sample {_stats(ins)} LOMO {_stats(cv)} datasheet {_stats(ds)}")
-
-    # ---- all-reduce
-    ar = load_all_reduce(vidur_dir, info["node"])
-
-    def ar_pred(d):
-        b, p = d["bytes"].to_numpy(), d["p"].to_numpy()
-        return lambda prm: all_reduce_form(prm, b, p, link)
-
-    prm = fit_params(AR_PARAMS, ar_pred(ar), ar["t"].to_numpy())
-    ins = abs_pct(ar_pred(ar)(prm), ar["t"])
-    cv = abs_pct(_group_cv(ar, "p", AR_PARAMS, ar_pred, prm), ar["t"])
-    ds = abs_pct(_datasheet_ar(ar, spec), ar["t"])
-    loo.append(_row("all_reduce", len(ar), ins, cv, ds, "leave-one-TP-degree-out"))
-    log(f"  {sku} all_reduce: in-sample {_stats(ins)} LOTPO {_stats(cv)} datasheet {_stats(ds)}")
-    ops["all_reduce"] = {**prm, "source": f"Vidur {info['node']}/all_reduce.csv @7d47513, "
-                                          "intra-node NVLink, TP 2/4/8"}
-
-    # ---- attention (A100 only: the legacy FlashAttention table)
+    loo: list[dict] = []    # cross-validation rows, appended by each fit in turn
+    ops: dict = {"gemm": _fit_gemm(gemm, vspecs, spec, sms, sku, loo, log),
+                 "elementwise": _fit_elementwise(ew, vspecs, spec, sku, loo, log),
+                 "all_reduce": _fit_all_reduce(vidur_dir, info["node"], spec, sku, loo, log)}
+    # attention: A100 only (the legacy FlashAttention table)
     if sku == "a100" and (vidur_dir / "legacy" / "a100" / "attention.csv").is_file():
-        dec, pre, shp = load_legacy_attention(vidur_dir)
-        kvb = 2 * shp["kv_heads"] * shp["head_dim"] * 2
-        src = (f"Vidur legacy a100/attention.csv @acb95f6, FlashAttention, {shp['q_heads']} q / "
-               f"{shp['kv_heads']} kv heads per GPU, head_dim {shp['head_dim']}")
-
-        def ad_pred(d):
-            b, s = d["b"].to_numpy(), d["ctx_total"].to_numpy()
-            return lambda prm: attn_decode_form(prm, b, s, kvb, bw)
-
-        prm = fit_params(AD_PARAMS, ad_pred(dec), dec["t"].to_numpy())
-        ins = abs_pct(ad_pred(dec)(prm), dec["t"])
-        cv = abs_pct(_group_cv(dec, "b", AD_PARAMS, ad_pred, prm), dec["t"])
-        ds_d, ds_p = _datasheet_attn(dec, pre, shp, spec)
-        loo.append(_row("attention_decode", len(dec), ins, cv, abs_pct(ds_d, dec["t"]),
-                        "leave-one-batch-size-out"))
-        log(f"  {sku} attention_decode: in-sample {_stats(ins)} LOBO {_stats(cv)}")
-        ops["attention_decode"] = {**prm, "source": src}
-
-        def ap_pred(d):
-            q, s = d["q"].to_numpy(), d["s"].to_numpy()
-            return lambda prm: attn_prefill_form(prm, q, s, shp["head_dim"], shp["q_heads"], peak)
-
-        prm = fit_params(AP_PARAMS, ap_pred(pre), pre["t"].to_numpy())
-        ins = abs_pct(ap_pred(pre)(prm), pre["t"])
-        cv = abs_pct(_group_cv(pre, "q", AP_PARAMS, ap_pred, prm), pre["t"])
-        loo.append(_row("attention_prefill", len(pre), ins, cv, abs_pct(ds_p, pre["t"]),
-                        "leave-one-chunk-size-out"))
-        log(f"  {sku} attention_prefill: in-sample {_stats(ins)} LOQO {_stats(cv)}")
-        ops["attention_prefill"] = {**prm, "source": src}
-
+        ops.update(_fit_attention(vidur_dir, spec, sku, loo, log))
     models = ", ".join(sorted(vspecs))
     doc = {
         "gpu": info["profile"],
@@ -377,6 +283,122 @@ def fit_gpu(vidur_dir: Path, sku: str, profiles_dir: Path, log=print) -> dict:
     }
     _check_model_matches_forms(doc, spec, vspecs, gemm)
     return doc
+
+
+def _fit_gemm(gemm: pd.DataFrame, vspecs: dict, spec, sms: int, sku: str, loo: list,
+              log) -> dict:
+    """GEMM parameters: one set per op (qkv, o, up, down) and one over all (``any``); each
+    op's cross-validation row appended to ``loo``."""
+    peak, bw = spec.bf16_flops_per_s, spec.hbm_bandwidth_bytes_per_s
+
+    def gemm_pred(d):
+        m, k, n = d["m"].to_numpy(), d["k"].to_numpy(), d["n"].to_numpy()
+        return lambda prm: gemm_form(prm, m, k, n, peak, bw, sms)
+
+    ds_gemm = _datasheet_gemm(gemm, vspecs, spec)
+    gemm_params = {}
+    for op in ["qkv", "o", "up", "down", "any"]:
+        d = gemm if op == "any" else gemm[gemm.op == op]
+        prm = fit_params(GEMM_PARAMS, gemm_pred(d), d["t"].to_numpy())
+        gemm_params[op] = prm
+        if op == "any":
+            continue
+        ins = abs_pct(gemm_pred(d)(prm), d["t"])
+        cv = abs_pct(_group_cv(d, "model", GEMM_PARAMS, gemm_pred, prm), d["t"])
+        ds = abs_pct(ds_gemm[d.index], d["t"])
+        loo.append(_row(f"gemm.{op}", len(d), ins, cv, ds, "leave-one-model-out"))
+        log(f"  {sku} gemm.{op}: in-sample {_stats(ins)} LOMO {_stats(cv)} datasheet {_stats(ds)}")
+    return gemm_params
+
+
+def _fit_elementwise(ew: pd.DataFrame, vspecs: dict, spec, sku: str, loo: list, log) -> dict:
+    """Elementwise parameters per op; cross-validation rows per op and for the per-layer
+    total (2 norms + rope + act + 2 residual adds) appended to ``loo``."""
+    bw = spec.hbm_bandwidth_bytes_per_s
+
+    def ew_pred(d):
+        b = d["bytes"].to_numpy()
+        return lambda prm: elementwise_form(prm, b, bw)
+
+    ew_params, ew_cv_pred, ew_in_pred = {}, pd.Series(0.0, index=ew.index), \
+        pd.Series(0.0, index=ew.index)
+    for op in ELEMENTWISE_OPS:
+        d = ew[ew.op == op]
+        prm = fit_params(EW_PARAMS, ew_pred(d), d["t"].to_numpy())
+        ew_params[op] = prm
+        pin = ew_pred(d)(prm)
+        pcv = _group_cv(d, "model", EW_PARAMS, ew_pred, prm)
+        ew_in_pred[d.index], ew_cv_pred[d.index] = pin, pcv
+        ins, cv = abs_pct(pin, d["t"]), abs_pct(pcv, d["t"])
+        loo.append(_row(f"elementwise.{op}", len(d), ins, cv, None, "leave-one-model-out"))
+        log(f"  {sku} elementwise.{op}: in-sample {_stats(ins)} LOMO {_stats(cv)}")
+    # per-layer total: 2 norms + rope + act + 2 residual adds
+    key = ["model", "tp", "tokens"]
+    w = ew["col"].map({"add": 2.0}).fillna(1.0)
+    tot = pd.DataFrame({"meas": ew["t"] * w, "pin": ew_in_pred * w, "pcv": ew_cv_pred * w})
+    tot[key] = ew[key]
+    tot = tot.groupby(key, as_index=False)[["meas", "pin", "pcv"]].sum()
+    ds_ew = _datasheet_ew(tot, vspecs, spec)
+    ins, cv, ds = abs_pct(tot["pin"], tot["meas"]), abs_pct(tot["pcv"], tot["meas"]), \
+        abs_pct(ds_ew, tot["meas"])
+    loo.append(_row("elementwise (layer total)", len(tot), ins, cv, ds, "leave-one-model-out"))
+    log(f"  {sku} elementwise total: in-sample {_stats(ins)} LOMO {_stats(cv)} datasheet {_stats(ds)}")
+    return ew_params
+
+
+def _fit_all_reduce(vidur_dir: Path, node: str, spec, sku: str, loo: list, log) -> dict:
+    """All-reduce parameters from the node's ``all_reduce.csv`` (leave-one-TP-degree-out)."""
+    link = spec.interconnect_bandwidth_bytes_per_s
+    ar = load_all_reduce(vidur_dir, node)
+
+    def ar_pred(d):
+        b, p = d["bytes"].to_numpy(), d["p"].to_numpy()
+        return lambda prm: all_reduce_form(prm, b, p, link)
+
+    prm = fit_params(AR_PARAMS, ar_pred(ar), ar["t"].to_numpy())
+    ins = abs_pct(ar_pred(ar)(prm), ar["t"])
+    cv = abs_pct(_group_cv(ar, "p", AR_PARAMS, ar_pred, prm), ar["t"])
+    ds = abs_pct(_datasheet_ar(ar, spec), ar["t"])
+    loo.append(_row("all_reduce", len(ar), ins, cv, ds, "leave-one-TP-degree-out"))
+    log(f"  {sku} all_reduce: in-sample {_stats(ins)} LOTPO {_stats(cv)} datasheet {_stats(ds)}")
+    return {**prm, "source": f"Vidur {node}/all_reduce.csv @7d47513, "
+                             "intra-node NVLink, TP 2/4/8"}
+
+
+def _fit_attention(vidur_dir: Path, spec, sku: str, loo: list, log) -> dict:
+    """``attention_decode`` and ``attention_prefill`` parameters from Vidur's legacy A100
+    FlashAttention table."""
+    peak, bw = spec.bf16_flops_per_s, spec.hbm_bandwidth_bytes_per_s
+    dec, pre, shp = load_legacy_attention(vidur_dir)
+    kvb = 2 * shp["kv_heads"] * shp["head_dim"] * 2
+    src = (f"Vidur legacy a100/attention.csv @acb95f6, FlashAttention, {shp['q_heads']} q / "
+           f"{shp['kv_heads']} kv heads per GPU, head_dim {shp['head_dim']}")
+
+    def ad_pred(d):
+        b, s = d["b"].to_numpy(), d["ctx_total"].to_numpy()
+        return lambda prm: attn_decode_form(prm, b, s, kvb, bw)
+
+    prm = fit_params(AD_PARAMS, ad_pred(dec), dec["t"].to_numpy())
+    ins = abs_pct(ad_pred(dec)(prm), dec["t"])
+    cv = abs_pct(_group_cv(dec, "b", AD_PARAMS, ad_pred, prm), dec["t"])
+    ds_d, ds_p = _datasheet_attn(dec, pre, shp, spec)
+    loo.append(_row("attention_decode", len(dec), ins, cv, abs_pct(ds_d, dec["t"]),
+                    "leave-one-batch-size-out"))
+    log(f"  {sku} attention_decode: in-sample {_stats(ins)} LOBO {_stats(cv)}")
+    ops = {"attention_decode": {**prm, "source": src}}
+
+    def ap_pred(d):
+        q, s = d["q"].to_numpy(), d["s"].to_numpy()
+        return lambda prm: attn_prefill_form(prm, q, s, shp["head_dim"], shp["q_heads"], peak)
+
+    prm = fit_params(AP_PARAMS, ap_pred(pre), pre["t"].to_numpy())
+    ins = abs_pct(ap_pred(pre)(prm), pre["t"])
+    cv = abs_pct(_group_cv(pre, "q", AP_PARAMS, ap_pred, prm), pre["t"])
+    loo.append(_row("attention_prefill", len(pre), ins, cv, abs_pct(ds_p, pre["t"]),
+                    "leave-one-chunk-size-out"))
+    log(f"  {sku} attention_prefill: in-sample {_stats(ins)} LOQO {_stats(cv)}")
+    ops["attention_prefill"] = {**prm, "source": src}
+    return ops
 
 
 def _row(op, n, ins, cv, ds, method) -> dict:

@@ -62,12 +62,16 @@ one the GPU's system YAML names (``misc.nccl_version``).
 
 The output is deterministic: rows sorted, Parquet written without library metadata, YAML with
 a fixed key order, no timestamps.
+
+Code: the source layout and reuse plans in :mod:`calibration.aic_source`, the conversion of
+one table in :mod:`calibration.aic_convert`; this module cleans the rows (medians, outliers,
+default kernels) and writes the sets.
 """
 from __future__ import annotations
 
 import argparse
-import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,194 +81,36 @@ import yaml
 from simulator.base.outdir import make_output_folder
 from simulator.cli.args import output_path
 
+from .aic_convert import COLUMNS, convert, dedupe
+from .aic_source import (
+    GPU_PROFILES,
+    LICENSE,
+    SOURCE_PREFIX,
+    SOURCE_PROJECT,
+    SOURCE_URL,
+    SOURCES,
+    ImportErrorAIC,
+    Plan,
+    data_root,
+    device_any,
+    gpu_versions,
+    plan_family,
+    read_source_table,
+    source_commit,
+    system_yaml,
+)
+
+__all__ = ["OUTLIER_FACTOR", "SIZE_AXIS", "ImportErrorAIC", "add_arguments", "convert",
+           "dedupe", "default_kernels", "drop_outliers", "dump_yaml", "import_aic", "main",
+           "run", "write_parquet"]
+
 #: a point this many times off the monotone fit of its line is dropped (module docstring)
 OUTLIER_FACTOR = 1.5
-SOURCE_PROJECT = "aiconfigurator"
-SOURCE_URL = "https://github.com/ai-dynamo/aiconfigurator"
-SOURCE_PREFIX = "aic-core/src/aiconfigurator_core/systems"
-LICENSE = "Apache-2.0"
-
-#: aiconfigurator system folder -> servesim profile name
-GPU_PROFILES = {"h100_sxm": "h100-sxm", "a100_sxm": "a100-sxm-80gb", "h200_sxm": "h200-sxm",
-                "l40s": "l40s", "rtx_pro_6000_server": "rtx-pro-6000-server"}
-#: servesim family -> (aiconfigurator op-family folder, framework folder, table name)
-SOURCES = {
-    "gemm": ("gemm", "vllm", "gemm_perf"),
-    "attention_prefill": ("attention", "vllm", "context_attention_perf"),
-    "attention_decode": ("attention", "vllm", "generation_attention_perf"),
-    "all_reduce": ("comm", "vllm", "custom_allreduce_perf"),
-    "moe": ("moe", "vllm", "moe_perf"),
-}
-_DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8"}
-#: output columns per family, in order (``kernel`` is an extra column for gemm)
-COLUMNS = {
-    "gemm": ["dtype", "m", "n", "k", "median_s", "kernel"],
-    "attention_prefill": ["dtype", "kv_dtype", "q_heads", "kv_heads", "head_dim", "window",
-                          "kernel", "batch", "q", "start", "median_s"],
-    "attention_decode": ["dtype", "kv_dtype", "q_heads", "kv_heads", "head_dim", "window",
-                         "kernel", "batch", "ctx_mean", "median_s"],
-    "all_reduce": ["dtype", "backend", "num_gpus", "bytes", "median_s"],
-    "nccl": ["op", "dtype", "num_gpus", "bytes", "median_s"],
-    "moe": ["dtype", "distribution", "kernel", "num_tokens", "hidden", "inter", "topk",
-            "num_experts", "moe_tp", "moe_ep", "median_s"],
-}
 #: the size axis along which time must not fall (outlier rule)
 SIZE_AXIS = {"gemm": "m", "attention_prefill": "q", "attention_decode": "ctx_mean",
              "all_reduce": "bytes", "nccl": "bytes", "moe": "num_tokens"}
 #: FlashAttention version vLLM defaults to per SM generation (vLLM fa_utils.py)
 _FA_BY_SM = {90: "fa3", 100: "fa4"}
-
-
-class ImportErrorAIC(ValueError):
-    """A malformed source folder or table (one line naming the file)."""
-
-
-# ------------------------------------------------------------------------------ conversion
-def _read(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(path)
-    except Exception as e:  # noqa: BLE001 - any reader failure is a bad source file
-        raise ImportErrorAIC(f"{path}: cannot read: {type(e).__name__}: "
-                             f"{str(e).splitlines()[0] if str(e) else ''}") from None
-
-
-def _need(df: pd.DataFrame, cols, path: Path) -> None:
-    missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise ImportErrorAIC(f"{path}: lacks column(s) {', '.join(missing)}")
-
-
-def convert(family: str, df: pd.DataFrame, path: Path | str = "<table>") -> tuple[pd.DataFrame,
-                                                                                   list, int]:
-    """Convert one aiconfigurator table to the servesim format (units, names, dtypes).
-
-    Parameters
-    ----------
-    family : str
-        ``gemm``, ``attention_prefill``, ``attention_decode``, ``all_reduce``, ``nccl``, ``moe``.
-    df : DataFrame
-        The source table as read.
-    path : str or Path
-        Named in error messages.
-
-    Returns
-    -------
-    (DataFrame, list of str, int)
-        The converted rows (columns :data:`COLUMNS`), the ``changes`` lines describing the
-        conversion, and the number of source rows dropped for their dtype.
-
-    Raises
-    ------
-    ImportErrorAIC
-        When a required source column is missing.
-    """
-    path = Path(str(path))
-    ms = "latency ms -> median_s seconds (/ 1e3)"
-    n0 = len(df)
-    if family == "gemm":
-        _need(df, ["gemm_dtype", "m", "n", "k", "latency"], path)
-        d = df[df["gemm_dtype"].isin(list(_DTYPES))]
-        out = pd.DataFrame({"dtype": d["gemm_dtype"].map(_DTYPES), "m": d["m"], "n": d["n"],
-                            "k": d["k"], "median_s": d["latency"] / 1e3,
-                            "kernel": d.get("kernel_source", pd.Series("", index=d.index))})
-        ch = [ms, "gemm_dtype bfloat16 -> dtype bf16, fp8 -> fp8; kernel_source -> kernel"]
-    elif family in ("attention_prefill", "attention_decode"):
-        cols = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
-                "attn_dtype", "kv_cache_dtype", "latency"]
-        if family == "attention_decode":
-            cols.append("step")
-        _need(df, cols, path)
-        d = df[df["attn_dtype"].isin(list(_DTYPES)) & df["kv_cache_dtype"].isin(list(_DTYPES))]
-        window = d["window_size"] if "window_size" in d.columns else 0
-        out = pd.DataFrame({
-            "dtype": d["attn_dtype"].map(_DTYPES), "kv_dtype": d["kv_cache_dtype"].map(_DTYPES),
-            "q_heads": d["num_heads"], "kv_heads": d["num_key_value_heads"],
-            "head_dim": d["head_dim"], "window": window,
-            "kernel": d.get("kernel_source", pd.Series("", index=d.index)),
-            "batch": d["batch_size"]}, index=d.index)
-        if family == "attention_prefill":
-            out["q"] = d["isl"]
-            out["start"] = 0
-            ch = [ms, "batch_size -> batch, isl -> q, start = 0 (no cached prefix measured)"]
-        else:
-            out["ctx_mean"] = d["isl"] + d["step"]
-            ch = [ms, ("batch_size -> batch; ctx_mean = isl + step (isl 1, step = tokens "
-                       "already generated: the kernel attends isl + step tokens)")]
-        out["median_s"] = d["latency"] / 1e3
-        ch.append("attn_dtype/kv_cache_dtype bfloat16 -> bf16, fp8 -> fp8; num_heads -> q_heads, "
-                  "num_key_value_heads -> kv_heads, window_size -> window"
-                  + ("" if "window_size" in d.columns else " (absent: 0 = full attention)")
-                  + "; kernel_source -> kernel; beam_width (1) dropped")
-    elif family == "all_reduce":
-        _need(df, ["allreduce_dtype", "num_gpus", "message_size", "backend", "latency"], path)
-        d = df[df["allreduce_dtype"].isin(["bfloat16", "float16", "half"])]
-        out = pd.DataFrame({
-            "dtype": d["allreduce_dtype"].map({"bfloat16": "bf16", "float16": "fp16",
-                                               "half": "fp16"}),
-            "backend": d["backend"].map({"vllm_graph": "graph", "vllm_eager": "eager"})
-            .fillna(d["backend"]),
-            "num_gpus": d["num_gpus"], "bytes": d["message_size"] * 2,
-            "median_s": d["latency"] / 1e3})
-        ch = [ms, "message_size (elements of allreduce_dtype) -> bytes (x 2, bf16)",
-              ("backend vllm_graph -> graph, vllm_eager -> eager; vLLM's "
-               "tensor_model_parallel_all_reduce as vLLM dispatches it (custom all-reduce or "
-               "NCCL)")]
-    elif family == "nccl":
-        _need(df, ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"], path)
-        d = df[df["nccl_dtype"].isin(["half", "float16", "bfloat16"])]
-        out = pd.DataFrame({
-            "op": d["op_name"],
-            "dtype": d["nccl_dtype"].map({"half": "fp16", "float16": "fp16",
-                                          "bfloat16": "bf16"}),
-            "num_gpus": d["num_gpus"], "bytes": d["message_size"] * 2,
-            "median_s": d["latency"] / 1e3})
-        ch = [ms, "message_size (elements of nccl_dtype) -> bytes (x 2, half = fp16)",
-              "op_name -> op; nccl_dtype half -> dtype fp16 (answers bf16 queries: same bytes)"]
-    elif family == "moe":
-        _need(df, ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
-                   "moe_tp_size", "moe_ep_size", "distribution", "latency"], path)
-        d = df[df["moe_dtype"].isin(list(_DTYPES))]
-        out = pd.DataFrame({
-            "dtype": d["moe_dtype"].map(_DTYPES), "distribution": d["distribution"],
-            "kernel": d.get("kernel_source", pd.Series("", index=d.index)),
-            "num_tokens": d["num_tokens"], "hidden": d["hidden_size"], "inter": d["inter_size"],
-            "topk": d["topk"], "num_experts": d["num_experts"], "moe_tp": d["moe_tp_size"],
-            "moe_ep": d["moe_ep_size"], "median_s": d["latency"] / 1e3})
-        ch = [ms, ("moe_dtype bfloat16 -> dtype bf16, fp8 -> fp8; hidden_size -> hidden, "
-                   "inter_size -> inter, moe_tp_size -> moe_tp, moe_ep_size -> moe_ep; "
-                   "kernel_source -> kernel")]
-    else:
-        raise ImportErrorAIC(f"{path}: unknown family {family!r}")
-    dropped = n0 - len(out)
-    if dropped:
-        cols = {"gemm": ["gemm_dtype"], "moe": ["moe_dtype"], "all_reduce": ["allreduce_dtype"],
-                "nccl": ["nccl_dtype"]}.get(family, ["attn_dtype", "kv_cache_dtype"])
-        rest = df.loc[~df.index.isin(out.index)]
-        gone = sorted({str(v) for c in cols for v in rest[c]}
-                      - {"bfloat16", "bf16", "fp8", "half", "float16"})
-        kept = "fp16/bf16" if family in ("all_reduce", "nccl") else "bf16, fp8"
-        ch.append(f"{dropped} rows of dtypes servesim does not model dropped (kept {kept}"
-                  + (f"; dropped {', '.join(gone)}" if gone else "") + ")")
-    out = out[COLUMNS[family]].copy()
-    for c in COLUMNS[family]:
-        if c in ("dtype", "kv_dtype", "kernel", "backend", "distribution", "op"):
-            out[c] = out[c].fillna("").astype(str)
-        elif c != "median_s":
-            out[c] = out[c].astype("int64")
-    out["median_s"] = out["median_s"].astype(float)
-    ok = np.isfinite(out["median_s"].to_numpy()) & (out["median_s"].to_numpy() > 0)
-    if (~ok).any():
-        ch.append(f"{int((~ok).sum())} rows with a non-positive or missing latency dropped")
-        out = out[ok]
-    return out.reset_index(drop=True), ch, dropped
-
-
-def dedupe(family: str, df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
-    """Replace repeated measurements of one coordinate (every column but ``median_s``) by
-    their median. Returns the rows and how many source rows were merged away."""
-    keys = [c for c in COLUMNS[family] if c != "median_s"]
-    g = df.groupby(keys, sort=True, dropna=False)["median_s"].median().reset_index()
-    return g[COLUMNS[family]], len(df) - len(g)
 
 
 def _isotonic_keep(t: np.ndarray, factor: float) -> np.ndarray:
@@ -343,130 +189,44 @@ def write_parquet(df: pd.DataFrame, path: Path) -> None:
                    write_statistics=False)
 
 
-def _dump_yaml(doc: dict, path: Path, header: str) -> None:
+def dump_yaml(doc: dict, path: Path, header: str) -> None:
+    """Write ``doc`` as YAML after the comment ``header``, keys in insertion order."""
     path.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100,
                           allow_unicode=True)
     path.write_text(header + text)
 
 
-# ------------------------------------------------------------------------------ source layout
-def _source_commit(src: Path) -> str:
-    for p in (src / "README.md", src.parent / "README.md"):
-        if p.is_file():
-            m = re.search(r"commit\s+([0-9a-f]{40})", p.read_text())
-            if m:
-                return m.group(1)
-    return "unknown"
-
-
-def _data_root(src: Path) -> Path:
-    src = Path(src)
-    if (src / "data").is_dir():
-        return src / "data"
-    if src.name == "data" and src.is_dir():
-        return src
-    raise ImportErrorAIC(f"{src}: not an aiconfigurator systems folder (no data/ inside)")
-
-
-def _system_yaml(src_root: Path, gpu: str) -> dict:
-    p = src_root / f"{gpu}.yaml"
-    if not p.is_file():
-        return {}
-    try:
-        return yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ImportErrorAIC(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
-
-
-def _reuse_entries(d: Path) -> list[dict]:
-    p = d / "reuse.yaml"
-    if not p.is_file():
-        return []
-    try:
-        doc = yaml.safe_load(p.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ImportErrorAIC(f"{p}: not valid YAML: {str(e).splitlines()[0]}") from None
-    ent = doc.get("reuse") if isinstance(doc, dict) else None
-    if not isinstance(ent, list):
-        raise ImportErrorAIC(f"{p}: expected a top-level 'reuse' list")
-    out = []
-    for e in ent:
-        if not isinstance(e, dict) or "table" not in e or "from_version" not in e:
-            raise ImportErrorAIC(f"{p}: each reuse entry needs 'table' and 'from_version'")
-        out.append({k: str(e.get(k, "")) for k in ("table", "from_version", "reason",
-                                                   "approved_by")})
-    return out
-
-
-def _versions(root: Path, gpu: str) -> list[str]:
-    vs = set()
-    for opdir, fw, _ in SOURCES.values():
-        d = root / gpu / opdir / fw
-        if d.is_dir():
-            vs.update(p.name for p in d.iterdir() if p.is_dir())
-    return sorted(vs, key=_vkey)
-
-
-def _vkey(v: str) -> tuple:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
-
-
-class _Plan:
-    """How one family of one version is sourced: native rows, reuse, fill, earlier sibling."""
-
-    def __init__(self, mode: str, native: Path | None = None, donors=(), reason: str = ""):
-        self.mode, self.native, self.donors, self.reason = mode, native, list(donors), reason
-
-
-def _plan(root: Path, gpu: str, family: str, version: str, versions: list[str]) -> _Plan | None:
-    opdir, fw, table = SOURCES[family]
-
-    def native(v):
-        p = root / gpu / opdir / fw / v / f"{table}.parquet"
-        return p if p.is_file() else None
-
-    def resolve(v, seen=()):
-        """Version whose native file answers version ``v`` (following reuse declarations)."""
-        if v in seen:
-            return None
-        if native(v):
-            return v
-        for e in _reuse_entries(root / gpu / opdir / fw / v):
-            if e["table"] == table:
-                r = resolve(e["from_version"], (*seen, v))
-                if r:
-                    return r
-        return None
-
-    here = native(version)
-    decl = [e for e in _reuse_entries(root / gpu / opdir / fw / version) if e["table"] == table]
-    donors = []
-    for e in decl:
-        r = resolve(e["from_version"], (version,))
-        if r and r != version and r not in [d for d, _ in donors]:
-            donors.append((r, e))
-    if here and donors:
-        return _Plan("fill", here, donors, "")
-    if here:
-        return _Plan("native", here)
-    if donors:
-        return _Plan("reuse", None, donors[:1], "")
-    earlier = [v for v in versions if _vkey(v) < _vkey(version)]
-    for v in reversed(earlier):
-        r = resolve(v)
-        if r:
-            return _Plan("earlier", None, [(r, {})],
-                         f"no {table} for vLLM {version} in the source and no reuse.yaml entry; "
-                         f"aiconfigurator's shared-layer rule reads the nearest earlier "
-                         f"version that has one ({v})")
-    return None
-
-
 # ------------------------------------------------------------------------------ import
+_HEADER = ("# servesim table set (format v2), derived from NVIDIA AIConfigurator's measured\n"
+           "# kernel tables (Apache-2.0) by calibration/import_aic.py; each table's record names\n"
+           "# the source file, commit and the changes made. Regenerate, do not edit.\n")
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    """One GPU of the source, as the import reads it."""
+
+    root: Path          # the source's data/ folder
+    src_root: Path      # the systems/ folder holding it
+    commit: str         # source commit recorded in every table record
+    name: str           # aiconfigurator's folder (h100_sxm)
+    profile: str        # servesim's GPU profile (h100-sxm)
+    system: dict        # <name>.yaml
+    versions: list      # every vLLM version the source holds for it, ascending
+
+    @property
+    def sm(self) -> int | None:
+        return (self.system.get("gpu") or {}).get("sm_version")
+
+    @property
+    def nccl_version(self) -> str:
+        return str((self.system.get("misc") or {}).get("nccl_version") or "")
+
+
 def _import_table(family: str, path: Path, src_root: Path, commit: str, sm: int | None,
                   rel: str) -> tuple[pd.DataFrame, dict, list, list]:
-    raw = _read(path)
+    raw = read_source_table(path)
     df, changes, _ = convert(family, raw, path)
     df, dups = dedupe(family, df)
     if dups:
@@ -496,6 +256,7 @@ def _import_table(family: str, path: Path, src_root: Path, commit: str, sm: int 
     if "kernel" in df.columns:
         rec["kernels"] = sorted(set(df["kernel"]))
     return df, rec, defaults, alternates
+
 
 
 def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
@@ -532,115 +293,18 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
         unknown GPU or version, an unreadable table, a missing column.
     """
     log = log or (lambda s: None)
-    root = _data_root(Path(src))
+    root = data_root(Path(src))
     src_root = root.parent
-    commit = commit or _source_commit(src_root)
+    commit = commit or source_commit(src_root)
     out_dir = Path(out_dir)
-    available = sorted(p.name for p in root.iterdir() if p.is_dir())
-    if not available:
-        raise ImportErrorAIC(f"{root}: no GPU folder inside (expected aiconfigurator's "
-                             "data/<gpu>/<op>/vllm/<version>/ tables, e.g. data/h100_sxm/)")
-    rev = {GPU_PROFILES.get(a, a.replace("_", "-")): a for a in available}
-    todo = available
-    if gpus:
-        todo = []
-        for g in gpus:
-            g2 = rev.get(g, g)
-            if g2 not in available:
-                raise ImportErrorAIC(f"{root}: no GPU {g!r}; available: {', '.join(available)}")
-            todo.append(g2)
+    todo = _gpus_to_import(root, gpus)
     # -o before any note or table: a file in the way, /proc, /dev/null (one line, exit 2)
     make_output_folder(out_dir, ImportErrorAIC)
     written = []
-    for gpu in todo:
-        profile = GPU_PROFILES.get(gpu, gpu.replace("_", "-"))
-        sysy = _system_yaml(src_root, gpu)
-        sm = (sysy.get("gpu") or {}).get("sm_version")
-        nccl_ver = str((sysy.get("misc") or {}).get("nccl_version") or "")
-        all_versions = _versions(root, gpu)
-        want = all_versions
-        if versions:
-            asked = [str(v) for v in versions]
-            want = [v for v in all_versions if v in asked]
-            missing = sorted(set(asked) - set(all_versions))
-            if missing and gpus:
-                raise ImportErrorAIC(f"{root / gpu}: no vLLM version(s) {', '.join(missing)}; "
-                                     f"available: {', '.join(all_versions)}")
-        tables_dir = out_dir / profile / "tables"
-        if not (out_dir / profile / "spec.yaml").is_file():
-            log(f"note: {out_dir / profile / 'spec.yaml'} is missing; write one (datasheet "
-                "figures with sources) before using these tables")
-        nccl_set = None
-        ndir = root / gpu / "comm" / "nccl" / nccl_ver
-        if nccl_ver and (ndir / "nccl_perf.parquet").is_file():
-            nccl_set = f"nccl-{nccl_ver}"
-            p = ndir / "nccl_perf.parquet"
-            df, rec, _, _ = _import_table("nccl", p, src_root, commit, sm,
-                                          str(p.relative_to(src_root)))
-            rec["engine_version"] = nccl_ver
-            rec["changes"].append(f"the NCCL version named by {gpu}.yaml misc.nccl_version; "
-                                  "other NCCL versions in the source not imported")
-            d = tables_dir / nccl_set
-            write_parquet(df, d / "nccl.parquet")
-            _dump_yaml({"kind": "measured", "engine": "nccl", "engine_version": nccl_ver,
-                        "device_name": _device(df, rec, sysy, gpu), "gpu_profile": profile,
-                        "tables": {"nccl": rec}}, d / "provenance.yaml", _HEADER)
-            written.append(d)
-            log(f"{profile}/tables/{nccl_set}: nccl {rec['rows']} rows")
-        device_names = {}
-        for v in want:
-            prov_tables, defaults, summary = {}, {}, []
-            d = tables_dir / f"vllm-{v}"
-            for fam, (_, _, table) in SOURCES.items():
-                plan = _plan(root, gpu, fam, v, all_versions)
-                if plan is None:
-                    continue
-                if plan.mode in ("native", "fill"):
-                    rel = str(plan.native.relative_to(src_root))
-                    df, rec, dk, _ = _import_table(fam, plan.native, src_root, commit, sm, rel)
-                    write_parquet(df, d / f"{fam}.parquet")
-                    device_names.setdefault(v, rec["device"])
-                    if plan.mode == "fill":
-                        rec["fill_from"] = [f"vllm-{dv}" for dv, _ in plan.donors]
-                        rec["fill_reason"] = "; ".join(
-                            f"reuse.yaml: {table} from {e.get('from_version')} "
-                            f"({e.get('reason', '')})" for _, e in plan.donors)
-                        rec["changes"].append(
-                            "coordinates absent here are read from "
-                            + ", ".join(rec["fill_from"])
-                            + " (its default kernels) when the set is loaded, not copied")
-                        for dv, _ in plan.donors:
-                            dk = sorted(set(dk) | set(_donor_defaults(root, gpu, fam, dv, sm)))
-                    if dk and fam != "gemm":
-                        defaults[fam] = dk[0] if len(dk) == 1 else dk
-                    prov_tables[fam] = rec
-                    summary.append(f"{fam} {rec['rows']}" + (" +fill" if plan.mode == "fill"
-                                                             else ""))
-                else:
-                    dv, e = plan.donors[0]
-                    reason = plan.reason or (f"aiconfigurator reuse.yaml: {table} from_version "
-                                             f"{e.get('from_version')} ({e.get('reason', '')}; "
-                                             f"approved_by {e.get('approved_by', '')})")
-                    prov_tables[fam] = {"reuse_of": f"vllm-{dv}", "reuse_reason": reason}
-                    ddk = _donor_defaults(root, gpu, fam, dv, sm)
-                    if ddk and fam != "gemm":
-                        defaults[fam] = ddk[0] if len(ddk) == 1 else ddk
-                    summary.append(f"{fam} -> vllm-{dv}")
-            if nccl_set:
-                prov_tables["nccl"] = {"reuse_of": nccl_set,
-                                       "reuse_reason": f"the GPU's NCCL table ({gpu}.yaml "
-                                                       f"misc.nccl_version {nccl_ver})"}
-            if not prov_tables:
-                continue
-            doc = {"kind": "measured", "engine": "vllm", "engine_version": v,
-                   "device_name": device_names.get(v) or _device_any(root, gpu, sysy),
-                   "gpu_profile": profile, "sm_version": sm}
-            if defaults:
-                doc["default_kernel"] = defaults
-            doc["tables"] = prov_tables
-            _dump_yaml(doc, d / "provenance.yaml", _HEADER)
-            written.append(d)
-            log(f"{profile}/tables/vllm-{v}: " + ", ".join(summary))
+    for name in todo:
+        g = _Gpu(root, src_root, commit, name, GPU_PROFILES.get(name, name.replace("_", "-")),
+                 system_yaml(src_root, name), gpu_versions(root, name))
+        written += _import_gpu(g, out_dir, versions, bool(gpus), log)
     if not written:
         raise ImportErrorAIC(f"{root}: no vLLM kernel table for GPU(s) {', '.join(todo)}"
                              + (f" at version(s) {', '.join(map(str, versions))}"
@@ -650,27 +314,142 @@ def import_aic(src: str | Path, out_dir: str | Path, gpus=None, versions=None,
     return written
 
 
-_HEADER = ("# servesim table set (format v2), derived from NVIDIA AIConfigurator's measured\n"
-           "# kernel tables (Apache-2.0) by calibration/import_aic.py; each table's record names\n"
-           "# the source file, commit and the changes made. Regenerate, do not edit.\n")
+def _gpus_to_import(root: Path, gpus) -> list[str]:
+    """The source's GPU folders named by ``gpus`` (folder or profile names; None: all)."""
+    available = sorted(p.name for p in root.iterdir() if p.is_dir())
+    if not available:
+        raise ImportErrorAIC(f"{root}: no GPU folder inside (expected aiconfigurator's "
+                             "data/<gpu>/<op>/vllm/<version>/ tables, e.g. data/h100_sxm/)")
+    rev = {GPU_PROFILES.get(a, a.replace("_", "-")): a for a in available}
+    if not gpus:
+        return available
+    todo = []
+    for g in gpus:
+        g2 = rev.get(g, g)
+        if g2 not in available:
+            raise ImportErrorAIC(f"{root}: no GPU {g!r}; available: {', '.join(available)}")
+        todo.append(g2)
+    return todo
 
 
-def _device(df, rec, sysy, gpu) -> str:
+def _import_gpu(g: _Gpu, out_dir: Path, versions, strict: bool, log) -> list[Path]:
+    """Write one GPU's NCCL set and its vLLM sets (of ``versions``; None: all); a version
+    the GPU lacks is an error when ``strict`` (GPUs named), else skipped."""
+    want = g.versions
+    if versions:
+        asked = [str(v) for v in versions]
+        want = [v for v in g.versions if v in asked]
+        missing = sorted(set(asked) - set(g.versions))
+        if missing and strict:
+            raise ImportErrorAIC(f"{g.root / g.name}: no vLLM version(s) "
+                                 f"{', '.join(missing)}; available: {', '.join(g.versions)}")
+    tables_dir = out_dir / g.profile / "tables"
+    if not (out_dir / g.profile / "spec.yaml").is_file():
+        log(f"note: {out_dir / g.profile / 'spec.yaml'} is missing; write one (datasheet "
+            "figures with sources) before using these tables")
+    written = []
+    nccl_dir = _import_nccl(g, tables_dir, log)
+    if nccl_dir is not None:
+        written.append(nccl_dir)
+    for v in want:
+        d = _import_version(g, v, tables_dir, nccl_dir.name if nccl_dir else None, log)
+        if d is not None:
+            written.append(d)
+    return written
+
+
+def _import_nccl(g: _Gpu, tables_dir: Path, log) -> Path | None:
+    """Write the GPU's NCCL set (the version its system YAML names); None when it has none."""
+    nccl_ver = g.nccl_version
+    p = g.root / g.name / "comm" / "nccl" / nccl_ver / "nccl_perf.parquet"
+    if not (nccl_ver and p.is_file()):
+        return None
+    nccl_set = f"nccl-{nccl_ver}"
+    df, rec, _, _ = _import_table("nccl", p, g.src_root, g.commit, g.sm,
+                                  str(p.relative_to(g.src_root)))
+    rec["engine_version"] = nccl_ver
+    rec["changes"].append(f"the NCCL version named by {g.name}.yaml misc.nccl_version; "
+                          "other NCCL versions in the source not imported")
+    d = tables_dir / nccl_set
+    write_parquet(df, d / "nccl.parquet")
+    dump_yaml({"kind": "measured", "engine": "nccl", "engine_version": nccl_ver,
+               "device_name": _device(rec, g.name), "gpu_profile": g.profile,
+               "tables": {"nccl": rec}}, d / "provenance.yaml", _HEADER)
+    log(f"{g.profile}/tables/{nccl_set}: nccl {rec['rows']} rows")
+    return d
+
+
+def _import_version(g: _Gpu, v: str, tables_dir: Path, nccl_set: str | None,
+                    log) -> Path | None:
+    """Write the set ``vllm-<v>`` of one GPU; None when no family has a source for it."""
+    prov_tables, defaults, summary = {}, {}, []
+    device_name = None
+    d = tables_dir / f"vllm-{v}"
+    for fam, (_, _, table) in SOURCES.items():
+        plan = plan_family(g.root, g.name, fam, v, g.versions)
+        if plan is None:
+            continue
+        if plan.mode in ("native", "fill"):
+            rec, dk = _native_family(g, fam, table, plan, d)
+            if device_name is None:
+                device_name = rec["device"]
+            summary.append(f"{fam} {rec['rows']}" + (" +fill" if plan.mode == "fill" else ""))
+        else:
+            rec, dk = _reused_family(g, fam, table, plan)
+            summary.append(f"{fam} -> vllm-{plan.donors[0][0]}")
+        if dk and fam != "gemm":
+            defaults[fam] = dk[0] if len(dk) == 1 else dk
+        prov_tables[fam] = rec
+    if nccl_set:
+        prov_tables["nccl"] = {"reuse_of": nccl_set,
+                               "reuse_reason": f"the GPU's NCCL table ({g.name}.yaml "
+                                               f"misc.nccl_version {g.nccl_version})"}
+    if not prov_tables:
+        return None
+    doc = {"kind": "measured", "engine": "vllm", "engine_version": v,
+           "device_name": device_name or device_any(g.root, g.name),
+           "gpu_profile": g.profile, "sm_version": g.sm}
+    if defaults:
+        doc["default_kernel"] = defaults
+    doc["tables"] = prov_tables
+    dump_yaml(doc, d / "provenance.yaml", _HEADER)
+    log(f"{g.profile}/tables/vllm-{v}: " + ", ".join(summary))
+    return d
+
+
+def _native_family(g: _Gpu, fam: str, table: str, plan: Plan, d: Path) -> tuple[dict, list]:
+    """Write one family's own rows into set folder ``d`` (``fill``: donors fill the gaps when
+    read). Returns its table record and its default kernels."""
+    rel = str(plan.native.relative_to(g.src_root))
+    df, rec, dk, _ = _import_table(fam, plan.native, g.src_root, g.commit, g.sm, rel)
+    write_parquet(df, d / f"{fam}.parquet")
+    if plan.mode == "fill":
+        rec["fill_from"] = [f"vllm-{dv}" for dv, _ in plan.donors]
+        rec["fill_reason"] = "; ".join(
+            f"reuse.yaml: {table} from {e.get('from_version')} "
+            f"({e.get('reason', '')})" for _, e in plan.donors)
+        rec["changes"].append(
+            "coordinates absent here are read from "
+            + ", ".join(rec["fill_from"])
+            + " (its default kernels) when the set is loaded, not copied")
+        for dv, _ in plan.donors:
+            dk = sorted(set(dk) | set(_donor_defaults(g.root, g.name, fam, dv, g.sm)))
+    return rec, dk
+
+
+def _reused_family(g: _Gpu, fam: str, table: str, plan: Plan) -> tuple[dict, list]:
+    """The record of a family read from a donor set, and the donor's default kernels."""
+    dv, e = plan.donors[0]
+    reason = plan.reason or (f"aiconfigurator reuse.yaml: {table} from_version "
+                             f"{e.get('from_version')} ({e.get('reason', '')}; "
+                             f"approved_by {e.get('approved_by', '')})")
+    rec = {"reuse_of": f"vllm-{dv}", "reuse_reason": reason}
+    return rec, _donor_defaults(g.root, g.name, fam, dv, g.sm)
+
+
+def _device(rec: dict, gpu: str) -> str:
     d = rec.get("device")
     return d if isinstance(d, str) and d else gpu
-
-
-def _device_any(root: Path, gpu: str, sysy: dict) -> str:
-    for p in sorted((root / gpu).rglob("*.parquet")):
-        try:
-            import pyarrow.parquet as pq
-            t = pq.read_table(p, columns=["device"])
-            vals = sorted(set(t.column("device").to_pylist()))
-            if len(vals) == 1 and vals[0]:
-                return str(vals[0])
-        except Exception:  # noqa: BLE001, S112 - a file without the column: try the next
-            continue
-    return gpu
 
 
 def _donor_defaults(root: Path, gpu: str, fam: str, version: str, sm) -> list:
@@ -680,7 +459,7 @@ def _donor_defaults(root: Path, gpu: str, fam: str, version: str, sm) -> list:
     p = root / gpu / opdir / fw / version / f"{table}.parquet"
     if not p.is_file():
         return []
-    df, _, _ = convert(fam, _read(p), p)
+    df, _, _ = convert(fam, read_source_table(p), p)
     return default_kernels(fam, df, sm)[0]
 
 

@@ -18,6 +18,7 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -152,12 +153,57 @@ def calibrate_operators(model: str, out_dir: str | Path, device: str = "cuda",
     """
     import torch
 
-    from .collectives import measure_collectives
-    from .ops import OperatorBench, measure_operators
-    from .paged import kernel_versions, select_kernels
-    from .timing import OpTimer, TimerSettings
-
+    from .ops import OperatorBench
     t_begin = time.perf_counter()
+    limits = {"max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+              "max_context": max_context}
+    s = _setup(torch, model, device, quick, tensor_parallel_size, threads, limits,
+               attention_backend, flush_l2, cuda_graphs, warmup, repeats, log)
+    deadline = t_begin + float(time_budget_s) if time_budget_s else None
+    bench = OperatorBench(s.shard, s.cfg.name, str(s.dev), s.tdtype, s.dtype, s.grid, s.timer,
+                          s.kernels, fp8=fp8, deadline=deadline, log=log)
+    tables, notes = _measure(bench, s, collectives, log)
+    out = Path(out_dir)
+    set_dir = out / TABLES_DIR / table_set_name(HARNESS_ENGINE, HARNESS_VERSION)
+    records, prov = _provenance(s, bench, tables, notes, t_begin)
+    if not tables:
+        raise ValueError("no operator could be measured (every grid point failed)")
+    rows = write_table_set(set_dir, tables, prov, records, file_format)
+    _write_profile_spec(torch, s, tables, out, quick)
+    check_table_set(set_dir)
+    _check_query(set_dir, out, log)
+    log(f"wrote {set_dir}/ ({', '.join(f'{k} {v}' for k, v in sorted(rows.items()))} rows) "
+        f"after {time.perf_counter() - t_begin:.0f} s")
+    return set_dir
+
+
+@dataclass
+class _Setup:
+    """What one calibration measures with: the device, dtypes, model and its TP shard, the
+    grid, the timer and the attention kernels that passed their check."""
+
+    dev: object               # torch.device
+    tdtype: object            # torch dtype of the operands
+    dtype: str                # its table name (bf16, float32)
+    cfg: object               # TinyConfig of the whole model
+    tp: int
+    shard: object             # TinyConfig of one TP shard
+    info: dict                # device_info + kernel versions
+    grid: object              # grids.OperatorGrid
+    settings: object          # timing.TimerSettings
+    timer: object             # timing.OpTimer
+    kernels: list             # attention kernels to time, the default first
+    skipped: dict             # kernels not used, and why
+    limits: dict              # max_num_seqs, max_num_batched_tokens, max_context
+
+    @property
+    def cuda(self) -> bool:
+        return self.dev.type == "cuda"
+
+
+def _open_device(torch, device: str, threads, limits: dict):
+    """The torch device to measure on (``cuda`` -> the current CUDA device), after checking
+    it and the limits; sets the CPU thread count."""
     dev = torch.device(device)
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"--device must be cpu or cuda, got {device!r}")
@@ -165,13 +211,22 @@ def calibrate_operators(model: str, out_dir: str | Path, device: str = "cuda",
         raise ValueError("--device cuda: no CUDA device is available")
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", torch.cuda.current_device())
-    for name, v in (("max_num_seqs", max_num_seqs),
-                    ("max_num_batched_tokens", max_num_batched_tokens),
-                    ("max_context", max_context)):
+    for name, v in limits.items():
         if int(v) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {v}")
     if dev.type == "cpu" and threads:
         torch.set_num_threads(int(threads))
+    return dev
+
+
+def _setup(torch, model: str, device: str, quick: bool, tensor_parallel_size: int, threads,
+           limits: dict, attention_backend: str, flush_l2: bool, cuda_graphs: bool,
+           warmup: int | None, repeats: int | None, log) -> _Setup:
+    """Open the device, size the grid to its free memory, build the timer and check the
+    attention kernels (arguments as :func:`calibrate_operators`)."""
+    from .paged import kernel_versions, select_kernels
+    from .timing import OpTimer, TimerSettings
+    dev = _open_device(torch, device, threads, limits)
     cuda = dev.type == "cuda"
     tdtype, dtype, elt = (torch.bfloat16, "bf16", 2) if cuda else (torch.float32, "float32", 4)
     cfg = resolve_model(model)
@@ -180,8 +235,8 @@ def calibrate_operators(model: str, out_dir: str | Path, device: str = "cuda",
     info = {**device_info(str(dev), torch.get_num_threads()), **kernel_versions()}
     kv_tok = 2 * shard.num_kv_heads * shard.head_dim * elt
     budget = kv_token_budget(_free_bytes(torch, dev), kv_tok)
-    grid = operator_grid(max_num_batched_tokens, max_num_seqs, max_context, budget,
-                         shard.hidden_size * elt, quick)
+    grid = operator_grid(limits["max_num_batched_tokens"], limits["max_num_seqs"],
+                         limits["max_context"], budget, shard.hidden_size * elt, quick)
     w0, r0 = REPEATS[(dev.type, bool(quick))]
     settings = TimerSettings(warmup=int(warmup if warmup is not None else w0),
                              repeats=int(repeats if repeats is not None else r0),
@@ -196,40 +251,55 @@ def calibrate_operators(model: str, out_dir: str | Path, device: str = "cuda",
         f"{len(grid.prefill_points())} prefill attention points ({', '.join(kernels)}), "
         f"L2 flush {'on' if timer.flush_l2 else 'off'}, CUDA graphs "
         f"{'on' if settings.cuda_graphs else 'off'}")
-    deadline = t_begin + float(time_budget_s) if time_budget_s else None
-    bench = OperatorBench(shard, cfg.name, str(dev), tdtype, dtype, grid, timer, kernels,
-                          fp8=fp8, deadline=deadline, log=log)
+    return _Setup(dev, tdtype, dtype, cfg, tp, shard, info, grid, settings, timer, kernels,
+                  skipped, limits)
+
+
+def _measure(bench, s: _Setup, collectives: bool, log) -> tuple[dict, list]:
+    """Every operator table of ``bench``, plus the collectives (CUDA, when asked), and the
+    run's notes (each also logged)."""
+    from .collectives import measure_collectives
+    from .ops import measure_operators
     tables = {fam: pd.DataFrame(rows) for fam, rows in measure_operators(bench).items()}
     notes = list(bench.record.notes)
-    coll_sizes = grid.message_bytes
-    if cuda and collectives:
-        res = measure_collectives(coll_sizes, warmup=settings.warmup,
-                                  repeats=max(10, settings.repeats // 2),
-                                  graph=settings.cuda_graphs, log=log)
+    coll_sizes = s.grid.message_bytes
+    if s.cuda and collectives:
+        res = measure_collectives(coll_sizes, warmup=s.settings.warmup,
+                                  repeats=max(10, s.settings.repeats // 2),
+                                  graph=s.settings.cuda_graphs, log=log)
         notes += res.get("notes", [])
         for fam in ("all_reduce", "nccl"):
             if fam in res:
                 tables[fam] = res[fam]
-    elif not cuda:
+    elif not s.cuda:
         notes.append("collectives not measured: CPU run")
     for n in notes:
         log(f"  note: {n}")
+    return tables, notes
 
-    out = Path(out_dir)
-    set_dir = out / TABLES_DIR / table_set_name(HARNESS_ENGINE, HARNESS_VERSION)
+
+#: the file that measures each family (its record's ``file``)
+_FAMILY_FILES = {"gemm": "calibration/ops.py", "attention_decode": "calibration/paged.py",
+                 "attention_prefill": "calibration/paged.py",
+                 "elementwise": "calibration/ops.py", "lm_head": "calibration/ops.py",
+                 "all_reduce": "calibration/collectives.py",
+                 "nccl": "calibration/collectives.py"}
+
+
+def _provenance(s: _Setup, bench, tables: dict, notes: list,
+                t_begin: float) -> tuple[dict, dict]:
+    """The per-table records and the set's ``provenance.yaml`` document."""
     date = now_iso()
+    info, dev, cfg, tp, shard = s.info, s.dev, s.cfg, s.tp, s.shard
     device_name = info["device_name"]
     common = {k: info.get(k) for k in ("torch_version", "cuda_version", "driver")}
     rec = {"source_project": "servesim", "source_url": None, "commit": repo_commit(),
            "engine_version": HARNESS_VERSION, "device": device_name, "license": "Apache-2.0",
            "changes": "none (measured by this harness)", "harness_version": HARNESS_VERSION,
            **common, "date": date}
-    files = {"gemm": "calibration/ops.py", "attention_decode": "calibration/paged.py",
-             "attention_prefill": "calibration/paged.py", "elementwise": "calibration/ops.py",
-             "lm_head": "calibration/ops.py", "all_reduce": "calibration/collectives.py",
-             "nccl": "calibration/collectives.py"}
-    records = {fam: {**rec, "file": files[fam], "method": FAMILY_METHODS[fam]} for fam in tables}
-    default_kernel = {fam: kernels[0] for fam in ("attention_decode", "attention_prefill")
+    records = {fam: {**rec, "file": _FAMILY_FILES[fam], "method": FAMILY_METHODS[fam]}
+               for fam in tables}
+    default_kernel = {fam: s.kernels[0] for fam in ("attention_decode", "attention_prefill")
                       if fam in tables}
     prov = {
         "kind": "measured", "engine": HARNESS_ENGINE, "engine_version": HARNESS_VERSION,
@@ -240,38 +310,33 @@ def calibrate_operators(model: str, out_dir: str | Path, device: str = "cuda",
                                     "python_version", "platform", "cpu_model", "num_threads",
                                     "num_sms", "device_memory_bytes", "device_count")
            if k in info},
-        "date": date, "dtype": dtype, "method": METHOD,
-        "timer": {**settings.as_dict(), "flush_l2": timer.flush_l2,
-                  "clock": "CUDA events" if cuda else "time.perf_counter"},
+        "date": date, "dtype": s.dtype, "method": METHOD,
+        "timer": {**s.settings.as_dict(), "flush_l2": s.timer.flush_l2,
+                  "clock": "CUDA events" if s.cuda else "time.perf_counter"},
         "noisy_rule": "iqr_rel = (p75 - p25) / median > 0.2",
         "default_kernel": default_kernel,
-        "attention_kernels": {"measured": kernels, "not_used": skipped},
+        "attention_kernels": {"measured": s.kernels, "not_used": s.skipped},
         "models": {f"{cfg.name} tp{tp}": {
             "model": cfg.to_dict(), "tensor_parallel_size": tp, "shard": shard.to_dict(),
-            "limits": {"max_num_seqs": int(max_num_seqs),
-                       "max_num_batched_tokens": int(max_num_batched_tokens),
-                       "max_context": int(max_context)},
-            "grid": grid.as_dict(), "date": date,
+            "limits": {k: int(v) for k, v in s.limits.items()},
+            "grid": s.grid.as_dict(), "date": date,
             "skipped_points": bench.record.skipped, "truncated": bench.record.truncated,
             "notes": notes, "elapsed_s": round(time.perf_counter() - t_begin, 1)}},
     }
-    if not tables:
-        raise ValueError("no operator could be measured (every grid point failed)")
-    rows = write_table_set(set_dir, tables, prov, records, file_format)
-    # the profile's spec: peaks measured here, unless OUT has a datasheet spec of its own
+    return records, prov
+
+
+def _write_profile_spec(torch, s: _Setup, tables: dict, out: Path, quick: bool) -> None:
+    """The profile's ``spec.yaml``: peaks measured here, unless ``out`` has a datasheet spec
+    of its own (:func:`calibration.device.write_spec`)."""
     g = tables.get("gemm")
-    g = g[g["dtype"] == dtype] if g is not None else None
+    g = g[g["dtype"] == s.dtype] if g is not None else None
     peak = float((2.0 * g["m"] * g["n"] * g["k"] / g["median_s"]).max()) \
         if g is not None and len(g) else 0.0
-    bw = measure_bandwidth(str(dev), tdtype, 64 * 2**20 if quick else 256 * 2**20)
+    bw = measure_bandwidth(str(s.dev), s.tdtype, 64 * 2**20 if quick else 256 * 2**20)
     ar = tables.get("all_reduce")
     ar = ar[ar["backend"] == "nccl"] if ar is not None else None
-    write_spec(out, info, peak, bw, dtype, torch.get_num_threads(), ar)
-    check_table_set(set_dir)
-    _check_query(set_dir, out, log)
-    log(f"wrote {set_dir}/ ({', '.join(f'{k} {v}' for k, v in sorted(rows.items()))} rows) "
-        f"after {time.perf_counter() - t_begin:.0f} s")
-    return set_dir
+    write_spec(out, s.info, peak, bw, s.dtype, torch.get_num_threads(), ar)
 
 
 def _check_query(set_dir: Path, profile: Path, log) -> bool:

@@ -348,9 +348,7 @@ def make_attention(kernel: str, k_cache, v_cache, layout: PagedLayout, q_lens, q
     dev = k_cache.device
     q_lens = [int(x) for x in q_lens]
     lens = [int(x) for x in layout.seq_lens]
-    B = len(lens)
-    bs = int(k_cache.shape[1])
-    kvh, d = int(k_cache.shape[2]), int(k_cache.shape[3])
+    bs, d = int(k_cache.shape[1]), int(k_cache.shape[3])
     if bs != layout.block_size:
         raise ValueError(f"pool block size {bs} != layout block size {layout.block_size}")
     scale = 1.0 / math.sqrt(d)
@@ -373,23 +371,44 @@ def make_attention(kernel: str, k_cache, v_cache, layout: PagedLayout, q_lens, q
                      block_table=bt, **extra)
         return run
     if kernel == "flash_attn":
-        if bs % FLASH_ATTN_BLOCK_SIZE:
-            raise ValueError(f"flash_attn paged KV needs a block size multiple of "
-                             f"{FLASH_ATTN_BLOCK_SIZE}, got {bs}")
-        if decode:
-            f = fns["kvcache"]
+        return _flash_attn_call(fns, k_cache, v_cache, bt, seqused, cu_q, cu_k, max_q, max_k,
+                                decode, q_heads)
+    return _flashinfer_call(fns, k_cache, v_cache, layout, cu_q, decode, q_heads, workspace)
 
-            def run(q):
-                return f(q.view(B, 1, q_heads, d), k_cache, v_cache, cache_seqlens=seqused,
-                         block_table=bt, softmax_scale=scale, causal=True).view(B, q_heads, d)
-            return run
-        f = fns["varlen"]
+
+def _flash_attn_call(fns: dict, k_cache, v_cache, bt, seqused, cu_q, cu_k, max_q: int,
+                     max_k: int, decode: bool, q_heads: int):
+    """:func:`make_attention` for ``flash_attn``: ``flash_attn_with_kvcache`` for a decode
+    batch, the paged varlen call otherwise (index tensors prepared by the caller)."""
+    bs, d = int(k_cache.shape[1]), int(k_cache.shape[3])
+    B = len(seqused)
+    scale = 1.0 / math.sqrt(d)
+    if bs % FLASH_ATTN_BLOCK_SIZE:
+        raise ValueError(f"flash_attn paged KV needs a block size multiple of "
+                         f"{FLASH_ATTN_BLOCK_SIZE}, got {bs}")
+    if decode:
+        f = fns["kvcache"]
 
         def run(q):
-            return f(q, k_cache, v_cache, cu_q, cu_k, max_q, max_k, softmax_scale=scale,
-                     causal=True, block_table=bt)
+            return f(q.view(B, 1, q_heads, d), k_cache, v_cache, cache_seqlens=seqused,
+                     block_table=bt, softmax_scale=scale, causal=True).view(B, q_heads, d)
         return run
-    # flashinfer
+    f = fns["varlen"]
+
+    def run(q):
+        return f(q, k_cache, v_cache, cu_q, cu_k, max_q, max_k, softmax_scale=scale,
+                 causal=True, block_table=bt)
+    return run
+
+
+def _flashinfer_call(fns: dict, k_cache, v_cache, layout: PagedLayout, cu_q, decode: bool,
+                     q_heads: int, workspace):
+    """:func:`make_attention` for ``flashinfer``: the decode or prefill wrapper, planned once
+    for the step."""
+    import torch
+    dev = k_cache.device
+    bs, kvh, d = int(k_cache.shape[1]), int(k_cache.shape[2]), int(k_cache.shape[3])
+    i32 = torch.int32
     ws = workspace if workspace is not None else torch.empty(
         FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
     indptr, indices, last = (torch.as_tensor(a, dtype=i32, device=dev)

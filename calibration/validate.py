@@ -271,6 +271,57 @@ def _real_runs(eng, base, specs, opts: ValidateOptions, out: Path, sentinel: dic
     return runs
 
 
+def _first_tables(opts: ValidateOptions, torch, dev, out: Path, sentinel: dict,
+                  log: Callable[[str], None]) -> tuple:
+    """Step 1: the profile the check uses, ``opts.profile`` as given or one calibrated here
+    (the first half of its timed passes; :func:`_second_tables` runs the rest after the real
+    runs). Returns the profile folder and the harness (None for a given profile)."""
+    from simulator.perf.tables.flat_profile import read_provenance
+
+    from .harness import Harness
+    if opts.profile:
+        profile = Path(opts.profile)
+        prov = read_provenance(profile)
+        thr = prov.get("num_threads")
+        if dev.type == "cpu" and thr and int(thr) != torch.get_num_threads():
+            log(f"note: the profile was measured with {thr} threads; this run uses "
+                f"{torch.get_num_threads()}")
+        return profile, None
+    profile = out / "profile"
+    log("1/5 calibrating the tiny model on this device (first half of the passes)")
+    harness = Harness("tiny", profile, device=opts.device, quick=opts.quick_calibration,
+                      threads=opts.threads, max_num_seqs=opts.max_num_seqs,
+                      max_num_batched_tokens=opts.max_num_batched_tokens,
+                      max_context=opts.max_context, log=lambda s: log("  " + s))
+    harness.measure(_first_half(harness))
+    harness.measure_overhead()
+    harness.write()
+    sentinel["after_calibration_1"] = speed_sentinel(opts.device)
+    return profile, harness
+
+
+def _second_tables(harness, opts: ValidateOptions, profile: Path, sentinel: dict,
+                   log: Callable[[str], None]):
+    """The rest of the timed passes of a profile calibrated here; the table model reloaded
+    from all of them."""
+    from simulator.catalog.hardware import load_gpu_spec
+    from simulator.perf.tables.flat_profile import load_table_perf_model
+
+    from .tiny_model import TINY
+    log("  calibration: second half of the passes")
+    harness.measure(harness.grid.repeats - _first_half(harness))
+    harness.measure_overhead()
+    harness.write()
+    sentinel["after_calibration_2"] = speed_sentinel(opts.device)
+    return load_table_perf_model(TINY.model_spec(), load_gpu_spec(profile), 1, "bf16",
+                                 "bf16", required=True)
+
+
+def _first_half(harness) -> int:
+    """Timed passes before the real runs: half of the grid's repeats, rounded up."""
+    return (harness.grid.repeats + 1) // 2
+
+
 def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     """Run the whole check (see module docstring); returns the ``validation.json`` content."""
     import torch
@@ -281,7 +332,6 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     from simulator.scheduling.limits import SchedulerLimits
 
     from .engine import RealEngine
-    from .harness import Harness
     from .timing import tune_allocator
     from .tiny_model import TINY, TinyLlama
     t_begin = time.perf_counter()
@@ -296,26 +346,7 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
     model_path = TINY.write_config_json(out / "model")
     sentinel = {"start": speed_sentinel(opts.device)}
     # 1. tables (bracketing: half of the timed passes before the real runs, half after)
-    harness = None
-    if opts.profile:
-        profile = Path(opts.profile)
-        prov = read_provenance(profile)
-        thr = prov.get("num_threads")
-        if dev.type == "cpu" and thr and int(thr) != torch.get_num_threads():
-            log(f"note: the profile was measured with {thr} threads; this run uses "
-                f"{torch.get_num_threads()}")
-    else:
-        profile = out / "profile"
-        log("1/5 calibrating the tiny model on this device (first half of the passes)")
-        harness = Harness("tiny", profile, device=opts.device, quick=opts.quick_calibration,
-                          threads=opts.threads, max_num_seqs=opts.max_num_seqs,
-                          max_num_batched_tokens=opts.max_num_batched_tokens,
-                          max_context=opts.max_context, log=lambda s: log("  " + s))
-        first = (harness.grid.repeats + 1) // 2
-        harness.measure(first)
-        harness.measure_overhead()
-        harness.write()
-        sentinel["after_calibration_1"] = speed_sentinel(opts.device)
+    profile, harness = _first_tables(opts, torch, dev, out, sentinel, log)
     gpu = load_gpu_spec(profile)
     perf = load_table_perf_model(TINY.model_spec(), gpu, 1, "bf16", "bf16", required=True)
     scenario = build_scenario(opts, model_path, profile)
@@ -337,13 +368,7 @@ def validate(opts: ValidateOptions, log: Callable[[str], None] = print) -> dict:
                      seed=opts.seed)
     runs = _real_runs(eng, base, specs, opts, out, sentinel, log)
     if harness is not None:
-        log("  calibration: second half of the passes")
-        harness.measure(harness.grid.repeats - first)
-        harness.measure_overhead()
-        harness.write()
-        sentinel["after_calibration_2"] = speed_sentinel(opts.device)
-        perf = load_table_perf_model(TINY.model_spec(), load_gpu_spec(profile), 1, "bf16",
-                                     "bf16", required=True)
+        perf = _second_tables(harness, opts, profile, sentinel, log)
     # 4. simulation
     log("4/5 simulation")
     sim = simulate(scenario, specs)
