@@ -442,3 +442,38 @@ def small_grid():
     raw = np.array([[0.0, 1.0, 5.0], [2.0, 4.0, 6.0]])
     return _Grid.from_cells(["a", "b"], [np.array([1.0, 4.0]), np.array([2.0, 8.0, 32.0])],
                             [False, False], raw)
+
+
+# ---------------------------------------------------------------------------- small runs
+def small_scenario(**over) -> Scenario:
+    """A validated one-request scenario (Llama-3.1-8B, one H100 SXM, roofline operators, the
+    default engine profile); each keyword replaces a top-level key, a dict value merged one
+    level deep into that section."""
+    raw = {"name": "h", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
+           "perf": {"source": "roofline"},
+           "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
+                                      "num_requests": 1,
+                                      "prompt_tokens": {"dist": "fixed", "value": 10},
+                                      "output_tokens": {"dist": "fixed", "value": 10}}}}
+    for k, v in over.items():
+        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
+    return validate_scenario(raw)
+
+
+def run_constant_step(sc: Scenario, specs, step_s: float = 0.01):
+    """``simulate`` of ``sc`` on ``specs`` with every step lasting ``step_s`` seconds; returns
+    ``(SimOutput, setup)``."""
+    setup = build_setup(sc)
+    setup.perf = ConstantStepPerf(step_s)
+    return simulate(sc, setup, specs, check_transitions=True), setup
+
+
+def cli_error_line(capsys, argv) -> str:
+    """Run ``servesim ARGV`` in-process and return its error: the test fails unless it exits 2
+    with exactly one line on stderr and no traceback."""
+    from simulator.cli.main import main
+    rc = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err

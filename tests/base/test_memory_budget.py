@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from helpers import specs_from_rows
+from helpers import small_scenario, specs_from_rows
 
 from simulator.base.budget import (
     BYTES_FIXED,
@@ -24,20 +24,7 @@ from simulator.base.budget import (
     memory_budget,
 )
 from simulator.cluster.setup import build_setup
-from simulator.scenario.config import validate_scenario
 from simulator.workload import WorkloadConfig, load_workload
-
-
-def _scenario(**over):
-    raw = {"name": "h", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
-           "perf": {"source": "roofline"},
-           "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
-                                      "num_requests": 1,
-                                      "prompt_tokens": {"dist": "fixed", "value": 10},
-                                      "output_tokens": {"dist": "fixed", "value": 10}}}}
-    for k, v in over.items():
-        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
-    return validate_scenario(raw)
 
 
 def _spec_lengths():
@@ -76,7 +63,7 @@ def test_estimate_bounds_by_hand():
 def test_scenario_estimate_caps_outputs_at_max_model_len():
     """max_model_len 1000: prompt 100 with 5,000 true outputs stops at 900 (the step-row
     floor is 900); a 2,000-token prompt is rejected at arrival and emits nothing."""
-    sc = _scenario(scheduler={"max_model_len": 1000})
+    sc = small_scenario(scheduler={"max_model_len": 1000})
     setup = build_setup(sc)
     specs = specs_from_rows([(0.0, 100, 5000), (0.0, 2000, 7000)])
     est = estimate_scenario_run(sc, setup, specs)

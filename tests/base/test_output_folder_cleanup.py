@@ -2,15 +2,7 @@
 existed before, or holds files, stays, and so does a successful run's."""
 from __future__ import annotations
 
-
-def _one_line_rc2(capsys, argv) -> str:
-    from simulator.cli.main import main
-    rc = main(argv)
-    cap = capsys.readouterr()
-    err = cap.err.strip()
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
+from helpers import cli_error_line
 
 
 def test_failed_run_leaves_no_empty_output_folder(capsys, tmp_path, monkeypatch):
@@ -22,7 +14,7 @@ def test_failed_run_leaves_no_empty_output_folder(capsys, tmp_path, monkeypatch)
         raise ValueError("the model does not fit")
     monkeypatch.setattr(cli, "run_scenario", _fail)
     out = tmp_path / "new" / "deep"
-    err = _one_line_rc2(capsys, ["run", "default", "-q", "--set", "workload.max_requests=5",
+    err = cli_error_line(capsys, ["run", "default", "-q", "--set", "workload.max_requests=5",
                                  "-o", str(out)])
     assert err == "servesim: error: the model does not fit"
     assert not (tmp_path / "new").exists()
@@ -39,7 +31,7 @@ def test_failed_run_keeps_a_folder_that_existed_or_holds_files(capsys, tmp_path,
                         lambda *a, **k: (_ for _ in ()).throw(ValueError("boom")))
     existing = tmp_path / "existing"
     existing.mkdir()
-    _one_line_rc2(capsys, ["run", "default", "-q", "--set", "workload.max_requests=5",
+    cli_error_line(capsys, ["run", "default", "-q", "--set", "workload.max_requests=5",
                            "-o", str(existing)])
     assert existing.is_dir()
     made = make_output_folder(tmp_path / "a" / "b")

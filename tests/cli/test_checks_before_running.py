@@ -4,16 +4,7 @@ line, exit 2, before a single simulation starts."""
 from __future__ import annotations
 
 import pytest
-
-
-def _one_line_rc2(capsys, argv) -> str:
-    from simulator.cli.main import main
-    rc = main(argv)
-    cap = capsys.readouterr()
-    err = cap.err.strip()
-    assert rc == 2, err
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
+from helpers import cli_error_line
 
 
 @pytest.fixture
@@ -44,7 +35,7 @@ def test_unusable_output_folder_is_one_line_before_anything_runs(capsys, tmp_pat
     monkeypatch.setattr(cli, "run_scenario", _no_run)
     (tmp_path / "afile").write_text("x")
     out = tmp_path / "afile" / "sub"
-    err = _one_line_rc2(capsys, [*argv, "-o", str(out)])
+    err = cli_error_line(capsys, [*argv, "-o", str(out)])
     assert err == f"servesim: error: output folder {out}: cannot create it (Not a directory)"
 
 
@@ -52,7 +43,7 @@ def test_compare_checks_every_variant_fits_before_running_any(capsys, tmp_path, 
     """The second variant does not fit its GPU: before, variant 1 ran to the end, left its run
     folder and only then failed."""
     out = tmp_path / "c4"
-    err = _one_line_rc2(capsys, ["compare", "default", "--vary",
+    err = cli_error_line(capsys, ["compare", "default", "--vary",
                                  "model=llama-3.1-8b,qwen3-235b-a22b", "-o", str(out), "-q"])
     assert err.startswith("servesim: error: variant model=qwen3-235b-a22b: --vary "
                           "model=llama-3.1-8b,qwen3-235b-a22b: model qwen3-235b-a22b does not "
@@ -63,7 +54,7 @@ def test_compare_checks_every_variant_fits_before_running_any(capsys, tmp_path, 
 def test_output_folder_that_is_a_file_names_it(capsys, tmp_path, nothing_runs):
     f = tmp_path / "afile"
     f.write_text("x")
-    err = _one_line_rc2(capsys, ["compare", "default", "-q", "-o", str(f)])
+    err = cli_error_line(capsys, ["compare", "default", "-q", "-o", str(f)])
     assert err == f"servesim: error: output folder {f}: exists and is not a folder"
     assert f.read_text() == "x"
 
@@ -85,7 +76,7 @@ def test_compare_checks_every_variant_before_running_any(capsys, tmp_path, nothi
     """The bad value is the second one: before, variant 1 ran to the end, left its run
     folder and only then failed without the variant prefix."""
     out = tmp_path / "c3"
-    err = _one_line_rc2(capsys, ["compare", "default", "--vary", vary, "--set",
+    err = cli_error_line(capsys, ["compare", "default", "--vary", vary, "--set",
                                  "workload.max_requests=300", "-o", str(out), "-q"])
     assert err.startswith("servesim: error: " + needle), err
     assert not out.exists()

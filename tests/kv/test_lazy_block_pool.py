@@ -3,32 +3,15 @@ size (a pool of 10^12 blocks, thousands of replicas). Expected values derived by
 from __future__ import annotations
 
 import pytest
-from helpers import ConstantStepPerf, make_scheduler, req, specs_from_rows
+from helpers import (
+    make_scheduler,
+    req,
+    run_constant_step,
+    small_scenario,
+    specs_from_rows,
+)
 
-from simulator.cluster.setup import build_setup
-from simulator.engine.loop import simulate
 from simulator.kv import BlockPool
-from simulator.scenario.config import validate_scenario
-
-STEP_S = 0.01
-
-
-def _scenario(**over):
-    raw = {"name": "h", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
-           "perf": {"source": "roofline"},
-           "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
-                                      "num_requests": 1,
-                                      "prompt_tokens": {"dist": "fixed", "value": 10},
-                                      "output_tokens": {"dist": "fixed", "value": 10}}}}
-    for k, v in over.items():
-        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
-    return validate_scenario(raw)
-
-
-def _run(sc, specs):
-    setup = build_setup(sc)
-    setup.perf = ConstantStepPerf(STEP_S)
-    return simulate(sc, setup, specs, check_transitions=True), setup
 
 
 @pytest.mark.parametrize("caching", [True, False])
@@ -63,9 +46,9 @@ def test_thousands_of_replicas_touch_only_the_blocks_their_requests_need():
     """5,000 replicas, round robin, 12 requests of 20 prompt + 4 output tokens: each request
     needs ceil(24 / 16) = 2 blocks at most, so all pools together touch at most 12 x 2 = 24
     blocks (before the lazy pool, every replica built its whole ~30,000-block free queue)."""
-    sc = _scenario(cluster={"num_replicas": 5000})
+    sc = small_scenario(cluster={"num_replicas": 5000})
     specs = specs_from_rows([(0.1 * i, 20, 4) for i in range(12)])
-    sim, _ = _run(sc, specs)
+    sim, _ = run_constant_step(sc, specs)
     df = sim.requests()
     assert (df.status == "completed").sum() == 12
     assert sum(rep.kv.pool.fresh for rep in sim.replicas) <= 24

@@ -2,21 +2,11 @@
 reads a string), and priority classes round-trip through JSON."""
 from __future__ import annotations
 
+from helpers import small_scenario
+
 from simulator.scenario.config import validate_scenario
 from simulator.scenario.overrides import parse_override
 from simulator.scenario.yaml_files import load_yaml_text
-
-
-def _scenario(**over):
-    raw = {"name": "h", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
-           "perf": {"source": "roofline"},
-           "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
-                                      "num_requests": 1,
-                                      "prompt_tokens": {"dist": "fixed", "value": 10},
-                                      "output_tokens": {"dist": "fixed", "value": 10}}}}
-    for k, v in over.items():
-        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
-    return validate_scenario(raw)
 
 
 def test_yaml_scientific_floats_are_numbers():
@@ -28,6 +18,6 @@ def test_yaml_scientific_floats_are_numbers():
 
 
 def test_priority_classes_round_trip_through_json():
-    sc = _scenario(workload={"priorities": {0: 0.25, 2: 0.75}})
+    sc = small_scenario(workload={"priorities": {0: 0.25, 2: 0.75}})
     again = validate_scenario(sc.model_dump(mode="json"))
     assert again.workload.priorities == {0: 0.25, 2: 0.75}

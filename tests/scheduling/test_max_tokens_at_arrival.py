@@ -7,32 +7,17 @@ import math
 
 import numpy as np
 import pytest
-from helpers import ConstantStepPerf, make_scheduler, req, specs_from_rows
+from helpers import (
+    make_scheduler,
+    req,
+    run_constant_step,
+    small_scenario,
+    specs_from_rows,
+)
 
-from simulator.cluster.setup import build_setup
-from simulator.engine.loop import simulate
 from simulator.metrics.summary import summarize
-from simulator.scenario.config import validate_scenario
 
 STEP_S = 0.01
-
-
-def _scenario(**over):
-    raw = {"name": "h", "model": "llama-3.1-8b", "hardware": {"gpu": "h100-sxm"},
-           "perf": {"source": "roofline"},
-           "workload": {"synthetic": {"arrival": {"process": "poisson", "rate_rps": 1},
-                                      "num_requests": 1,
-                                      "prompt_tokens": {"dist": "fixed", "value": 10},
-                                      "output_tokens": {"dist": "fixed", "value": 10}}}}
-    for k, v in over.items():
-        raw[k] = {**raw.get(k, {}), **v} if isinstance(v, dict) else v
-    return validate_scenario(raw)
-
-
-def _run(sc, specs):
-    setup = build_setup(sc)
-    setup.perf = ConstantStepPerf(STEP_S)
-    return simulate(sc, setup, specs, check_transitions=True), setup
 
 
 def test_max_tokens_beyond_max_model_len_is_rejected_at_arrival():
@@ -57,10 +42,10 @@ def test_rejected_request_never_generates_and_its_ttft_is_not_counted(policy):
     rejected at arrival. Request 1 (prompt 100, 5 outputs) runs alone: its prompt fits one
     8192-token step, so its first token comes after one 10 ms step: TTFT = 0.01 s, the only
     TTFT sample."""
-    sc = _scenario(scheduler={"max_model_len": 1000, "policy": policy,
+    sc = small_scenario(scheduler={"max_model_len": 1000, "policy": policy,
                               "batch_timeout_s": 0.0})
     specs = specs_from_rows([(0.0, 100, 950, {"max_tokens": 950}), (0.0, 100, 5)])
-    sim, _ = _run(sc, specs)
+    sim, _ = run_constant_step(sc, specs, STEP_S)
     df = sim.requests().set_index("request_id")
     assert df.loc[0, "status"] == "rejected"
     assert df.loc[0, "reject_reason"] == "max_tokens_too_large"
