@@ -12,7 +12,7 @@ step's length).
 from __future__ import annotations
 
 from simulator.engine.idle import HEAD_REJECTED, idle_wait
-from simulator.engine.step_rows import record_step
+from simulator.engine.step_rows import record_step, record_step_cost
 
 
 def _idle_or_reject(reps, rec, now: float):
@@ -72,8 +72,15 @@ def dp_lockstep_process(env, reps, rec, tick=None, progress_every: int = 1000):
                  for pricer, o in zip(pricers, outs) if o is not None)
         yield env.timeout(dt)
         end = now + dt
+        # the step table's breakdown (perf.record_step_cost): the slowest rank's, whose
+        # total every rank's row records
+        slowest = next(o.cost for o in outs if o is not None and o.cost.total_s == dt) \
+            if rec.step_cost else None
         for rep, out in zip(reps, outs):
             if out is None:
                 continue
-            record_step(rec, rep, out, now, dt)
+            if slowest is None:
+                record_step(rec, rep, out, now, dt)
+            else:
+                record_step_cost(rec, rep, out, now, dt, slowest)
             rep.sched.update(out, now, end)

@@ -33,7 +33,12 @@ from simulator.cluster.replica import Replica, ReplicaSetup, Router
 from simulator.cluster.setup import fallback_scenario
 from simulator.engine.idle import HEAD_REJECTED, idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
-from simulator.engine.step_rows import DecodeRunRows, record_step
+from simulator.engine.step_rows import (
+    DecodeRunCostRows,
+    DecodeRunRows,
+    record_step,
+    record_step_cost,
+)
 from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
@@ -124,6 +129,10 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
     sch = rep.sched
     pricer = sch.step_pricer(rep.perf)
     lag = async_admission_lag(rep.perf)
+    record = record_step
+    if rec.step_cost:  # the step table records each step's breakdown (perf.record_step_cost)
+        record = record_step_cost
+        rep.run_rows = DecodeRunCostRows(rec, pricer)
     n_iter = 0
     while True:
         if tick is not None:
@@ -153,7 +162,7 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
         if jump is None:
             dt = pricer.price(out).total_s
             yield env.timeout(dt)
-            record_step(rec, rep, out, now, dt)
+            record(rec, rep, out, now, dt)
             sch.update(out, now, now + dt)
             continue
         yield from _run_jump(env, rep, rec, jump, now, pricer)
@@ -207,12 +216,15 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
 def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
     """Record and apply the first ``k`` steps of a fast-forwarded decode run (the rows go
     through the replica's :class:`~simulator.engine.step_rows.DecodeRunRows`, made at
-    its first run: an idle replica holds none; :func:`simulate` flushes them at the end)."""
+    its first run: an idle replica holds none; :func:`simulate` flushes them at the end; a
+    run that records the steps' breakdown gives each replica its
+    :class:`~simulator.engine.step_rows.DecodeRunCostRows` at its start)."""
     rows = rep.run_rows
     if rows is None:
         rows = rep.run_rows = DecodeRunRows(rec)
     rows.add(rep.idx, rep.step_index, k, jump.start_s, jump.step_times_s,
-             jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks)
+             jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks,
+             jump.ctx_totals)
     rep.step_index += k
     rep.sched.commit_jump(jump, k)
 
@@ -329,7 +341,8 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     """:func:`simulate` once its budget is checked."""
     t0 = time.perf_counter()
     env = simpy.Environment()
-    rec = RunRecorder(check_transitions=check_transitions)
+    rec = RunRecorder(check_transitions=check_transitions,
+                      step_cost=scenario.perf.record_step_cost)
     n_primary = scenario.cluster.num_replicas
     replicas = make_replicas(scenario, setup, rec)
     primaries = replicas[:n_primary]

@@ -4,8 +4,12 @@ decode runs (:class:`DecodeRunRows`), gathered per replica and handed to the rec
 runs at a time.
 
 A row's ``step_time_s`` is the step's ``total_s``
-(:class:`~simulator.perf.step_cost.StepCost`); the breakdown of that time is not a column
-(new columns would change every ``steps.csv`` / ``steps.parquet`` written so far).
+(:class:`~simulator.perf.step_cost.StepCost`). Its breakdown (``compute_s``,
+``communication_s``, ``overhead_s``, ``swap_s``, ``draft_s``;
+:data:`~simulator.metrics.records.STEP_COST_COLUMNS`) follows the other columns only when the
+run records it (``perf.record_step_cost``: the recorder's ``step_cost``): the engine then
+records through :func:`record_step_cost` and :class:`DecodeRunCostRows`, chosen once per
+replica, so a run without it does no work for it.
 
 A decode run of ``k`` steps (:class:`~simulator.scheduling.emission.Jump`) makes ``k`` step
 rows whose columns are constant over the run but for the step index, the clock, the blocks
@@ -42,6 +46,28 @@ def record_step(rec, rep, out, start_s: float, step_s: float) -> None:
     rep.step_index += 1
 
 
+def record_step_cost(rec, rep, out, start_s: float, step_s: float, cost=None) -> None:
+    """:func:`record_step` with the breakdown of the step's time after the row's columns.
+
+    Parameters
+    ----------
+    rec, rep, out, start_s, step_s
+        As :func:`record_step`.
+    cost : StepCost, optional
+        The breakdown to record (default: ``out.cost``, the step's own price; a lockstep
+        group's rows record its slowest rank's, whose ``total_s`` is ``step_s``).
+    """
+    c = out.cost if cost is None else cost
+    compute, comm, overhead = c.parts()
+    kv = rep.kv
+    rec.add_step((rep.idx, rep.step_index, start_s, step_s, start_s + step_s, out.batch_size,
+                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
+                  out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, kv.num_gpu_blocks,
+                  len(out.preempted), out.kv_tokens, out.num_padding_seqs,
+                  compute, comm, overhead, c.swap_s, c.draft_s))
+    rep.step_index += 1
+
+
 #: Rows gathered before they go to the recorder (bounded memory: ~16 runs' worth of
 #: columns per thousand rows; the recorder packs chunks of 65,536 rows itself).
 FLUSH_ROWS = 8192
@@ -68,12 +94,13 @@ class DecodeRunRows:
         self._rows = 0
 
     def add(self, replica_id: int, step_index: int, k: int, start_s: float, times,
-            ends, out, kv_blocks_used, num_gpu_blocks: int) -> None:
+            ends, out, kv_blocks_used, num_gpu_blocks: int, ctx_totals=None) -> None:
         """The first ``k`` steps of a decode run whose first step is ``out`` (a
         :class:`~simulator.scheduling.continuous.StepOutput`), starting at ``start_s`` with
         index ``step_index``; ``times``, ``ends`` and ``kv_blocks_used`` are sequences (lists
         or arrays) of at least ``k`` values (step durations and end times in seconds, pool
-        blocks in use)."""
+        blocks in use); ``ctx_totals``, the batch's context at each step, is read by
+        :class:`DecodeRunCostRows` only."""
         B = len(out.reqs)
         npad = out.num_padding_seqs
         self._consts.append((k, replica_id, step_index, B, out.num_decode_tokens,
@@ -104,15 +131,64 @@ class DecodeRunRows:
         zero = np.zeros(self._rows, dtype=np.int64)
         n_runs = len(ks)
         rec = self.recorder
-        rec.add_step_chunk({
+        rec.add_step_chunk(self._more_columns({
             "replica_id": rid, "step_index": s0 + j, "start_time_s": starts,
             "step_time_s": np.array(self._times, dtype=np.float64), "end_time_s": ends,
             "batch_size": bsz, "num_prefill_tokens": zero, "num_decode_tokens": ndt,
             "num_prefill_seqs": zero, "num_decode_seqs": nds, "num_waiting": nw,
             "kv_blocks_used": np.array(self._kv_used, dtype=np.int64),
             "num_gpu_blocks": ngpu, "num_preempted": zero,
-            "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad})
+            "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad}))
         # the recorder counts decode runs recorded this way (one chunk held n_runs of them)
         rec.num_step_chunks += n_runs - 1
         self._consts, self._nows, self._times, self._ends, self._kv_used = [], [], [], [], []
         self._rows = 0
+
+    def _more_columns(self, chunk: dict) -> dict:
+        """The chunk to record (a subclass adds its columns)."""
+        return chunk
+
+
+class DecodeRunCostRows(DecodeRunRows):
+    """:class:`DecodeRunRows` with the breakdown of each step's time
+    (:data:`~simulator.metrics.records.STEP_COST_COLUMNS`), split by the replica's pricer
+    (:meth:`~simulator.perf.step_cost.StepPricer.decode_run_parts`: the model that priced
+    the run). A decode run neither swaps nor drafts (both veto a fast-forward), so its
+    ``swap_s`` and ``draft_s`` are 0.
+
+    Parameters
+    ----------
+    recorder : RunRecorder
+        Records the breakdown (``step_cost``).
+    pricer : StepPricer
+        The replica's pricer (the one whose ``decode_run_times`` priced the runs).
+    """
+
+    __slots__ = ("_comm", "_compute", "_overhead", "pricer")
+
+    def __init__(self, recorder, pricer):
+        super().__init__(recorder)
+        self.pricer = pricer
+        self._compute: list[float] = []
+        self._comm: list[float] = []
+        self._overhead: list[float] = []
+
+    def add(self, replica_id: int, step_index: int, k: int, start_s: float, times,
+            ends, out, kv_blocks_used, num_gpu_blocks: int, ctx_totals=None) -> None:
+        if ctx_totals is None:
+            raise ValueError("a decode run's step breakdown needs its ctx_totals")
+        compute, comm, overhead = self.pricer.decode_run_parts(out.shape, ctx_totals[:k], times[:k])
+        self._compute.extend(compute)
+        self._comm.extend(comm)
+        self._overhead.extend(overhead)
+        super().add(replica_id, step_index, k, start_s, times, ends, out, kv_blocks_used,
+                    num_gpu_blocks)
+
+    def _more_columns(self, chunk: dict) -> dict:
+        zero = np.zeros(len(self._compute), dtype=np.float64)
+        chunk.update(compute_s=np.array(self._compute, dtype=np.float64),
+                     communication_s=np.array(self._comm, dtype=np.float64),
+                     overhead_s=np.array(self._overhead, dtype=np.float64),
+                     swap_s=zero, draft_s=zero)
+        self._compute, self._comm, self._overhead = [], [], []
+        return chunk

@@ -32,6 +32,12 @@ STEP_COLUMNS = ["replica_id", "step_index", "start_time_s", "step_time_s", "end_
 #: Float columns of the step table (the others are int64).
 STEP_FLOAT_COLUMNS = frozenset({"start_time_s", "step_time_s", "end_time_s"})
 
+#: The breakdown of ``step_time_s`` (seconds; :class:`~simulator.perf.step_cost.StepCost`),
+#: columns after :data:`STEP_COLUMNS` when a run records it (``perf.record_step_cost``):
+#: ``step_time_s == (compute_s + communication_s + overhead_s) + swap_s + draft_s`` up to
+#: rounding.
+STEP_COST_COLUMNS = ["compute_s", "communication_s", "overhead_s", "swap_s", "draft_s"]
+
 #: Rows (steps, or ITL samples) buffered before they are packed into one columnar chunk.
 #: 65,536 rows of 16 columns is 8 MiB packed; the buffer of tuples it replaces is ~64 MiB.
 STEP_CHUNK_ROWS = 65_536
@@ -60,10 +66,26 @@ class RunRecorder:
     check_transitions : bool
         Verify every status change against the legal transitions and keep a log
         (``self.transitions``: (time_s, request_id, from, to)). Costs a little time.
+    spool_dir : path, optional
+        Parent folder of the step spool (None: the system temporary folder).
+    step_cost : bool
+        Record the breakdown of each step's time: the step table's columns are
+        :data:`STEP_COLUMNS` then :data:`STEP_COST_COLUMNS` (rows carry those too).
+
+    Attributes
+    ----------
+    step_columns : list of str
+        The step table's columns, in order (a row tuple or chunk gives every one of them).
+    step_float_columns : frozenset of str
+        Those of them stored as float64 (the others int64).
     """
 
-    def __init__(self, check_transitions: bool = False, spool_dir=None):
+    def __init__(self, check_transitions: bool = False, spool_dir=None, step_cost: bool = False):
         self.check = check_transitions
+        self.step_cost = bool(step_cost)
+        self.step_columns = STEP_COLUMNS + STEP_COST_COLUMNS if step_cost else STEP_COLUMNS
+        self.step_float_columns = (STEP_FLOAT_COLUMNS | frozenset(STEP_COST_COLUMNS)
+                                   if step_cost else STEP_FLOAT_COLUMNS)
         self.transitions: list[tuple] = []
         #: requests admitted and not yet packed into the request table (all of them in a
         #: run that finished fewer than :data:`REQUEST_CHUNK_ROWS`)
@@ -199,13 +221,13 @@ class RunRecorder:
 
     # ------------------------------------------------------------------ steps
     def add_step(self, row: tuple) -> None:
-        """One engine step: a tuple in :data:`STEP_COLUMNS` order."""
+        """One engine step: a tuple in :attr:`step_columns` order."""
         self._steps.append(row)
         if len(self._steps) + self._pending_rows >= STEP_CHUNK_ROWS:
             self._pack_steps()
 
     def add_step_chunk(self, chunk: dict) -> None:
-        """Several steps at once: ``{column: array}`` for every column of :data:`STEP_COLUMNS`."""
+        """Several steps at once: ``{column: array}`` for every column of :attr:`step_columns`."""
         self._step_chunks.append(chunk)
         self.num_step_chunks += 1
         self._pending_rows += len(chunk["step_index"])
@@ -225,19 +247,20 @@ class RunRecorder:
         chunks go to the disk spool instead of staying in memory."""
         if not self._steps and not self._step_chunks:
             return
-        cols: dict[str, list] = {c: [] for c in STEP_COLUMNS}
+        columns, floats = self.step_columns, self.step_float_columns
+        cols: dict[str, list] = {c: [] for c in columns}
         if self._steps:
-            for c, v in zip(STEP_COLUMNS, zip(*self._steps)):
+            for c, v in zip(columns, zip(*self._steps)):
                 cols[c].append(np.asarray(v))
         for ch in self._step_chunks:
-            for c in STEP_COLUMNS:
+            for c in columns:
                 cols[c].append(np.asarray(ch[c]))
         self._packed.append({c: np.concatenate(v).astype(
-            np.float64 if c in STEP_FLOAT_COLUMNS else np.int64, copy=False)
+            np.float64 if c in floats else np.int64, copy=False)
             for c, v in cols.items()})
         self._steps, self._step_chunks, self._pending_rows = [], [], 0
         if self._spool is None and len(self._packed) > SPOOL_AFTER_CHUNKS:
-            self._spool = ColumnSpool(STEP_COLUMNS, STEP_FLOAT_COLUMNS, self.spool_dir)
+            self._spool = ColumnSpool(columns, floats, self.spool_dir)
         if self._spool is not None:
             for p in self._packed:
                 self._spool.append(p)
@@ -246,30 +269,31 @@ class RunRecorder:
     def step_table(self) -> StepTable:
         """All steps as a :class:`~simulator.metrics.step_table.StepTable` sorted by
         (replica_id, step_index): in memory for a small run, on disk (spool) for a large
-        one. Columns are :data:`STEP_COLUMNS`: float64 for :data:`STEP_FLOAT_COLUMNS`, int64
+        one. Columns are :attr:`step_columns`: float64 for :attr:`step_float_columns`, int64
         for the others (an empty run gives empty float columns). Idempotent."""
         if self._table is not None:
             return self._table
         self._pack_steps()
+        columns, floats = self.step_columns, self.step_float_columns
         if self._spool is not None:
             for p in self._packed:
                 self._spool.append(p)
             self._packed = []
             self._spool.sort_by("replica_id", "step_index")
-            self._table = StepTable(STEP_COLUMNS, STEP_FLOAT_COLUMNS, spool=self._spool)
+            self._table = StepTable(columns, floats, spool=self._spool)
             return self._table
         if len(self._packed) > 1:  # concatenate column by column, freeing chunks as we go
             merged = {}
-            for c in STEP_COLUMNS:
+            for c in columns:
                 merged[c] = np.concatenate([p.pop(c) for p in self._packed])
             self._packed = [merged]
         data = self._packed[0] if self._packed else {}
         if data:
             order = np.lexsort((data["step_index"], data["replica_id"]))
             if np.any(order[1:] < order[:-1]):  # not sorted yet: sort in place of the chunk
-                for c in STEP_COLUMNS:
+                for c in columns:
                     data[c] = data[c][order]
-        self._table = StepTable(STEP_COLUMNS, STEP_FLOAT_COLUMNS, data=data)
+        self._table = StepTable(columns, floats, data=data)
         return self._table
 
     def steps_frame(self) -> pd.DataFrame:

@@ -88,24 +88,29 @@ class PipelinePerfModel:
         """One stage-to-stage activation transfer of ``num_tokens`` tokens, seconds."""
         return self.alpha + activation_bytes(1, self.hidden, ACT_BYTES) * num_tokens / self.bw
 
-    def _cycle(self, t_mb, m: int, tokens_mb):
-        busy = m * t_mb  # every stage does its share of each micro-batch: m x t_mb in all
+    def _cycle(self, t_mb, m: int, tokens_mb, tally: bool = True):
+        """The cycle of ``m`` micro-batches of ``t_mb`` kernel seconds each; ``tally``: count
+        it in the bubble's tallies (False for a read that runs no step)."""
         cycle = np.maximum(m * t_mb * self._max_share,
                            t_mb + (self.pp - 1) * self.hop_time_s(tokens_mb))
-        self.busy_stage_s += float(np.sum(busy))
-        self.cycle_s += float(np.sum(cycle))
+        if tally:
+            busy = m * t_mb  # every stage does its share of each micro-batch: m x t_mb in all
+            self.busy_stage_s += float(np.sum(busy))
+            self.cycle_s += float(np.sum(cycle))
         return cycle
 
-    def gpu_step_time(self, shape: StepShape) -> float:
-        """Kernel seconds of one PP cycle of ``shape``."""
+    def gpu_step_time(self, shape: StepShape, tally: bool = True) -> float:
+        """Kernel seconds of one PP cycle of ``shape`` (``tally``: :meth:`_cycle`)."""
         m = max(1, min(self.pp, shape.num_seqs))
         mbs = split_shape(shape, m)
         big = max(mbs, key=lambda s: self.inner.gpu_step_time(s))
-        return float(self._cycle(self.inner.gpu_step_time(big), m, big.num_tokens))
+        return float(self._cycle(self.inner.gpu_step_time(big), m, big.num_tokens, tally))
 
-    def step_time(self, shape: StepShape) -> float:
+    def step_time(self, shape: StepShape, tally: bool = True) -> float:
+        """Seconds of one iteration of ``shape``: the PP cycle plus the engine's time
+        (``tally``: :meth:`_cycle`)."""
         extra = self.inner.step_time(shape) - self.inner.gpu_step_time(shape)
-        return self.gpu_step_time(shape) + max(0.0, float(extra))
+        return self.gpu_step_time(shape, tally) + max(0.0, float(extra))
 
     def gpu_decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
         ctx = np.asarray(ctx_totals)

@@ -7,7 +7,8 @@ with speculative decoding, its draft work (:class:`~simulator.perf.draft_cost.Dr
 :class:`StepPricer` turns that into a :class:`StepCost`; the engine sleeps for its
 ``total_s`` and records it as the step's ``step_time_s``, and lockstep DP ranks take the
 largest ``total_s`` of their ranks. Decode runs that the engine fast-forwards are priced here
-too (:meth:`StepPricer.decode_run_times`).
+too (:meth:`StepPricer.decode_run_times`), and their breakdown when the step table records
+it (:meth:`StepPricer.decode_run_parts`).
 
 The total keeps the one order of additions every step time has had (outputs are
 byte-identical across the change that brought this module)::
@@ -23,16 +24,22 @@ byte-identical across the change that brought this module)::
 async scheduling does not hide), read from the performance model's ``op_times`` when first
 asked for (nothing of it is computed on the simulation's hot path). The three add up to
 ``step_s`` up to rounding; a pipeline-parallel replica's split is its stage model's scaled to
-the cycle (activation hops count as compute), and a model without ``op_times`` (a constant
-or a test stub) puts all of ``step_s`` in ``compute_s``.
+the step's price (the cycle; activation hops count as compute; nothing of it counts toward
+the pipeline bubble), and a model without ``op_times`` (a constant or a test stub) puts all
+of ``step_s`` in ``compute_s``. A decode run's steps split on the model that priced them (a
+pipeline-parallel replica prices its decode runs on its stage model, without the pipeline:
+the split follows).
 
 The pricer reuses one :class:`StepCost` per replica: a cost is valid until the pricer prices
 the replica's next step (:meth:`StepCost.as_dict` keeps one).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from simulator.perf.pipeline import PipelinePerfModel
 from simulator.perf.step_model import StepTimeModel
 
 __all__ = ["COMMUNICATION_OPS", "StepCost", "StepPricer", "step_parts"]
@@ -40,8 +47,14 @@ __all__ = ["COMMUNICATION_OPS", "StepCost", "StepPricer", "step_parts"]
 #: op-time keys (``perf.op_times``) that are communication between GPUs
 COMMUNICATION_OPS = frozenset({"all_reduce", "ep_comm"})
 
+#: decode-run steps whose split a pricer remembers (a step of the same batch and context
+#: recurs across runs: a quarter of the splits of the Azure conv hour are saved); past this
+#: many it starts afresh (the values are the same either way). About 280 bytes each: 18 MB at
+#: most a replica, and only in a run that records the breakdown.
+RUN_PARTS_MAX = 1 << 16
 
-def step_parts(perf, shape) -> tuple[float, float, float]:
+
+def step_parts(perf, shape, step_s: float | None = None) -> tuple[float, float, float]:
     """``(compute_s, communication_s, overhead_s)`` of one step of ``shape`` on ``perf``,
     from its ``op_times`` (all compute when it has none).
 
@@ -51,12 +64,22 @@ def step_parts(perf, shape) -> tuple[float, float, float]:
         A performance model (:class:`~simulator.perf.step_model.StepTimeModel`,
         :class:`~simulator.perf.pipeline.PipelinePerfModel`, ...).
     shape : StepShape
+    step_s : float, optional
+        What the step was priced (seconds). A pipeline model's split is its stage model's
+        scaled to it (default: the pipeline's ``step_time(shape)``, read without counting
+        toward its bubble); other models split into their own ``op_times``.
 
     Returns
     -------
     tuple of float
-        Seconds; their sum is ``perf.step_time(shape)`` up to rounding.
+        Seconds; their sum is ``perf.step_time(shape)`` (a pipeline model: ``step_s``) up to
+        rounding.
     """
+    if isinstance(perf, PipelinePerfModel):
+        # a one-token decode step is priced by the pipeline's decode_step_times, which can
+        # differ from its step_time: the split follows the price
+        total = perf.step_time(shape, tally=False) if step_s is None else step_s
+        return _scaled(step_parts(perf.inner, shape), total)
     op_times = getattr(perf, "op_times", None)
     if op_times is None:
         return float(perf.step_time(shape)), 0.0, 0.0
@@ -69,6 +92,13 @@ def step_parts(perf, shape) -> tuple[float, float, float]:
         else:
             compute += t
     return float(compute), float(comm), float(overhead)
+
+
+def _scaled(parts: tuple[float, float, float], total: float) -> tuple[float, float, float]:
+    """``parts`` scaled to add up to ``total`` (all zero when they add up to zero)."""
+    tot = parts[0] + parts[1] + parts[2]
+    scale = total / tot if tot else 0.0
+    return parts[0] * scale, parts[1] * scale, parts[2] * scale
 
 
 class StepCost:
@@ -96,12 +126,17 @@ class StepCost:
         self.draft_decode_s = self.draft_prefill_s = self.draft_s = 0.0
         self._perf = self._shape = self._parts = None
 
+    def parts(self) -> tuple[float, float, float]:
+        """``(compute_s, communication_s, overhead_s)``: ``step_s`` split (seconds; computed
+        once per step, when first asked for)."""
+        return self._split()
+
     def _split(self) -> tuple[float, float, float]:
         parts = self._parts
         if parts is None:
             if self._shape is None:
                 return 0.0, 0.0, 0.0
-            parts = self._parts = step_parts(self._perf, self._shape)
+            parts = self._parts = step_parts(self._perf, self._shape, self.step_s)
         return parts
 
     @property
@@ -150,8 +185,8 @@ class StepPricer:
         The record :meth:`price` fills and returns (one per pricer, reused).
     """
 
-    __slots__ = ("_decode_one", "_decode_run", "cost", "draft", "host_link_bandwidth_bytes_per_s",
-                 "perf")
+    __slots__ = ("_decode_one", "_decode_run", "_run_model", "_run_parts", "cost", "draft",
+                 "host_link_bandwidth_bytes_per_s", "perf")
 
     def __init__(self, perf, *, host_link_bandwidth_bytes_per_s: float | None = None,
                  draft=None):
@@ -166,6 +201,10 @@ class StepPricer:
             else None
         # a decode run: as the engine has always priced one (any model offering the list)
         self._decode_run = getattr(perf, "decode_step_times_list", None)
+        # the model that prices a decode run (a pipeline model's list is its stage model's)
+        self._run_model = getattr(self._decode_run, "__self__", perf)
+        #: decode-run steps split so far: (num_decode, ctx_total, q, num_sampled) -> parts
+        self._run_parts: dict[tuple, tuple[float, float, float]] = {}
 
     def price(self, out, *, decode_memo: bool = True) -> StepCost:
         """The cost of the step ``out`` reports (also left in ``out.cost``).
@@ -242,3 +281,49 @@ class StepPricer:
                        else ctx_totals.tolist())
         return np.asarray(self.perf.decode_step_times(num_seqs, np.asarray(ctx_totals)),
                           dtype=float).tolist()
+
+    def decode_run_parts(self, shape, ctx_totals,
+                         step_times) -> tuple[list[float], list[float], list[float]]:
+        """The breakdown of each step of a decode run (:meth:`decode_run_times`), split on the
+        model that priced it.
+
+        Parameters
+        ----------
+        shape : StepShape
+            The run's first step (every step of the run has its shape but for
+            ``decode_ctx_total``).
+        ctx_totals : sequence of int
+            The batch's context at each step (tokens).
+        step_times : sequence of float
+            What :meth:`decode_run_times` priced each step (seconds; a pipeline model's split
+            is scaled to it, :func:`step_parts`).
+
+        Returns
+        -------
+        tuple of list of float
+            ``(compute_s, communication_s, overhead_s)``, one value per step (seconds); a
+            step's three add up to its :meth:`decode_run_times` value up to rounding, and
+            equal those of the same step stepped (:meth:`StepCost.parts`) to the bit.
+
+        Notes
+        -----
+        Splits are remembered per ``(num_decode, ctx_total, decode_q_per_seq, num_sampled)``
+        (a decode run has no prefill), :data:`RUN_PARTS_MAX` of them.
+        """
+        model = self._run_model
+        memo = self._run_parts
+        if len(memo) > RUN_PARTS_MAX:
+            memo.clear()
+        nd, q, ns = shape.num_decode, shape.decode_q_per_seq, shape.num_sampled
+        compute, comm, overhead = [], [], []
+        for ctx, t in zip(ctx_totals, step_times):
+            key = (nd, int(ctx), q, ns)  # (a step's time is a function of the key too)
+            parts = memo.get(key)
+            if parts is None:
+                parts = memo[key] = step_parts(model, replace(shape, decode_ctx_total=key[1]),
+                                               t)
+            c, m, o = parts
+            compute.append(c)
+            comm.append(m)
+            overhead.append(o)
+        return compute, comm, overhead

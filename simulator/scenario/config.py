@@ -192,13 +192,18 @@ class PerfConfig(_Strict):
     ``constant`` uses ``perf.constant``. ``engine`` names the engine profile (per-step
     overhead, async scheduling, CUDA-graph padding, sampler: ``servesim profiles`` lists them)
     or a path to one; ``engine_version`` selects the measured tables of that engine version
-    (default: the newest shipped for the GPU)."""
+    (default: the newest shipped for the GPU). ``record_step_cost`` adds the breakdown of each
+    step's time to the step table."""
 
     source: Literal["auto", "roofline", "fitted", "table", "constant"] = "auto"
     weight_dtype: Literal["bf16", "fp16", "fp8"] = "bf16"
     engine: str = "vllm-v1"
     engine_version: str | None = None
     constant: ConstantPerfConfig | None = None
+    record_step_cost: bool = Field(
+        default=False, description="add five float columns, seconds, to the step table "
+        "(steps.parquet / steps.csv): compute_s, communication_s, overhead_s, swap_s, draft_s; "
+        "they add up to step_time_s")
 
     @model_validator(mode="after")
     def _check_constant(self):
