@@ -58,7 +58,7 @@ def resolve_base_source(base: str | dict, spec_dir: Path | None) -> tuple[dict, 
 #: what each family refusing a ``pools:`` base says to use instead
 _POOLS_INSTEAD = {
     "capacity plan": "a capacity plan sizes one replica set per candidate; size pools with a "
-                     "topology plan (a plan file with topology_search:, README \"Topologies\") "
+                     "topology plan (a plan file with topology_search:, docs/howto/topologies.md) "
                      "or run the scenario with servesim run",
     "sweep": "a sweep point runs one replica set; run the scenario with servesim run (vary a "
              "pool with --set pools.N.KEY=VALUE), or size pools with a topology plan (a plan "

@@ -109,7 +109,7 @@ def plan_pareto(rows: list[dict]) -> list[dict]:
     return pareto_front(points, "output_tps_per_gpu", "tps_per_user")
 
 
-#: the tie rule, wherever a cheapest configuration is chosen (README "Reading a capacity plan")
+#: the tie rule, wherever a cheapest configuration is chosen (docs/howto/plan-capacity.md, "The recommendation and its ties")
 TIE_RULE = ("at equal USD per hour: the baseline's configuration, then the last known-good's, "
             "then fewer GPUs, then more deployed capacity (headroom), then list order")
 

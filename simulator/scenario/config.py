@@ -263,7 +263,7 @@ _POOL_SECTIONS_CHECKED_WHOLE = tuple(k for k in POOL_SECTIONS if k != "cluster")
 
 
 class Scenario(_Strict):
-    """A complete what-if: see the README's scenario reference for every field."""
+    """A complete what-if: every field is listed in docs/reference/scenario.md (generated from this schema)."""
 
     name: str = "scenario"
     model: str = "llama-3.1-8b"

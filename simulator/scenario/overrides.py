@@ -235,7 +235,7 @@ def apply_overrides(raw: dict, overrides: list[str] | None,
     With ``schema`` (the model ``raw`` is validated against), a value for a boolean field is
     read with :func:`cli_bool` (``--plan-set search.early_stop=1`` works; a bad spelling raises
     :class:`ScenarioError` naming the flag). Scenario ``--set`` overrides pass no schema: their
-    values are not coerced (README "Scenario reference"; pinned by the hostile corpus).
+    values are not coerced (docs/reference/scenario.md; pinned by the hostile corpus).
     """
     out = copy.deepcopy(raw)
     for item in overrides or []:

@@ -1,7 +1,7 @@
 """``p2p: false`` prices the host-memory path (issue 32 item 3).
 
 Without peer-to-peer, vLLM turns its custom all-reduce off and NCCL stages each transfer
-through host memory; the link model charges half the PCIe link's rate (README "The link") and
+through host memory; the link model charges half the PCIe link's rate (docs/explanation/step-time.md, the link) and
 the provenance says that the factor is an assumption, not a measurement.
 
 Hand figures: Llama-3.1-8B (hidden 4,096), TP 2, 1,024 tokens: one all-reduce of
@@ -13,7 +13,7 @@ Hand figures: Llama-3.1-8B (hidden 4,096), TP 2, 1,024 tokens: one all-reduce of
   32 GB/s / 2 x 0.7 efficiency = 11.2 GB/s, its 10 us: 2 x (10e-6 + 8,388,608 / 22.4e9)
   = 768.9829 us (before: the spec's 32 GB/s P2P rate as is, 282.144 us, the p2p true figure);
 - RTX 4090 (spec: PCIe, p2p false, host link 32 GB/s, 24 us): 2 x (24e-6 + 8,388,608 /
-  22.4e9) = 796.9829 us (the README's rule, unchanged).
+  22.4e9) = 796.9829 us (the documented rule, unchanged).
 """
 from __future__ import annotations
 

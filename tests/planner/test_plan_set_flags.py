@@ -82,7 +82,7 @@ def test_sweep_set_booleans_and_errors(tmp_path):
 
 
 def test_run_set_stays_strict_and_names_the_flag_and_the_choices(tmp_path):
-    # scenario --set values are not coerced (README "Scenario reference", pinned by the
+    # scenario --set values are not coerced (docs/reference/scenario.md, pinned by the
     # hostile corpus): 0 is refused, with the flag, the key and the valid values named
     p = tmp_path / "s.yaml"
     p.write_text(yaml.safe_dump(tiny_scenario()))

@@ -80,7 +80,7 @@ def test_a_plain_base_still_plans_and_sweeps(tmp_path):
 
 
 def test_a_topology_plan_with_a_pools_candidate_is_not_refused(tmp_path):
-    # the topology path sizes pools itself (README "Topologies"): left alone
+    # the topology path sizes pools itself (docs/howto/topologies.md): left alone
     from simulator.planner.topology import _candidate_raw
     raw = _candidate_raw({"set": {"pools": POOLS}}, yaml.safe_load(
         (SCEN / "default.yaml").read_text()))
