@@ -323,7 +323,7 @@ def test_prose_without_queue_or_throughput_change():
 def test_report_prose_matches_the_sweep_table(sweep, scenario):
     df, results = sweep
     text = render_spec_sweep_markdown(df, results, scenario, figure=None)
-    assert "README_SECTION" not in text and "README.md" in text
+    assert "README_SECTION" not in text and "docs/howto/speculative.md" in text
     a = df[df["slice"] == "all"].set_index("rate_scale")
     g = float(a.loc[2.0, "throughput_gain"])
     if g > 1.01:
