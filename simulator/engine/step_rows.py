@@ -25,6 +25,16 @@ from __future__ import annotations
 import numpy as np
 
 
+def _row(rep, out, start_s: float, step_s: float) -> tuple:
+    """One stepped iteration's columns of :data:`~simulator.metrics.records.STEP_COLUMNS`, in
+    their order (the one place a stepped row is made)."""
+    kv = rep.kv
+    return (rep.idx, rep.step_index, start_s, step_s, start_s + step_s, out.batch_size,
+            out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
+            out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, kv.num_gpu_blocks,
+            len(out.preempted), out.kv_tokens, out.num_padding_seqs)
+
+
 def record_step(rec, rep, out, start_s: float, step_s: float) -> None:
     """Record one stepped iteration of replica ``rep`` and advance its step index.
 
@@ -38,11 +48,7 @@ def record_step(rec, rep, out, start_s: float, step_s: float) -> None:
     start_s, step_s : float
         Its start and duration (seconds; it ends at ``start_s + step_s``).
     """
-    kv = rep.kv
-    rec.add_step((rep.idx, rep.step_index, start_s, step_s, start_s + step_s, out.batch_size,
-                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
-                  out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, kv.num_gpu_blocks,
-                  len(out.preempted), out.kv_tokens, out.num_padding_seqs))
+    rec.add_step(_row(rep, out, start_s, step_s))
     rep.step_index += 1
 
 
@@ -59,12 +65,7 @@ def record_step_cost(rec, rep, out, start_s: float, step_s: float, cost=None) ->
     """
     c = out.cost if cost is None else cost
     compute, comm, overhead = c.parts()
-    kv = rep.kv
-    rec.add_step((rep.idx, rep.step_index, start_s, step_s, start_s + step_s, out.batch_size,
-                  out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
-                  out.num_decode_seqs, out.num_waiting, kv.num_used_blocks, kv.num_gpu_blocks,
-                  len(out.preempted), out.kv_tokens, out.num_padding_seqs,
-                  compute, comm, overhead, c.swap_s, c.draft_s))
+    rec.add_step(_row(rep, out, start_s, step_s) + (compute, comm, overhead, c.swap_s, c.draft_s))
     rep.step_index += 1
 
 

@@ -121,17 +121,15 @@ class StepCost:
     __slots__ = ("_parts", "_perf", "_shape", "draft_decode_s", "draft_prefill_s", "draft_s",
                  "step_s", "swap_s", "total_s")
 
-    def __init__(self):
+    def __init__(self, perf=None):
         self.step_s = self.swap_s = self.total_s = 0.0
         self.draft_decode_s = self.draft_prefill_s = self.draft_s = 0.0
-        self._perf = self._shape = self._parts = None
+        self._perf = perf
+        self._shape = self._parts = None
 
     def parts(self) -> tuple[float, float, float]:
         """``(compute_s, communication_s, overhead_s)``: ``step_s`` split (seconds; computed
         once per step, when first asked for)."""
-        return self._split()
-
-    def _split(self) -> tuple[float, float, float]:
         parts = self._parts
         if parts is None:
             if self._shape is None:
@@ -142,21 +140,21 @@ class StepCost:
     @property
     def compute_s(self) -> float:
         """Kernel seconds but the collectives (GEMMs, attention, MoE, norms, LM head, sampler)."""
-        return self._split()[0]
+        return self.parts()[0]
 
     @property
     def communication_s(self) -> float:
         """Collectives between GPUs: TP all-reduce and EP all-to-all."""
-        return self._split()[1]
+        return self.parts()[1]
 
     @property
     def overhead_s(self) -> float:
         """The engine's CPU and sync time the GPUs wait for."""
-        return self._split()[2]
+        return self.parts()[2]
 
     def as_dict(self) -> dict[str, float]:
         """The breakdown as plain floats (a copy that outlives the pricer's next step)."""
-        compute, comm, overhead = self._split()
+        compute, comm, overhead = self.parts()
         return {"compute_s": compute, "communication_s": comm, "overhead_s": overhead,
                 "swap_s": self.swap_s, "draft_s": self.draft_s, "step_s": self.step_s,
                 "total_s": self.total_s}
@@ -193,8 +191,7 @@ class StepPricer:
         self.perf = perf
         self.host_link_bandwidth_bytes_per_s = host_link_bandwidth_bytes_per_s
         self.draft = draft
-        self.cost = StepCost()
-        self.cost._perf = perf
+        self.cost = StepCost(perf)
         # one decode step: the memo's list form where the model is a StepTimeModel (its
         # ``decode_step_times`` of one context is that list as an array: the same value)
         self._decode_one = perf.decode_step_times_list if isinstance(perf, StepTimeModel) \

@@ -65,7 +65,6 @@ class StepOutput:
         "run_arrays",
         "run_blocks",
         "shape",
-        "swap_bytes",
         "swap_transfers",
         "veto",
     )
@@ -83,7 +82,6 @@ class StepOutput:
         #: the first feature of :data:`~simulator.scheduling.emission.FAST_FORWARD_VETOES`
         #: the step has ('' when it may be fast-forwarded)
         self.veto = "prefill"
-        self.swap_bytes = 0.0
         #: bytes of each host-link transfer (swap out or in) of the step, in order (None: none)
         self.swap_transfers: list[float] | None = None
         #: the draft work of speculative decoding (a ``DraftWork``; None: no drafting)
@@ -99,10 +97,15 @@ class StepOutput:
     def batch_size(self) -> int:
         return len(self.reqs)
 
+    @property
+    def swap_bytes(self) -> float:
+        """Bytes the step moves over the host link (the sum of :attr:`swap_transfers`)."""
+        transfers = self.swap_transfers
+        return 0.0 if transfers is None else float(sum(transfers))
+
     def add_swap(self, nbytes: float) -> None:
         """Report one host-link transfer of ``nbytes`` bytes (a swap out or in); the step
         pricer charges its time."""
-        self.swap_bytes += nbytes
         transfers = self.swap_transfers
         if transfers is None:
             self.swap_transfers = [nbytes]
