@@ -24,8 +24,9 @@ from simulator.base.outdir import (
 )
 from simulator.base.request import RequestSpec
 from simulator.base.resources import data_dir
+from simulator.cluster.replica import ReplicaSetup
 from simulator.cluster.setup import build_setup
-from simulator.engine.loop import ReplicaSetup, SimOutput, simulate
+from simulator.engine.loop import SimOutput, simulate
 from simulator.kv.stages import stage_rows
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
