@@ -55,6 +55,8 @@ from pathlib import Path
 
 import numpy as np
 
+from calibration.device import cpu_model
+
 ROOT = Path(__file__).resolve().parents[1]
 AZURE = ROOT.parent / "shared/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
 GiB = 1024 ** 3
@@ -253,17 +255,6 @@ def table(figures: dict[str, float]) -> str:
     return "\n".join(rows)
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-    return platform.processor() or "unknown CPU"
-
-
 def _commit() -> str:
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
@@ -287,7 +278,7 @@ def page(figures: dict[str, float], args, load_before: float, load_after: float)
          f"child); best of {args.repeat} runs (the plan and 1M-request figures: best of "
          f"{args.repeat_big}). What each figure runs: `benchmarks/bench_speed.py`'s docstring."),
         "",
-        (f"Machine: {_cpu_model()}, {os.cpu_count()} CPUs; load average {load_before:.1f} "
+        (f"Machine: {cpu_model()}, {os.cpu_count()} CPUs; load average {load_before:.1f} "
          f"before and {load_after:.1f} after (a shared machine: a loaded run is slower, so "
          "these are upper bounds of what this commit needs)."),
         "",

@@ -25,7 +25,7 @@ def device_info(device: str, threads: int) -> dict:
     import torch
     info = {"device": device, "device_type": torch.device(device).type,
             "torch_version": torch.__version__, "python_version": platform.python_version(),
-            "cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "num_threads": threads,
+            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "num_threads": threads,
             "platform": platform.platform()}
     if info["device_type"] == "cuda":
         p = torch.cuda.get_device_properties(torch.device(device))
@@ -44,7 +44,8 @@ def device_info(device: str, threads: int) -> dict:
     return info
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; else what :mod:`platform` says)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.lower().startswith("model name"):
