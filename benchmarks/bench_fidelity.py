@@ -42,7 +42,6 @@ import fnmatch
 import os
 import re
 import shlex
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -52,6 +51,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))   # bench_public_summaries, however this is loaded
+
+from gitinfo import commit_label
 
 from simulator import __version__
 from simulator.observe.compare import paired_frame
@@ -271,18 +272,6 @@ def _shown(p: Path) -> str:
     return os.path.relpath(p, REPO) if p.is_relative_to(REPO.parent) else str(p)
 
 
-def _commit() -> str:
-    def git(*a):
-        return subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True,
-                              check=False)
-    head = git("rev-parse", "--short", "HEAD")
-    if head.returncode:
-        return "unknown"
-    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "simulator",
-                "benchmarks", "engine_profiles", "hardware_profiles").stdout.strip()
-    return head.stdout.strip() + (" + uncommitted changes" if dirty else "")
-
-
 # ------------------------------------------------------------------------ main
 def _args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -359,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             f.unlink()
     figures = _figures(out, runs, samples, summaries)
     header = {"command": shlex.join(["python", "benchmarks/bench_fidelity.py", *argv]),
-              "commit": _commit(), "date": dt.datetime.now(dt.timezone.utc).date().isoformat(),
+              "commit": commit_label(REPO), "date": dt.datetime.now(dt.timezone.utc).date().isoformat(),
               "servesim_version": __version__, "root": _shown(root),
               "profile": _shown(args.profile), "summaries_source": summaries_src,
               "csv": "fidelity.csv"}
