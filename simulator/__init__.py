@@ -29,3 +29,9 @@ cli         the ``servesim`` command line
 """
 
 __version__ = "0.1.0"
+
+# the compiled (mypyc) per-event core when it is current, else its Python source: decided
+# before any core module is imported (simulator/base/compiled_core.py)
+from simulator.base.compiled_core import install as _install_core
+
+_install_core()

@@ -65,10 +65,19 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip tests marked ``gpu`` when no CUDA device is visible (torch imported only then)."""
+    """Skip tests marked ``gpu`` when no CUDA device is visible (torch imported only then), and
+    tests marked ``pure_core`` when the compiled core runs."""
     import pytest
     gpu = [it for it in items if it.get_closest_marker("gpu") is not None]
     if gpu and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA device")
         for it in gpu:
             it.add_marker(skip)
+    from simulator.base.compiled_core import status
+    if status().compiled:
+        skip = pytest.mark.skip(reason="instruments the core's methods by patching its classes, "
+                                       "which compiled code does not see: runs on the "
+                                       "pure-Python build (SERVESIM_PURE_PYTHON=1; CI runs both)")
+        for it in items:
+            if it.get_closest_marker("pure_core") is not None:
+                it.add_marker(skip)

@@ -140,15 +140,17 @@ def load_specs(scenario: Scenario) -> list[RequestSpec]:
 
 
 def run_sim(scenario: Scenario, specs: list[RequestSpec] | None = None, *, perf=None,
-            check_transitions: bool = True, until_s: float | None = None) -> SimOutput:
-    """``simulate`` with transitions checked; ``perf`` replaces the performance model."""
+            check_transitions: bool = True, until_s: float | None = None,
+            fast_forward: bool = True) -> SimOutput:
+    """``simulate`` with transitions checked; ``perf`` replaces the performance model;
+    ``fast_forward=False`` steps every iteration."""
     setup = build_setup(scenario)
     if perf is not None:
         setup.perf = perf
     if specs is None:
         specs = load_specs(scenario)
     return simulate(scenario, setup, specs, check_transitions=check_transitions,
-                    until_s=until_s)
+                    until_s=until_s, fast_forward=fast_forward)
 
 
 # ---------------------------------------------------------------------------- requests
@@ -397,13 +399,13 @@ def suite_case(name: str):
 
 
 class SuiteRun:
-    """A finished run of a ``SUITE`` scenario with counters taken while it ran."""
+    """A finished run of a ``SUITE`` scenario."""
 
-    def __init__(self, name, scenario, specs, until, out, decode_runs, decode_run_steps):
+    def __init__(self, name, scenario, specs, until, out):
         self.name, self.scenario, self.specs, self.until = name, scenario, specs, until
         self.out = out
-        self.decode_runs = decode_runs          # fast-forwarded runs of >= 2 steps
-        self.decode_run_steps = decode_run_steps  # steps they covered
+        #: fast-forwarded decode runs recorded (the recorder's count of step chunks)
+        self.decode_runs = out.recorder.num_step_chunks
 
 
 _SUITE_CACHE: dict[str, SuiteRun] = {}
@@ -416,22 +418,8 @@ def suite_run(name: str) -> SuiteRun:
     """
     if name not in _SUITE_CACHE:
         sc, specs, until = suite_case(name)
-        counts = [0, 0]
-        orig = ContinuousScheduler.plan_decode_run
-
-        def plan(self, out):
-            k = orig(self, out)
-            if k > 1:
-                counts[0] += 1
-                counts[1] += k
-            return k
-
-        ContinuousScheduler.plan_decode_run = plan
-        try:
-            out = run_sim(sc, specs, until_s=until, check_transitions=True)
-        finally:
-            ContinuousScheduler.plan_decode_run = orig
-        _SUITE_CACHE[name] = SuiteRun(name, sc, specs, until, out, counts[0], counts[1])
+        out = run_sim(sc, specs, until_s=until, check_transitions=True)
+        _SUITE_CACHE[name] = SuiteRun(name, sc, specs, until, out)
     return _SUITE_CACHE[name]
 
 

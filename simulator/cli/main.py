@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from simulator import __version__
+from simulator.base.compiled_core import status as core_status
 from simulator.base.input_limits import short_repr
 from simulator.base.outdir import (
     check_outputs_spare_inputs,
@@ -447,7 +448,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         subcommands than the row names.
     """
     p = OneLineParser(prog="servesim", description=DESCRIPTION)
-    p.add_argument("--version", action="version", version=f"servesim {__version__}")
+    p.add_argument("--version", action="version",
+                   version=f"servesim {__version__} ({core_status().describe()})")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     rows = [r for r in SUBCOMMANDS if command in r.names] or SUBCOMMANDS

@@ -26,10 +26,10 @@ goes behind every never-used block; one freed without goes in front of them).
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
 
-
-class BlockPoolError(RuntimeError):
-    """Misuse of the pool (double free, negative ref count): a bug in the caller."""
+from simulator.base.compiled_core import register_pickling
+from simulator.kv.errors import BlockPoolError
 
 
 class _DenseView:
@@ -40,8 +40,13 @@ class _DenseView:
 
     __slots__ = ("_d", "_default", "_n")
 
-    def __init__(self, d: dict, n: int, default):
+    def __init__(self, d: dict, n: int, default) -> None:
         self._d, self._n, self._default = d, n, default
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self._d, self._n, self._default), {}
 
     def __len__(self) -> int:
         return self._n
@@ -111,7 +116,7 @@ class BlockPool:
         "num_evictions",
     )
 
-    def __init__(self, num_blocks: int, enable_caching: bool = True):
+    def __init__(self, num_blocks: int, enable_caching: bool = True) -> None:
         if num_blocks < 1:
             raise ValueError(f"num_blocks must be >= 1, got {num_blocks}")
         self.num_blocks = int(num_blocks)
@@ -121,17 +126,23 @@ class BlockPool:
         self._hash: dict = {}            # blocks carrying a prefix hash
         self.hash_to_block: dict = {}
         self.num_evictions = 0
+        # OrderedDict[int, None] with caching, None without (Any: mypyc, see compiled_core)
+        self._front: Any = None
+        self._back: Any = None
+        #: never-used ids taken out of order (a prefix hit on a block hashed while free)
+        self._holes: set[int] = set()
+        #: without caching: returned blocks, top of the stack = end; below them the never-used ids
+        self._stack: list[int] | None = None
         if enable_caching:
-            self._front: OrderedDict[int, None] | None = OrderedDict()
-            self._back: OrderedDict[int, None] | None = OrderedDict()
-            #: never-used ids taken out of order (a prefix hit on a block hashed while free)
-            self._holes: set[int] = set()
-            self._stack = None
+            self._front = OrderedDict()
+            self._back = OrderedDict()
         else:
-            # returned blocks, top of the stack = end; below them the never-used ids
-            self._front = self._back = None
-            self._holes = set()
-            self._stack: list[int] | None = []
+            self._stack = []
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.num_blocks, self._front is not None), {}
 
     # ------------------------------------------------------------------ views
     @property
@@ -324,3 +335,6 @@ class BlockPool:
         for b in free:
             if ref.get(b, 0) != 0:
                 raise BlockPoolError(f"block {b} is free but has ref count {ref[b]}")
+
+
+register_pickling(_DenseView, BlockPool)

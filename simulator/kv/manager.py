@@ -37,6 +37,7 @@ from itertools import accumulate
 
 import numpy as np
 
+from simulator.base.compiled_core import register_pickling
 from simulator.kv.block_pool import BlockPool
 from simulator.kv.cow import blocks_saved, parallel_sampling_blocks
 
@@ -61,9 +62,14 @@ class KVHandle:
 
     __slots__ = ("block_ids", "num_cached_blocks")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.block_ids: list[int] = []
         self.num_cached_blocks = 0
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (), {}
 
     def __len__(self) -> int:
         return len(self.block_ids)
@@ -114,6 +120,13 @@ class KVCacheManager:
         self.cow_blocks_saved_peak = 0
         self._cow_saved: dict[int, int] = {}
         self._cow_copied: set[int] = set()
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.num_gpu_blocks, self.block_size), {
+            "enable_prefix_caching": self.enable_prefix_caching, "allocation": self.allocation,
+            "max_model_len": self.max_model_len}
 
     # ------------------------------------------------------------------ helpers
     def blocks_for(self, num_tokens: int) -> int:
@@ -443,3 +456,6 @@ class KVCacheManager:
         for blocks, need in grow:
             blocks.extend(new[at:at + need])
             at += need
+
+
+register_pickling(KVHandle, KVCacheManager)

@@ -28,14 +28,17 @@ of as many such steps as can run back to back (:meth:`plan_decode_run` counts th
 results identical to stepping one by one. Tokens, ITL and finishes of both paths go through
 :func:`~simulator.scheduling.emission.advance`; blocks through the KV manager only.
 
-size: 740 lines, functions 85 lines: one scheduler class on the hot path, as vLLM v1's Scheduler is one class; _schedule_running is the running-batch pass of its schedule(), kept whole so its decisions read in vLLM's order (parallel sampling lives in scheduling/parallel.py, the fast-forward in scheduling/emission.py).
+size: 760 lines, functions 86 lines: one scheduler class on the hot path, as vLLM v1's Scheduler is one class; _schedule_running is the running-batch pass of its schedule(), kept whole so its decisions read in vLLM's order (parallel sampling lives in scheduling/parallel.py, the fast-forward in scheduling/emission.py).
 """
 from __future__ import annotations
 
 from itertools import islice
+from typing import Any
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
+from simulator.base.compiled_core import register_pickling
 from simulator.perf.step_cost import StepPricer
 from simulator.perf.step_shape import StepShape
 from simulator.scenario.config import SchedulerConfig
@@ -69,7 +72,7 @@ class StepOutput:
         "veto",
     )
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.reqs: list[ReqState] = []
         self.ntoks: list[int] = []
         self.preempted: list[ReqState] = []
@@ -85,13 +88,18 @@ class StepOutput:
         #: bytes of each host-link transfer (swap out or in) of the step, in order (None: none)
         self.swap_transfers: list[float] | None = None
         #: the draft work of speculative decoding (a ``DraftWork``; None: no drafting)
-        self.draft = None
+        self.draft: Any = None
         #: what the step cost (a ``StepCost``, set when ``StepPricer.price`` priced it)
-        self.cost = None
+        self.cost: Any = None
         self.kv_tokens = 0  # tokens held in KV after the step (sum over running requests)
         self.num_padding_seqs = 0  # slots doing no useful work (static batching)
-        self.run_arrays = None  # (computed tokens, blocks held) per request, for a decode run
-        self.run_blocks = None  # pool blocks in use per step of the planned decode run
+        self.run_arrays: Any = None  # (computed tokens, blocks held) per request, for a decode run
+        self.run_blocks: Any = None  # pool blocks in use per step of the planned decode run
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (), {}
 
     @property
     def batch_size(self) -> int:
@@ -118,6 +126,9 @@ class StepOutput:
         return not self.veto
 
 
+# a Python subclass may extend it: the speculative scheduler (not compiled: it samples
+# acceptance with numpy per step and tests replace its sampler)
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ContinuousScheduler:
     """Iteration-level scheduler for one replica.
 
@@ -149,7 +160,7 @@ class ContinuousScheduler:
     supports_parallel_sampling = True
 
     def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
-                 replica_id: int = 0):
+                 replica_id: int = 0) -> None:
         self.queue = RequestQueue(config.queue_policy)
         self.cfg = config
         self.limits = limits
@@ -168,6 +179,11 @@ class ContinuousScheduler:
         self.num_swap_ins = 0
         #: running requests whose client cancelled (``cancel_requested`` set), ever
         self.num_cancels_requested = 0
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.cfg, self.limits, self.kv, self.rec, self.replica_id), {}
 
     # ------------------------------------------------------------------ queue helpers
     @property
@@ -361,6 +377,7 @@ class ContinuousScheduler:
             else:
                 kv_tokens = kv_tokens_per_seq(r, n)
                 fits = kv.has_slots(r, kv_tokens)
+            left = False  # r left the running list (preempted or rejected)
             while (not fits and not kv.has_slots(r, kv_tokens)
                    and not kv.allocate(r, kv_tokens)):
                 victim = self._pick_victim()
@@ -371,7 +388,7 @@ class ContinuousScheduler:
                     running.remove(r)
                     kv.free(r)
                     self.rec.finish(r, now, REJECTED, "kv_capacity")
-                    r = None
+                    left = True
                     break
                 idx = running.index(victim)
                 self._preempt(victim, now, out)
@@ -379,9 +396,9 @@ class ContinuousScheduler:
                 if idx < i:
                     i -= 1
                 if victim is r:
-                    r = None
+                    left = True
                     break
-            if r is None:
+            if left:
                 nrun = len(running)  # a request left the running list
                 continue
             sched[r] = n
@@ -709,7 +726,7 @@ class ContinuousScheduler:
             return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
         return ctx_totals, used[:k]
 
-    def commit_decode_run(self, out: StepOutput, k: int, start: float, ends: np.ndarray) -> None:
+    def commit_decode_run(self, out: StepOutput, k: int, start: float, ends) -> None:
         """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times).
 
         A request whose client cancelled during the run (``cancel_requested``, set by
@@ -733,3 +750,6 @@ class ContinuousScheduler:
             for r in finished:
                 self.kv.free(r)
             self.running = [r for r in self.running if r.status == RUNNING]
+
+
+register_pickling(StepOutput, ContinuousScheduler)

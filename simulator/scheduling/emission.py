@@ -17,9 +17,11 @@ time; a new feature that makes consecutive steps differ must add its name there 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from simulator.base.compiled_core import register_pickling
 from simulator.scheduling.state import COMPLETED, REJECTED
 
 #: Step features that veto a fast-forward jump (``StepOutput.veto`` names the first found):
@@ -60,7 +62,7 @@ class Jump:
         performance model (Python floats: a run is ~10 steps).
     """
 
-    step: object
+    step: Any  # a StepOutput (scheduling.continuous imports this module)
     k_steps: int
     ctx_totals: list | np.ndarray
     kv_blocks_used: list | np.ndarray
@@ -68,9 +70,15 @@ class Jump:
     step_times_s: list | None = None
     step_end_times_s: list | None = None
 
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.step, self.k_steps, self.ctx_totals, self.kv_blocks_used), {}
+
     def kv_blocks_at(self, t: float) -> int:
         """Blocks in use at clock ``t`` (those of the step in progress)."""
         ends = self.step_end_times_s
+        assert ends is not None, "the engine sets step_end_times_s before a run starts"
         i = min(int(np.searchsorted(ends, t, side="right")), len(ends) - 1)
         return int(self.kv_blocks_used[i])
 
@@ -161,3 +169,6 @@ def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
         else:
             recorder.finish(r, end, REJECTED, "max_model_len_reached")
     return finished
+
+
+register_pickling(Jump)

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simulator.base.compiled_core import register_pickling
 from simulator.base.rng import stream
 from simulator.catalog.models import get_model
 from simulator.perf import build_perf_model
@@ -205,6 +206,7 @@ class SpeculativeScheduler(ContinuousScheduler):
     def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
                  replica_id: int = 0, *, scenario, setup):
         super().__init__(config, limits, kv, recorder, replica_id)
+        self._built_from = (scenario, setup)  # (rebuilds it when unpickled: _init_args)
         spec = scenario.speculative
         if spec is None:
             raise ValueError("SpeculativeScheduler needs scenario.speculative")
@@ -229,11 +231,16 @@ class SpeculativeScheduler(ContinuousScheduler):
         self.step_log: dict[str, list] = {"num_seqs": [], "batch_size": [], "ctx_total": [],
                                           "prefill_tokens": [], "step_time_s": [],
                                           "draft_time_s": []}
-        self._pending = None
+        self._pending: tuple | None = None
         #: set by the gateway's degrade controller (``disable_speculation``): the next steps
         #: verify no draft tokens; the draft keeps prefilling so speculation can resume
         self.speculation_paused = False
         self.num_paused_steps = 0
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.cfg, self.limits, self.kv, self.rec, self.replica_id), {"scenario": self._built_from[0], "setup": self._built_from[1]}
 
     # ------------------------------------------------------------------ acceptance models
     def _row(self, slice_name: str) -> int:
@@ -398,3 +405,6 @@ class SpeculativeScheduler(ContinuousScheduler):
             c.accepted_hist += hist[row]
             c.draft_time_s += d_dec * share * cnt
             c.step_time_s += dt * share * cnt
+
+
+register_pickling(SliceCounters, SpeculativeScheduler)

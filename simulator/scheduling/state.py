@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from simulator.base.compiled_core import register_pickling
 from simulator.base.request import RequestSpec
 from simulator.kv.manager import KVHandle
 
@@ -55,7 +56,7 @@ class ReqState:
         "swapped_blocks",
     )
 
-    def __init__(self, spec: RequestSpec):
+    def __init__(self, spec: RequestSpec) -> None:
         self.spec = spec
         self.request_id = spec.request_id
         self.num_prompt_tokens = spec.num_prompt_tokens
@@ -73,7 +74,7 @@ class ReqState:
         self.num_preemptions = 0
         #: the request's blocks, known to the KV manager only
         self.kv_handle = KVHandle()
-        self.prefix_keys = None
+        self.prefix_keys: list | None = None
         self.num_cached_prompt_tokens = 0
         self.cancel_requested = False
         self.priority = spec.priority
@@ -85,13 +86,19 @@ class ReqState:
         if spec.num_kv_transferred_tokens:  # P/D hook (simulator.runs.gateway)
             self._handed_over(spec)
 
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.spec,), {}
+
     def _handed_over(self, spec: RequestSpec) -> None:
         """A decode pool's copy of a request prefilled elsewhere: its prompt KV arrived
         (counts as computed; the blocks are allocated on admission) with its first token."""
         self.num_computed_tokens = spec.num_kv_transferred_tokens
         self.num_emitted = 1
         self.first_token_time_s = spec.arrival_time_s
-        self.last_token_time_s = spec.handoff_token_time_s
+        t = spec.handoff_token_time_s  # set with num_kv_transferred_tokens
+        self.last_token_time_s = NaN if t is None else t
 
     @property
     def num_tokens(self) -> int:
@@ -125,3 +132,6 @@ class ReqState:
         return (f"ReqState(id={self.request_id}, {self.status}, computed="
                 f"{self.num_computed_tokens}/{self.num_tokens}, emitted={self.num_emitted}/"
                 f"{self.num_output_tokens}, blocks={len(self.kv_handle)})")
+
+
+register_pickling(ReqState)

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.base.compiled_core import register_pickling
 from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.continuous import ContinuousScheduler, StepOutput
 from simulator.scheduling.emission import advance
@@ -85,7 +86,7 @@ class StaticStepOutput(StepOutput):
 
     __slots__ = ("decode_index", "is_prefill", "num_live")
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
         self.is_prefill = False
         self.decode_index = 0
@@ -115,7 +116,7 @@ class StaticScheduler(ContinuousScheduler):
     """
 
     def __init__(self, config: SchedulerConfig, limits: SchedulerLimits, kv, recorder,
-                 replica_id: int = 0):
+                 replica_id: int = 0) -> None:
         super().__init__(config, limits, kv, recorder, replica_id)
         self.max_batch_size = int(config.max_batch_size)  # >= 1, >= 0: checked by the schema
         self.batch_timeout_s = float(config.batch_timeout_s)
@@ -295,7 +296,7 @@ class StaticScheduler(ContinuousScheduler):
                 kv.free(r)
             self.batch = []
 
-    def update(self, out: StaticStepOutput, start: float, end: float) -> None:
+    def update(self, out: StaticStepOutput, start: float, end: float) -> None:  # type: ignore[override]
         """Apply one finished step (prefill or decode) of the running batch."""
         if out.is_prefill:
             self._count_slots(out, 1)
@@ -320,7 +321,7 @@ class StaticScheduler(ContinuousScheduler):
         self.num_padding_slot_steps += k * out.num_padding_seqs
 
     # ------------------------------------------------------------------ fast-forward
-    def plan_decode_run(self, out: StaticStepOutput) -> int:
+    def plan_decode_run(self, out: StaticStepOutput) -> int:  # type: ignore[override]
         """Decode steps (this one included) that can run back to back: up to the step in
         which the next live member finishes (or reaches ``max_model_len``)."""
         if out.is_prefill or not self.running:
@@ -329,7 +330,7 @@ class StaticScheduler(ContinuousScheduler):
         k_len = self.limits.max_model_len - max(r.num_tokens for r in self.running)
         return max(1, min(rem, k_len))
 
-    def decode_run_arrays(self, out: StaticStepOutput, k: int):
+    def decode_run_arrays(self, out: StaticStepOutput, k: int):  # type: ignore[override]
         """Per-step total attended context and KV blocks held for ``k`` decode steps.
 
         Returns
@@ -344,7 +345,7 @@ class StaticScheduler(ContinuousScheduler):
         ctx = B * (self._pmax + j)
         return ctx, np.full(k, self.kv.num_used_blocks, dtype=np.int64)
 
-    def commit_decode_run(self, out: StaticStepOutput, k: int, start: float,
+    def commit_decode_run(self, out: StaticStepOutput, k: int, start: float,  # type: ignore[override]
                           ends) -> None:
         """Apply ``k`` consecutive decode steps of ``out`` (``ends``: their end times); the
         KV of finished members stays reserved until the batch ends."""
@@ -369,3 +370,6 @@ class StaticScheduler(ContinuousScheduler):
             "padding_waste": (self.num_padding_slot_steps / self.num_slot_steps
                               if self.num_slot_steps else None),
         }
+
+
+register_pickling(StaticStepOutput, StaticScheduler)

@@ -112,6 +112,7 @@ def test_recorder_rejects_illegal_transitions():
                                                  ("running", "completed")]
 
 
+@pytest.mark.pure_core
 def test_illegal_transition_inside_simulate_raises(monkeypatch):
     """``simulate(check_transitions=True)`` is wired to the checking recorder: finishing a
     request twice (an injected scheduler bug) raises instead of passing silently."""

@@ -17,6 +17,9 @@ from __future__ import annotations
 import pytest
 from helpers import SUITE, KVAudit, make_scenario, prefix_specs, run_sim, suite_case
 
+# instruments the scheduler by patching its classes: the pure-Python build only
+pytestmark = pytest.mark.pure_core
+
 PRESSURE = {"preempt_chunked", "no_chunking", "priority", "prefix_caching", "multi_replica",
             "cancel_admission", "max_model_len"}
 PREFIX = {"prefix_caching", "prefix_mooncake"}

@@ -16,6 +16,9 @@ from helpers import SUITE, make_scenario, run_sim, suite_case, synthetic_workloa
 
 from simulator.scheduling.continuous import ContinuousScheduler
 
+# instruments the scheduler by patching its classes: the pure-Python build only
+pytestmark = pytest.mark.pure_core
+
 
 def _wrap(monkeypatch, seen):
     orig = ContinuousScheduler.schedule

@@ -105,17 +105,14 @@ def test_step_tokens_with_preemption_recompute():
 
 
 @pytest.mark.parametrize("fast_forward", [False, True])
-def test_max_model_len_stop_exact(fast_forward, monkeypatch):
+def test_max_model_len_stop_exact(fast_forward):
     """A sequence stops when prompt + emitted reaches ``max_model_len`` (vLLM semantics):
     a 60-token prompt with max_model_len 100 emits exactly 40 tokens, whether the decode
     steps are fast-forwarded or stepped one at a time. (Regression: a fast-forwarded run
     used to overshoot by one token.)"""
     from helpers import spec
 
-    from simulator.scheduling.continuous import ContinuousScheduler
-    if not fast_forward:
-        monkeypatch.setattr(ContinuousScheduler, "plan_decode_run", lambda self, out: 1)
     sc = make_scenario({"scheduler": {"max_model_len": 100}})
-    df = run_sim(sc, [spec(0, 0.0, 60, 200)]).requests()
+    df = run_sim(sc, [spec(0, 0.0, 60, 200)], fast_forward=fast_forward).requests()
     assert df.reject_reason[0] == "max_model_len_reached"
     assert df.num_emitted_tokens[0] == 40

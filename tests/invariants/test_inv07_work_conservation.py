@@ -85,6 +85,7 @@ def test_no_idle_with_work(name):
         assert woke > 20
 
 
+@pytest.mark.pure_core
 def test_admitted_at_next_step_boundary(monkeypatch):
     cut = {"runs": 0, "cut": 0}
     orig = ContinuousScheduler.commit_decode_run

@@ -29,6 +29,9 @@ from simulator.engine import loop as engine
 from simulator.scheduling.continuous import ContinuousScheduler
 from simulator.scheduling.state import ReqState
 
+# instruments the scheduler by patching its classes: the pure-Python build only
+pytestmark = pytest.mark.pure_core
+
 
 class OracleRead(AssertionError):
     """The true output length was read where only declared data may be."""

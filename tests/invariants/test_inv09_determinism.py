@@ -169,22 +169,13 @@ def _ff_case(name):
 
 
 @pytest.mark.parametrize("name", FF_CASES)
-def test_fast_forward_equals_stepping(name, monkeypatch):
+def test_fast_forward_equals_stepping(name):
     sc, specs, until = _ff_case(name)
-    runs = []
-    orig = ContinuousScheduler.plan_decode_run
-
-    def counting(self, out):
-        k = orig(self, out)
-        if k > 1:
-            runs.append(k)
-        return k
-
-    monkeypatch.setattr(ContinuousScheduler, "plan_decode_run", counting)
     fast = run_sim(sc, specs, until_s=until)
-    monkeypatch.setattr(ContinuousScheduler, "plan_decode_run", lambda self, out: 1)
-    slow = run_sim(sc, specs, until_s=until)
-    assert len(runs) > 10 and sum(runs) > 200  # fast-forward really skipped many steps
+    slow = run_sim(sc, specs, until_s=until, fast_forward=False)
+    # fast-forward really skipped many steps: decode runs recorded, none when stepping
+    assert fast.recorder.num_step_chunks > 10 and slow.recorder.num_step_chunks == 0
+    assert len(fast.steps()) > 200
 
     fr, sr = fast.requests(), slow.requests()
     assert (fr[INT_REQ].to_numpy() == sr[INT_REQ].to_numpy()).all()
@@ -249,13 +240,13 @@ def test_least_kv_sees_current_kv_usage_during_decode_runs():
     assert rep[26] == 0
 
 
+@pytest.mark.pure_core
 def test_swap_in_time_charged_to_its_step(monkeypatch):
     """Swap preemption on Llama-3.1-8B / H100: one KV block is 16 x 131,072 = 2,097,152 bytes
     and crosses the 64 GB/s host link in 32.768 us. With a constant 10 ms step, every step
     that swaps blocks in (or out) must last 10 ms + blocks x 32.768 us."""
     from helpers import ConstantStepPerf
 
-    from simulator.scheduling.continuous import ContinuousScheduler
     swaps = {}
     orig = ContinuousScheduler.schedule
 

@@ -57,6 +57,7 @@ def configs(draw):
     }
 
 
+@pytest.mark.pure_core
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(specs=workloads(), cfg=configs(), stop=st.sampled_from([None, 0.05, 0.5]))
 def test_random_workloads_keep_invariants(specs, cfg, stop):

@@ -246,6 +246,7 @@ def _random_specs(n, seed):
     return [spec(i, float(t[i]), int(p[i]), int(o[i])) for i in range(n)]
 
 
+@pytest.mark.pure_core
 def test_fast_forward_equals_single_steps(monkeypatch):
     """Fast-forwarded runs give the same records as stepping one decode step at a time."""
     sc = scenario(scheduler={"max_model_len": 512, "max_batch_size": 8, "batch_timeout_s": 0.1},
