@@ -35,8 +35,14 @@ CORE_MODULES: tuple[str, ...] = (
     "simulator.scheduling.emission",
     "simulator.scheduling.continuous",
     "simulator.scheduling.static",
+    "simulator.scheduling.queues",
+    "simulator.scheduling.parallel",
     "simulator.kv.block_pool",
     "simulator.kv.manager",
+    "simulator.perf.step_cost",
+    "simulator.engine.step_rows",
+    "simulator.engine.idle",
+    "simulator.engine.loop",
 )
 #: the build manifest written beside this module by ``setup.py`` (sources' sha256 at build)
 MANIFEST_NAME = "compiled_core.json"

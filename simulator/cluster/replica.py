@@ -7,6 +7,7 @@ usage and the request's declared fields; never its true output length.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from simulator.base.rng import stream
 from simulator.catalog.hardware import GPUSpec
@@ -139,21 +140,21 @@ class Replica:
         self.sched = make_scheduler(scenario, setup, self.kv, rec, idx)
         self.perf = setup.perf
         #: the SimPy event an idle replica sleeps on (set and cleared by the engine)
-        self.wake = None
+        self.wake: Any = None
         self.step_index = 0
         #: the fast-forwarded decode run in progress (set and cleared by the engine)
         self.jump: Jump | None = None
         #: the clock (a ``simpy.Environment``; set by the engine)
-        self.env = None
+        self.env: Any = None
         #: step rows of committed decode runs not yet recorded (set and flushed by the engine)
-        self.run_rows = None
+        self.run_rows: Any = None
         #: arrivals not yet visible to the scheduler (async scheduling: they arrived while a
         #: step ran whose successor was already scheduled; the engine flushes them after its
         #: next ``schedule``), whether arrivals are deferred now, and the engine's queueing
         #: function ``enqueue(r, replica, now)`` (set by the engine)
         self.pending: list = []
         self.defer = False
-        self.enqueue = None
+        self.enqueue: Any = None
 
     def flush_pending(self, now: float) -> None:
         """Hand the deferred arrivals to the scheduler, oldest first."""

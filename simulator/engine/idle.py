@@ -36,6 +36,7 @@ def idle_wait(sched: Scheduler, rec: RunRecorder, now: float) -> float | str | N
     wait = sched.idle_until(now)
     if wait is None and not sched.running and sched.num_waiting:
         head = sched.queue.peek()
+        assert head is not None  # num_waiting > 0
         sched.remove_waiting(head)
         rec.reject(head, now, "kv_capacity")
         return HEAD_REJECTED

@@ -20,9 +20,7 @@ import gc
 import math
 import time
 from bisect import bisect_right
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import simpy
@@ -31,8 +29,9 @@ from simulator.base.budget import check_run_budget, estimate_scenario_run
 from simulator.base.request import RequestSpec
 from simulator.cluster.replica import Replica, ReplicaSetup, Router
 from simulator.cluster.setup import fallback_scenario
-from simulator.engine.idle import HEAD_REJECTED, idle_wait
+from simulator.engine.idle import idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
+from simulator.engine.output import SimOutput
 from simulator.engine.step_rows import (
     DecodeRunCostRows,
     DecodeRunRows,
@@ -43,54 +42,6 @@ from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
 from simulator.scheduling.state import REJECTED, ReqState
-
-if TYPE_CHECKING:  # pragma: no cover
-    import pandas as pd  # annotations only (start-up: pandas loads after the simulation)
-
-
-@dataclass
-class SimOutput:
-    """Raw output of :func:`simulate`."""
-
-    recorder: RunRecorder
-    replicas: list
-    end_time_s: float
-    sim_wall_s: float
-    #: per degrade policy: :meth:`simulator.scheduling.degrade.DegradeController.summary`
-    degrade: list = field(default_factory=list)
-    #: replicas behind the scenario's router (the rest form the degrade fallback set)
-    num_primary_replicas: int = 0
-
-    def requests(self) -> pd.DataFrame:
-        return self.recorder.requests_frame()
-
-    def steps(self) -> pd.DataFrame:
-        return self.recorder.steps_frame()
-
-    def step_table(self):
-        """The step table without building a DataFrame
-        (:meth:`simulator.metrics.records.RunRecorder.step_table`)."""
-        return self.recorder.step_table()
-
-    def __getstate__(self) -> dict:
-        # pickled (a result sent between processes): a replica's SimPy environment, wake-up
-        # event and decode run in flight hold the simulation's generators, which cannot be
-        # pickled and mean nothing once the run is over; copies without them travel
-        state = dict(self.__dict__)
-        state["replicas"] = [_finished_replica(rep) for rep in self.replicas]
-        return state
-
-
-def _finished_replica(rep):
-    """A shallow copy of ``rep`` without its simulation handles (``env``, ``wake``, ``jump``)."""
-    import copy
-
-    c = copy.copy(rep)
-    for name in ("env", "wake", "jump"):
-        if hasattr(c, name):
-            setattr(c, name, None)
-    return c
-
 
 #: a replica reports progress once every this many scheduler iterations (a cheap counter;
 #: the reporter itself rate-limits what it prints)
@@ -172,7 +123,7 @@ def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
     """Nothing to schedule now: sleep until the scheduler's retry time or an arrival, or
     reject the head request when it can never start."""
     wait = idle_wait(rep.sched, rec, now)
-    if wait is HEAD_REJECTED:
+    if isinstance(wait, str):  # HEAD_REJECTED
         return
     rep.wake = env.event()
     if wait is not None:
@@ -197,11 +148,14 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
     jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, el
     k = jump.k_steps
     rep.jump = jump
-    rep.wake = env.event()
-    yield env.timeout(_delay_to(now, e)) | rep.wake
-    wake = rep.wake
+    # sleep on the wake-up event alone: the run's end triggers it too (a callback on its
+    # time-out), so no ``timeout | wake`` condition is built per run; an arrival that cuts
+    # the run triggers it earlier and the time-out then finds it triggered
+    wake = rep.wake = env.event()
+    env.timeout(_delay_to(now, e)).callbacks.append(_wake_at_end(wake))
+    yield wake
     rep.wake = None
-    if wake.triggered and env.now < e:
+    if env.now < e:
         t = env.now
         done = bisect_right(el, t)  # steps ended by t
         kk = done if (done and el[done - 1] == t) else done + 1  # the step in progress
@@ -211,6 +165,14 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
         k = kk
     rep.jump = None
     _commit_run(rep, rec, jump, k)
+
+
+def _wake_at_end(wake: simpy.Event):
+    """The callback of a decode run's end: trigger ``wake`` unless an arrival did."""
+    def cb(_ev) -> None:
+        if not wake.triggered:
+            wake.succeed()
+    return cb
 
 
 def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
@@ -229,7 +191,7 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
     rep.sched.commit_jump(jump, k)
 
 
-def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], *,
+def simulate(scenario: Scenario, setup: ReplicaSetup, specs: Sequence[RequestSpec], *,
              check_transitions: bool = False,
              progress: Callable[[int, int], None] | None = None,
              until_s: float | None = None, fast_forward: bool = True,
@@ -241,7 +203,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: list[RequestSpec], 
     scenario : Scenario
     setup : ReplicaSetup
         From :func:`build_setup`.
-    specs : list of RequestSpec
+    specs : sequence of RequestSpec
         Sorted by arrival time.
     check_transitions : bool
         Verify lifecycle transitions as they happen (tests).
@@ -430,7 +392,7 @@ def _install_stop(env: simpy.Environment, rec: RunRecorder, stop_when) -> list:
             ev.callbacks.append(simpy.core.StopSimulation.callback)
             ev.succeed()
 
-    rec.finish = finish_and_check
+    rec.finish = finish_and_check  # type: ignore[method-assign]
     return stopped
 
 
@@ -442,6 +404,7 @@ def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder) -> 
     fb_setup = setup.extra.get("fallback")
     if fb_setup is not None:
         fb_scenario = fallback_scenario(scenario)
+        assert fb_scenario is not None  # a fallback setup comes with its scenario
         replicas += [Replica(n_primary + j, fb_setup, fb_scenario, rec)
                      for j in range(fb_scenario.cluster.num_replicas)]
     return replicas

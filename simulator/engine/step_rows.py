@@ -85,7 +85,7 @@ class DecodeRunRows:
 
     __slots__ = ("_consts", "_ends", "_kv_used", "_nows", "_rows", "_times", "recorder")
 
-    def __init__(self, recorder):
+    def __init__(self, recorder) -> None:
         self.recorder = recorder
         self._consts: list[tuple] = []   # per run: the integer columns' run constants
         self._nows: list[float] = []     # per run: its first step's start (seconds)
@@ -167,7 +167,7 @@ class DecodeRunCostRows(DecodeRunRows):
 
     __slots__ = ("_comm", "_compute", "_overhead", "pricer")
 
-    def __init__(self, recorder, pricer):
+    def __init__(self, recorder, pricer) -> None:
         super().__init__(recorder)
         self.pricer = pricer
         self._compute: list[float] = []

@@ -36,9 +36,11 @@ the replica's next step (:meth:`StepCost.as_dict` keeps one).
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
+from simulator.base.compiled_core import register_pickling
 from simulator.perf.pipeline import PipelinePerfModel
 from simulator.perf.step_model import StepTimeModel
 
@@ -121,11 +123,17 @@ class StepCost:
     __slots__ = ("_parts", "_perf", "_shape", "draft_decode_s", "draft_prefill_s", "draft_s",
                  "step_s", "swap_s", "total_s")
 
-    def __init__(self, perf=None):
+    def __init__(self, perf=None) -> None:
         self.step_s = self.swap_s = self.total_s = 0.0
         self.draft_decode_s = self.draft_prefill_s = self.draft_s = 0.0
         self._perf = perf
-        self._shape = self._parts = None
+        self._shape: Any = None  # the StepShape priced last
+        self._parts: tuple[float, float, float] | None = None
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self._perf,), {}
 
     def parts(self) -> tuple[float, float, float]:
         """``(compute_s, communication_s, overhead_s)``: ``step_s`` split (seconds; computed
@@ -187,7 +195,7 @@ class StepPricer:
                  "host_link_bandwidth_bytes_per_s", "perf")
 
     def __init__(self, perf, *, host_link_bandwidth_bytes_per_s: float | None = None,
-                 draft=None):
+                 draft=None) -> None:
         self.perf = perf
         self.host_link_bandwidth_bytes_per_s = host_link_bandwidth_bytes_per_s
         self.draft = draft
@@ -202,6 +210,12 @@ class StepPricer:
         self._run_model = getattr(self._decode_run, "__self__", perf)
         #: decode-run steps split so far: (num_decode, ctx_total, q, num_sampled) -> parts
         self._run_parts: dict[tuple, tuple[float, float, float]] = {}
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        bw = self.host_link_bandwidth_bytes_per_s
+        return (self.perf,), {"host_link_bandwidth_bytes_per_s": bw, "draft": self.draft}
 
     def price(self, out, *, decode_memo: bool = True) -> StepCost:
         """The cost of the step ``out`` reports (also left in ``out.cost``).
@@ -324,3 +338,6 @@ class StepPricer:
             comm.append(m)
             overhead.append(o)
         return compute, comm, overhead
+
+
+register_pickling(StepCost, StepPricer)

@@ -56,7 +56,7 @@ class RunResult:
     construction with the two arrays (or ``None``: read lazily) is as before.
 
     Picklable (results sent between processes): the simulation's processes and events are
-    dropped (:meth:`simulator.engine.loop.SimOutput.__getstate__`), spooled tables travel with
+    dropped (:meth:`simulator.engine.output.SimOutput.__getstate__`), spooled tables travel with
     their data.
     """
 

@@ -14,6 +14,7 @@ import heapq
 from collections import deque
 from itertools import islice
 
+from simulator.base.compiled_core import register_pickling
 from simulator.scheduling.state import ReqState
 
 QUEUE_POLICIES = ("fcfs", "priority")
@@ -34,12 +35,17 @@ class RequestQueue:
 
     __slots__ = ("_deque", "_heap", "priority")
 
-    def __init__(self, policy: str = "fcfs"):
+    def __init__(self, policy: str = "fcfs") -> None:
         if policy not in QUEUE_POLICIES:
             raise ValueError(f"scheduler.policy must be fcfs or priority, got {policy!r}")
         self.priority = policy == "priority"
         self._deque: deque[ReqState] = deque()
         self._heap: list = []  # (priority, arrival, id, req)
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return ("priority" if self.priority else "fcfs",), {}
 
     def __len__(self) -> int:
         return len(self._heap) if self.priority else len(self._deque)
@@ -93,3 +99,6 @@ class RequestQueue:
         if self.priority:
             return [it[3] for it in heapq.nsmallest(n, self._heap)]
         return list(islice(self._deque, n))
+
+
+register_pickling(RequestQueue)

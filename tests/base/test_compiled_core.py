@@ -6,6 +6,7 @@ from __future__ import annotations
 import filecmp
 import importlib
 import importlib.machinery
+import importlib.util
 import os
 import subprocess
 import sys
@@ -98,3 +99,29 @@ def test_compiled_and_pure_python_write_identical_outputs(tmp_path):
                        env={**os.environ, **env})
     for f in ("steps.csv", "requests.csv"):
         assert filecmp.cmp(tmp_path / "compiled" / f, tmp_path / "pure" / f, shallow=False), f
+
+
+def _backend():
+    """``buildtools/servesim_build.py``, the build backend, loaded from its file."""
+    spec = importlib.util.spec_from_file_location(
+        "servesim_build_under_test", REPO / "buildtools" / "servesim_build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("compiler, pure, wants_mypy", [
+    (True, "", True), (False, "", False), (True, "1", False), (True, "0", True)])
+def test_the_build_asks_for_mypyc_only_when_it_can_compile(monkeypatch, compiler, pure,
+                                                          wants_mypy):
+    backend = _backend()
+    monkeypatch.setattr(backend, "can_compile", lambda: compiler)
+    monkeypatch.setenv("SERVESIM_PURE_PYTHON", pure)
+    # what both hooks (wheel, editable) add to setuptools' own requirements
+    assert backend._extra() == ([backend.MYPY_REQUIREMENT] if wants_mypy else [])
+
+
+def test_no_compiler_found_means_no_compiled_build(monkeypatch):
+    backend = _backend()
+    monkeypatch.setattr(backend.shutil, "which", lambda name: None)
+    assert backend.can_compile() is False
