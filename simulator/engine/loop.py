@@ -15,8 +15,6 @@ equal those of stepping one iteration at a time.
 """
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 import time
 from bisect import bisect_right
@@ -26,6 +24,7 @@ import numpy as np
 import simpy
 
 from simulator.base.budget import check_run_budget, estimate_scenario_run
+from simulator.base.gc_freeze import gc_frozen
 from simulator.base.request import RequestSpec
 from simulator.cluster.replica import Replica, ReplicaSetup, Router
 from simulator.cluster.setup import fallback_scenario
@@ -230,27 +229,9 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: Sequence[RequestSpe
     """
     check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s),
                      what=f"scenario '{scenario.name}'")
-    with _gc_frozen():
+    with gc_frozen():  # the objects that exist before the run: out of full collections
         return _simulate(scenario, setup, specs, check_transitions, progress, until_s,
                          fast_forward, stop_when)
-
-
-@contextlib.contextmanager
-def _gc_frozen():
-    """Keep the objects that exist before the run (modules, tables, the trace) out of the
-    cyclic garbage collector's full scans while it runs (:func:`gc.freeze`; unfrozen after).
-    Nothing changes in the results: the run creates no reference cycles whose collection it
-    relies on. The collector's scans of those long-lived objects were ~6% of a 250,000-request
-    run's event loop (3 s of full collections); a caller that froze objects itself keeps its
-    freeze (nothing is done then)."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _cancel_callback(env: simpy.Environment, r: ReqState, rep: Replica):

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simulator.base.gc_freeze import gc_frozen
 from simulator.base.outdir import make_output_folder
 from simulator.base.request import RequestSpec
 from simulator.catalog.hardware import get_gpu
@@ -334,7 +335,8 @@ def run_gateway(scenario: Scenario, base_dir: Path | None = None, *,
         runs[dpool.name] = dec
         merged = merge_disaggregated(pre, dec, hand, by_id)
         rows.append(merged)
-    return _finish(scenario, runs, rows, len(specs), write, outdir, figures, table_format)
+    with gc_frozen():  # the pools' objects: out of the collector's passes (base.gc_freeze)
+        return _finish(scenario, runs, rows, len(specs), write, outdir, figures, table_format)
 
 
 def _pool_summary(run: PoolRun) -> dict:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import yaml
 
+from simulator.base.gc_freeze import gc_frozen
 from simulator.base.outdir import (
     clear_outputs,
     input_files,
@@ -151,9 +152,26 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
     if specs is None:
         specs = load_workload(scenario.workload, scenario.seed, base_dir, lazy=True)
     check_slices(scenario, specs)
-    setup = setup or build_setup(scenario, base_dir)
+    # long-lived objects stay out of the collector's full passes (simulator.base.gc_freeze):
+    # the modules while the set-up imports the table readers (pandas), then the finished
+    # run's objects (and the modules) while its summary and outputs are made
+    if setup is None:
+        with gc_frozen():
+            setup = build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, stop_when=stop_when, check_transitions=check_transitions,
                    progress=progress)
+    with gc_frozen():
+        res = summarize_run(scenario, setup, sim)
+        if write:
+            res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format)
+    return res
+
+
+def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> RunResult:
+    """The :class:`RunResult` of a finished simulation: its step and request tables and the
+    summary (:func:`simulator.metrics.summary.summarize` and the run's extras: memory plan,
+    provenance, KV and batching statistics, phase cost, parallel sampling, degrade effects).
+    """
     # memory: each transient peaks while little else is held: the spool's sort, the ITL
     # statistics (samples read and freed; RunResult rereads them if asked), the requests
     steps = sim.step_table()
@@ -189,10 +207,7 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
                                                     requests["request_id"].to_numpy())
     if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
         summary.update(setup.perf.summary_extras())
-    res = RunResult(scenario, setup, summary, requests, steps, None, None, sim)
-    if write:
-        res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format)
-    return res
+    return RunResult(scenario, setup, summary, requests, steps, None, None, sim)
 
 
 def add_phase_cost(summary: dict, steps: pd.DataFrame, perf, tensor_parallel_size: int) -> None:

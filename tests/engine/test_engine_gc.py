@@ -5,7 +5,7 @@ import gc
 
 import pytest
 
-from simulator.engine.loop import _gc_frozen
+from simulator.base.gc_freeze import gc_frozen
 from tests.helpers import make_scenario, run_sim, synthetic_workload
 
 
@@ -21,7 +21,7 @@ def test_simulate_freezes_only_during_the_run():
     sc = make_scenario(workload=synthetic_workload(40))
     sim = run_sim(sc)
     assert gc.get_freeze_count() == 0  # unfrozen afterwards
-    with _gc_frozen():
+    with gc_frozen():
         seen.append(gc.get_freeze_count())
     assert seen[0] > 0 and gc.get_freeze_count() == 0
     # the same results with the collector left as it is (a caller's freeze: nothing done)
@@ -35,7 +35,6 @@ def test_simulate_freezes_only_during_the_run():
 
 
 def test_unfrozen_after_an_error():
-    with pytest.raises(RuntimeError):
-        with _gc_frozen():
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), gc_frozen():
+        raise RuntimeError("boom")
     assert gc.get_freeze_count() == 0
