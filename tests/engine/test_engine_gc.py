@@ -1,12 +1,15 @@
 """simulate() keeps the objects that exist before a run out of the garbage collector's scans
-while it runs (gc.freeze) and hands everything back afterwards, even when the run fails;
-a caller's own freeze is left alone. The results are those of an unfrozen run."""
+and collects nothing while it runs (gc.freeze, gc.disable) and hands everything back
+afterwards, even when the run fails; a caller's own freeze is left alone. The results are those
+of an unfrozen run."""
 import gc
 
 import pytest
 
 from simulator.base.gc_freeze import gc_frozen
-from tests.helpers import make_scenario, run_sim, synthetic_workload
+from simulator.cluster.setup import build_setup
+from simulator.engine.loop import simulate
+from tests.helpers import load_specs, make_scenario, run_sim, synthetic_workload
 
 
 def _outputs(sim):
@@ -15,15 +18,14 @@ def _outputs(sim):
             sim.requests().sort_values("request_id")["finish_time_s"].tolist())
 
 
-def test_simulate_freezes_only_during_the_run():
-    assert gc.get_freeze_count() == 0
-    seen = []
+def test_simulate_pauses_the_collector_only_during_the_run():
     sc = make_scenario(workload=synthetic_workload(40))
-    sim = run_sim(sc)
-    assert gc.get_freeze_count() == 0  # unfrozen afterwards
-    with gc_frozen():
-        seen.append(gc.get_freeze_count())
-    assert seen[0] > 0 and gc.get_freeze_count() == 0
+    seen = []  # (collector enabled, frozen objects) at each progress report of the run
+    sim = simulate(sc, build_setup(sc), load_specs(sc),
+                   progress=lambda done, total: seen.append((gc.isenabled(),
+                                                              gc.get_freeze_count())))
+    assert seen and all(not enabled and frozen > 0 for enabled, frozen in seen)
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # handed back afterwards
     # the same results with the collector left as it is (a caller's freeze: nothing done)
     gc.freeze()
     try:
