@@ -71,7 +71,7 @@ def configurations(tmp: Path, azure: Path) -> dict[str, list[str]]:
     default = ["scenarios/default.yaml"]
     return {
         "llama8b_h100_hour": ["scenarios/azure_conv_llama3_8b_h100.yaml", "--trace", str(azure)],
-        "side_by_side_34b": [str(bench_speed.scenario_34b(tmp))],
+        "side_by_side_34b": [str(bench_speed.scenario_34b(tmp)), "--trace", str(azure)],
         "default": default,
         "default_static": [*default, "--set", "scheduler.policy=static"],
         "default_no_chunked_prefill": [*default, "--set", "scheduler.enable_chunked_prefill=false"],
