@@ -11,7 +11,6 @@ backend, ``buildtools/servesim_build.py``, asks for it then) and ``SERVESIM_PURE
 not set; the build then writes the manifest of the compiled sources' digests that lets the
 package refuse a compiled module older than its source. Otherwise the package is pure Python.
 """
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -23,19 +22,7 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 DATA_DIRS = ("hardware_profiles", "engine_profiles", "scenarios", "traces")
 sys.path.insert(0, str(ROOT / "buildtools"))
-from servesim_build import can_compile, pure_forced
-
-
-def _load(path: Path, name: str):
-    """A module loaded from its file alone (the package's imports are not installed yet)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # (its dataclass looks itself up there)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-core = _load(ROOT / "simulator" / "base" / "compiled_core.py", "_servesim_compiled_core")
+from servesim_build import can_compile, core, pure_forced
 
 
 class BuildPyWithData(build_py):
@@ -81,7 +68,7 @@ def core_extensions() -> list:
              for m in core.CORE_MODULES]
     flags = ["--ignore-missing-imports", "--follow-imports=silent",
              "--disable-error-code", "annotation-unchecked"]
-    return mypycify(flags + paths, opt_level="3", group_name="servesim_core")
+    return mypycify(flags + paths, opt_level="3", group_name=core.GROUP_NAME)
 
 
 setup(cmdclass={"build_py": BuildPyWithData, "build_ext": BuildExtWithManifest},

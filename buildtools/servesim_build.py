@@ -9,8 +9,10 @@ compiled core is an option, never a requirement.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -19,12 +21,26 @@ from setuptools.build_meta import *  # the PEP 517 hooks we do not change
 
 #: the mypy release whose mypyc compiles the core (pinned: a build is reproducible)
 MYPY_REQUIREMENT = "mypy==2.4.1"
-PURE_ENV = "SERVESIM_PURE_PYTHON"
+
+
+def _core_rules():
+    """``simulator/base/compiled_core.py`` loaded from its file (it imports the standard
+    library only): the one definition of the core's modules and of SERVESIM_PURE_PYTHON."""
+    path = Path(__file__).resolve().parents[1] / "simulator" / "base" / "compiled_core.py"
+    spec = importlib.util.spec_from_file_location("_servesim_compiled_core", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # (its dataclass looks itself up there)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+core = _core_rules()
 
 
 def pure_forced() -> bool:
-    """Whether ``SERVESIM_PURE_PYTHON`` asks for the pure-Python build."""
-    return os.environ.get(PURE_ENV, "") not in ("", "0")
+    """Whether ``SERVESIM_PURE_PYTHON`` asks for the pure-Python build
+    (:func:`simulator.base.compiled_core.pure_forced`)."""
+    return core.pure_forced()
 
 
 def can_compile() -> bool:

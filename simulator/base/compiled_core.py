@@ -6,15 +6,17 @@ install time, ``setup.py`` also compiles them with mypyc (the same source files;
 ``buildtools/``); otherwise only the Python source is installed. Both builds give
 byte-identical outputs (CI runs the suite and the output fingerprints on both).
 
-The compiled build is used only when it is current. At build time ``setup.py`` writes a
-manifest (:data:`MANIFEST_NAME`, next to this module) with the sha256 of every compiled
-module's source. :func:`install` runs when the ``simulator`` package is imported, before any
-core module: when ``SERVESIM_PURE_PYTHON`` is set (to anything but ``0`` or empty), when a
-compiled module or the manifest is missing, or when any core source no longer matches the
-manifest (an editable install whose source was edited after its build, or whose module list
-changed since), it installs an import hook that loads every core module (and every module the
-last build compiled) from its ``.py`` source instead. All core modules are
-compiled together (one mypyc group), so the choice is all or nothing.
+The compiled build is used only when it is current and whole. At build time ``setup.py``
+writes a manifest (:data:`MANIFEST_NAME`, next to this module) with the sha256 of every
+compiled module's source and the size of every extension built. :func:`install` runs when the
+``simulator`` package is imported, before any core module: when ``SERVESIM_PURE_PYTHON`` is set
+(:func:`pure_forced`), when a compiled module or the manifest is missing, when any core source
+no longer matches the manifest (an editable install whose source was edited after its build, or
+whose module list changed since), when an extension is not the one built, or when the group's
+shared library (:data:`GROUP_MODULE`) cannot be imported from this install, it installs an
+import hook that loads every core module (and every module the last build compiled) from its
+``.py`` source instead. All core modules are compiled together (one mypyc group), so the choice
+is all or nothing.
 
 ``servesim --version`` reports the build in use and why (:func:`status`).
 """
@@ -48,6 +50,11 @@ CORE_MODULES: tuple[str, ...] = (
 MANIFEST_NAME = "compiled_core.json"
 #: environment variable that forces the pure-Python core
 PURE_ENV = "SERVESIM_PURE_PYTHON"
+#: values of :data:`PURE_ENV` that do not force it (case and surrounding blanks ignored)
+NOT_FORCED = ("", "0", "false", "no", "off")
+#: mypyc's group of the core: one shared library, ``<GROUP_NAME>__mypyc``, beside the package
+GROUP_NAME = "servesim_core"
+GROUP_MODULE = f"{GROUP_NAME}__mypyc"
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the ``simulator`` folder
 
@@ -91,54 +98,98 @@ def compiled_path(module: str, package_root: Path = _PACKAGE_ROOT) -> Path | Non
     return None
 
 
+def pure_forced(environ=None) -> bool:
+    """Whether ``SERVESIM_PURE_PYTHON`` asks for the pure-Python core (any value but those of
+    :data:`NOT_FORCED`); the build backend asks the same question at install time."""
+    env = os.environ if environ is None else environ
+    return str(env.get(PURE_ENV, "")).strip().lower() not in NOT_FORCED
+
+
 def source_digest(path: Path) -> str:
     """sha256 (hex) of a source file's bytes."""
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def group_library(root: Path) -> Path | None:
+    """The group's shared library in folder ``root`` (None when there is none)."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        p = root / (GROUP_MODULE + suffix)
+        if p.exists():
+            return p
+    return None
+
+
 def write_manifest(package_root: Path, modules: tuple[str, ...] = CORE_MODULES,
                    *, sources_root: Path | None = None) -> Path:
     """Write the build manifest into ``package_root/base`` (``setup.py`` calls this after
-    compiling); digests are read from ``sources_root`` (default ``package_root``).
-    Returns the manifest's path."""
+    compiling): the sha256 of every compiled source (read from ``sources_root``, default
+    ``package_root``) and the size in bytes of every extension built (each module's beside
+    it, the group's library beside the package). Returns the manifest's path."""
     src_root = sources_root or package_root
+    sizes = {}
+    for m in modules:
+        ext = compiled_path(m, package_root)
+        if ext is not None:
+            sizes[m] = ext.stat().st_size
+    group = group_library(package_root.parent)
     data = {"python": sys.implementation.cache_tag,
-            "modules": {m: source_digest(source_path(m, src_root)) for m in modules}}
+            "modules": {m: source_digest(source_path(m, src_root)) for m in modules},
+            "extension_bytes": sizes,
+            "group_bytes": group.stat().st_size if group is not None else None}
     out = package_root / "base" / MANIFEST_NAME
     out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     return out
 
 
+def _manifest(package_root: Path) -> dict | None:
+    """The build manifest (None when absent or unreadable)."""
+    try:
+        data = json.loads((package_root / "base" / MANIFEST_NAME).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def _recorded(package_root: Path) -> dict | None:
     """The manifest's ``{module: sha256}`` (None when absent or unreadable)."""
-    try:
-        rec = json.loads((package_root / "base" / MANIFEST_NAME).read_text())["modules"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    rec = (_manifest(package_root) or {}).get("modules")
     return rec if isinstance(rec, dict) else None
 
 
+def _find_group() -> Path | None:
+    """Where this interpreter would import the group's shared library from (None: nowhere)."""
+    try:
+        spec = importlib.util.find_spec(GROUP_MODULE)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None) if spec is not None else None
+    return Path(origin) if origin else None
+
+
+REINSTALL = "reinstall servesim (pip install -e . in a checkout)"
+
+
 def decide(package_root: Path = _PACKAGE_ROOT, environ=None,
-           modules: tuple[str, ...] = CORE_MODULES) -> CoreBuild:
+           modules: tuple[str, ...] = CORE_MODULES, find_group=_find_group) -> CoreBuild:
     """Whether the compiled core may run, and if not why (reads files only; imports
-    nothing)."""
-    env = os.environ if environ is None else environ
-    if env.get(PURE_ENV, "") not in ("", "0"):
+    nothing). ``find_group()`` locates the group's shared library as an import would."""
+    if pure_forced(environ):
+        env = os.environ if environ is None else environ
         return CoreBuild(False, f"{PURE_ENV}={env[PURE_ENV]}")
     have = [m for m in modules if compiled_path(m, package_root) is not None]
     if not have:
-        return CoreBuild(False, "this install has no compiled core (no C compiler or mypyc "
-                                "at install time)")
+        return CoreBuild(False, "this install has no compiled core (built without a C compiler "
+                                f"or mypy, or with {PURE_ENV} set)")
     if len(have) != len(modules):
         missing = sorted(set(modules) - set(have))
-        return CoreBuild(False, f"compiled core incomplete (missing {missing[0]})")
+        return CoreBuild(False, f"compiled core incomplete (missing {missing[0]}): {REINSTALL}")
+    manifest = _manifest(package_root)
     recorded = _recorded(package_root)
-    if recorded is None:
-        manifest = package_root / "base" / MANIFEST_NAME
-        return CoreBuild(False, f"compiled core without a readable build manifest ({manifest})")
+    if manifest is None or recorded is None:
+        path = package_root / "base" / MANIFEST_NAME
+        return CoreBuild(False, f"compiled core without a readable build manifest ({path})")
     if set(recorded) != set(modules):
-        return CoreBuild(False, "compiled core built from another module list (reinstall: "
-                                "pip install -e .)")
+        return CoreBuild(False, f"compiled core built from another module list: {REINSTALL}")
     for m in modules:
         src = source_path(m, package_root)
         if not src.exists():  # an install of the compiled modules only: nothing to check
@@ -146,7 +197,20 @@ def decide(package_root: Path = _PACKAGE_ROOT, environ=None,
         if recorded.get(m) != source_digest(src):
             rel = src.relative_to(package_root.parent)
             return CoreBuild(False, f"compiled core is older than its source: {rel} changed "
-                                    "since the build (reinstall: pip install -e .)")
+                                    f"since the build: {REINSTALL}")
+    sizes = manifest.get("extension_bytes") or {}
+    for m in modules:
+        ext = compiled_path(m, package_root)
+        if ext is None or sizes.get(m) != ext.stat().st_size:
+            return CoreBuild(False, f"compiled extension of {m} is not the one built "
+                                    f"(damaged or replaced): {REINSTALL}")
+    group = find_group()
+    if group is None or not group.exists():
+        return CoreBuild(False, f"the compiled core's library ({GROUP_MODULE}) is not on this "
+                                f"install's import path: {REINSTALL}")
+    if group.stat().st_size != manifest.get("group_bytes"):
+        return CoreBuild(False, f"the compiled core's library ({group.name}) is not the one "
+                                f"built (damaged or replaced): {REINSTALL}")
     return CoreBuild(True, "")
 
 
@@ -192,29 +256,41 @@ def module_is_compiled(module) -> bool:
 
 
 def _rebuild(cls, args: tuple, kwargs: dict, state: dict):
-    """Unpickle a compiled core object: construct it, then restore every attribute."""
+    """Unpickle a core object: construct it, then restore every attribute."""
     obj = cls(*args, **kwargs)
-    obj.__setstate__(state)
+    for name, value in state.items():
+        setattr(obj, name, value)
     return obj
 
 
-def _reduce_compiled(obj):
+def _state(obj) -> dict:
+    """Every attribute of ``obj``: a compiled class's (mypyc's ``__getstate__``) or a Python
+    class's slots, then any ``__dict__`` (a Python subclass's own attributes)."""
+    if hasattr(type(obj), "__mypyc_attrs__"):
+        state = obj.__getstate__()
+    else:
+        state = {}
+        for klass in type(obj).__mro__:
+            slots = klass.__dict__.get("__slots__", ())
+            for name in (slots,) if isinstance(slots, str) else slots:
+                if name not in state and hasattr(obj, name):
+                    state[name] = getattr(obj, name)
+    state.update(getattr(obj, "__dict__", {}))
+    return state
+
+
+def _reduce(obj):
     args, kwargs = obj._init_args()
-    state = obj.__getstate__()  # the compiled attributes (mypyc's)
-    state.update(getattr(obj, "__dict__", {}))  # a Python subclass's own attributes
-    return _rebuild, (type(obj), args, kwargs, state)
+    return _rebuild, (type(obj), args, kwargs, _state(obj))
 
 
 def register_pickling(*classes) -> None:
-    """Make the compiled ``classes`` picklable and copyable (a finished run's result travels
-    between processes). A compiled class's ``__new__`` runs its ``__init__``, so each class
-    gives the arguments that construct an instance (its ``_init_args()``: ``(args, kwargs)``),
-    and the attributes are then restored from mypyc's ``__getstate__`` (and, for a Python
-    subclass of a compiled class, its ``__dict__``). Classes that are not compiled and do not
-    derive from a compiled one (the pure-Python core) keep Python's own pickling: nothing is
-    registered."""
+    """Make the core's ``classes`` picklable and copyable the same way in both builds (a
+    finished run's result travels between processes, whose builds may differ). A compiled
+    class's ``__new__`` runs its ``__init__``, so each class gives the arguments that construct
+    an instance (its ``_init_args()``: ``(args, kwargs)``); every attribute is then restored.
+    A pickle made by either build loads in the other."""
     import copyreg
 
     for cls in classes:
-        if hasattr(cls, "__mypyc_attrs__"):
-            copyreg.pickle(cls, _reduce_compiled)
+        copyreg.pickle(cls, _reduce)

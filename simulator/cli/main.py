@@ -431,6 +431,15 @@ def _load(row: Subcommand):
                        f"{type(e).__name__}: {cause}") from e
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: one unwrapped line (argparse's own version action wraps it at the
+    terminal's width), e.g. ``servesim 0.1.0 (core: compiled (mypyc))``."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"servesim {__version__} ({core_status().describe()})")
+        parser.exit()
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The ``servesim`` parser with every subcommand of :data:`SUBCOMMANDS`.
 
@@ -449,8 +458,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         subcommands than the row names.
     """
     p = OneLineParser(prog="servesim", description=DESCRIPTION)
-    p.add_argument("--version", action="version",
-                   version=f"servesim {__version__} ({core_status().describe()})")
+    p.add_argument("--version", action=_VersionAction, nargs=0,
+                   help="print the version and the build of the core that runs (compiled or "
+                        "pure Python, and why), then exit")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     rows = [r for r in SUBCOMMANDS if command in r.names] or SUBCOMMANDS
