@@ -465,3 +465,17 @@ def cli_error_line(capsys, argv) -> str:
     assert rc == 2, err
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     return err
+
+
+def load_file_module(path, name: str):
+    """The module in file ``path`` (a script or a benchmark, not an importable package module),
+    loaded under ``name`` and registered in ``sys.modules`` (dataclasses look their module up
+    there)."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod

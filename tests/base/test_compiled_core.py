@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_file_module
 
 from simulator.base import compiled_core as cc
 
@@ -131,11 +132,8 @@ def test_compiled_and_pure_python_write_identical_outputs(tmp_path):
 
 def _backend():
     """``buildtools/servesim_build.py``, the build backend, loaded from its file."""
-    spec = importlib.util.spec_from_file_location(
-        "servesim_build_under_test", REPO / "buildtools" / "servesim_build.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file_module(REPO / "buildtools" / "servesim_build.py",
+                            "servesim_build_under_test")
 
 
 @pytest.mark.parametrize("compiler, pure, wants_mypy", [

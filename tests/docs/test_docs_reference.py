@@ -11,29 +11,23 @@ actions of :func:`simulator.cli.main.build_parser`, read from the page's own tab
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
-import sys
 
 import pytest
 import yaml
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, load_file_module
 
 from simulator.cli.main import build_parser
-from simulator.scenario.config import Scenario
 from simulator.planner.spec import PlanSpec, QualityTable, SweepSpec
 from simulator.planner.topology import TopologyPlanSpec
+from simulator.scenario.config import Scenario
 
 DOCS = REPO_ROOT / "docs"
 ROW = re.compile(r"^\| `([^`]+)` \| (.*?) \| (.*?) \| (.*?) \| (.*) \|$")
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_reference", DOCS / "gen_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(DOCS / "gen_reference.py", "gen_reference")
 
 
 @pytest.fixture(scope="module")

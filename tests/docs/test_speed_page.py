@@ -6,14 +6,13 @@ runs or times servesim."""
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import re
 import shlex
 import sys
 
 import pytest
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, load_file_module
 from md_tables import tables
 
 from simulator.cli.main import build_parser
@@ -21,15 +20,10 @@ from simulator.cli.main import build_parser
 
 @pytest.fixture(scope="module")
 def sp():
-    spec = importlib.util.spec_from_file_location(
-        "speed_page", REPO_ROOT / "benchmarks" / "speed_page.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclasses resolve their annotations there
     try:
-        spec.loader.exec_module(mod)
-        yield mod
+        yield load_file_module(REPO_ROOT / "benchmarks" / "speed_page.py", "speed_page")
     finally:
-        sys.modules.pop(spec.name, None)
+        sys.modules.pop("speed_page", None)
 
 
 def _info(sp, cores, **kw):

@@ -5,13 +5,12 @@ with a fit report. The peer's errors are derived by hand from the values written
 asserts a measured servesim error."""
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pandas as pd
 import pytest
 import yaml
-from helpers import REPO_ROOT
+from helpers import REPO_ROOT, load_file_module
 from md_tables import tables
 from record_factories import base_meta, synthetic_stats_rows, write_ip_run, write_vllm_run
 
@@ -24,11 +23,7 @@ PUBLISHED = {"duration_s": 1.0, "ttft_mean_ms": 10.0, "ttft_median_ms": 10.0,
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location(
-        "bench_fidelity", REPO_ROOT / "benchmarks" / "bench_fidelity.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file_module(REPO_ROOT / "benchmarks" / "bench_fidelity.py", "bench_fidelity")
 
 
 def _peer_files(run, rows):

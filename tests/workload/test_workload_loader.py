@@ -1,13 +1,13 @@
 """load_workload: windowing, scaling, shares, patience, prefixes, synthetic, determinism."""
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import load_file_module
 
 from simulator.workload import (
     WorkloadConfig,
@@ -296,11 +296,8 @@ def test_negative_seed_rejected():
 # ------------------------------------------------------------------ shipped traces
 
 def _generator():
-    path = REPO / "traces" / "generate_default_trace.py"
-    spec = importlib.util.spec_from_file_location("generate_default_trace", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_file_module(REPO / "traces" / "generate_default_trace.py",
+                            "generate_default_trace")
 
 
 def test_shipped_traces_are_reproducible(tmp_path):
