@@ -75,7 +75,7 @@ def test_pools_added_by_the_set_or_varied_by_the_grid_are_refused_too(tmp_path):
 def test_a_plain_base_still_plans_and_sweeps(tmp_path):
     base = tiny_scenario(num_requests=10)
     res = run_sweep(SweepSpec(base=base, grid={"scheduler.max_num_seqs": [8, 16]}), tmp_path,
-                    write=False, use_cache=False)
+                    write=False, use_cache=False, outdir=tmp_path / "out")  # (its cache there)
     assert list(res.table["status"]) == ["ok", "ok"]
 
 
