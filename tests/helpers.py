@@ -479,3 +479,13 @@ def load_file_module(path, name: str):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def micro_llama():
+    """The micro Llama of the calibration tests (2 layers, hidden 64, 4 query / 2 KV heads of
+    16, vocabulary 256): a ``calibration.tiny_model.TinyConfig``."""
+    from calibration.tiny_model import TinyConfig
+
+    return TinyConfig(name="micro-llama", num_layers=2, hidden_size=64, num_attention_heads=4,
+                      num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
+                      max_position_embeddings=512)

@@ -10,13 +10,14 @@ import pytest
 import yaml
 
 torch = pytest.importorskip("torch")
+from helpers import micro_llama
 
 from calibration import kernels as K
 from calibration.dispatch import calibrate
 from calibration.engine import RealEngine, steps_to_shapes
 from calibration.harness import default_grid, skewed_contexts
 from calibration.timing import Probe, summarize, time_isolated
-from calibration.tiny_model import TINY, TinyConfig, TinyLlama, resolve_model, shard_config
+from calibration.tiny_model import TINY, TinyLlama, resolve_model, shard_config
 from simulator.base.request import RequestSpec
 from simulator.catalog.hardware import load_gpu_spec
 from simulator.catalog.models import get_model
@@ -24,17 +25,8 @@ from simulator.perf.tables.flat_profile import load_table_perf_model, read_prove
 from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.limits import SchedulerLimits
 
-MICRO = TinyConfig(name="micro-llama", num_layers=2, hidden_size=64, num_attention_heads=4,
-                   num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
-                   max_position_embeddings=512)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+MICRO = micro_llama()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------------- timing

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 torch = pytest.importorskip("torch")
+from helpers import micro_llama
 
 from calibration import HARNESS_VERSION
 from calibration.dispatch import calibrate
@@ -30,20 +31,10 @@ from calibration.paged import (
 )
 from calibration.tableset import check_table_set, read_table_set
 from calibration.timing import OpTimer, TimerSettings, _fit_repeats
-from calibration.tiny_model import TinyConfig
 from simulator.cli.main import main
 
-MICRO = TinyConfig(name="micro-llama", num_layers=2, hidden_size=64, num_attention_heads=4,
-                   num_kv_heads=2, head_dim=16, intermediate_size=128, vocab_size=256,
-                   max_position_embeddings=512)
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+MICRO = micro_llama()
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture
