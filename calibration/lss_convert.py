@@ -354,6 +354,15 @@ def finish_table(family: str, parts: list[pd.DataFrame], notes: list) -> pd.Data
     return df.sort_values(ident, kind="mergesort").reset_index(drop=True)
 
 
+#: notes every attention table carries (decode and prefill rows alike)
+_ATTENTION_NOTES = (
+    "the whole vLLM Attention module: KV-cache write of the new tokens plus the attention kernel",
+    ("kernel = vllm_flash_attn: not recorded by the profile; vLLM 0.19's default backend for a "
+     "bf16 KV cache on CUDA GPUs other than sm100 (vllm/platforms/cuda.py "
+     "_get_backend_priorities)"),
+    "mixed rows (prefill chunk + decodes in one call) not stored; see mixed_attention_check",
+)
+
 #: what the conversion changed, per family (each table record's ``changes``)
 CHANGES = {
     "gemm": ["time_us -> median_s seconds (/ 1e6)",
@@ -380,23 +389,11 @@ CHANGES = {
                           "+ 1 (each decode request is one new token after kv_decode cached "
                           "ones; the kernel attends kv_decode + 1 tokens, the new one "
                           "included)"),
-                         ("the whole vLLM Attention module: KV-cache write of the new tokens "
-                          "plus the attention kernel"),
-                         ("kernel = vllm_flash_attn: not recorded by the profile; vLLM 0.19's "
-                          "default backend for a bf16 KV cache on CUDA GPUs other than sm100 "
-                          "(vllm/platforms/cuda.py _get_backend_priorities)"),
-                         ("mixed rows (prefill chunk + decodes in one call) not stored; see "
-                          "mixed_attention_check")],
+                         *_ATTENTION_NOTES],
     "attention_prefill": ["time_us -> median_s seconds (/ 1e6)",
                           ("rows with n_decode = 0: batch = 1, q = prefill_chunk, start = "
                            "kv_prefill (tokens cached before the chunk)"),
-                          ("the whole vLLM Attention module: KV-cache write of the new tokens "
-                           "plus the attention kernel"),
-                          ("kernel = vllm_flash_attn: not recorded by the profile; vLLM 0.19's "
-                           "default backend for a bf16 KV cache on CUDA GPUs other than sm100 "
-                           "(vllm/platforms/cuda.py _get_backend_priorities)"),
-                          ("mixed rows (prefill chunk + decodes in one call) not stored; see "
-                           "mixed_attention_check")],
+                          *_ATTENTION_NOTES],
     "moe": ["time_us -> median_s seconds (/ 1e6)",
             ("tp1/moe.csv rows with activated_experts = min(num_experts, tokens x topk) "
              "(forced cyclic routing over that many experts = uniform routing over all) -> "
