@@ -88,14 +88,20 @@ def source_path(module: str, package_root: Path = _PACKAGE_ROOT) -> Path:
     return package_root.joinpath(*parts[1:]).with_suffix(".py")
 
 
-def compiled_path(module: str, package_root: Path = _PACKAGE_ROOT) -> Path | None:
-    """The compiled extension of ``module`` beside its source (None when there is none)."""
-    src = source_path(module, package_root)
+def _extension(folder: Path, stem: str) -> Path | None:
+    """The extension module ``stem`` in ``folder`` (any suffix this interpreter imports; None
+    when there is none)."""
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        p = src.with_name(src.stem + suffix)
+        p = folder / (stem + suffix)
         if p.exists():
             return p
     return None
+
+
+def compiled_path(module: str, package_root: Path = _PACKAGE_ROOT) -> Path | None:
+    """The compiled extension of ``module`` beside its source (None when there is none)."""
+    src = source_path(module, package_root)
+    return _extension(src.parent, src.stem)
 
 
 def pure_forced(environ=None) -> bool:
@@ -110,15 +116,6 @@ def source_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def group_library(root: Path) -> Path | None:
-    """The group's shared library in folder ``root`` (None when there is none)."""
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        p = root / (GROUP_MODULE + suffix)
-        if p.exists():
-            return p
-    return None
-
-
 def write_manifest(package_root: Path, modules: tuple[str, ...] = CORE_MODULES,
                    *, sources_root: Path | None = None) -> Path:
     """Write the build manifest into ``package_root/base`` (``setup.py`` calls this after
@@ -131,9 +128,8 @@ def write_manifest(package_root: Path, modules: tuple[str, ...] = CORE_MODULES,
         ext = compiled_path(m, package_root)
         if ext is not None:
             sizes[m] = ext.stat().st_size
-    group = group_library(package_root.parent)
-    data = {"python": sys.implementation.cache_tag,
-            "modules": {m: source_digest(source_path(m, src_root)) for m in modules},
+    group = _extension(package_root.parent, GROUP_MODULE)
+    data = {"modules": {m: source_digest(source_path(m, src_root)) for m in modules},
             "extension_bytes": sizes,
             "group_bytes": group.stat().st_size if group is not None else None}
     out = package_root / "base" / MANIFEST_NAME
@@ -176,16 +172,17 @@ def decide(package_root: Path = _PACKAGE_ROOT, environ=None,
     if pure_forced(environ):
         env = os.environ if environ is None else environ
         return CoreBuild(False, f"{PURE_ENV}={env[PURE_ENV]}")
-    have = [m for m in modules if compiled_path(m, package_root) is not None]
+    exts = {m: compiled_path(m, package_root) for m in modules}
+    have = [m for m, ext in exts.items() if ext is not None]
     if not have:
         return CoreBuild(False, "this install has no compiled core (built without a C compiler "
                                 f"or mypy, or with {PURE_ENV} set)")
     if len(have) != len(modules):
         missing = sorted(set(modules) - set(have))
         return CoreBuild(False, f"compiled core incomplete (missing {missing[0]}): {REINSTALL}")
-    manifest = _manifest(package_root)
-    recorded = _recorded(package_root)
-    if manifest is None or recorded is None:
+    manifest = _manifest(package_root) or {}
+    recorded = manifest.get("modules")
+    if not isinstance(recorded, dict):
         path = package_root / "base" / MANIFEST_NAME
         return CoreBuild(False, f"compiled core without a readable build manifest ({path})")
     if set(recorded) != set(modules):
@@ -199,8 +196,7 @@ def decide(package_root: Path = _PACKAGE_ROOT, environ=None,
             return CoreBuild(False, f"compiled core is older than its source: {rel} changed "
                                     f"since the build: {REINSTALL}")
     sizes = manifest.get("extension_bytes") or {}
-    for m in modules:
-        ext = compiled_path(m, package_root)
+    for m, ext in exts.items():
         if ext is None or sizes.get(m) != ext.stat().st_size:
             return CoreBuild(False, f"compiled extension of {m} is not the one built "
                                     f"(damaged or replaced): {REINSTALL}")
