@@ -44,7 +44,11 @@ class RequestSpec:
         too, at the end of the step in progress, its KV freed (vLLM's API server aborts a
         request whose client disconnected). False: only requests without a first token.
     prefix_hash_ids : tuple of int or None
-        Ids of the prompt's prefix blocks (Mooncake ``hash_ids``); equal ids share KV.
+        Content ids of the request's token blocks, ``prefix_block_tokens`` tokens each, from
+        the prompt's first token on (Mooncake ``hash_ids``); equal ids (and equal ids before
+        them) share KV. They usually cover a prefix of the prompt; a session turn's ids also
+        cover its output, so the next turn, whose prompt repeats this turn's prompt and
+        answer, finds their blocks (:mod:`simulator.kv.manager`).
     prefix_block_tokens : int
         Tokens covered by one entry of ``prefix_hash_ids`` (512 in the Mooncake traces).
     source_line : int or None
@@ -64,6 +68,15 @@ class RequestSpec:
     handoff_token_time_s : float or None
         With ``num_kv_transferred_tokens``: when the prefill pool emitted the first token
         (seconds), so the decode side's first inter-token gap is measured from it.
+    session_id : int or None
+        The conversation (or agent session) this request is a turn of; None: a request alone.
+    turn_index : int
+        0-based position of the turn in its session (turns of a session are consecutive
+        integers from 0).
+    think_time_s : float
+        Closed-loop sessions: seconds between the end of the previous turn (its last token)
+        and this turn's arrival (the user reading and typing); ignored for turn 0 and when
+        turns arrive at their recorded times (``workload.session_arrival: open``).
     """
 
     request_id: int
@@ -83,3 +96,6 @@ class RequestSpec:
     num_kv_transferred_tokens: int = 0
     handoff_token_time_s: float | None = None
     cancel_when_streaming: bool = False
+    session_id: int | None = None
+    turn_index: int = 0
+    think_time_s: float = 0.0
