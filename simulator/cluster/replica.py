@@ -14,6 +14,7 @@ from simulator.catalog.hardware import GPUSpec
 from simulator.catalog.models import ModelSpec
 from simulator.cluster.routing import prefix_affinity_pick
 from simulator.kv import KVCacheManager, MemoryPlan
+from simulator.kv.tiers import OffloadStore, attach_offload, build_store
 from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import DEFAULT_LOAD_GUARD, Scenario
 from simulator.scheduling.continuous import ContinuousScheduler
@@ -128,7 +129,8 @@ class Replica:
     """One model replica (a TP group) with its scheduler and KV cache (SimPy-free: the engine
     drives it)."""
 
-    def __init__(self, idx: int, setup: ReplicaSetup, scenario: Scenario, rec: RunRecorder):
+    def __init__(self, idx: int, setup: ReplicaSetup, scenario: Scenario, rec: RunRecorder,
+                 offload_store: OffloadStore | None = None):
         kvc = scenario.kv_cache
         self.idx = idx
         self.setup = setup
@@ -137,6 +139,13 @@ class Replica:
                                  allocation=kvc.allocation,
                                  max_model_len=setup.limits.max_model_len,
                                  watermark=kvc.watermark)
+        if kvc.offload is not None:  # tiers behind the prefix cache (shared: the pool's)
+            lim = setup.limits
+            replica_bytes = lim.swap_block_bytes * setup.tensor_parallel_size
+            store = offload_store or build_store(kvc.offload, setup.block_size, replica_bytes,
+                                                 lim.host_link_bandwidth_bytes_per_s)
+            attach_offload(self.kv, store, lim.swap_block_bytes, replica_bytes,
+                           lim.host_link_bandwidth_bytes_per_s)
         self.sched = make_scheduler(scenario, setup, self.kv, rec, idx)
         self.perf = setup.perf
         #: the SimPy event an idle replica sleeps on (set and cleared by the engine)

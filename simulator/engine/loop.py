@@ -31,12 +31,14 @@ from simulator.cluster.setup import fallback_scenario
 from simulator.engine.idle import idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
 from simulator.engine.output import SimOutput
+from simulator.engine.sessions import install_session_turns, split_session_turns
 from simulator.engine.step_rows import (
     DecodeRunCostRows,
     DecodeRunRows,
     record_step,
     record_step_cost,
 )
+from simulator.kv.tiers import build_store
 from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
@@ -285,12 +287,12 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     t0 = time.perf_counter()
     env = simpy.Environment()
     rec = RunRecorder(check_transitions=check_transitions,
-                      step_cost=scenario.perf.record_step_cost)
+                      step_cost=scenario.perf.record_step_cost,
+                      sessions=any(s.session_id is not None for s in specs),
+                      offload=scenario.kv_cache.offload is not None)
     n_primary = scenario.cluster.num_replicas
-    replicas = make_replicas(scenario, setup, rec)
+    replicas = make_replicas(scenario, setup, rec, env)
     primaries = replicas[:n_primary]
-    for rep in replicas:
-        rep.env = env
     router = Router(scenario.cluster.router, scenario.seed,
                     scenario.cluster.prefix_affinity_load_guard)
     degrade = DegradeController(scenario.scheduler.admission.degrade)
@@ -322,33 +324,34 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     for rep in replicas:
         rep.enqueue = enqueue
 
-    def arrivals():
-        for spec in specs:
-            dt = spec.arrival_time_s - env.now
-            if dt > 0:
-                yield env.timeout(dt)
-            spec, i, shed = (_degrade_decision(degrade, primaries, fallback, spec, env.now)
-                             if degrade else (spec, -1, False))
-            r = ReqState(spec)
-            rec.admit(r)
-            if shed:
-                rec.reject(r, env.now, "degrade_shed")
-                continue
-            if i < 0:
-                i = router.route(spec, primaries)
-            rep = replicas[i]
-            r.replica_id = i
-            if (admission.max_waiting is not None
-                    and rep.sched.num_waiting + len(rep.pending) >= admission.max_waiting):
-                rec.reject(r, env.now, "queue_full")
-                continue
-            if rep.defer:  # a step is in flight and the next one is already scheduled
-                rep.pending.append(r)
-                rep.notify()  # a fast-forwarded run ends with the step in progress
-                continue
-            enqueue(r, rep, env.now)
+    first, follow = split_session_turns(scenario, specs)  # closed-loop turns wait
 
-    env.process(arrivals())
+    def arrive(spec):
+        """Route and queue one arriving request (at ``env.now``)."""
+        spec, i, shed = (_degrade_decision(degrade, primaries, fallback, spec, env.now)
+                         if degrade else (spec, -1, False))
+        r = ReqState(spec)
+        rec.admit(r)
+        if shed:
+            rec.reject(r, env.now, "degrade_shed")
+            return
+        if i < 0:
+            i = router.route(spec, primaries)
+        rep = replicas[i]
+        r.replica_id = i
+        if (admission.max_waiting is not None
+                and rep.sched.num_waiting + len(rep.pending) >= admission.max_waiting):
+            rec.reject(r, env.now, "queue_full")
+            return
+        if rep.defer:  # a step is in flight and the next one is already scheduled
+            rep.pending.append(r)
+            rep.notify()  # a fast-forwarded run ends with the step in progress
+            return
+        enqueue(r, rep, env.now)
+
+    if follow:
+        install_session_turns(env, rec, follow, arrive, _delay_to)
+    env.process(_arrivals(env, first, arrive))
     _run_to_end(env, rec, replicas, until_s, stop_when)
     if tick is not None:
         tick()
@@ -356,6 +359,15 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     return SimOutput(rec, replicas, env.now, time.perf_counter() - t0,
                      degrade=degrade.summary() if degrade else [],
                      num_primary_replicas=n_primary)
+
+
+def _arrivals(env: simpy.Environment, specs, arrive):
+    """The arrival process: ``arrive(spec)`` at each spec's arrival time, in order."""
+    for spec in specs:
+        dt = spec.arrival_time_s - env.now
+        if dt > 0:
+            yield env.timeout(dt)
+        arrive(spec)
 
 
 def _install_stop(env: simpy.Environment, rec: RunRecorder, stop_when) -> list:
@@ -377,17 +389,28 @@ def _install_stop(env: simpy.Environment, rec: RunRecorder, stop_when) -> list:
     return stopped
 
 
-def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder) -> list:
+def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder,
+                  env: simpy.Environment | None = None) -> list:
     """The scenario's replicas: ``cluster.num_replicas`` primaries (ids 0..N-1), then the
-    degrade fallback set (``scheduler.admission.fallback``, from ``setup.extra["fallback"]``)."""
+    degrade fallback set (``scheduler.admission.fallback``, from ``setup.extra["fallback"]``),
+    on the clock ``env``; with an LMCache ``shared`` offload store, one store for them all."""
     n_primary = scenario.cluster.num_replicas
-    replicas = [Replica(i, setup, scenario, rec) for i in range(n_primary)]
+    off = scenario.kv_cache.offload
+    shared = None
+    if off is not None and off.shared:  # LMCache shared backend: one store for the pool
+        lim = setup.limits
+        shared = build_store(off, setup.block_size,
+                             lim.swap_block_bytes * setup.tensor_parallel_size,
+                             lim.host_link_bandwidth_bytes_per_s)
+    replicas = [Replica(i, setup, scenario, rec, shared) for i in range(n_primary)]
     fb_setup = setup.extra.get("fallback")
     if fb_setup is not None:
         fb_scenario = fallback_scenario(scenario)
         assert fb_scenario is not None  # a fallback setup comes with its scenario
         replicas += [Replica(n_primary + j, fb_setup, fb_scenario, rec)
                      for j in range(fb_scenario.cluster.num_replicas)]
+    for rep in replicas:
+        rep.env = env
     return replicas
 
 

@@ -40,6 +40,7 @@ import numpy as np
 from simulator.base.compiled_core import register_pickling
 from simulator.kv.block_pool import BlockPool
 from simulator.kv.cow import blocks_saved, parallel_sampling_blocks
+from simulator.kv.tiers import OffloadStore
 
 
 class KVHandle:
@@ -60,11 +61,13 @@ class KVHandle:
     the first write into a shared, partially filled last block replaces it by a private copy.
     """
 
-    __slots__ = ("block_ids", "num_cached_blocks")
+    __slots__ = ("block_ids", "num_cached_blocks", "num_stored_blocks")
 
     def __init__(self) -> None:
         self.block_ids: list[int] = []
         self.num_cached_blocks = 0
+        #: leading blocks already written to the offload tiers (:mod:`simulator.kv.tiers`)
+        self.num_stored_blocks = 0
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
@@ -120,6 +123,26 @@ class KVCacheManager:
         self.cow_blocks_saved_peak = 0
         self._cow_saved: dict[int, int] = {}
         self._cow_copied: set[int] = set()
+        # offload tiers (attach_offload); None: a block evicted from the GPU is gone
+        self.offload: OffloadStore | None = None
+        #: every full block of every request gets a content key (vLLM hashes every full
+        #: block); set with offload tiers, so a preempted request finds its own blocks
+        self.hash_all_blocks = False
+        #: some request has content keys past its prompt (a session turn's answer, or
+        #: every block with offload tiers): decode runs register the blocks they fill
+        self.decode_blocks_keyed = False
+        self.block_bytes_per_gpu = 0.0
+        self.replica_block_bytes = 0.0
+        self.host_bytes_per_s = 1.0
+        #: when the host-to-device link is free again (loads queue on it), seconds
+        self.h2d_free_s = 0.0
+        # offload statistics: tokens served from each tier, bytes each way, load seconds
+        self.tier_hit_tokens: list[int] = [0, 0]
+        self.tier_load_bytes = 0.0
+        self.tier_store_bytes = 0.0
+        self.num_tier_loads = 0
+        self.tier_load_busy_s = 0.0
+        self.tier_load_wait_s = 0.0
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
@@ -173,13 +196,25 @@ class KVCacheManager:
         if keys is not None:
             return keys
         keys = []
-        ids = req.spec.prefix_hash_ids
-        if ids and self.enable_prefix_caching:
-            pbt = req.spec.prefix_block_tokens
-            shared = min(len(ids) * pbt, req.num_prompt_tokens)
-            bs = self.block_size
-            prev = 0
-            for j in range(shared // bs):
+        if not self.enable_prefix_caching:
+            req.prefix_keys = keys
+            return keys
+        spec = req.spec
+        ids = spec.prefix_hash_ids
+        bs = self.block_size
+        # a session turn's ids (and, with every block hashed, the request's own blocks) go
+        # on past the prompt: its answer's blocks are the next turn's history
+        whole = req.num_prompt_tokens
+        if req.num_seqs == 1 and (self.hash_all_blocks or spec.session_id is not None):
+            whole += spec.num_output_tokens
+        prev = 0
+        declared = 0
+        if ids:
+            pbt = spec.prefix_block_tokens
+            shared = min(len(ids) * pbt, whole if spec.session_id is not None
+                         else req.num_prompt_tokens)
+            declared = shared // bs
+            for j in range(declared):
                 end = (j + 1) * bs
                 hi = -(-end // pbt)  # prefix blocks overlapping [0, end)
                 lo = -(-(j * bs) // pbt) if j else 0
@@ -187,6 +222,15 @@ class KVCacheManager:
                 # deterministically in CPython (no per-process salt)
                 prev = hash((prev, tuple(ids[lo:hi]), j))
                 keys.append(prev)
+        if self.hash_all_blocks and req.num_seqs == 1:
+            rid = req.request_id
+            for j in range(declared, whole // bs):
+                # the request's own content: (key of block j-1, request id, j, 0), a tuple
+                # shape no declared key has
+                prev = hash((prev, rid, j, 0))
+                keys.append(prev)
+        if len(keys) * bs > req.num_prompt_tokens:
+            self.decode_blocks_keyed = True
         req.prefix_keys = keys
         return keys
 
@@ -316,6 +360,7 @@ class KVCacheManager:
             self.pool.free(blocks)
             h.block_ids = []
         h.num_cached_blocks = 0
+        h.num_stored_blocks = 0
         if req.num_seqs > 1:
             self.cow_blocks_saved -= self._cow_saved.pop(req.request_id, 0)
             self._cow_copied.discard(req.request_id)  # recomputed after preemption: copied again
@@ -332,6 +377,44 @@ class KVCacheManager:
         for j in range(h.num_cached_blocks, upto):
             pool.cache_block(blocks[j], keys[j])
         h.num_cached_blocks = max(h.num_cached_blocks, upto)
+        off = self.offload
+        if off is not None:
+            end = upto // off.chunk_blocks * off.chunk_blocks  # whole chunks only
+            if end > h.num_stored_blocks:
+                n = off.store(keys[h.num_stored_blocks:end])
+                self.tier_store_bytes += n * self.replica_block_bytes
+                h.num_stored_blocks = end
+
+    def keys_extend_past_prompt(self, req) -> bool:
+        """Whether ``req`` has content keys for blocks past its prompt (a session turn's
+        answer, or every block with offload tiers), so decode steps register blocks too."""
+        keys = req.prefix_keys
+        return keys is not None and len(keys) * self.block_size > req.num_prompt_tokens
+
+    def cache_decode_run(self, reqs, k: int) -> None:
+        """Register (and offload) the blocks a committed ``k``-step decode run completed, in
+        the order stepping registers them: step by step, each step in batch order (the tiers'
+        LRU order depends on it). ``reqs`` have their computed tokens already advanced."""
+        bs = self.block_size
+        events: list[tuple[int, int]] = []  # (step, batch position) at which a block fills
+        for i, r in enumerate(reqs):
+            if not self.keys_extend_past_prompt(r):
+                continue
+            c0 = r.num_computed_tokens - k
+            s = bs - c0 % bs
+            while s <= k:
+                events.append((s, i))
+                s += bs
+        if not events:
+            return
+        events.sort()
+        done = [r.num_computed_tokens for r in reqs]
+        for s, i in events:
+            r = reqs[i]
+            r.num_computed_tokens = done[i] - k + s
+            self.cache_full_blocks(r)
+        for r, c in zip(reqs, done):
+            r.num_computed_tokens = c
 
     # ------------------------------------------------------------------ decode runs
     def has_slots(self, req, num_tokens: int) -> bool:

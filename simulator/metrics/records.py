@@ -47,6 +47,11 @@ REQUEST_COLUMNS = ["request_id", "replica_id", "tenant", "slice", "priority", "a
                    "num_cached_prompt_tokens", "status", "reject_reason",
                    "first_scheduled_time_s", "first_token_time_s", "finish_time_s",
                    "exit_time_s", "num_preemptions", "n"]
+#: request-table columns a run adds when it has multi-turn sessions (-1: not a session turn)
+SESSION_COLUMNS = ["session_id", "turn_index"]
+#: request-table columns a run adds when it has KV offload tiers: prompt tokens loaded from the
+#: tiers on first admission, and the seconds the request waited for its loads
+OFFLOAD_COLUMNS = ["tier_hit_tokens", "kv_load_wait_s"]
 
 
 #: Finished requests held as objects before those that exited are packed into one chunk of
@@ -80,8 +85,14 @@ class RunRecorder:
         Those of them stored as float64 (the others int64).
     """
 
-    def __init__(self, check_transitions: bool = False, spool_dir=None, step_cost: bool = False):
+    def __init__(self, check_transitions: bool = False, spool_dir=None, step_cost: bool = False,
+                 sessions: bool = False, offload: bool = False):
         self.check = check_transitions
+        #: the request table's columns: :data:`REQUEST_COLUMNS`, then
+        #: :data:`SESSION_COLUMNS` (``sessions``) and :data:`OFFLOAD_COLUMNS` (``offload``)
+        self.request_columns = (REQUEST_COLUMNS + (SESSION_COLUMNS if sessions else [])
+                                + (OFFLOAD_COLUMNS if offload else []))
+        self._sessions, self._offload = bool(sessions), bool(offload)
         self.step_cost = bool(step_cost)
         self.step_columns = STEP_COLUMNS + STEP_COST_COLUMNS if step_cost else STEP_COLUMNS
         self.step_float_columns = (STEP_FLOAT_COLUMNS | frozenset(STEP_COST_COLUMNS)
@@ -319,12 +330,23 @@ class RunRecorder:
                 r.status if r.status in FINAL or r.status in ("waiting", "running")
                 else "waiting",
                 r.reject_reason, r.first_scheduled_time_s, r.first_token_time_s,
-                r.finish_time_s, exit_time_s, r.num_preemptions, r.num_seqs)
+                r.finish_time_s, exit_time_s, r.num_preemptions, r.num_seqs) + (
+                    self._extra(r) if self._sessions or self._offload else ())
+
+    def _extra(self, r) -> tuple:
+        """The optional columns of ``r``'s row (:attr:`request_columns` past the standard)."""
+        out: tuple = ()
+        if self._sessions:
+            sid = r.spec.session_id
+            out = (-1 if sid is None else sid, r.spec.turn_index if sid is not None else -1)
+        if self._offload:
+            out += (r.num_tier_hit_tokens, r.kv_load_wait_s)
+        return out
 
     def _columns(self, rows: list[tuple]) -> dict[str, np.ndarray]:
         """Rows of :meth:`_row` as one typed array per column (:func:`_typed_column`)."""
         return {c: _typed_column(c, list(v), self._labels)
-                for c, v in zip(REQUEST_COLUMNS, zip(*rows))}
+                for c, v in zip(self.request_columns, zip(*rows))}
 
     def _pack_requests(self, now: float) -> None:
         """Pack the requests that exited before ``now`` into one columnar chunk and drop
@@ -373,15 +395,15 @@ class RunRecorder:
             raise RuntimeError(f"request accounting: {n} rows for "
                                f"{self.num_admitted} admitted requests")  # invariant 1
         if not n:
-            return pd.DataFrame.from_records([], columns=REQUEST_COLUMNS)
-        cols = {c: _merge([p.pop(c) for p in parts]) for c in REQUEST_COLUMNS}
+            return pd.DataFrame.from_records([], columns=self.request_columns)
+        cols = {c: _merge([p.pop(c) for p in parts]) for c in self.request_columns}
         del parts
         rid = cols["request_id"]
         if rid.dtype.kind in "iu" and np.all(rid[1:] >= rid[:-1]):
             order = None  # already by request_id (a stable sort would not move a row)
         else:
             order = np.argsort(rid, kind="stable")
-        for c in REQUEST_COLUMNS:
+        for c in self.request_columns:
             if order is not None:
                 cols[c] = cols[c][order]
             if isinstance(cols[c], _Labels):

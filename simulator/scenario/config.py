@@ -23,6 +23,7 @@ from simulator.scenario.degrade import (
     check_policies,
 )
 from simulator.scenario.errors import ScenarioError
+from simulator.scenario.offload import OffloadConfig
 from simulator.scenario.overrides import apply_overrides, blame_override, first_model
 from simulator.scenario.pools import KVTransferConfig, PoolMatch, check_pools
 from simulator.scenario.yaml_files import read_scenario_yaml
@@ -171,6 +172,9 @@ class KVCacheConfig(_Strict):
         default=4.0, ge=0, description="CPU swap space per GPU for preemption_mode: swap, in "
         "GiB (2**30 bytes) as vLLM's --swap-space, whose name this key follows")
     watermark: float = Field(default=0.0, ge=0, lt=1)
+    offload: OffloadConfig | None = Field(
+        default=None, description="KV offload tiers (CPU, disk) behind the prefix cache "
+        "(simulator.scenario.offload)")
 
 
 class ConstantPerfConfig(_Strict):
@@ -312,6 +316,8 @@ class Scenario(_Strict):
             raise ValueError("speculative decoding needs scheduler.policy: continuous "
                              "(static batching does not speculate); remove speculative or "
                              "use continuous batching")
+        if self.kv_cache.offload is not None:
+            self._check_offload()
         try:
             self.output_dir.format(name=self.name)
         except (KeyError, IndexError, ValueError) as e:
@@ -338,6 +344,25 @@ class Scenario(_Strict):
                 f"hardware.num_gpus_per_replica ({hw.num_gpus_per_replica}) must equal "
                 f"cluster.tensor_parallel_size ({self.cluster.tensor_parallel_size})")
         return self
+
+    def _check_offload(self) -> None:
+        """KV offload tiers: what they need and where they are modelled."""
+        kvc = self.kv_cache
+        if not kvc.enable_prefix_caching:
+            raise ValueError("kv_cache.offload needs kv_cache.enable_prefix_caching: true (the "
+                             "tiers hold blocks by their prefix-cache hashes, as vLLM's "
+                             "connector and LMCache do)")
+        if self.scheduler.policy == "static":
+            raise ValueError("kv_cache.offload is modelled for scheduler.policy: continuous")
+        if self.cluster.dp_lockstep_active or self.pools is not None:
+            raise ValueError("kv_cache.offload is modelled for one pool of independent replicas "
+                             "(not with pools: or cluster.dp_lockstep)")
+        if kvc.allocation != "paged":
+            raise ValueError("kv_cache.offload needs kv_cache.allocation: paged")
+        chunk = kvc.offload.chunk_tokens() if kvc.offload is not None else 0
+        if chunk and chunk % kvc.block_size:
+            raise ValueError(f"kv_cache.offload.chunk_size {chunk} must be a multiple of "
+                             f"kv_cache.block_size {kvc.block_size}")
 
     def _is_resolved(self) -> bool:
         """Whether the input gave every field, as a resolved scenario does (``scenario.yaml``

@@ -28,7 +28,7 @@ of as many such steps as can run back to back (:meth:`plan_decode_run` counts th
 results identical to stepping one by one. Tokens, ITL and finishes of both paths go through
 :func:`~simulator.scheduling.emission.advance`; blocks through the KV manager only.
 
-size: 760 lines, functions 86 lines: one scheduler class on the hot path, as vLLM v1's Scheduler is one class; _schedule_running is the running-batch pass of its schedule(), kept whole so its decisions read in vLLM's order (parallel sampling lives in scheduling/parallel.py, the fast-forward in scheduling/emission.py).
+size: 790 lines, functions 95 lines: one scheduler class on the hot path, as vLLM v1's Scheduler is one class (KV loads from offload tiers live in scheduling/kv_loads.py); _schedule_running is the running-batch pass of its schedule(), kept whole so its decisions read in vLLM's order (parallel sampling lives in scheduling/parallel.py, the fast-forward in scheduling/emission.py).
 """
 from __future__ import annotations
 
@@ -39,10 +39,12 @@ import numpy as np
 from mypy_extensions import mypyc_attr
 
 from simulator.base.compiled_core import register_pickling
+from simulator.kv.tiers import tier_prefix
 from simulator.perf.step_cost import StepPricer
 from simulator.perf.step_shape import StepShape
 from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.emission import Jump, advance
+from simulator.scheduling.kv_loads import land_loads, next_landing_s, park_for_load
 from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.parallel import extra_seqs, kv_tokens_held, kv_tokens_per_seq
 from simulator.scheduling.queues import RequestQueue
@@ -179,6 +181,8 @@ class ContinuousScheduler:
         self.num_swap_ins = 0
         #: running requests whose client cancelled (``cancel_requested`` set), ever
         self.num_cancels_requested = 0
+        #: requests waiting for a KV load from an offload tier (scheduling/kv_loads.py)
+        self.loading: list[ReqState] = []
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
@@ -191,11 +195,11 @@ class ContinuousScheduler:
         return len(self.queue)
 
     def has_work(self) -> bool:
-        return bool(self.running) or len(self.queue) > 0
+        return bool(self.running) or len(self.queue) > 0 or bool(self.loading)
 
     def num_outstanding(self) -> int:
         """Requests routed here and not finished (what a real router can count)."""
-        return len(self.running) + len(self.queue)
+        return len(self.running) + len(self.queue) + len(self.loading)
 
     def _peek_waiting(self):
         return self.queue.peek()
@@ -218,8 +222,9 @@ class ContinuousScheduler:
 
     def idle_until(self, now: float) -> float | None:
         """When to try scheduling again though nothing arrives (None: only an arrival or a
-        finish changes what can run; iteration-level batching never waits for a timer)."""
-        return None
+        finish changes what can run; iteration-level batching waits for a timer only while a
+        KV load from an offload tier is in flight: until it lands)."""
+        return next_landing_s(self)
 
     def step_pricer(self, perf) -> StepPricer:
         """The pricer of this scheduler's steps on ``perf`` (swaps cross the configured host
@@ -275,7 +280,8 @@ class ContinuousScheduler:
         if r.is_finished or (r.num_emitted > 0 and not r.spec.cancel_when_streaming):
             return
         if r.status == WAITING:
-            self._remove_waiting(r)
+            if not self._remove_waiting(r) and r in self.loading:
+                self.loading.remove(r)  # its load in flight is dropped with its blocks
             self.kv.free(r)
             self.rec.finish(r, now, CANCELLED, "cancelled")
         elif r.status == RUNNING:
@@ -316,6 +322,8 @@ class ContinuousScheduler:
         """Build the next iteration; None when nothing can run."""
         out = StepOutput()
         sched: dict[ReqState, int] = {}
+        if self.loading:
+            land_loads(self, now)
         budget, prefill_only, acc = self._schedule_running(now, out, sched)
         n_run = len(sched)
         # waiting requests (admission stops for a reason that persists through decode steps,
@@ -554,8 +562,14 @@ class ContinuousScheduler:
             full = r.num_tokens if (lim.reserve_full_isl and running) else None
             while True:
                 hits, computed = kv.cached_prefix(r)
-                n = r.num_tokens - computed
-                if n > budget:
+                # blocks an offload tier holds past the GPU hits: allocated, then loaded
+                where = (tier_prefix(kv, r, len(hits))
+                         if kv.offload is not None and not r.num_computed_tokens else None)
+                if where:
+                    n = len(where) * kv.block_size  # tokens to load; nothing computed now
+                else:
+                    n = r.num_tokens - computed
+                if n > budget and not where:
                     if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
                         return budget
                     n = budget
@@ -571,6 +585,9 @@ class ContinuousScheduler:
             else:
                 self._remove_waiting(r)
                 counts[r.spec.tenant] = counts.get(r.spec.tenant, 0) + 1
+            if where:
+                park_for_load(self, r, len(hits), where, now)
+                continue
             if hits:
                 r.num_computed_tokens = computed
                 if r.num_emitted == 0 and r.num_preemptions == 0:
@@ -692,7 +709,7 @@ class ContinuousScheduler:
         Limits: the first request to finish (it finishes at the last step), the first step
         whose new KV blocks the pool cannot supply, and ``max_model_len``.
         """
-        if out.veto:
+        if out.veto or self.loading:  # a load landing mid-run would join the next step
             return 1
         reqs = out.reqs
         k_max = min([r.num_output_tokens - r.num_emitted for r in reqs])
@@ -744,6 +761,8 @@ class ContinuousScheduler:
         # every request takes its blocks before any finishes (as stepping does: frees happen
         # at the end of the last step, after that step's allocations)
         self.kv.grow_decode_run(reqs)
+        if self.kv.decode_blocks_keyed:  # session answers / offload: register their blocks
+            self.kv.cache_decode_run(reqs, k)
         finished = advance(reqs, k, ends, start_s=start, recorder=self.rec,
                            max_model_len=self.limits.max_model_len)
         if finished:

@@ -36,6 +36,9 @@ class ReqState:
         "first_scheduled_time_s",
         "first_token_time_s",
         "kv_handle",
+        "kv_load_target_tokens",
+        "kv_load_wait_s",
+        "kv_ready_s",
         "last_token_time_s",
         "num_cached_prompt_tokens",
         "num_computed_tokens",
@@ -44,6 +47,7 @@ class ReqState:
         "num_preemptions",
         "num_prompt_tokens",
         "num_seqs",
+        "num_tier_hit_tokens",
         "prefix_keys",
         "priority",
         "reject_reason",
@@ -79,6 +83,13 @@ class ReqState:
         self.cancel_requested = False
         self.priority = spec.priority
         self.swapped_blocks = 0
+        #: KV offload tiers (simulator.kv.tiers): when a load in flight lands (NaN: none),
+        #: the computed tokens it brings, prompt tokens served from the tiers on first
+        #: admission, and the seconds spent waiting for loads
+        self.kv_ready_s = NaN
+        self.kv_load_target_tokens = 0
+        self.num_tier_hit_tokens = 0
+        self.kv_load_wait_s = 0.0
         self.spec_accepted = 0
         self.spec_drafts = 0
         #: sequences sharing the prompt (parallel sampling / beam width; 1 = a plain request)

@@ -1,0 +1,334 @@
+"""KV offload tiers behind the GPU's prefix cache: a CPU tier and an optional disk tier.
+
+A tier holds copies of KV blocks, keyed by the same chained content keys the GPU prefix cache
+uses (:meth:`simulator.kv.manager.KVCacheManager._prefix_keys`), up to its capacity in blocks,
+and evicts the least recently used block when full. Which blocks reach a tier, and when, is
+the *connector*'s policy; two engines' semantics are modelled (our code; the behaviour as
+their documentation states it):
+
+``vllm``
+    vLLM's ``OffloadingConnector`` (``CPUOffloadingSpec`` / ``TieringOffloadingSpec``; vLLM
+    docs, "KV Offloading Usage Guide", docs.vllm.ai/en/latest/features/kv_offloading_usage):
+    completed GPU blocks are copied to the CPU tier as they are produced (asynchronous DMA,
+    overlapped with compute); the CPU tier evicts LRU (``eviction_policy: lru``); a secondary
+    (disk) tier is reached only through the CPU tier: a block the CPU tier evicts spills to
+    it, and a disk hit is promoted to the CPU tier on its way to the GPU.
+``lmcache``
+    LMCache: every full chunk of ``chunk_size`` tokens (256 by default) is written through to
+    every configured tier (local CPU and local disk), lookups match whole chunks from the
+    prompt's start, each tier evicts LRU; with ``shared`` one store serves every replica of
+    the pool (a shared LMCache backend).
+
+A hit in a tier costs a load on the request's path (:meth:`OffloadStore.load_seconds`): the
+request holds its GPU blocks and waits until the copy lands, while the replica runs other
+requests (vLLM's ``WAITING_FOR_REMOTE_KVS``). Stores are asynchronous and are not charged to
+a step; their bytes are counted (device-to-host), so a report can say what they ask of the
+link. Simplification, stated: a stored block is in its tier at once (a copy takes
+milliseconds; a block is needed from a tier only after its GPU copy was evicted, much later).
+
+Invariants (DESIGN.md 4): a block lives only in the tiers its policy allows; no tier holds
+more blocks than its capacity; bytes moved = blocks moved x block bytes.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+
+#: connectors whose semantics the tiers follow
+CONNECTORS = ("vllm", "lmcache")
+
+
+class OffloadTier:
+    """One tier: an LRU set of block keys with a capacity in blocks.
+
+    Parameters
+    ----------
+    name : str
+        ``cpu`` or ``disk``.
+    capacity_blocks : int
+        Blocks the tier holds (>= 1).
+    read_bytes_per_s : float
+        Bandwidth of a load out of this tier, bytes/s per GPU (> 0).
+    latency_s : float
+        Fixed seconds a load out of this tier adds (>= 0).
+
+    Raises
+    ------
+    ValueError
+        A capacity below 1 block, a bandwidth <= 0 or a negative latency.
+    """
+
+    __slots__ = ("_lru", "capacity_blocks", "latency_s", "name", "num_evicted_blocks",
+                 "num_hit_blocks", "num_stored_blocks", "read_bytes_per_s")
+
+    def __init__(self, name: str, capacity_blocks: int, read_bytes_per_s: float,
+                 latency_s: float = 0.0) -> None:
+        if capacity_blocks < 1:
+            raise ValueError(f"offload tier {name!r}: capacity must be at least one KV block, "
+                             f"got {capacity_blocks} blocks")
+        if not read_bytes_per_s > 0:
+            raise ValueError(f"offload tier {name!r}: bandwidth must be > 0 bytes/s")
+        if latency_s < 0:
+            raise ValueError(f"offload tier {name!r}: latency_s must be >= 0")
+        self.name = name
+        self.capacity_blocks = int(capacity_blocks)
+        self.read_bytes_per_s = float(read_bytes_per_s)
+        self.latency_s = float(latency_s)
+        self._lru: OrderedDict[int, None] = OrderedDict()
+        #: blocks written into the tier (a block already there is only refreshed)
+        self.num_stored_blocks = 0
+        #: blocks dropped to make room (least recently used first)
+        self.num_evicted_blocks = 0
+        #: blocks a prefix lookup found here and loaded
+        self.num_hit_blocks = 0
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._lru
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def touch(self, key: int) -> None:
+        """Mark ``key`` most recently used (it must be in the tier)."""
+        self._lru.move_to_end(key)
+
+    def put(self, key: int) -> int | None:
+        """Write ``key`` (most recently used); returns the key evicted to make room, or None.
+        A key already present is refreshed, not written again."""
+        lru = self._lru
+        if key in lru:
+            lru.move_to_end(key)
+            return None
+        lru[key] = None
+        self.num_stored_blocks += 1
+        if len(lru) > self.capacity_blocks:
+            old, _ = lru.popitem(last=False)
+            self.num_evicted_blocks += 1
+            return old
+        return None
+
+    def keys_lru(self) -> list[int]:
+        """Keys from least to most recently used (tests, audits)."""
+        return list(self._lru)
+
+
+class OffloadStore:
+    """The tiers behind one replica's GPU KV cache (or, shared, behind a pool's).
+
+    Parameters
+    ----------
+    connector : {"vllm", "lmcache"}
+        Whose semantics (module docstring).
+    tiers : list of OffloadTier
+        The CPU tier first, then at most one disk tier.
+    chunk_blocks : int
+        Blocks per stored / matched unit: 1 for ``vllm`` (one GPU block), ``chunk_size /
+        block_size`` for ``lmcache``.
+
+    Raises
+    ------
+    ValueError
+        On an unknown connector, no tier, a first tier that is not ``cpu`` or more than two.
+    """
+
+    __slots__ = ("chunk_blocks", "connector", "tiers")
+
+    def __init__(self, connector: str, tiers: list[OffloadTier], chunk_blocks: int = 1) -> None:
+        if connector not in CONNECTORS:
+            raise ValueError(f"offload connector must be one of {', '.join(CONNECTORS)}, "
+                             f"got {connector!r}")
+        if not tiers or tiers[0].name != "cpu" or len(tiers) > 2 \
+                or (len(tiers) == 2 and tiers[1].name != "disk"):
+            raise ValueError("offload tiers: a 'cpu' tier, optionally followed by one 'disk' "
+                             "tier")
+        if chunk_blocks < 1:
+            raise ValueError("offload chunk must be at least one block")
+        self.connector = connector
+        self.tiers = tiers
+        self.chunk_blocks = int(chunk_blocks)
+
+    def store(self, keys: list[int]) -> int:
+        """Write completed blocks ``keys`` (in order) under the connector's policy; returns
+        the blocks newly written to the CPU tier (the device-to-host copies).
+
+        ``vllm``: into the CPU tier; a block it evicts spills to the disk tier when there is
+        one. ``lmcache``: into every tier (write-through)."""
+        cpu = self.tiers[0]
+        disk = self.tiers[1] if len(self.tiers) > 1 else None
+        before = cpu.num_stored_blocks
+        spill = self.connector == "vllm"
+        for k in keys:
+            old = cpu.put(k)
+            if disk is not None:
+                if spill:
+                    if old is not None:
+                        disk.put(old)
+                else:
+                    disk.put(k)
+        return cpu.num_stored_blocks - before
+
+    def match(self, keys: list[int], start: int, limit: int) -> list[int]:
+        """The tier (0 = cpu, 1 = disk) of each block of the longest run ``keys[start:j]``
+        (``j <= limit``) held in some tier, cut to whole chunks counted from the prompt's
+        start (``lmcache``: ``j`` a multiple of ``chunk_blocks``)."""
+        tiers = self.tiers
+        found: list[int] = []
+        for j in range(start, limit):
+            k = keys[j]
+            for i, t in enumerate(tiers):
+                if k in t:
+                    found.append(i)
+                    break
+            else:
+                break
+        c = self.chunk_blocks
+        if c > 1:
+            end = (start + len(found)) // c * c
+            del found[max(0, end - start):]
+        return found
+
+    def take(self, keys: list[int], where: list[int]) -> list[int]:
+        """Record the load of ``keys`` (found in tiers ``where``, from :meth:`match`): each
+        hit is refreshed in its tier, a disk hit is promoted into the CPU tier (``vllm``: on
+        its way to the GPU; ``lmcache``: LMCache's local-CPU copy of a disk hit). Returns the
+        blocks per tier, ``[cpu, disk]``."""
+        tiers = self.tiers
+        counts = [0] * len(tiers)
+        spill = self.connector == "vllm" and len(tiers) > 1
+        for k, i in zip(keys, where):
+            t = tiers[i]
+            t.num_hit_blocks += 1
+            counts[i] += 1
+            if i == 0:
+                t.touch(k)
+            else:
+                t.touch(k)
+                old = tiers[0].put(k)
+                if spill and old is not None:
+                    t.put(old)
+        return counts
+
+    def load_seconds(self, counts: list[int], block_bytes: float,
+                     host_bytes_per_s: float) -> float:
+        """Seconds to bring ``counts`` blocks (per tier) to the GPU: each tier involved adds
+        its latency; CPU blocks cross the host link, disk blocks the slower of the disk and
+        the host link (the copy is pipelined through the CPU tier). ``block_bytes`` and the
+        bandwidths are per GPU (every TP rank copies its shard at once)."""
+        t = 0.0
+        cpu = self.tiers[0]
+        if counts[0]:
+            t += cpu.latency_s + counts[0] * block_bytes / min(cpu.read_bytes_per_s,
+                                                               host_bytes_per_s)
+        if len(counts) > 1 and counts[1]:
+            disk = self.tiers[1]
+            t += disk.latency_s + counts[1] * block_bytes / min(disk.read_bytes_per_s,
+                                                                host_bytes_per_s)
+        return t
+
+    def check_invariants(self) -> None:
+        """Raise ValueError when a tier holds more blocks than its capacity (DESIGN.md 4)."""
+        for t in self.tiers:
+            if len(t) > t.capacity_blocks:
+                raise ValueError(f"offload tier {t.name!r} holds {len(t)} blocks, over its "
+                                 f"capacity of {t.capacity_blocks}")
+
+
+# ---------------------------------------------------------------------- a replica's cache
+def attach_offload(kv, store: OffloadStore, block_bytes_per_gpu: float,
+                   replica_block_bytes: float, host_bytes_per_s: float) -> None:
+    """Put offload tiers behind a replica's KV cache (prefix caching must be on); every full
+    block of every request then gets a content key (vLLM hashes every full block), so a
+    preempted request finds its own blocks again.
+
+    Parameters
+    ----------
+    kv : KVCacheManager
+    store : OffloadStore
+        This replica's tiers (or the pool's, shared).
+    block_bytes_per_gpu : float
+        Bytes of one block on one GPU (what each TP rank copies per block).
+    replica_block_bytes : float
+        Bytes of one block over the replica's GPUs (what the tiers store per block).
+    host_bytes_per_s : float
+        Host link bandwidth per GPU and direction, bytes/s.
+
+    Raises
+    ------
+    ValueError
+        Without prefix caching (the tiers are keyed by its block hashes).
+    """
+    if not kv.enable_prefix_caching:
+        raise ValueError("KV offload tiers need prefix caching (kv_cache.enable_prefix_caching: "
+                         "true)")
+    kv.offload = store
+    kv.hash_all_blocks = True
+    kv.block_bytes_per_gpu = float(block_bytes_per_gpu)
+    kv.replica_block_bytes = float(replica_block_bytes)
+    kv.host_bytes_per_s = float(host_bytes_per_s)
+
+
+def tier_prefix(kv, req, start: int) -> list[int]:
+    """The tier of each block a waiting request (nothing computed) can load after its
+    ``start`` GPU-cached blocks (:meth:`OffloadStore.match`; at most ``(prompt - 1) //
+    block_size`` blocks in all, so one prompt token is left to compute)."""
+    off = kv.offload
+    if off is None:
+        return []
+    keys = kv._prefix_keys(req)
+    limit = min(len(keys), (req.num_prompt_tokens - 1) // kv.block_size)
+    if start >= limit:
+        return []
+    return off.match(keys, start, limit)
+
+
+def begin_load(kv, req, start: int, where: list[int], now: float) -> float:
+    """Start loading blocks ``start .. start + len(where)`` of ``req`` from the tiers
+    ``where`` (its GPU blocks already allocated); loads queue on the replica's host-to-device
+    link. Returns the time the copy lands, seconds."""
+    off = kv.offload
+    keys = kv._prefix_keys(req)
+    counts = off.take(keys[start:start + len(where)], where)
+    busy = off.load_seconds(counts, kv.block_bytes_per_gpu, kv.host_bytes_per_s)
+    ready = max(now, kv.h2d_free_s) + busy
+    kv.h2d_free_s = ready
+    bs = kv.block_size
+    for i, c in enumerate(counts):
+        kv.tier_hit_tokens[i] += c * bs
+    kv.tier_load_bytes += len(where) * kv.replica_block_bytes
+    kv.num_tier_loads += 1
+    kv.tier_load_busy_s += busy
+    kv.tier_load_wait_s += ready - now
+    return ready
+
+
+def build_store(offload, block_size: int, replica_block_bytes: float,
+                host_bytes_per_s: float) -> OffloadStore:
+    """The tiers a scenario's ``kv_cache.offload`` section describes, for one replica (or a
+    pool, shared).
+
+    Parameters
+    ----------
+    offload : simulator.scenario.offload.OffloadConfig
+    block_size : int
+        Tokens per KV block.
+    replica_block_bytes : float
+        Bytes of one block over the replica's GPUs (a tier's capacity in blocks is its size
+        over this, rounded down).
+    host_bytes_per_s : float
+        The GPU's host link per direction (the CPU tier's default bandwidth).
+
+    Raises
+    ------
+    ValueError
+        A tier smaller than one block.
+    """
+    tiers = []
+    for t in offload.tiers:
+        blocks = int(t.size_bytes // replica_block_bytes)
+        if blocks < 1:
+            raise ValueError(f"kv_cache.offload: the {t.medium} tier ({t.size_bytes} bytes) is "
+                             f"smaller than one KV block ({replica_block_bytes:.0f} bytes)")
+        bw = t.bandwidth_bytes_per_s if t.bandwidth_bytes_per_s is not None \
+            else host_bytes_per_s
+        tiers.append(OffloadTier(t.medium, blocks, bw, t.latency_s or 0.0))
+    chunk = offload.chunk_tokens()
+    return OffloadStore(offload.connector, tiers, max(1, chunk // block_size))

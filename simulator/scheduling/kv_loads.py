@@ -1,0 +1,71 @@
+"""Requests waiting for their KV to load from an offload tier (:mod:`simulator.kv.tiers`).
+
+vLLM's offloading connector (and LMCache's) answer a prefix lookup with the tokens an
+offload tier holds beyond the GPU's prefix cache; the scheduler then allocates the request's
+GPU blocks, starts an asynchronous copy and parks the request (``WAITING_FOR_REMOTE_KVS``)
+until the copy lands, while the replica keeps running other requests. A parked request counts
+as waiting (its lifecycle status), holds its blocks, takes no token budget and no
+``max_num_seqs`` slot; once its copy has landed, the next schedule puts it back at the head
+of the waiting queue with the loaded tokens computed, and it is admitted as any request with
+a prefix hit. The ContinuousScheduler calls these helpers; they are its code, kept apart.
+"""
+from __future__ import annotations
+
+import math
+
+from simulator.kv.tiers import begin_load
+
+
+def park_for_load(sched, r, num_gpu_hit_blocks: int, where: list[int], now: float) -> None:
+    """Start loading ``where`` (tiers of the blocks after the request's GPU hits; its blocks
+    are allocated) and park ``r`` until the copy lands.
+
+    Parameters
+    ----------
+    sched : ContinuousScheduler
+    r : ReqState
+        Taken out of the waiting queue, nothing computed.
+    num_gpu_hit_blocks : int
+        Its leading blocks shared from the GPU prefix cache.
+    where : list of int
+        The tier (0 cpu, 1 disk) of each block to load.
+    now : float
+        Seconds.
+    """
+    kv = sched.kv
+    bs = kv.block_size
+    target = (num_gpu_hit_blocks + len(where)) * bs
+    ready = begin_load(kv, r, num_gpu_hit_blocks, where, now)
+    r.kv_ready_s = ready
+    r.kv_load_target_tokens = target
+    r.kv_load_wait_s += ready - now
+    if r.num_emitted == 0 and r.num_preemptions == 0:
+        r.num_cached_prompt_tokens = target
+        r.num_tier_hit_tokens = len(where) * bs
+    sched.rec.prefix_hit_tokens += num_gpu_hit_blocks * bs
+    if r.first_scheduled_time_s != r.first_scheduled_time_s:  # NaN: first time
+        r.first_scheduled_time_s = now
+    sched.loading.append(r)
+
+
+def land_loads(sched, now: float) -> None:
+    """Requests whose copy has landed by ``now`` go back to the head of the waiting queue (in
+    the order they were parked) with the loaded tokens computed and their blocks registered."""
+    loading = sched.loading
+    done = [r for r in loading if r.kv_ready_s <= now]
+    if not done:
+        return
+    sched.loading = [r for r in loading if r.kv_ready_s > now]
+    kv = sched.kv
+    for r in reversed(done):  # pushed to the front: the first parked ends up first
+        r.num_computed_tokens = r.kv_load_target_tokens
+        r.kv_ready_s = math.nan
+        kv.cache_full_blocks(r)
+        sched._push_waiting(r, front=True)
+
+
+def next_landing_s(sched) -> float | None:
+    """When the first load in flight lands (None: none in flight)."""
+    if not sched.loading:
+        return None
+    return min(r.kv_ready_s for r in sched.loading)
