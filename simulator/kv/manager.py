@@ -243,7 +243,9 @@ class KVCacheManager:
         if not self.enable_prefix_caching:
             return []
         keys = self._prefix_keys(req)
-        limit = min(len(keys), (req.num_prompt_tokens - 1) // self.block_size)
+        # a resumed request (every block hashed) looks up all its tokens, as vLLM does
+        n = req.num_tokens if self.hash_all_blocks else req.num_prompt_tokens
+        limit = min(len(keys), (n - 1) // self.block_size)
         out = []
         lookup = self.pool.hash_to_block
         for j in range(limit):
@@ -379,6 +381,8 @@ class KVCacheManager:
         h.num_cached_blocks = max(h.num_cached_blocks, upto)
         off = self.offload
         if off is not None:
+            if not off.store_decode:  # prompt blocks only (both engines' default)
+                upto = min(upto, req.num_prompt_tokens // self.block_size)
             end = upto // off.chunk_blocks * off.chunk_blocks  # whole chunks only
             if end > h.num_stored_blocks:
                 n = off.store(keys[h.num_stored_blocks:end])

@@ -8,23 +8,31 @@ their documentation states it):
 
 ``vllm``
     vLLM's ``OffloadingConnector`` (``CPUOffloadingSpec`` / ``TieringOffloadingSpec``; vLLM
-    docs, "KV Offloading Usage Guide", docs.vllm.ai/en/latest/features/kv_offloading_usage):
-    completed GPU blocks are copied to the CPU tier as they are produced (asynchronous DMA,
-    overlapped with compute); the CPU tier evicts LRU (``eviction_policy: lru``); a secondary
-    (disk) tier is reached only through the CPU tier: a block the CPU tier evicts spills to
-    it, and a disk hit is promoted to the CPU tier on its way to the GPU.
+    docs, "KV Offloading Usage Guide", docs.vllm.ai/en/latest/features/kv_offloading_usage;
+    the scheduler-side manager of vLLM 0.34): every full block is stored to the CPU tier as it
+    is produced (asynchronous DMA at the start of the next step; with ``offload_prompt_only``,
+    vLLM's default, prompt blocks only), and each block stored to the CPU tier is written to
+    the secondary (disk) tier too; the CPU tier evicts LRU (a hit counts as a use); a lookup
+    takes the longest run of blocks after the GPU hits; the request waits
+    (``WAITING_FOR_REMOTE_KVS``) while the copy runs on its own stream, other requests running;
+    a disk hit is promoted into the CPU tier on its way to the GPU.
 ``lmcache``
-    LMCache: every full chunk of ``chunk_size`` tokens (256 by default) is written through to
-    every configured tier (local CPU and local disk), lookups match whole chunks from the
-    prompt's start, each tier evicts LRU; with ``shared`` one store serves every replica of
-    the pool (a shared LMCache backend).
+    LMCache (its vLLM connector, 0.5.x): every full chunk of ``chunk_size`` tokens (256 by
+    default; ``save_unfull_chunk`` off; decode tokens only with ``save_decode_cache``) is
+    written through to every enabled tier (local CPU, local disk); lookups match whole chunks
+    from the prompt's start, CPU first, then disk, and a disk hit is copied back into the CPU
+    tier; each tier evicts LRU; loads are synchronous, before the step's forward pass, so they
+    lengthen the step (every request in it waits); with ``shared`` one store serves every
+    replica of the pool (a shared LMCache backend).
 
-A hit in a tier costs a load on the request's path (:meth:`OffloadStore.load_seconds`): the
-request holds its GPU blocks and waits until the copy lands, while the replica runs other
-requests (vLLM's ``WAITING_FOR_REMOTE_KVS``). Stores are asynchronous and are not charged to
-a step; their bytes are counted (device-to-host), so a report can say what they ask of the
-link. Simplification, stated: a stored block is in its tier at once (a copy takes
-milliseconds; a block is needed from a tier only after its GPU copy was evicted, much later).
+A hit in a tier costs its copy (:meth:`OffloadStore.load_seconds`). vLLM's asynchronous loads
+queue on the replica's host-to-device link and the request holds its GPU blocks and waits for
+its copy; LMCache's synchronous loads add their seconds to the step. Stores are asynchronous
+and are not charged to a step; their bytes are counted (device-to-host), so a report can say
+what they ask of the link. Simplification, stated: a stored block is in its tier at once (a
+copy takes milliseconds; a block is needed from a tier only after its GPU copy was evicted).
+vLLM's ``store_threshold`` (store a block only once N requests offered it) is not modelled
+(its default, off, is what is modelled).
 
 Invariants (DESIGN.md 4): a block lives only in the tiers its policy allows; no tier holds
 more blocks than its capacity; bytes moved = blocks moved x block bytes.
@@ -123,6 +131,8 @@ class OffloadStore:
     chunk_blocks : int
         Blocks per stored / matched unit: 1 for ``vllm`` (one GPU block), ``chunk_size /
         block_size`` for ``lmcache``.
+    store_decode : bool
+        Store the blocks of generated tokens too (default: prompt blocks only).
 
     Raises
     ------
@@ -130,9 +140,10 @@ class OffloadStore:
         On an unknown connector, no tier, a first tier that is not ``cpu`` or more than two.
     """
 
-    __slots__ = ("chunk_blocks", "connector", "tiers")
+    __slots__ = ("chunk_blocks", "connector", "store_decode", "sync_loads", "tiers")
 
-    def __init__(self, connector: str, tiers: list[OffloadTier], chunk_blocks: int = 1) -> None:
+    def __init__(self, connector: str, tiers: list[OffloadTier], chunk_blocks: int = 1,
+                 store_decode: bool = False) -> None:
         if connector not in CONNECTORS:
             raise ValueError(f"offload connector must be one of {', '.join(CONNECTORS)}, "
                              f"got {connector!r}")
@@ -145,25 +156,23 @@ class OffloadStore:
         self.connector = connector
         self.tiers = tiers
         self.chunk_blocks = int(chunk_blocks)
+        #: whether blocks of generated tokens are stored too (vLLM ``offload_prompt_only:
+        #: false``, LMCache ``save_decode_cache: true``); both engines default to prompts only
+        self.store_decode = bool(store_decode)
+        #: loads block the step (LMCache's vLLM connector loads before the forward pass)
+        #: instead of parking the request (vLLM's connector: asynchronous)
+        self.sync_loads = connector == "lmcache"
 
     def store(self, keys: list[int]) -> int:
-        """Write completed blocks ``keys`` (in order) under the connector's policy; returns
-        the blocks newly written to the CPU tier (the device-to-host copies).
-
-        ``vllm``: into the CPU tier; a block it evicts spills to the disk tier when there is
-        one. ``lmcache``: into every tier (write-through)."""
+        """Write completed blocks ``keys`` (in order) into every tier (write-through: vLLM's
+        tiering writes each block stored to the CPU tier to its secondary tiers too, LMCache
+        writes to every enabled backend); returns the blocks newly written to the CPU tier
+        (the device-to-host copies)."""
         cpu = self.tiers[0]
-        disk = self.tiers[1] if len(self.tiers) > 1 else None
         before = cpu.num_stored_blocks
-        spill = self.connector == "vllm"
-        for k in keys:
-            old = cpu.put(k)
-            if disk is not None:
-                if spill:
-                    if old is not None:
-                        disk.put(old)
-                else:
-                    disk.put(k)
+        for t in self.tiers:
+            for k in keys:
+                t.put(k)
         return cpu.num_stored_blocks - before
 
     def match(self, keys: list[int], start: int, limit: int) -> list[int]:
@@ -188,23 +197,17 @@ class OffloadStore:
 
     def take(self, keys: list[int], where: list[int]) -> list[int]:
         """Record the load of ``keys`` (found in tiers ``where``, from :meth:`match`): each
-        hit is refreshed in its tier, a disk hit is promoted into the CPU tier (``vllm``: on
-        its way to the GPU; ``lmcache``: LMCache's local-CPU copy of a disk hit). Returns the
-        blocks per tier, ``[cpu, disk]``."""
+        hit is refreshed in its tier, and a disk hit is copied into the CPU tier on its way to
+        the GPU (both connectors promote). Returns the blocks per tier, ``[cpu, disk]``."""
         tiers = self.tiers
         counts = [0] * len(tiers)
-        spill = self.connector == "vllm" and len(tiers) > 1
         for k, i in zip(keys, where):
             t = tiers[i]
             t.num_hit_blocks += 1
             counts[i] += 1
-            if i == 0:
-                t.touch(k)
-            else:
-                t.touch(k)
-                old = tiers[0].put(k)
-                if spill and old is not None:
-                    t.put(old)
+            t.touch(k)
+            if i:
+                tiers[0].put(k)
         return counts
 
     def load_seconds(self, counts: list[int], block_bytes: float,
@@ -268,34 +271,42 @@ def attach_offload(kv, store: OffloadStore, block_bytes_per_gpu: float,
 
 def tier_prefix(kv, req, start: int) -> list[int]:
     """The tier of each block a waiting request (nothing computed) can load after its
-    ``start`` GPU-cached blocks (:meth:`OffloadStore.match`; at most ``(prompt - 1) //
-    block_size`` blocks in all, so one prompt token is left to compute)."""
+    ``start`` GPU-cached blocks (:meth:`OffloadStore.match`; at most ``(tokens - 1) //
+    block_size`` blocks in all, its prompt and any tokens it emitted before a preemption, so
+    one token is left to compute)."""
     off = kv.offload
     if off is None:
         return []
     keys = kv._prefix_keys(req)
-    limit = min(len(keys), (req.num_prompt_tokens - 1) // kv.block_size)
+    limit = min(len(keys), (req.num_tokens - 1) // kv.block_size)  # a resumed request: all
     if start >= limit:
         return []
     return off.match(keys, start, limit)
 
 
-def begin_load(kv, req, start: int, where: list[int], now: float) -> float:
-    """Start loading blocks ``start .. start + len(where)`` of ``req`` from the tiers
-    ``where`` (its GPU blocks already allocated); loads queue on the replica's host-to-device
-    link. Returns the time the copy lands, seconds."""
+def take_load(kv, req, start: int, where: list[int]) -> float:
+    """Take blocks ``start .. start + len(where)`` of ``req`` from the tiers ``where`` and
+    count them; returns the copy's own seconds (:meth:`OffloadStore.load_seconds`)."""
     off = kv.offload
     keys = kv._prefix_keys(req)
     counts = off.take(keys[start:start + len(where)], where)
     busy = off.load_seconds(counts, kv.block_bytes_per_gpu, kv.host_bytes_per_s)
-    ready = max(now, kv.h2d_free_s) + busy
-    kv.h2d_free_s = ready
     bs = kv.block_size
     for i, c in enumerate(counts):
         kv.tier_hit_tokens[i] += c * bs
     kv.tier_load_bytes += len(where) * kv.replica_block_bytes
     kv.num_tier_loads += 1
     kv.tier_load_busy_s += busy
+    return busy
+
+
+def begin_load(kv, req, start: int, where: list[int], now: float) -> float:
+    """Start an asynchronous load of blocks ``start .. start + len(where)`` of ``req`` from
+    the tiers ``where`` (its GPU blocks already allocated); loads queue on the replica's
+    host-to-device link. Returns the time the copy lands, seconds."""
+    busy = take_load(kv, req, start, where)
+    ready = max(now, kv.h2d_free_s) + busy
+    kv.h2d_free_s = ready
     kv.tier_load_wait_s += ready - now
     return ready
 
@@ -331,4 +342,5 @@ def build_store(offload, block_size: int, replica_block_bytes: float,
             else host_bytes_per_s
         tiers.append(OffloadTier(t.medium, blocks, bw, t.latency_s or 0.0))
     chunk = offload.chunk_tokens()
-    return OffloadStore(offload.connector, tiers, max(1, chunk // block_size))
+    return OffloadStore(offload.connector, tiers, max(1, chunk // block_size),
+                        store_decode=offload.stores_decode())

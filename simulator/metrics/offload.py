@@ -21,7 +21,7 @@ def _ttft_stats(ttft: np.ndarray) -> dict:
     if not len(ttft):
         return {"count": 0, "p50": None, "p99": None}
     p50, p99 = weighted_percentiles(ttft, np.ones(len(ttft)), [50, 99])
-    return {"count": int(len(ttft)), "p50": float(p50), "p99": float(p99)}
+    return {"count": len(ttft), "p50": float(p50), "p99": float(p99)}
 
 
 def offload_summary(replicas, requests, duration_s: float) -> dict:

@@ -16,6 +16,7 @@ byte-identical across the change that brought this module)::
     step_s  = perf.step_time(shape)          (a one-token decode step: the decode memo,
                                               perf.decode_step_times, as a decode run)
     swap_s  = sum over transfers, in order, of bytes / host_link_bandwidth_bytes_per_s
+              + kv_load_s (synchronous loads from KV offload tiers, simulator.kv.tiers)
     draft_s = draft decode + draft prefill   (DraftCostModel)
     total_s = step_s + (swap_s + draft_s)
 
@@ -112,7 +113,8 @@ class StepCost:
         The iteration on the GPUs and the engine: ``compute_s + communication_s +
         overhead_s``.
     swap_s : float
-        KV blocks moved over the host link (swap preemption).
+        KV blocks moved over the host link (swap preemption) and synchronous loads from KV
+        offload tiers (``StepOutput.kv_load_s``).
     draft_decode_s, draft_prefill_s, draft_s : float
         Speculative drafting, the draft's prefill of the step's prompt chunks, and their
         sum.
@@ -258,6 +260,9 @@ class StepPricer:
                                  "bandwidth (host_link_bandwidth_bytes_per_s)")
             for nbytes in transfers:
                 swap += nbytes / bw
+        load = out.kv_load_s  # synchronous loads from KV offload tiers, on the step's path
+        if load:
+            swap += load
         c = self.cost
         draft = self.draft
         if draft is None:  # a replica that never drafts: its draft parts stay 0.0

@@ -28,10 +28,10 @@ from simulator.base.resources import data_dir
 from simulator.cluster.replica import ReplicaSetup
 from simulator.cluster.setup import build_setup
 from simulator.engine.loop import SimOutput, simulate
-from simulator.metrics.offload import offload_summary
 from simulator.kv.stages import stage_rows
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
+from simulator.metrics.offload import offload_summary
 from simulator.metrics.speculative import speculative_summary
 from simulator.metrics.step_stats import kv_and_batching_stats
 from simulator.metrics.summary import json_safe, summarize

@@ -72,16 +72,31 @@ class OffloadConfig(StrictModel):
                                    f"stored chunk (default {LMCACHE_CHUNK_TOKENS})")
     shared: bool = Field(default=False, description="lmcache: one store for every replica "
                          "of the pool")
+    offload_prompt_only: bool | None = Field(default=None, description="vllm: store prompt "
+                                             "blocks only (vLLM's default: true)")
+    save_decode_cache: bool | None = Field(default=None, description="lmcache: store the "
+                                           "blocks of generated tokens too (default: false)")
 
     @model_validator(mode="after")
     def _layout(self):
         media = [t.medium for t in self.tiers]
         if media not in (["cpu"], ["cpu", "disk"]):
             raise ValueError(f"offload tiers must be [cpu] or [cpu, disk], got {media}")
-        if self.connector == "vllm" and (self.chunk_size is not None or self.shared):
-            raise ValueError("offload: chunk_size and shared are LMCache's (connector: "
-                             "lmcache); vLLM's connector stores whole blocks per replica")
+        if self.connector == "vllm" and (self.chunk_size is not None or self.shared
+                                         or self.save_decode_cache is not None):
+            raise ValueError("offload: chunk_size, shared and save_decode_cache are LMCache's "
+                             "(connector: lmcache); vLLM's connector stores whole blocks per "
+                             "replica (offload_prompt_only says whether answers are stored)")
+        if self.connector == "lmcache" and self.offload_prompt_only is not None:
+            raise ValueError("offload: offload_prompt_only is vLLM's connector's; LMCache's is "
+                             "save_decode_cache")
         return self
+
+    def stores_decode(self) -> bool:
+        """Whether blocks of generated tokens are stored (both engines default to no)."""
+        if self.connector == "lmcache":
+            return bool(self.save_decode_cache)
+        return self.offload_prompt_only is False
 
     def chunk_tokens(self) -> int:
         """Tokens per stored unit (LMCache's chunk; 0 for vLLM: one block)."""

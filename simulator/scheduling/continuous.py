@@ -44,7 +44,12 @@ from simulator.perf.step_cost import StepPricer
 from simulator.perf.step_shape import StepShape
 from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.emission import Jump, advance
-from simulator.scheduling.kv_loads import land_loads, next_landing_s, park_for_load
+from simulator.scheduling.kv_loads import (
+    land_loads,
+    load_in_step,
+    next_landing_s,
+    park_for_load,
+)
 from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.parallel import extra_seqs, kv_tokens_held, kv_tokens_per_seq
 from simulator.scheduling.queues import RequestQueue
@@ -57,6 +62,7 @@ class StepOutput:
     __slots__ = (
         "cost",
         "draft",
+        "kv_load_s",
         "kv_tokens",
         "ntoks",
         "num_decode_seqs",
@@ -89,6 +95,9 @@ class StepOutput:
         self.veto = "prefill"
         #: bytes of each host-link transfer (swap out or in) of the step, in order (None: none)
         self.swap_transfers: list[float] | None = None
+        #: seconds of synchronous KV loads from offload tiers within the step (LMCache's
+        #: connector loads before the forward pass; simulator.kv.tiers)
+        self.kv_load_s = 0.0
         #: the draft work of speculative decoding (a ``DraftWork``; None: no drafting)
         self.draft: Any = None
         #: what the step cost (a ``StepCost``, set when ``StepPricer.price`` priced it)
@@ -562,14 +571,18 @@ class ContinuousScheduler:
             full = r.num_tokens if (lim.reserve_full_isl and running) else None
             while True:
                 hits, computed = kv.cached_prefix(r)
-                # blocks an offload tier holds past the GPU hits: allocated, then loaded
+                # blocks an offload tier holds past the GPU hits: loaded into new blocks, by a
+                # parked request (asynchronous loads) or within this step (synchronous)
                 where = (tier_prefix(kv, r, len(hits))
                          if kv.offload is not None and not r.num_computed_tokens else None)
-                if where:
+                park = bool(where) and not kv.offload.sync_loads
+                if park:
                     n = len(where) * kv.block_size  # tokens to load; nothing computed now
                 else:
+                    if where:
+                        computed += len(where) * kv.block_size
                     n = r.num_tokens - computed
-                if n > budget and not where:
+                if n > budget and not park:
                     if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
                         return budget
                     n = budget
@@ -586,13 +599,15 @@ class ContinuousScheduler:
                 self._remove_waiting(r)
                 counts[r.spec.tenant] = counts.get(r.spec.tenant, 0) + 1
             if where:
-                park_for_load(self, r, len(hits), where, now)
-                continue
-            if hits:
+                if park:
+                    park_for_load(self, r, len(hits), where, now)
+                    continue
+                out.kv_load_s += load_in_step(self, r, len(hits), where)
+            if hits or where:
                 r.num_computed_tokens = computed
                 if r.num_emitted == 0 and r.num_preemptions == 0:
                     r.num_cached_prompt_tokens = computed
-                self.rec.prefix_hit_tokens += computed
+                self.rec.prefix_hit_tokens += len(hits) * kv.block_size
             if swapped:
                 out.add_swap(swapped * lim.swap_block_bytes)
                 self.swap_used_blocks -= swapped

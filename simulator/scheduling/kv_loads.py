@@ -1,5 +1,8 @@
 """Requests waiting for their KV to load from an offload tier (:mod:`simulator.kv.tiers`).
 
+LMCache's connector loads synchronously (:func:`load_in_step`: the step waits); vLLM's loads
+asynchronously, as follows.
+
 vLLM's offloading connector (and LMCache's) answer a prefix lookup with the tokens an
 offload tier holds beyond the GPU's prefix cache; the scheduler then allocates the request's
 GPU blocks, starts an asynchronous copy and parks the request (``WAITING_FOR_REMOTE_KVS``)
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from simulator.kv.tiers import begin_load
+from simulator.kv.tiers import begin_load, take_load
 
 
 def park_for_load(sched, r, num_gpu_hit_blocks: int, where: list[int], now: float) -> None:
@@ -46,6 +49,18 @@ def park_for_load(sched, r, num_gpu_hit_blocks: int, where: list[int], now: floa
     if r.first_scheduled_time_s != r.first_scheduled_time_s:  # NaN: first time
         r.first_scheduled_time_s = now
     sched.loading.append(r)
+
+
+def load_in_step(sched, r, num_gpu_hit_blocks: int, where: list[int]) -> float:
+    """A synchronous load (LMCache's connector): blocks ``where`` after the request's GPU
+    hits come in before the step's forward pass; returns its seconds (the step lasts that
+    much longer, :attr:`StepOutput.kv_load_s`). The caller admits ``r`` with them computed."""
+    busy = take_load(sched.kv, r, num_gpu_hit_blocks, where)
+    r.kv_load_wait_s += busy
+    if r.num_emitted == 0 and r.num_preemptions == 0:
+        r.num_tier_hit_tokens = len(where) * sched.kv.block_size
+    sched.kv.tier_load_wait_s += busy
+    return busy
 
 
 def land_loads(sched, now: float) -> None:
