@@ -260,7 +260,7 @@ class StepPricer:
                                  "bandwidth (host_link_bandwidth_bytes_per_s)")
             for nbytes in transfers:
                 swap += nbytes / bw
-        load = out.kv_load_s  # synchronous loads from KV offload tiers, on the step's path
+        load = getattr(out, "kv_load_s", 0.0)  # synchronous offload loads (scheduler steps)
         if load:
             swap += load
         c = self.cost
