@@ -139,10 +139,11 @@ class Replica:
                                  allocation=kvc.allocation,
                                  max_model_len=setup.limits.max_model_len,
                                  watermark=kvc.watermark)
-        if kvc.offload is not None:  # tiers behind the prefix cache (shared: the pool's)
+        off = kvc.offload_tiers
+        if off is not None:  # tiers behind the prefix cache (shared: the pool's)
             lim = setup.limits
             replica_bytes = lim.swap_block_bytes * setup.tensor_parallel_size
-            store = offload_store or build_store(kvc.offload, setup.block_size, replica_bytes,
+            store = offload_store or build_store(off, setup.block_size, replica_bytes,
                                                  lim.host_link_bandwidth_bytes_per_s)
             attach_offload(self.kv, store, lim.swap_block_bytes, replica_bytes,
                            lim.host_link_bandwidth_bytes_per_s)

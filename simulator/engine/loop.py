@@ -289,7 +289,7 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     rec = RunRecorder(check_transitions=check_transitions,
                       step_cost=scenario.perf.record_step_cost,
                       sessions=any(s.session_id is not None for s in specs),
-                      offload=scenario.kv_cache.offload is not None)
+                      offload=scenario.kv_cache.offload_tiers is not None)
     n_primary = scenario.cluster.num_replicas
     replicas = make_replicas(scenario, setup, rec, env)
     primaries = replicas[:n_primary]
@@ -395,7 +395,7 @@ def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder,
     degrade fallback set (``scheduler.admission.fallback``, from ``setup.extra["fallback"]``),
     on the clock ``env``; with an LMCache ``shared`` offload store, one store for them all."""
     n_primary = scenario.cluster.num_replicas
-    off = scenario.kv_cache.offload
+    off = scenario.kv_cache.offload_tiers
     shared = None
     if off is not None and off.shared:  # LMCache shared backend: one store for the pool
         lim = setup.limits

@@ -201,13 +201,15 @@ class OffloadStore:
         the GPU (both connectors promote). Returns the blocks per tier, ``[cpu, disk]``."""
         tiers = self.tiers
         counts = [0] * len(tiers)
-        for k, i in zip(keys, where):
+        for k, i in zip(keys, where):  # every hit refreshed first: all are in use now
             t = tiers[i]
             t.num_hit_blocks += 1
             counts[i] += 1
             t.touch(k)
+        cpu = tiers[0]
+        for k, i in zip(keys, where):  # then the disk hits promoted (LRU may evict others)
             if i:
-                tiers[0].put(k)
+                cpu.put(k)
         return counts
 
     def load_seconds(self, counts: list[int], block_bytes: float,

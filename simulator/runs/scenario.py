@@ -194,7 +194,7 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
         summary["speculative"] = speculative_summary(sim)
     summary.update(kv_and_batching_stats(steps, setup.block_size, _kv_bytes_by_replica(sim)))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
-    if scenario.kv_cache.offload is not None:
+    if scenario.kv_cache.offload_tiers is not None:
         summary["kv_offload"] = offload_summary(sim.replicas, requests, sim.end_time_s)
     summary["kv_cache_dtype"] = setup.kv_cache_dtype
     add_phase_cost(summary, steps, setup.perf, scenario.gpus_per_replica)

@@ -176,6 +176,13 @@ class KVCacheConfig(_Strict):
         default=None, description="KV offload tiers (CPU, disk) behind the prefix cache "
         "(simulator.scenario.offload)")
 
+    @property
+    def offload_tiers(self) -> OffloadConfig | None:
+        """The offload section when it has tiers (None without one, or with a 0-size CPU
+        tier: a baseline without offload)."""
+        off = self.offload
+        return off if off is not None and off.active else None
+
 
 class ConstantPerfConfig(_Strict):
     """Synthetic step time (``perf.source: constant``): ``step_s + per_token_s x tokens +

@@ -35,8 +35,9 @@ class OffloadTierConfig(StrictModel):
     """
 
     medium: Literal["cpu", "disk"]
-    size_gib: float | None = Field(default=None, gt=0, le=1 << 20, description="capacity, "
-                                   "GiB (2**30 bytes)")
+    size_gib: float | None = Field(default=None, ge=0, le=1 << 20, description="capacity, "
+                                   "GiB (2**30 bytes); 0 on the cpu tier: no offload (a "
+                                   "baseline for a compare or plan over tier sizes)")
     cpu_bytes_to_use: int | None = Field(default=None, ge=1, description="capacity in bytes "
                                          "(vLLM's OffloadingConnector name)")
     bandwidth_bytes_per_s: float | None = Field(default=None, gt=0, description="read "
@@ -87,10 +88,18 @@ class OffloadConfig(StrictModel):
             raise ValueError("offload: chunk_size, shared and save_decode_cache are LMCache's "
                              "(connector: lmcache); vLLM's connector stores whole blocks per "
                              "replica (offload_prompt_only says whether answers are stored)")
+        if any(t.size_bytes == 0 for t in self.tiers[1:]):
+            raise ValueError("offload: a disk tier of size 0; remove it instead (size 0 on the "
+                             "cpu tier turns offload off)")
         if self.connector == "lmcache" and self.offload_prompt_only is not None:
             raise ValueError("offload: offload_prompt_only is vLLM's connector's; LMCache's is "
                              "save_decode_cache")
         return self
+
+    @property
+    def active(self) -> bool:
+        """Whether there are tiers at all: a CPU tier of size 0 turns offload off."""
+        return self.tiers[0].size_bytes > 0
 
     def stores_decode(self) -> bool:
         """Whether blocks of generated tokens are stored (both engines default to no)."""
