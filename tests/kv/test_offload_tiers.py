@@ -3,7 +3,6 @@ load-time formula, and the scheduler's loads on tiny hand-computed schedules (no
 schedule -> update, block_size 4)."""
 from __future__ import annotations
 
-
 import pytest
 from helpers import make_scheduler, req
 
