@@ -228,7 +228,8 @@ class KVAudit:
     - ownership: each block's ref count equals the number of live requests (running or
       waiting on that replica) listing it, so no finished request still holds a block and
       no block is referenced by nobody;
-    - a waiting request holds no blocks (preemption and cancellation free everything);
+    - a waiting request holds no blocks (preemption and cancellation free everything), but
+      for one whose KV load from an offload tier landed: it holds exactly what it loaded;
     - after ``schedule``: every scheduled request holds the blocks for the tokens it will
       have computed after the step (paged: ceil((computed + n) / block_size)).
 
@@ -243,6 +244,10 @@ class KVAudit:
         self.preempted = 0
         self.full_steps = 0
         self.decode_runs = 0
+        #: requests seen parked for a KV load, and checks of offload tiers' capacity
+        self.loading = 0
+        self.landed = 0
+        self.tier_checks = 0
 
     def install(self, monkeypatch) -> KVAudit:
         orig_schedule = ContinuousScheduler.schedule
@@ -281,13 +286,30 @@ class KVAudit:
         pool.check_invariants()
         owners = [0] * pool.num_blocks
         waiting = sched.waiting_requests()
-        for r in waiting:
+        for r in waiting:  # nothing, unless a KV load landed for it (it holds what it loaded)
+            if r.blocks and getattr(r, "kv_load_target_tokens", 0):
+                assert r.num_computed_tokens == r.kv_load_target_tokens, r
+                assert len(r.blocks) == sched.kv.blocks_for(r.num_computed_tokens), r
+                for b in r.blocks:
+                    owners[b] += 1
+                self.landed += 1
+                continue
             assert not r.blocks, f"waiting request {r.request_id} holds blocks {r.blocks}"
         for r in sched.running:
             assert r.status == "running", r
             for b in r.blocks:
                 owners[b] += 1
+        for r in getattr(sched, "loading", ()):  # parked for a KV load: waiting, holds blocks
+            assert r.status == "waiting", r
+            assert len(r.blocks) == sched.kv.blocks_for(r.kv_load_target_tokens), r
+            for b in r.blocks:
+                owners[b] += 1
+            self.loading += 1
         assert owners == pool.ref_cnt, "ref counts differ from the requests holding blocks"
+        off = getattr(sched.kv, "offload", None)
+        if off is not None:  # invariant 4 in every tier: none over its capacity
+            off.check_invariants()
+            self.tier_checks += 1
         free = set(pool.free_block_ids())
         held = {b for b, c in enumerate(pool.ref_cnt) if c > 0}
         assert not (free & held)
@@ -383,6 +405,24 @@ SUITE = {
                          "kv_cache": {"num_gpu_blocks": 150},
                          "scheduler": {"max_num_seqs": 4}},
                         synthetic_workload(300, 40), 6.0),
+    # KV offload tiers (simulator.kv.tiers): a GPU of 90 blocks of 2 MiB, a CPU tier of 100
+    # blocks and a disk tier of 400, both evicting; answers stored too; asynchronous loads
+    "offload_vllm": ({"kv_cache": {"num_gpu_blocks": 90, "enable_prefix_caching": True,
+                                   "offload": {"offload_prompt_only": False, "tiers": [
+                                       {"medium": "cpu", "cpu_bytes_to_use": 100 * 2**21},
+                                       {"medium": "disk", "cpu_bytes_to_use": 400 * 2**21,
+                                        "bandwidth_bytes_per_s": 5e9, "latency_s": 1e-4}]}},
+                      "scheduler": {"max_num_batched_tokens": 1024}},
+                     "prefix_specs", None),
+    # LMCache: two replicas sharing one store, 256-token chunks, synchronous loads
+    "offload_lmcache_shared": ({"cluster": {"num_replicas": 2, "router": "round_robin"},
+                                "kv_cache": {"num_gpu_blocks": 90, "enable_prefix_caching": True,
+                                             "offload": {"connector": "lmcache", "shared": True,
+                                                         "tiers": [{"medium": "cpu",
+                                                                    "cpu_bytes_to_use":
+                                                                    150 * 2**21}]}},
+                                "scheduler": {"max_num_batched_tokens": 1024}},
+                               "prefix_specs", None),
 }
 
 

@@ -6,7 +6,9 @@ free + allocated == total, no negative ref count, no block both free and held
 (``BlockPool.check_invariants``), and, stronger, each block's ref count equals the number of
 live requests holding it (so no finished request keeps a block and no block leaks), waiting
 requests hold nothing, and every scheduled request holds the blocks its step writes.
-At the end of a run that drained, every block is free.
+At the end of a run that drained, every block is free. With KV offload tiers, requests
+parked for a load are waiting yet hold exactly the blocks of what they load, and no tier holds
+more blocks than its capacity.
 
 Non-vacuity: the audit counts its checks, the preemption victims it saw, the steps run with
 a full pool, the largest ref count (>= 2 only when blocks are shared by prefix caching) and
@@ -22,7 +24,8 @@ pytestmark = pytest.mark.pure_core
 
 PRESSURE = {"preempt_chunked", "no_chunking", "priority", "prefix_caching", "multi_replica",
             "cancel_admission", "max_model_len"}
-PREFIX = {"prefix_caching", "prefix_mooncake"}
+PREFIX = {"prefix_caching", "prefix_mooncake", "offload_vllm", "offload_lmcache_shared"}
+OFFLOAD = {"offload_vllm", "offload_lmcache_shared"}
 
 
 @pytest.mark.parametrize("name", list(SUITE))
@@ -47,6 +50,14 @@ def test_kv_invariants_every_step(name, monkeypatch):
         assert any(p.hash_to_block for p in pools)
     else:
         assert audit.max_ref <= 1
+    if name in OFFLOAD:  # every tier within its capacity at every check; tiers were used
+        assert audit.tier_checks > 100
+        kvs = [rep.kv for rep in out.replicas]
+        assert sum(kv.tier_hit_tokens[0] for kv in kvs) > 0
+        for t in kvs[0].offload.tiers:
+            assert t.num_evicted_blocks > 0 and len(t) == t.capacity_blocks, vars(t)
+        if not kvs[0].offload.sync_loads:
+            assert audit.loading > 0  # requests were seen parked, holding their blocks
 
 
 def test_kv_shared_prefix_blocks_under_preemption(monkeypatch):
