@@ -165,6 +165,8 @@ class Replica:
         self.pending: list = []
         self.defer = False
         self.enqueue: Any = None
+        #: the KV offload byte counters at the replica's last step row (engine.step_rows)
+        self.tier_bytes_mark = (0.0, 0.0)
 
     def flush_pending(self, now: float) -> None:
         """Hand the deferred arrivals to the scheduler, oldest first."""

@@ -37,6 +37,8 @@ from simulator.engine.step_rows import (
     DecodeRunRows,
     record_step,
     record_step_cost,
+    record_step_tiers,
+    tier_bytes_since_last_row,
 )
 from simulator.kv.tiers import build_store
 from simulator.metrics.records import RunRecorder
@@ -85,6 +87,8 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
     if rec.step_cost:  # the step table records each step's breakdown (perf.record_step_cost)
         record = record_step_cost
         rep.run_rows = DecodeRunCostRows(rec, pricer)
+    if rec.offload:  # ... and each step's KV offload bytes (a run with tiers)
+        record = record_step_tiers
     n_iter = 0
     while True:
         if tick is not None:
@@ -185,6 +189,8 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
     rows = rep.run_rows
     if rows is None:
         rows = rep.run_rows = DecodeRunRows(rec)
+    if rec.offload:
+        rows.add_tier_bytes(*tier_bytes_since_last_row(rep))
     rows.add(rep.idx, rep.step_index, k, jump.start_s, jump.step_times_s,
              jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks,
              jump.ctx_totals)

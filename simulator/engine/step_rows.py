@@ -69,6 +69,31 @@ def record_step_cost(rec, rep, out, start_s: float, step_s: float, cost=None) ->
     rep.step_index += 1
 
 
+def tier_bytes_since_last_row(rep) -> tuple[float, float]:
+    """Bytes replica ``rep`` loaded from and stored to its KV offload tiers since its last
+    step row (:data:`~simulator.metrics.records.STEP_OFFLOAD_COLUMNS`): loads are counted when
+    scheduled, so a step's row carries the loads its scheduling started; stores when a step's
+    results are applied, so they show in the next row (vLLM starts those copies with the next
+    step). The marks live on the replica."""
+    kv = rep.kv
+    load, store = kv.tier_load_bytes, kv.tier_store_bytes
+    last = rep.tier_bytes_mark
+    rep.tier_bytes_mark = (load, store)
+    return load - last[0], store - last[1]
+
+
+def record_step_tiers(rec, rep, out, start_s: float, step_s: float, cost=None) -> None:
+    """:func:`record_step` (with the breakdown when the run records it) and the KV offload
+    columns after them (a run with offload tiers)."""
+    row = _row(rep, out, start_s, step_s)
+    if rec.step_cost:
+        c = out.cost if cost is None else cost
+        compute, comm, overhead = c.parts()
+        row += (compute, comm, overhead, c.swap_s, c.draft_s)
+    rec.add_step(row + tier_bytes_since_last_row(rep))
+    rep.step_index += 1
+
+
 #: Rows gathered before they go to the recorder (bounded memory: ~16 runs' worth of
 #: columns per thousand rows; the recorder packs chunks of 65,536 rows itself).
 FLUSH_ROWS = 8192
@@ -83,16 +108,25 @@ class DecodeRunRows:
         Receives the rows (``add_step_chunk``, one chunk per flush).
     """
 
-    __slots__ = ("_consts", "_ends", "_kv_used", "_nows", "_rows", "_times", "recorder")
+    __slots__ = ("_consts", "_ends", "_kv_used", "_nows", "_rows", "_tiers", "_times",
+                 "recorder")
 
     def __init__(self, recorder) -> None:
         self.recorder = recorder
+        #: per run, the KV offload bytes since the replica's last row (None: no tiers); a
+        #: run's first row carries them, its other rows 0
+        self._tiers: list[tuple[float, float]] | None = [] if recorder.offload else None
         self._consts: list[tuple] = []   # per run: the integer columns' run constants
         self._nows: list[float] = []     # per run: its first step's start (seconds)
         self._times: list[float] = []    # per step, every run's steps in order (flat)
         self._ends: list[float] = []
         self._kv_used: list[int] = []
         self._rows = 0
+
+    def add_tier_bytes(self, loaded: float, stored: float) -> None:
+        """The KV offload bytes of the run :meth:`add` records next (runs with tiers)."""
+        if self._tiers is not None:
+            self._tiers.append((loaded, stored))
 
     def add(self, replica_id: int, step_index: int, k: int, start_s: float, times,
             ends, out, kv_blocks_used, num_gpu_blocks: int, ctx_totals=None) -> None:
@@ -132,14 +166,22 @@ class DecodeRunRows:
         zero = np.zeros(self._rows, dtype=np.int64)
         n_runs = len(ks)
         rec = self.recorder
-        rec.add_step_chunk(self._more_columns({
+        chunk = self._more_columns({
             "replica_id": rid, "step_index": s0 + j, "start_time_s": starts,
             "step_time_s": np.array(self._times, dtype=np.float64), "end_time_s": ends,
             "batch_size": bsz, "num_prefill_tokens": zero, "num_decode_tokens": ndt,
             "num_prefill_seqs": zero, "num_decode_seqs": nds, "num_waiting": nw,
             "kv_blocks_used": np.array(self._kv_used, dtype=np.int64),
             "num_gpu_blocks": ngpu, "num_preempted": zero,
-            "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad}))
+            "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad})
+        tiers = self._tiers
+        if tiers is not None:  # the offload columns: a run's bytes on its first row
+            for name, i in (("kv_load_bytes", 0), ("kv_store_bytes", 1)):
+                v = np.zeros(self._rows, dtype=np.float64)
+                v[first] = [t[i] for t in tiers]
+                chunk[name] = v
+            self._tiers = []
+        rec.add_step_chunk(chunk)
         # the recorder counts decode runs recorded this way (one chunk held n_runs of them)
         rec.num_step_chunks += n_runs - 1
         self._consts, self._nows, self._times, self._ends, self._kv_used = [], [], [], [], []

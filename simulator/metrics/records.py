@@ -42,6 +42,10 @@ STEP_COST_COLUMNS = ["compute_s", "communication_s", "overhead_s", "swap_s", "dr
 #: 65,536 rows of 16 columns is 8 MiB packed; the buffer of tuples it replaces is ~64 MiB.
 STEP_CHUNK_ROWS = 65_536
 
+#: columns after those when a run has KV offload tiers: bytes loaded from and stored to the
+#: tiers since the replica's previous row (:func:`simulator.engine.step_rows.tier_bytes_since_last_row`)
+STEP_OFFLOAD_COLUMNS = ["kv_load_bytes", "kv_store_bytes"]
+
 REQUEST_COLUMNS = ["request_id", "replica_id", "tenant", "slice", "priority", "arrival_time_s",
                    "num_prompt_tokens", "num_output_tokens", "num_emitted_tokens",
                    "num_cached_prompt_tokens", "status", "reject_reason",
@@ -94,9 +98,13 @@ class RunRecorder:
                                 + (OFFLOAD_COLUMNS if offload else []))
         self._sessions, self._offload = bool(sessions), bool(offload)
         self.step_cost = bool(step_cost)
+        self.offload = bool(offload)
         self.step_columns = STEP_COLUMNS + STEP_COST_COLUMNS if step_cost else STEP_COLUMNS
         self.step_float_columns = (STEP_FLOAT_COLUMNS | frozenset(STEP_COST_COLUMNS)
                                    if step_cost else STEP_FLOAT_COLUMNS)
+        if offload:
+            self.step_columns = self.step_columns + STEP_OFFLOAD_COLUMNS
+            self.step_float_columns = self.step_float_columns | frozenset(STEP_OFFLOAD_COLUMNS)
         self.transitions: list[tuple] = []
         #: requests admitted and not yet packed into the request table (all of them in a
         #: run that finished fewer than :data:`REQUEST_CHUNK_ROWS`)

@@ -22,6 +22,7 @@ from simulator.report.degrade import degrade_section
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
 from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
+from simulator.report.offload import offload_section
 from simulator.report.render import context_mapping, render, write_report
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -462,6 +463,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "synthesised_note": synthesised_note(summary, sc),
         "speculative": speculative_section(summary.get("speculative")),
         "degrade": degrade_section(summary),
+        "offload": offload_section(summary),
         "version": __version__,
     }
     return render("run.md.j2", **context)

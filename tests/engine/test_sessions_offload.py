@@ -114,3 +114,15 @@ def test_a_rejected_turn_ends_its_session_and_every_turn_is_accounted_for():
     assert [(r[k].status, r[k].reject_reason) for k in range(3)] == [
         ("completed", ""), ("rejected", "prompt_too_long"), ("rejected", "session_abandoned")]
     assert r[2].arrival_time_s == r[1].arrival_time_s   # abandoned when turn 2 was rejected
+
+
+def test_step_table_carries_the_tier_bytes():
+    sc = _scenario({"tiers": [{"medium": "cpu", "size_gib": 4}], "offload_prompt_only": False})
+    for ff in (True, False):
+        out = run_sim(sc, _session_specs(), fast_forward=ff)
+        steps, rep = out.steps(), out.replicas[0]
+        assert list(steps.columns[-2:]) == ["kv_load_bytes", "kv_store_bytes"]
+        assert steps["kv_load_bytes"].sum() == rep.kv.tier_load_bytes == (11 + 16) * BLOCK_BYTES
+        # stores show in the row after the step that made them: all but the last step's
+        assert steps["kv_store_bytes"].sum() == rep.tier_bytes_mark[1]
+        assert steps["kv_store_bytes"].sum() > 0
