@@ -573,8 +573,8 @@ class ContinuousScheduler:
                 hits, computed = kv.cached_prefix(r)
                 # blocks an offload tier holds past the GPU hits: loaded into new blocks, by a
                 # parked request (asynchronous loads) or within this step (synchronous)
-                where = (tier_prefix(kv, r, len(hits))
-                         if kv.offload is not None and not r.num_computed_tokens else None)
+                where: list[int] = (tier_prefix(kv, r, len(hits)) if kv.offload is not None
+                                    and not r.num_computed_tokens else [])
                 park = bool(where) and not kv.offload.sync_loads
                 if park:
                     n = len(where) * kv.block_size  # tokens to load; nothing computed now
