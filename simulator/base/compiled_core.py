@@ -41,6 +41,8 @@ CORE_MODULES: tuple[str, ...] = (
     "simulator.scheduling.parallel",
     "simulator.kv.block_pool",
     "simulator.kv.manager",
+    "simulator.kv.tiers",
+    "simulator.scheduling.kv_loads",
     "simulator.perf.step_cost",
     "simulator.engine.step_rows",
     "simulator.engine.idle",

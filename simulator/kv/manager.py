@@ -61,11 +61,14 @@ class KVHandle:
     the first write into a shared, partially filled last block replaces it by a private copy.
     """
 
-    __slots__ = ("block_ids", "num_cached_blocks", "num_stored_blocks")
+    __slots__ = ("block_ids", "num_cached_blocks", "num_shared_keys", "num_stored_blocks")
 
     def __init__(self) -> None:
         self.block_ids: list[int] = []
         self.num_cached_blocks = 0
+        #: leading content keys from declared ids (shareable through the GPU prefix cache);
+        #: the keys after them are the request's own (offload tiers only)
+        self.num_shared_keys = 0
         #: leading blocks already written to the offload tiers (:mod:`simulator.kv.tiers`)
         self.num_stored_blocks = 0
 
@@ -125,11 +128,12 @@ class KVCacheManager:
         self._cow_copied: set[int] = set()
         # offload tiers (attach_offload); None: a block evicted from the GPU is gone
         self.offload: OffloadStore | None = None
-        #: every full block of every request gets a content key (vLLM hashes every full
-        #: block); set with offload tiers, so a preempted request finds its own blocks
+        #: every full block of every request gets a content key, the tiers' key (set with
+        #: offload tiers; the GPU cache registers only declared content, so runs with and
+        #: without tiers differ by the tiers alone)
         self.hash_all_blocks = False
-        #: some request has content keys past its prompt (a session turn's answer, or
-        #: every block with offload tiers): decode runs register the blocks they fill
+        #: some request has declared content past its prompt (a session turn's answer), or
+        #: the tiers store answers: decode runs register / store the blocks they fill
         self.decode_blocks_keyed = False
         self.block_bytes_per_gpu = 0.0
         self.replica_block_bytes = 0.0
@@ -222,6 +226,7 @@ class KVCacheManager:
                 # deterministically in CPython (no per-process salt)
                 prev = hash((prev, tuple(ids[lo:hi]), j))
                 keys.append(prev)
+        req.kv_handle.num_shared_keys = declared
         if self.hash_all_blocks and req.num_seqs == 1:
             rid = req.request_id
             for j in range(declared, whole // bs):
@@ -229,7 +234,7 @@ class KVCacheManager:
                 # shape no declared key has
                 prev = hash((prev, rid, j, 0))
                 keys.append(prev)
-        if len(keys) * bs > req.num_prompt_tokens:
+        if declared * bs > req.num_prompt_tokens:
             self.decode_blocks_keyed = True
         req.prefix_keys = keys
         return keys
@@ -375,10 +380,11 @@ class KVCacheManager:
         h = req.kv_handle
         blocks = h.block_ids
         upto = min(len(keys), req.num_computed_tokens // self.block_size, len(blocks))
+        shared = min(upto, h.num_shared_keys)  # the GPU cache registers declared content
         pool = self.pool
-        for j in range(h.num_cached_blocks, upto):
+        for j in range(h.num_cached_blocks, shared):
             pool.cache_block(blocks[j], keys[j])
-        h.num_cached_blocks = max(h.num_cached_blocks, upto)
+        h.num_cached_blocks = max(h.num_cached_blocks, shared)
         off = self.offload
         if off is not None:
             if not off.store_decode:  # prompt blocks only (both engines' default)
@@ -390,10 +396,17 @@ class KVCacheManager:
                 h.num_stored_blocks = end
 
     def keys_extend_past_prompt(self, req) -> bool:
-        """Whether ``req`` has content keys for blocks past its prompt (a session turn's
-        answer, or every block with offload tiers), so decode steps register blocks too."""
+        """Whether decode steps of ``req`` register or store blocks: its declared content goes
+        on past its prompt (a session turn's answer), or the tiers store answers."""
         keys = req.prefix_keys
-        return keys is not None and len(keys) * self.block_size > req.num_prompt_tokens
+        if keys is None:
+            return False
+        past = req.num_prompt_tokens
+        bs = self.block_size
+        if req.kv_handle.num_shared_keys * bs > past:
+            return True
+        off = self.offload
+        return off is not None and off.store_decode and len(keys) * bs > past
 
     def cache_decode_run(self, reqs, k: int) -> None:
         """Register (and offload) the blocks a committed ``k``-step decode run completed, in

@@ -40,6 +40,9 @@ more blocks than its capacity; bytes moved = blocks moved x block bytes.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Any
+
+from simulator.base.compiled_core import register_pickling
 
 #: connectors whose semantics the tiers follow
 CONNECTORS = ("vllm", "lmcache")
@@ -67,6 +70,11 @@ class OffloadTier:
 
     __slots__ = ("_lru", "capacity_blocks", "latency_s", "name", "num_evicted_blocks",
                  "num_hit_blocks", "num_stored_blocks", "read_bytes_per_s")
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.name, self.capacity_blocks, self.read_bytes_per_s, self.latency_s), {}
 
     def __init__(self, name: str, capacity_blocks: int, read_bytes_per_s: float,
                  latency_s: float = 0.0) -> None:
@@ -114,6 +122,23 @@ class OffloadTier:
             return old
         return None
 
+    def put_many(self, keys: list[int]) -> None:
+        """:meth:`put` of every key of ``keys`` in order, then the least recently used
+        evicted down to the capacity (one pass: a store of a request's new blocks)."""
+        lru = self._lru
+        before = len(lru)
+        for k in keys:
+            if k in lru:
+                lru.move_to_end(k)
+            else:
+                lru[k] = None
+        self.num_stored_blocks += len(lru) - before
+        over = len(lru) - self.capacity_blocks
+        if over > 0:
+            self.num_evicted_blocks += over
+            for _ in range(over):
+                lru.popitem(last=False)
+
     def keys_lru(self) -> list[int]:
         """Keys from least to most recently used (tests, audits)."""
         return list(self._lru)
@@ -141,6 +166,12 @@ class OffloadStore:
     """
 
     __slots__ = ("chunk_blocks", "connector", "store_decode", "sync_loads", "tiers")
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.connector, self.tiers, self.chunk_blocks), {
+            "store_decode": self.store_decode}
 
     def __init__(self, connector: str, tiers: list[OffloadTier], chunk_blocks: int = 1,
                  store_decode: bool = False) -> None:
@@ -171,8 +202,7 @@ class OffloadStore:
         cpu = self.tiers[0]
         before = cpu.num_stored_blocks
         for t in self.tiers:
-            for k in keys:
-                t.put(k)
+            t.put_many(keys)
         return cpu.num_stored_blocks - before
 
     def match(self, keys: list[int], start: int, limit: int) -> list[int]:
@@ -238,11 +268,13 @@ class OffloadStore:
 
 
 # ---------------------------------------------------------------------- a replica's cache
-def attach_offload(kv, store: OffloadStore, block_bytes_per_gpu: float,
+def attach_offload(kv: Any, store: OffloadStore, block_bytes_per_gpu: float,
                    replica_block_bytes: float, host_bytes_per_s: float) -> None:
     """Put offload tiers behind a replica's KV cache (prefix caching must be on); every full
-    block of every request then gets a content key (vLLM hashes every full block), so a
-    preempted request finds its own blocks again.
+    block of every request then gets a content key (vLLM hashes every full block) under which
+    the tiers store it, so a preempted request finds its own blocks there again. The GPU
+    prefix cache still registers only declared content (``prefix_hash_ids``), as without
+    tiers: a run with tiers differs from one without by the tiers alone.
 
     Parameters
     ----------
@@ -266,12 +298,14 @@ def attach_offload(kv, store: OffloadStore, block_bytes_per_gpu: float,
                          "true)")
     kv.offload = store
     kv.hash_all_blocks = True
+    if store.store_decode:  # answers' blocks are stored as decode runs fill them
+        kv.decode_blocks_keyed = True
     kv.block_bytes_per_gpu = float(block_bytes_per_gpu)
     kv.replica_block_bytes = float(replica_block_bytes)
     kv.host_bytes_per_s = float(host_bytes_per_s)
 
 
-def tier_prefix(kv, req, start: int) -> list[int]:
+def tier_prefix(kv: Any, req, start: int) -> list[int]:
     """The tier of each block a waiting request (nothing computed) can load after its
     ``start`` GPU-cached blocks (:meth:`OffloadStore.match`; at most ``(tokens - 1) //
     block_size`` blocks in all, its prompt and any tokens it emitted before a preemption, so
@@ -286,7 +320,7 @@ def tier_prefix(kv, req, start: int) -> list[int]:
     return off.match(keys, start, limit)
 
 
-def take_load(kv, req, start: int, where: list[int]) -> float:
+def take_load(kv: Any, req, start: int, where: list[int]) -> float:
     """Take blocks ``start .. start + len(where)`` of ``req`` from the tiers ``where`` and
     count them; returns the copy's own seconds (:meth:`OffloadStore.load_seconds`)."""
     off = kv.offload
@@ -302,7 +336,7 @@ def take_load(kv, req, start: int, where: list[int]) -> float:
     return busy
 
 
-def begin_load(kv, req, start: int, where: list[int], now: float) -> float:
+def begin_load(kv: Any, req, start: int, where: list[int], now: float) -> float:
     """Start an asynchronous load of blocks ``start .. start + len(where)`` of ``req`` from
     the tiers ``where`` (its GPU blocks already allocated); loads queue on the replica's
     host-to-device link. Returns the time the copy lands, seconds."""
@@ -313,7 +347,7 @@ def begin_load(kv, req, start: int, where: list[int], now: float) -> float:
     return ready
 
 
-def build_store(offload, block_size: int, replica_block_bytes: float,
+def build_store(offload: Any, block_size: int, replica_block_bytes: float,
                 host_bytes_per_s: float) -> OffloadStore:
     """The tiers a scenario's ``kv_cache.offload`` section describes, for one replica (or a
     pool, shared).
@@ -346,3 +380,6 @@ def build_store(offload, block_size: int, replica_block_bytes: float,
     chunk = offload.chunk_tokens()
     return OffloadStore(offload.connector, tiers, max(1, chunk // block_size),
                         store_decode=offload.stores_decode())
+
+
+register_pickling(OffloadTier, OffloadStore)

@@ -15,11 +15,13 @@ a prefix hit. The ContinuousScheduler calls these helpers; they are its code, ke
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from simulator.kv.tiers import begin_load, take_load
 
 
-def park_for_load(sched, r, num_gpu_hit_blocks: int, where: list[int], now: float) -> None:
+def park_for_load(sched: Any, r: Any, num_gpu_hit_blocks: int, where: list[int],
+                  now: float) -> None:
     """Start loading ``where`` (tiers of the blocks after the request's GPU hits; its blocks
     are allocated) and park ``r`` until the copy lands.
 
@@ -51,7 +53,7 @@ def park_for_load(sched, r, num_gpu_hit_blocks: int, where: list[int], now: floa
     sched.loading.append(r)
 
 
-def load_in_step(sched, r, num_gpu_hit_blocks: int, where: list[int]) -> float:
+def load_in_step(sched: Any, r: Any, num_gpu_hit_blocks: int, where: list[int]) -> float:
     """A synchronous load (LMCache's connector): blocks ``where`` after the request's GPU
     hits come in before the step's forward pass; returns its seconds (the step lasts that
     much longer, :attr:`StepOutput.kv_load_s`). The caller admits ``r`` with them computed."""
@@ -63,7 +65,7 @@ def load_in_step(sched, r, num_gpu_hit_blocks: int, where: list[int]) -> float:
     return busy
 
 
-def land_loads(sched, now: float) -> None:
+def land_loads(sched: Any, now: float) -> None:
     """Requests whose copy has landed by ``now`` go back to the head of the waiting queue (in
     the order they were parked) with the loaded tokens computed and their blocks registered."""
     loading = sched.loading
@@ -72,14 +74,15 @@ def land_loads(sched, now: float) -> None:
         return
     sched.loading = [r for r in loading if r.kv_ready_s > now]
     kv = sched.kv
-    for r in reversed(done):  # pushed to the front: the first parked ends up first
+    for i in range(len(done) - 1, -1, -1):  # pushed to the front: the first parked first
+        r = done[i]
         r.num_computed_tokens = r.kv_load_target_tokens
         r.kv_ready_s = math.nan
         kv.cache_full_blocks(r)
         sched._push_waiting(r, front=True)
 
 
-def next_landing_s(sched) -> float | None:
+def next_landing_s(sched: Any) -> float | None:
     """When the first load in flight lands (None: none in flight)."""
     if not sched.loading:
         return None

@@ -110,16 +110,16 @@ def test_a_preempted_request_resumes_from_the_cpu_tier():
     out = _step(s, t)
     assert out.preempted == [x] and y.status == "completed"
     t += 0.01
-    # y took x's unhashed last block, the 3 never-used blocks and x's two least recently
-    # freed hashed blocks (2, then 1: freed tail first); block 0 is still on the GPU
+    # x's own blocks are not in the GPU prefix cache (it registers declared content only):
+    # its three full blocks (tokens 0-11) come back from the CPU tier
     out = s.schedule(t)
-    assert out is None and s.loading == [x]            # x waits for blocks 1-2 from the CPU
-    assert s.kv.tier_hit_tokens[0] == 8 and s.kv.tier_load_bytes == 2000.0
-    assert x.kv_ready_s == pytest.approx(t + 2 * 1000.0 / 1e6, rel=1e-12)
+    assert out is None and s.loading == [x]            # x waits for blocks 0-2 from the CPU
+    assert s.kv.tier_hit_tokens[0] == 12 and s.kv.tier_load_bytes == 3000.0
+    assert x.kv_ready_s == pytest.approx(t + 3 * 1000.0 / 1e6, rel=1e-12)
     assert s.idle_until(t) == x.kv_ready_s
     out = s.schedule(x.kv_ready_s)                     # landed: back with 12 tokens computed
     assert out is not None and out.reqs == [x]
-    # 14 tokens (8 prompt + 6 emitted): 12 came from the GPU (4) and the CPU tier (8)
+    # 14 tokens (8 prompt + 6 emitted): 12 came from the CPU tier, 2 are recomputed
     assert x.num_computed_tokens == 12 and out.ntoks == [2]
 
 
