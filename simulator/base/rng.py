@@ -28,9 +28,12 @@ import numpy as np
 #: lengths; ``slices`` / ``tenants`` / ``priorities`` share-based labels; ``patience`` client
 #: patience; ``router`` the ``random`` router; ``speculative`` accepted-draft draws (one
 #: sub-stream per replica); ``servegen`` requests generated from ServeGen client data (one
-#: sub-stream per client and window, :mod:`simulator.workload.servegen`).
+#: sub-stream per client and window, :mod:`simulator.workload.servegen`); ``sessions``
+#: synthetic multi-turn sessions (one sub-stream per quantity,
+#: :mod:`simulator.workload.session_synth`).
 STREAMS: tuple[str, ...] = ("arrivals", "prompt_tokens", "output_tokens", "slices", "tenants",
-                            "priorities", "patience", "router", "speculative", "servegen")
+                            "priorities", "patience", "router", "speculative", "servegen",
+                            "sessions")
 _INDEX = {name: i for i, name in enumerate(STREAMS)}
 
 

@@ -85,6 +85,7 @@ from simulator.workload import (
     describe_columns,
     load_workload,
     read_columns,
+    session_starts,
     write_parquet_trace,
 )
 
@@ -214,9 +215,10 @@ def cmd_trace(args) -> int:
                        "chunk-N-dataset.json): it has no lengths for servesim trace to "
                        "describe; replay it in a scenario that gives them "
                        "(workload.servegen.prompt_tokens and output_tokens)") from None
-    keep = cols.arrival_s >= args.start_s
+    start = session_starts(cols)  # a session is kept whole when its first turn is kept
+    keep = start >= args.start_s
     if args.end_s is not None:
-        keep &= cols.arrival_s < args.end_s
+        keep &= start < args.end_s
     if not keep.any() and (args.start_s or args.end_s is not None):
         # as `servesim run` refuses a workload window with no request
         end = f"{args.end_s:g}" if args.end_s is not None else "end"

@@ -113,8 +113,8 @@ def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
     out = [Override(s) for s in (sets or [])]
     if trace:
         out += [Override(x, f"--trace {trace}") for x in (
-            f"workload.trace={trace}", "workload.synthetic=null", "workload.format=auto",
-            "workload.columns=null")]
+            f"workload.trace={trace}", "workload.synthetic=null",
+            "workload.synthetic_sessions=null", "workload.format=auto", "workload.columns=null")]
     if seed is not None:
         out.append(Override(f"seed={seed}", f"--seed {seed}"))
     return out

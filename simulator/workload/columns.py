@@ -75,6 +75,11 @@ class TraceColumns:
     arrival_lo : numpy.ndarray of float64, or None
         While a reader works only: the exact remainder of each raw timestamp beyond
         float64 (``None`` once read).
+    session_id, turn_index : numpy.ndarray of int64, or None
+        The session a row is a turn of and its 0-based turn index; -1 for a request alone
+        (``None``: no session column; :mod:`simulator.workload.sessions`).
+    think_time_s : numpy.ndarray of float64, or None
+        Think time before a session turn (s); NaN where not given (0 in its request).
     """
 
     path: str
@@ -93,6 +98,9 @@ class TraceColumns:
     prefix_block_tokens: int | list[int] = MOONCAKE_BLOCK_TOKENS
     time_origin: str | None = None
     arrival_lo: np.ndarray | None = None
+    session_id: np.ndarray | None = None
+    turn_index: np.ndarray | None = None
+    think_time_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -117,7 +125,9 @@ class TraceColumns:
             prefix_block_tokens=(pick_list(self.prefix_block_tokens)
                                  if isinstance(self.prefix_block_tokens, list)
                                  else self.prefix_block_tokens),
-            time_origin=self.time_origin, arrival_lo=pick_arr(self.arrival_lo))
+            time_origin=self.time_origin, arrival_lo=pick_arr(self.arrival_lo),
+            session_id=pick_arr(self.session_id), turn_index=pick_arr(self.turn_index),
+            think_time_s=pick_arr(self.think_time_s))
 
     @staticmethod
     def concat(parts: list[TraceColumns], *, consume: bool = False) -> TraceColumns:
@@ -168,7 +178,10 @@ class TraceColumns:
             slice=lst("slice", "default"), cancel_after_s=arr("cancel_after_s", np.nan),
             max_tokens=arr("max_tokens", np.int64(0)), n=arr("n", np.int64(0)),
             prefix_hash_ids=lst("prefix_hash_ids"), prefix_block_tokens=bt,
-            time_origin=first.time_origin, arrival_lo=arr("arrival_lo", 0.0))
+            time_origin=first.time_origin, arrival_lo=arr("arrival_lo", 0.0),
+            session_id=arr("session_id", np.int64(-1)),
+            turn_index=arr("turn_index", np.int64(-1)),
+            think_time_s=arr("think_time_s", np.nan))
         return out
 
     def to_specs(self, start: int = 0, stop: int | None = None) -> list[RequestSpec]:
@@ -197,12 +210,19 @@ class TraceColumns:
         seqs = [max(1, j) for j in self.n[sl].tolist()] if self.n is not None else [1] * k
         bt = self.prefix_block_tokens
         bt = bt[sl] if isinstance(bt, list) else [bt] * k
+        if self.session_id is not None:
+            sid = [s if s >= 0 else None for s in self.session_id[sl].tolist()]
+            turn = [max(0, j) for j in self.turn_index[sl].tolist()]
+            think = np.nan_to_num(self.think_time_s[sl], nan=0.0).tolist()
+        else:
+            sid, turn, think = [None] * k, [0] * k, [0.0] * k
         return [
             RequestSpec(request_id=start + i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
                         num_output_tokens=out[i], max_tokens=mt[i], tenant=tenant[i],
                         priority=prio[i], slice=slc[i], cancel_after_s=cancel[i],
                         prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i],
-                        n=seqs[i])
+                        n=seqs[i], session_id=sid[i], turn_index=turn[i],
+                        think_time_s=think[i])
             for i in range(k)
         ]
 

@@ -1,7 +1,7 @@
 """Workload configuration schema (pydantic v2).
 
-A workload is either a trace file (``trace``) or a synthetic specification (``synthetic``),
-followed by the same post-processing: time window, rate scaling, request cap, share-based
+A workload is either a trace file (``trace``), a synthetic specification (``synthetic``) or
+synthetic multi-turn sessions (``synthetic_sessions``), followed by the same post-processing: time window, rate scaling, request cap, share-based
 assignment of slices / tenants / priorities, client patience, declared shared prefixes and a
 declared ``max_tokens``. See :func:`simulator.workload.load_workload` for the order.
 
@@ -12,12 +12,17 @@ Token counts are at most :data:`simulator.base.schema.MAX_TOKENS_REPRESENTABLE` 
 """
 from __future__ import annotations
 
-import math
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from simulator.base.schema import MAX_TOKENS_REPRESENTABLE, StrictModel, int_keys
+from simulator.workload.dists import (
+    ArrivalConfig,
+    LengthDist,
+    PatienceConfig,
+    ThinkTimeDist,
+)
 
 #: Our field names that a generic CSV/JSONL column mapping may name (``columns``).
 GENERIC_FIELDS = (
@@ -30,6 +35,9 @@ GENERIC_FIELDS = (
     "cancel_after_s",
     "max_tokens",
     "n",
+    "session_id",
+    "turn_index",
+    "think_time_s",
 )
 #: The fields a generic trace must provide.
 REQUIRED_GENERIC_FIELDS = ("arrival_time_s", "num_prompt_tokens", "num_output_tokens")
@@ -39,116 +47,6 @@ TraceFormat = Literal["auto", "azure", "vidur", "mooncake", "generic_csv", "gene
 
 SHARE_TOLERANCE = 1e-6
 _TOK = MAX_TOKENS_REPRESENTABLE
-
-
-def _check_fields(model: BaseModel, dist: str, allowed: dict[str, tuple[str, ...]],
-                  required: dict[str, tuple[str, ...]]) -> None:
-    """Reject parameters that the chosen distribution does not use; require those it needs."""
-    name = type(model).__name__
-    used = set(allowed[dist])
-    for field in sorted(set().union(*allowed.values())):
-        if field not in used and getattr(model, field) is not None:
-            raise ValueError(f"{name}: field {field!r} is not used by dist={dist!r} "
-                             f"(it takes: {', '.join(allowed[dist]) or 'no parameters'})")
-    missing = [f for f in required[dist] if getattr(model, f) is None]
-    if missing:
-        raise ValueError(f"{name}: dist={dist!r} requires {', '.join(map(repr, missing))}")
-
-
-class LengthDist(StrictModel):
-    """Distribution of a token length (prompt or output), in tokens.
-
-    ``fixed``: every request gets ``value``. ``lognormal``: ``exp(N(ln(median), sigma))``, so
-    ``median`` is the median in tokens and ``sigma`` the standard deviation of ln(tokens).
-    ``uniform``: integers ``low..high`` inclusive. ``empirical``: ``values`` drawn with
-    ``weights`` (normalised; equal when omitted), or the lengths of a trace file
-    (``from_trace``; ``column`` picks its prompt or output lengths, by default the column of
-    the length being drawn). Samples are rounded to integers and clipped to ``[min, max]``.
-    """
-
-
-    dist: Literal["fixed", "lognormal", "empirical", "uniform"]
-    value: int | None = Field(default=None, le=_TOK)
-    median: float | None = Field(default=None, le=_TOK)
-    sigma: float | None = None
-    low: int | None = Field(default=None, le=_TOK)
-    high: int | None = Field(default=None, le=_TOK)
-    values: list[Annotated[int, Field(le=_TOK)]] | None = None
-    weights: list[float] | None = None
-    from_trace: str | None = None
-    column: Literal["prompt", "output"] | None = None
-    min: int = Field(default=1, ge=1, le=_TOK)
-    max: int | None = Field(default=None, le=_TOK)
-
-    @model_validator(mode="after")
-    def _validate(self) -> LengthDist:
-        allowed = {
-            "fixed": ("value",),
-            "lognormal": ("median", "sigma"),
-            "uniform": ("low", "high"),
-            "empirical": ("values", "weights", "from_trace", "column"),
-        }
-        required = {"fixed": ("value",), "lognormal": ("median", "sigma"),
-                    "uniform": ("low", "high"), "empirical": ()}
-        _check_fields(self, self.dist, allowed, required)
-        if self.max is not None and self.max < self.min:
-            raise ValueError(f"LengthDist: max={self.max} is below min={self.min}")
-        if self.dist == "fixed" and self.value < 1:
-            raise ValueError(f"LengthDist: fixed value must be >= 1 token, got {self.value}")
-        if self.dist == "lognormal":
-            if not self.median > 0:
-                raise ValueError(f"LengthDist: lognormal median must be > 0, got {self.median}")
-            if not self.sigma >= 0:
-                raise ValueError(f"LengthDist: lognormal sigma must be >= 0, got {self.sigma}")
-        if self.dist == "uniform" and (self.low < 1 or self.high < self.low):
-            raise ValueError(f"LengthDist: uniform needs 1 <= low <= high, "
-                             f"got low={self.low}, high={self.high}")
-        if self.dist == "empirical":
-            if (self.values is None) == (self.from_trace is None):
-                raise ValueError("LengthDist: dist='empirical' needs exactly one of "
-                                 "'values' (with optional 'weights') or 'from_trace'")
-            if self.values is not None:
-                if not self.values:
-                    raise ValueError("LengthDist: empirical 'values' is empty")
-                if any(v < 1 for v in self.values):
-                    raise ValueError("LengthDist: empirical 'values' must all be >= 1 token")
-                if self.column is not None:
-                    raise ValueError("LengthDist: 'column' only applies with 'from_trace'")
-            if self.weights is not None:
-                if self.values is None:
-                    raise ValueError("LengthDist: 'weights' only applies with 'values'")
-                if len(self.weights) != len(self.values):
-                    raise ValueError(f"LengthDist: {len(self.weights)} weights for "
-                                     f"{len(self.values)} values")
-                if any(not w >= 0 for w in self.weights) or not sum(self.weights) > 0:
-                    raise ValueError("LengthDist: weights must be >= 0 with a positive sum")
-        return self
-
-
-class ArrivalConfig(StrictModel):
-    """Synthetic arrival process.
-
-    ``poisson``: exponential inter-arrival gaps with mean ``1 / rate_rps`` seconds (``cv`` must
-    be 1). ``gamma``: gaps ~ Gamma(shape = 1/cv², scale = cv²/rate_rps): mean gap
-    ``1 / rate_rps`` s and coefficient of variation ``cv`` (cv > 1 is burstier than Poisson).
-    """
-
-
-    process: Literal["poisson", "gamma"]
-    rate_rps: float = Field(gt=0)
-    cv: float = Field(default=1.0, gt=0)
-
-    @model_validator(mode="after")
-    def _validate(self) -> ArrivalConfig:
-        if self.process == "poisson" and self.cv != 1.0:
-            raise ValueError(f"ArrivalConfig: a poisson process has cv=1 (got cv={self.cv}); "
-                             "use process='gamma' for another cv")
-        cv2 = self.cv * self.cv
-        if not (cv2 > 0.0 and math.isfinite(cv2) and math.isfinite(1.0 / cv2)):
-            # the gamma's shape 1 / cv**2 and scale cv**2 / rate_rps must be finite and > 0
-            raise ValueError(f"ArrivalConfig: cv={self.cv} is out of the range a gamma process "
-                             "can be drawn with (cv**2 and 1/cv**2 must be finite and > 0)")
-        return self
 
 
 class SyntheticConfig(StrictModel):
@@ -172,6 +70,66 @@ class SyntheticConfig(StrictModel):
         return self
 
 
+class SyntheticSessionsConfig(StrictModel):
+    """Synthetic multi-turn sessions (conversations, agents): sessions arrive as ``arrival``
+    (``rate_rps`` sessions per second); each has ``turns`` turns, and every turn after the
+    first repeats the whole history as its prompt (:mod:`simulator.workload.session_synth`).
+
+    Turn 0's prompt is ``system_prompt_tokens + message_0``; turn ``k``'s is turn ``k-1``'s
+    prompt + its answer + ``message_k``. Generation stops at ``num_sessions`` sessions or
+    at the first session starting after ``duration_s`` seconds, whichever comes first (at
+    least one is required).
+
+    Attributes
+    ----------
+    arrival : ArrivalConfig
+        Session arrivals (turn 0 of each session): ``rate_rps`` is sessions per second.
+    num_sessions : int or None
+        Stop after this many sessions.
+    duration_s : float or None
+        Stop at the first session starting after this time (s).
+    turns : LengthDist
+        Turns per session (``from_trace`` is not available; ``min`` defaults to 1).
+    think_time : ThinkTimeDist
+        Seconds between the end of a turn and the next turn's arrival (closed loop; in open
+        loop the gap between the two arrivals).
+    message_tokens : LengthDist
+        The user's new message of each turn, in tokens.
+    answer_tokens : LengthDist
+        Each turn's answer (output), in tokens.
+    system_prompt_tokens : int
+        A system prompt that starts every session's prompt; every session shares its KV
+        blocks (0: none).
+    max_context_tokens : int or None
+        A session ends before the first turn whose prompt + answer would exceed this
+        (turn 0 is always kept); ``null``: no bound.
+    """
+
+    arrival: ArrivalConfig
+    num_sessions: int | None = Field(default=None, ge=1)
+    duration_s: float | None = Field(default=None, gt=0)
+    turns: LengthDist
+    think_time: ThinkTimeDist
+    message_tokens: LengthDist
+    answer_tokens: LengthDist
+    system_prompt_tokens: int = Field(default=0, ge=0, le=_TOK)
+    max_context_tokens: int | None = Field(default=None, ge=1, le=_TOK)
+
+    @model_validator(mode="after")
+    def _validate(self) -> SyntheticSessionsConfig:
+        if self.num_sessions is None and self.duration_s is None:
+            raise ValueError("SyntheticSessionsConfig: give num_sessions, duration_s, or both")
+        if self.turns.from_trace is not None:
+            raise ValueError("SyntheticSessionsConfig: turns cannot be drawn from_trace "
+                             "(a trace has no turn counts); give values or a distribution")
+        if self.max_context_tokens is not None \
+                and self.max_context_tokens <= self.system_prompt_tokens:
+            raise ValueError(f"SyntheticSessionsConfig: max_context_tokens="
+                             f"{self.max_context_tokens} leaves no room after "
+                             f"system_prompt_tokens={self.system_prompt_tokens}")
+        return self
+
+
 class SharedPrefix(StrictModel):
     """A prompt prefix (e.g. a system prompt) shared by a group of requests.
 
@@ -186,45 +144,6 @@ class SharedPrefix(StrictModel):
     num_tokens: int = Field(gt=0, le=_TOK)
     tenant: str | None = None
     slice: str | None = None
-
-
-class PatienceConfig(StrictModel):
-    """Distribution of client patience in seconds (time after arrival until the client cancels
-    a request that has not received its first token).
-
-    ``fixed``: ``value``. ``lognormal``: ``exp(N(ln(median), sigma))``. ``uniform``: continuous
-    on ``[low, high]``. ``exponential``: mean ``mean_s``. Samples are clipped to ``[min, max]``.
-    ``fraction`` of the requests (chosen at random) get a patience; the others wait forever.
-    """
-
-
-    dist: Literal["fixed", "lognormal", "uniform", "exponential"]
-    value: float | None = None
-    median: float | None = None
-    sigma: float | None = None
-    low: float | None = None
-    high: float | None = None
-    mean_s: float | None = None
-    min: float = Field(default=0.0, ge=0)
-    max: float | None = None
-    fraction: float = Field(default=1.0, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _validate(self) -> PatienceConfig:
-        allowed = {"fixed": ("value",), "lognormal": ("median", "sigma"),
-                   "uniform": ("low", "high"), "exponential": ("mean_s",)}
-        _check_fields(self, self.dist, allowed, allowed)
-        if self.max is not None and self.max < self.min:
-            raise ValueError(f"PatienceConfig: max={self.max} is below min={self.min}")
-        if self.dist == "fixed" and not self.value > 0:
-            raise ValueError(f"PatienceConfig: fixed value must be > 0 s, got {self.value}")
-        if self.dist == "lognormal" and not (self.median > 0 and self.sigma >= 0):
-            raise ValueError("PatienceConfig: lognormal needs median > 0 and sigma >= 0")
-        if self.dist == "uniform" and not (0 <= self.low <= self.high):
-            raise ValueError("PatienceConfig: uniform needs 0 <= low <= high")
-        if self.dist == "exponential" and not self.mean_s > 0:
-            raise ValueError(f"PatienceConfig: mean_s must be > 0, got {self.mean_s}")
-        return self
 
 
 def check_utf8(label, what: str) -> None:
@@ -321,7 +240,8 @@ class ParallelSamplingConfig(StrictModel):
 
 
 class WorkloadConfig(StrictModel):
-    """The workload of a scenario: a trace or a synthetic spec, plus post-processing.
+    """The workload of a scenario: a trace, a synthetic spec or synthetic sessions, plus
+    post-processing.
 
     Attributes
     ----------
@@ -341,7 +261,18 @@ class WorkloadConfig(StrictModel):
     servegen : ServeGenConfig or None
         Options of a ServeGen trace (clients, lengths).
     synthetic : SyntheticConfig or None
-        Synthetic workload (exactly one of ``trace`` and ``synthetic``).
+        Synthetic workload (exactly one of ``trace``, ``synthetic`` and
+        ``synthetic_sessions``).
+    synthetic_sessions : SyntheticSessionsConfig or None
+        Synthetic multi-turn sessions (conversations, agents); see ``traces/README.md``.
+    session_arrival : ``"closed"`` or ``"open"``
+        How later turns of a session arrive: ``closed``, when the turn before them has
+        finished plus their ``think_time_s`` (the engine replaces a turn's provisional
+        arrival time); ``open``, at their arrival time in the trace (or the generated
+        one). Workloads without sessions ignore it.
+    session_block_tokens : int
+        Tokens per prefix id of a session turn (``prefix_block_tokens``): the content ids
+        built for a session's history (a trace's sessions, ``synthetic_sessions``).
     rate_scale : float
         Multiplies the arrival rate: arrival times are divided by it (> 0). A value that
         puts the last arrival at 2**26 s or later is refused (the clock could not resolve a
@@ -373,6 +304,9 @@ class WorkloadConfig(StrictModel):
     time_unit: Literal["s", "ms"] = "s"
     servegen: ServeGenConfig | None = None
     synthetic: SyntheticConfig | None = None
+    synthetic_sessions: SyntheticSessionsConfig | None = None
+    session_arrival: Literal["closed", "open"] = "closed"
+    session_block_tokens: int = Field(default=16, ge=1, le=_TOK)
     rate_scale: float = Field(default=1.0, gt=0)
     start_s: float = Field(default=0.0, ge=0)
     end_s: float | None = None
@@ -418,9 +352,12 @@ class WorkloadConfig(StrictModel):
 
     @model_validator(mode="after")
     def _validate(self) -> WorkloadConfig:
-        if (self.trace is None) == (self.synthetic is None):
-            raise ValueError("WorkloadConfig: give exactly one of 'trace' and 'synthetic'")
-        if self.synthetic is not None:
+        sources = [k for k in ("trace", "synthetic", "synthetic_sessions")
+                   if getattr(self, k) is not None]
+        if len(sources) != 1:
+            raise ValueError("WorkloadConfig: give exactly one of 'trace' and 'synthetic' (or "
+                             f"'synthetic_sessions'); got {' and '.join(sources) or 'none'}")
+        if self.trace is None:
             for f in ("columns",):
                 if getattr(self, f) is not None:
                     raise ValueError(f"WorkloadConfig: {f!r} applies to a trace, not synthetic")
@@ -429,8 +366,13 @@ class WorkloadConfig(StrictModel):
         if self.servegen is not None and self.format not in ("auto", "servegen"):
             raise ValueError(f"WorkloadConfig: 'servegen' options apply to format "
                              f"'servegen', not {self.format!r}")
-        if self.servegen is not None and self.synthetic is not None:
+        if self.servegen is not None and self.trace is None:
             raise ValueError("WorkloadConfig: 'servegen' applies to a trace, not synthetic")
+        if self.synthetic_sessions is not None and self.shared_prefixes:
+            raise ValueError("WorkloadConfig: 'shared_prefixes' does not apply to "
+                             "synthetic_sessions (every turn has its session's prefix ids); "
+                             "give synthetic_sessions.system_prompt_tokens for a prompt all "
+                             "sessions share")
         if self.format in ("azure", "vidur", "mooncake", "servegen"):
             if self.columns is not None:
                 raise ValueError(f"WorkloadConfig: 'columns' applies to generic formats, "

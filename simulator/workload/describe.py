@@ -40,12 +40,13 @@ def describe_workload(reqs: Sequence[RequestSpec]) -> dict:
         p99 by the inverse empirical CDF as every servesim percentile, max, min, in tokens); ``slices``, ``tenants``,
         ``priorities`` (request counts by label); ``with_cancel_after``, ``with_prefix_ids``,
         ``with_max_tokens`` (request counts). An empty list gives ``count`` 0 and ``None``
-        statistics.
+        statistics. A workload with session turns also has ``sessions``
+        (:func:`session_stats`).
     """
     n = len(reqs)
     if n == 0:
         return _empty()
-    return _describe(
+    out = _describe(
         np.fromiter((r.arrival_time_s for r in reqs), dtype=np.float64, count=n),
         np.fromiter((r.num_prompt_tokens for r in reqs), dtype=np.int64, count=n),
         np.fromiter((r.num_output_tokens for r in reqs), dtype=np.int64, count=n),
@@ -54,6 +55,15 @@ def describe_workload(reqs: Sequence[RequestSpec]) -> dict:
         with_cancel_after=sum(r.cancel_after_s is not None for r in reqs),
         with_prefix_ids=sum(r.prefix_hash_ids is not None for r in reqs),
         with_max_tokens=sum(r.max_tokens is not None for r in reqs))
+    if any(r.session_id is not None for r in reqs):
+        out["sessions"] = session_stats(
+            np.fromiter((-1 if r.session_id is None else r.session_id for r in reqs),
+                        dtype=np.int64, count=n),
+            np.fromiter((r.turn_index for r in reqs), dtype=np.int64, count=n),
+            np.fromiter((r.num_prompt_tokens for r in reqs), dtype=np.int64, count=n),
+            np.fromiter((r.num_output_tokens for r in reqs), dtype=np.int64, count=n),
+            np.fromiter((r.think_time_s for r in reqs), dtype=np.float64, count=n))
+    return out
 
 
 def describe_columns(cols: TraceColumns) -> dict:
@@ -79,7 +89,7 @@ def describe_columns(cols: TraceColumns) -> dict:
         prio = Counter(dict(zip(keys.tolist(), counts.tolist())))
     else:
         prio = Counter({0: n})
-    return _describe(
+    out = _describe(
         np.asarray(cols.arrival_s, dtype=np.float64), cols.prompt, cols.output,
         slices=Counter(cols.slice) if cols.slice else Counter({"default": n}),
         tenants=Counter(cols.tenant) if cols.tenant else Counter({"default": n}),
@@ -90,6 +100,54 @@ def describe_columns(cols: TraceColumns) -> dict:
                          else sum(p is not None for p in cols.prefix_hash_ids)),
         with_max_tokens=(0 if cols.max_tokens is None
                          else int(np.count_nonzero(cols.max_tokens > 0))))
+    if cols.session_id is not None and (cols.session_id >= 0).any():
+        out["sessions"] = session_stats(cols.session_id, cols.turn_index, cols.prompt,
+                                        cols.output, np.nan_to_num(cols.think_time_s, nan=0.0))
+    return out
+
+
+def session_stats(session_id: np.ndarray, turn_index: np.ndarray, prompt: np.ndarray,
+                  output: np.ndarray, think_time_s: np.ndarray) -> dict:
+    """Statistics of the session turns among requests (``session_id`` -1: a request alone).
+
+    Parameters
+    ----------
+    session_id, turn_index, prompt, output : numpy.ndarray of int64
+        Per request, in any order (tokens for the lengths).
+    think_time_s : numpy.ndarray of float64
+        Per request, seconds (0 where none is given: what a closed-loop run uses).
+
+    Returns
+    -------
+    dict
+        ``count`` (sessions), ``turns`` (session turns); ``turns_per_session`` (mean, p50,
+        max); ``think_time_s`` (mean, p50, p90, max over turns after the first, s; ``None``
+        without such turns); ``history_token_share``: the share of the session turns'
+        prompt tokens that repeat the turn before (``min(prompt + output of turn k-1,
+        prompt of turn k)`` tokens for each turn whose previous turn is present).
+    """
+    m = session_id >= 0
+    sid, k = session_id[m], turn_index[m]
+    p, o, d = prompt[m].astype(np.int64), output[m].astype(np.int64), think_time_s[m]
+    order = np.lexsort((k, sid))
+    sid, k, p, o, d = sid[order], k[order], p[order], o[order], d[order]
+    _, per_session = np.unique(sid, return_counts=True)
+    follows = np.zeros(sid.size, dtype=bool)
+    follows[1:] = (sid[1:] == sid[:-1]) & (k[1:] == k[:-1] + 1)
+    history = np.minimum((p + o)[:-1], p[1:])[follows[1:]].sum() if sid.size > 1 else 0
+    later = d[k >= 1]
+    think = None
+    if later.size:
+        p50, p90 = weighted_percentiles(later, None, (50.0, 90.0))
+        think = {"mean": float(later.mean()), "p50": float(p50), "p90": float(p90),
+                 "max": float(later.max())}
+    return {"count": int(per_session.size), "turns": int(sid.size),
+            "turns_per_session": {"mean": float(per_session.mean()),
+                                  "p50": int(weighted_percentiles(per_session, None,
+                                                                  (50.0,))[0]),
+                                  "max": int(per_session.max())},
+            "think_time_s": think,
+            "history_token_share": float(history) / float(p.sum())}
 
 
 def _empty() -> dict:

@@ -4,22 +4,30 @@
 
 1. read the trace (path resolved with ``resolve_path(trace, "traces", base_dir)``; for
    ServeGen data, generate its requests from the windows overlapping ``[start_s,
-   end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload;
-2. keep arrivals in ``[start_s, end_s)`` on the trace's clock, sort by arrival time
-   (stable: ties keep file order) and keep the first ``max_requests``;
-3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds, and refuse a
-   workload whose last arrival is where the float64 clock no longer resolves a step
-   (2**26 s, :func:`simulator.workload.clock.check_clock`);
+   end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload or
+   sessions (:mod:`simulator.workload.session_synth`);
+2. keep arrivals in ``[start_s, end_s)`` on the trace's clock (a session whole when its
+   first turn is in the window, none of it otherwise), sort by arrival time (stable:
+   ties keep file order) and keep the first ``max_requests`` (a session's turns are in
+   arrival order, so a cut keeps its first turns);
+3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds (every arrival,
+   session turns too; think times are not scaled), and refuse a workload whose last
+   arrival is where the float64 clock no longer resolves a step (2**26 s,
+   :func:`simulator.workload.clock.check_clock`);
 4. assign ``slices`` / ``tenants`` / ``priorities`` by share (exact proportions, random
-   order; see :func:`assign_by_share`);
-5. sample ``cancel_after_s`` from ``patience`` for requests without one;
+   order; see :func:`assign_by_share`), one label per session (every turn gets it) or
+   request alone;
+5. sample ``cancel_after_s`` from ``patience`` for requests without one (each turn its own);
 6. give ``max_tokens`` to requests without one, clipping their output length to it (as an
    engine stops generating at ``max_tokens``; a :class:`WorkloadWarning` says how many
    outputs were clipped. A trace row whose own ``max_tokens`` is below its output length
-   is an error instead: a recorded output cannot exceed what was requested);
+   is an error instead: a recorded output cannot exceed what was requested; so is a
+   clipped session turn, whose answer the next turns repeat);
 7. attach declared ``shared_prefixes``: the first matching entry sets
-   ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``;
-8. set ``n`` / ``use_beam_search`` from ``parallel_sampling`` (its slices only, if given).
+   ``prefix_hash_ids = (stable_int_hash(name),)`` and ``prefix_block_tokens = num_tokens``
+   (a session turn already has its ids: an error);
+8. set ``n`` / ``use_beam_search`` from ``parallel_sampling`` (its slices only, if given;
+   an error on a session turn).
 
 Randomness comes only from the named streams of :mod:`simulator.base.rng` (``arrivals``,
 ``prompt_tokens``, ``output_tokens``, ``slices``, ``tenants``, ``priorities``,
@@ -45,6 +53,9 @@ from simulator.workload.columns import TraceColumns
 from simulator.workload.config import WorkloadConfig
 from simulator.workload.errors import TraceFormatMismatch, WorkloadError, WorkloadWarning
 from simulator.workload.readers import read_columns
+from simulator.workload.session_synth import KEY as SESSIONS_KEY
+from simulator.workload.session_synth import generate_sessions
+from simulator.workload.sessions import session_starts, session_units
 from simulator.workload.synthetic import (
     STREAM_ARRIVALS,
     STREAM_PATIENCE,
@@ -170,9 +181,13 @@ def load_workload(cfg: WorkloadConfig, seed: int,
     cols = _window(cols, cfg, source)
     # 3. re-base and rescale; the clock must still resolve a step at the last arrival
     cols.arrival_s = (cols.arrival_s - cfg.start_s) / cfg.rate_scale
+    syn = cfg.synthetic or cfg.synthetic_sessions
+    key = "workload.synthetic" if cfg.synthetic is not None else SESSIONS_KEY
     check_clock(cols.arrival_s, cols.lines, source=source, rate_scale=cfg.rate_scale,
-                start_s=cfg.start_s, synthetic_key=None if cfg.trace is not None else
-                f"workload.synthetic.arrival.rate_rps={cfg.synthetic.arrival.rate_rps:g}")
+                start_s=cfg.start_s, synthetic_key=None if syn is None else
+                f"{key}.arrival.rate_rps={syn.arrival.rate_rps:g}")
+    if cols.session_id is not None and cfg.session_arrival == "closed":
+        _warn_missing_think_times(cols, source)
     _assign_shares(cols, cfg, seed, source)
     if cfg.patience is not None:
         _draw_patience(cols, cfg, seed)
@@ -191,12 +206,16 @@ def _read_source(cfg: WorkloadConfig, seed: int,
         path = _resolve(cfg.trace, base_dir)
         try:
             cols = read_columns(path, cfg.format, cfg.columns, cfg.time_unit, seed=seed,
-                                start_s=cfg.start_s, end_s=cfg.end_s, servegen=cfg.servegen)
+                                start_s=cfg.start_s, end_s=cfg.end_s, servegen=cfg.servegen,
+                                session_block_tokens=cfg.session_block_tokens)
         except TraceFormatMismatch as e:
             raise WorkloadError(f"{e}; check workload.format (leave it out, or auto, to "
                                 "detect the format)") from None
         return cols, str(cfg.trace)
     rng_stream(seed, STREAM_ARRIVALS)  # validates the seed
+    if cfg.synthetic_sessions is not None:
+        return generate_sessions(cfg.synthetic_sessions, seed, cfg.session_block_tokens,
+                                 _trace_lengths_loader(base_dir)), "synthetic sessions"
     syn = cfg.synthetic
     expected = [float(syn.num_requests)] if syn.num_requests is not None else []
     if syn.duration_s is not None:  # mean count of a renewal process: rate x duration
@@ -208,12 +227,13 @@ def _read_source(cfg: WorkloadConfig, seed: int,
 
 
 def _window(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> TraceColumns:
-    """Step 2: the rows arriving in ``[start_s, end_s)``, sorted by arrival (stable), the
-    first ``max_requests`` of them."""
+    """Step 2: the rows arriving in ``[start_s, end_s)`` (the turns of a session starting
+    there), sorted by arrival (stable), the first ``max_requests`` of them."""
     t = cols.arrival_s
-    keep = t >= cfg.start_s
+    start = session_starts(cols) if cols.session_id is not None else t
+    keep = start >= cfg.start_s
     if cfg.end_s is not None:
-        keep &= t < cfg.end_s
+        keep &= start < cfg.end_s
     idx = np.flatnonzero(keep)
     idx = idx[np.argsort(t[idx], kind="stable")]
     if cfg.max_requests is not None:
@@ -230,7 +250,7 @@ def _window(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> TraceColumn
 def _assign_shares(cols: TraceColumns, cfg: WorkloadConfig, seed: int, source: str) -> None:
     """Step 4: slices, tenants and priorities by share; a warning when a trace's requests get
     labels the trace does not have."""
-    n = len(cols)
+    n, unit = session_units(cols)
     for fld, shares, key in (("slice", cfg.slices, STREAM_SLICES),
                              ("tenant", cfg.tenants, STREAM_TENANTS),
                              ("priority", cfg.priorities, STREAM_PRIORITIES)):
@@ -240,6 +260,8 @@ def _assign_shares(cols: TraceColumns, cfg: WorkloadConfig, seed: int, source: s
             raise WorkloadError(f"{source}: the trace has a {fld!r} column; remove the "
                                 f"workload's share table for it")
         labels = assign_by_share(shares, n, rng_stream(seed, key))
+        if n != len(cols):  # one label per session: each turn gets its session's
+            labels = [labels[u] for u in unit.tolist()]
         if fld == "priority":
             cols.priority = np.asarray(labels, dtype=np.int64)
         else:
@@ -271,6 +293,8 @@ def _apply_max_tokens(cols: TraceColumns, max_tokens: int, source: str) -> None:
         cols.max_tokens = np.zeros(n, dtype=np.int64)
     missing = cols.max_tokens <= 0
     clipped = missing & (cols.output > max_tokens)
+    if cols.session_id is not None and (clipped & (cols.session_id >= 0)).any():
+        _refuse_clipped_turns(cols, clipped & (cols.session_id >= 0), max_tokens, source)
     if clipped.any():
         warnings.warn(WorkloadWarning(
             f"{source}: workload.max_tokens={max_tokens} clips the output of "
@@ -279,6 +303,35 @@ def _apply_max_tokens(cols: TraceColumns, max_tokens: int, source: str) -> None:
             stacklevel=3)  # load_workload's caller
     cols.max_tokens = np.where(missing, max_tokens, cols.max_tokens)
     cols.output = np.where(missing, np.minimum(cols.output, max_tokens), cols.output)
+
+
+def _warn_missing_think_times(cols: TraceColumns, source: str) -> None:
+    """Closed loop: a warning for later session turns without a think time (they are sent
+    as soon as the turn before them finishes)."""
+    later = (cols.session_id >= 0) & (cols.turn_index >= 1)
+    missing = later & np.isnan(cols.think_time_s)
+    if missing.any():
+        warnings.warn(WorkloadWarning(
+            f"{source}: {int(missing.sum())} of {int(later.sum())} later session turns have "
+            "no think_time_s: in closed loop (workload.session_arrival: closed) each is sent "
+            "as soon as the turn before it finishes (think time 0); set "
+            "workload.session_arrival: open to replay the recorded arrival times"),
+            stacklevel=3)  # load_workload's caller
+
+
+def _refuse_clipped_turns(cols: TraceColumns, clipped: np.ndarray, max_tokens: int,
+                          source: str) -> None:
+    """Step 6 for session turns: a clipped answer would no longer be the history the next
+    turns repeat (nor what the turn's prefix ids cover): an error."""
+    i = int(np.argmax(clipped))
+    where = f"{source}:{int(cols.lines[i])}" if cols.lines[i] > 0 else source
+    fix = (f"bound {SESSIONS_KEY}.answer_tokens.max instead" if cols.lines[i] <= 0
+           else f"raise it to at least {int(cols.output[clipped].max())}, or remove it")
+    raise WorkloadError(
+        f"{where}: workload.max_tokens={max_tokens} would clip the answer of "
+        f"{int(clipped.sum())} session turns (turn {int(cols.turn_index[i])} of session "
+        f"{int(cols.session_id[i])}: {int(cols.output[i])} tokens), which later turns repeat "
+        f"as their prompt; {fix}")
 
 
 def _parallel_sampling(cols: TraceColumns, cfg: WorkloadConfig, source: str):
@@ -290,6 +343,16 @@ def _parallel_sampling(cols: TraceColumns, cfg: WorkloadConfig, source: str):
     if cols.n is not None and np.any(np.maximum(cols.n, 1) != 1):
         raise WorkloadError(f"{source}: workload.parallel_sampling would replace the trace's "
                             "own n / beam-search values; remove one of the two")
+    if cols.session_id is not None:
+        turns = cols.session_id >= 0
+        if ps.slices is not None:
+            turns &= np.isin(np.asarray(cols.slice or ["default"] * len(cols), dtype=object),
+                             list(ps.slices))
+        if turns.any():
+            raise WorkloadError(
+                f"{source}: workload.parallel_sampling (n={ps.n}) would apply to "
+                f"{int(turns.sum())} session turns: a session turn has one answer, which the "
+                "next turn repeats; limit parallel_sampling.slices to slices without sessions")
     return ps
 
 
@@ -400,8 +463,12 @@ def _attach_prefixes(cols: TraceColumns, cfg: WorkloadConfig, source: str) -> No
                 if ids[i] is not None:
                     where = (f"{source}:{int(cols.lines[i])}" if cols.lines[i] > 0
                              else source)
-                    raise WorkloadError(f"{where}: shared prefix {p.name!r} matches a request "
-                                        f"that already has prefix hash ids")
+                    turn = (cols.session_id is not None and cols.session_id[i] >= 0)
+                    what = (f"turn {int(cols.turn_index[i])} of session "
+                            f"{int(cols.session_id[i])}, whose prefix ids its session's "
+                            "history sets" if turn else "a request that already has prefix "
+                            "hash ids")
+                    raise WorkloadError(f"{where}: shared prefix {p.name!r} matches {what}")
                 ids[i] = h
                 block[i] = p.num_tokens
                 break

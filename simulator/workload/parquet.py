@@ -16,9 +16,10 @@ an error naming the file and the column):
   instants) is re-based to its earliest row, exactly in its own unit; a **duration** column
   is an offset in its own unit. Times of day (``time32`` / ``time64``) are refused: they
   wrap at midnight.
-- token counts, ``priority``, ``max_tokens``, ``n``, ``prefix_block_tokens``: integers,
-  floating point with integral values, or decimals.
-- ``cancel_after_s``: numbers in seconds, or a duration.
+- token counts, ``priority``, ``max_tokens``, ``n``, ``prefix_block_tokens``,
+  ``session_id``, ``turn_index`` (or ``turn``): integers, floating point with integral
+  values, or decimals.
+- ``cancel_after_s``, ``think_time_s``: numbers in seconds, or a duration.
 - labels (``tenant``, ``slice``): text, or integers (their decimal text); binary data is
   decoded as UTF-8 (bytes that are not UTF-8 are an error naming the row).
 - prefix ids (``prefix_hash_ids``, ``hash_ids``): lists of integers (64-bit).
@@ -212,8 +213,11 @@ def _roles(fmt: str, columns: dict[str, str] | None) -> dict[str, str]:
     else:
         mapped = dict(columns or {})
         by_field = {"arrival_time_s": "time", "num_prompt_tokens": "int",
-                    "num_output_tokens": "int", **optional}
+                    "num_output_tokens": "int", "session_id": "int", "turn_index": "int",
+                    "think_time_s": "float", **optional}
         fixed = {mapped.get(f, f): by_field[f] for f in GENERIC_FIELDS}
+        if "turn_index" not in mapped:  # the short name a session trace may use
+            fixed.setdefault("turn", "int")
         fixed.update({"prefix_hash_ids": "ids", "prefix_block_tokens": "int"})
         return fixed
     return {**fixed, **optional}
@@ -294,8 +298,12 @@ def read_parquet(path: Path, shown: str, fmt: str, columns, time_unit: str, *,
                                 f"{', '.join(map(repr, names))}")
         divisor = _TIME_DIVISOR[time_unit] if schema_fmt == "generic" else (
             1000 if schema_fmt == "mooncake" else 1)
+        roles = _roles(schema_fmt, columns)
+        if "turn_index" in names or (columns or {}).get("session_id",
+                                                         "session_id") not in names:
+            roles.pop("turn", None)  # 'turn' is read only in turn_index's place
         plan = {c: _plan(schema.field(c).type, c, role, shown, divisor)
-                for c, role in _roles(schema_fmt, columns).items() if c in names}
+                for c, role in roles.items() if c in names}
         parts, offset = [], 0
         for batch in pf.iter_batches(batch_size=batch_rows):
             parts.append(_batch(schema_fmt, batch, names, plan, offset, shown, columns,
@@ -416,7 +424,9 @@ def write_parquet_trace(cols: TraceColumns, path: str | os.PathLike, *,
     ``num_prompt_tokens``, ``num_output_tokens`` (int64), and those the trace has:
     ``tenant``, ``slice`` (string), ``priority`` (int64), ``cancel_after_s`` (float64, null
     where not given), ``max_tokens`` (int64, null where not given), ``prefix_hash_ids``
-    (list of int64, null where none) with ``prefix_block_tokens`` (int64). Rows are in arrival
+    (list of int64, null where none) with ``prefix_block_tokens`` (int64), ``session_id``,
+    ``turn_index`` (int64) and ``think_time_s`` (float64; null for requests alone and where
+    not given). Rows are in arrival
     order (stable: ties keep file order), as every reader returns them. The file's metadata
     records the source file and format (``servesim.source``, ``servesim.format``), the
     origin of a re-based clock (``servesim.time_origin``, when the source held timestamps)
@@ -462,6 +472,11 @@ def write_parquet_trace(cols: TraceColumns, path: str | os.PathLike, *,
         data["max_tokens"] = pa.array(c.max_tokens, type=pa.int64(), mask=c.max_tokens <= 0)
     if c.n is not None:
         data["n"] = pa.array(c.n, type=pa.int64(), mask=c.n <= 0)
+    if c.session_id is not None:
+        data["session_id"] = pa.array(c.session_id, type=pa.int64(), mask=c.session_id < 0)
+        data["turn_index"] = pa.array(c.turn_index, type=pa.int64(), mask=c.turn_index < 0)
+        data["think_time_s"] = pa.array(c.think_time_s, type=pa.float64(),
+                                        mask=np.isnan(c.think_time_s))
     if c.prefix_hash_ids is not None:
         data["prefix_hash_ids"] = pa.array([list(h) if h else None for h in c.prefix_hash_ids],
                                            type=pa.list_(pa.int64()))

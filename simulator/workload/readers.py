@@ -30,13 +30,15 @@ Formats (see ``traces/README.md`` for examples):
 
 Any format may carry the optional columns ``tenant``, ``priority``, ``slice``, ``cancel_after_s``
 (s), ``max_tokens`` and ``n`` (sequences per request, >= 1); an empty cell or ``null``: not given.
+The generic formats may carry multi-turn sessions: ``session_id``, ``turn_index`` (or
+``turn``) and ``think_time_s`` (:mod:`simulator.workload.sessions`).
 
 Clocks: a trace whose arrival times are timestamps (the first at 2**26 s or later) is
 re-based to its first arrival, in the Unix epoch unit its magnitude shows
 (:mod:`simulator.workload.clock`). Column validation lives in
 :mod:`simulator.workload.values`, each format's batch conversion in
-:mod:`simulator.workload.schemas`, Parquet in :mod:`simulator.workload.parquet`; this
-module reads the files and dispatches.
+:mod:`simulator.workload.schemas`, Parquet in :mod:`simulator.workload.parquet`; format
+detection in :mod:`simulator.workload.detect`; this module reads the files and dispatches.
 """
 from __future__ import annotations
 
@@ -51,7 +53,6 @@ import numpy as np
 from simulator.base.input_limits import (
     MAX_NESTING_DEPTH,
     bounded_lines,
-    clip_text,
     json_line_problem,
     json_too_deep,
 )
@@ -59,8 +60,14 @@ from simulator.base.request import RequestSpec
 from simulator.base.resources import not_a_file_reason
 from simulator.workload.columns import TraceColumns
 from simulator.workload.config import GENERIC_FIELDS, REQUIRED_GENERIC_FIELDS
-from simulator.workload.errors import TraceFormatMismatch, WorkloadError
-from simulator.workload.parquet import parquet_format, read_parquet  # pyarrow: imported inside
+from simulator.workload.detect import (
+    _check_stated_format,
+    _is_parquet,
+    _not_utf8,
+    detect_format,
+)
+from simulator.workload.errors import WorkloadError
+from simulator.workload.parquet import read_parquet  # pyarrow: imported inside
 from simulator.workload.schemas import (  # noqa: F401 - the format constants, re-exported
     _TIME_DIVISOR,
     AZURE_COLUMNS,
@@ -74,7 +81,8 @@ from simulator.workload.schemas import (  # noqa: F401 - the format constants, r
     _vidur_batch,
     schema_format,
 )
-from simulator.workload.servegen import is_servegen_path, read_servegen
+from simulator.workload.servegen import read_servegen
+from simulator.workload.sessions import SESSION_BLOCK_TOKENS, finish_sessions
 from simulator.workload.values import (  # noqa: F401 - re-exported (observe readers)
     _Errors,
     _finish_clock,
@@ -88,8 +96,6 @@ from simulator.workload.values import (  # noqa: F401 - re-exported (observe rea
 READ_BATCH_ROWS = 65_536
 
 
-_JSON_EXTS = {".jsonl", ".json", ".ndjson"}
-_CSV_EXTS = {".csv", ".txt"}
 
 
 # --------------------------------------------------------------------------- raw tables
@@ -160,20 +166,6 @@ def _check_fields(header: list[str], rows: list[list[str]], lines: list[int],
             raise WorkloadError(f"{shown}:{lines[i]}: {lens[i]} fields, but the header has "
                                 f"{len(header)}")
     return rows
-
-
-def _not_utf8(path: Path, shown: str, e: UnicodeDecodeError, what: str = "") -> str:
-    """``file:line: [what]not UTF-8 text (...)`` for a decode error of a text read (the
-    decoder reads ahead, so the line is found again by decoding the file line by line, in
-    bytes)."""
-    with open(path, "rb") as f:
-        for no, raw in enumerate(f, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as le:
-                return (f"{shown}:{no}: {what}not UTF-8 text (byte {raw[le.start]:#04x} at "
-                        f"column {le.start + 1} of the line: {le.reason})")
-    return f"{shown}: {what}not UTF-8 text ({e})"
 
 
 class _DuplicateKey(ValueError):
@@ -365,149 +357,18 @@ def _read_generic_jsonl(path: Path, shown: str, columns, time_unit) -> TraceColu
     return _finish_clock(cols, _TIME_DIVISOR[time_unit], _arrival_key(columns))
 
 
-# --------------------------------------------------------------------------- detection
-
-PARQUET_MAGIC = b"PAR1"
-_PARQUET_EXTS = {".parquet", ".pq"}
-
-
-def _is_parquet(p: Path) -> bool:
-    if p.suffix.lower() in _PARQUET_EXTS:
-        return True
-    try:
-        with open(p, "rb") as f:
-            return f.read(4) == PARQUET_MAGIC
-    except OSError:
-        return False
-
-
-def _first_nonblank_line(path: Path, shown: str) -> str:
-    try:
-        with open(path, encoding="utf-8-sig", newline="") as f:
-            for text in bounded_lines(f, shown, error=WorkloadError):
-                if text.strip():
-                    return text.strip()
-    except UnicodeDecodeError as e:  # the decoder reads ahead: a later line may be the one
-        raise WorkloadError(_not_utf8(path, shown, e, "cannot read: ")) from e
-    except OSError as e:
-        raise WorkloadError(f"{shown}: cannot read ({e})") from e
-    raise WorkloadError(f"{shown}: empty file")
-
-
-#: what each stated format's file holds, for :func:`_check_stated_format`
-_FORMAT_KIND = {"mooncake": "JSON Lines", "generic_jsonl": "JSON Lines", "azure": "CSV",
-                "vidur": "CSV", "generic_csv": "CSV", "parquet": "Parquet"}
-
-
-def _check_stated_format(p: Path, shown: str, fmt: str) -> None:
-    """Refuse a file that is plainly not of the stated format ``fmt`` (JSON Lines stated for
-    a CSV file, CSV for JSON Lines, text for Parquet or Parquet for text) before its reader
-    reports the first line as a bad row. A file that cannot be told (empty, not UTF-8) is
-    left to the reader.
-
-    Raises
-    ------
-    TraceFormatMismatch
-        Naming the file, the stated format and what the file looks like.
-    """
-    want = _FORMAT_KIND.get(fmt)
-    if want is None:  # servegen: a folder or chunk files, checked by its reader
-        return
-    try:
-        with open(p, "rb") as f:
-            parquet = f.read(4) == PARQUET_MAGIC
-        first = "" if parquet else _first_nonblank_line(p, shown)
-    except (OSError, WorkloadError):
-        return
-    if parquet:  # a Parquet copy of azure / vidur / mooncake rows is read as Parquet
-        if want == "Parquet" or fmt in ("azure", "vidur", "mooncake"):
-            return
-        looks = "it is a Parquet file"
-    else:
-        has = ("JSON Lines" if first.startswith(("{", "[")) else "CSV" if "," in first
-               else "neither CSV nor JSON")
-        if has == want or (want == "CSV" and has != "JSON Lines"):  # one column: its reader
-            return
-        looks = f"its first line {clip_text(repr(first), 60)} is {has}"
-    raise TraceFormatMismatch(f"{shown}: does not look like the stated format {fmt!r} "
-                              f"({want}): {looks}")
-
-
-def detect_format(path: str | os.PathLike, columns: dict[str, str] | None = None) -> str:
-    """Detect a trace file's format from its extension and first line.
-
-    Parameters
-    ----------
-    path : str or path-like
-        The trace file.
-    columns : dict or None
-        A generic column mapping; when given, the result is ``generic_csv`` or
-        ``generic_jsonl``.
-
-    Returns
-    -------
-    str
-        ``azure``, ``vidur``, ``mooncake``, ``generic_csv``, ``generic_jsonl``, ``parquet``
-        or ``servegen`` (a folder of ``chunk-N-trace.csv`` files, or one such file). A
-        Parquet file (``.parquet`` / ``.pq`` or the ``PAR1`` magic bytes) is ``azure``,
-        ``vidur`` or ``mooncake`` when its columns are that format's (as a CSV header is
-        recognised), else ``parquet`` (the generic columns).
-
-    Raises
-    ------
-    WorkloadError
-        If the file cannot be read or is empty, or a folder is not ServeGen data.
-    """
-    p = Path(path)
-    shown = str(path)
-    if p.is_dir():
-        if is_servegen_path(p):
-            return "servegen"
-        raise WorkloadError(f"{shown}: is a directory, not a trace file (nor a ServeGen "
-                            "folder: it has no chunk-N-trace.csv)")
-    if _is_parquet(p):
-        return parquet_format(p, shown, columns)
-    if is_servegen_path(p):
-        return "servegen"
-    first = _first_nonblank_line(p, shown)
-    ext = p.suffix.lower()
-    is_json = ext in _JSON_EXTS or (ext not in _CSV_EXTS and first.startswith("{"))
-    if is_json:
-        if columns is not None:
-            return "generic_jsonl"
-        try:
-            obj = json.loads(first)
-        except (ValueError, RecursionError):  # not JSON, too deep, an integer too long
-            return "generic_jsonl"  # the reader reports the line
-        if isinstance(obj, dict) and all(k in obj for k in MOONCAKE_FIELDS):
-            return "mooncake"
-        return "generic_jsonl"
-    if columns is not None:
-        return "generic_csv"
-    try:
-        header = [h.strip() for h in next(csv.reader([first]))]
-    except csv.Error as e:  # a header field over csv's field size limit
-        raise WorkloadError(f"{shown}: cannot parse the CSV header ({e})") from None
-    fmt = schema_format(header, mooncake=False)
-    if fmt is not None:
-        return "generic_csv" if fmt == "generic" else fmt
-    raise WorkloadError(
-        f"{shown}: cannot detect the trace format from the header {header}; expected Azure "
-        f"({','.join(AZURE_COLUMNS)}), Vidur ({','.join(VIDUR_COLUMNS)}), generic "
-        f"({','.join(REQUIRED_GENERIC_FIELDS)}), Parquet (.parquet) or a ServeGen "
-        f"chunk-N-trace.csv; set format and/or columns")
-
-
 def read_columns(path: str | os.PathLike, format: str = "auto",
                  columns: dict[str, str] | None = None, time_unit: str = "s", *,
                  seed: int = 0, start_s: float = 0.0, end_s: float | None = None,
-                 servegen=None) -> TraceColumns:
+                 servegen=None, session_block_tokens: int = SESSION_BLOCK_TOKENS
+                 ) -> TraceColumns:
     """Read a trace into a :class:`TraceColumns` (file order). See :func:`read_trace`.
 
     ``seed``, ``start_s``, ``end_s`` and ``servegen`` (a
     :class:`~simulator.workload.config.ServeGenConfig`) apply to ServeGen data only: its
     requests are generated (windows overlapping ``[start_s, end_s)``, seeded); the other
-    formats return every row and ignore them.
+    formats return every row and ignore them. A generic trace's sessions get prefix ids of
+    ``session_block_tokens`` tokens (:func:`simulator.workload.sessions.finish_sessions`).
     """
     shown = str(path)
     p = Path(path)
@@ -528,8 +389,8 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
     if not generic and (columns is not None or time_unit != "s"):
         raise WorkloadError(f"{shown}: columns/time_unit apply to generic formats, not {fmt!r}")
     if fmt in ("parquet", "azure", "vidur", "mooncake") and p.is_file() and _is_parquet(p):
-        return read_parquet(p, shown, fmt, columns, time_unit,
-                            batch_rows=READ_BATCH_ROWS)
+        return finish_sessions(read_parquet(p, shown, fmt, columns, time_unit,
+                                            batch_rows=READ_BATCH_ROWS), session_block_tokens)
     if fmt == "azure":
         return _read_azure(p, shown)
     if fmt == "vidur":
@@ -537,9 +398,11 @@ def read_columns(path: str | os.PathLike, format: str = "auto",
     if fmt == "mooncake":
         return _read_mooncake(p, shown)
     if fmt == "generic_csv":
-        return _read_generic_csv(p, shown, columns, time_unit)
+        return finish_sessions(_read_generic_csv(p, shown, columns, time_unit),
+                               session_block_tokens)
     if fmt == "generic_jsonl":
-        return _read_generic_jsonl(p, shown, columns, time_unit)
+        return finish_sessions(_read_generic_jsonl(p, shown, columns, time_unit),
+                               session_block_tokens)
     if fmt == "parquet":  # not Parquet data (no PAR1 magic): what the Parquet reader says
         return read_parquet(p, shown, fmt, columns, time_unit,
                             batch_rows=READ_BATCH_ROWS)
@@ -567,7 +430,8 @@ def read_trace(path: str | os.PathLike, format: str = "auto",
     columns : dict of str to str, or None
         Generic formats: our field name (``arrival_time_s``, ``num_prompt_tokens``,
         ``num_output_tokens``, ``tenant``, ``priority``, ``slice``, ``cancel_after_s``,
-        ``max_tokens``) -> the file's column name. Unmapped fields use their own name.
+        ``max_tokens``, ``n``, ``session_id``, ``turn_index``, ``think_time_s``) -> the
+        file's column name. Unmapped fields use their own name.
     time_unit : ``"s"`` or ``"ms"``
         Unit of a generic trace's arrival time column.
     seed : int
@@ -589,7 +453,8 @@ def read_trace(path: str | os.PathLike, format: str = "auto",
     WorkloadError
         If the file is missing, the format cannot be detected, a column is missing, or a row
         is malformed (missing or non-numeric field, token count < 1, negative time,
-        ``max_tokens`` below the output length); the message names ``file:line``.
+        ``max_tokens`` below the output length, a session with a missing or repeated turn);
+        the message names ``file:line``.
     """
     cols = read_columns(path, format, columns, time_unit, seed=seed)
     order = np.argsort(cols.arrival_s, kind="stable")

@@ -12,6 +12,7 @@ import numpy as np
 from simulator.workload.columns import MOONCAKE_BLOCK_TOKENS, TraceColumns
 from simulator.workload.config import REQUIRED_GENERIC_FIELDS
 from simulator.workload.errors import WorkloadError
+from simulator.workload.sessions import read_session_batch
 from simulator.workload.values import (
     _azure_relative_s,
     _azure_timestamps,
@@ -212,6 +213,7 @@ def _generic(shown: str, fmt: str, get, have, present_names: list[str], n_rows: 
     prompt = _int_column(get(p_src), lines, p_src, errors, min_value=1)
     output = _int_column(get(o_src), lines, o_src, errors, min_value=1)
     cols = TraceColumns(shown, fmt, arrival, prompt, output, lines, arrival_lo=lo)
+    read_session_batch(cols, get, have, names, errors, json_numbers=json_numbers)
     return _finish_columns(cols, get, have, names, errors, json_numbers=json_numbers)
 
 

@@ -14,7 +14,8 @@ import numpy as np
 from simulator.base.rng import stream
 from simulator.base.schema import MAX_TOKENS_REPRESENTABLE
 from simulator.workload.columns import TraceColumns
-from simulator.workload.config import ArrivalConfig, LengthDist, PatienceConfig, SyntheticConfig
+from simulator.workload.config import SyntheticConfig
+from simulator.workload.dists import ArrivalConfig, LengthDist, PatienceConfig, ThinkTimeDist
 from simulator.workload.errors import WorkloadError
 
 #: Named streams of :mod:`simulator.base.rng` used by the workload, one per purpose.
@@ -30,8 +31,9 @@ STREAM_PATIENCE = "patience"
 _LENGTH_CAP = MAX_TOKENS_REPRESENTABLE
 
 
-def rng_stream(seed: int, name: str) -> np.random.Generator:
-    """The generator of the named stream ``name`` for run ``seed`` (:func:`simulator.base.rng.stream`).
+def rng_stream(seed: int, name: str, *sub: int) -> np.random.Generator:
+    """The generator of the named stream ``name`` (and sub-stream ``sub``) for run ``seed``
+    (:func:`simulator.base.rng.stream`).
 
     Raises
     ------
@@ -39,7 +41,7 @@ def rng_stream(seed: int, name: str) -> np.random.Generator:
         If ``seed`` is negative or not an integer.
     """
     try:
-        return stream(seed, name)
+        return stream(seed, name, *sub)
     except ValueError as e:
         raise WorkloadError(str(e)) from None
 
@@ -95,7 +97,8 @@ def generate_arrivals(cfg: ArrivalConfig, rng: np.random.Generator,
 
 def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
                    default_column: str = "prompt",
-                   trace_lengths: Callable[[str, str], np.ndarray] | None = None) -> np.ndarray:
+                   trace_lengths: Callable[[str, str], np.ndarray] | None = None,
+                   key: str | None = None) -> np.ndarray:
     """``n`` token lengths from ``dist``, rounded to integers and clipped to ``[min, max]``.
 
     Parameters
@@ -107,6 +110,8 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
         Column of a ``from_trace`` distribution when ``dist.column`` is unset.
     trace_lengths : callable, optional
         ``(from_trace, column) -> int array`` loader for ``from_trace`` distributions.
+    key : str, optional
+        The config key messages name (default ``synthetic <default_column>_tokens``).
 
     Returns
     -------
@@ -148,17 +153,19 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator, *,
             shown = {"fixed": f"value={dist.value}", "lognormal":
                      f"median={dist.median:g}, sigma={dist.sigma:g}",
                      "uniform": f"low={dist.low}, high={dist.high}"}.get(dist.dist, "")
+            key = key or f"synthetic {default_column}_tokens"
             raise WorkloadError(
-                f"synthetic {default_column}_tokens: {int(over.sum())} of {n} samples of "
+                f"{key}: {int(over.sum())} of {n} samples of "
                 f"{dist.dist}({shown}) exceed {_LENGTH_CAP:,} tokens (the largest length an "
-                f"engine can hold); set {default_column}_tokens.max, or a smaller median/sigma")
+                f"engine can hold); set {key.split()[-1]}.max, or a smaller median/sigma")
     hi = float(dist.max) if dist.max is not None else float(_LENGTH_CAP)
     return np.clip(x, float(dist.min), hi).astype(np.int64)
 
 
-def sample_patience(cfg: PatienceConfig, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` client patience values in seconds, clipped to ``[min, max]``; NaN for the requests
-    (a random ``1 - fraction`` of them) that never cancel.
+def sample_seconds(cfg: PatienceConfig | ThinkTimeDist, n: int,
+                   rng: np.random.Generator) -> np.ndarray:
+    """``n`` durations in seconds from a patience or think-time distribution (``fixed``,
+    ``lognormal``, ``uniform``, ``exponential``), clipped to ``[min, max]``.
 
     Returns
     -------
@@ -172,7 +179,18 @@ def sample_patience(cfg: PatienceConfig, n: int, rng: np.random.Generator) -> np
         x = rng.uniform(cfg.low, cfg.high, size=n)
     else:
         x = rng.exponential(scale=cfg.mean_s, size=n)
-    x = np.clip(x, cfg.min, cfg.max if cfg.max is not None else np.inf)
+    return np.clip(x, cfg.min, cfg.max if cfg.max is not None else np.inf)
+
+
+def sample_patience(cfg: PatienceConfig, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` client patience values in seconds, clipped to ``[min, max]``; NaN for the requests
+    (a random ``1 - fraction`` of them) that never cancel.
+
+    Returns
+    -------
+    numpy.ndarray of float64, shape (n,)
+    """
+    x = sample_seconds(cfg, n, rng)
     if cfg.fraction < 1.0:
         keep = rng.random(n) < cfg.fraction
         x = np.where(keep, x, np.nan)
