@@ -229,7 +229,7 @@ class KVAudit:
       waiting on that replica) listing it, so no finished request still holds a block and
       no block is referenced by nobody;
     - a waiting request holds no blocks (preemption and cancellation free everything), but
-      for one whose KV load from an offload tier landed: it holds exactly what it loaded;
+      for one whose KV load from an offload tier landed: it holds its whole sequence's blocks;
     - after ``schedule``: every scheduled request holds the blocks for the tokens it will
       have computed after the step (paged: ceil((computed + n) / block_size)).
 
@@ -289,7 +289,7 @@ class KVAudit:
         for r in waiting:  # nothing, unless a KV load landed for it (it holds what it loaded)
             if r.blocks and getattr(r, "kv_load_target_tokens", 0):
                 assert r.num_computed_tokens == r.kv_load_target_tokens, r
-                assert len(r.blocks) == sched.kv.blocks_for(r.num_computed_tokens), r
+                assert len(r.blocks) == sched.kv.blocks_for(r.num_tokens), r
                 for b in r.blocks:
                     owners[b] += 1
                 self.landed += 1
@@ -301,7 +301,7 @@ class KVAudit:
                 owners[b] += 1
         for r in getattr(sched, "loading", ()):  # parked for a KV load: waiting, holds blocks
             assert r.status == "waiting", r
-            assert len(r.blocks) == sched.kv.blocks_for(r.kv_load_target_tokens), r
+            assert len(r.blocks) == sched.kv.blocks_for(r.num_tokens), r
             for b in r.blocks:
                 owners[b] += 1
             self.loading += 1

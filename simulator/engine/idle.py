@@ -38,6 +38,7 @@ def idle_wait(sched: Scheduler, rec: RunRecorder, now: float) -> float | str | N
         head = sched.queue.peek()
         assert head is not None  # num_waiting > 0
         sched.remove_waiting(head)
+        sched.kv.free(head)  # a request whose KV load landed holds blocks
         rec.reject(head, now, "kv_capacity")
         return HEAD_REJECTED
     return wait

@@ -90,6 +90,7 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
     if rec.offload:  # ... and each step's KV offload bytes (a run with tiers)
         record = record_step_tiers
     n_iter = 0
+    landings = getattr(sch, "new_landings", None)  # KV loads from offload tiers
     while True:
         if tick is not None:
             n_iter += 1
@@ -97,6 +98,8 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
                 tick()
         now = env.now
         out = sch.schedule(now) if sch.has_work() else None
+        if landings:  # a load's landing wakes the replica (it cuts a decode run there)
+            _landing_timers(env, rep, landings, now)
         flushed = bool(rep.pending)
         if flushed:  # arrived while the last step ran: visible from the next schedule on
             rep.flush_pending(now)
@@ -122,6 +125,22 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
             sch.update(out, now, now + dt)
             continue
         yield from _run_jump(env, rep, rec, jump, now, pricer)
+
+
+def _landing_timers(env: simpy.Environment, rep: Replica, landings: list, now: float) -> None:
+    """A timer per KV load started since the last schedule: at its landing it wakes the
+    replica (:meth:`Replica.notify`), cutting a fast-forwarded decode run at the end of the
+    step in progress, where stepping would next schedule and admit the landed request."""
+    for t in landings:
+        env.timeout(_delay_to(now, t)).callbacks.append(_notify(rep))
+    landings.clear()
+
+
+def _notify(rep: Replica):
+    """The callback of a landing timer."""
+    def cb(_ev) -> None:
+        rep.notify()
+    return cb
 
 
 def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):

@@ -378,14 +378,21 @@ class KVCacheManager:
         if not keys:
             return
         h = req.kv_handle
+        bs = self.block_size
+        done = req.num_computed_tokens // bs
+        off = self.offload
+        if min(done, h.num_shared_keys) <= h.num_cached_blocks and (
+                off is None or done <= h.num_stored_blocks or (
+                    not off.store_decode and h.num_stored_blocks >= req.num_prompt_tokens
+                    // bs // off.chunk_blocks * off.chunk_blocks)):
+            return  # nothing to register or store (most calls: a decode step)
         blocks = h.block_ids
-        upto = min(len(keys), req.num_computed_tokens // self.block_size, len(blocks))
+        upto = min(len(keys), done, len(blocks))
         shared = min(upto, h.num_shared_keys)  # the GPU cache registers declared content
         pool = self.pool
         for j in range(h.num_cached_blocks, shared):
             pool.cache_block(blocks[j], keys[j])
         h.num_cached_blocks = max(h.num_cached_blocks, shared)
-        off = self.offload
         if off is not None:
             if not off.store_decode:  # prompt blocks only (both engines' default)
                 upto = min(upto, req.num_prompt_tokens // self.block_size)

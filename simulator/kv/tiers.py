@@ -236,10 +236,8 @@ class OffloadStore:
             t.num_hit_blocks += 1
             counts[i] += 1
             t.touch(k)
-        cpu = tiers[0]
-        for k, i in zip(keys, where):  # then the disk hits promoted (LRU may evict others)
-            if i:
-                cpu.put(k)
+        if counts[0] < len(keys):  # then the disk hits promoted (LRU may evict others)
+            tiers[0].put_many([k for k, i in zip(keys, where) if i])
         return counts
 
     def load_seconds(self, counts: list[int], block_bytes: float,
@@ -327,6 +325,15 @@ def take_load(kv: Any, req, start: int, where: list[int]) -> float:
     keys = kv._prefix_keys(req)
     counts = off.take(keys[start:start + len(where)], where)
     busy = off.load_seconds(counts, kv.block_bytes_per_gpu, kv.host_bytes_per_s)
+    # the request's blocks up to the loaded ones are in the tiers now: its GPU hits are
+    # stored again if the tiers dropped them (vLLM stores a request's blocks not offloaded
+    # yet), the loaded ones are there (just refreshed)
+    h = req.kv_handle
+    upto = start // off.chunk_blocks * off.chunk_blocks
+    if upto > h.num_stored_blocks:
+        kv.tier_store_bytes += off.store(keys[h.num_stored_blocks:upto]) \
+            * kv.replica_block_bytes
+    h.num_stored_blocks = start + len(where)
     bs = kv.block_size
     for i, c in enumerate(counts):
         kv.tier_hit_tokens[i] += c * bs

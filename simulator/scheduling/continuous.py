@@ -190,8 +190,11 @@ class ContinuousScheduler:
         self.num_swap_ins = 0
         #: running requests whose client cancelled (``cancel_requested`` set), ever
         self.num_cancels_requested = 0
-        #: requests waiting for a KV load from an offload tier (scheduling/kv_loads.py)
+        #: requests waiting for a KV load from an offload tier (scheduling/kv_loads.py), and
+        #: the landing times of loads started since the engine last looked (it sets a timer
+        #: on each: a landing cuts a fast-forwarded run as an arrival does)
         self.loading: list[ReqState] = []
+        self.new_landings: list[float] = []
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
@@ -576,8 +579,8 @@ class ContinuousScheduler:
                 where: list[int] = (tier_prefix(kv, r, len(hits)) if kv.offload is not None
                                     and not r.num_computed_tokens else [])
                 park = bool(where) and not kv.offload.sync_loads
-                if park:
-                    n = len(where) * kv.block_size  # tokens to load; nothing computed now
+                if park:  # blocks for the whole sequence now; nothing computed this step
+                    n = r.num_tokens - computed
                 else:
                     if where:
                         computed += len(where) * kv.block_size
@@ -724,7 +727,7 @@ class ContinuousScheduler:
         Limits: the first request to finish (it finishes at the last step), the first step
         whose new KV blocks the pool cannot supply, and ``max_model_len``.
         """
-        if out.veto or self.loading:  # a load landing mid-run would join the next step
+        if out.veto:
             return 1
         reqs = out.reqs
         k_max = min([r.num_output_tokens - r.num_emitted for r in reqs])

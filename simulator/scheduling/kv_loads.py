@@ -3,6 +3,12 @@
 LMCache's connector loads synchronously (:func:`load_in_step`: the step waits); vLLM's loads
 asynchronously, as follows.
 
+A parked request is given the blocks of its whole current sequence when its load starts (vLLM
+allocates the loaded tokens' blocks first and the rest once the request runs): a landed request
+then needs no block to run, so loads in flight can never hold the pool in a state where none
+of them can proceed (requests whose loads filled the pool, each waiting for blocks for the rest
+of its prompt). The admission rule is the same as for any request: the blocks must be free.
+
 vLLM's offloading connector (and LMCache's) answer a prefix lookup with the tokens an
 offload tier holds beyond the GPU's prefix cache; the scheduler then allocates the request's
 GPU blocks, starts an asynchronous copy and parks the request (``WAITING_FOR_REMOTE_KVS``)
@@ -51,6 +57,7 @@ def park_for_load(sched: Any, r: Any, num_gpu_hit_blocks: int, where: list[int],
     if r.first_scheduled_time_s != r.first_scheduled_time_s:  # NaN: first time
         r.first_scheduled_time_s = now
     sched.loading.append(r)
+    sched.new_landings.append(ready)
 
 
 def load_in_step(sched: Any, r: Any, num_gpu_hit_blocks: int, where: list[int]) -> float:

@@ -157,8 +157,33 @@ def test_cancel_while_loading_frees_its_blocks():
     x = req(0, 8, 1, prefix_hash_ids=(1, 2), prefix_block_tokens=4)
     s.add_request(x, 0.0)
     assert s.schedule(0.0) is None and s.loading == [x]
-    held = s.kv.num_used_blocks
-    assert held == 1    # the first block loads (the last prompt token is computed)
+    # the first block loads (the last prompt token is computed); both blocks are held
+    assert s.kv.num_used_blocks == 2 and x.kv_load_target_tokens == 4
     s.cancel(x, 0.0005)
     assert s.loading == [] and x.status == "cancelled" and s.kv.num_used_blocks == 0
     assert not s.has_work()
+
+
+def test_loads_that_fill_the_pool_never_wedge_it():
+    """Ten requests each loading 8 of their 16 blocks from the CPU tier, on a GPU of 64
+    blocks: a parked request holds its whole sequence's blocks from the start, so the ones
+    admitted run once landed and the rest follow (before, each took its loaded blocks, none
+    could get the rest, and the idle rule rejected them all as kv_capacity, leaking blocks)."""
+    from helpers import make_scenario, run_sim, spec
+    sc = make_scenario({"kv_cache": {"num_gpu_blocks": 64, "enable_prefix_caching": True,
+                                     "offload": {"tiers": [{"medium": "cpu", "size_gib": 10}]}},
+                        "scheduler": {"max_num_batched_tokens": 2048}})
+    b = 16
+
+    def ids(k):
+        return tuple(range(k * 100, k * 100 + 16))
+    specs = [spec(i, 0.0, 8 * b + 1, 1, prefix_hash_ids=ids(i)[:8], prefix_block_tokens=b)
+             for i in range(10)]                                   # store 8 blocks each
+    specs += [spec(10 + i, 100.0, 64 * b, 1) for i in range(2)]    # evict them from the GPU
+    specs += [spec(12 + i, 200.0, 16 * b, 1, prefix_hash_ids=ids(i), prefix_block_tokens=b)
+              for i in range(10)]
+    out = run_sim(sc, specs)
+    done = [r for r in out.recorder.all_requests if r.request_id >= 12]
+    assert [r.status for r in done] == ["completed"] * 10
+    assert [r.num_tier_hit_tokens for r in done] == [8 * b] * 10
+    assert out.replicas[0].kv.num_used_blocks == 0
