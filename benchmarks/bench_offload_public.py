@@ -199,10 +199,18 @@ def _req(rid: int, at: float, tokens: int, ids: tuple[int, ...] | None) -> Reque
                        prefix_block_tokens=BLOCK_SIZE)
 
 
+#: first content id of the fillers' declared blocks (apart from every prompt's ids)
+FILLER_IDS = 1 << 40
+
+
 def _fillers(first_id: int, at: float, n: int) -> list[RequestSpec]:
-    """``n`` unique filler prompts arriving at ``at`` (no declared content: each request's
-    blocks are its own)."""
-    return [_req(first_id + i, at, FILLER_TOKENS, None) for i in range(n)]
+    """``n`` unique filler prompts arriving at ``at``, each declaring its own content ids (so
+    the GPU prefix cache holds their blocks, as vLLM hashes every full block, and evicts the
+    measured prompt's in LRU order)."""
+    per = -(-FILLER_TOKENS // BLOCK_SIZE)
+    return [_req(first_id + i, at, FILLER_TOKENS,
+                 tuple(range(FILLER_IDS + i * per, FILLER_IDS + (i + 1) * per)))
+            for i in range(n)]
 
 
 # ------------------------------------------------------------------------ Figure 1

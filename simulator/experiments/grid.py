@@ -41,7 +41,8 @@ MAX_GRID_POINTS = 50_000
 def set_path(raw: dict, path: str, value: Any) -> dict:
     """Set ``raw[a][b][c] = value`` for ``path = "a.b.c"`` in place and return ``raw``.
 
-    Intermediate sections that are missing or ``None`` are created as empty mappings.
+    Intermediate sections that are missing or ``None`` are created as empty mappings; a
+    component that follows a list section indexes it (``kv_cache.offload.tiers.0.size_gib``).
 
     Parameters
     ----------
@@ -60,24 +61,41 @@ def set_path(raw: dict, path: str, value: Any) -> dict:
     parts = path.split(".")
     if not path or any(not p for p in parts):
         raise ValueError(f"field path {path!r}: empty component")
-    d = raw
+    d: Any = raw
     for i, p in enumerate(parts[:-1]):
-        nxt = d.get(p)
+        nxt = _list_item(d, p, path, parts, i) if isinstance(d, list) else d.get(p)
         if nxt is None:
             nxt = {}
-            d[p] = nxt
-        elif not isinstance(nxt, dict):
+            d[int(p) if isinstance(d, list) else p] = nxt
+        elif not isinstance(nxt, dict | list):
             where = ".".join(parts[: i + 1])
             raise ValueError(f"field path {path!r}: '{where}' is not a section")
         d = nxt
-    d[parts[-1]] = copy.deepcopy(value)
+    last = parts[-1]
+    if isinstance(d, list):
+        _list_item(d, last, path, parts, len(parts) - 1)
+        d[int(last)] = copy.deepcopy(value)
+    else:
+        d[last] = copy.deepcopy(value)
     return raw
+
+
+def _list_item(seq: list, part: str, path: str, parts: list[str], i: int) -> Any:
+    """``seq[int(part)]`` for a path component that indexes a list section (``tiers.0``)."""
+    if not (part.isdigit() and len(part) <= 18 and int(part) < len(seq)):
+        where = ".".join(parts[:i])
+        raise ValueError(f"field path {path!r}: '{part}' is not an index of '{where}', a "
+                         f"list of {len(seq)} (valid: 0..{len(seq) - 1})")
+    return seq[int(part)]
 
 
 def get_path(raw: Mapping, path: str, default: Any = None) -> Any:
     """The value at dotted ``path`` in ``raw`` (``default`` when any component is missing)."""
     d: Any = raw
     for p in path.split("."):
+        if isinstance(d, list) and p.isdigit() and len(p) <= 18 and int(p) < len(d):
+            d = d[int(p)]
+            continue
         if not isinstance(d, Mapping) or p not in d:
             return default
         d = d[p]
