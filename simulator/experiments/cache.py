@@ -27,7 +27,7 @@ from simulator import __version__
 __all__ = ["CACHE_FORMAT", "ResultCache", "cache_key", "scenario_identity", "specs_fingerprint"]
 
 #: Bumped when the layout of cached entries changes (old entries then miss).
-CACHE_FORMAT = 2  # 2: per-step bottleneck shares in run extras
+CACHE_FORMAT = 3  # 2: per-step bottleneck shares in run extras; 3: the run verdict (bounds)
 
 #: Scenario keys that do not change a simulation's result.
 _NON_RESULT_KEYS = ("name", "output_dir", "__file__")

@@ -244,6 +244,10 @@ def _gb(x) -> float | None:
     return None if _f(x) is None else x / 1e9
 
 
+def _pct(x) -> float | None:
+    return None if _f(x) is None else 100.0 * x
+
+
 def variant_row(v: Variant) -> dict:
     """One row of the comparison (the settings varied and every metric of the run)."""
     s = v.summary
@@ -277,6 +281,9 @@ def variant_row(v: Variant) -> dict:
         "padding_waste_pct": None if pad is None else 100.0 * pad,
         "prefill_padding_tokens": v.prefill_padding_tokens,
         "num_preemptions": s.get("num_preemptions"),
+        # what bounds the run (simulator.metrics.bounds): the verdict and its share in percent
+        "bound": (s.get("bounds") or {}).get("bound"),
+        "bound_share_pct": _pct((s.get("bounds") or {}).get("bound_share")),
         "cost_per_1m_tokens_usd": _f(s.get("cost_per_1m_tokens_usd")),
         "cost_per_1m_output_tokens_usd": _f(s.get("cost_per_1m_output_tokens_usd")),
         "duration_s": _f(s.get("duration_s")),

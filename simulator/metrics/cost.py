@@ -38,10 +38,10 @@ The split rule, per step
   rule was used (``phase_split_method``).
 
 Mixed steps are binned by prefill tokens and decode sequences in powers of two (as
-:func:`simulator.planner.simulate.step_bottleneck` does); each bin's split is evaluated once on
-the bin's mean shape (prefill tokens spread evenly over its chunks, each starting at position
-0; decode sequences attending ``kv_tokens_used - prefill tokens``) and applied to the time of
-every step in the bin, so a run of 10^5 steps costs a few dozen model evaluations.
+:func:`simulator.metrics.step_bottleneck.step_bottleneck` does); each bin's split is evaluated
+once on the bin's mean shape (prefill tokens spread evenly over its chunks, each starting at
+position 0; decode sequences attending ``kv_tokens_used - prefill tokens``) and applied to the
+time of every step in the bin, so a run of 10^5 steps costs a few dozen model evaluations.
 
 From GPU time to prices
 -----------------------
@@ -67,7 +67,8 @@ from simulator.perf.step_shape import StepShape
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
 
-__all__ = ["PHASE_SPLIT_METHODS", "phase_cost", "phase_gpu_seconds", "step_prefill_fraction"]
+__all__ = ["PHASE_SPLIT_METHODS", "log2_bucket", "phase_cost", "phase_gpu_seconds",
+           "step_prefill_fraction"]
 
 #: Values of ``phase_split_method``.
 PHASE_SPLIT_METHODS = ("operator", "token_share")
@@ -93,7 +94,7 @@ def _col(steps: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
     return np.full(len(steps), default, dtype=float)
 
 
-def _log2_bucket(x: np.ndarray) -> np.ndarray:
+def log2_bucket(x: np.ndarray) -> np.ndarray:
     """0 for 0, else ``1 + floor(log2(x))`` (1, 2-3, 4-7, ...)."""
     out = np.zeros(x.shape, dtype=np.int64)
     pos = x > 0
@@ -181,7 +182,7 @@ def _split_mixed(steps, perf, idx_all: np.ndarray, pf_m: np.ndarray, ndt_m: np.n
             else ndt_m.copy())
     kvt_m = (_col(steps, "kv_tokens_used")[idx_all] if "kv_tokens_used" in steps.columns
              else None)
-    key = _log2_bucket(pf_m) * 64 + _log2_bucket(nd_m)
+    key = log2_bucket(pf_m) * 64 + log2_bucket(nd_m)
     order = np.argsort(key, kind="stable")
     cuts = np.flatnonzero(np.diff(key[order])) + 1
     all_op, n_bins = True, 0

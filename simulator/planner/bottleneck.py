@@ -1,14 +1,17 @@
 """Where a recommended configuration spends its step time, and what that suggests.
 
 :func:`bottleneck_note` reads the confirmation run of a plan row (its per-step bottleneck
-shares from :func:`simulator.planner.simulate.step_bottleneck` and its summary figures) and
-writes the sentences of the plan report's "Bottleneck" section; each advice sentence follows
+shares from :func:`simulator.metrics.step_bottleneck.step_bottleneck`, its summary figures and
+the run's verdict, :func:`simulator.metrics.bounds.run_bounds`) and writes the sentences of the
+plan report's "Bottleneck" section; each advice sentence follows
 one of the ``ADVICE_*`` thresholds (shares of busy time or of KV capacity worth acting on: the
 report's reading conventions, stated with each sentence).
 """
 from __future__ import annotations
 
 from typing import Any
+
+from simulator.metrics.bounds import KV_FULL_USAGE
 
 __all__ = ["bottleneck_note"]
 
@@ -18,12 +21,12 @@ ADVICE_MEMORY_DECODE = 0.40     # memory-bound decode time worth acting on
 ADVICE_LOW_KV = 0.50            # mean KV use below which KV is not the limit
 ADVICE_BATCH_AT_CAP = 0.10      # busy time with the batch at max_num_seqs worth acting on
 ADVICE_OVERHEAD = 0.25          # per-step overheads worth acting on
-ADVICE_FULL_KV = 0.95           # peak KV use that counts as full
+ADVICE_FULL_KV = KV_FULL_USAGE  # peak KV use that counts as full (the run verdict's)
 ADVICE_QUEUE = 0.50             # queueing share of the mean TTFT worth acting on
 
 
 #: How the summary and the advice name each part of the overhead share (the ``op_times``
-#: entries of :data:`simulator.planner.simulate.OVERHEAD_TERMS`).
+#: entries of :data:`simulator.metrics.step_bottleneck.OVERHEAD_TERMS`).
 OVERHEAD_NAMES = {"all_reduce": "TP all-reduce", "ep_comm": "EP all-to-all",
                   "engine_overhead": "engine CPU and sync", "cpu_overhead": "engine CPU"}
 
@@ -120,11 +123,13 @@ def _bottleneck_advice(b: dict, note: dict, sched: dict) -> list[str]:
 def bottleneck_note(row: dict) -> dict:
     """Where the recommended configuration spends its step time, and what that suggests.
 
-    The shares come from :func:`simulator.planner.simulate.step_bottleneck` on the
+    The shares come from :func:`simulator.metrics.step_bottleneck.step_bottleneck` on the
     confirmation run at the target rate: every step classified on its own shape and
     weighted by its duration (not one averaged step, which hides the few long prefill
     steps). Returns ``shares`` (the three busy-time shares plus the prefill / pure-decode
-    split), the run figures it used, ``advice`` (list of sentences) and ``text``.
+    split), the run figures it used, ``bound`` (the confirmation run's verdict,
+    :func:`simulator.metrics.bounds.run_bounds`, whose sentence ends ``summary``; None for a
+    result cached before it), ``advice`` (list of sentences) and ``text``.
     """
     ex = row.get("confirm_extra") or {}
     cs = row.get("confirm_summary") or {}
@@ -176,6 +181,11 @@ def bottleneck_note(row: dict) -> dict:
                         if note["max_kv_cache_usage"] is not None else ""))
     if note["queue_share_of_ttft"] is not None:
         parts.append(f"queueing is {note['queue_share_of_ttft']:.0%} of the mean TTFT")
+    bounds = cs.get("bounds") or {}
+    note["bound"] = bounds.get("bound")
+    if bounds.get("verdict"):  # the run's verdict (absent from results cached before it)
+        parts.append("the run's verdict: " + bounds["verdict"][:1].lower()
+                     + bounds["verdict"][1:])
     advice = _bottleneck_advice(b or {}, note, note["scheduler"] or {})
     note["advice"] = advice
     note["summary"] = "; ".join(parts) if parts else "no bottleneck data"

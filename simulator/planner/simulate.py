@@ -4,13 +4,9 @@ Besides the run summary, :func:`simulate_summary` returns a few extra figures th
 needs and the summary does not carry: the busy fraction of the replicas, the mean step shape,
 how often the batch sits at ``max_num_seqs`` and, where the performance model offers
 ``bottleneck_shares``, the share of busy time in compute-bound operators, memory-bound
-operators and overheads (:func:`step_bottleneck`).
-
-The bottleneck is classified per step and weighted by step time, not on one averaged step:
-a run mixes a few long prefill-heavy steps (compute-bound) with many short pure-decode steps
-(memory-bound), and the average of the two shapes is neither. Steps are binned by prefill
-tokens and decode sequences (powers of two); each bin is evaluated once, on its mean shape,
-and weighted by the bin's total step time, so a 300k-step run costs a few dozen evaluations.
+operators and overheads (:func:`simulator.metrics.step_bottleneck.step_bottleneck`, each
+step classified on its own shape and weighted by its duration; the run summary's ``bounds``
+section carries it, :func:`run_extras` reads it from there).
 """
 from __future__ import annotations
 
@@ -21,19 +17,13 @@ from typing import Any
 import numpy as np
 
 from simulator.cluster.setup import build_setup
+from simulator.metrics.step_bottleneck import BOTTLENECK_KEYS, OVERHEAD_TERMS, step_bottleneck
 from simulator.perf.step_shape import StepShape
 from simulator.runs.scenario import run_scenario
 from simulator.scenario.config import validate_scenario
 
 __all__ = ["BOTTLENECK_KEYS", "OVERHEAD_TERMS", "compact_summary", "mean_step_shape",
            "rescale_specs", "run_extras", "simulate_summary", "specs_rate", "step_bottleneck"]
-
-#: Shares :meth:`RooflinePerfModel.bottleneck_shares` returns (they sum to 1).
-BOTTLENECK_KEYS = ("compute_bound", "memory_bound", "overhead")
-
-#: The ``op_times`` entries that make up the ``overhead`` share (what a model may have).
-OVERHEAD_TERMS = ("all_reduce", "ep_comm", "engine_overhead", "cpu_overhead")
-
 
 def rescale_specs(specs: Sequence, scale: float, limit: int | None = None) -> list:
     """The first ``limit`` requests with arrival times divided by ``scale`` (rate x scale).
@@ -104,168 +94,6 @@ def mean_step_shape(steps, requests=None):
                      num_sampled=ndec + (1 if q > 0 else 0))
 
 
-def _log2_bucket(x: np.ndarray) -> np.ndarray:
-    """0 for 0, else ``1 + floor(log2(x))`` (1, 2-3, 4-7, ...)."""
-    out = np.zeros(x.shape, dtype=np.int64)
-    pos = x > 0
-    out[pos] = 1 + np.floor(np.log2(x[pos])).astype(np.int64)
-    return out
-
-
-def step_bottleneck(steps, perf) -> dict[str, Any] | None:
-    """Compute-bound / memory-bound / overhead shares of a run's busy time, step by step.
-
-    Each step is classified on a representative :class:`~simulator.perf.step_shape.StepShape`
-    of its own composition: its prefill tokens split evenly over ``num_prefill_seqs`` chunks
-    starting at position 0, and its decode sequences attending ``kv_tokens_used`` minus the
-    step's prefill tokens (at least one token each). The step's time is split by
-    ``perf.bottleneck_shares(shape)`` and the splits are summed, weighted by ``step_time_s``.
-    To stay fast on long runs, steps are binned by (prefill tokens, decode sequences) in
-    powers of two and each bin is evaluated once on its mean shape, weighted by its total
-    step time.
-
-    Parameters
-    ----------
-    steps : pandas.DataFrame
-        The run's step table (``step_time_s``, ``num_prefill_tokens``, ``num_prefill_seqs``,
-        ``num_decode_seqs``; ``num_decode_tokens`` and ``kv_tokens_used`` when present).
-    perf : object
-        A performance model with ``bottleneck_shares(StepShape) -> dict``.
-
-    Returns
-    -------
-    dict or None
-        ``compute_bound``, ``memory_bound``, ``overhead``: shares of busy time (sum 1);
-        ``prefill_steps`` and ``decode_steps``: for the steps with prefill work and the
-        pure-decode steps, ``time_share`` (of busy time), ``step_share`` (of steps), the
-        three shares within that group's time, ``mean_prefill_tokens`` and
-        ``mean_decode_seqs``; ``overhead_terms``: the parts of ``overhead`` the model has
-        (``all_reduce``, ``ep_comm``, ``engine_overhead``, ``cpu_overhead``: shares of busy
-        time, only those with time; none at TP=1 for the all-reduce); ``busy_time_s``,
-        ``num_steps``, ``num_bins``, ``method``. None without steps, without step time or
-        when the model cannot classify a shape (``perf.source: constant`` has no operators:
-        no ``bottleneck_shares``).
-    """
-    if steps is None or len(steps) == 0 or not hasattr(perf, "bottleneck_shares"):
-        return None
-    t, pf, nps, nd, ndt, ctx = _step_columns(steps)
-    busy = float(t.sum())
-    if not busy > 0:
-        return None
-    key = _log2_bucket(pf) * 64 + _log2_bucket(nd)
-    order = np.argsort(key, kind="stable")
-    groups = np.split(order, np.flatnonzero(np.diff(key[order])) + 1)
-    acc = {"all": np.zeros(3), "prefill": np.zeros(3), "decode": np.zeros(3)}
-    terms: dict[str, float] = {}
-    for idx in groups:
-        w = float(t[idx].sum())
-        if w <= 0:
-            continue
-        shape = _bin_shape(idx, pf, nps, nd, ndt, ctx)
-        if shape.num_tokens <= 0:
-            continue
-        try:
-            sh = perf.bottleneck_shares(shape)
-            parts = _overhead_parts(perf, shape)
-        except Exception:  # noqa: BLE001 - a perf model without the method's inputs
-            return None
-        v = np.array([float(sh.get(k, 0.0)) for k in BOTTLENECK_KEYS]) * w
-        acc["all"] += v
-        acc["prefill" if float(pf[idx].mean()) > 0 else "decode"] += v
-        for k, f in parts.items():
-            terms[k] = terms.get(k, 0.0) + f * w
-    tot = float(acc["all"].sum())
-    if not tot > 0:
-        return None
-    has_pf = pf > 0
-    out: dict[str, Any] = {k: float(acc["all"][i]) / tot for i, k in enumerate(BOTTLENECK_KEYS)}
-    out.update({"prefill_steps": _group_shares(has_pf, acc["prefill"], t, busy, pf, nd),
-                "decode_steps": _group_shares(~has_pf, acc["decode"], t, busy, pf, nd),
-                "overhead_terms": {k: terms[k] / tot for k in OVERHEAD_TERMS
-                                   if terms.get(k, 0.0) > 0},
-                "busy_time_s": busy, "num_steps": len(steps), "num_bins": len(groups),
-                "method": "time-weighted per step (binned)"})
-    return out
-
-
-def _step_columns(steps) -> tuple[np.ndarray, ...]:
-    """Per step, as floats (NaN read as 0 unless said): time, prefill tokens, prefill
-    sequences, decode sequences, decode tokens (NaN kept; the decode sequences without the
-    column) and the decode context (KV tokens used less prefill tokens, at least one per
-    decode sequence; None without ``kv_tokens_used``)."""
-    def col(name, default=0.0):
-        if name in steps.columns:
-            return np.nan_to_num(steps[name].to_numpy(dtype=float), nan=default)
-        return np.full(len(steps), default, dtype=float)
-
-    t = col("step_time_s")
-    pf = col("num_prefill_tokens")
-    nps = col("num_prefill_seqs")
-    nd = col("num_decode_seqs")
-    ndt = col("num_decode_tokens", np.nan) if "num_decode_tokens" in steps.columns else nd
-    kvt = col("kv_tokens_used", np.nan) if "kv_tokens_used" in steps.columns else None
-    ctx = np.maximum(kvt - pf, nd) if kvt is not None else None
-    return t, pf, nps, nd, ndt, ctx
-
-
-def _bin_shape(idx: np.ndarray, pf: np.ndarray, nps: np.ndarray, nd: np.ndarray,
-               ndt: np.ndarray, ctx: np.ndarray | None) -> StepShape:
-    """The mean shape of the steps ``idx`` of one bin: their mean prefill tokens split
-    evenly over their mean number of chunks (each from position 0), their mean decode
-    sequences with the mean tokens per sequence (speculative steps verify several) and the
-    mean context (``ctx``: KV tokens used less the step's prefill; one token each without)."""
-    q = float(pf[idx].mean())
-    n_dec = round(float(nd[idx].mean()))
-    if q > 0:
-        n_chunks = max(1, round(float(nps[idx].mean())))
-        qi = max(1, round(q / n_chunks))
-        pq, ps = [qi] * n_chunks, [0] * n_chunks
-    else:
-        pq, ps = [], []
-    q_per = 1
-    if n_dec > 0:
-        d_tok = ndt[idx]
-        d_seq = nd[idx]
-        ok = np.isfinite(d_tok) & (d_seq > 0)
-        if ok.any():
-            q_per = max(1, round(float(d_tok[ok].sum() / d_seq[ok].sum())))
-    if ctx is not None and n_dec > 0:
-        c = ctx[idx]
-        c = c[np.isfinite(c)]
-        ctx_total = round(float(c.mean())) if c.size else n_dec
-    else:
-        ctx_total = n_dec
-    return StepShape(prefill_q=pq, prefill_start=ps, num_decode=n_dec,
-                     decode_ctx_total=max(ctx_total, n_dec), decode_q_per_seq=q_per,
-                     num_sampled=n_dec * q_per + len(pq))
-
-
-def _group_shares(mask: np.ndarray, a: np.ndarray, t: np.ndarray, busy: float,
-                  pf: np.ndarray, nd: np.ndarray) -> dict[str, Any]:
-    """One group of steps (``mask``: those with prefill work, or the pure-decode ones): its
-    share of busy time and of steps, its mean composition and the shares within its time of
-    the bottleneck sums ``a``."""
-    gt = float(t[mask].sum())
-    s = float(a.sum())
-    out = {"time_share": gt / busy, "step_share": float(mask.mean()),
-           "mean_prefill_tokens": float(pf[mask].mean()) if mask.any() else None,
-           "mean_decode_seqs": float(nd[mask].mean()) if mask.any() else None}
-    out.update({k: (float(a[i]) / s if s > 0 else None) for i, k in enumerate(BOTTLENECK_KEYS)})
-    return out
-
-
-def _overhead_parts(perf, shape: StepShape) -> dict[str, float]:
-    """Shares of ``shape``'s step time in each :data:`OVERHEAD_TERMS` entry the model has
-    (from ``perf.op_times``; empty without it)."""
-    if not hasattr(perf, "op_times"):
-        return {}
-    times = perf.op_times(shape)
-    tot = float(sum(times.values()))
-    if not tot > 0:
-        return {}
-    return {k: float(times[k]) / tot for k in OVERHEAD_TERMS if times.get(k, 0.0) > 0}
-
-
 def run_extras(res) -> dict[str, Any]:
     """Extra figures of a :class:`~simulator.runs.scenario.RunResult` (see the module docstring)."""
     steps, summary = res.steps, res.summary
@@ -294,7 +122,9 @@ def run_extras(res) -> dict[str, Any]:
         if (cap and busy > 0 and "batch_size" in steps.columns) else None)
     shape = mean_step_shape(steps, res.requests)
     perf = res.setup.perf
-    out["bottleneck"] = step_bottleneck(steps, perf)
+    bounds = summary.get("bounds") or {}
+    out["bottleneck"] = (bounds["step_bottleneck"] if "step_bottleneck" in bounds
+                         else step_bottleneck(steps, perf))  # the run's own, computed once
     if shape is not None:
         out["mean_step_shape"] = {
             "prefill_tokens": int(sum(shape.prefill_q)), "num_decode": shape.num_decode,
@@ -340,6 +170,9 @@ def compact_summary(s: Mapping[str, Any]) -> dict[str, Any]:
             "num_output_tokens", "cost_usd", "price_per_1m_input_tokens_usd",
             "price_per_1m_output_tokens_usd", "workload_synthesised")
     out = {k: s.get(k) for k in keep}
+    # what bounds the run, without its busy-time detail (the run's extras carry that)
+    out["bounds"] = ({k: v for k, v in s["bounds"].items() if k != "step_bottleneck"}
+                     if s.get("bounds") else None)
     pc = s.get("phase_cost") or {}
     out["phase_cost"] = {k: pc.get(k) for k in (
         "prefill_share", "prefill_gpu_s", "decode_gpu_s", "idle_gpu_s", "idle_share",

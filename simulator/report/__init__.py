@@ -10,7 +10,9 @@
 - one module per report: :mod:`~simulator.report.run` (``servesim run``),
   :mod:`~simulator.report.compare`, :mod:`~simulator.report.sweep`,
   :mod:`~simulator.report.spec_sweep`, :mod:`~simulator.report.validation`
-  (``validate --recorded``); the capacity plan's is :mod:`simulator.planner.report`.
+  (``validate --recorded``); the capacity plan's is :mod:`simulator.planner.report`;
+- sections shared or kept apart: :mod:`~simulator.report.bounds` (what bounds the run),
+  :mod:`~simulator.report.degrade` (degrade actions).
 
 Submodules are imported on use, so importing this package is cheap.
 """

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from simulator.metrics.bounds import BOUND_LABELS
 from simulator.metrics.summary import json_safe
 from simulator.perf.provenance import sources_by_label
 from simulator.report.escape import Md, md_code
@@ -40,9 +42,10 @@ FIGURE_FILES = {
 _FIGURE_TITLES = (("ttft_cdf", "TTFT CDF"), ("e2e_cdf", "E2E latency CDF"),
                   ("kv_memory", "KV used vs reserved"), ("batch_size", "Batch size over time"))
 
-#: (column, label, format) of the side-by-side table (printed and in compare.md); the
-#: table has one row per entry and one column per variant.
-TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+#: (column, label, format: a ``str.format`` spec or a function of the value) of the
+#: side-by-side table (printed and in compare.md); the table has one row per entry and one
+#: column per variant.
+TABLE_COLUMNS: tuple[tuple[str, str, str | Callable[[Any], str]], ...] = (
     ("num_completed", "completed requests", "{:,.0f}"),
     ("ttft_p50_ms", "TTFT p50 (ms)", "{:,.1f}"),
     ("ttft_p99_ms", "TTFT p99 (ms)", "{:,.1f}"),
@@ -58,8 +61,13 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("kv_wasted_gb_mean", "KV wasted (GB, mean)", "{:,.2f}"),
     ("padding_waste_pct", "padding waste (%)", "{:,.1f}"),
     ("num_preemptions", "preemptions", "{:,.0f}"),
+    ("bound", "bound (what bounds the run)", lambda v: BOUND_LABELS.get(v, str(v))),
+    ("bound_share_pct", "bound's share (%)", "{:,.1f}"),
     ("cost_per_1m_tokens_usd", "cost per 1M tokens ($)", "{:,.4f}"),
 )
+#: Rows of :data:`TABLE_COLUMNS` shown only when the table has their column (a table written
+#: before the run verdict existed has no ``bound``).
+_OPTIONAL_COLUMNS = frozenset({"bound", "bound_share_pct"})
 
 #: Most points drawn per CDF line.
 _MAX_CDF_POINTS = 2000
@@ -183,9 +191,11 @@ def write_compare_figures(cr, outdir: Path) -> dict[str, Path]:
 # --------------------------------------------------------------------------------------------
 # tables and report
 # --------------------------------------------------------------------------------------------
-def _cell(v: Any, spec: str) -> str:
+def _cell(v: Any, spec: str | Callable[[Any], str]) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "-"
+    if callable(spec):
+        return spec(v)
     try:
         return spec.format(v)
     except (TypeError, ValueError):
@@ -194,11 +204,14 @@ def _cell(v: Any, spec: str) -> str:
 
 def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of the side-by-side table: one row per metric of
-    :data:`TABLE_COLUMNS`, one column per variant."""
+    :data:`TABLE_COLUMNS` (the verdict's rows only when the table has them), one column per
+    variant."""
     recs = table.to_dict(orient="records")
     headers = ["metric"] + [str(r["variant"]) for r in recs]
     rows = []
     for c, h, f in TABLE_COLUMNS:
+        if c in _OPTIONAL_COLUMNS and c not in table.columns:
+            continue
         rows.append([h] + [_cell(None if pd.isna(r.get(c)) else r.get(c), f) for r in recs])
     return headers, rows
 
@@ -248,6 +261,7 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
                  if "latency_sources" in cr.table else []),
         varied=[(k, ", ".join(yaml_value(v) for v in vals)) for k, vals in cr.varies],
         same_requests=cr.same_requests, num_workloads=cr.num_workloads, table_header=head,
+        bound="bound" in cr.table.columns,
         table_rows=rows,
         static=any(yaml_value(v) == "static" for var in cr.variants for _k, v in var.assignments),
         figures=[(title, Path(figures[key]).name) for key, title in _FIGURE_TITLES

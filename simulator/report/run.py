@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulator import __version__
+from simulator.report.bounds import bounds_section
 from simulator.report.degrade import degrade_section
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
@@ -464,6 +465,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "speculative": speculative_section(summary.get("speculative")),
         "degrade": degrade_section(summary),
         "offload": offload_section(summary),
+        "bounds": bounds_section(summary),
         "version": __version__,
     }
     return render("run.md.j2", **context)
@@ -538,6 +540,9 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
         if label.startswith(("GPU-hours", "Cost per 1M input")):
             continue
         table.add_row(label, Text(value))
+    for run in (bounds_section(summary) or {}).get("runs", []):
+        table.add_row("What bounds the run" + (f" ({run['name']})" if run["name"] else ""),
+                      Text(run["verdict"]))
     note = synthesised_note(summary, context_mapping(scenario))
     if note:
         table.add_row("[bold red]Note[/bold red]", Text(note))

@@ -3,7 +3,9 @@
 (``sweep.parquet`` / ``sweep.csv``, written by :func:`simulator.report.tables.write_table`).
 
 :data:`SWEEP_COLUMNS` is the one definition of the sweep's summary columns: the report's
-table and the terminal table of ``servesim sweep`` both use it. Input is the sweep table
+table and the terminal table of ``servesim sweep`` both use it. Its ``bound`` and ``share``
+columns are each point's run verdict (:func:`simulator.metrics.bounds.run_bounds`, flattened
+as ``bounds_bound`` and ``bounds_bound_share``). Input is the sweep table
 (:class:`simulator.planner.sweep.SweepResult` ``.table``: one row per point with
 ``point_id``, ``label``, ``status``, ``error``, ``cached``, the dotted input fields and the
 flattened summary metrics).
@@ -17,13 +19,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulator.metrics.bounds import BOUND_LABELS
 from simulator.perf.provenance import sources_by_label
 from simulator.report.figures import default_style, figure, plain_text, save_png
-from simulator.report.format import fmt, ms, usd, yaml_value
+from simulator.report.format import fmt, ms, pct, usd, yaml_value
 from simulator.report.render import render, write_report
 
 __all__ = ["FIGURE_FILE", "SWEEP_COLUMNS", "plot_sweep_points", "print_sweep_table",
-           "render_sweep_markdown", "table_cells", "write_sweep_report"]
+           "render_sweep_markdown", "sweep_columns", "table_cells", "write_sweep_report"]
 
 FIGURE_FILE = "sweep.png"
 #: Points shown in the report's table and figure (the files have them all).
@@ -39,8 +42,21 @@ SWEEP_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("tpot_s_p99", "TPOT p99", lambda v: ms(v, "{:,.2f} ms")),
     ("output_token_throughput_tps", "output tok/s", lambda v: fmt(v, "{:,.0f}")),
     ("cost_per_1m_output_tokens_usd", "USD/1M out", lambda v: usd(v, 4)),
+    ("bounds_bound", "bound", lambda v: fmt(BOUND_LABELS.get(v, v), "{}")),
+    ("bounds_bound_share", "share", lambda v: pct(v, "{:.0f}%")),
     ("label", "point", lambda v: fmt(v, "{}")),
 )
+
+
+#: Columns of :data:`SWEEP_COLUMNS` shown only when the table has them (a table of points
+#: simulated or cached before the run verdict existed has no ``bounds_bound``).
+_OPTIONAL_COLUMNS = frozenset({"bounds_bound", "bounds_bound_share"})
+
+
+def sweep_columns(table: pd.DataFrame) -> list[tuple[str, str, Callable[[Any], str]]]:
+    """The entries of :data:`SWEEP_COLUMNS` this table shows (the verdict's columns only when
+    it has them)."""
+    return [c for c in SWEEP_COLUMNS if c[0] not in _OPTIONAL_COLUMNS or c[0] in table.columns]
 
 
 def _value(row: Mapping[str, Any], col: str) -> Any:
@@ -49,12 +65,13 @@ def _value(row: Mapping[str, Any], col: str) -> Any:
 
 
 def table_cells(table: pd.DataFrame, limit: int | None = None) -> list[list[str]]:
-    """Formatted cells of :data:`SWEEP_COLUMNS`, one row per point (failed points show
+    """Formatted cells of :func:`sweep_columns`, one row per point (failed points show
     ``error`` in the attainment column)."""
     rows = []
+    cols = sweep_columns(table)
     for rec in table.head(limit).to_dict(orient="records") if limit else \
             table.to_dict(orient="records"):
-        cells = [f(_value(rec, c)) for c, _h, f in SWEEP_COLUMNS]
+        cells = [f(_value(rec, c)) for c, _h, f in cols]
         if rec.get("status") != "ok":
             cells[1] = "error"
         rows.append(cells)
@@ -116,16 +133,17 @@ def render_sweep_markdown(table: pd.DataFrame, *, name: str, num_simulated: int,
     failed = table[table["status"] != "ok"] if len(table) else table
     errors = [[fmt(r.get("point_id"), "{}"), str(r.get("label")), str(r.get("error"))]
               for r in failed.to_dict(orient="records")]
+    cols = sweep_columns(table)
     return render(
         "sweep.md.j2", name=name, num_points=len(table), num_simulated=num_simulated,
         num_cached=num_cached, num_failed=len(errors),
         varied=[(k, ", ".join(yaml_value(v) for v in vals)) for k, vals in varied],
-        header=[h for _c, h, _f in SWEEP_COLUMNS],
-        align=["right"] * (len(SWEEP_COLUMNS) - 1) + ["left"],
+        header=[h for _c, h, _f in cols],
+        align=["right"] * (len(cols) - 1) + ["left"],
         rows=table_cells(table, _MAX_POINTS) + (
-            [["..."] * (len(SWEEP_COLUMNS) - 1) + [f"{len(table) - _MAX_POINTS} more"]]
+            [["..."] * (len(cols) - 1) + [f"{len(table) - _MAX_POINTS} more"]]
             if len(table) > _MAX_POINTS else []),
-        errors=errors, figure=figure,
+        errors=errors, figure=figure, bound="bounds_bound" in table.columns,
         sources=(sources_by_label(table["latency_sources"], table["point_id"])
                  if "latency_sources" in table else []))
 
@@ -155,12 +173,12 @@ def write_sweep_report(table: pd.DataFrame, outdir: str | Path, *, name: str,
 
 
 def print_sweep_table(table: pd.DataFrame, console, *, title: str, limit: int = 40) -> None:
-    """Print the first ``limit`` points of :data:`SWEEP_COLUMNS` with rich."""
+    """Print the first ``limit`` points of :func:`sweep_columns` with rich."""
     from rich.table import Table
     from rich.text import Text  # cells as Text: a "[" in a label is no rich markup
 
     t = Table(title=Text(title))
-    for c, h, _f in SWEEP_COLUMNS:
+    for c, h, _f in sweep_columns(table):
         t.add_column(h, no_wrap=c != "label", ratio=1 if c == "label" else None)
     for cells in table_cells(table, limit):
         row = [Text(c) for c in cells]

@@ -343,7 +343,7 @@ def _pool_summary(run: PoolRun) -> dict:
     """A pool's own figures: requests, replicas, requests per replica (its router's counts),
     latency statistics, batching and KV use, GPUs and cost, and the sections its run has
     (``speculative``, ``parallel_sampling``, pipeline figures, ``phase_cost``, ``degrade``,
-    ``provenance`` and ``perf_model``)."""
+    ``provenance``, ``perf_model`` and ``bounds``)."""
     sm = run.result.summary
     req = run.result.requests
     counts = req["replica_id"].value_counts().sort_index()
@@ -355,7 +355,7 @@ def _pool_summary(run: PoolRun) -> dict:
     # the pool's own feature sections and its latency sources, where its run has them
     for k in ("speculative", "parallel_sampling", "pipeline_bubble_fraction",
               "pipeline_parallel_size", "pipeline_stages", "phase_cost", "provenance",
-              "perf_model", "degrade"):
+              "perf_model", "degrade", "bounds"):
         if sm.get(k) is not None:
             out[k] = sm[k]
     sc = run.scenario

@@ -29,6 +29,7 @@ from simulator.cluster.replica import ReplicaSetup
 from simulator.cluster.setup import build_setup
 from simulator.engine.loop import SimOutput, simulate
 from simulator.kv.stages import stage_rows
+from simulator.metrics.bounds import run_bounds
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
 from simulator.metrics.offload import offload_summary
@@ -171,7 +172,8 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
 def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> RunResult:
     """The :class:`RunResult` of a finished simulation: its step and request tables and the
     summary (:func:`simulator.metrics.summary.summarize` and the run's extras: memory plan,
-    provenance, KV and batching statistics, phase cost, parallel sampling, degrade effects).
+    provenance, KV and batching statistics, phase cost, parallel sampling, degrade effects,
+    what bounds the run: :func:`simulator.metrics.bounds.run_bounds`).
     """
     # memory: each transient peaks while little else is held: the spool's sort, the ITL
     # statistics (samples read and freed; RunResult rereads them if asked), the requests
@@ -210,6 +212,8 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
                                                     requests["request_id"].to_numpy())
     if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
         summary.update(setup.perf.summary_extras())
+    # what bounds the run; after summary_extras: a PP model's op_times tallies its bubble
+    summary["bounds"] = json_safe(run_bounds(summary, requests, steps, setup.perf))
     return RunResult(scenario, setup, summary, requests, steps, None, None, sim)
 
 

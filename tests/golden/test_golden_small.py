@@ -26,6 +26,10 @@ GPU-s (12.42%: 134 mixed steps, 13% of the time, split by operator times), so pr
 decode cost 0.0164587 USD over 27,301 output tokens = 0.60286 USD per 1M; 82,460 x 0.028309 /
 1e6 + 27,301 x 0.60286 / 1e6 = 0.0187930 = cost_usd.
 
+What bounds the run (the ``bounds`` section, added with the verdict, reviewed by hand): 53
+preemptions, so KV capacity binds (the cache is at least 95% full for 46.4% of busy time);
+queueing is 575.18 s of the completed requests' 838.13 s of E2E (68.6%).
+
 ``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the
 run's request and step records with plain numpy (definitions of DESIGN.md's glossary), so
 the file is checked, not just snapshotted.
@@ -142,3 +146,14 @@ def test_golden_file_numbers_hand_checked(run):
         pytest.approx(want["cost_usd"], rel=1e-12)
     assert pc["phase_split_method"] == "operator"
     assert want["workload_synthesised"] == {}
+    # what bounds the run (added with the verdict, reviewed by hand): 53 preemptions, so KV
+    # capacity binds; its share is the busy time with the cache at least 95% full (46.4%);
+    # queueing is the summed queue delay over the summed E2E of the completed requests
+    # (575.18 s of 838.13 s = 68.6%)
+    b = want["bounds"]
+    assert b["bound"] == "kv_capacity" and b["kv_capacity"]["num_preemptions"] == 53
+    full = steps.kv_blocks_used / steps.num_gpu_blocks >= 0.95
+    assert b["bound_share"] == pytest.approx(float(t[full].sum() / t.sum()), rel=1e-12)
+    queue = (done.first_scheduled_time_s - done.arrival_time_s).sum()
+    assert b["shares"]["queueing"] == pytest.approx(queue / e2e.sum(), rel=1e-12)
+    assert b["request_time"]["request_time_s"] == pytest.approx(e2e.sum(), rel=1e-12)
