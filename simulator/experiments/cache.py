@@ -61,6 +61,12 @@ def specs_fingerprint(specs: Sequence) -> str:
                           for s in specs), float, n).tobytes())
     h.update("\x1f".join(f"{s.tenant}\x1e{s.slice}\x1e{s.prefix_hash_ids}\x1e"
                          f"{s.prefix_block_tokens}" for s in specs).encode())
+    if any(s.session_id is not None or s.n != 1 or s.cancel_when_streaming for s in specs):
+        # multi-turn sessions (their chaining and think times), parallel sampling, total
+        # time-outs: part of the workload only where used, so other keys stay as they were
+        h.update("\x1f".join(f"{s.session_id}\x1e{s.turn_index}\x1e{s.think_time_s!r}\x1e"
+                             f"{s.n}\x1e{s.use_beam_search}\x1e{s.cancel_when_streaming}"
+                             for s in specs).encode())
     return h.hexdigest()
 
 

@@ -281,6 +281,9 @@ def variant_row(v: Variant) -> dict:
         "padding_waste_pct": None if pad is None else 100.0 * pad,
         "prefill_padding_tokens": v.prefill_padding_tokens,
         "num_preemptions": s.get("num_preemptions"),
+        # KV offload tiers (summary kv_offload; None without tiers, 0 for a variant without)
+        "tier_hit_pct": _tier_hit_pct(s),
+        "tier_load_wait_mean_ms": _stat_ms(s, "kv_offload", "load_wait_mean_s"),
         # what bounds the run (simulator.metrics.bounds): the verdict and its share in percent
         "bound": (s.get("bounds") or {}).get("bound"),
         "bound_share_pct": _pct((s.get("bounds") or {}).get("bound_share")),
@@ -294,6 +297,15 @@ def variant_row(v: Variant) -> dict:
         "sim_wall_s": _f(s.get("sim_wall_s")),
     })
     return row
+
+
+def _tier_hit_pct(s: dict) -> float | None:
+    """Prompt tokens served from the offload tiers over all prompt tokens, percent (None
+    without tiers)."""
+    off = s.get("kv_offload")
+    if not off:
+        return None
+    return 100.0 * sum(float(t.get("hit_rate") or 0.0) for t in off.get("tiers", []))
 
 
 # --------------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ TABLE_COLUMNS: tuple[tuple[str, str, str | Callable[[Any], str]], ...] = (
     ("kv_wasted_gb_mean", "KV wasted (GB, mean)", "{:,.2f}"),
     ("padding_waste_pct", "padding waste (%)", "{:,.1f}"),
     ("num_preemptions", "preemptions", "{:,.0f}"),
+    ("tier_hit_pct", "KV offload tier hit rate (%)", "{:,.1f}"),
+    ("tier_load_wait_mean_ms", "KV load wait, mean (ms)", "{:,.2f}"),
     ("bound", "bound (what bounds the run)", lambda v: BOUND_LABELS.get(v, str(v))),
     ("bound_share_pct", "bound's share (%)", "{:,.1f}"),
     ("cost_per_1m_tokens_usd", "cost per 1M tokens ($)", "{:,.4f}"),
@@ -68,6 +70,9 @@ TABLE_COLUMNS: tuple[tuple[str, str, str | Callable[[Any], str]], ...] = (
 #: Rows of :data:`TABLE_COLUMNS` shown only when the table has their column (a table written
 #: before the run verdict existed has no ``bound``).
 _OPTIONAL_COLUMNS = frozenset({"bound", "bound_share_pct"})
+#: Rows shown only when some variant has KV offload tiers (``kv_cache.offload``): prompt tokens
+#: served from the tiers over all prompt tokens, and the mean wait for a load
+_TIER_COLUMNS = frozenset({"tier_hit_pct", "tier_load_wait_mean_ms"})
 
 #: Most points drawn per CDF line.
 _MAX_CDF_POINTS = 2000
@@ -212,6 +217,8 @@ def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     for c, h, f in TABLE_COLUMNS:
         if c in _OPTIONAL_COLUMNS and c not in table.columns:
             continue
+        if c in _TIER_COLUMNS and (c not in table.columns or table[c].isna().all()):
+            continue  # no variant had offload tiers
         rows.append([h] + [_cell(None if pd.isna(r.get(c)) else r.get(c), f) for r in recs])
     return headers, rows
 
@@ -262,6 +269,8 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
         varied=[(k, ", ".join(yaml_value(v) for v in vals)) for k, vals in cr.varies],
         same_requests=cr.same_requests, num_workloads=cr.num_workloads, table_header=head,
         bound="bound" in cr.table.columns,
+        tiers=("tier_hit_pct" in cr.table.columns
+               and not cr.table["tier_hit_pct"].isna().all()),
         table_rows=rows,
         static=any(yaml_value(v) == "static" for var in cr.variants for _k, v in var.assignments),
         figures=[(title, Path(figures[key]).name) for key, title in _FIGURE_TITLES

@@ -46,3 +46,27 @@ def test_a_grid_path_may_index_a_list_section():
     assert get_path(raw, "kv_cache.offload.tiers.0.medium") == "cpu"
     with pytest.raises(ValueError, match=r"'1' is not an index of 'kv_cache.offload.tiers'"):
         set_path(raw, "kv_cache.offload.tiers.1.size_gib", 1)
+
+
+def test_the_result_cache_tells_think_times_apart():
+    """Two workloads that differ only in a session turn's think time are not one cache entry
+    (closed-loop arrivals depend on it)."""
+    from helpers import spec
+
+    from simulator.experiments.cache import specs_fingerprint
+    a = [spec(0, 0.0, 100, 10, session_id=1, turn_index=0),
+         spec(1, 1.0, 150, 10, session_id=1, turn_index=1, think_time_s=5.0)]
+    b = [a[0], spec(1, 1.0, 150, 10, session_id=1, turn_index=1, think_time_s=9.0)]
+    plain = [spec(0, 0.0, 100, 10), spec(1, 1.0, 150, 10)]
+    assert specs_fingerprint(a) != specs_fingerprint(b)
+    assert specs_fingerprint(plain) == specs_fingerprint(list(plain))
+
+
+def test_the_compare_table_shows_the_tiers(tmp_path):
+    assert main(["compare", "chat_multi_turn_offload", "--vary",
+                 "kv_cache.offload.tiers.0.size_gib=0,64", "-o", str(tmp_path), "-q",
+                 "--no-figures", *SMALL]) == 0
+    text = (tmp_path / "compare.md").read_text()
+    row = next(line for line in text.splitlines() if "KV offload tier hit rate" in line)
+    assert row.split("|")[2].strip() == "-"          # size 0: no tier
+    assert "*KV offload tier hit rate* is" in text
