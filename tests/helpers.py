@@ -414,6 +414,26 @@ SUITE = {
                                         "bandwidth_bytes_per_s": 5e9, "latency_s": 1e-4}]}},
                       "scheduler": {"max_num_batched_tokens": 1024}},
                      "prefix_specs", None),
+    # closed-loop multi-turn sessions on a small GPU with CPU + disk tiers (answers stored):
+    # turns arrive after their predecessor's end, history reloads, preemption resumes
+    "multi_turn_offload": ({"kv_cache": {"num_gpu_blocks": 150, "enable_prefix_caching": True,
+                                         "offload": {"offload_prompt_only": False, "tiers": [
+                                             {"medium": "cpu",
+                                              "cpu_bytes_to_use": 200 * 2**21},
+                                             {"medium": "disk",
+                                              "cpu_bytes_to_use": 2000 * 2**21,
+                                              "bandwidth_bytes_per_s": 5e9,
+                                              "latency_s": 1e-4}]}},
+                            "scheduler": {"max_num_batched_tokens": 1024}},
+                           {"synthetic_sessions": {
+                               "arrival": {"process": "poisson", "rate_rps": 2.0},
+                               "num_sessions": 60,
+                               "turns": {"dist": "uniform", "low": 2, "high": 6},
+                               "think_time": {"dist": "exponential", "mean_s": 3.0},
+                               "system_prompt_tokens": 200,
+                               "message_tokens": {"dist": "uniform", "low": 20, "high": 200},
+                               "answer_tokens": {"dist": "uniform", "low": 10, "high": 150},
+                               "max_context_tokens": 2000}}, None),
     # LMCache: two replicas sharing one store, 256-token chunks, synchronous loads
     "offload_lmcache_shared": ({"cluster": {"num_replicas": 2, "router": "round_robin"},
                                 "kv_cache": {"num_gpu_blocks": 90, "enable_prefix_caching": True,

@@ -147,6 +147,9 @@ class KVCacheManager:
         self.num_tier_loads = 0
         self.tier_load_busy_s = 0.0
         self.tier_load_wait_s = 0.0
+        #: when each asynchronous load landed, in start order (seconds; audits: a replica
+        #: idle until a landing had nothing runnable, invariant 7)
+        self.load_landings: list[float] = []
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled

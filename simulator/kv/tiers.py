@@ -351,6 +351,7 @@ def begin_load(kv: Any, req, start: int, where: list[int], now: float) -> float:
     ready = max(now, kv.h2d_free_s) + busy
     kv.h2d_free_s = ready
     kv.tier_load_wait_s += ready - now
+    kv.load_landings.append(ready)
     return ready
 
 

@@ -24,8 +24,9 @@ pytestmark = pytest.mark.pure_core
 
 PRESSURE = {"preempt_chunked", "no_chunking", "priority", "prefix_caching", "multi_replica",
             "cancel_admission", "max_model_len"}
-PREFIX = {"prefix_caching", "prefix_mooncake", "offload_vllm", "offload_lmcache_shared"}
-OFFLOAD = {"offload_vllm", "offload_lmcache_shared"}
+PREFIX = {"prefix_caching", "prefix_mooncake", "offload_vllm", "offload_lmcache_shared",
+          "multi_turn_offload"}
+OFFLOAD = {"offload_vllm", "offload_lmcache_shared", "multi_turn_offload"}
 
 
 @pytest.mark.parametrize("name", list(SUITE))
