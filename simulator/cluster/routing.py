@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from simulator.kv.manager import KVHandle
 from simulator.scenario.config import DEFAULT_LOAD_GUARD
 
 
@@ -44,8 +45,14 @@ def prefix_affinity_pick(spec, replicas, load_guard: int = DEFAULT_LOAD_GUARD) -
     loads = [rep.num_outstanding() for rep in replicas]
     lo = min(loads)
     guard = max(0, int(load_guard))
-    probe = SimpleNamespace(spec=spec, num_prompt_tokens=spec.num_prompt_tokens,
-                            prefix_keys=None)
+    # what a router can read of the request: its declared prompt content (the keys up to its
+    # prompt; never its answer, which a session turn's own keys would go on into)
+    declared = SimpleNamespace(prefix_hash_ids=spec.prefix_hash_ids,
+                               prefix_block_tokens=spec.prefix_block_tokens, session_id=None,
+                               num_output_tokens=0)
+    probe = SimpleNamespace(spec=declared, num_prompt_tokens=spec.num_prompt_tokens,
+                            num_tokens=spec.num_prompt_tokens, num_seqs=1, request_id=-1,
+                            prefix_keys=None, kv_handle=KVHandle())
     best, best_key = 0, None
     for i, rep in enumerate(replicas):
         if loads[i] > lo + guard:

@@ -44,12 +44,7 @@ from simulator.perf.step_cost import StepPricer
 from simulator.perf.step_shape import StepShape
 from simulator.scenario.config import SchedulerConfig
 from simulator.scheduling.emission import Jump, advance
-from simulator.scheduling.kv_loads import (
-    land_loads,
-    load_in_step,
-    next_landing_s,
-    park_for_load,
-)
+from simulator.scheduling.kv_loads import land_loads, load_in_step, next_landing_s, park_for_load
 from simulator.scheduling.limits import SchedulerLimits
 from simulator.scheduling.parallel import extra_seqs, kv_tokens_held, kv_tokens_per_seq
 from simulator.scheduling.queues import RequestQueue
