@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.metrics.summary import json_safe
 from simulator.perf.provenance import sources_by_label
@@ -22,6 +21,9 @@ from simulator.report.escape import Md, md_code
 from simulator.report.figures import default_style, figure, plain_text, save_png
 from simulator.report.format import yaml_value
 from simulator.report.render import render, write_report
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["CSV_FILE", "FIGURE_FILES", "HTML_FILE", "JSON_FILE", "REPORT_FILE", "TABLE_COLUMNS",
            "print_compare_table", "render_compare_markdown", "table_rows",
@@ -195,6 +197,8 @@ def _cell(v: Any, spec: str) -> str:
 def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of the side-by-side table: one row per metric of
     :data:`TABLE_COLUMNS`, one column per variant."""
+    import pandas as pd
+
     recs = table.to_dict(orient="records")
     headers = ["metric"] + [str(r["variant"]) for r in recs]
     rows = []

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.perf.provenance import sources_by_label
 from simulator.report.figures import default_style, figure, plain_text, save_png
 from simulator.report.format import fmt, ms, usd, yaml_value
 from simulator.report.render import render, write_report
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["FIGURE_FILE", "SWEEP_COLUMNS", "plot_sweep_points", "print_sweep_table",
            "render_sweep_markdown", "table_cells", "write_sweep_report"]
@@ -66,6 +68,8 @@ def plot_sweep_points(table: pd.DataFrame, path: str | Path) -> Path | None:
 
     Returns None when no point succeeded (nothing to draw).
     """
+    import pandas as pd
+
     ok = table[table["status"] == "ok"].head(_MAX_POINTS)
     if ok.empty or "ttft_s_p99" not in ok.columns:
         return None
