@@ -6,11 +6,14 @@ carries; :mod:`calibration.import_aic`'s docstring lists every rule. Needs numpy
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .aic_source import ImportErrorAIC
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 _DTYPES = {"bfloat16": "bf16", "bf16": "bf16", "fp8": "fp8"}
 #: output columns per family, in order (``kernel`` is an extra column for gemm)
@@ -41,10 +44,14 @@ def _need(df: pd.DataFrame, cols, path: Path) -> None:
 
 
 def _kernel(d: pd.DataFrame) -> pd.Series:
+    import pandas as pd
+
     return d.get("kernel_source", pd.Series("", index=d.index))
 
 
 def _gemm(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list]:
+    import pandas as pd
+
     _need(df, ["gemm_dtype", "m", "n", "k", "latency"], path)
     d = df[df["gemm_dtype"].isin(list(_DTYPES))]
     out = pd.DataFrame({"dtype": d["gemm_dtype"].map(_DTYPES), "m": d["m"], "n": d["n"],
@@ -53,6 +60,8 @@ def _gemm(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list
 
 
 def _attention(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list]:
+    import pandas as pd
+
     cols = ["batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
             "attn_dtype", "kv_cache_dtype", "latency"]
     if family == "attention_decode":
@@ -82,6 +91,8 @@ def _attention(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame,
 
 
 def _all_reduce(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list]:
+    import pandas as pd
+
     _need(df, ["allreduce_dtype", "num_gpus", "message_size", "backend", "latency"], path)
     d = df[df["allreduce_dtype"].isin(["bfloat16", "float16", "half"])]
     out = pd.DataFrame({
@@ -98,6 +109,8 @@ def _all_reduce(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame
 
 
 def _nccl(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list]:
+    import pandas as pd
+
     _need(df, ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"], path)
     d = df[df["nccl_dtype"].isin(["half", "float16", "bfloat16"])]
     out = pd.DataFrame({
@@ -111,6 +124,8 @@ def _nccl(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list
 
 
 def _moe(family: str, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list]:
+    import pandas as pd
+
     _need(df, ["moe_dtype", "num_tokens", "hidden_size", "inter_size", "topk", "num_experts",
                "moe_tp_size", "moe_ep_size", "distribution", "latency"], path)
     d = df[df["moe_dtype"].isin(list(_DTYPES))]

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import yaml
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 SOURCE_PROJECT = "aiconfigurator"
 SOURCE_URL = "https://github.com/ai-dynamo/aiconfigurator"
@@ -37,6 +40,8 @@ class ImportErrorAIC(ValueError):
 
 def read_source_table(path: Path) -> pd.DataFrame:
     """One aiconfigurator Parquet table, as read (any reader failure: one line)."""
+    import pandas as pd
+
     try:
         return pd.read_parquet(path)
     except Exception as e:  # noqa: BLE001 - any reader failure is a bad source file

@@ -73,9 +73,9 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
 
 from simulator.base.outdir import make_output_folder
@@ -99,6 +99,9 @@ from .aic_source import (
     source_commit,
     system_yaml,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["OUTLIER_FACTOR", "SIZE_AXIS", "ImportErrorAIC", "add_arguments", "convert",
            "dedupe", "default_kernels", "drop_outliers", "dump_yaml", "import_aic", "main",

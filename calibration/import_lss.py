@@ -90,8 +90,7 @@ import argparse
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simulator.cli.args import output_path
 
@@ -124,6 +123,9 @@ from .lss_profile import (
     read_profile_csv,
     source_commit,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = [
     "ImportErrorLSS",
@@ -382,6 +384,8 @@ def read_sampler(folder: str | Path) -> pd.DataFrame:
     ValueError
         The set has no ``sampler.parquet``.
     """
+    import pandas as pd
+
     p = Path(folder) / "sampler.parquet"
     if not p.is_file():
         raise ValueError(f"{p}: missing (the set holds no sampler measurements)")

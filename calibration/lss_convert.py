@@ -7,11 +7,14 @@ rule. Needs numpy, pandas and scipy (no torch).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from .lss_profile import ImportErrorLSS, Profile
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 #: LLMServingSim dense layer -> servesim GEMM op (``ModelSpec.dense_gemm_shapes`` keys)
 GEMM_LAYERS = {"qkv_proj": "qkv_proj", "o_proj": "o_proj", "gate_up_proj": "mlp_gate_up",
@@ -81,6 +84,8 @@ def convert_dense(prof: Profile, tp: int, df: pd.DataFrame, path: Path
     ValueError
         (``ImportErrorLSS``) a projection the model does not have at this TP.
     """
+    import pandas as pd
+
     notes: list[str] = []
     m = prof.model
     df = _median_dupes(df, ["layer", "tokens"], path, notes)
@@ -148,6 +153,8 @@ def convert_dense(prof: Profile, tp: int, df: pd.DataFrame, path: Path
 def convert_per_sequence(prof: Profile, tp: int, df: pd.DataFrame, path: Path
                          ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     """LM-head GEMM rows and sampler rows of one ``per_sequence.csv``."""
+    import pandas as pd
+
     notes: list[str] = []
     m = prof.model
     df = _median_dupes(df, ["layer", "sequences"], path, notes)
@@ -186,6 +193,8 @@ def convert_attention(prof: Profile, tp: int, df: pd.DataFrame, path: Path
     -------
     (prefill rows, decode rows, mixed source rows (microseconds, as read), notes)
     """
+    import pandas as pd
+
     notes: list[str] = []
     cols = ["prefill_chunk", "kv_prefill", "n_decode", "kv_decode"]
     df = _median_dupes(df, cols, path, notes)
@@ -221,6 +230,8 @@ def mixed_attention_check(df: pd.DataFrame) -> dict:
         ``rows`` (mixed rows), ``paired``, ``ratio_median``, ``ratio_p10``, ``ratio_p90``,
         ``abs_err_median``, ``abs_err_p90`` (|ratio - 1|), rounded to 4 decimals.
     """
+    import pandas as pd
+
     pre = df[(df["n_decode"] == 0) & (df["prefill_chunk"] > 0)].set_index(
         ["prefill_chunk", "kv_prefill"])["time_us"]
     dec = df[(df["prefill_chunk"] == 0) & (df["n_decode"] > 0)].set_index(
@@ -245,6 +256,8 @@ def mixed_attention_check(df: pd.DataFrame) -> dict:
 
 def convert_moe(prof: Profile, df: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, list[str]]:
     """``balanced`` MoE rows of ``tp1/moe.csv`` (module docstring)."""
+    import pandas as pd
+
     notes: list[str] = []
     m = prof.model
     if not m.is_moe:
@@ -324,6 +337,8 @@ def flag_outliers(family: str, df: pd.DataFrame) -> int:
 def finish_table(family: str, parts: list[pd.DataFrame], notes: list) -> pd.DataFrame:
     """One family's rows from all its parts: the rows measured at one shape by several
     profiles merged (a note appended to ``notes``), columns typed, sorted by identity."""
+    import pandas as pd
+
     parts = [p for p in parts if p is not None and len(p)]
     if not parts:
         return pd.DataFrame(columns=COLUMNS[family])

@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import yaml
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 SOURCE_PROJECT = "LLMServingSim"
 SOURCE_URL = "https://github.com/casys-kaist/LLMServingSim"
@@ -37,6 +40,8 @@ class ImportErrorLSS(ValueError):
 def read_profile_csv(path: Path) -> pd.DataFrame:
     """One CSV file of a ``tp<N>/`` folder, its required columns checked: numbers where
     numbers are due, times positive and finite, counts integers >= 0."""
+    import pandas as pd
+
     name = path.name
     if not path.is_file():
         raise ImportErrorLSS(f"{path}: missing (an LLMServingSim profile's tp<N>/ folder holds "

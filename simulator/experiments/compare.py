@@ -29,10 +29,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.base.input_limits import InputLimitError, clip_text
 from simulator.base.outdir import (
@@ -66,6 +65,9 @@ from simulator.scenario.overrides import (
     split_assignment,
 )
 from simulator.scenario.yaml_files import read_scenario_yaml
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["DEFAULT_MAX_VARIANTS", "DEFAULT_VARY", "CompareResult", "Variant",
            "check_variant_count", "expand_variants", "kv_step_metrics", "parse_vary",
@@ -216,6 +218,8 @@ def kv_step_metrics(steps: pd.DataFrame, block_size: int, kv_bytes_per_token: fl
         (largest ``batch_size``) and ``padding_waste`` (sum ``num_padding_seqs`` / sum
         ``batch_size``; None without steps).
     """
+    import pandas as pd
+
     def col(name):
         if name in steps.columns:
             return pd.to_numeric(steps[name], errors="coerce").fillna(0).to_numpy(dtype=float)
@@ -456,8 +460,7 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     """
     varies = [parse_vary(v) for v in (vary if vary else DEFAULT_VARY)]
     check_variant_count(varies, max_variants)
-    loaded = _load_variants(scenario_path, varies,
-                            list(overrides or []) + trace_overrides(trace))
+    loaded = _load_variants(scenario_path, varies, list(overrides or []) + trace_overrides(trace))
     base_name = loaded[0][2].name
     out = Path(outdir) if outdir is not None else named_output_folder(
         "reports/compare-{name}", base_name, "scenario name", ScenarioError)
@@ -472,6 +475,8 @@ def run_compare(scenario_path: str | Path, vary: list[str] | None = None, *,
     results, _ran = run_family(_run_variant, tasks, shared=shared, backend=backend, jobs=jobs,
                                address=address, what="variants",
                                stop_note=_stop_note(tasks, out, write))
+    import pandas as pd  # start-up: loaded once there are results to tabulate
+
     variants = [results[t["key"]] for t in tasks]
     table = pd.DataFrame([variant_row(v) for v in variants])
     cr = CompareResult(base_name, varies, variants, table,

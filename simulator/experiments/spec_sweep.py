@@ -18,9 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from simulator.base.outdir import clear_outputs, make_output_folder, named_output_folder
 from simulator.base.request import RequestSpec
@@ -31,6 +29,9 @@ from simulator.runs.scenario import run_scenario
 from simulator.scenario.config import Scenario
 from simulator.speculative.economics import DEFAULT_RATES, net_effect, sweep_rows
 from simulator.workload import load_workload
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = [
     "baseline_scenario",
@@ -149,6 +150,8 @@ def sweep_rates(scenario: Scenario, base_dir: Path | None = None,
     ValueError
         If the scenario has no ``speculative`` block or a rate is not positive.
     """
+    import pandas as pd
+
     if scenario.speculative is None:
         raise ValueError("the scenario has no speculative: block to sweep")
     rates = [float(r) for r in rates]

@@ -451,15 +451,12 @@ def _typed_column(name: str, values: list, labels: dict) -> np.ndarray | _Labels
     """One request-table column of a chunk: a :class:`_Labels` for all-``str`` values
     (codes into ``labels[name]``, a name -> code dict kept by the recorder), else the
     numpy array pandas infers from the values (int64, float64; object for anything else)."""
-    if values and all(type(v) is str for v in values):
+    if values and set(map(type, values)) == {str}:
         table = labels.setdefault(name, {})
-        get = table.get
-        codes = np.empty(len(values), dtype=np.int32)
-        for i, v in enumerate(values):
-            k = get(v)
-            if k is None:
-                k = table[v] = len(table)
-            codes[i] = k
+        for v in dict.fromkeys(values):  # new names get codes in order of first appearance
+            if v not in table:
+                table[v] = len(table)
+        codes = np.fromiter(map(table.__getitem__, values), dtype=np.int32, count=len(values))
         return _Labels(codes, list(table))
     arr = np.asarray(values)
     if arr.dtype.kind not in "iufb":

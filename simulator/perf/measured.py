@@ -274,8 +274,9 @@ def load_measured_backend(model, gpu, tensor_parallel_size=1, weight_dtype="bf16
     ts = None
     if select_table_set is not None:
         from simulator.perf.tables.sets import table_sets
-        if any(s.engine == engine_family for s in table_sets(gpu)):
-            ts = select_table_set(gpu, engine=engine_family, version=engine_version)
+        sets = table_sets(gpu)  # once: each set reads its provenance.yaml when made
+        if any(s.engine == engine_family for s in sets):
+            ts = select_table_set(gpu, engine=engine_family, version=engine_version, sets=sets)
     if ts is not None:
         fb = build_fitted_or_roofline(model, gpu, tp, weight_dtype, kv_cache_dtype)
         floor = ts.graph_kernel_floor_s(weight_dtype)

@@ -17,9 +17,7 @@ import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from simulator.experiments.grid import flatten_summary
 from simulator.planner.figures import FIGURE_TITLES, FIGURES, plan_figures
@@ -30,6 +28,9 @@ from simulator.report.escape import Md
 from simulator.report.format import fmt
 from simulator.report.render import render, write_report
 from simulator.report.tables import write_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["FIGURES", "candidates_table", "plan_figures", "render_plan_markdown",
            "write_plan_report"]
@@ -127,6 +128,8 @@ def _generic(value: Any) -> str:
 
 def candidates_table(result) -> pd.DataFrame:
     """One row per evaluated configuration (ranked candidates, then the baseline)."""
+    import pandas as pd
+
     rows = []
     for r in list(result.candidates) + [result.baseline]:
         row = {k: v for k, v in r.items() if k not in (
@@ -553,6 +556,8 @@ def render_plan_markdown(result, figs: dict[str, Path] | None = None) -> str:
 
 
 def _probes_table(result) -> pd.DataFrame:
+    import pandas as pd
+
     probes = []
     for r in list(result.candidates) + [result.baseline]:
         for kind, recs in (("probe", r["probes"]), ("confirmation", r["confirmations"])):
@@ -570,6 +575,8 @@ def _probes_table(result) -> pd.DataFrame:
 def write_plan_report(result, outdir: Path, *, figures: bool = True) -> dict[str, Path]:
     """Write ``plan.md``, ``plan.html``, ``plan.json``, ``plan_table.{csv,parquet}``,
     ``pareto.csv``, ``probes.csv`` and ``figures/*.png``; returns name -> path."""
+    import pandas as pd
+
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}

@@ -17,9 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from simulator.base.outdir import clear_outputs, named_output_folder
 from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
@@ -53,6 +51,9 @@ from simulator.report.sweep import FIGURE_FILE, write_sweep_report
 from simulator.report.tables import write_table
 from simulator.scenario.config import ScenarioError, validate_scenario
 from simulator.scenario.overrides import apply_overrides, cli_overrides
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["SweepResult", "run_sweep", "sweep_worker"]
 
@@ -161,8 +162,8 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
                                   jobs=jobs, address=address, progress=progress,
                                   what="sweep points")
 
-    rows = _rows(points, overrides, keys, results, ran)
-    table = pd.DataFrame(rows)
+    import pandas as pd  # start-up: loaded once there are rows to tabulate
+    table = pd.DataFrame(_rows(points, overrides, keys, results, ran))
     res = SweepResult(table, len(points), len(ran), len(points) - len(ran),
                       time.perf_counter() - t0, out)
     if write:

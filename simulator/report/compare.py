@@ -12,10 +12,9 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.metrics.bounds import BOUND_LABELS
 from simulator.metrics.summary import json_safe
@@ -24,6 +23,9 @@ from simulator.report.escape import Md, md_code
 from simulator.report.figures import default_style, figure, plain_text, save_png
 from simulator.report.format import yaml_value
 from simulator.report.render import render, write_report
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["CSV_FILE", "FIGURE_FILES", "HTML_FILE", "JSON_FILE", "REPORT_FILE", "TABLE_COLUMNS",
            "print_compare_table", "render_compare_markdown", "table_rows",
@@ -209,8 +211,10 @@ def _cell(v: Any, spec: str | Callable[[Any], str]) -> str:
 
 def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of the side-by-side table: one row per metric of
-    :data:`TABLE_COLUMNS` (the verdict's rows only when the table has them), one column per
-    variant."""
+    :data:`TABLE_COLUMNS` (the verdict's rows only when the table has them, the offload tiers'
+    when a variant had tiers), one column per variant."""
+    import pandas as pd
+
     recs = table.to_dict(orient="records")
     headers = ["metric"] + [str(r["variant"]) for r in recs]
     rows = []

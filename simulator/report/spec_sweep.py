@@ -11,10 +11,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.metrics.speculative import configured_alpha
 from simulator.report.figures import default_style, figure, plain_text, save_png
@@ -28,6 +27,9 @@ from simulator.speculative.economics import (
     crossovers,
     verify_over_plain,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["FIGURE_FILE", "REPORT_STEM", "plot_economics", "print_spec_sweep_table",
            "render_spec_sweep_markdown", "write_spec_sweep_report"]
@@ -252,6 +254,8 @@ def render_spec_sweep_markdown(df: pd.DataFrame, results: dict, scenario, *,
     str
         Markdown text.
     """
+    import pandas as pd
+
     sp = scenario.speculative
     k = sp.num_speculative_tokens
     rates = sorted(results)

@@ -13,15 +13,17 @@ constants, and each sentence that uses one says so in its own words.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.metrics.summary import finite_float
 from simulator.report.escape import Md
 from simulator.report.render import render
 from simulator.speculative.economics import ALL, CROSSOVER_TOLERANCE, crossovers
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["BOUND_TOLERANCE", "QUEUE_MIN", "reading_the_numbers"]
 
@@ -84,6 +86,8 @@ class _Sweep:
 
     def series(self, name: str, col: str) -> pd.Series:
         """``col`` of slice ``name`` indexed by rate (finite values, sorted by rate)."""
+        import pandas as pd
+
         if col not in self.df.columns:
             return pd.Series(dtype=float)
         g = self.df[self.df["slice"] == name]

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from simulator.metrics.bounds import BOUND_LABELS
 from simulator.perf.provenance import sources_by_label
 from simulator.report.figures import default_style, figure, plain_text, save_png
 from simulator.report.format import fmt, ms, pct, usd, yaml_value
 from simulator.report.render import render, write_report
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd  # heavy: imported where used (start-up)
 
 __all__ = ["FIGURE_FILE", "SWEEP_COLUMNS", "plot_sweep_points", "print_sweep_table",
            "render_sweep_markdown", "sweep_columns", "table_cells", "write_sweep_report"]
@@ -83,6 +85,8 @@ def plot_sweep_points(table: pd.DataFrame, path: str | Path) -> Path | None:
 
     Returns None when no point succeeded (nothing to draw).
     """
+    import pandas as pd
+
     ok = table[table["status"] == "ok"].head(_MAX_POINTS)
     if ok.empty or "ttft_s_p99" not in ok.columns:
         return None

@@ -52,3 +52,21 @@ def test_first_event_loads_no_heavy_library(tmp_path):
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "out" / "requests.parquet").is_file()
+
+
+def test_whole_parser_loads_no_heavy_library():
+    """``servesim --help`` builds the parser of every subcommand (each row's module is
+    imported: compare, sweep/plan, spec-sweep, calibrate/validate with the table importers):
+    none of those modules loads pandas or another heavy library at import, only where a
+    command uses it. Non-vacuity: the parser did import them (every subcommand registered)."""
+    child = textwrap.dedent(f"""
+        import sys
+        from simulator.cli.main import SUBCOMMANDS, build_parser
+        build_parser()  # raises unless every row added exactly its subcommands
+        assert all(row.module in sys.modules for row in SUBCOMMANDS)
+        print("HEAVY", ",".join(m for m in {HEAVY!r} if m in sys.modules))
+    """)
+    p = subprocess.run([sys.executable, "-c", child], cwd=REPO_ROOT, capture_output=True,
+                       text=True, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == "HEAVY", p.stdout

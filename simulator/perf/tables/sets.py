@@ -566,10 +566,11 @@ def _transferred_sets(gpu: GPUSpec) -> list[TableSet]:
             if s.engine != "nccl"]
 
 
-def select_table_set(gpu: GPUSpec, engine: str = "vllm", version: str | None = None
-                     ) -> TableSet | None:
+def select_table_set(gpu: GPUSpec, engine: str = "vllm", version: str | None = None, *,
+                     sets: list[TableSet] | None = None) -> TableSet | None:
     """The table set of ``engine`` (``vllm``; ``harness`` for a flat calibrated folder) and
     ``version`` (None: the newest) for ``gpu``; None when ``version`` is None and there is none.
+    ``sets``: ``table_sets(gpu)`` when the caller has it already (else discovered here).
 
     Where several sets measure one version (e.g. ``vllm-0.19.0`` imported from aiconfigurator
     and ``vllm-0.19.0-lss`` from LLMServingSim), the primary set (folder ``<engine>-<version>``)
@@ -581,7 +582,7 @@ def select_table_set(gpu: GPUSpec, engine: str = "vllm", version: str | None = N
     ValueError
         When ``version`` is given and absent; the message names the available versions.
     """
-    sets = [s for s in table_sets(gpu) if s.engine == engine]
+    sets = [s for s in (table_sets(gpu) if sets is None else sets) if s.engine == engine]
     if version is None:
         return sets[0] if sets else None
     want = str(version)
