@@ -230,8 +230,8 @@ def kv_step_metrics(steps: pd.DataFrame, block_size: int, kv_bytes_per_token: fl
     used = col("kv_tokens_used") * kv_bytes_per_token
     total = dt.sum()
     w = dt / total if total > 0 else (np.full(len(dt), 1.0 / len(dt)) if len(dt) else dt)
-    r_mean = float(np.dot(reserved, w)) if len(dt) else None
-    u_mean = float(np.dot(used, w)) if len(dt) else None
+    r_mean = float(np.sum(reserved * w)) if len(dt) else None
+    u_mean = float(np.sum(used * w)) if len(dt) else None
     bs = col("batch_size")
     pad = col("num_padding_seqs")
     return {

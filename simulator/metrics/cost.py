@@ -256,7 +256,7 @@ def phase_gpu_seconds(steps: pd.DataFrame, perf=None, *,
     if perf is not None and hasattr(perf, "op_times") and idx_all.size:
         method, n_bins = _split_mixed(steps, perf, idx_all, pf_m, ndt_m, frac)
     t = _col(steps, "step_time_s")
-    pre = float(np.dot(t, frac)) * gpus_per_replica
+    pre = float(np.sum(t * frac)) * gpus_per_replica
     busy = float(t.sum()) * gpus_per_replica
     dec = busy - pre
     return {"prefill_gpu_s": pre, "decode_gpu_s": dec, "busy_gpu_s": busy,

@@ -3,6 +3,11 @@ whether a request met its SLOs, and the statistics of a latency sample (mean, p5
 by the one percentile definition, :func:`simulator.base.quantiles.weighted_percentiles`, max,
 count). :func:`simulator.metrics.summary.summarize` reports them for a run; the validation
 and fidelity comparisons compute them the same way for recorded runs.
+
+Weighted means and sums of products are ``numpy.sum(a * b)`` (numpy's pairwise summation), not
+``numpy.dot``: a BLAS dot product of more than a few thousand values is split over the
+machine's threads, so its last bits depend on the core count (and its idle threads spin after
+it); the summary must be the same bits on every machine.
 """
 from __future__ import annotations
 
@@ -54,7 +59,7 @@ def latency_stats(values, weights=None) -> dict[str, float | int | None]:
     if v.size == 0:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "max": None, "count": 0}
     total = float(w.sum())
-    mean = float(np.dot(v, w.astype(float, copy=False)) / total)  # float weights: BLAS dot
+    mean = float(np.sum(v * w.astype(float, copy=False)) / total)  # pairwise sum (module doc)
     p50, p90, p99 = weighted_percentiles(v, w, _PERCENTILES)
     count: float | int = int(total) if float(total).is_integer() else total
     return {

@@ -159,7 +159,7 @@ def _time_weighted(values: np.ndarray, durations: np.ndarray) -> float | None:
         return None
     total = durations.sum()
     if total > 0:
-        return float(np.dot(values, durations) / total)
+        return float(np.sum(values * durations) / total)
     return float(values.mean())
 
 

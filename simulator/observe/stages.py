@@ -91,7 +91,7 @@ def _stats(values, weights=None, linear: bool = False) -> dict[str, Any]:
         return {"mean": None, "p50": None, "p90": None, "p99": None, "count": 0}
     p = expanded_percentiles(v, w, _Q)
     total = float(w.sum())
-    return {"mean": float(np.dot(v, w) / total), "p50": p[0], "p90": p[1], "p99": p[2],
+    return {"mean": float(np.sum(v * w) / total), "p50": p[0], "p90": p[1], "p99": p[2],
             "count": int(total) if total.is_integer() else total}
 
 
