@@ -182,16 +182,28 @@ def _fmt_value(v: Any) -> str:
         if "method" in v:
             k = v.get("num_speculative_tokens")
             return f"{v['method']}" + (f"x{k}" if k is not None else "")
+        tiers = v.get("tiers")
+        if isinstance(tiers, list) and all(isinstance(t, Mapping) for t in tiers):
+            # KV offload tiers: their media and sizes (``cpu64G+disk1024G``)
+            return "+".join(f"{t.get('medium')}{_tier_size(t)}" for t in tiers)
         s = json.dumps(v, sort_keys=True, separators=(",", ":"))
         return s if len(s) <= 24 else s[:21] + "..."
     return str(v)
+
+
+def _tier_size(t: Mapping[str, Any]) -> str:
+    """A tier's size in a label: ``64G`` (GiB) or bytes."""
+    if t.get("size_gib") is not None:
+        return f"{t['size_gib']:g}G" if isinstance(t["size_gib"], int | float) else "?"
+    return f"{t.get('cpu_bytes_to_use')}B"
 
 
 def config_label(overrides: Mapping[str, Any]) -> str:
     """A short human label of an override set: ``gpu=h100-sxm tp=1 seqs=128``.
 
     ``None``/``False`` show as ``off``, ``True`` as ``on``; a mapping with a ``method`` key
-    (speculative decoding) shows its method and ``num_speculative_tokens``.
+    (speculative decoding) shows its method and ``num_speculative_tokens``, one with ``tiers``
+    (KV offload) its tiers' media and sizes.
     """
     if not overrides:
         return "base"

@@ -69,7 +69,8 @@ class OffloadTier:
     """
 
     __slots__ = ("_lru", "capacity_blocks", "latency_s", "name", "num_evicted_blocks",
-                 "num_hit_blocks", "num_stored_blocks", "read_bytes_per_s")
+                 "num_hit_blocks", "num_promoted_blocks", "num_stored_blocks",
+                 "read_bytes_per_s")
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
@@ -96,6 +97,8 @@ class OffloadTier:
         self.num_evicted_blocks = 0
         #: blocks a prefix lookup found here and loaded
         self.num_hit_blocks = 0
+        #: blocks copied in from the tier below on a hit there (not counted as stored)
+        self.num_promoted_blocks = 0
 
     def __contains__(self, key: int) -> bool:
         return key in self._lru
@@ -237,7 +240,11 @@ class OffloadStore:
             counts[i] += 1
             t.touch(k)
         if counts[0] < len(keys):  # then the disk hits promoted (LRU may evict others)
-            tiers[0].put_many([k for k, i in zip(keys, where) if i])
+            cpu = tiers[0]
+            before = cpu.num_stored_blocks
+            cpu.put_many([k for k, i in zip(keys, where) if i])
+            cpu.num_promoted_blocks += cpu.num_stored_blocks - before
+            cpu.num_stored_blocks = before
         return counts
 
     def load_seconds(self, counts: list[int], block_bytes: float,

@@ -40,7 +40,8 @@ def offload_summary(replicas, requests, duration_s: float) -> dict:
     Returns
     -------
     dict
-        ``connector``; ``tiers`` (per tier: capacity in blocks, blocks held at the end, stored,
+        ``connector``; ``tiers`` (per tier: capacity in blocks, blocks held at the end, stored
+        (written from the GPU), promoted (copied in from the tier below on a hit there),
         evicted, hit blocks and tokens, hit rate); ``loads``, ``bytes_loaded`` (host to device),
         ``bytes_stored`` (device to host), ``load_busy_s``, ``load_wait_s`` (sum and mean per
         load); the host link's mean use each way; TTFT p50/p99 of completed requests with and
@@ -59,6 +60,7 @@ def offload_summary(replicas, requests, duration_s: float) -> dict:
             "capacity_blocks": int(sum(s.tiers[i].capacity_blocks for s in stores)),
             "blocks_held": int(sum(len(s.tiers[i]) for s in stores)),
             "blocks_stored": int(sum(s.tiers[i].num_stored_blocks for s in stores)),
+            "blocks_promoted": int(sum(s.tiers[i].num_promoted_blocks for s in stores)),
             "blocks_evicted": int(sum(s.tiers[i].num_evicted_blocks for s in stores)),
             "hit_blocks": int(sum(s.tiers[i].num_hit_blocks for s in stores)),
             "hit_tokens": hit_tokens,

@@ -53,8 +53,9 @@ REQUEST_COLUMNS = ["request_id", "replica_id", "tenant", "slice", "priority", "a
                    "exit_time_s", "num_preemptions", "n"]
 #: request-table columns a run adds when it has multi-turn sessions (-1: not a session turn)
 SESSION_COLUMNS = ["session_id", "turn_index"]
-#: request-table columns a run adds when it has KV offload tiers: prompt tokens loaded from the
-#: tiers on first admission, and the seconds the request waited for its loads
+#: request-table columns a run adds when it has KV offload tiers: tokens loaded from the tiers
+#: over the request's life (its loads after a preemption too: the column sums to the summary's
+#: hit tokens), and the seconds the request waited for its loads
 OFFLOAD_COLUMNS = ["tier_hit_tokens", "kv_load_wait_s"]
 
 

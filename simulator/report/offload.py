@@ -21,14 +21,15 @@ def offload_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     -------
     dict or None
         ``connector``; ``tier_rows`` (per tier: medium, capacity blocks, blocks stored,
-        evicted, hit tokens, hit rate); ``rows`` (loads, bytes each way in GiB, link use,
-        load wait total and mean); ``ttft_rows`` (TTFT p50 / p99 in ms of completed requests
+        promoted from the tier below, evicted, hit tokens, hit rate); ``rows`` (loads, bytes
+        each way in GiB, link use, load wait total and mean); ``ttft_rows`` (TTFT p50 / p99 in ms of completed requests
         with and without a tier hit, with counts).
     """
     off = summary.get("kv_offload")
     if not off:
         return None
     tier_rows = [[t["medium"], adaptive(t["capacity_blocks"]), adaptive(t["blocks_stored"]),
+                  adaptive(t.get("blocks_promoted", 0)),
                   adaptive(t["blocks_evicted"]), adaptive(t["hit_tokens"]),
                   adaptive_pct(t["hit_rate"])] for t in off.get("tiers", [])]
     rows = [

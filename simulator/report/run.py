@@ -93,6 +93,17 @@ def _slo_text(summary: Mapping[str, Any]) -> str:
     return text
 
 
+def _offload_rows(s: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The headline row of a run with KV offload tiers (none without)."""
+    off = s.get("kv_offload")
+    if not off:
+        return []
+    hits = " + ".join(f"{adaptive_pct(t.get('hit_rate'))} {t.get('medium')}"
+                      for t in off.get("tiers", []))
+    return [("KV offload tier hits (of prompt tokens)",
+             f"{hits}; mean load wait {adaptive_ms(off.get('load_wait_mean_s'))} ms")]
+
+
 def format_summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The headline metrics of a summary as ``(label, formatted value)`` rows.
 
@@ -133,6 +144,7 @@ def format_summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("SLO attainment", attainment),
         ("Preemptions", adaptive(s.get("num_preemptions"))),
         ("KV-cache usage (busy time)", kv),
+        *_offload_rows(s),
         ("Mean batch size (busy time)", adaptive(s.get("mean_batch_size"))),
         ("Measured duration", adaptive(s.get("duration_s"), " s")),
         ("GPU-hours", gpu_hours),

@@ -325,6 +325,11 @@ class Scenario(_Strict):
                              "use continuous batching")
         if self.kv_cache.offload is not None:
             self._check_offload()
+        for i, pool in enumerate(self.pools or ()):
+            if pool.kv_cache is not None and pool.kv_cache.offload is not None:
+                raise ValueError(f"pools.{i}.kv_cache.offload: KV offload tiers are modelled "
+                                 "for one pool of independent replicas (a scenario without "
+                                 "pools:); remove them from the pool")
         try:
             self.output_dir.format(name=self.name)
         except (KeyError, IndexError, ValueError) as e:

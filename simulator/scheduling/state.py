@@ -84,8 +84,8 @@ class ReqState:
         self.priority = spec.priority
         self.swapped_blocks = 0
         #: KV offload tiers (simulator.kv.tiers): when a load in flight lands (NaN: none),
-        #: the computed tokens it brings, prompt tokens served from the tiers on first
-        #: admission, and the seconds spent waiting for loads
+        #: the computed tokens it brings, the tokens loaded from the tiers over the request's
+        #: life (resumptions after a preemption too), and the seconds spent waiting for loads
         self.kv_ready_s = NaN
         self.kv_load_target_tokens = 0
         self.num_tier_hit_tokens = 0

@@ -192,12 +192,15 @@ def read_session_batch(cols: TraceColumns, get, have, names: dict[str, str],
     if json_numbers:
         for c in present:
             _json_numbers(get(c), lines, c, errors)
+    before = len(errors.found)
     sid = (_id_column(get(sid_src), lines, sid_src, errors, _INT64_MAX) if have(sid_src)
            else np.full(n, -1, dtype=np.int64))
     turn = (_id_column(get(turn_src), lines, turn_src, errors, 2 ** 31 - 1)
             if have(turn_src) else np.full(n, -1, dtype=np.int64))
     think = (_float_column(get(think_src), lines, think_src, errors, positive=False,
                            optional=True) if have(think_src) else np.full(n, np.nan))
+    if len(errors.found) > before:  # a bad value: its columns are placeholders now (zeros),
+        return                      # so the checks across them would blame other rows
     alone = sid < 0
     checks = ((alone & (turn >= 0),
                f"{turn_src} is given but {sid_src} is not (the session the turn belongs to)"),

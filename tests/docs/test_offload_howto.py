@@ -70,3 +70,12 @@ def test_the_compare_table_shows_the_tiers(tmp_path):
     row = next(line for line in text.splitlines() if "KV offload tier hit rate" in line)
     assert row.split("|")[2].strip() == "-"          # size 0: no tier
     assert "*KV offload tier hit rate* is" in text
+
+
+def test_sweep_labels_name_the_tiers():
+    from simulator.experiments.grid import config_label
+    cpu = {"medium": "cpu", "size_gib": 64}
+    disk = {"medium": "disk", "size_gib": 1024, "bandwidth_bytes_per_s": 6e9, "latency_s": 1e-4}
+    assert [config_label({"kv_cache.offload": o}) for o in
+            (None, {"tiers": [cpu]}, {"tiers": [cpu, disk]})] == [
+        "offload=off", "offload=cpu64G", "offload=cpu64G+disk1024G"]

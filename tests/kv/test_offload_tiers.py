@@ -187,3 +187,12 @@ def test_loads_that_fill_the_pool_never_wedge_it():
     assert [r.status for r in done] == ["completed"] * 10
     assert [r.num_tier_hit_tokens for r in done] == [8 * b] * 10
     assert out.replicas[0].kv.num_used_blocks == 0
+
+
+def test_offload_in_a_pool_is_refused_with_its_path():
+    from helpers import make_scenario
+    pool = {"name": "a", "kv_cache": {"enable_prefix_caching": True, "offload": {
+        "tiers": [{"medium": "cpu", "size_gib": 4}]}}}
+    with pytest.raises(Exception) as e:
+        make_scenario({"pools": [pool]})
+    assert "pools.0.kv_cache.offload: KV offload tiers are modelled for one pool" in str(e.value)

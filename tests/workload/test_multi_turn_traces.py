@@ -148,6 +148,9 @@ def test_session_block_tokens_of_a_trace(write):
     (["0,150,30,7,,"], 2, "turn_index is missing for a turn of a session"),
     (["0,150,30,,,2.0"], 2, "think_time_s is given but session_id is not"),
     (["0,150,30,7,0,-1"], 2, "think_time_s '-1' must be >= 0"),
+    # a bad value after a row of no session: its own line and cause (not the lone row's)
+    (["0,100,50,1,0,", "1,100,50,,,", "5,200,50,1,1,-3"], 4, "think_time_s '-3' must be >= 0"),
+    (["0,100,50,1,0,", "1,100,50,,,", "5,200,50,1,1,abc"], 4, "think_time_s 'abc'"),
     (["5,150,30,7,0,", "5,230,30,7,1,"], 3,
      "session 7: turn 1 arrives at 5 s, not after turn 0 (line 2) at 5 s"),
     (["4,230,30,7,1,", "5,150,30,7,0,"], 2,
