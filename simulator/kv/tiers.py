@@ -90,7 +90,7 @@ class OffloadTier:
         self.capacity_blocks = int(capacity_blocks)
         self.read_bytes_per_s = float(read_bytes_per_s)
         self.latency_s = float(latency_s)
-        self._lru: OrderedDict[int, None] = OrderedDict()
+        self._lru: OrderedDict[Any, None] = OrderedDict()  # Any: 64-bit keys stay boxed
         #: blocks written into the tier (a block already there is only refreshed)
         self.num_stored_blocks = 0
         #: blocks dropped to make room (least recently used first)
@@ -100,17 +100,17 @@ class OffloadTier:
         #: blocks copied in from the tier below on a hit there (not counted as stored)
         self.num_promoted_blocks = 0
 
-    def __contains__(self, key: int) -> bool:
+    def __contains__(self, key: Any) -> bool:
         return key in self._lru
 
     def __len__(self) -> int:
         return len(self._lru)
 
-    def touch(self, key: int) -> None:
+    def touch(self, key: Any) -> None:
         """Mark ``key`` most recently used (it must be in the tier)."""
         self._lru.move_to_end(key)
 
-    def put(self, key: int) -> int | None:
+    def put(self, key: Any) -> Any:
         """Write ``key`` (most recently used); returns the key evicted to make room, or None.
         A key already present is refreshed, not written again."""
         lru = self._lru
@@ -125,15 +125,15 @@ class OffloadTier:
             return old
         return None
 
-    def put_many(self, keys: list[int]) -> None:
-        """:meth:`put` of every key of ``keys`` in order, then the least recently used
-        evicted down to the capacity (one pass: a store of a request's new blocks)."""
+    def put_many(self, keys: list[Any]) -> None:
+        """Write the keys of ``keys`` not in the tier yet (in order, most recently used last;
+        a key already there is skipped, not refreshed: both engines skip a block their store
+        holds, and only a hit counts as a use), then evict the least recently used down to the
+        capacity (one pass: a store of a request's new blocks)."""
         lru = self._lru
         before = len(lru)
         for k in keys:
-            if k in lru:
-                lru.move_to_end(k)
-            else:
+            if k not in lru:
                 lru[k] = None
         self.num_stored_blocks += len(lru) - before
         over = len(lru) - self.capacity_blocks
@@ -142,7 +142,7 @@ class OffloadTier:
             for _ in range(over):
                 lru.popitem(last=False)
 
-    def keys_lru(self) -> list[int]:
+    def keys_lru(self) -> list[Any]:
         """Keys from least to most recently used (tests, audits)."""
         return list(self._lru)
 
@@ -197,7 +197,7 @@ class OffloadStore:
         #: instead of parking the request (vLLM's connector: asynchronous)
         self.sync_loads = connector == "lmcache"
 
-    def store(self, keys: list[int]) -> int:
+    def store(self, keys: list[Any]) -> int:
         """Write completed blocks ``keys`` (in order) into every tier (write-through: vLLM's
         tiering writes each block stored to the CPU tier to its secondary tiers too, LMCache
         writes to every enabled backend); returns the blocks newly written to the CPU tier
@@ -208,18 +208,20 @@ class OffloadStore:
             t.put_many(keys)
         return cpu.num_stored_blocks - before
 
-    def match(self, keys: list[int], start: int, limit: int) -> list[int]:
+    def match(self, keys: list[Any], start: int, limit: int) -> list[int]:
         """The tier (0 = cpu, 1 = disk) of each block of the longest run ``keys[start:j]``
         (``j <= limit``) held in some tier, cut to whole chunks counted from the prompt's
         start (``lmcache``: ``j`` a multiple of ``chunk_blocks``)."""
-        tiers = self.tiers
+        lrus = [t._lru for t in self.tiers]
+        cpu = lrus[0]
+        disk = lrus[1] if len(lrus) > 1 else None
         found: list[int] = []
         for j in range(start, limit):
             k = keys[j]
-            for i, t in enumerate(tiers):
-                if k in t:
-                    found.append(i)
-                    break
+            if k in cpu:
+                found.append(0)
+            elif disk is not None and k in disk:
+                found.append(1)
             else:
                 break
         c = self.chunk_blocks
@@ -228,7 +230,7 @@ class OffloadStore:
             del found[max(0, end - start):]
         return found
 
-    def take(self, keys: list[int], where: list[int]) -> list[int]:
+    def take(self, keys: list[Any], where: list[int]) -> list[int]:
         """Record the load of ``keys`` (found in tiers ``where``, from :meth:`match`): each
         hit is refreshed in its tier, and a disk hit is copied into the CPU tier on its way to
         the GPU (both connectors promote). Returns the blocks per tier, ``[cpu, disk]``."""
