@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simulator.metrics.bounds import BOUND_LABELS
 from simulator.metrics.speculative import configured_alpha
 from simulator.report.figures import default_style, figure, plain_text, save_png
 from simulator.report.format import fmt, ms, pct, ratio
@@ -126,8 +127,14 @@ def _speedup_rows(df: pd.DataFrame, rates, slices) -> list[list[str]]:
                     + [ratio(a["e2e_speedup"]), ratio(a["ttft_p99_gain"]),
                        ratio(a["throughput_gain"]),
                        (f"{_f(a['cost_per_1m_tokens_base_usd'], '${:.4f}')} / "
-                        f"{_f(a['cost_per_1m_tokens_spec_usd'], '${:.4f}')}")])
+                        f"{_f(a['cost_per_1m_tokens_spec_usd'], '${:.4f}')}"),
+                       f"{_bound(a.get('bound_base'))} / {_bound(a.get('bound_spec'))}"])
     return rows
+
+
+def _bound(b) -> str:
+    """A run's verdict in a cell (``-`` for a table written before runs had one)."""
+    return BOUND_LABELS.get(b, _NA) if isinstance(b, str) else _NA
 
 
 def _pooled(results: dict, rates, name: str) -> dict | None:
@@ -275,7 +282,7 @@ def render_spec_sweep_markdown(df: pd.DataFrame, results: dict, scenario, *,
                          "TPOT p50 base / spec (ms)", "TPOT speedup"]
                         + [f"TPOT speedup {n}" for n in slices]
                         + ["E2E p50 speedup", "TTFT p99 gain", "throughput gain",
-                           "$ per 1M tok base / spec"]),
+                           "$ per 1M tok base / spec", "bound base / spec"]),
         speedup_rows=_speedup_rows(df, rates, slices),
         speedup_labels=[lab for _, lab in SPEEDUP_METRICS],
         crossover_rows=[[n] + [_crossover_text(cross[n][col]) for col, _ in SPEEDUP_METRICS]

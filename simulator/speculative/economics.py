@@ -147,6 +147,9 @@ def _row(rate: float, name: str, spec, base, s, b, sps, sp, k: int) -> dict[str,
         "draft_time_share": sps.get("draft_time_share"),
         "draft_cost_ratio_batch1": sp.get("draft_cost_ratio_batch1"),
         "num_speculative_tokens": k,
+        # what bounds each run (simulator.metrics.bounds; run-level, the same on every slice)
+        "bound_base": (base.get("bounds") or {}).get("bound"),
+        "bound_spec": (spec.get("bounds") or {}).get("bound"),
     }
     row["tpot_speedup"] = gain_ratio(row["tpot_p50_base_s"], row["tpot_p50_spec_s"])
     row["e2e_speedup"] = gain_ratio(row["e2e_p50_base_s"], row["e2e_p50_spec_s"])
