@@ -196,3 +196,13 @@ def test_offload_in_a_pool_is_refused_with_its_path():
     with pytest.raises(Exception) as e:
         make_scenario({"pools": [pool]})
     assert "pools.0.kv_cache.offload: KV offload tiers are modelled for one pool" in str(e.value)
+
+
+def test_a_tier_smaller_than_a_block_is_one_named_error(capsys, tmp_path):
+    from helpers import cli_error_line
+    err = cli_error_line(capsys, ["run", "chat_multi_turn_offload", "-o", str(tmp_path), "-q",
+                                  "--set", "kv_cache.offload.tiers.0.size_gib=null",
+                                  "--set", "kv_cache.offload.tiers.0.cpu_bytes_to_use=1000"])
+    # Llama-3.1-8B: 2 x 32 layers x 8 KV heads x 128 x 2 bytes x 16 tokens = 2,097,152 bytes
+    assert err == ("servesim: error: chat_multi_turn_offload: kv_cache.offload: the cpu tier "
+                   "(1000 bytes) is smaller than one KV block (2097152 bytes)")
