@@ -574,12 +574,10 @@ class ContinuousScheduler:
                 where: list[int] = (tier_prefix(kv, r, len(hits)) if kv.offload is not None
                                     and not r.num_computed_tokens else [])
                 park = bool(where) and not kv.offload.sync_loads
-                if park:  # blocks for the whole sequence now; nothing computed this step
-                    n = r.num_tokens - computed
-                else:
-                    if where:
-                        computed += len(where) * kv.block_size
-                    n = r.num_tokens - computed
+                if where and not park:
+                    computed += len(where) * kv.block_size
+                # parked: blocks for the whole sequence now, nothing computed this step
+                n = r.num_tokens - computed
                 if n > budget and not park:
                     if not cfg.enable_chunked_prefill and r.num_preemptions == 0:
                         return budget
