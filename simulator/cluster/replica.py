@@ -117,6 +117,12 @@ class ReplicaSetup:
     extra: dict = field(default_factory=dict)
 
     @property
+    def replica_block_bytes(self) -> float:
+        """Bytes of one KV block over the replica's GPUs (each holds ``limits.swap_block_bytes``
+        of it): what an offload tier stores per block."""
+        return self.limits.swap_block_bytes * self.tensor_parallel_size
+
+    @property
     def num_usable_blocks(self) -> int:
         """Blocks requests can hold: ``num_gpu_blocks`` less the engine's null block (vLLM V1
         keeps block 0 unused)."""
@@ -142,10 +148,8 @@ class Replica:
         off = kvc.offload_tiers
         if off is not None:  # tiers behind the prefix cache (shared: the pool's)
             lim = setup.limits
-            replica_bytes = lim.swap_block_bytes * setup.tensor_parallel_size
-            store = offload_store or build_store(off, setup.block_size, replica_bytes,
-                                                 lim.host_link_bandwidth_bytes_per_s)
-            attach_offload(self.kv, store, lim.swap_block_bytes, replica_bytes,
+            attach_offload(self.kv, offload_store or build_offload_store(off, setup),
+                           lim.swap_block_bytes, setup.replica_block_bytes,
                            lim.host_link_bandwidth_bytes_per_s)
         self.sched = make_scheduler(scenario, setup, self.kv, rec, idx)
         self.perf = setup.perf
@@ -190,6 +194,14 @@ class Replica:
         w = self.wake
         if w is not None and not w.triggered:
             w.succeed()
+
+
+def build_offload_store(offload, setup: ReplicaSetup) -> OffloadStore:
+    """The KV offload tiers of ``offload`` (a scenario's active ``kv_cache.offload``) for a
+    replica of ``setup`` (or its pool, shared): blocks of the replica's GPUs, the GPU's host
+    link (:func:`simulator.kv.tiers.build_store`)."""
+    return build_store(offload, setup.block_size, setup.replica_block_bytes,
+                       setup.limits.host_link_bandwidth_bytes_per_s)
 
 
 def make_scheduler(scenario: Scenario, setup: ReplicaSetup, kv, rec, idx: int):

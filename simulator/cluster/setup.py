@@ -18,7 +18,7 @@ from simulator.catalog.hardware import GPUSpec, get_gpu
 from simulator.catalog.models import ModelSpec, get_model
 from simulator.cluster.replica import ReplicaSetup
 from simulator.kv.stages import plan_pipeline_memory
-from simulator.kv.tiers import build_store
+from simulator.kv.tiers import tier_capacity_blocks
 from simulator.perf import build_perf_model, get_engine_profile
 from simulator.perf.pipeline import PipelinePerfModel
 from simulator.scenario.config import Scenario, ScenarioError
@@ -329,8 +329,7 @@ def build_setup(scenario: Scenario, base_dir: Path | None = None) -> ReplicaSetu
     off = scenario.kv_cache.offload_tiers
     if off is not None:  # every tier holds at least one block (checked here, named)
         try:
-            build_store(off, scenario.kv_cache.block_size, block_bytes * tp,
-                        gpu.host_link_bandwidth_bytes_per_s)
+            tier_capacity_blocks(off, block_bytes * tp)
         except ValueError as e:
             raise ValueError(f"{scenario.name}: {e}") from None
     limits = SchedulerLimits.for_replica(

@@ -26,7 +26,7 @@ import simpy
 from simulator.base.budget import check_run_budget, estimate_scenario_run
 from simulator.base.gc_freeze import gc_paused
 from simulator.base.request import RequestSpec
-from simulator.cluster.replica import Replica, ReplicaSetup, Router
+from simulator.cluster.replica import Replica, ReplicaSetup, Router, build_offload_store
 from simulator.cluster.setup import fallback_scenario
 from simulator.engine.idle import idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
@@ -40,7 +40,6 @@ from simulator.engine.step_rows import (
     record_step_tiers,
     tier_bytes_since_last_row,
 )
-from simulator.kv.tiers import build_store
 from simulator.metrics.records import RunRecorder
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
@@ -421,12 +420,8 @@ def make_replicas(scenario: Scenario, setup: ReplicaSetup, rec: RunRecorder,
     on the clock ``env``; with an LMCache ``shared`` offload store, one store for them all."""
     n_primary = scenario.cluster.num_replicas
     off = scenario.kv_cache.offload_tiers
-    shared = None
-    if off is not None and off.shared:  # LMCache shared backend: one store for the pool
-        lim = setup.limits
-        shared = build_store(off, setup.block_size,
-                             lim.swap_block_bytes * setup.tensor_parallel_size,
-                             lim.host_link_bandwidth_bytes_per_s)
+    # LMCache shared backend: one store for the pool
+    shared = build_offload_store(off, setup) if off is not None and off.shared else None
     replicas = [Replica(i, setup, scenario, rec, shared) for i in range(n_primary)]
     fb_setup = setup.extra.get("fallback")
     if fb_setup is not None:

@@ -63,10 +63,16 @@ def record_step_cost(rec, rep, out, start_s: float, step_s: float, cost=None) ->
         The breakdown to record (default: ``out.cost``, the step's own price; a lockstep
         group's rows record its slowest rank's, whose ``total_s`` is ``step_s``).
     """
+    rec.add_step(_row(rep, out, start_s, step_s) + _cost_columns(out, cost))
+    rep.step_index += 1
+
+
+def _cost_columns(out, cost) -> tuple:
+    """The breakdown columns (:data:`~simulator.metrics.records.STEP_COST_COLUMNS`) of a step:
+    ``cost``'s, or the step's own price."""
     c = out.cost if cost is None else cost
     compute, comm, overhead = c.parts()
-    rec.add_step(_row(rep, out, start_s, step_s) + (compute, comm, overhead, c.swap_s, c.draft_s))
-    rep.step_index += 1
+    return (compute, comm, overhead, c.swap_s, c.draft_s)
 
 
 def tier_bytes_since_last_row(rep) -> tuple[float, float]:
@@ -87,9 +93,7 @@ def record_step_tiers(rec, rep, out, start_s: float, step_s: float, cost=None) -
     columns after them (a run with offload tiers)."""
     row = _row(rep, out, start_s, step_s)
     if rec.step_cost:
-        c = out.cost if cost is None else cost
-        compute, comm, overhead = c.parts()
-        row += (compute, comm, overhead, c.swap_s, c.draft_s)
+        row += _cost_columns(out, cost)
     rec.add_step(row + tier_bytes_since_last_row(rep))
     rep.step_index += 1
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from simulator.base.input_limits import short_repr
+from simulator.scenario.overrides import list_index
 
 __all__ = [
     "MAX_GRID_POINTS",
@@ -82,19 +83,21 @@ def set_path(raw: dict, path: str, value: Any) -> dict:
 
 def _list_item(seq: list, part: str, path: str, parts: list[str], i: int) -> Any:
     """``seq[int(part)]`` for a path component that indexes a list section (``tiers.0``)."""
-    if not (part.isdigit() and len(part) <= 18 and int(part) < len(seq)):
+    k = list_index(seq, part)
+    if k is None:
         where = ".".join(parts[:i])
         raise ValueError(f"field path {path!r}: '{part}' is not an index of '{where}', a "
                          f"list of {len(seq)} (valid: 0..{len(seq) - 1})")
-    return seq[int(part)]
+    return seq[k]
 
 
 def get_path(raw: Mapping, path: str, default: Any = None) -> Any:
     """The value at dotted ``path`` in ``raw`` (``default`` when any component is missing)."""
     d: Any = raw
     for p in path.split("."):
-        if isinstance(d, list) and p.isdigit() and len(p) <= 18 and int(p) < len(d):
-            d = d[int(p)]
+        k = list_index(d, p) if isinstance(d, list) else None
+        if k is not None:
+            d = d[k]
             continue
         if not isinstance(d, Mapping) or p not in d:
             return default

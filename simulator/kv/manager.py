@@ -381,29 +381,28 @@ class KVCacheManager:
         if not keys:
             return
         h = req.kv_handle
-        bs = self.block_size
-        done = req.num_computed_tokens // bs
-        off = self.offload
-        if min(done, h.num_shared_keys) <= h.num_cached_blocks and (
-                off is None or done <= h.num_stored_blocks or (
-                    not off.store_decode and h.num_stored_blocks >= req.num_prompt_tokens
-                    // bs // off.chunk_blocks * off.chunk_blocks)):
-            return  # nothing to register or store (most calls: a decode step)
         blocks = h.block_ids
-        upto = min(len(keys), done, len(blocks))
-        shared = min(upto, h.num_shared_keys)  # the GPU cache registers declared content
-        pool = self.pool
-        for j in range(h.num_cached_blocks, shared):
-            pool.cache_block(blocks[j], keys[j])
-        h.num_cached_blocks = max(h.num_cached_blocks, shared)
+        done = min(len(keys), req.num_computed_tokens // self.block_size, len(blocks))
+        shared = min(done, h.num_shared_keys)  # the GPU cache registers declared content
+        if shared > h.num_cached_blocks:
+            pool = self.pool
+            for j in range(h.num_cached_blocks, shared):
+                pool.cache_block(blocks[j], keys[j])
+            h.num_cached_blocks = shared
+        off = self.offload
         if off is not None:
-            if not off.store_decode:  # prompt blocks only (both engines' default)
-                upto = min(upto, req.num_prompt_tokens // self.block_size)
-            end = upto // off.chunk_blocks * off.chunk_blocks  # whole chunks only
-            if end > h.num_stored_blocks:
-                n = off.store(keys[h.num_stored_blocks:end])
-                self.tier_store_bytes += n * self.replica_block_bytes
-                h.num_stored_blocks = end
+            self.store_blocks(req, off.store_end(done, req.num_prompt_tokens // self.block_size))
+
+    def store_blocks(self, req, end: int) -> None:
+        """Write ``req``'s blocks from its first not yet stored one up to block ``end`` to the
+        offload tiers (:meth:`simulator.kv.tiers.OffloadStore.store`; nothing when they are)."""
+        h = req.kv_handle
+        if end > h.num_stored_blocks:
+            off = self.offload
+            assert off is not None
+            n = off.store(req.prefix_keys[h.num_stored_blocks:end])
+            self.tier_store_bytes += n * self.replica_block_bytes
+            h.num_stored_blocks = end
 
     def keys_extend_past_prompt(self, req) -> bool:
         """Whether decode steps of ``req`` register or store blocks: its declared content goes

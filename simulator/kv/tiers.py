@@ -91,7 +91,7 @@ class OffloadTier:
         self.read_bytes_per_s = float(read_bytes_per_s)
         self.latency_s = float(latency_s)
         self._lru: OrderedDict[Any, None] = OrderedDict()  # Any: 64-bit keys stay boxed
-        #: blocks written into the tier (a block already there is only refreshed)
+        #: blocks written into the tier from the GPU (a block already there is skipped)
         self.num_stored_blocks = 0
         #: blocks dropped to make room (least recently used first)
         self.num_evicted_blocks = 0
@@ -110,37 +110,24 @@ class OffloadTier:
         """Mark ``key`` most recently used (it must be in the tier)."""
         self._lru.move_to_end(key)
 
-    def put(self, key: Any) -> Any:
-        """Write ``key`` (most recently used); returns the key evicted to make room, or None.
-        A key already present is refreshed, not written again."""
-        lru = self._lru
-        if key in lru:
-            lru.move_to_end(key)
-            return None
-        lru[key] = None
-        self.num_stored_blocks += 1
-        if len(lru) > self.capacity_blocks:
-            old, _ = lru.popitem(last=False)
-            self.num_evicted_blocks += 1
-            return old
-        return None
-
-    def put_many(self, keys: list[Any]) -> None:
+    def put_many(self, keys: list[Any]) -> int:
         """Write the keys of ``keys`` not in the tier yet (in order, most recently used last;
         a key already there is skipped, not refreshed: both engines skip a block their store
         holds, and only a hit counts as a use), then evict the least recently used down to the
-        capacity (one pass: a store of a request's new blocks)."""
+        capacity (one pass). Returns the keys written (the caller counts them as stored or
+        promoted)."""
         lru = self._lru
         before = len(lru)
         for k in keys:
             if k not in lru:
                 lru[k] = None
-        self.num_stored_blocks += len(lru) - before
+        added = len(lru) - before
         over = len(lru) - self.capacity_blocks
         if over > 0:
             self.num_evicted_blocks += over
             for _ in range(over):
                 lru.popitem(last=False)
+        return added
 
     def keys_lru(self) -> list[Any]:
         """Keys from least to most recently used (tests, audits)."""
@@ -203,10 +190,11 @@ class OffloadStore:
         writes to every enabled backend); returns the blocks newly written to the CPU tier
         (the device-to-host copies)."""
         cpu = self.tiers[0]
-        before = cpu.num_stored_blocks
-        for t in self.tiers:
-            t.put_many(keys)
-        return cpu.num_stored_blocks - before
+        written = cpu.put_many(keys)
+        cpu.num_stored_blocks += written
+        for t in self.tiers[1:]:
+            t.num_stored_blocks += t.put_many(keys)
+        return written
 
     def match(self, keys: list[Any], start: int, limit: int) -> list[int]:
         """The tier (0 = cpu, 1 = disk) of each block of the longest run ``keys[start:j]``
@@ -242,12 +230,16 @@ class OffloadStore:
             counts[i] += 1
             t.touch(k)
         if counts[0] < len(keys):  # then the disk hits promoted (LRU may evict others)
-            cpu = tiers[0]
-            before = cpu.num_stored_blocks
-            cpu.put_many([k for k, i in zip(keys, where) if i])
-            cpu.num_promoted_blocks += cpu.num_stored_blocks - before
-            cpu.num_stored_blocks = before
+            tiers[0].num_promoted_blocks += tiers[0].put_many(
+                [k for k, i in zip(keys, where) if i])
         return counts
+
+    def store_end(self, done: int, prompt_blocks: int) -> int:
+        """The block up to which a request with ``done`` full blocks computed (``prompt_blocks``
+        of them its prompt's) is stored: prompt blocks only unless :attr:`store_decode`, in
+        whole chunks."""
+        end = done if self.store_decode else min(done, prompt_blocks)
+        return end // self.chunk_blocks * self.chunk_blocks
 
     def load_seconds(self, counts: list[int], block_bytes: float,
                      host_bytes_per_s: float) -> float:
@@ -337,15 +329,12 @@ def take_load(kv: Any, req, start: int, where: list[int]) -> float:
     # the request's blocks up to the loaded ones are in the tiers now: its GPU hits are
     # stored again if the tiers dropped them (vLLM stores a request's blocks not offloaded
     # yet), the loaded ones are there (just refreshed)
-    h = req.kv_handle
-    upto = start // off.chunk_blocks * off.chunk_blocks
-    if upto > h.num_stored_blocks:
-        kv.tier_store_bytes += off.store(keys[h.num_stored_blocks:upto]) \
-            * kv.replica_block_bytes
-    h.num_stored_blocks = start + len(where)
+    kv.store_blocks(req, start // off.chunk_blocks * off.chunk_blocks)
+    req.kv_handle.num_stored_blocks = start + len(where)
     bs = kv.block_size
     for i, c in enumerate(counts):
         kv.tier_hit_tokens[i] += c * bs
+    req.num_tier_hit_tokens += len(where) * bs  # every load of its life (the summary's count)
     kv.tier_load_bytes += len(where) * kv.replica_block_bytes
     kv.num_tier_loads += 1
     kv.tier_load_busy_s += busy
@@ -364,6 +353,25 @@ def begin_load(kv: Any, req, start: int, where: list[int], now: float) -> float:
     return ready
 
 
+def tier_capacity_blocks(offload: Any, replica_block_bytes: float) -> list[int]:
+    """Blocks each tier of a ``kv_cache.offload`` section holds: its size over the block's
+    bytes over the replica's GPUs, rounded down.
+
+    Raises
+    ------
+    ValueError
+        A tier smaller than one block.
+    """
+    out = []
+    for t in offload.tiers:
+        blocks = int(t.size_bytes // replica_block_bytes)
+        if blocks < 1:
+            raise ValueError(f"kv_cache.offload: the {t.medium} tier ({t.size_bytes} bytes) is "
+                             f"smaller than one KV block ({replica_block_bytes:.0f} bytes)")
+        out.append(blocks)
+    return out
+
+
 def build_store(offload: Any, block_size: int, replica_block_bytes: float,
                 host_bytes_per_s: float) -> OffloadStore:
     """The tiers a scenario's ``kv_cache.offload`` section describes, for one replica (or a
@@ -375,8 +383,7 @@ def build_store(offload: Any, block_size: int, replica_block_bytes: float,
     block_size : int
         Tokens per KV block.
     replica_block_bytes : float
-        Bytes of one block over the replica's GPUs (a tier's capacity in blocks is its size
-        over this, rounded down).
+        Bytes of one block over the replica's GPUs (:func:`tier_capacity_blocks`).
     host_bytes_per_s : float
         The GPU's host link per direction (the CPU tier's default bandwidth).
 
@@ -386,11 +393,7 @@ def build_store(offload: Any, block_size: int, replica_block_bytes: float,
         A tier smaller than one block.
     """
     tiers = []
-    for t in offload.tiers:
-        blocks = int(t.size_bytes // replica_block_bytes)
-        if blocks < 1:
-            raise ValueError(f"kv_cache.offload: the {t.medium} tier ({t.size_bytes} bytes) is "
-                             f"smaller than one KV block ({replica_block_bytes:.0f} bytes)")
+    for t, blocks in zip(offload.tiers, tier_capacity_blocks(offload, replica_block_bytes)):
         bw = t.bandwidth_bytes_per_s if t.bandwidth_bytes_per_s is not None \
             else host_bytes_per_s
         tiers.append(OffloadTier(t.medium, blocks, bw, t.latency_s or 0.0))

@@ -97,7 +97,7 @@ class RunRecorder:
         #: :data:`SESSION_COLUMNS` (``sessions``) and :data:`OFFLOAD_COLUMNS` (``offload``)
         self.request_columns = (REQUEST_COLUMNS + (SESSION_COLUMNS if sessions else [])
                                 + (OFFLOAD_COLUMNS if offload else []))
-        self._sessions, self._offload = bool(sessions), bool(offload)
+        self._sessions = bool(sessions)
         self.step_cost = bool(step_cost)
         self.offload = bool(offload)
         self.step_columns = STEP_COLUMNS + STEP_COST_COLUMNS if step_cost else STEP_COLUMNS
@@ -340,7 +340,7 @@ class RunRecorder:
                 else "waiting",
                 r.reject_reason, r.first_scheduled_time_s, r.first_token_time_s,
                 r.finish_time_s, exit_time_s, r.num_preemptions, r.num_seqs) + (
-                    self._extra(r) if self._sessions or self._offload else ())
+                    self._extra(r) if self._sessions or self.offload else ())
 
     def _extra(self, r) -> tuple:
         """The optional columns of ``r``'s row (:attr:`request_columns` past the standard)."""
@@ -348,7 +348,7 @@ class RunRecorder:
         if self._sessions:
             sid = r.spec.session_id
             out = (-1 if sid is None else sid, r.spec.turn_index if sid is not None else -1)
-        if self._offload:
+        if self.offload:
             out += (r.num_tier_hit_tokens, r.kv_load_wait_s)
         return out
 

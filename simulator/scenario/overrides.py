@@ -170,12 +170,21 @@ def blame_message(message: str, overrides) -> str | None:
     return found
 
 
+def list_index(seq: list, part: str) -> int | None:
+    """``part`` (a dotted path's component) as an index into the list section ``seq``
+    (``pools.1``, ``kv_cache.offload.tiers.0``), or None when it is not one of its indices."""
+    if part.isdigit() and len(part) <= 18 and int(part) < len(seq):
+        return int(part)
+    return None
+
+
 def _list_index(seq: list, part: str, item: str) -> int:
     """``part`` as an index into ``seq`` (a list section such as ``pools``)."""
-    if not (part.isdigit() and len(part) <= 18 and int(part) < len(seq)):
+    i = list_index(seq, part)
+    if i is None:
         raise ScenarioError(f"--set {clip_text(str(item))}: '{clip_text(part, 20)}' is not an "
                             f"index of a list of {len(seq)} (valid: 0..{len(seq) - 1})")
-    return int(part)
+    return i
 
 
 #: the spellings of a boolean pydantic's lax mode accepts (compared lower-cased); YAML files

@@ -52,7 +52,6 @@ def park_for_load(sched: Any, r: Any, num_gpu_hit_blocks: int, where: list[int],
     r.kv_load_wait_s += ready - now
     if r.num_emitted == 0 and r.num_preemptions == 0:
         r.num_cached_prompt_tokens = target
-    r.num_tier_hit_tokens += len(where) * bs  # every load of its life (the summary's count)
     sched.rec.prefix_hit_tokens += num_gpu_hit_blocks * bs
     if r.first_scheduled_time_s != r.first_scheduled_time_s:  # NaN: first time
         r.first_scheduled_time_s = now
@@ -66,7 +65,6 @@ def load_in_step(sched: Any, r: Any, num_gpu_hit_blocks: int, where: list[int]) 
     much longer, :attr:`StepOutput.kv_load_s`). The caller admits ``r`` with them computed."""
     busy = take_load(sched.kv, r, num_gpu_hit_blocks, where)
     r.kv_load_wait_s += busy
-    r.num_tier_hit_tokens += len(where) * sched.kv.block_size
     sched.kv.tier_load_wait_s += busy
     return busy
 

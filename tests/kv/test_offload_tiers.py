@@ -12,12 +12,12 @@ from simulator.scenario.offload import OffloadConfig
 
 def test_tier_is_lru_with_capacity():
     t = OffloadTier("cpu", 3, 1e9)
-    assert [t.put(k) for k in (1, 2, 3)] == [None, None, None]
-    t.touch(1)                      # 1 is now the most recently used
-    assert t.put(4) == 2            # the least recently used goes
-    assert t.put(3) is None         # a block already there is refreshed, not written again
-    assert t.keys_lru() == [1, 4, 3]
-    assert (t.num_stored_blocks, t.num_evicted_blocks, len(t)) == (4, 1, 3)
+    assert t.put_many([1, 2, 3]) == 3
+    t.touch(1)                      # 1 is now the most recently used: 2, 3, 1
+    assert t.put_many([4]) == 1     # the least recently used (2) goes
+    assert t.put_many([3]) == 0     # a block already there is skipped, not refreshed
+    assert t.keys_lru() == [3, 1, 4]
+    assert (t.num_evicted_blocks, len(t)) == (1, 3)
 
 
 def test_store_writes_through_and_disk_hits_are_promoted():
@@ -25,11 +25,13 @@ def test_store_writes_through_and_disk_hits_are_promoted():
     s = OffloadStore("vllm", [cpu, disk])
     assert s.store([11, 12, 13]) == 3          # three device-to-host copies
     assert cpu.keys_lru() == [12, 13] and disk.keys_lru() == [11, 12, 13]
+    assert (cpu.num_stored_blocks, disk.num_stored_blocks) == (3, 3)
     where = s.match([11, 12, 13, 14], 0, 4)    # 11 on disk only, 12-13 in CPU, 14 nowhere
     assert where == [1, 0, 0]
     assert s.take([11, 12, 13], where) == [2, 1]
     assert 11 in cpu and 12 not in cpu         # promoted 11 pushed out the LRU block 12
     assert (cpu.num_hit_blocks, disk.num_hit_blocks) == (2, 1)
+    assert (cpu.num_stored_blocks, cpu.num_promoted_blocks) == (3, 1)  # a promotion: apart
 
 
 def test_lmcache_matches_whole_chunks_from_the_prompt_start():
