@@ -23,6 +23,7 @@ from simulator.workload.dists import (
     PatienceConfig,
     ThinkTimeDist,
 )
+from simulator.workload.diurnal import RateProfileConfig
 
 #: Our field names that a generic CSV/JSONL column mapping may name (``columns``).
 GENERIC_FIELDS = (
@@ -295,6 +296,14 @@ class WorkloadConfig(StrictModel):
         Declared ``max_tokens`` for every request without one (outputs above it are clipped).
     parallel_sampling : ParallelSamplingConfig or None
         ``n`` sequences per request (parallel sampling, beam search), optionally per slice.
+    tile_to_s : float or None
+        Repeat the trace until it fills this many seconds (a trace only; before the window;
+        :mod:`simulator.workload.diurnal`).
+    tile_period_s : float or None
+        The repeat period of ``tile_to_s`` (default: the trace's span plus one mean gap).
+    rate_profile : RateProfileConfig or None
+        Rate-shape the arrivals by a diurnal curve (after ``rate_scale``): the time change
+        ``tau = F^-1(t)`` of :mod:`simulator.workload.diurnal`.
     """
 
 
@@ -318,6 +327,9 @@ class WorkloadConfig(StrictModel):
     shared_prefixes: list[SharedPrefix] | None = None
     max_tokens: int | None = Field(default=None, ge=1, le=_TOK)
     parallel_sampling: ParallelSamplingConfig | None = None
+    tile_to_s: float | None = Field(default=None, gt=0)
+    tile_period_s: float | None = Field(default=None, gt=0)
+    rate_profile: RateProfileConfig | None = None
 
     @field_validator("priorities", mode="before")
     @classmethod
@@ -383,6 +395,11 @@ class WorkloadConfig(StrictModel):
         if self.end_s is not None and not self.end_s > self.start_s:
             raise ValueError(f"WorkloadConfig: end_s={self.end_s} must be > start_s="
                              f"{self.start_s}")
+        if self.tile_period_s is not None and self.tile_to_s is None:
+            raise ValueError("WorkloadConfig: tile_period_s applies with tile_to_s (give both)")
+        if self.tile_to_s is not None and self.trace is None:
+            raise ValueError("WorkloadConfig: tile_to_s repeats a trace; a synthetic workload "
+                             "sets its own length (duration_s)")
         if self.shared_prefixes:
             names = [p.name for p in self.shared_prefixes]
             dup = sorted({n for n in names if names.count(n) > 1})

@@ -6,13 +6,15 @@
    ServeGen data, generate its requests from the windows overlapping ``[start_s,
    end_s)``, :mod:`simulator.workload.servegen`) or generate the synthetic workload or
    sessions (:mod:`simulator.workload.session_synth`);
+   with ``tile_to_s``, repeat it to fill that many seconds (:mod:`simulator.workload.diurnal`);
 2. keep arrivals in ``[start_s, end_s)`` on the trace's clock (a session whole when its
    first turn is in the window, none of it otherwise), sort by arrival time (stable:
    ties keep file order) and keep the first ``max_requests`` (a session's turns are in
    arrival order, so a cut keeps its first turns);
 3. re-base and rescale times: ``t' = (t - start_s) / rate_scale`` seconds (every arrival,
-   session turns too; think times are not scaled), and refuse a workload whose last
-   arrival is where the float64 clock no longer resolves a step (2**26 s,
+   session turns too; think times are not scaled), then with ``rate_profile`` move each
+   to ``F^-1(t')`` (the diurnal time change, :mod:`simulator.workload.diurnal`), and
+   refuse a workload whose last arrival is where the float64 clock no longer resolves a step (2**26 s,
    :func:`simulator.workload.clock.check_clock`);
 4. assign ``slices`` / ``tenants`` / ``priorities`` by share (exact proportions, random
    order; see :func:`assign_by_share`), one label per session (every turn gets it) or
@@ -51,6 +53,7 @@ from simulator.base.resources import resolve_path
 from simulator.workload.clock import check_clock
 from simulator.workload.columns import TraceColumns
 from simulator.workload.config import WorkloadConfig
+from simulator.workload.diurnal import load_rate_curve, tile_columns
 from simulator.workload.errors import TraceFormatMismatch, WorkloadError, WorkloadWarning
 from simulator.workload.readers import read_columns
 from simulator.workload.session_synth import KEY as SESSIONS_KEY
@@ -178,9 +181,14 @@ def load_workload(cfg: WorkloadConfig, seed: int,
         ids, or the seed is negative.
     """
     cols, source = _read_source(cfg, seed, base_dir)
+    if cfg.tile_to_s is not None:  # 1b. repeat the trace to fill tile_to_s
+        cols = tile_columns(cols, cfg.tile_to_s, cfg.tile_period_s, source)
     cols = _window(cols, cfg, source)
     # 3. re-base and rescale; the clock must still resolve a step at the last arrival
     cols.arrival_s = (cols.arrival_s - cfg.start_s) / cfg.rate_scale
+    if cfg.rate_profile is not None:  # 3b. the diurnal time change tau = F^-1(t)
+        curve = load_rate_curve(cfg.rate_profile, lambda p: _resolve(p, base_dir))
+        cols.arrival_s = curve.warp(cols.arrival_s)
     syn = cfg.synthetic or cfg.synthetic_sessions
     key = "workload.synthetic" if cfg.synthetic is not None else SESSIONS_KEY
     check_clock(cols.arrival_s, cols.lines, source=source, rate_scale=cfg.rate_scale,
