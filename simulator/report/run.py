@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from simulator import __version__
 from simulator.report.bounds import bounds_section
+from simulator.report.day import DAY_FIGURE, day_section, plot_day
 from simulator.report.degrade import degrade_section
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
@@ -427,7 +428,8 @@ def speculative_section(spec: Mapping[str, Any] | None) -> dict[str, Any] | None
 # --------------------------------------------------------------------------------------------
 def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | Any, *,
                       title: str | None = None,
-                      figures: Iterable[str] = tuple(FIGURE_FILES)) -> str:
+                      figures: Iterable[str] = tuple(FIGURE_FILES),
+                      day_figure: str | None = None) -> str:
     """Render the Markdown text of a run report (nothing is written).
 
     Parameters
@@ -443,6 +445,8 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         Report title (default ``servesim run: <scenario name>``).
     figures : iterable of str
         Names of the figures to embed (keys of :data:`FIGURE_FILES`).
+    day_figure : str, optional
+        The day figure's file to embed in the per-hour section (``summary["by_hour"]``).
 
     Returns
     -------
@@ -477,6 +481,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "speculative": speculative_section(summary.get("speculative")),
         "degrade": degrade_section(summary),
         "offload": offload_section(summary),
+        "day": day_section(summary, figure_name=day_figure),
         "bounds": bounds_section(summary),
         "version": __version__,
     }
@@ -514,10 +519,14 @@ def write_run_report(outdir: Path, summary: dict, requests: pd.DataFrame, steps:
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     names: tuple[str, ...] = ()
+    day = None
     if figures:
         written = write_figures(out, requests, steps, slo=summary.get("slo"))
         names = tuple(written)
-    text = render_run_report(summary, scenario, title=title, figures=names)
+        if summary.get("by_hour"):
+            day = plot_day({"fleet": summary["by_hour"]["rows"]}, out / DAY_FIGURE,
+                           ttft_slo_s=(summary.get("slo") or {}).get("ttft_s")).name
+    text = render_run_report(summary, scenario, title=title, figures=names, day_figure=day)
     return write_report(out, Path(REPORT_FILE).stem, text)["md"]
 
 

@@ -32,11 +32,14 @@ from simulator.kv.stages import stage_rows
 from simulator.metrics.bounds import run_bounds
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
+from simulator.metrics.fleet import fixed_fleet_spans
+from simulator.metrics.hourly import HOUR_S, hourly_rows, wants_by_hour
 from simulator.metrics.offload import offload_summary
 from simulator.metrics.speculative import speculative_summary
 from simulator.metrics.step_stats import kv_and_batching_stats
 from simulator.metrics.summary import json_safe, summarize
 from simulator.metrics.tables_io import TABLE_FORMATS, check_table_format, write_run_tables
+from simulator.report.day import DAY_FIGURE
 from simulator.report.figures import FIGURE_FILES
 from simulator.report.run import HTML_FILE, REPORT_FILE, write_run_report
 from simulator.scenario.config import Scenario
@@ -214,7 +217,25 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
         summary.update(setup.perf.summary_extras())
     # what bounds the run; after summary_extras: a PP model's op_times tallies its bubble
     summary["bounds"] = json_safe(run_bounds(summary, requests, steps, setup.perf))
+    add_by_hour(summary, scenario, sim, requests, setup.usd_per_gpu_hour)
     return RunResult(scenario, setup, summary, requests, steps, None, None, sim)
+
+
+def add_by_hour(summary: dict, scenario: Scenario, sim: SimOutput, requests,
+                usd_per_gpu_hour: float) -> None:
+    """Add ``summary["by_hour"]`` (in place) to a run of two hours or more
+    (:func:`simulator.metrics.hourly.wants_by_hour`): ``{"period_s", "windowed": None,
+    "rows"}``, the rows of :func:`simulator.metrics.hourly.hourly_rows` over the summary's
+    window, the fleet from ``sim.replica_spans`` (an autoscaled run's) or the fixed fleet."""
+    if not wants_by_hour(float(summary.get("duration_s") or 0.0)):
+        return
+    spans = getattr(sim, "replica_spans", None) or fixed_fleet_spans(
+        scenario.cluster.num_replicas)
+    rows = hourly_rows(requests, spans, window=(summary["window_start_s"],
+                                                summary["window_end_s"]),
+                       slo=scenario.slo.model_dump(), gpus_per_replica=scenario.gpus_per_replica,
+                       usd_per_gpu_hour=usd_per_gpu_hour, period_s=HOUR_S)
+    summary["by_hour"] = {"period_s": HOUR_S, "windowed": None, "rows": json_safe(rows)}
 
 
 def add_phase_cost(summary: dict, steps: pd.DataFrame, perf, tensor_parallel_size: int) -> None:
@@ -365,7 +386,7 @@ def run_output_names() -> list[str]:
     new run into the folder replaces (:func:`simulator.base.outdir.clear_outputs`) and what must
     not be one of its inputs (:func:`simulator.base.outdir.check_outputs_spare_inputs`)."""
     return ["summary.json", *(f"{t}.{f}" for t in ("requests", "steps") for f in TABLE_FORMATS),
-            "scenario.yaml", REPORT_FILE, HTML_FILE, *FIGURE_FILES.values()]
+            "scenario.yaml", REPORT_FILE, HTML_FILE, *FIGURE_FILES.values(), DAY_FIGURE]
 
 
 def scenario_inputs(scenarios, base_dir: Path | None, files=(), folders=()) -> list[Path]:
