@@ -53,6 +53,7 @@ from simulator.cli.args import (
     table_console,
     whole_number,
 )
+from simulator.cli.day import add_day_arguments
 from simulator.cluster.setup import check_replica
 from simulator.metrics.tables_io import TABLE_FORMATS
 from simulator.perf.tables.sets import table_sets
@@ -146,6 +147,9 @@ def cmd_run(args) -> int:
     out = make_output_folder(resolve_outdir(scenario, args.output))  # before simulating
     check_outputs_spare_inputs(out, run_output_names(), scenario_inputs(
         scenario, base, [source_file]))
+    if args.day_window_s is not None:  # a day by windows (issue 31 part 4)
+        from simulator.cli.day import cmd_run_day
+        return cmd_run_day(args, scenario, base, specs, out)
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,
                           figures=not args.no_figures, table_format=args.table_format)
@@ -184,6 +188,7 @@ def register_run(sub) -> None:
                    help="always show progress (a bar on a terminal; plain lines at the start "
                         "and every 10%% otherwise)")
     r.add_argument("-q", "--quiet", action="store_true")
+    add_day_arguments(r)
     r.set_defaults(func=cmd_run)
 
 

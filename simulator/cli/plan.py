@@ -103,6 +103,14 @@ def cmd_plan(args) -> int:
         except ScenarioError as e:  # a bad boolean spelling, named as load_plan_spec names it
             raise PlanError(f"{args.plan}: {e}") from None
         return cmd_topology_plan(args, raw, raw_path.parent, _jobs(args), plan_set)
+    if "day" in raw:  # static peak / static mean / autoscaled over a day (issue 31)
+        from simulator.cli.day import cmd_day_plan
+        from simulator.planner.day import DayPlanSpec
+        try:
+            raw = apply_spec_overrides(raw, plan_set, DayPlanSpec)
+        except ScenarioError as e:
+            raise PlanError(f"{args.plan}: {e}") from None
+        return cmd_day_plan(args, raw, raw_path.parent, _jobs(args), plan_set)
     if args.target_rate is not None:
         plan_set.append(Override(f"target_rate_rps={args.target_rate}",
                                  f"--target-rate {args.target_rate}"))

@@ -40,7 +40,7 @@ from simulator.metrics.latency import latency_stats, output_tokens, per_request_
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["HOUR_S", "ROW_KEYS", "hourly_rows", "wants_by_hour"]
+__all__ = ["HOUR_S", "ROW_KEYS", "cold_start_violations", "hourly_rows", "wants_by_hour"]
 
 #: The default bin of ``by_hour`` (s).
 HOUR_S = 3600.0
@@ -60,7 +60,7 @@ def wants_by_hour(duration_s: float, period_s: float = HOUR_S) -> bool:
 def hourly_rows(requests: pd.DataFrame, spans: Sequence[ReplicaSpan], *,
                 window: tuple[float, float], slo: Mapping[str, Any] | None = None,
                 gpus_per_replica: int = 1, usd_per_gpu_hour: float = 0.0,
-                period_s: float = HOUR_S) -> list[dict[str, Any]]:
+                period_s: float = HOUR_S, origin_s: float = 0.0) -> list[dict[str, Any]]:
     """One row per hour of the window (the module docstring defines every key).
 
     Parameters
@@ -78,6 +78,8 @@ def hourly_rows(requests: pd.DataFrame, spans: Sequence[ReplicaSpan], *,
     usd_per_gpu_hour : float
     period_s : float
         The bin (s), one hour by default.
+    origin_s : float
+        Where bin 0 starts (s): bins are ``[origin_s + k x period_s, ...)``.
 
     Returns
     -------
@@ -102,11 +104,11 @@ def hourly_rows(requests: pd.DataFrame, spans: Sequence[ReplicaSpan], *,
     met = slo_mask(requests, slo, lat)
     ttft, tpot = lat["ttft_s"].to_numpy(), lat["tpot_s"].to_numpy()
     out_tok = output_tokens(requests)
-    first = math.floor(start_s / period_s)
-    last = max(first, math.ceil(end_s / period_s) - 1)
+    first = math.floor((start_s - origin_s) / period_s)
+    last = max(first, math.ceil((end_s - origin_s) / period_s) - 1)
     rows = []
     for k in range(first, last + 1):
-        b0, b1 = k * period_s, (k + 1) * period_s
+        b0, b1 = origin_s + k * period_s, origin_s + (k + 1) * period_s
         lo, hi = max(b0, start_s), min(b1, end_s)
         dur = max(0.0, hi - lo)
         arr = (arrival >= b0) & (arrival < b1) if k < last else (arrival >= b0)
@@ -130,3 +132,28 @@ def hourly_rows(requests: pd.DataFrame, spans: Sequence[ReplicaSpan], *,
             "gpu_hours": gpu_h, "cost_usd": gpu_h * float(usd_per_gpu_hour),
         })
     return rows
+
+
+def cold_start_violations(requests: pd.DataFrame, spans: Sequence[ReplicaSpan],
+                          slo: Mapping[str, Any] | None = None) -> int:
+    """Requests that missed an SLO while a scale-up's cold start was pending.
+
+    A request counts when it did not meet every SLO (:func:`~simulator.metrics.latency.slo_mask`:
+    rejected, cancelled and unfinished requests are misses) and it arrived while at least one
+    replica was provisioned but not yet serving (``provisioned_s <= arrival < serving_s``
+    with a finite ``provisioned_s``: a replica added during the run, in its cold start). A
+    fixed fleet has none (its replicas exist before the run).
+
+    Returns
+    -------
+    int
+    """
+    pending = [(s.provisioned_s, s.serving_s) for s in spans
+               if math.isfinite(s.provisioned_s) and s.serving_s > s.provisioned_s]
+    if not pending or not len(requests):
+        return 0
+    arrival = numeric(requests, "arrival_time_s")
+    during = np.zeros(len(arrival), dtype=bool)
+    for p0, p1 in pending:
+        during |= (arrival >= p0) & (arrival < p1)
+    return int((during & ~slo_mask(requests, slo)).sum())

@@ -11,8 +11,10 @@ import numpy as np
 
 from simulator.report.figures import default_style, figure, plain_text, save_png
 from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd
+from simulator.report.render import render, write_report
 
-__all__ = ["DAY_FIGURE", "DAY_HEADER", "day_rows", "day_section", "plot_day", "windowed_note"]
+__all__ = ["DAY_FIGURE", "DAY_HEADER", "day_rows", "day_section", "day_totals_rows", "plot_day",
+           "windowed_note", "write_day_report"]
 
 #: The file name of the day figure in a run folder or a day plan's folder.
 DAY_FIGURE = "day.png"
@@ -22,10 +24,17 @@ DAY_HEADER = ["hour", "arrivals/s", "arrivals", "completed", "rejected", "attain
               "replicas held", "serving", "GPU-hours", "cost"]
 
 
+def _completed(r: Mapping[str, Any]) -> str:
+    """Completed requests; in a windowed day, of the window's simulated arrivals."""
+    if r.get("num_simulated") is None:
+        return adaptive(r.get("num_completed"))
+    return f"{adaptive(r.get('num_completed'))} of {adaptive(r['num_simulated'])} simulated"
+
+
 def day_rows(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """The per-hour table's formatted rows (:data:`DAY_HEADER`)."""
     return [[f"{int(r['hour']):d}", adaptive(r.get("arrival_rate_rps")),
-             adaptive(r.get("num_arrivals")), adaptive(r.get("num_completed")),
+             adaptive(r.get("num_arrivals")), _completed(r),
              adaptive(r.get("num_rejected")), adaptive_pct(r.get("slo_attainment")),
              adaptive_ms(r.get("ttft_p50_s")), adaptive_ms(r.get("ttft_p99_s")),
              adaptive_ms(r.get("tpot_mean_s")), adaptive(r.get("num_output_tokens")),
@@ -128,3 +137,38 @@ def plot_day(fleets: Mapping[str, Sequence[Mapping[str, Any]]], path: str | Path
         if title:
             ax_load.set_title(plain_text(title))
         return save_png(fig, path)
+
+
+def day_totals_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The day's totals (:func:`simulator.runs.day.day_totals`' keys) as table rows."""
+    worst = summary.get("worst_hour")
+    return [
+        ("Requests (the whole day)", adaptive(summary.get("num_requests"))),
+        ("SLO attainment (arrival-weighted over the hours)",
+         adaptive_pct(summary.get("slo_attainment"))),
+        ("Worst hour attainment", adaptive_pct(summary.get("worst_hour_attainment"))
+         + ("" if worst is None else f" (hour {worst})")),
+        ("GPU-hours", adaptive(summary.get("gpu_hours"))),
+        ("Cost per day", adaptive_usd(summary.get("cost_usd"))),
+        ("Output tokens", adaptive(summary.get("num_output_tokens"))),
+        ("Cost per 1M output tokens", adaptive_usd(summary.get("cost_per_1m_output_tokens_usd"))),
+        ("Peak replicas (hourly mean)", adaptive(summary.get("peak_replicas"))),
+    ]
+
+
+def write_day_report(out: Path, summary: Mapping[str, Any], *, title: str,
+                     figures: bool = True) -> dict[str, Path]:
+    """Write a windowed day's ``report.md`` / ``report.html`` (and ``day.png``) into ``out``.
+
+    Returns
+    -------
+    dict
+        ``{"md": path, "html": path}``.
+    """
+    name = None
+    if figures:
+        name = plot_day({"fleet": summary["by_hour"]["rows"]}, Path(out) / DAY_FIGURE,
+                        ttft_slo_s=(summary.get("slo") or {}).get("ttft_s")).name
+    text = render("day_windows.md.j2", title=title, totals=day_totals_rows(summary),
+                  day=day_section(summary, figure_name=name))
+    return write_report(out, "report", text, title=title)
