@@ -3,9 +3,10 @@ and cost hour by hour, for runs of a day.
 
 Hours are bins ``[k x period_s, (k + 1) x period_s)`` of the simulation clock (its 0 is the
 workload's start: midnight for a day shaped by ``workload.rate_profile``), from the one
-holding the measurement window's start to the one holding its end; each row's
-``duration_s`` is the part of its bin inside the window (the last one is partial when the
-run drains past the hour). Per row:
+holding the measurement window's start to the one holding the last arrival; the last bin
+runs on to the window's end (the drain after the last arrival belongs to the last hour).
+Each row's ``duration_s`` is the part of its bin inside the window (so the last one may be
+longer than ``period_s``). Per row:
 
 * ``num_arrivals``, ``arrival_rate_rps`` (arrivals / ``duration_s``), and of the requests
   that *arrived* in the hour: ``num_completed``, ``num_rejected``, ``num_cancelled``,
@@ -105,11 +106,12 @@ def hourly_rows(requests: pd.DataFrame, spans: Sequence[ReplicaSpan], *,
     ttft, tpot = lat["ttft_s"].to_numpy(), lat["tpot_s"].to_numpy()
     out_tok = output_tokens(requests)
     first = math.floor((start_s - origin_s) / period_s)
-    last = max(first, math.ceil((end_s - origin_s) / period_s) - 1)
+    latest = float(np.nanmax(arrival)) if np.any(~np.isnan(arrival)) else start_s
+    last = max(first, math.floor((min(latest, end_s) - origin_s) / period_s))
     rows = []
     for k in range(first, last + 1):
         b0, b1 = origin_s + k * period_s, origin_s + (k + 1) * period_s
-        lo, hi = max(b0, start_s), min(b1, end_s)
+        lo, hi = max(b0, start_s), (min(b1, end_s) if k < last else end_s)
         dur = max(0.0, hi - lo)
         arr = (arrival >= b0) & (arrival < b1) if k < last else (arrival >= b0)
         fin = completed & (finish >= b0) & ((finish < b1) if k < last else True)

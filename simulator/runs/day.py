@@ -59,10 +59,10 @@ def window_bounds(hour: int, window_s: float, lead_in_s: float,
 
 def _check(window_s: float, lead_in_s: float, period_s: float) -> None:
     if not (math.isfinite(window_s) and 0 < window_s <= period_s):
-        raise ValueError(f"--day-windows: the window ({window_s:g} s) must be > 0 and at most "
+        raise ValueError(f"--day-window-s: the window ({window_s:g} s) must be > 0 and at most "
                          f"the hour ({period_s:g} s)")
     if not (math.isfinite(lead_in_s) and lead_in_s >= 0):
-        raise ValueError(f"--lead-in: {lead_in_s:g} s must be >= 0")
+        raise ValueError(f"--lead-in-s: {lead_in_s:g} s must be >= 0")
 
 
 def run_day_windows(scenario: Scenario, base_dir: Path | None, specs: RequestStream, *,
