@@ -23,6 +23,7 @@ from simulator.report.degrade import degrade_section
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
 from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
+from simulator.report.autoscale import autoscale_headline, autoscale_section
 from simulator.report.offload import offload_section
 from simulator.report.render import context_mapping, render, write_report
 
@@ -145,6 +146,7 @@ def format_summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Preemptions", adaptive(s.get("num_preemptions"))),
         ("KV-cache usage (busy time)", kv),
         *_offload_rows(s),
+        *autoscale_headline(s),
         ("Mean batch size (busy time)", adaptive(s.get("mean_batch_size"))),
         ("Measured duration", adaptive(s.get("duration_s"), " s")),
         ("GPU-hours", gpu_hours),
@@ -477,6 +479,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "speculative": speculative_section(summary.get("speculative")),
         "degrade": degrade_section(summary),
         "offload": offload_section(summary),
+        "autoscale": autoscale_section(summary),
         "bounds": bounds_section(summary),
         "version": __version__,
     }
