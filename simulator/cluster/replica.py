@@ -171,6 +171,9 @@ class Replica:
         self.enqueue: Any = None
         #: the KV offload byte counters at the replica's last step row (engine.step_rows)
         self.tier_bytes_mark = (0.0, 0.0)
+        #: called as ``on_idle(replica, now)`` when the replica runs out of work (an
+        #: autoscaled pool's drained replica gives its GPUs back then; None otherwise)
+        self.on_idle: Any = None
 
     def flush_pending(self, now: float) -> None:
         """Hand the deferred arrivals to the scheduler, oldest first."""

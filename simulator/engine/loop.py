@@ -28,6 +28,7 @@ from simulator.base.gc_freeze import gc_paused
 from simulator.base.request import RequestSpec
 from simulator.cluster.replica import Replica, ReplicaSetup, Router, build_offload_store
 from simulator.cluster.setup import fallback_scenario
+from simulator.engine.autoscaling import start_fleet
 from simulator.engine.idle import idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
 from simulator.engine.output import SimOutput
@@ -108,6 +109,8 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
         if out is None:
             rep.defer = False
             if not sch.has_work():
+                if rep.on_idle is not None:  # a drained replica's last request is done
+                    rep.on_idle(rep, now)
                 rep.wake = env.event()
                 yield rep.wake
                 rep.wake = None
@@ -260,9 +263,12 @@ def simulate(scenario: Scenario, setup: ReplicaSetup, specs: Sequence[RequestSpe
                          fast_forward, stop_when)
 
 
-def _cancel_callback(env: simpy.Environment, r: ReqState, rep: Replica):
-    """The callback of ``r``'s cancellation time-out (``cancel_after_s``) at replica ``rep``."""
+def _cancel_callback(env: simpy.Environment, r: ReqState, replicas: list):
+    """The callback of ``r``'s cancellation time-out (``cancel_after_s``), at the replica that
+    holds ``r`` when it fires (``replicas[r.replica_id]``: a drained replica's queued requests
+    may have moved)."""
     def cb(_ev):
+        rep = replicas[r.replica_id]
         was_waiting = r.status == "waiting"
         asked = r.cancel_requested
         rep.sched.cancel(r, env.now)
@@ -271,10 +277,11 @@ def _cancel_callback(env: simpy.Environment, r: ReqState, rep: Replica):
     return cb
 
 
-def _timeout_callback(env: simpy.Environment, rec: RunRecorder, r: ReqState, rep: Replica):
+def _timeout_callback(env: simpy.Environment, rec: RunRecorder, r: ReqState, replicas: list):
     """The callback of ``r``'s queue time-out (``max_queue_delay_s``): rejected if it was never
-    scheduled."""
+    scheduled (at the replica that holds it when it fires)."""
     def cb(_ev):
+        rep = replicas[r.replica_id]
         never_scheduled = r.first_scheduled_time_s != r.first_scheduled_time_s  # NaN
         if r.status == "waiting" and never_scheduled and rep.sched.remove_waiting(r):
             rec.finish(r, env.now, REJECTED, "queue_timeout")
@@ -316,7 +323,7 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
                       offload=scenario.kv_cache.offload_tiers is not None)
     n_primary = scenario.cluster.num_replicas
     replicas = make_replicas(scenario, setup, rec, env)
-    primaries = replicas[:n_primary]
+    serving = replicas[:n_primary]  # the router's replicas (an autoscaled pool's fleet moves)
     router = Router(scenario.cluster.router, scenario.seed,
                     scenario.cluster.prefix_affinity_load_guard)
     degrade = DegradeController(scenario.scheduler.admission.degrade)
@@ -327,7 +334,7 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     tick = None if progress is None else (lambda: progress(rec.num_finished, n_total))
     lockstep = scenario.cluster.dp_lockstep_active  # (refused with speculative: config)
     if lockstep:  # DP x EP (issue 11): the primaries only; a fallback set steps on its own
-        env.process(dp_lockstep_process(env, primaries, rec, tick))
+        env.process(dp_lockstep_process(env, serving, rec, tick))
     for rep in (replicas[n_primary:] if lockstep else replicas):
         env.process(_replica_process(env, rep, rec, tick, fast_forward))
 
@@ -339,30 +346,27 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
             waited = now - spec.arrival_time_s
             if spec.cancel_after_s is not None:
                 env.timeout(max(0.0, spec.cancel_after_s - waited)).callbacks.append(
-                    _cancel_callback(env, r, rep))
+                    _cancel_callback(env, r, replicas))
             if admission.max_queue_delay_s is not None:
                 env.timeout(max(0.0, admission.max_queue_delay_s - waited)).callbacks.append(
-                    _timeout_callback(env, rec, r, rep))
+                    _timeout_callback(env, rec, r, replicas))
             rep.notify()
 
     for rep in replicas:
         rep.enqueue = enqueue
-
     first, follow = split_session_turns(scenario, specs)  # closed-loop turns wait
 
     def arrive(spec):
         """Route and queue one arriving request (at ``env.now``)."""
-        spec, i, shed = (_degrade_decision(degrade, primaries, fallback, spec, env.now)
+        spec, i, shed = (_degrade_decision(degrade, serving, fallback, spec, env.now)
                          if degrade else (spec, -1, False))
         r = ReqState(spec)
         rec.admit(r)
         if shed:
             rec.reject(r, env.now, "degrade_shed")
             return
-        if i < 0:
-            i = router.route(spec, primaries)
-        rep = replicas[i]
-        r.replica_id = i
+        rep = serving[router.route(spec, serving)] if i < 0 else replicas[i]
+        r.replica_id = rep.idx
         if (admission.max_waiting is not None
                 and rep.sched.num_waiting + len(rep.pending) >= admission.max_waiting):
             rec.reject(r, env.now, "queue_full")
@@ -375,6 +379,9 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
 
     if follow:
         install_session_turns(env, rec, follow, arrive, _delay_to)
+    fleet = None if scenario.cluster.autoscale is None or not specs else start_fleet(
+        env, scenario, setup, rec, replicas, serving, router, n_total, specs[0].arrival_time_s,
+        lambda rep: env.process(_replica_process(env, rep, rec, tick, fast_forward)))
     env.process(_arrivals(env, first, arrive))
     _run_to_end(env, rec, replicas, until_s, stop_when)
     if tick is not None:
@@ -382,7 +389,9 @@ def _simulate(scenario: Scenario, setup: ReplicaSetup, specs, check_transitions:
     degrade.close(env.now)
     return SimOutput(rec, replicas, env.now, time.perf_counter() - t0,
                      degrade=degrade.summary() if degrade else [],
-                     num_primary_replicas=n_primary)
+                     num_primary_replicas=n_primary if fleet is None else len(replicas),
+                     replica_spans=None if fleet is None else fleet.replica_spans(),
+                     autoscale=None if fleet is None else fleet.outputs())
 
 
 def _arrivals(env: simpy.Environment, specs, arrive):

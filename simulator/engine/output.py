@@ -24,6 +24,12 @@ class SimOutput:
     degrade: list = field(default_factory=list)
     #: replicas behind the scenario's router (the rest form the degrade fallback set)
     num_primary_replicas: int = 0
+    #: an autoscaled pool's replicas over time (:class:`simulator.metrics.fleet.ReplicaSpan`
+    #: per replica; None: a fixed fleet, held throughout)
+    replica_spans: list | None = None
+    #: an autoscaled pool's decisions and cold start
+    #: (:meth:`simulator.engine.autoscaling.Fleet.outputs`; None without autoscaling)
+    autoscale: dict | None = None
 
     def requests(self) -> pd.DataFrame:
         return self.recorder.requests_frame()
@@ -46,9 +52,10 @@ class SimOutput:
 
 
 def _finished_replica(rep):
-    """A shallow copy of ``rep`` without its simulation handles (``env``, ``wake``, ``jump``)."""
+    """A shallow copy of ``rep`` without its simulation handles (``env``, ``wake``, ``jump``,
+    ``on_idle``)."""
     c = copy.copy(rep)
-    for name in ("env", "wake", "jump"):
+    for name in ("env", "wake", "jump", "on_idle"):
         if hasattr(c, name):
             setattr(c, name, None)
     return c

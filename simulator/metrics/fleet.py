@@ -16,6 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from simulator.metrics.summary import cost_fields
+
 
 class ReplicaSpan(NamedTuple):
     """One replica's life (seconds on the simulation clock).
@@ -118,3 +120,84 @@ def spans_table(spans: Sequence[ReplicaSpan], t0: float, t1: float) -> list[dict
                      "serving_s": clip(s.serving_s), "drain_s": clip(s.drain_s),
                      "released_s": clip(s.released_s)})
     return rows
+
+
+def held_cost(spans: Sequence[ReplicaSpan], gpus_per_replica: int, usd_per_gpu_hour: float,
+              summary: dict) -> dict:
+    """The summary's cost keys for an autoscaled fleet (they replace those of a fleet held
+    throughout): ``gpu_hours`` = GPU-seconds held within the summary's window / 3600,
+    ``num_gpus`` = the most GPUs held at once, ``cost_usd`` and the costs per 1M tokens
+    (:func:`simulator.metrics.summary.cost_fields`)."""
+    t0, t1 = summary["window_start_s"], summary["window_end_s"]
+    _, held, _ = replica_counts(spans, t0, t1)
+    gpu_h = replica_seconds(spans, t0, t1) * gpus_per_replica / 3600.0
+    return cost_fields(int(held.max()) * gpus_per_replica if len(held) else 0, gpu_h,
+                       gpu_h * float(usd_per_gpu_hour), summary.get("num_input_tokens") or 0,
+                       summary.get("num_output_tokens") or 0)
+
+
+def autoscale_summary(spans: Sequence[ReplicaSpan], outputs: dict, arrival_s: np.ndarray,
+                      met: np.ndarray, window: tuple[float, float], gpus_per_replica: int,
+                      usd_per_gpu_hour: float, config: dict) -> dict:
+    """The ``autoscale`` block of an autoscaled run's summary.
+
+    Parameters
+    ----------
+    spans : sequence of ReplicaSpan
+    outputs : dict
+        :meth:`simulator.engine.autoscaling.Fleet.outputs` (cold start, events).
+    arrival_s, met : numpy.ndarray, shape (n,)
+        Every request's arrival time (s) and whether it met every SLO
+        (:func:`simulator.metrics.latency.slo_mask`).
+    window : (float, float)
+        The summary's measurement window (s).
+    gpus_per_replica : int
+    usd_per_gpu_hour : float
+    config : dict
+        The scenario's ``cluster.autoscale`` section (echoed).
+
+    Returns
+    -------
+    dict
+        ``replica_hours`` and ``gpu_hours`` (integrals of the replicas held over the window),
+        ``cost_usd``, ``mean_replicas_held`` (replica-hours / window hours), ``mean_replicas_serving``,
+        ``peak_replicas_held``, ``min_replicas_held``, ``num_scale_ups``, ``num_scale_downs``,
+        ``num_cancelled_starts``, ``cold_start`` (its seconds and parts), the
+        ``cold_start_requests`` (arrivals while a started replica was not serving yet) and
+        ``cold_start_slo_misses`` (those that missed an SLO), ``replicas_over_time``
+        (``time_s``, ``held``, ``serving`` change points), ``replicas`` (each span, clipped)
+        and ``events``.
+    """
+    t0, t1 = window
+    dur = t1 - t0
+    rs = replica_seconds(spans, t0, t1)
+    times, held, serving = replica_counts(spans, t0, t1)
+    events = outputs.get("events", [])
+    starting = [(s.provisioned_s, s.serving_s) for s in spans
+                if math.isfinite(s.provisioned_s) and s.serving_s > s.provisioned_s]
+    during = np.zeros(len(arrival_s), dtype=bool)
+    for a, b in starting:
+        during |= (arrival_s >= a) & (arrival_s < b)
+
+    def count(action: str) -> int:
+        return sum(1 for e in events if e["action"] == action)
+    return {
+        "config": config,
+        "replica_hours": rs / 3600.0,
+        "gpu_hours": rs * gpus_per_replica / 3600.0,
+        "cost_usd": rs * gpus_per_replica / 3600.0 * float(usd_per_gpu_hour),
+        "mean_replicas_held": rs / dur if dur > 0 else None,
+        "mean_replicas_serving": serving_seconds(spans, t0, t1) / dur if dur > 0 else None,
+        "peak_replicas_held": int(held.max()) if len(held) else 0,
+        "min_replicas_held": int(held.min()) if len(held) else 0,
+        "num_scale_ups": count("scale_up"),
+        "num_scale_downs": count("scale_down"),
+        "num_cancelled_starts": count("cancel_start"),
+        "cold_start": outputs.get("cold_start"),
+        "cold_start_requests": int(during.sum()),
+        "cold_start_slo_misses": int((during & ~met).sum()),
+        "replicas_over_time": {"time_s": times.tolist(), "held": held.tolist(),
+                               "serving": serving.tolist()},
+        "replicas": spans_table(spans, t0, t1),
+        "events": events,
+    }

@@ -55,7 +55,8 @@ Summary keys (what :func:`summarize` returns):
   completed requests finishing in the window; ``num_cached_prompt_tokens`` and
   ``prefix_cache_hit_rate`` (cached / prompt tokens) over the same requests.
 * ``num_gpus``, ``usd_per_gpu_hour``, ``gpu_hours`` (= ``num_gpus x duration_s /
-  3600``), ``cost_usd`` (= ``gpu_hours x usd_per_gpu_hour``).
+  3600``; an autoscaled fleet: the GPU-seconds held within the window / 3600, ``num_gpus``
+  the most held at once), ``cost_usd`` (= ``gpu_hours x usd_per_gpu_hour``).
 * ``cost_per_1m_output_tokens_usd``: ``cost_usd / num_output_tokens x 1e6``, i.e. the
   cost per 1M output tokens if *all* GPU time is charged to output tokens;
   ``cost_per_1m_input_tokens_usd``: likewise if all GPU time is charged to input
@@ -468,10 +469,16 @@ def _cost(num_gpus: int, usd_per_gpu_hour: float, duration_s: float, n_in: float
           n_out: float) -> dict[str, Any]:
     """GPU-hours and their price, in all and per 1M input, output and all tokens."""
     gpu_hours = num_gpus * duration_s / 3600.0
-    cost_usd = gpu_hours * float(usd_per_gpu_hour)
+    c = cost_fields(num_gpus, gpu_hours, gpu_hours * float(usd_per_gpu_hour), n_in, n_out)
+    return {"num_gpus": c.pop("num_gpus"), "usd_per_gpu_hour": float(usd_per_gpu_hour), **c}
+
+
+def cost_fields(num_gpus: int, gpu_hours: float, cost_usd: float, n_in: float,
+                n_out: float) -> dict[str, Any]:
+    """The summary's cost keys: ``num_gpus``, ``gpu_hours``, ``cost_usd`` and the cost per 1M
+    output, input and all tokens (``None`` without tokens)."""
     return {
         "num_gpus": int(num_gpus),
-        "usd_per_gpu_hour": float(usd_per_gpu_hour),
         "gpu_hours": gpu_hours,
         "cost_usd": cost_usd,
         "cost_per_1m_output_tokens_usd": _ratio(cost_usd * 1e6, n_out),

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulator import __version__
+from simulator.report.autoscale import autoscale_headline, autoscale_section
 from simulator.report.bounds import bounds_section
 from simulator.report.day import DAY_FIGURE, day_section, plot_day
 from simulator.report.degrade import degrade_section
@@ -146,6 +147,7 @@ def format_summary_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("Preemptions", adaptive(s.get("num_preemptions"))),
         ("KV-cache usage (busy time)", kv),
         *_offload_rows(s),
+        *autoscale_headline(s),
         ("Mean batch size (busy time)", adaptive(s.get("mean_batch_size"))),
         ("Measured duration", adaptive(s.get("duration_s"), " s")),
         ("GPU-hours", gpu_hours),
@@ -482,6 +484,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "degrade": degrade_section(summary),
         "offload": offload_section(summary),
         "day": day_section(summary, figure_name=day_figure),
+        "autoscale": autoscale_section(summary),
         "bounds": bounds_section(summary),
         "version": __version__,
     }

@@ -36,8 +36,9 @@ from simulator.base.request import RequestSpec
 from simulator.catalog.hardware import get_gpu
 from simulator.catalog.models import get_model
 from simulator.cluster.setup import build_setup
+from simulator.metrics.fleet import replica_seconds
 from simulator.metrics.latency import latency_stats
-from simulator.metrics.summary import summarize
+from simulator.metrics.summary import cost_fields, summarize
 from simulator.metrics.tables_io import check_table_format
 from simulator.runs.scenario import (
     RunResult,
@@ -350,12 +351,13 @@ def _pool_summary(run: PoolRun) -> dict:
     keep = ("num_requests", "num_completed", "num_rejected", "num_cancelled", "num_unfinished",
             "ttft_s", "tpot_s", "e2e_latency_s", "queue_delay_s", "mean_batch_size",
             "mean_kv_cache_usage", "mean_num_waiting", "num_gpus", "usd_per_gpu_hour",
-            "cost_usd", "num_gpu_blocks", "kv_cache_tokens", "prefix_cache_hit_rate")
+            "cost_usd", "gpu_hours", "num_gpu_blocks", "kv_cache_tokens",
+            "prefix_cache_hit_rate")
     out = {k: sm.get(k) for k in keep}
     # the pool's own feature sections and its latency sources, where its run has them
     for k in ("speculative", "parallel_sampling", "pipeline_bubble_fraction",
               "pipeline_parallel_size", "pipeline_stages", "phase_cost", "provenance",
-              "perf_model", "degrade", "bounds"):
+              "perf_model", "degrade", "bounds", "autoscale"):
         if sm.get(k) is not None:
             out[k] = sm[k]
     sc = run.scenario
@@ -364,6 +366,26 @@ def _pool_summary(run: PoolRun) -> dict:
                tensor_parallel_size=sc.cluster.tensor_parallel_size, router=sc.cluster.router,
                requests_per_replica={int(k): int(v) for k, v in counts.items()})
     return out
+
+
+def _autoscaled_cost(summary: dict, runs: dict[str, PoolRun]) -> None:
+    """With an autoscaled pool, the merged GPU-hours and cost are each pool's GPU-seconds held
+    within the merged window (its replicas over time; a fixed pool's GPUs throughout) at its
+    own price (in place; unchanged when no pool autoscales)."""
+    if all(r.result.sim.replica_spans is None for r in runs.values()):
+        return
+    t0, t1 = summary["window_start_s"], summary["window_end_s"]
+    gpu_s = usd = 0.0
+    peak = 0
+    for r in runs.values():
+        spans, sc = r.result.sim.replica_spans, r.scenario
+        g = (replica_seconds(spans, t0, t1) * sc.gpus_per_replica if spans is not None
+             else sc.num_gpus * (t1 - t0))
+        gpu_s += g
+        usd += g / 3600.0 * (r.result.setup.usd_per_gpu_hour or 0.0)
+        peak += (r.result.summary.get("num_gpus") or 0) if spans is not None else sc.num_gpus
+    summary.update(cost_fields(peak, gpu_s / 3600.0, usd, summary.get("num_input_tokens") or 0,
+                               summary.get("num_output_tokens") or 0))
 
 
 def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFrame],
@@ -385,6 +407,7 @@ def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFram
                         usd_per_gpu_hour=usd_h / num_gpus if num_gpus else 0.0,
                         num_gpus=num_gpus,
                         sim_wall_s=sum(r.result.sim.sim_wall_s for r in runs.values()))
+    _autoscaled_cost(summary, runs)
     summary["pools"] = {name: _pool_summary(r) for name, r in runs.items()}
     degrade = [{**d, "name": f"{name}: {d['name']}"} for name, r in runs.items()
                for d in r.result.summary.get("degrade") or []]  # each pool's own policies

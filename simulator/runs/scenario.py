@@ -32,8 +32,9 @@ from simulator.kv.stages import stage_rows
 from simulator.metrics.bounds import run_bounds
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
-from simulator.metrics.fleet import fixed_fleet_spans
+from simulator.metrics.fleet import autoscale_summary, fixed_fleet_spans, held_cost
 from simulator.metrics.hourly import HOUR_S, hourly_rows, wants_by_hour
+from simulator.metrics.latency import slo_mask
 from simulator.metrics.offload import offload_summary
 from simulator.metrics.speculative import speculative_summary
 from simulator.metrics.step_stats import kv_and_batching_stats
@@ -187,6 +188,14 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
     summary = summarize(requests, steps, slo=slo, itl_stats=itl_stats,
                         usd_per_gpu_hour=setup.usd_per_gpu_hour, num_gpus=scenario.num_gpus,
                         sim_wall_s=sim.sim_wall_s)
+    if sim.replica_spans is not None:  # an autoscaled pool: GPUs paid while held
+        summary.update(held_cost(sim.replica_spans, scenario.gpus_per_replica,
+                                 setup.usd_per_gpu_hour, summary))
+        summary["autoscale"] = json_safe(autoscale_summary(
+            sim.replica_spans, sim.autoscale or {},
+            requests["arrival_time_s"].to_numpy(dtype=float), slo_mask(requests, slo),
+            (summary["window_start_s"], summary["window_end_s"]), scenario.gpus_per_replica,
+            setup.usd_per_gpu_hour, scenario.cluster.autoscale.model_dump(mode="json")))
     summary["num_gpu_blocks"] = setup.num_gpu_blocks
     summary["kv_cache_tokens"] = setup.num_gpu_blocks * setup.block_size
     if setup.memory is not None and setup.memory.stages:  # PP: every stage's memory plan
@@ -238,6 +247,15 @@ def add_by_hour(summary: dict, scenario: Scenario, sim: SimOutput, requests,
     summary["by_hour"] = {"period_s": HOUR_S, "windowed": None, "rows": json_safe(rows)}
 
 
+def _paid_gpus(summary: dict) -> float:
+    """GPUs paid for over the window: ``num_gpus``, or an autoscaled fleet's mean (GPU-hours
+    over the window's hours)."""
+    dur = float(summary.get("duration_s") or 0.0)
+    if "autoscale" in summary and dur > 0:
+        return float(summary.get("gpu_hours") or 0.0) * 3600.0 / dur
+    return int(summary.get("num_gpus") or 0)
+
+
 def add_phase_cost(summary: dict, steps: pd.DataFrame, perf, tensor_parallel_size: int) -> None:
     """Add the phase-attributed cost to ``summary`` (in place).
 
@@ -255,7 +273,7 @@ def add_phase_cost(summary: dict, steps: pd.DataFrame, perf, tensor_parallel_siz
     pc = phase_cost(st, cost_usd=float(summary.get("cost_usd") or 0.0),
                     num_input_tokens=int(summary.get("num_input_tokens") or 0),
                     num_output_tokens=int(summary.get("num_output_tokens") or 0),
-                    num_gpus=int(summary.get("num_gpus") or 0),
+                    num_gpus=_paid_gpus(summary),
                     duration_s=float(summary.get("duration_s") or 0.0),
                     gpus_per_replica=int(tensor_parallel_size), perf=perf)
     summary["phase_cost"] = json_safe(pc)

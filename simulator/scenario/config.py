@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from simulator.base.input_limits import short_repr
 from simulator.base.schema import MAX_TOKENS_REPRESENTABLE, StrictModel
+from simulator.scenario.autoscale import AutoscaleConfig
 from simulator.scenario.degrade import (
     DegradePolicyConfig,
     FallbackConfig,
@@ -93,6 +94,24 @@ class ClusterConfig(_Strict):
     #: expert-parallel load imbalance: the busiest rank's expert rows over the mean (1 =
     #: uniform routing, the default); its expert GEMMs cost that much more
     expert_load_skew: float = Field(default=1.0, ge=1.0)
+    #: the replica count follows the load (``num_replicas`` replicas at the start); see
+    #: :mod:`simulator.scenario.autoscale`
+    autoscale: AutoscaleConfig | None = None
+
+    @model_validator(mode="after")
+    def _check_autoscale(self):
+        a = self.autoscale
+        if a is not None and not a.min_replicas <= self.num_replicas <= a.max_replicas:
+            raise ValueError(f"cluster.num_replicas ({self.num_replicas}) is the replica count "
+                             f"at the start of an autoscaled run: it must lie within "
+                             f"cluster.autoscale.min_replicas ({a.min_replicas}) and "
+                             f"max_replicas ({a.max_replicas})")
+        return self
+
+    @property
+    def max_num_replicas(self) -> int:
+        """The most replicas the pool may hold (``autoscale.max_replicas`` when autoscaled)."""
+        return self.num_replicas if self.autoscale is None else self.autoscale.max_replicas
 
     @property
     def dp_lockstep_active(self) -> bool:
@@ -325,6 +344,8 @@ class Scenario(_Strict):
                              "use continuous batching")
         if self.kv_cache.offload is not None:
             self._check_offload()
+        if self.cluster.autoscale is not None:
+            self._check_autoscale()
         for i, pool in enumerate(self.pools or ()):
             if pool.kv_cache is not None and pool.kv_cache.offload is not None:
                 raise ValueError(f"pools.{i}.kv_cache.offload: KV offload tiers are modelled "
@@ -412,6 +433,17 @@ class Scenario(_Strict):
     @property
     def gpus_per_replica(self) -> int:
         return self.cluster.tensor_parallel_size * self.cluster.pipeline_parallel_size
+
+    def _check_autoscale(self) -> None:
+        """What ``cluster.autoscale`` is not modelled with (refused, named)."""
+        if self.cluster.dp_lockstep_active:
+            raise ValueError("cluster.autoscale: data-parallel ranks stepping in lockstep "
+                             "(expert parallelism across replicas) form one engine of a fixed "
+                             "size; remove autoscale, or set cluster.dp_lockstep: false")
+        if self.scheduler.admission.fallback is not None:
+            raise ValueError("cluster.autoscale with scheduler.admission.fallback: a degrade "
+                             "fallback set beside an autoscaled pool is not modelled; remove "
+                             "one of them (degrade policies without a fallback work)")
 
     @property
     def num_fallback_replicas(self) -> int:

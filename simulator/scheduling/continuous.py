@@ -251,6 +251,11 @@ class ContinuousScheduler:
         self._push_waiting(r)
         return True
 
+    def requeue_migrated(self, r: ReqState) -> None:
+        """Queue ``r``, a waiting request a drained replica of the pool hands over."""
+        r.replica_id = self.replica_id
+        self._push_waiting(r)
+
     def never_fits_reason(self, r: ReqState) -> str:
         """Why ``r`` can never run on this replica ('' if it can). Reads declared data only.
 
