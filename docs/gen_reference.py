@@ -381,20 +381,22 @@ values of the wrong type are errors naming the key path; `--sweep-set` and `--pl
 the file itself from the command line (there a boolean may be `true/false`, `1/0`, `yes/no` or
 `on/off` in any case, pydantic's spellings). How a plan uses these keys:
 [Plan capacity](../howto/plan-capacity.md); a sweep: [Sweep](../howto/sweep.md); a topology
-plan: [Topologies](../howto/topologies.md#topology-plan).
+plan: [Topologies](../howto/topologies.md#topology-plan); a day plan: [A day](../howto/day.md).
 """
 
 
 def plan_files_page() -> str:
     """The Markdown of ``docs/reference/plan-files.md``: sweep, plan, quality table and
-    topology plan files."""
+    topology plan and day plan files."""
+    from simulator.planner.day import DayPlanSpec
     from simulator.planner.spec import PlanSpec, QualityTable, SweepSpec
     from simulator.planner.topology import TopologyPlanSpec
 
     parts = [GENERATED, FILES_INTRO]
     for title, model in (("Sweep file", SweepSpec), ("Capacity plan file", PlanSpec),
                          ("Quality table file", QualityTable),
-                         ("Topology plan file", TopologyPlanSpec)):
+                         ("Topology plan file", TopologyPlanSpec),
+                         ("Day plan file", DayPlanSpec)):
         sections = schema_sections(model, dotted_notes=False)
         parts.append(sections_markdown(sections, f"{title} ({code(model.__name__)})",
                                        docstring_intro(model)))
@@ -406,7 +408,8 @@ def plan_files_page() -> str:
 # --------------------------------------------------------------------------------------------
 #: what an argparse ``type=`` function reads, by its name
 TYPE_NAMES = {"int": "integer", "whole_number": "integer", "seed_number": "integer >= 0",
-              "float": "number", "output_path": "folder", "scenario_file": "file or name"}
+              "float": "number", "output_path": "folder", "scenario_file": "file or name",
+              "_seconds": "seconds"}
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("servesim",),

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from pydantic import Field, ValidationError
@@ -43,6 +42,7 @@ from simulator.metrics.hourly import HOUR_S, cold_start_violations, hourly_rows
 from simulator.planner.spec import PlanError, format_spec_error, resolve_base, resolve_base_source
 from simulator.runs.day import day_totals, run_day_windows
 from simulator.runs.scenario import run_scenario
+from simulator.scenario.autoscale import AutoscaleConfig
 from simulator.scenario.config import ScenarioError, SLOConfig, validate_scenario
 from simulator.scenario.overrides import apply_overrides, blame_override, cli_overrides
 from simulator.workload import load_workload
@@ -62,11 +62,14 @@ class DayWindows(StrictModel):
 
 
 class DaySettings(StrictModel):
-    """The ``day`` section of a day plan (module docstring)."""
+    """The ``day`` section of a day plan (module docstring): ``max_replicas`` bounds the
+    static peak's sizing, ``lead_in_s`` the peak hour's warm-up, ``autoscale`` is the
+    autoscaled fleet's ``cluster.autoscale`` and ``windows`` evaluates every fleet by one
+    window per hour instead of the whole day."""
 
     max_replicas: int = Field(default=16, ge=1)
     lead_in_s: float = Field(default=300.0, ge=0)
-    autoscale: dict[str, Any] | None = None
+    autoscale: AutoscaleConfig | None = None
     windows: DayWindows | None = None
 
 
@@ -216,8 +219,11 @@ def run_day_plan(spec: DayPlanSpec, spec_dir: Path | None, *, trace: str | None 
     n_mean = max(1, math.ceil(n_peak * mean / counts[peak]))
     fleets = [("static peak", "static_peak", n_peak, None),
               ("static mean", "static_mean", n_mean, None)]
-    if spec.day.autoscale is not None:
-        fleets.append(("autoscaled", "autoscaled", n_mean, spec.day.autoscale))
+    auto = spec.day.autoscale
+    if auto is not None:  # starts from the static mean, within [min_replicas, max_replicas]
+        fleets.append(("autoscaled", "autoscaled",
+                       min(max(n_mean, auto.min_replicas), auto.max_replicas),
+                       auto.model_dump(mode="json", exclude_unset=True)))
     tasks, results = [], []
     win = spec.day.windows.model_dump() if spec.day.windows is not None else None
     for label, kind, n, auto in fleets:

@@ -18,6 +18,7 @@ import yaml
 from helpers import REPO_ROOT, load_file_module
 
 from simulator.cli.main import build_parser
+from simulator.planner.day import DayPlanSpec
 from simulator.planner.spec import PlanSpec, QualityTable, SweepSpec
 from simulator.planner.topology import TopologyPlanSpec
 from simulator.scenario.config import Scenario
@@ -125,7 +126,7 @@ def schema_pages():
     """(model, its rows on the committed page) for the scenario and each file schema."""
     files = _file_sections((DOCS / "reference" / "plan-files.md").read_text())
     out = [(Scenario, page_rows((DOCS / "reference" / "scenario.md").read_text()))]
-    for model in (SweepSpec, PlanSpec, QualityTable, TopologyPlanSpec):
+    for model in (SweepSpec, PlanSpec, QualityTable, TopologyPlanSpec, DayPlanSpec):
         assert model.__name__ in files, f"plan-files.md has no section for {model.__name__}"
         out.append((model, page_rows(files[model.__name__])))
     return out
