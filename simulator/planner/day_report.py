@@ -81,8 +81,10 @@ def verdict(plan: dict) -> str:
         saving = 1.0 - f["cost_usd"] / peak["cost_usd"] if peak["cost_usd"] else None
         misses = sum(1 for r in f["rows"] if r.get("slo_attainment") is not None
                      and r["slo_attainment"] < target)
+        than = ("as much" if saving is None or abs(saving) < 5e-4 else
+                f"{adaptive_pct(abs(saving))} {'less' if saving > 0 else 'more'}")
         parts.append(f"The {f['label']} fleet costs {adaptive_usd(f['cost_usd'])} per day "
-                     f"({adaptive_pct(saving)} less) with {adaptive_pct(f['slo_attainment'])} "
+                     f"({than}) with {adaptive_pct(f['slo_attainment'])} "
                      f"attainment over the day; {misses} of {len(f['rows'])} hours miss the "
                      f"target (worst: hour {f['worst_hour']}, "
                      f"{adaptive_pct(f['worst_hour_attainment'])}).")
