@@ -11,7 +11,7 @@ from simulator.cli.args import table_console
 from simulator.report.day import DAY_FIGURE, day_totals_rows, windowed_note, write_day_report
 from simulator.runs.day import run_day_windows
 
-__all__ = ["add_day_arguments", "cmd_day_plan", "cmd_run_day"]
+__all__ = ["add_day_arguments", "cmd_run_day"]
 
 
 def _seconds(text: str) -> float:
@@ -55,33 +55,3 @@ def cmd_run_day(args, scenario, base, specs, out) -> int:
         c.print(f"outputs: {out}/ (summary.json, report.md, report.html)", markup=False)
     return 0
 
-
-def cmd_day_plan(args, raw: dict, folder, jobs: int, plan_set=None) -> int:
-    """``servesim plan FILE`` for a file with a ``day`` section (:mod:`simulator.planner.day`):
-    size and simulate the fleets, print the verdict and where the report went."""
-    import sys
-
-    from simulator.planner.day import load_day_plan, run_day_plan
-    from simulator.planner.day_report import FLEET_HEADER, fleet_rows
-
-    unused = [f for f, v in (("--target-rate", args.target_rate),
-                             ("--max-requests", args.max_requests)) if v is not None]
-    if unused:
-        raise ValueError(f"{args.plan}: {', '.join(unused)}: not used by a day plan (it "
-                         "replays the base scenario's day)")
-    spec = load_day_plan(raw, args.plan, plan_set)
-
-    def notice(line: str) -> None:
-        if not args.quiet:
-            print(f"servesim: plan: {line}", file=sys.stderr, flush=True)
-
-    res = run_day_plan(spec, folder, trace=args.trace, scenario_overrides=args.set,
-                       outdir=args.output, jobs=jobs, backend=args.backend,
-                       address=args.address, source=args.plan, figures=not args.no_figures,
-                       notify=notice)
-    print(res["verdict"])
-    if not args.quiet:
-        for row in fleet_rows(res):
-            print("  " + "; ".join(f"{h}: {v}" for h, v in zip(FLEET_HEADER, row) if v))
-        print(f"report: {res['files']['md']}, {res['files']['html']}, {res['files']['json']}")
-    return 0

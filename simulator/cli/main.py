@@ -53,7 +53,7 @@ from simulator.cli.args import (
     table_console,
     whole_number,
 )
-from simulator.cli.day import add_day_arguments
+from simulator.cli.day import add_day_arguments, cmd_run_day
 from simulator.cluster.setup import check_replica
 from simulator.metrics.tables_io import TABLE_FORMATS
 from simulator.perf.tables.sets import table_sets
@@ -148,7 +148,6 @@ def cmd_run(args) -> int:
     check_outputs_spare_inputs(out, run_output_names(), scenario_inputs(
         scenario, base, [source_file]))
     if args.day_window_s is not None:  # a day by windows (issue 31 part 4)
-        from simulator.cli.day import cmd_run_day
         return cmd_run_day(args, scenario, base, specs, out)
     if scenario.pools:  # several pools behind one gateway (issue 11)
         res = run_gateway(scenario, base, specs=specs, outdir=args.output,

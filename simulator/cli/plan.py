@@ -7,6 +7,8 @@ import sys
 from simulator.base.progress import progress
 from simulator.cli.args import output_path, scenario_file, table_console, whole_number
 from simulator.experiments.executor import default_jobs
+from simulator.planner.day import DayPlanSpec, load_day_plan, run_day_plan
+from simulator.planner.day_report import FLEET_HEADER, fleet_rows
 from simulator.planner.plan import run_plan
 from simulator.planner.report import _headline, _tag, _usd, _usd4, capacity_text
 from simulator.planner.spec import (
@@ -23,7 +25,7 @@ from simulator.scenario.config import ScenarioError
 from simulator.scenario.overrides import Override
 from simulator.scenario.yaml_files import read_yaml_mapping
 
-__all__ = ["cmd_plan", "cmd_sweep", "register"]
+__all__ = ["cmd_day_plan", "cmd_plan", "cmd_sweep", "register"]
 
 
 def _common(p) -> None:
@@ -104,8 +106,6 @@ def cmd_plan(args) -> int:
             raise PlanError(f"{args.plan}: {e}") from None
         return cmd_topology_plan(args, raw, raw_path.parent, _jobs(args), plan_set)
     if "day" in raw:  # static peak / static mean / autoscaled over a day (issue 31)
-        from simulator.cli.day import cmd_day_plan
-        from simulator.planner.day import DayPlanSpec
         try:
             raw = apply_spec_overrides(raw, plan_set, DayPlanSpec)
         except ScenarioError as e:
@@ -189,3 +189,29 @@ def register(subparsers) -> None:
     p.add_argument("--no-figures", action="store_true", help="skip the figures")
     p.add_argument("--progress", action="store_true", help="always show progress (plain lines every 10%% when not a terminal)")
     p.set_defaults(func=cmd_plan)
+
+
+def cmd_day_plan(args, raw: dict, folder, jobs: int, plan_set=None) -> int:
+    """``servesim plan FILE`` for a file with a ``day`` section (:mod:`simulator.planner.day`):
+    size and simulate the fleets, print the verdict and where the report went."""
+    unused = [f for f, v in (("--target-rate", args.target_rate),
+                             ("--max-requests", args.max_requests)) if v is not None]
+    if unused:
+        raise PlanError(f"{args.plan}: {', '.join(unused)}: not used by a day plan (it "
+                         "replays the base scenario's day)")
+    spec = load_day_plan(raw, args.plan, plan_set)
+
+    def notice(line: str) -> None:
+        if not args.quiet:
+            print(f"servesim: plan: {line}", file=sys.stderr, flush=True)
+
+    res = run_day_plan(spec, folder, trace=args.trace, scenario_overrides=args.set,
+                       outdir=args.output, jobs=jobs, backend=args.backend,
+                       address=args.address, source=args.plan, figures=not args.no_figures,
+                       notify=notice)
+    print(res["verdict"])
+    if not args.quiet:
+        for row in fleet_rows(res):
+            print("  " + "; ".join(f"{h}: {v}" for h, v in zip(FLEET_HEADER, row) if v))
+        print(f"report: {res['files']['md']}, {res['files']['html']}, {res['files']['json']}")
+    return 0

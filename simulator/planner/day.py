@@ -39,6 +39,7 @@ from simulator.experiments.runner import guard_outputs, spec_file
 from simulator.experiments.warned import recording, reemit
 from simulator.metrics.fleet import fixed_fleet_spans
 from simulator.metrics.hourly import HOUR_S, cold_start_violations, hourly_rows
+from simulator.planner.day_report import write_day_plan
 from simulator.planner.spec import PlanError, format_spec_error, resolve_base, resolve_base_source
 from simulator.runs.day import day_totals, run_day_windows
 from simulator.runs.scenario import run_scenario
@@ -161,6 +162,48 @@ def _evaluate_fleet(task: dict, specs: RequestStream) -> dict:
             "rows": rows, "cold_start_violations": cold, **totals}
 
 
+def _size_peak(spec: DayPlanSpec, base_raw: dict, base_dir, specs: RequestStream, peak: int,
+               notify) -> list[dict]:
+    """The peak-hour runs on 1, 2, ... replicas up to the first that passes (or
+    ``day.max_replicas``)."""
+    sizing = []
+    for n in range(1, spec.day.max_replicas + 1):
+        sc = validate_scenario(_fleet_raw(base_raw, n, None), source=f"peak hour, {n} replicas")
+        r = _peak_hour_passes(sc, base_dir, specs, peak, spec.day.lead_in_s)
+        sizing.append(r)
+        if notify is not None:
+            notify(f"peak hour {peak}: {n} replicas: attainment "
+                   f"{(r['slo_attainment'] or 0.0):.1%}")
+        if r["passed"]:
+            break
+    return sizing
+
+
+def _evaluate_fleets(fleets: list[tuple], base_raw: dict, base_dir, specs: RequestStream,
+                     win: dict | None, ex: dict) -> list[dict]:
+    """Every fleet over the day, in ``fleets`` order; one whose scenario is refused is a row
+    with its ``error``."""
+    tasks, results = [], []
+    for label, kind, n, auto in fleets:
+        raw = _fleet_raw(base_raw, n, auto)
+        try:
+            validate_scenario(raw, source=label)
+        except ScenarioError as e:  # refused: reported, the other fleets still run
+            results.append({"label": label, "kind": kind, "replicas": n,
+                            "error": f"not evaluated: {e}"})
+            continue
+        tasks.append({"label": label, "kind": kind, "replicas": n, "raw": raw,
+                      "base_dir": base_dir, "windows": win})
+    shown: set = set()
+    done = run_tasks(day_fleet_worker, tasks, shared={"specs": specs}, backend=ex["backend"],
+                     jobs=min(max(1, ex["jobs"]), max(1, len(tasks))), address=ex["address"])
+    for d in done:
+        reemit(d["warnings"], shown)
+        results.append(d["fleet"])
+    order = {k: i for i, (_l, k, _n, _a) in enumerate(fleets)}
+    return sorted(results, key=lambda f: order[f["kind"]])
+
+
 def run_day_plan(spec: DayPlanSpec, spec_dir: Path | None, *, trace: str | None = None,
                  scenario_overrides=None, outdir=None, jobs: int = 1, backend: str = "local",
                  address: str | None = None, source: str | Path | None = None,
@@ -181,8 +224,6 @@ def run_day_plan(spec: DayPlanSpec, spec_dir: Path | None, *, trace: str | None 
         On an unusable base scenario, or when no fleet up to ``day.max_replicas`` carries
         the peak hour.
     """
-    from simulator.planner.day_report import write_day_plan
-
     base_raw, base_dir = resolve_base(spec.base, spec_dir)
     if base_raw.get("pools") is not None:
         raise PlanError(f"{spec.base}: a day plan sizes one pool; give a base without pools")
@@ -201,18 +242,9 @@ def run_day_plan(spec: DayPlanSpec, spec_dir: Path | None, *, trace: str | None 
     counts = hourly_arrivals(specs)
     peak = max(counts, key=lambda h: (counts[h], -h))
     mean = sum(counts.values()) / len(counts)
-    sizing, n_peak = [], None
-    for n in range(1, spec.day.max_replicas + 1):
-        sc = validate_scenario(_fleet_raw(base_raw, n, None), source=f"peak hour, {n} replicas")
-        r = _peak_hour_passes(sc, base_dir, specs, peak, spec.day.lead_in_s)
-        sizing.append(r)
-        if notify is not None:
-            notify(f"peak hour {peak}: {n} replicas: attainment "
-                   f"{(r['slo_attainment'] or 0.0):.1%}")
-        if r["passed"]:
-            n_peak = n
-            break
-    if n_peak is None:
+    sizing = _size_peak(spec, base_raw, base_dir, specs, peak, notify)
+    n_peak = sizing[-1]["replicas"]
+    if not sizing[-1]["passed"]:
         raise PlanError(f"{source or spec.name}: no fleet of 1 to {spec.day.max_replicas} "
                         f"replicas meets the SLO attainment target in the peak hour ({peak}); "
                         "raise day.max_replicas")
@@ -224,26 +256,9 @@ def run_day_plan(spec: DayPlanSpec, spec_dir: Path | None, *, trace: str | None 
         fleets.append(("autoscaled", "autoscaled",
                        min(max(n_mean, auto.min_replicas), auto.max_replicas),
                        auto.model_dump(mode="json", exclude_unset=True)))
-    tasks, results = [], []
     win = spec.day.windows.model_dump() if spec.day.windows is not None else None
-    for label, kind, n, auto in fleets:
-        raw = _fleet_raw(base_raw, n, auto)
-        try:
-            validate_scenario(raw, source=label)
-        except ScenarioError as e:  # e.g. cluster.autoscale unknown to this build
-            results.append({"label": label, "kind": kind, "replicas": n,
-                            "error": f"not evaluated: {e}"})
-            continue
-        tasks.append({"label": label, "kind": kind, "replicas": n, "raw": raw,
-                      "base_dir": base_dir, "windows": win})
-    shown: set = set()
-    done = run_tasks(day_fleet_worker, tasks, shared={"specs": specs}, backend=backend,
-                     jobs=min(max(1, jobs), max(1, len(tasks))), address=address)
-    for d in done:
-        reemit(d["warnings"], shown)
-        results.append(d["fleet"])
-    order = {k: i for i, (_l, k, _n, _a) in enumerate(fleets)}
-    results.sort(key=lambda f: order[f["kind"]])
+    results = _evaluate_fleets(fleets, base_raw, base_dir, specs, win,
+                               {"jobs": jobs, "backend": backend, "address": address})
     plan = {"name": spec.name, "base": str(spec.base), "peak_hour": peak,
             "mean_hour_arrivals": mean, "arrivals_by_hour": {str(k): v for k, v in
                                                              counts.items()},

@@ -50,6 +50,7 @@ from simulator.base.budget import check_workload_budget
 from simulator.base.schema import StrictModel
 from simulator.workload.columns import TraceColumns
 from simulator.workload.errors import WorkloadError
+from simulator.workload.sessions import session_starts
 
 __all__ = ["DAY_S", "RateCurve", "RateProfileConfig", "load_rate_curve", "tile_columns"]
 
@@ -313,8 +314,6 @@ def tile_columns(cols: TraceColumns, tile_to_s: float, period_s: float | None,
         When the period is not defined (one row, or every arrival at one instant, without
         ``tile_period_s``) or shorter than the trace's span (copies would interleave).
     """
-    from simulator.workload.sessions import session_starts
-
     t = np.asarray(cols.arrival_s, dtype=np.float64)
     n = len(cols)
     t0, span = float(t.min()), float(t.max() - t.min())
