@@ -160,3 +160,20 @@ def test_tiling_errors(write):
         load_workload(cfg(trace=str(two), tile_to_s=100, tile_period_s=5), seed=0)
     with pytest.raises(ValidationError, match="tile_period_s applies with tile_to_s"):
         cfg(trace=str(two), tile_period_s=5)
+
+
+def test_the_shipped_profile_is_servegens_measured_day(tmp_path):
+    """traces/diurnal_servegen_deepseek_r1.csv is what traces/diurnal_profile.py computes from
+    the ServeGen folder (byte for byte), and its hours are the bench's figures: 7.16 to
+    35.13 req/s against a mean of 16.01 (1,383,669 requests over 86,400 s)."""
+    from helpers import REPO_ROOT, load_file_module, shared_path
+
+    folder = shared_path("traces/servegen/reason/deepseek-r1", kind="dir")
+    mod = load_file_module(REPO_ROOT / "traces" / "diurnal_profile.py", "diurnal_profile")
+    rates = mod.hourly_rates(folder)
+    assert rates.sum() * 3600 == pytest.approx(1_383_669)
+    assert (round(rates.min(), 2), round(rates.max(), 2)) == (7.16, 35.13)
+    out = tmp_path / "p.csv"
+    assert mod.main([str(folder), str(out)]) == 0
+    shipped = REPO_ROOT / "traces" / "diurnal_servegen_deepseek_r1.csv"
+    assert out.read_bytes() == shipped.read_bytes()
