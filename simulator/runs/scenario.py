@@ -235,7 +235,8 @@ def add_by_hour(summary: dict, scenario: Scenario, sim: SimOutput, requests,
     """Add ``summary["by_hour"]`` (in place) to a run of two hours or more
     (:func:`simulator.metrics.hourly.wants_by_hour`): ``{"period_s", "windowed": None,
     "rows"}``, the rows of :func:`simulator.metrics.hourly.hourly_rows` over the summary's
-    window, the fleet from ``sim.replica_spans`` (an autoscaled run's) or the fixed fleet."""
+    window, the fleet from ``sim.replica_spans`` (an autoscaled run's) or the fixed fleet
+    (``cluster.num_replicas``; a degrade fallback set is not counted in its GPU-hours)."""
     if not wants_by_hour(float(summary.get("duration_s") or 0.0)):
         return
     spans = getattr(sim, "replica_spans", None) or fixed_fleet_spans(
