@@ -291,6 +291,9 @@ def variant_row(v: Variant) -> dict:
         # what bounds the run (simulator.metrics.bounds): the verdict and its share in percent
         "bound": (s.get("bounds") or {}).get("bound"),
         "bound_share_pct": _pct((s.get("bounds") or {}).get("bound_share")),
+        # an autoscaled variant's mean replicas held (None for a fixed fleet), and GPU-hours
+        "mean_replicas_held": _f((s.get("autoscale") or {}).get("mean_replicas_held")),
+        "gpu_hours": _f(s.get("gpu_hours")),
         "cost_per_1m_tokens_usd": _f(s.get("cost_per_1m_tokens_usd")),
         "cost_per_1m_output_tokens_usd": _f(s.get("cost_per_1m_output_tokens_usd")),
         "duration_s": _f(s.get("duration_s")),
