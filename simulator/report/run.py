@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from simulator import __version__
 from simulator.report.bounds import bounds_section
 from simulator.report.degrade import degrade_section
+from simulator.report.energy import energy_section
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
 from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
@@ -477,6 +478,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "speculative": speculative_section(summary.get("speculative")),
         "degrade": degrade_section(summary),
         "offload": offload_section(summary),
+        "energy": energy_section(summary),
         "bounds": bounds_section(summary),
         "version": __version__,
     }
