@@ -153,6 +153,44 @@ def _col(df, name: str) -> np.ndarray:
     return np.zeros(len(df))
 
 
+def _add_busy(prof: EnergyProfile, bins_j: np.ndarray, edges: np.ndarray, steps,
+              params: EnergyParams, ids: tuple[float, float], known: set) -> np.ndarray:
+    """Add the busy energy of the steps (of replicas ``lo <= id < hi``) inside the window to
+    ``prof`` and ``bins_j``; return the busy replica-seconds per bin. The step table is read
+    in row chunks."""
+    lo, hi = ids
+    t0, t1 = prof.t0, prof.t1
+    g = params.gpus_per_replica
+    pp = max(1, int(params.pipeline_parallel_size))
+    busy_bins = np.zeros(len(edges) - 1)
+    for df in _chunks(steps):
+        rid = df["replica_id"].to_numpy()
+        keep = (rid >= lo) & (rid < hi)
+        start = df["start_time_s"].to_numpy(dtype=float)
+        end = df["end_time_s"].to_numpy(dtype=float)
+        s, e = np.maximum(start, t0), np.minimum(end, t1)
+        keep &= e > s
+        if not keep.any():
+            continue
+        rid, s, e = rid[keep], s[keep], e[keep]
+        missing = set(np.unique(rid).tolist()) - known
+        if missing:
+            raise ValueError(f"replica(s) {sorted(missing)[:5]} stepped but have no replica "
+                             "span: their held time (and idle energy) is unknown")
+        c = {k: _col(df, k)[keep] for k in _COLS[3:]}
+        flops, byts = step_work(params.work, c["num_prefill_tokens"], c["num_decode_tokens"],
+                                c["num_prefill_seqs"], c["num_decode_seqs"], c["kv_tokens_used"])
+        uc, um = step_utilisation(flops / pp, byts / pp, (end - start)[keep],
+                                  params.peak_flops_per_s, params.hbm_bytes_per_s)
+        p_rep = step_power_w(params.power, uc, um, params.limit_w) * g  # W per replica
+        dur = e - s
+        prof.busy_j += float(np.dot(p_rep, dur))
+        prof.busy_s += float(dur.sum())
+        _spread(bins_j, edges, s, e, p_rep)
+        _spread(busy_bins, edges, s, e, np.ones_like(s))
+    return busy_bins
+
+
 def energy_profile(steps, spans: Sequence[ReplicaSpan], window: tuple[float, float],
                    params: EnergyParams, *, replica_ids: tuple[int, int] | None = None,
                    resolution_s: float = DEFAULT_RESOLUTION_S) -> EnergyProfile:
@@ -190,36 +228,10 @@ def energy_profile(steps, spans: Sequence[ReplicaSpan], window: tuple[float, flo
     known = {s.replica_id for s in spans}
     edges = _bin_edges(t0, t1, resolution_s)
     bins_j = np.zeros(len(edges) - 1)
-    busy_bins = np.zeros(len(edges) - 1)
     g = params.gpus_per_replica
     pp = max(1, int(params.pipeline_parallel_size))
     prof = EnergyProfile(t0, t1, float(resolution_s), gpus=g * len(spans))
-    for df in _chunks(steps):
-        rid = df["replica_id"].to_numpy()
-        keep = (rid >= lo) & (rid < hi)
-        s = np.maximum(df["start_time_s"].to_numpy(dtype=float), t0)
-        e = np.minimum(df["end_time_s"].to_numpy(dtype=float), t1)
-        keep &= e > s
-        if not keep.any():
-            continue
-        rid, s, e = rid[keep], s[keep], e[keep]
-        missing = set(np.unique(rid).tolist()) - known
-        if missing:
-            raise ValueError(f"replica(s) {sorted(missing)[:5]} stepped but have no replica "
-                             "span: their held time (and idle energy) is unknown")
-        full = (df["end_time_s"].to_numpy(dtype=float) - df["start_time_s"].to_numpy(
-            dtype=float))[keep]
-        c = {k: _col(df, k)[keep] for k in _COLS[3:]}
-        flops, byts = step_work(params.work, c["num_prefill_tokens"], c["num_decode_tokens"],
-                                c["num_prefill_seqs"], c["num_decode_seqs"], c["kv_tokens_used"])
-        uc, um = step_utilisation(flops / pp, byts / pp, full, params.peak_flops_per_s,
-                                  params.hbm_bytes_per_s)
-        p_rep = step_power_w(params.power, uc, um, params.limit_w) * g  # W per replica
-        dur = e - s
-        prof.busy_j += float(np.dot(p_rep, dur))
-        prof.busy_s += float(dur.sum())
-        _spread(bins_j, edges, s, e, p_rep)
-        _spread(busy_bins, edges, s, e, np.ones_like(s))
+    busy_bins = _add_busy(prof, bins_j, edges, steps, params, (lo, hi), known)
     held_bins = np.zeros(len(edges) - 1)
     for sp in spans:
         a, b = max(sp.provisioned_s, t0), min(sp.released_s, t1)
@@ -248,6 +260,18 @@ def energy_profile(steps, spans: Sequence[ReplicaSpan], window: tuple[float, flo
 def unavailable_energy(reason: str) -> dict[str, Any]:
     """The summary's ``energy`` block when energy is not modelled (and why)."""
     return {"available": False, "reason": reason}
+
+
+def _power_models(params_by_pool: Mapping[str, EnergyParams]) -> dict[str, Any]:
+    """The summary's ``power_model``: one run's constants, fit and sources (one per pool with
+    pools)."""
+    models = {k: {"gpu": v.power.gpu, "static_w": v.power.static_w,
+                  "compute_w": v.power.compute_w, "memory_w": v.power.memory_w,
+                  "limit_w": v.limit_w if v.limit_w is not None else v.power.limit_w,
+                  "idle_w": v.idle_w, "idle_stated": v.idle_stated,
+                  "fit": dict(v.power.fit), "sources": list(v.power.sources)}
+              for k, v in params_by_pool.items()}
+    return models[""] if list(models) == [""] else models
 
 
 def energy_summary(profiles: Mapping[str, EnergyProfile], *, num_output_tokens: float,
@@ -315,14 +339,7 @@ def energy_summary(profiles: Mapping[str, EnergyProfile], *, num_output_tokens: 
         "notes": notes,
     }
     if params_by_pool:
-        models = {k: {"gpu": v.power.gpu, "static_w": v.power.static_w,
-                      "compute_w": v.power.compute_w, "memory_w": v.power.memory_w,
-                      "limit_w": v.limit_w if v.limit_w is not None else v.power.limit_w,
-                      "idle_w": v.idle_w, "idle_stated": v.idle_stated,
-                      "fit": dict(v.power.fit), "sources": list(v.power.sources)}
-                  for k, v in params_by_pool.items()}
-        # one run: its model; pools: one per pool
-        out["power_model"] = models[""] if list(models) == [""] else models
+        out["power_model"] = _power_models(params_by_pool)
     if len(items) > 1:
         out["by_pool"] = {}
         for name, p in items:
