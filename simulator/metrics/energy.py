@@ -32,6 +32,9 @@ __all__ = ["EnergyParams", "EnergyProfile", "energy_profile", "energy_summary",
 DEFAULT_RESOLUTION_S = 1.0
 #: rows of the step table read at a time
 CHUNK_ROWS = 1 << 18
+#: most power bins of a profile (8 MiB an array); a longer window gets longer bins (the
+#: summary's ``peak_power_resolution_s`` and a note say so): 1 s bins cover 12 days
+MAX_BINS = 1 << 20
 _COLS = ("replica_id", "start_time_s", "end_time_s", "num_prefill_tokens", "num_decode_tokens",
          "num_prefill_seqs", "num_decode_seqs", "kv_tokens_used")
 
@@ -223,6 +226,13 @@ def energy_profile(steps, spans: Sequence[ReplicaSpan], window: tuple[float, flo
         raise ValueError(f"energy window ends ({t1}) before it starts ({t0})")
     if not resolution_s > 0:
         raise ValueError(f"energy resolution_s must be > 0, got {resolution_s}")
+    if (t1 - t0) / resolution_s > MAX_BINS:
+        coarse = (t1 - t0) / MAX_BINS
+        note = (f"peak power is over {coarse:.3g} s bins, not {resolution_s:g} s: the window "
+                f"({t1 - t0:.3g} s) is too long for more than {MAX_BINS:,} bins")
+        resolution_s = coarse
+    else:
+        note = None
     lo, hi = replica_ids if replica_ids is not None else (-math.inf, math.inf)
     spans = [s for s in spans if lo <= s.replica_id < hi]
     known = {s.replica_id for s in spans}
@@ -231,6 +241,8 @@ def energy_profile(steps, spans: Sequence[ReplicaSpan], window: tuple[float, flo
     g = params.gpus_per_replica
     pp = max(1, int(params.pipeline_parallel_size))
     prof = EnergyProfile(t0, t1, float(resolution_s), gpus=g * len(spans))
+    if note:
+        prof.notes.append(note)
     busy_bins = _add_busy(prof, bins_j, edges, steps, params, (lo, hi), known)
     held_bins = np.zeros(len(edges) - 1)
     for sp in spans:

@@ -139,3 +139,12 @@ def test_bad_inputs_name_the_cause():
         energy_profile(st, fixed_fleet_spans(1), (0.0, 2.0), params())
     with pytest.raises(ValueError, match="before it starts"):
         energy_profile(steps([]), fixed_fleet_spans(1), (2.0, 1.0), params())
+
+
+def test_a_very_long_window_gets_longer_bins_and_says_so(monkeypatch):
+    monkeypatch.setattr(energy_mod, "MAX_BINS", 10)
+    prof = energy_profile(steps([(0, 0.0, 1.0, 100)]), fixed_fleet_spans(1), (0.0, 100.0),
+                          params(tp=1))
+    assert prof.resolution_s == 10.0 and len(prof.bins_j) == 10
+    assert any("10 s bins" in n for n in prof.notes)
+    assert prof.bins_j.sum() == pytest.approx(prof.busy_j + prof.idle_j, rel=1e-12)
