@@ -35,8 +35,8 @@ def energy_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     idle = ("idle not counted" if not e.get("idle_counted")
             else f"{adaptive(e.get('idle_energy_j'), ' J')} idle")
     rows = [
-        ("GPU energy", f"{adaptive(e.get('energy_kwh'), ' kWh')} "
-                       f"({adaptive(e.get('busy_energy_j'), ' J')} busy, {idle})"),
+        ("GPU energy", (f"{adaptive(e.get('energy_kwh'), ' kWh')} "
+                       f"({adaptive(e.get('busy_energy_j'), ' J')} busy, {idle})")),
         ("Energy per output token", adaptive(e.get("joules_per_output_token"), " J")),
         ("Mean power", adaptive(e.get("mean_power_w"), " W")),
         (f"Peak power (mean over {res})", adaptive(e.get("peak_power_w"), " W")),
@@ -55,8 +55,8 @@ def energy_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     pm = e.get("power_model") or {}
     models = pm if pm and "gpu" not in pm else ({"": pm} if pm else {})
     model_rows = [[name or m.get("gpu", NA), m.get("gpu", NA),
-                   f"{adaptive(m.get('static_w'))} + {adaptive(m.get('compute_w'))} u_c + "
-                   f"{adaptive(m.get('memory_w'))} u_m, at most {adaptive(m.get('limit_w'))}",
+                   (f"{adaptive(m.get('static_w'))} + {adaptive(m.get('compute_w'))} u_c + "
+                   f"{adaptive(m.get('memory_w'))} u_m, at most {adaptive(m.get('limit_w'))}"),
                    adaptive(m.get("idle_w"), " W") + (" (stated)" if m.get("idle_stated") else ""),
                    adaptive((m.get("fit") or {}).get("mape_pct"), " %")]
                   for name, m in models.items()]

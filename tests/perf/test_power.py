@@ -5,9 +5,9 @@ from dataclasses import replace
 
 import pytest
 import yaml
+from helpers import REPO_ROOT, make_scenario
 
 from calibration.fit_power import fit
-from helpers import REPO_ROOT, make_scenario
 from simulator.catalog.hardware import get_gpu
 from simulator.catalog.models import get_model
 from simulator.cluster.setup import build_setup
