@@ -199,7 +199,7 @@ def page(rows: list[dict], quick: bool) -> str:
     big = [r for r in main_rows if abs(r["err_pct"]) > ACCEPT_PCT]
     for r in big:
         pre = (f"the simulated KV cache fills ({r['num_preemptions']} preemptions over the "
-               "run, each preempted request's tokens recomputed: more work per output token) "
+               "run, each preempted request's tokens recomputed: more work per output token); "
                if r["num_preemptions"] else "")
         lines += [(f"Batch {r['batch']} is outside {ACCEPT_PCT:.0f}% ({r['err_pct']:+.1f}%): "
                    f"{pre}the simulated batch averages {r['mean_batch']:.1f} of {r['batch']} "
