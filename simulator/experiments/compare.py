@@ -296,6 +296,9 @@ def variant_row(v: Variant) -> dict:
         "gpu_hours": _f(s.get("gpu_hours")),
         "cost_per_1m_tokens_usd": _f(s.get("cost_per_1m_tokens_usd")),
         "cost_per_1m_output_tokens_usd": _f(s.get("cost_per_1m_output_tokens_usd")),
+        # GPU energy (summary energy; None where the GPU has no power model)
+        "joules_per_output_token": _f((s.get("energy") or {}).get("joules_per_output_token")),
+        "energy_kwh": _f((s.get("energy") or {}).get("energy_kwh")),
         "duration_s": _f(s.get("duration_s")),
         "num_steps": s.get("num_steps"),
         "num_gpu_blocks": v.num_gpu_blocks,

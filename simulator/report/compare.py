@@ -70,10 +70,13 @@ TABLE_COLUMNS: tuple[tuple[str, str, str | Callable[[Any], str]], ...] = (
     ("mean_replicas_held", "replicas held, mean (autoscaled)", "{:,.2f}"),
     ("gpu_hours", "GPU-hours", "{:,.3f}"),
     ("cost_per_1m_tokens_usd", "cost per 1M tokens ($)", "{:,.4f}"),
+    ("joules_per_output_token", "GPU energy per output token (J)", "{:,.4f}"),
+    ("energy_kwh", "GPU energy (kWh)", "{:,.4f}"),
 )
 #: Rows of :data:`TABLE_COLUMNS` shown only when the table has their column (a table written
 #: before the run verdict existed has no ``bound``).
-_OPTIONAL_COLUMNS = frozenset({"bound", "bound_share_pct"})
+_OPTIONAL_COLUMNS = frozenset({"bound", "bound_share_pct", "joules_per_output_token",
+                               "energy_kwh"})
 #: Rows shown only when some variant has KV offload tiers (``kv_cache.offload``): prompt tokens
 #: served from the tiers over all prompt tokens, and the mean wait for a load
 _TIER_COLUMNS = frozenset({"tier_hit_pct", "tier_load_wait_mean_ms"})

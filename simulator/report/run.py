@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulator import __version__
+from simulator.report.autoscale import autoscale_headline, autoscale_section
 from simulator.report.bounds import bounds_section
 from simulator.report.degrade import degrade_section
+from simulator.report.energy import energy_section
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
 from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
-from simulator.report.autoscale import autoscale_headline, autoscale_section
 from simulator.report.offload import offload_section
 from simulator.report.render import context_mapping, render, write_report
 
@@ -480,6 +481,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "degrade": degrade_section(summary),
         "offload": offload_section(summary),
         "autoscale": autoscale_section(summary),
+        "energy": energy_section(summary),
         "bounds": bounds_section(summary),
         "version": __version__,
     }
