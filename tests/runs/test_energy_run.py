@@ -37,10 +37,16 @@ def test_energy_is_the_steps_power_times_their_time():
     p = np.minimum(700.0, 98.6 + 336.2 * uc + 475.2 * um)
     busy = float((p * ov).sum())
     assert e["busy_energy_j"] == pytest.approx(busy, rel=1e-9)
-    assert e["idle_counted"] is False and e["energy_j"] == e["busy_energy_j"]  # no H100 idle
-    assert e["joules_per_output_token"] == pytest.approx(busy / s["num_output_tokens"])
-    assert e["energy_cost_usd"] == pytest.approx(busy / 3.6e6 * 0.15)
-    assert e["mean_power_w"] == pytest.approx(busy / s["duration_s"])
+    # the H100's idle power (a parked vLLM engine, hardware_profiles/h100-sxm/power.yaml):
+    # 115 W over the held time the replica did not step
+    idle = 115.0 * (s["duration_s"] - float(ov.sum()))
+    assert e["idle_counted"] is True
+    assert e["idle_energy_j"] == pytest.approx(idle, rel=1e-9, abs=1e-9)
+    total = busy + idle
+    assert e["energy_j"] == pytest.approx(total, rel=1e-9)
+    assert e["joules_per_output_token"] == pytest.approx(total / s["num_output_tokens"])
+    assert e["energy_cost_usd"] == pytest.approx(total / 3.6e6 * 0.15)
+    assert e["mean_power_w"] == pytest.approx(total / s["duration_s"])
     assert 98.6 <= e["peak_power_w"] <= 700.0
     # a stated idle power counts the held, non-stepping time of the replica
     sc2 = make_scenario({"hardware": {"idle_power_w": 60.0}},
