@@ -138,6 +138,7 @@ class Section:
 MAP_KEY = {"acceptance_by_slice": "<slice>"}
 #: unit by the end of a key's name, first match wins (the description decides GiB vs GB)
 UNIT_SUFFIXES = (("_bytes_per_s", "bytes/s"), ("_per_gpu_hour", "USD per GPU-hour"),
+                 ("_per_kwh", "USD per kWh"), ("_w", "W"),
                  ("_rps", "requests/s"), ("_bytes", "bytes"), ("_s", "s"),
                  ("_tokens", "tokens"), ("_len", "tokens"), ("_share", "fraction"),
                  ("_fraction", "fraction"), ("_utilization", "fraction"),

@@ -233,7 +233,7 @@ def estimate_scenario_run(scenario, setup, specs, until_s: float | None = None) 
     spec = scenario.speculative
     t = 1 + spec.num_speculative_tokens if spec is not None else 1
     fb = adm.fallback  # a degrade fallback set: replicas too
-    return estimate_run(p, o, num_replicas=scenario.cluster.num_replicas
+    return estimate_run(p, o, num_replicas=scenario.cluster.max_num_replicas
                         + (fb.num_replicas if fb is not None else 0),
                         num_gpu_blocks=nb, block_size=bs, max_num_seqs=cfg.max_num_seqs,
                         max_num_batched_tokens=cfg.max_num_batched_tokens, tokens_per_step=t,

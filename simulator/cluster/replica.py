@@ -55,14 +55,16 @@ class Router:
         self._next = 0
         self._rng = stream(seed, "router")
         self.load_guard = int(load_guard)
-        #: requests routed to each replica (round robin or not), for reports and tests
+        #: requests routed to each replica id (round robin or not), for reports and tests
         self.counts: list[int] = []
 
     def route(self, spec, replicas) -> int:
+        """The position in ``replicas`` (the replicas taking requests now) for ``spec``."""
         i = self._pick(spec, replicas)
-        if len(self.counts) < len(replicas):
-            self.counts.extend([0] * (len(replicas) - len(self.counts)))
-        self.counts[i] += 1
+        rid = getattr(replicas[i], "idx", i)
+        if len(self.counts) <= rid:
+            self.counts.extend([0] * (rid + 1 - len(self.counts)))
+        self.counts[rid] += 1
         return i
 
     def _pick(self, spec, replicas) -> int:
@@ -71,7 +73,7 @@ class Router:
             return 0
         p = self.policy
         if p == "round_robin":
-            i = self._next
+            i = self._next % n  # (< n unless an autoscaled pool shrank)
             self._next = (i + 1) % n
             return i
         if p == "least_outstanding":

@@ -21,6 +21,7 @@ from simulator.kv.stages import plan_pipeline_memory
 from simulator.kv.tiers import tier_capacity_blocks
 from simulator.perf import build_perf_model, get_engine_profile
 from simulator.perf.pipeline import PipelinePerfModel
+from simulator.perf.power import apply_power_cap
 from simulator.scenario.config import Scenario, ScenarioError
 from simulator.scenario.overrides import blame_message
 from simulator.scheduling.limits import SchedulerLimits
@@ -157,6 +158,7 @@ def _model_and_gpu(scenario: Scenario, base_dir: Path | None):
     """
     model = _keyed("model", get_model, _user_path(scenario.model, base_dir))
     gpu = _keyed("hardware.gpu", get_gpu, _user_path(scenario.hardware.gpu, base_dir))
+    gpu = apply_power_cap(gpu, scenario.hardware.power_cap_w, scenario.perf.source)
     check_tensor_parallel(model, scenario.cluster.tensor_parallel_size)
     return model, gpu
 

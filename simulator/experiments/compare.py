@@ -291,8 +291,14 @@ def variant_row(v: Variant) -> dict:
         # what bounds the run (simulator.metrics.bounds): the verdict and its share in percent
         "bound": (s.get("bounds") or {}).get("bound"),
         "bound_share_pct": _pct((s.get("bounds") or {}).get("bound_share")),
+        # an autoscaled variant's mean replicas held (None for a fixed fleet), and GPU-hours
+        "mean_replicas_held": _f((s.get("autoscale") or {}).get("mean_replicas_held")),
+        "gpu_hours": _f(s.get("gpu_hours")),
         "cost_per_1m_tokens_usd": _f(s.get("cost_per_1m_tokens_usd")),
         "cost_per_1m_output_tokens_usd": _f(s.get("cost_per_1m_output_tokens_usd")),
+        # GPU energy (summary energy; None where the GPU has no power model)
+        "joules_per_output_token": _f((s.get("energy") or {}).get("joules_per_output_token")),
+        "energy_kwh": _f((s.get("energy") or {}).get("energy_kwh")),
         "duration_s": _f(s.get("duration_s")),
         "num_steps": s.get("num_steps"),
         "num_gpu_blocks": v.num_gpu_blocks,

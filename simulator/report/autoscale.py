@@ -17,8 +17,8 @@ def autoscale_headline(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     if not a:
         return []
     return [("Replicas (autoscaled): mean held / peak",
-             f"{adaptive(a.get('mean_replicas_held'))} / {adaptive(a.get('peak_replicas_held'))}"
-             f"; {a.get('num_scale_ups', 0)} up, {a.get('num_scale_downs', 0)} down")]
+             (f"{adaptive(a.get('mean_replicas_held'))} / {adaptive(a.get('peak_replicas_held'))}"
+             f"; {a.get('num_scale_ups', 0)} up, {a.get('num_scale_downs', 0)} down"))]
 
 
 def autoscale_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -53,12 +53,12 @@ def autoscale_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
          f"{adaptive(a.get('replica_hours'))} / {adaptive(a.get('gpu_hours'))}"),
         ("GPU cost (USD)", adaptive(a.get("cost_usd"))),
         ("Replicas held: mean / min / peak",
-         f"{adaptive(a.get('mean_replicas_held'))} / {a.get('min_replicas_held')} / "
-         f"{a.get('peak_replicas_held')}"),
+         (f"{adaptive(a.get('mean_replicas_held'))} / {a.get('min_replicas_held')} / "
+         f"{a.get('peak_replicas_held')}")),
         ("Replicas serving: mean", adaptive(a.get("mean_replicas_serving"))),
         ("Scale-ups / scale-downs / starts cancelled",
-         f"{a.get('num_scale_ups')} / {a.get('num_scale_downs')} / "
-         f"{a.get('num_cancelled_starts')}"),
+         (f"{a.get('num_scale_ups')} / {a.get('num_scale_downs')} / "
+         f"{a.get('num_cancelled_starts')}")),
         ("Cold start (s)", f"{adaptive(cs.get('cold_start_s'))}"
          + (" (stated)" if stated else f" = {parts}")),
         ("Requests arriving during a cold start / of them missing an SLO",

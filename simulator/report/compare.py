@@ -67,14 +67,22 @@ TABLE_COLUMNS: tuple[tuple[str, str, str | Callable[[Any], str]], ...] = (
     ("tier_load_wait_mean_ms", "KV load wait, mean (ms)", "{:,.2f}"),
     ("bound", "bound (what bounds the run)", lambda v: BOUND_LABELS.get(v, str(v))),
     ("bound_share_pct", "bound's share (%)", "{:,.1f}"),
+    ("mean_replicas_held", "replicas held, mean (autoscaled)", "{:,.2f}"),
+    ("gpu_hours", "GPU-hours", "{:,.3f}"),
     ("cost_per_1m_tokens_usd", "cost per 1M tokens ($)", "{:,.4f}"),
+    ("joules_per_output_token", "GPU energy per output token (J)", "{:,.4f}"),
+    ("energy_kwh", "GPU energy (kWh)", "{:,.4f}"),
 )
 #: Rows of :data:`TABLE_COLUMNS` shown only when the table has their column (a table written
 #: before the run verdict existed has no ``bound``).
-_OPTIONAL_COLUMNS = frozenset({"bound", "bound_share_pct"})
+_OPTIONAL_COLUMNS = frozenset({"bound", "bound_share_pct", "joules_per_output_token",
+                               "energy_kwh"})
 #: Rows shown only when some variant has KV offload tiers (``kv_cache.offload``): prompt tokens
 #: served from the tiers over all prompt tokens, and the mean wait for a load
 _TIER_COLUMNS = frozenset({"tier_hit_pct", "tier_load_wait_mean_ms"})
+#: Rows shown only when some variant autoscales (``cluster.autoscale``): the replicas held on
+#: average and the GPU-hours they cost (every variant's, fixed fleets' too)
+_AUTOSCALE_COLUMNS = frozenset({"mean_replicas_held", "gpu_hours"})
 
 #: Most points drawn per CDF line.
 _MAX_CDF_POINTS = 2000
@@ -221,10 +229,20 @@ def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     for c, h, f in TABLE_COLUMNS:
         if c in _OPTIONAL_COLUMNS and c not in table.columns:
             continue
+        if c in _AUTOSCALE_COLUMNS and ("mean_replicas_held" not in table.columns
+                                        or table["mean_replicas_held"].isna().all()):
+            continue  # no variant autoscaled
         if c in _TIER_COLUMNS and (c not in table.columns or table[c].isna().all()):
             continue  # no variant had offload tiers
         rows.append([h] + [_cell(None if pd.isna(r.get(c)) else r.get(c), f) for r in recs])
     return headers, rows
+
+
+def _replicas_label(cluster) -> str:
+    """``N``, or ``N (autoscaled MIN..MAX)`` for an autoscaled pool."""
+    a = cluster.autoscale
+    n = cluster.num_replicas
+    return str(n) if a is None else f"{n} (autoscaled {a.min_replicas}..{a.max_replicas})"
 
 
 def print_compare_table(table: pd.DataFrame, console=None, *, title: str = "servesim compare"):
@@ -260,7 +278,7 @@ def render_compare_markdown(cr, figures: dict[str, Path] | None = None) -> str:
             return md_code(x) if x else varied
         header = {"model": code(lambda v: v.scenario.model, "varied models"),
                   "gpu": code(lambda v: v.scenario.hardware.gpu, "varied GPUs"),
-                  "replicas": one(lambda v: v.scenario.cluster.num_replicas),
+                  "replicas": one(lambda v: _replicas_label(v.scenario.cluster)),
                   "tp": one(lambda v: v.scenario.cluster.tensor_parallel_size),
                   "source": sc.workload.trace if sc.workload.trace else "synthetic",
                   "num_requests": one(lambda v: f"{len(v.requests):,}"),

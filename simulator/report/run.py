@@ -22,6 +22,7 @@ from simulator.report.autoscale import autoscale_headline, autoscale_section
 from simulator.report.bounds import bounds_section
 from simulator.report.day import DAY_FIGURE, day_section, plot_day
 from simulator.report.degrade import degrade_section
+from simulator.report.energy import energy_section
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
 from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
@@ -485,6 +486,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "offload": offload_section(summary),
         "day": day_section(summary, figure_name=day_figure),
         "autoscale": autoscale_section(summary),
+        "energy": energy_section(summary),
         "bounds": bounds_section(summary),
         "version": __version__,
     }

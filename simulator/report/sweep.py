@@ -44,6 +44,8 @@ SWEEP_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
     ("tpot_s_p99", "TPOT p99", lambda v: ms(v, "{:,.2f} ms")),
     ("output_token_throughput_tps", "output tok/s", lambda v: fmt(v, "{:,.0f}")),
     ("cost_per_1m_output_tokens_usd", "USD/1M out", lambda v: usd(v, 4)),
+    ("energy_joules_per_output_token", "J/out tok", lambda v: fmt(v, "{:.4f}")),
+    ("energy_energy_kwh", "kWh", lambda v: fmt(v, "{:.4f}")),
     ("bounds_bound", "bound", lambda v: fmt(BOUND_LABELS.get(v, v), "{}")),
     ("bounds_bound_share", "share", lambda v: pct(v, "{:.0f}%")),
     ("label", "point", lambda v: fmt(v, "{}")),
@@ -52,7 +54,8 @@ SWEEP_COLUMNS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
 
 #: Columns of :data:`SWEEP_COLUMNS` shown only when the table has them (a table of points
 #: simulated or cached before the run verdict existed has no ``bounds_bound``).
-_OPTIONAL_COLUMNS = frozenset({"bounds_bound", "bounds_bound_share"})
+_OPTIONAL_COLUMNS = frozenset({"bounds_bound", "bounds_bound_share",
+                               "energy_joules_per_output_token", "energy_energy_kwh"})
 
 
 def sweep_columns(table: pd.DataFrame) -> list[tuple[str, str, Callable[[Any], str]]]:

@@ -38,8 +38,9 @@ from simulator.catalog.models import get_model
 from simulator.cluster.setup import build_setup
 from simulator.metrics.fleet import replica_seconds
 from simulator.metrics.latency import latency_stats
-from simulator.metrics.summary import cost_fields, summarize
+from simulator.metrics.summary import cost_fields, json_safe, summarize
 from simulator.metrics.tables_io import check_table_format
+from simulator.runs.energy import gateway_energy
 from simulator.runs.scenario import (
     RunResult,
     resolve_outdir,
@@ -409,6 +410,7 @@ def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFram
                         sim_wall_s=sum(r.result.sim.sim_wall_s for r in runs.values()))
     _autoscaled_cost(summary, runs)
     summary["pools"] = {name: _pool_summary(r) for name, r in runs.items()}
+    summary["energy"] = json_safe(gateway_energy(scenario, runs, summary))
     degrade = [{**d, "name": f"{name}: {d['name']}"} for name, r in runs.items()
                for d in r.result.summary.get("degrade") or []]  # each pool's own policies
     if degrade:

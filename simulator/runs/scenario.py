@@ -43,6 +43,7 @@ from simulator.metrics.tables_io import TABLE_FORMATS, check_table_format, write
 from simulator.report.day import DAY_FIGURE
 from simulator.report.figures import FIGURE_FILES
 from simulator.report.run import HTML_FILE, REPORT_FILE, write_run_report
+from simulator.runs.energy import run_energy
 from simulator.scenario.config import Scenario
 from simulator.workload import load_workload, synthesised_labels
 
@@ -224,6 +225,7 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
                                                     requests["request_id"].to_numpy())
     if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
         summary.update(setup.perf.summary_extras())
+    summary["energy"] = json_safe(run_energy(scenario, setup, sim, steps, summary))
     # what bounds the run; after summary_extras: a PP model's op_times tallies its bubble
     summary["bounds"] = json_safe(run_bounds(summary, requests, steps, setup.perf))
     add_by_hour(summary, scenario, sim, requests, setup.usd_per_gpu_hour)

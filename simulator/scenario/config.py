@@ -67,6 +67,14 @@ class HardwareConfig(_Strict):
     gpu: str = "h100-sxm"
     num_gpus_per_replica: int | None = Field(default=None, ge=1)
     interconnect: InterconnectConfig | None = None
+    #: board power limit per GPU in W (``nvidia-smi -pl``); below the GPU's default limit its
+    #: compute-bound operators slow by the measured factor (``hardware_profiles/<gpu>/
+    #: power.yaml`` ``cap_points``; needs ``perf.source`` roofline or fitted) and busy power
+    #: is bounded by it
+    power_cap_w: float | None = Field(default=None, gt=0)
+    #: idle power per GPU in W of a replica held but not stepping (default: the GPU's
+    #: ``power.yaml`` ``idle_w``, where it has a sourced one)
+    idle_power_w: float | None = Field(default=None, ge=0)
 
 
 class ClusterConfig(_Strict):
@@ -260,6 +268,9 @@ class SLOConfig(_Strict):
 
 class CostConfig(_Strict):
     usd_per_gpu_hour: float | None = Field(default=None, ge=0)
+    #: electricity price (USD per kWh): the summary's ``energy.energy_cost_usd`` (GPU energy
+    #: only) beside the GPU-hour cost
+    usd_per_kwh: float | None = Field(default=None, ge=0)
 
 
 class PoolConfig(_Strict):

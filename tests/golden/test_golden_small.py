@@ -30,6 +30,13 @@ What bounds the run (the ``bounds`` section, added with the verdict, reviewed by
 preemptions, so KV capacity binds (the cache is at least 95% full for 46.4% of busy time);
 queueing is 575.18 s of the completed requests' 838.13 s of E2E (68.6%).
 
+Energy (the ``energy`` block, added with the power model, the rest of the file unchanged):
+8,889.67 J over the 22.627 s window, all busy (the replica steps throughout; the H100 profile
+has no sourced idle power, so idle is not counted and the block says so): 8,889.67 / 27,301
+output tokens = 0.32562 J per output token, 8,889.67 / 22.627079 = 392.88 W mean, between the
+fit's 98.6 W static power and the 700 W limit; the per-step formula is checked against the
+step table in tests/runs/test_energy_run.py.
+
 ``test_golden_file_numbers_hand_checked`` recomputes several of the file's numbers from the
 run's request and step records with plain numpy (definitions of DESIGN.md's glossary), so
 the file is checked, not just snapshotted.

@@ -136,3 +136,29 @@ def test_same_pools_scenario_same_outputs(tmp_path):
     assert back["arrival_time_s"].tolist() == a.requests["arrival_time_s"].tolist()
     assert len(a.requests) == 30 and set(a.requests["status"]) == {"completed"}
     assert b.summary["num_completed"] == 30
+
+
+def test_an_autoscaled_decode_pool_scales_alone_and_its_gpus_are_paid_while_held():
+    # P/D: the decode pool autoscales (1..3, 4 running requests per replica, no up cooldown,
+    # cold start 5 s), the prefill pool stays at 1. 12 requests of 3,000 tokens arrive at 0 s:
+    # the decode pool's first evaluation (10 s after its first arrival) sees 12 outstanding
+    # and adds 2 replicas (ceil(12 / 4) = 3); the merged GPU-hours are each pool's replicas
+    # held within the merged window
+    sc = _pools_scenario([
+        {"name": "P", "role": "prefill", "decode_pool": "D",
+         "kv_transfer": {"kind": "infiniband", "bandwidth_bytes_per_s": 50e9}},
+        {"name": "D", "role": "decode", "cluster": {"num_replicas": 1, "autoscale": {
+            "max_replicas": 3, "target": 4, "interval_s": 10, "window_s": 10,
+            "cold_start": {"cold_start_s": 5}}}}])
+    res = run_gateway(sc, specs=[spec(i, 0.0, 100, 3000) for i in range(12)], write=False)
+    pools = res.summary["pools"]
+    assert "autoscale" not in pools["P"]
+    a = pools["D"]["autoscale"]
+    assert a["num_scale_ups"] == 2 and a["peak_replicas_held"] == 3
+    d_spans = res.pools["D"].result.sim.replica_spans
+    first_decode_arrival = res.pools["D"].result.requests["arrival_time_s"].min()
+    assert [s.provisioned_s for s in d_spans[1:]] == [first_decode_arrival + 10] * 2
+    t0, t1 = res.summary["window_start_s"], res.summary["window_end_s"]
+    held_s = (t1 - t0) + sum(min(t1, s.released_s) - max(t0, s.provisioned_s) for s in d_spans)
+    assert res.summary["gpu_hours"] == pytest.approx(held_s / 3600, rel=1e-12)
+    assert (res.requests["status"] == "completed").all()
