@@ -159,7 +159,19 @@ def _evaluate_fleet(task: dict, specs: RequestStream) -> dict:
     totals = day_totals(rows, sc)
     totals.pop("slo", None)
     return {"label": task["label"], "kind": task["kind"], "replicas": task["replicas"],
-            "rows": rows, "cold_start_violations": cold, **totals}
+            "rows": rows, "cold_start_violations": cold, **totals,
+            "energy": None if win is not None else fleet_energy(res.summary.get("energy"))}
+
+
+def fleet_energy(e: dict | None) -> dict | None:
+    """A fleet's energy over the day (the run's ``energy`` block,
+    :mod:`simulator.metrics.energy`): kWh, mean and peak power (W), J per output token, the
+    energy cost (USD, with ``cost.usd_per_kwh``); None when the GPU has no power model."""
+    if not e or not e.get("available"):
+        return None
+    return {k: e.get(k) for k in ("energy_kwh", "mean_power_w", "peak_power_w",
+                                  "joules_per_output_token", "energy_cost_usd",
+                                  "idle_counted")}
 
 
 def _size_peak(spec: DayPlanSpec, base_raw: dict, base_dir, specs: RequestStream, peak: int,

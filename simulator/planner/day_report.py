@@ -16,7 +16,8 @@ from simulator.report.tables import markdown_table
 __all__ = ["fleet_rows", "verdict", "write_day_plan"]
 
 FLEET_HEADER = ["fleet", "replicas", "$ per day", "$ per 1M output tokens", "GPU-hours",
-                "attainment (day)", "worst hour", "cold-start violations"]
+                "attainment (day)", "worst hour", "cold-start violations", "kWh per day",
+                "power mean / peak (kW)", "J per output token"]
 
 
 def fleet_rows(plan: dict) -> list[list[str]]:
@@ -24,15 +25,27 @@ def fleet_rows(plan: dict) -> list[list[str]]:
     out = []
     for f in plan["fleets"]:
         if "error" in f:
-            out.append([f["label"], adaptive(f["replicas"]), f["error"], "", "", "", "", ""])
+            out.append([f["label"], adaptive(f["replicas"]), f["error"], "", "", "", "", "",
+                        "", "", ""])
             continue
         cold = f.get("cold_start_violations")
         out.append([f["label"], _replicas(f), adaptive_usd(f["cost_usd"]),
                     adaptive_usd(f["cost_per_1m_output_tokens_usd"]), adaptive(f["gpu_hours"]),
                     adaptive_pct(f["slo_attainment"]),
                     f"{adaptive_pct(f['worst_hour_attainment'])} (hour {f['worst_hour']})",
-                    "n/a (windowed)" if cold is None else adaptive(cold)])
+                    "n/a (windowed)" if cold is None else adaptive(cold), *_energy_cells(f)])
     return out
+
+
+def _energy_cells(f: dict) -> list[str]:
+    """kWh over the day, mean / peak power in kW and J per output token of a fleet ("n/a"
+    without a power model for its GPU, or when windowed)."""
+    e = f.get("energy")
+    if not e:
+        return ["n/a"] * 3
+    return [adaptive(e["energy_kwh"]),
+            f"{adaptive(e['mean_power_w'] / 1e3)} / {adaptive(e['peak_power_w'] / 1e3)}",
+            adaptive(e["joules_per_output_token"])]
 
 
 def _replicas(f: dict) -> str:
@@ -131,7 +144,10 @@ def write_day_plan(plan: dict, out: Path, *, figures: bool = True) -> dict[str, 
              "GPU-hours (the integral of the replicas held) times the price; $ per 1M output "
              "tokens divides it by the output tokens of the day's completions. A cold-start "
              "violation is a request that missed an SLO while a replica added by the "
-             "autoscaler was in its cold start (simulator/metrics/hourly.py).\n").format(
+             "autoscaler was in its cold start (simulator/metrics/hourly.py). Energy: the GPUs' busy "
+             "power per step and idle power while held (simulator/metrics/energy.py; n/a for "
+             "a GPU without a sourced power model, or a windowed day); the peak is the largest "
+             "mean over one second.\n").format(
         adaptive(plan["lead_in_s"]), sizing, adaptive(plan["mean_hour_arrivals"]))
     (out / "plan.json").write_text(json.dumps(plan, indent=2, sort_keys=True, default=str) + "\n")
     pages = write_report(out, "plan", md, title=f"servesim plan (day): {plan['name']}")

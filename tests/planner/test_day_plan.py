@@ -83,8 +83,17 @@ def test_day_plan_static_peak_mean_and_autoscaled(tmp_path):
     assert auto["cold_start_violations"] > 0
     held = [r["mean_replicas_held"] for r in auto["rows"]]
     assert min(held) == pytest.approx(1.0) and max(held) > 1.5
+    # energy: with max_num_seqs 1 every fleet runs the same steps (one request each, the same
+    # shapes), so the busy energy is the same and the fleets differ by idle power (115 W per
+    # H100, hardware_profiles/h100-sxm/power.yaml) x the extra GPU-seconds held
+    e_peak, e_mean = peak["energy"], mean["energy"]
+    assert e_peak["idle_counted"] and e_mean["idle_counted"]
+    extra_held_s = (peak["gpu_hours"] - mean["gpu_hours"]) * 3600
+    assert (e_peak["energy_kwh"] - e_mean["energy_kwh"]) * 3.6e6 == pytest.approx(
+        115.0 * extra_held_s, rel=1e-6)
     md = (tmp_path / "out" / "plan.md").read_text()
     assert "| static peak" in md and "| autoscaled" in md and "day.png" in md
+    assert "kWh per day" in md
     assert (tmp_path / "out" / "day.png").stat().st_size > 0
 
 
