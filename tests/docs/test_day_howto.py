@@ -8,6 +8,7 @@ import json
 import re
 import shlex
 
+import pytest
 from helpers import REPO_ROOT, shared_path
 
 from simulator.cli.main import main
@@ -47,3 +48,21 @@ def test_the_howto_commands_run(tmp_path):
     plan = json.loads((outs[2] / "plan.json").read_text())
     assert [f["label"] for f in plan["fleets"]] == ["static peak", "static mean", "autoscaled"]
     assert all("error" not in f for f in plan["fleets"])
+
+
+def test_the_h100_plan_reports_energy(tmp_path):
+    # the how-to's H100 plan (its text names the command) on the day's first half hour
+    text = (REPO_ROOT / "docs" / "howto" / "day.md").read_text()
+    assert "servesim plan scenarios/plan_day_azure_conv_70b_h100.yaml --trace AZURE" in text
+    trace = str(shared_path(AZURE))
+    assert main(["plan", "scenarios/plan_day_azure_conv_70b_h100.yaml", "--trace", trace,
+                 "--set", "workload.end_s=900", "-o", str(tmp_path / "p"), "-q",
+                 "--no-figures", "-j", "1"]) == 0
+    plan = json.loads((tmp_path / "p" / "plan.json").read_text())
+    for f in plan["fleets"]:
+        e = f["energy"]
+        assert e["idle_counted"] and e["energy_kwh"] > 0
+        # mean power x the fleet's window = its energy (kWh = J / 3.6e6)
+        dur = sum(r["duration_s"] for r in f["rows"])
+        assert e["mean_power_w"] * dur / 3.6e6 == pytest.approx(e["energy_kwh"], rel=1e-6)
+    assert "kWh per day" in (tmp_path / "p" / "plan.md").read_text()
