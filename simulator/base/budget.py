@@ -127,7 +127,8 @@ class RunEstimate:
 _KNOBS = {
     "requests": "fewer requests (workload.max_requests, workload.end_s, or the synthetic "
                 "num_requests / duration_s)",
-    "replicas": "fewer cluster.num_replicas (and scheduler.admission.fallback.num_replicas)",
+    "replicas": "fewer cluster.num_replicas (cluster.autoscale.max_replicas when "
+                "autoscaled; and scheduler.admission.fallback.num_replicas)",
     "step_rows": "fewer or shorter requests (workload.max_requests, workload.end_s, "
                  "output lengths)",
     "blocks": "fewer cluster.num_replicas or kv_cache.num_gpu_blocks (or no "

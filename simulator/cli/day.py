@@ -32,7 +32,7 @@ def add_day_arguments(r) -> None:
                    help="simulate the day as one S-second window per hour (centred, on "
                         "the hour's fleet), each after a lead-in; the report states the "
                         "approximation (a day on a laptop)")
-    r.add_argument("--lead-in-s", type=_seconds, default=300.0, metavar="S",
+    r.add_argument("--lead-in-s", type=_seconds, default=None, metavar="S",
                    help="with --day-window-s: seconds simulated before each window and "
                         "not counted (default 300)")
 
@@ -40,9 +40,10 @@ def add_day_arguments(r) -> None:
 def cmd_run_day(args, scenario, base, specs, out) -> int:
     """Run the windowed day into ``out``: ``summary.json``, ``report.md`` / ``.html`` and
     ``day.png``; prints the day's totals and the approximation."""
+    lead_in_s = 300.0 if args.lead_in_s is None else args.lead_in_s
     with progress("day windows", enabled=not args.quiet, force=args.progress) as cb:
         summary = run_day_windows(scenario, base, specs, window_s=args.day_window_s,
-                                  lead_in_s=args.lead_in_s, progress=cb)
+                                  lead_in_s=lead_in_s, progress=cb)
     clear_outputs(out, ["summary.json", "report.md", "report.html", DAY_FIGURE])
     write_day_report(out, summary, title=f"servesim run (day by windows): {scenario.name}",
                      figures=not args.no_figures)

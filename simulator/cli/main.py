@@ -147,6 +147,9 @@ def cmd_run(args) -> int:
     out = make_output_folder(resolve_outdir(scenario, args.output))  # before simulating
     check_outputs_spare_inputs(out, run_output_names(), scenario_inputs(
         scenario, base, [source_file]))
+    if args.day_window_s is None and args.lead_in_s is not None:
+        raise CLIError("--lead-in-s is the lead-in of each window of --day-window-s: give "
+                       "--day-window-s S too, or leave --lead-in-s out")
     if args.day_window_s is not None:  # a day by windows (issue 31 part 4)
         return cmd_run_day(args, scenario, base, specs, out)
     if scenario.pools:  # several pools behind one gateway (issue 11)

@@ -119,29 +119,37 @@ class AutoscaleController:
     denominator is 1; finished requests that met the SLOs over those finished for
     ``slo_attainment``). A stabilisation window acts only once the controller has
     recommendations reaching back over all of it (no scale-down at the first evaluation).
+    Each evaluation costs O(1) amortised: running sums over the window's samples, and the
+    windows' smallest / largest recommendation kept by monotonic queues.
     """
 
     def __init__(self, cfg: AutoscaleConfig, attainment_target: float):
         self.cfg = cfg
         self.target = float(cfg.target if cfg.target is not None else attainment_target)
         self._samples: deque = deque()
-        self._recs: deque = deque()
+        self._num = self._den = 0.0  # sums over the window's samples
+        self._up: deque = deque()    # (time, recommendation), increasing: its front the min
+        self._down: deque = deque()  # ... decreasing: its front the max
         self._first_rec_s = math.inf
-        self._keep_s = max(cfg.scale_up_cooldown_s, cfg.scale_down_cooldown_s)
 
     def add_sample(self, now: float, num: float, den: float = 1.0) -> None:
         """One observation of the metric at ``now`` (see the class notes)."""
         self._samples.append((now, float(num), float(den)))
+        self._num += float(num)
+        self._den += float(den)
         w = self.cfg.window_s
         while self._samples and self._samples[0][0] <= now - w:
-            self._samples.popleft()
+            _, a, b = self._samples.popleft()
+            self._num -= a
+            self._den -= b
+        if len(self._samples) == 1:  # re-anchored: no drift from the running sums
+            self._num, self._den = float(num), float(den)
 
     def metric(self) -> float | None:
         """The metric over the window (None: no denominator, e.g. nothing finished)."""
-        den = sum(s[2] for s in self._samples)
-        if den <= 0:
+        if self._den <= 0:
             return None
-        return sum(s[1] for s in self._samples) / den
+        return self._num / self._den
 
     def recommend(self, n: int) -> int:
         """The replica count the window's metric calls for, ``n`` replicas committed (serving
@@ -174,16 +182,24 @@ class AutoscaleController:
         cfg = self.cfg
         rec = self.recommend(n)
         self._first_rec_s = min(self._first_rec_s, now)
-        self._recs.append((now, rec))
-        while self._recs and self._recs[0][0] < now - self._keep_s:
-            self._recs.popleft()
         up_cd, down_cd = cfg.scale_up_cooldown_s, cfg.scale_down_cooldown_s
+        up_q, down_q = self._up, self._down
+        while up_q and up_q[-1][1] >= rec:
+            up_q.pop()
+        up_q.append((now, rec))
+        while up_q[0][0] < now - up_cd:
+            up_q.popleft()
+        while down_q and down_q[-1][1] <= rec:
+            down_q.pop()
+        down_q.append((now, rec))
+        while down_q[0][0] < now - down_cd:
+            down_q.popleft()
         if self._first_rec_s <= now - up_cd:
-            up = min(r for t, r in self._recs if t >= now - up_cd)
+            up = up_q[0][1]  # the smallest recommendation of [now - up_cd, now]
             if up > n:
                 return min(up, n + self.max_step(n))
         if self._first_rec_s <= now - down_cd:
-            down = max(r for t, r in self._recs if t >= now - down_cd)
+            down = down_q[0][1]  # the largest of [now - down_cd, now]
             if down < n:
                 return down
         return n

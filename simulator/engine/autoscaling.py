@@ -108,8 +108,8 @@ class Fleet:
             want = ctl.decide(now, n)
             for _ in range(want - n):
                 self.provision(now)
-            for _ in range(n - want):
-                self.drain_one(now)
+            if want < n:
+                self.drain(now, n - want)
 
     def _event(self, now: float, action: str, rep: Replica) -> None:
         self.events.append({"time_s": now, "action": action, "replica_id": rep.idx,
@@ -141,25 +141,31 @@ class Fleet:
             self._event(now, "serving", rep)
         return cb
 
-    def drain_one(self, now: float) -> None:
-        """Remove one replica: a starting one first (its cold start is abandoned; the newest),
-        else the serving one with the fewest outstanding requests (ties: the newest)."""
-        if self.starting:
-            rep = self.starting.pop()
-            span = self.spans[rep.idx]
-            span[1] = span[2] = span[3] = now
-            self._event(now, "cancel_start", rep)
-            return
-        rep = min(reversed(self.serving), key=lambda x: x.num_outstanding())
-        self.serving.remove(rep)
-        self.spans[rep.idx][2] = now
-        self._event(now, "scale_down", rep)
-        if self.cfg.drain == "migrate":
-            self._migrate(rep, now)
-        if not rep.sched.has_work() and not rep.pending:
-            self._release(rep, now)
-        else:
-            rep.on_idle = self._release
+    def drain(self, now: float, k: int) -> None:
+        """Remove ``k`` replicas: starting ones first (their cold start is abandoned; the
+        newest first), then serving ones with the fewest outstanding requests (ties: the
+        newest). Every replica leaving is chosen before any request migrates, so a request
+        moves at most once."""
+        leaving = []
+        for _ in range(k):
+            if self.starting:
+                rep = self.starting.pop()
+                span = self.spans[rep.idx]
+                span[2] = span[3] = now  # never served: serving_s stays inf
+                self._event(now, "cancel_start", rep)
+                continue
+            rep = min(reversed(self.serving), key=lambda x: x.num_outstanding())
+            self.serving.remove(rep)
+            self.spans[rep.idx][2] = now
+            self._event(now, "scale_down", rep)
+            leaving.append(rep)
+        for rep in leaving:
+            if self.cfg.drain == "migrate":
+                self._migrate(rep, now)
+            if not rep.sched.has_work() and not rep.pending:
+                self._release(rep, now)
+            else:
+                rep.on_idle = self._release
 
     def _release(self, rep: Replica, now: float) -> None:
         """A drained replica's last request is done: its GPUs go back."""

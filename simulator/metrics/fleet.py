@@ -24,7 +24,9 @@ class ReplicaSpan(NamedTuple):
 
     ``provisioned_s <= serving_s <= drain_s <= released_s``; ``drain_s`` and ``released_s``
     are ``inf`` for a replica held to the end of the run, ``provisioned_s`` and ``serving_s``
-    are ``-inf`` for one that existed before the run began (a fixed fleet's)."""
+    are ``-inf`` for one that existed before the run began (a fixed fleet's). A replica whose
+    cold start was abandoned never served: its ``serving_s`` is ``inf`` (after its
+    ``released_s``; it counts as held from ``provisioned_s`` to ``released_s`` only)."""
 
     replica_id: int
     provisioned_s: float
@@ -114,12 +116,29 @@ def spans_table(spans: Sequence[ReplicaSpan], t0: float, t1: float) -> list[dict
         if s.released_s < t0 or s.provisioned_s > t1:
             continue
 
-        def clip(t: float) -> float | None:
+        def clip(t: float) -> float | None:  # None: not reached within the window
             return None if t > t1 else float(min(max(t, t0), t1))
         rows.append({"replica_id": int(s.replica_id), "provisioned_s": clip(s.provisioned_s),
                      "serving_s": clip(s.serving_s), "drain_s": clip(s.drain_s),
                      "released_s": clip(s.released_s)})
     return rows
+
+
+def during_cold_starts(spans: Sequence[ReplicaSpan], times_s: np.ndarray) -> np.ndarray:
+    """Which of ``times_s`` fall while at least one replica added during the run (finite
+    ``provisioned_s``) was in its cold start: ``provisioned_s <= t < serving_s`` (or, for a
+    start abandoned, ``< released_s``). A fixed fleet has none.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape ``times_s.shape``
+    """
+    t = np.asarray(times_s, dtype=float)
+    during = np.zeros(t.shape, dtype=bool)
+    for s in spans:
+        if math.isfinite(s.provisioned_s) and s.serving_s > s.provisioned_s:
+            during |= (t >= s.provisioned_s) & (t < min(s.serving_s, s.released_s))
+    return during
 
 
 def held_cost(spans: Sequence[ReplicaSpan], gpus_per_replica: int, usd_per_gpu_hour: float,
@@ -173,11 +192,7 @@ def autoscale_summary(spans: Sequence[ReplicaSpan], outputs: dict, arrival_s: np
     rs = replica_seconds(spans, t0, t1)
     times, held, serving = replica_counts(spans, t0, t1)
     events = outputs.get("events", [])
-    starting = [(s.provisioned_s, s.serving_s) for s in spans
-                if math.isfinite(s.provisioned_s) and s.serving_s > s.provisioned_s]
-    during = np.zeros(len(arrival_s), dtype=bool)
-    for a, b in starting:
-        during |= (arrival_s >= a) & (arrival_s < b)
+    during = during_cold_starts(spans, arrival_s)
 
     def count(action: str) -> int:
         return sum(1 for e in events if e["action"] == action)

@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simulator.metrics.columns import labels, numeric
-from simulator.metrics.fleet import ReplicaSpan, replica_seconds, serving_seconds
+from simulator.metrics.fleet import (
+    ReplicaSpan,
+    during_cold_starts,
+    replica_seconds,
+    serving_seconds,
+)
 from simulator.metrics.latency import latency_stats, output_tokens, per_request_latencies, slo_mask
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -142,20 +147,16 @@ def cold_start_violations(requests: pd.DataFrame, spans: Sequence[ReplicaSpan],
 
     A request counts when it did not meet every SLO (:func:`~simulator.metrics.latency.slo_mask`:
     rejected, cancelled and unfinished requests are misses) and it arrived while at least one
-    replica was provisioned but not yet serving (``provisioned_s <= arrival < serving_s``
-    with a finite ``provisioned_s``: a replica added during the run, in its cold start). A
-    fixed fleet has none (its replicas exist before the run).
+    replica added during the run was in its cold start
+    (:func:`simulator.metrics.fleet.during_cold_starts`). A fixed fleet has none (its
+    replicas exist before the run). The autoscale block's ``cold_start_slo_misses`` is the
+    same count over the whole run.
 
     Returns
     -------
     int
     """
-    pending = [(s.provisioned_s, s.serving_s) for s in spans
-               if math.isfinite(s.provisioned_s) and s.serving_s > s.provisioned_s]
-    if not pending or not len(requests):
+    if not len(requests):
         return 0
-    arrival = numeric(requests, "arrival_time_s")
-    during = np.zeros(len(arrival), dtype=bool)
-    for p0, p1 in pending:
-        during |= (arrival >= p0) & (arrival < p1)
-    return int((during & ~slo_mask(requests, slo)).sum())
+    during = during_cold_starts(spans, numeric(requests, "arrival_time_s"))
+    return int((during & ~slo_mask(requests, slo)).sum()) if during.any() else 0

@@ -110,9 +110,13 @@ def hourly_arrivals(specs: RequestStream) -> dict[int, int]:
 
 
 def _fleet_raw(base_raw: dict, replicas: int, autoscale: dict | None) -> dict:
+    """The base scenario with ``replicas`` replicas, autoscaled by ``autoscale`` or static (a
+    base's own ``cluster.autoscale`` is dropped: a static fleet never scales)."""
     raw = apply_overrides(base_raw, [f"cluster.num_replicas={replicas}"])
+    cluster = {k: v for k, v in (raw.get("cluster") or {}).items() if k != "autoscale"}
     if autoscale is not None:
-        raw["cluster"] = {**raw.get("cluster", {}), "autoscale": dict(autoscale)}
+        cluster["autoscale"] = dict(autoscale)
+    raw["cluster"] = cluster
     return raw
 
 

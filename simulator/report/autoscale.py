@@ -11,31 +11,42 @@ from simulator.report.format import adaptive, adaptive_pct
 MAX_EVENT_ROWS = 40
 
 
+def _blocks(summary: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(pool name or '', autoscale block)`` of a run, or of each autoscaled pool of a
+    gateway run."""
+    if summary.get("autoscale"):
+        return [("", summary["autoscale"])]
+    return [(name, p["autoscale"]) for name, p in (summary.get("pools") or {}).items()
+            if p.get("autoscale")]
+
+
 def autoscale_headline(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The headline row of an autoscaled run (none without autoscaling)."""
-    a = summary.get("autoscale")
-    if not a:
-        return []
-    return [("Replicas (autoscaled): mean held / peak",
-             (f"{adaptive(a.get('mean_replicas_held'))} / {adaptive(a.get('peak_replicas_held'))}"
-             f"; {a.get('num_scale_ups', 0)} up, {a.get('num_scale_downs', 0)} down"))]
+    """The headline row of an autoscaled run, or of each autoscaled pool (none without)."""
+    return [(f"Replicas (autoscaled{', pool ' + name if name else ''}): mean held / peak",
+             (f"{adaptive(a.get('mean_replicas_held'))} / "
+              f"{adaptive(a.get('peak_replicas_held'))}; {a.get('num_scale_ups', 0)} up, "
+              f"{a.get('num_scale_downs', 0)} down"))
+            for name, a in _blocks(summary)]
 
 
-def autoscale_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The context of the "Autoscaling" section (None without autoscaling).
+def autoscale_section(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The contexts of the "Autoscaling" sections: one for an autoscaled run, one per
+    autoscaled pool of a gateway run (empty without autoscaling).
 
     Returns
     -------
-    dict or None
-        ``policy`` (one line: policy, target, bounds, cooldowns, drain), ``rows`` (replica-
-        and GPU-hours, cost, mean / peak replicas, scale events, the cold start and its parts,
-        requests arriving during a cold start and their SLO misses), ``event_rows`` (time,
-        action, replica, serving and starting after it, metric; at most
-        :data:`MAX_EVENT_ROWS`), ``num_events``.
+    list of dict
+        Each: ``pool`` (its name, '' for a single pool), ``policy`` (one line: policy,
+        target, bounds, cooldowns, drain), ``rows`` (replica- and GPU-hours, cost, mean /
+        peak replicas, scale events, the cold start and its parts, requests arriving during a
+        cold start and their SLO misses), ``event_rows`` (time, action, replica, serving and
+        starting after it, metric; at most :data:`MAX_EVENT_ROWS`), ``num_events``.
     """
-    a = summary.get("autoscale")
-    if not a:
-        return None
+    return [{"pool": name, **_section(a)} for name, a in _blocks(summary)]
+
+
+def _section(a: Mapping[str, Any]) -> dict[str, Any]:
+    """One autoscale block's section context (:func:`autoscale_section`)."""
     cfg, cs = a.get("config") or {}, a.get("cold_start") or {}
     policy = (f"{cfg.get('policy')} (target {adaptive(cfg.get('target'))}), replicas "
               f"{cfg.get('min_replicas')}..{cfg.get('max_replicas')}, evaluated every "

@@ -50,9 +50,19 @@ def windowed_note(windowed: Mapping[str, Any] | None) -> str | None:
             f"sampled from it ({windowed['placement']}), warmed up by the "
             f"{windowed['lead_in_s']:g} s before it (not counted), on that hour's fleet; "
             "its rates, attainment and latencies stand for the whole hour and its GPU-hours "
-            "and cost are the fleet held for the whole hour. "
+            "and cost are the fleet held for the whole hour (the last hour: until the day's "
+            "last arrival). "
             f"{windowed['simulated_share']:.1%} of the day's arrivals were simulated. "
-            f"{windowed.get('error_note') or ''}").strip()
+            f"{_moved(windowed)}{windowed.get('error_note') or ''}").strip()
+
+
+def _moved(windowed: Mapping[str, Any]) -> str:
+    """The hours whose window was placed at their first arrival, as a sentence ('' if none)."""
+    moved = windowed.get("hours_placed_at_first_arrival") or []
+    if not moved:
+        return ""
+    return (f"Hour(s) {', '.join(map(str, moved))} had no arrival in the centred window: "
+            "their window starts at their first arrival. ")
 
 
 def day_section(summary: Mapping[str, Any], *, figure_name: str | None = None

@@ -485,7 +485,7 @@ def render_run_report(summary: Mapping[str, Any], scenario: Mapping[str, Any] | 
         "degrade": degrade_section(summary),
         "offload": offload_section(summary),
         "day": day_section(summary, figure_name=day_figure),
-        "autoscale": autoscale_section(summary),
+        "autoscale_sections": autoscale_section(summary),
         "energy": energy_section(summary),
         "bounds": bounds_section(summary),
         "version": __version__,

@@ -21,7 +21,12 @@ Per hour (``summary["by_hour"]["rows"]``, the keys of :mod:`simulator.metrics.ho
 * ``num_output_tokens``: the window's completions' tokens x ``num_arrivals /
   num_simulated`` (an estimate);
 * ``mean_replicas_held`` / ``mean_replicas_serving``: the window's means; ``gpu_hours``:
-  the mean held x GPUs per replica x the hour, ``cost_usd`` its price.
+  the mean held x GPUs per replica x the hour (the last hour: until the day's last arrival),
+  ``cost_usd`` its price.
+
+An hour none of whose arrivals falls in its centred window (a sparse or partial hour) gets its
+window at its first arrival instead (``by_hour["windowed"]["hours_placed_at_first_arrival"]``);
+a workload spanning less than two hours is refused (simulate it whole).
 
 The approximation is written into the summary (``by_hour["windowed"]``: window, lead-in,
 placement, the share of the day's arrivals simulated) and into the report, never silently.
@@ -102,26 +107,43 @@ def run_day_windows(scenario: Scenario, base_dir: Path | None, specs: RequestStr
                          "pool (leave out --day-windows)")
     cols = specs.cols
     t = np.asarray(cols.arrival_s, dtype=np.float64)
+    span_s = float(t.max() - t.min()) if len(t) else 0.0
+    if span_s < 2 * HOUR_S:
+        raise ValueError(f"--day-window-s: the workload's arrivals span {span_s:,.0f} s; a day "
+                         "by windows samples hours of a workload of two hours or more "
+                         "(simulate this one whole: leave --day-window-s out)")
     hours = np.floor(t / HOUR_S).astype(np.int64)
     first, last = int(hours.min()), int(hours.max())
+    moved: list[int] = []
     with gc_frozen():
         setup = build_setup(scenario, base_dir)
     rows, simulated = [], 0
     todo = list(range(first, last + 1))
     for n_done, h in enumerate(todo):
         lead0, w0, w1 = window_bounds(h, window_s, lead_in_s)
-        n_hour = int(np.count_nonzero(hours == h))
+        in_hour = t[hours == h]
+        n_hour = len(in_hour)
+        if n_hour and not np.any((in_hour >= w0) & (in_hour < w1)):
+            # none of the hour's arrivals in its centred window (a sparse or partial hour):
+            # the window starts at the hour's first arrival instead (listed in the summary)
+            w0 = min(float(in_hour.min()), (h + 1) * HOUR_S - window_s)
+            lead0, w1 = w0 - lead_in_s, w0 + window_s
+            moved.append(h)
         n_rep = int((fleet_by_hour or {}).get(h, scenario.cluster.num_replicas))
         idx = np.flatnonzero((t >= lead0) & (t < w1))
         row = _hour_row(scenario, base_dir, setup, specs, idx, n_rep, h, (w0, w1))
         simulated += int(row["num_simulated"])
+        # the last hour is held until its last arrival (a whole-day run: its last finish)
+        held_s = HOUR_S if h < last else float(t.max()) - h * HOUR_S
         row.update(_whole_hour(row, n_hour, n_rep, scenario.gpus_per_replica,
-                               setup.usd_per_gpu_hour))
+                               setup.usd_per_gpu_hour, held_s))
         rows.append(row)
         if progress is not None:
             progress(n_done + 1, len(todo))
     windowed = {"window_s": float(window_s), "lead_in_s": float(lead_in_s),
                 "placement": PLACEMENT, "num_windows": len(rows),
+                "hours_placed_at_first_arrival": moved,
+                "last_hour_held_s": float(t.max()) - last * HOUR_S,
                 "simulated_share": simulated / len(t) if len(t) else 0.0}
     summary = {"by_hour": {"period_s": HOUR_S, "windowed": windowed, "rows": rows}}
     summary.update(day_totals(rows, scenario))
@@ -158,13 +180,14 @@ def _hour_row(scenario: Scenario, base_dir, setup, specs: RequestStream, idx: np
 
 
 def _whole_hour(row: dict, n_hour: int, n_rep: int, gpus_per_replica: int,
-                usd_per_gpu_hour: float) -> dict:
-    """The hour's exact load and its fleet's GPU-hours and cost; tokens scaled to the hour."""
+                usd_per_gpu_hour: float, held_s: float = HOUR_S) -> dict:
+    """The hour's exact load and its fleet's GPU-hours and cost over ``held_s`` seconds of it;
+    tokens scaled to the hour."""
     held = row.get("mean_replicas_held")
     held = float(n_rep) if held is None else float(held)
-    gpu_h = held * gpus_per_replica * HOUR_S / 3600.0
+    gpu_h = held * gpus_per_replica * held_s / 3600.0
     sim = int(row["num_simulated"])
-    return {"duration_s": HOUR_S, "num_arrivals": n_hour, "arrival_rate_rps": n_hour / HOUR_S,
+    return {"duration_s": held_s, "num_arrivals": n_hour, "arrival_rate_rps": n_hour / HOUR_S,
             "num_output_tokens": (float(row["num_output_tokens"]) * n_hour / sim if sim
                                   else 0.0),
             "mean_replicas_held": held, "gpu_hours": gpu_h,

@@ -73,8 +73,9 @@ class AutoscaleConfig(StrictModel):
     #: KV blocks (``kv_cache_utilization``), seconds of queueing (``queue_delay``), a fraction
     #: of requests meeting every SLO (``slo_attainment``; default: ``slo.attainment_target``)
     target: float | None = Field(default=None, gt=0)
-    #: evaluation period (s): HPA's sync period
-    interval_s: float = Field(default=15.0, gt=0)
+    #: evaluation period (s): HPA's sync period; at least 0.1 s (metrics are scraped, and a
+    #: day evaluated every 0.1 s is already 864,000 evaluations)
+    interval_s: float = Field(default=15.0, ge=0.1)
     #: the metric is the mean of the samples within this window (s)
     window_s: float = Field(default=60.0, gt=0)
     #: a load must call for more replicas for this long before they are added (s)

@@ -115,7 +115,7 @@ def check_curve(times_s: np.ndarray, rates: np.ndarray, period_s: float, where: 
             raise ValueError(f"{at}: time_of_day_s={t!r} outside [0, period_s={period_s:g})")
         if i and not t > times_s[i - 1]:
             raise ValueError(f"{at}: time_of_day_s={t!r} is not after the point before it "
-                             f"({times_s[i - 1]!r}): give times strictly increasing")
+                             f"({float(times_s[i - 1])!r}): give times strictly increasing")
         if not (math.isfinite(r) and r >= 0):
             raise ValueError(f"{at}: relative_rate={r!r} must be finite and >= 0")
     if not np.any(rates > 0):
@@ -217,10 +217,13 @@ class RateCurve:
 def _read_csv(path: Path, shown: str) -> tuple[np.ndarray, np.ndarray]:
     import pandas as pd
 
-    try:
-        df = pd.read_csv(path)
+    try:  # blank lines kept (then dropped) so that an error names the file's own line
+        df = pd.read_csv(path, skip_blank_lines=False)
     except (OSError, ValueError, UnicodeDecodeError) as e:
         raise WorkloadError(f"{shown}: cannot read the rate profile CSV: {e}") from None
+    line_no = np.arange(len(df)) + 2
+    blank = df.isna().all(axis=1).to_numpy()
+    df, line_no = df.loc[~blank].reset_index(drop=True), line_no[~blank]
     need = ("time_of_day_s", "relative_rate")
     missing = [c for c in need if c not in df.columns]
     if missing:
@@ -233,8 +236,9 @@ def _read_csv(path: Path, shown: str) -> tuple[np.ndarray, np.ndarray]:
         v = pd.to_numeric(df[c], errors="coerce").to_numpy(dtype=np.float64)
         bad = np.flatnonzero(np.isnan(v))
         if bad.size:
-            raise WorkloadError(f"{shown}:{int(bad[0]) + 2}: {c} {df[c].iloc[bad[0]]!r} is "
-                                "not a number")
+            raw = df[c].iloc[bad[0]]
+            what = "is missing" if pd.isna(raw) else f"{str(raw)!r} is not a number"
+            raise WorkloadError(f"{shown}:{int(line_no[bad[0]])}: {c} {what}")
         out.append(v)
     return out[0], out[1]
 
@@ -256,7 +260,10 @@ def load_rate_curve(cfg: RateProfileConfig, resolve) -> RateCurve:
     if cfg.csv is None:
         pts = np.asarray(cfg.points, dtype=np.float64)
         return RateCurve(pts[:, 0], pts[:, 1], cfg.period_s, cfg.interpolation)
-    path = resolve(cfg.csv)
+    try:
+        path = resolve(cfg.csv)
+    except WorkloadError as e:
+        raise WorkloadError(f"{_KEY}.csv: {e}") from None
     t, r = _read_csv(path, str(cfg.csv))
     try:
         check_curve(t, r, cfg.period_s, f"{cfg.csv}:")

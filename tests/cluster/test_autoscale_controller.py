@@ -95,3 +95,35 @@ def test_cold_start_is_the_sum_of_its_parts():
     assert cs.total_s == 16e9 / 4e9 + 10 + 5 == 19.0
     cs = cold_start(ColdStartConfig(cold_start_s=90), w)
     assert cs.total_s == 90.0 and cs.basis == "stated"
+
+
+def test_windows_match_a_direct_recomputation():
+    # the running sums and monotonic queues against the definition, recomputed from every
+    # sample and recommendation kept (random loads, 2,000 evaluations)
+    import math
+    import random
+    rnd = random.Random(7)
+    cfg = dict(window_s=45.0, scale_up_cooldown_s=30.0, scale_down_cooldown_s=120.0)
+    c = _ctl(**cfg)
+    samples, recs, n = [], [], 3
+    for k in range(1, 2001):
+        t = 15.0 * k
+        load = rnd.choice([0.0, 3.0, 7.5, 12.0, 20.0, 41.0]) * rnd.random()
+        c.add_sample(t, load)
+        samples.append((t, load))
+        win = [v for s, v in samples if s > t - cfg["window_s"]]
+        assert c.metric() == pytest.approx(sum(win) / len(win), rel=1e-9, abs=1e-9)
+        rec = c.recommend(n)
+        recs.append((t, rec))
+        want = n
+        if 15.0 <= t - cfg["scale_up_cooldown_s"]:  # the first recommendation: 15 s
+            up = min(r for s, r in recs if s >= t - cfg["scale_up_cooldown_s"])
+            if up > n:
+                want = min(up, n + max(4, n))
+        if want == n and 15.0 <= t - cfg["scale_down_cooldown_s"]:
+            down = max(r for s, r in recs if s >= t - cfg["scale_down_cooldown_s"])
+            want = min(n, down)
+        got = c.decide(t, n)
+        assert got == want, (k, got, want)
+        n = got
+    assert not math.isnan(c.metric())

@@ -147,3 +147,25 @@ def test_lockstep_and_fallback_are_refused():
     a = {"max_replicas": 4, "target": 4}
     with pytest.raises((ScenarioError, ValueError), match="lockstep"):
         make_scenario({"cluster": {"autoscale": a, "num_replicas": 2, "dp_lockstep": True}})
+
+
+def test_a_cold_start_cancelled_is_paid_and_never_serves():
+    # 20 requests of 1,500 tokens at 95 s, decoded together at one token per 10 ms step: done
+    # by ~110.02 s; no cooldowns: the evaluation of 100.5 s sees 21 outstanding and starts 4
+    # replicas (50 s cold start), the one of 110.5 s sees 1 and drains to 1: the four starts
+    # are cancelled at 110.5 s, held 10 s each, never serving
+    rows = [(0.5, 10, 20000)] + [(95.0 + 0.001 * i, 10, 1500) for i in range(20)]
+    sc = _scenario({"scale_up_cooldown_s": 0, "scale_down_cooldown_s": 0})
+    res = run_scenario(sc, specs=specs_from_rows(rows), write=False)
+    a = res.summary["autoscale"]
+    acts = [(e["time_s"], e["action"]) for e in a["events"]]
+    assert acts == [(100.5, "scale_up")] * 4 + [(110.5, "cancel_start")] * 4
+    spans = res.sim.replica_spans[1:]
+    assert all(s.provisioned_s == 100.5 and s.released_s == 110.5 and math.isinf(s.serving_s)
+               for s in spans)
+    assert [r["serving_s"] for r in a["replicas"][1:]] == [None] * 4
+    t0, t1 = res.summary["window_start_s"], res.summary["window_end_s"]
+    assert res.summary["gpu_hours"] == pytest.approx(((t1 - t0) + 4 * 10.0) / 3600, rel=1e-12)
+    assert a["mean_replicas_serving"] == pytest.approx(1.0)
+    # arrivals during the abandoned starts count as arriving during a cold start; after, not
+    assert a["cold_start_requests"] == 0  # none arrived in [100.5, 110.5)

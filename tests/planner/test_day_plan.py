@@ -114,3 +114,19 @@ def test_day_plan_errors(tmp_path, capsys):
     plan.write_text("name: p\nbase: nothere.yaml\nday: {max_replicas: 0}\n")
     line = cli_error_line(capsys, ["plan", str(plan)])
     assert "day.max_replicas" in line
+
+
+def test_static_fleets_of_an_autoscaled_base_do_not_scale(tmp_path):
+    # a base that autoscales: the plan's static fleets drop its cluster.autoscale (their GPU-
+    # hours are replicas x the day), the autoscaled fleet keeps the plan's
+    base = _base(tmp_path)
+    base["cluster"]["autoscale"] = {"min_replicas": 1, "max_replicas": 3, "target": 1.0,
+                                    "cold_start": {"cold_start_s": 60}}
+    raw = {"name": "d", "base": base, "output_dir": str(tmp_path / "out"),
+           "day": {"max_replicas": 3, "lead_in_s": 300}}
+    plan = run_day_plan(load_day_plan(raw, "plan.yaml"), tmp_path, figures=False)
+    peak, mean = plan["fleets"]
+    hours = sum(r["duration_s"] for r in peak["rows"]) / 3600
+    assert peak["gpu_hours"] == pytest.approx(2 * hours)
+    assert mean["gpu_hours"] == pytest.approx(1 * hours)
+    assert peak["cold_start_violations"] == mean["cold_start_violations"] == 0

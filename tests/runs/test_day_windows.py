@@ -34,18 +34,23 @@ def test_window_bounds():
 
 def test_windowed_day_flags_itself_and_keeps_each_hours_load(tmp_path):
     """1 req / 2 s for 3 h: 1800 arrivals per hour (exact), 300 simulated per 600 s window;
-    2 replicas x 1 GPU x 1 h = 2 GPU-hours per hour at $2."""
+    2 replicas x 1 GPU x 1 h = 2 GPU-hours per hour at $2, the last hour until the last
+    arrival (10,798 s: 3,598 s of it)."""
     sc, specs = _scenario(tmp_path, 2.0)
     s = run_day_windows(sc, None, specs, window_s=600.0, lead_in_s=120.0)
     w = s["by_hour"]["windowed"]
     assert w == {"window_s": 600.0, "lead_in_s": 120.0, "placement": "centred in the hour",
-                 "num_windows": 3, "simulated_share": pytest.approx(900 / 5400)}
+                 "num_windows": 3, "simulated_share": pytest.approx(900 / 5400),
+                 "hours_placed_at_first_arrival": [], "last_hour_held_s": 3598.0}
     rows = s["by_hour"]["rows"]
     assert [r["num_arrivals"] for r in rows] == [1800] * 3
     assert [r["num_simulated"] for r in rows] == [300] * 3
-    assert [r["gpu_hours"] for r in rows] == [2.0] * 3
-    assert [r["cost_usd"] for r in rows] == [4.0] * 3
-    assert s["num_requests"] == 5400 and s["gpu_hours"] == 6.0 and s["cost_usd"] == 12.0
+    last = 2 * 3598 / 3600
+    assert [r["gpu_hours"] for r in rows] == pytest.approx([2.0, 2.0, last])
+    assert [r["cost_usd"] for r in rows] == pytest.approx([4.0, 4.0, 2 * last])
+    assert s["num_requests"] == 5400
+    assert s["gpu_hours"] == pytest.approx(4 + last) and s["cost_usd"] == pytest.approx(
+        2 * (4 + last))
     # every request's output tokens: the window's 300 x 8, scaled to the hour's 1800
     assert [r["num_output_tokens"] for r in rows] == [1800 * 8] * 3
 
@@ -88,3 +93,30 @@ def test_cli_bad_windows(tmp_path, capsys, flags, msg):
     path.write_text(json.dumps(json.loads(sc.model_dump_json())))
     line = cli_error_line(capsys, ["run", str(path), "-o", str(tmp_path / "o"), "-q", *flags])
     assert msg in line
+
+
+def test_sparse_hours_get_their_window_at_their_first_arrival(tmp_path):
+    """3 h of 1 req / 2 s, then 20 arrivals in the first 40 s of hour 3: the centred window
+    of hour 3 (1500-2100 s into it) holds none, so it starts at the hour's first arrival."""
+    trace = tmp_path / "t.csv"
+    rows = [f"{i * 2.0},64,8\n" for i in range(5400)] + \
+        [f"{10800 + 2.0 * i},64,8\n" for i in range(20)]
+    trace.write_text(VIDUR_HEADER + "".join(rows))
+    sc = make_scenario({"cluster": {"num_replicas": 1}, "slo": {"ttft_s": 0.5}},
+                       workload={"trace": str(trace)})
+    specs = load_workload(sc.workload, sc.seed, lazy=True)
+    s = run_day_windows(sc, None, specs, window_s=600.0, lead_in_s=0.0)
+    assert s["by_hour"]["windowed"]["hours_placed_at_first_arrival"] == [3]
+    last = s["by_hour"]["rows"][3]
+    assert last["num_arrivals"] == last["num_simulated"] == 20
+    assert last["slo_attainment"] is not None
+    assert s["by_hour"]["windowed"]["last_hour_held_s"] == 38.0
+
+
+def test_a_workload_shorter_than_two_hours_is_refused(tmp_path, capsys):
+    line = cli_error_line(capsys, ["run", "default", "--day-window-s", "60", "-o",
+                                   str(tmp_path / "o")])
+    assert "a day by windows samples hours of a workload of two hours or more" in line
+    line = cli_error_line(capsys, ["run", "default", "--lead-in-s", "100", "-o",
+                                   str(tmp_path / "o")])
+    assert "--lead-in-s is the lead-in of each window of --day-window-s" in line

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 from helpers import make_scenario, spec, synthetic_workload
 
+from simulator.report.autoscale import autoscale_section
 from simulator.runs.gateway import run_gateway
 from simulator.scenario.config import ScenarioError, validate_scenario
 
@@ -162,3 +163,5 @@ def test_an_autoscaled_decode_pool_scales_alone_and_its_gpus_are_paid_while_held
     held_s = (t1 - t0) + sum(min(t1, s.released_s) - max(t0, s.provisioned_s) for s in d_spans)
     assert res.summary["gpu_hours"] == pytest.approx(held_s / 3600, rel=1e-12)
     assert (res.requests["status"] == "completed").all()
+    # the run report has the decode pool's autoscaling section (and only that one)
+    assert [s["pool"] for s in autoscale_section(res.summary)] == ["D"]
