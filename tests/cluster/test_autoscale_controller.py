@@ -1,6 +1,9 @@
 """The autoscaler's decision rule (HPA's) and a replica's cold start, by hand."""
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
 from simulator.cluster.autoscale import (
@@ -100,10 +103,8 @@ def test_cold_start_is_the_sum_of_its_parts():
 def test_windows_match_a_direct_recomputation():
     # the running sums and monotonic queues against the definition, recomputed from every
     # sample and recommendation kept (random loads, 2,000 evaluations)
-    import math
-    import random
     rnd = random.Random(7)
-    cfg = dict(window_s=45.0, scale_up_cooldown_s=30.0, scale_down_cooldown_s=120.0)
+    cfg = {"window_s": 45.0, "scale_up_cooldown_s": 30.0, "scale_down_cooldown_s": 120.0}
     c = _ctl(**cfg)
     samples, recs, n = [], [], 3
     for k in range(1, 2001):
