@@ -41,7 +41,7 @@ from simulator.metrics.fleet import fixed_fleet_spans
 from simulator.metrics.hourly import HOUR_S, cold_start_violations, hourly_rows
 from simulator.planner.day_report import write_day_plan
 from simulator.planner.spec import PlanError, format_spec_error, resolve_base, resolve_base_source
-from simulator.runs.day import day_totals, run_day_windows
+from simulator.runs.day import day_totals, run_day_windows, window_bounds, window_row
 from simulator.runs.scenario import run_scenario
 from simulator.scenario.autoscale import AutoscaleConfig
 from simulator.scenario.config import ScenarioError, SLOConfig, validate_scenario
@@ -122,17 +122,10 @@ def _fleet_raw(base_raw: dict, replicas: int, autoscale: dict | None) -> dict:
 
 def _peak_hour_passes(sc, base_dir, specs: RequestStream, hour: int, lead_in_s: float) -> dict:
     """Simulate the peak hour alone on ``sc``'s fleet: its attainment and whether it passes."""
-    lead0, h0, h1 = hour * HOUR_S - lead_in_s, hour * HOUR_S, (hour + 1) * HOUR_S
+    lead0, h0, h1 = window_bounds(hour, HOUR_S, lead_in_s)
     t = np.asarray(specs.cols.arrival_s, dtype=np.float64)
-    sub = RequestStream(specs.cols.take(np.flatnonzero((t >= lead0) & (t < h1))), specs._ps)
-    res = run_scenario(sc, base_dir, specs=sub, write=False, figures=False)
-    req = res.requests
-    arr = req["arrival_time_s"].to_numpy(dtype=float)
-    counted = req.loc[(arr >= h0) & (arr < h1)]
-    (row,) = hourly_rows(counted, fixed_fleet_spans(sc.cluster.num_replicas),
-                         window=(h0, h1), slo=sc.slo.model_dump(), origin_s=h0,
-                         period_s=HOUR_S)
-    att = row["slo_attainment"]
+    idx = np.flatnonzero((t >= lead0) & (t < h1))
+    att = window_row(sc, base_dir, specs, idx, hour, (h0, h1))["slo_attainment"]
     return {"replicas": sc.cluster.num_replicas, "slo_attainment": att,
             "passed": att is not None and att >= sc.slo.attainment_target}
 
@@ -153,7 +146,7 @@ def _evaluate_fleet(task: dict, specs: RequestStream) -> dict:
         rows, cold = summ["by_hour"]["rows"], None
     else:
         res = run_scenario(sc, task["base_dir"], specs=specs, write=False, figures=False)
-        spans = getattr(res.sim, "replica_spans", None) or fixed_fleet_spans(
+        spans = res.sim.replica_spans or fixed_fleet_spans(
             sc.cluster.num_replicas)
         rows = hourly_rows(res.requests, spans, window=(res.summary["window_start_s"],
                                                         res.summary["window_end_s"]),

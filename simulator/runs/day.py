@@ -49,7 +49,7 @@ from simulator.runs.scenario import run_scenario
 from simulator.scenario.config import Scenario
 from simulator.workload.loader import RequestStream
 
-__all__ = ["PLACEMENT", "day_totals", "run_day_windows", "window_bounds"]
+__all__ = ["PLACEMENT", "day_totals", "run_day_windows", "window_bounds", "window_row"]
 
 #: Where a window sits in its hour (stated in every windowed summary).
 PLACEMENT = "centred in the hour"
@@ -131,7 +131,8 @@ def run_day_windows(scenario: Scenario, base_dir: Path | None, specs: RequestStr
             moved.append(h)
         n_rep = int((fleet_by_hour or {}).get(h, scenario.cluster.num_replicas))
         idx = np.flatnonzero((t >= lead0) & (t < w1))
-        row = _hour_row(scenario, base_dir, setup, specs, idx, n_rep, h, (w0, w1))
+        row = window_row(scenario, base_dir, specs, idx, h, (w0, w1), num_replicas=n_rep,
+                         setup=setup)
         simulated += int(row["num_simulated"])
         # the last hour is held until its last arrival (a whole-day run: its last finish)
         held_s = HOUR_S if h < last else float(t.max()) - h * HOUR_S
@@ -150,10 +151,16 @@ def run_day_windows(scenario: Scenario, base_dir: Path | None, specs: RequestStr
     return json_safe(summary)
 
 
-def _hour_row(scenario: Scenario, base_dir, setup, specs: RequestStream, idx: np.ndarray,
-              n_rep: int, hour: int, window: tuple[float, float]) -> dict:
-    """The measured figures of one window (its arrivals in ``window`` only)."""
+def window_row(scenario: Scenario, base_dir, specs: RequestStream, idx: np.ndarray, hour: int,
+               window: tuple[float, float], *, num_replicas: int | None = None,
+               setup=None) -> dict:
+    """Simulate the requests ``idx`` of ``specs`` (a lead-in and a window) alone, on
+    ``num_replicas`` replicas (default the scenario's), and measure the window: the row of
+    :func:`simulator.metrics.hourly.hourly_rows` over the arrivals in ``window`` only, with
+    ``hour``, ``start_s`` and ``num_simulated`` (``setup``: the replicas' set-up when already
+    built). The day plan sizes its static peak on such a row of the peak hour."""
     w0, w1 = window
+    n_rep = scenario.cluster.num_replicas if num_replicas is None else num_replicas
     empty = {"hour": hour, "start_s": hour * HOUR_S, "num_simulated": 0, "num_completed": 0,
              "num_rejected": 0, "num_cancelled": 0, "slo_attainment": None,
              "ttft_p50_s": None, "ttft_p99_s": None, "tpot_mean_s": None,
@@ -170,7 +177,7 @@ def _hour_row(scenario: Scenario, base_dir, setup, specs: RequestStream, idx: np
     counted = req.loc[(arr >= w0) & (arr < w1)]
     if not len(counted):
         return empty
-    spans = getattr(res.sim, "replica_spans", None) or fixed_fleet_spans(n_rep)
+    spans = res.sim.replica_spans or fixed_fleet_spans(n_rep)
     (row,) = hourly_rows(counted, spans, window=(w0, w1), slo=sc.slo.model_dump(),
                          gpus_per_replica=sc.gpus_per_replica,
                          usd_per_gpu_hour=res.setup.usd_per_gpu_hour, period_s=w1 - w0,

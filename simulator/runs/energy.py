@@ -52,7 +52,7 @@ def energy_params(scenario: Scenario, setup, gpu: GPUSpec | None = None) -> Ener
 
 def _spans(sim):
     """The run's replica spans: its own (autoscaled runs) or a fixed fleet of its replicas."""
-    return getattr(sim, "replica_spans", None) or fixed_fleet_spans(len(sim.replicas))
+    return sim.replica_spans or fixed_fleet_spans(len(sim.replicas))
 
 
 def _profile(scenario: Scenario, setup, sim, steps, window) -> tuple[EnergyProfile,

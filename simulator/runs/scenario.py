@@ -241,7 +241,7 @@ def add_by_hour(summary: dict, scenario: Scenario, sim: SimOutput, requests,
     (``cluster.num_replicas``; a degrade fallback set is not counted in its GPU-hours)."""
     if not wants_by_hour(float(summary.get("duration_s") or 0.0)):
         return
-    spans = getattr(sim, "replica_spans", None) or fixed_fleet_spans(
+    spans = sim.replica_spans or fixed_fleet_spans(
         scenario.cluster.num_replicas)
     rows = hourly_rows(requests, spans, window=(summary["window_start_s"],
                                                 summary["window_end_s"]),
