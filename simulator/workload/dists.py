@@ -32,6 +32,28 @@ def _check_fields(model: BaseModel, dist: str, allowed: dict[str, tuple[str, ...
         raise ValueError(f"{name}: dist={dist!r} requires {', '.join(map(repr, missing))}")
 
 
+def _check_seconds_dist(model: BaseModel, *, fixed_may_be_zero: bool) -> None:
+    """The checks of a distribution of seconds (:class:`PatienceConfig`,
+    :class:`ThinkTimeDist`): the parameters its ``dist`` takes, ``min <= max``, and positive
+    parameters (a ``fixed`` value of 0 only where ``fixed_may_be_zero``); errors are prefixed
+    with the model's name."""
+    name, m = type(model).__name__, model
+    allowed = {"fixed": ("value",), "lognormal": ("median", "sigma"),
+               "uniform": ("low", "high"), "exponential": ("mean_s",)}
+    _check_fields(m, m.dist, allowed, allowed)
+    if m.max is not None and m.max < m.min:
+        raise ValueError(f"{name}: max={m.max} is below min={m.min}")
+    if m.dist == "fixed" and not (m.value >= 0 if fixed_may_be_zero else m.value > 0):
+        raise ValueError(f"{name}: fixed value must be {'>=' if fixed_may_be_zero else '>'} "
+                         f"0 s, got {m.value}")
+    if m.dist == "lognormal" and not (m.median > 0 and m.sigma >= 0):
+        raise ValueError(f"{name}: lognormal needs median > 0 and sigma >= 0")
+    if m.dist == "uniform" and not (0 <= m.low <= m.high):
+        raise ValueError(f"{name}: uniform needs 0 <= low <= high")
+    if m.dist == "exponential" and not m.mean_s > 0:
+        raise ValueError(f"{name}: mean_s must be > 0, got {m.mean_s}")
+
+
 class LengthDist(StrictModel):
     """Distribution of a token length (prompt or output), in tokens.
 
@@ -151,19 +173,7 @@ class PatienceConfig(StrictModel):
 
     @model_validator(mode="after")
     def _validate(self) -> PatienceConfig:
-        allowed = {"fixed": ("value",), "lognormal": ("median", "sigma"),
-                   "uniform": ("low", "high"), "exponential": ("mean_s",)}
-        _check_fields(self, self.dist, allowed, allowed)
-        if self.max is not None and self.max < self.min:
-            raise ValueError(f"PatienceConfig: max={self.max} is below min={self.min}")
-        if self.dist == "fixed" and not self.value > 0:
-            raise ValueError(f"PatienceConfig: fixed value must be > 0 s, got {self.value}")
-        if self.dist == "lognormal" and not (self.median > 0 and self.sigma >= 0):
-            raise ValueError("PatienceConfig: lognormal needs median > 0 and sigma >= 0")
-        if self.dist == "uniform" and not (0 <= self.low <= self.high):
-            raise ValueError("PatienceConfig: uniform needs 0 <= low <= high")
-        if self.dist == "exponential" and not self.mean_s > 0:
-            raise ValueError(f"PatienceConfig: mean_s must be > 0, got {self.mean_s}")
+        _check_seconds_dist(self, fixed_may_be_zero=False)
         return self
 
 
@@ -189,17 +199,5 @@ class ThinkTimeDist(StrictModel):
 
     @model_validator(mode="after")
     def _validate(self) -> ThinkTimeDist:
-        allowed = {"fixed": ("value",), "lognormal": ("median", "sigma"),
-                   "uniform": ("low", "high"), "exponential": ("mean_s",)}
-        _check_fields(self, self.dist, allowed, allowed)
-        if self.max is not None and self.max < self.min:
-            raise ValueError(f"ThinkTimeDist: max={self.max} is below min={self.min}")
-        if self.dist == "fixed" and not self.value >= 0:
-            raise ValueError(f"ThinkTimeDist: fixed value must be >= 0 s, got {self.value}")
-        if self.dist == "lognormal" and not (self.median > 0 and self.sigma >= 0):
-            raise ValueError("ThinkTimeDist: lognormal needs median > 0 and sigma >= 0")
-        if self.dist == "uniform" and not (0 <= self.low <= self.high):
-            raise ValueError("ThinkTimeDist: uniform needs 0 <= low <= high")
-        if self.dist == "exponential" and not self.mean_s > 0:
-            raise ValueError(f"ThinkTimeDist: mean_s must be > 0, got {self.mean_s}")
+        _check_seconds_dist(self, fixed_may_be_zero=True)
         return self

@@ -33,6 +33,17 @@ def load(path, seed=0, **kw):
     return load_workload(WorkloadConfig.model_validate({"trace": str(path), **kw}), seed)
 
 
+def synthetic_sessions(rate_rps: float, num_sessions: int, turns: dict, think_time_s: float,
+                       answer_tokens: int) -> dict:
+    """A ``workload.synthetic_sessions`` section: Poisson session arrivals, fixed think time,
+    10-token messages and fixed answers."""
+    return {"arrival": {"process": "poisson", "rate_rps": rate_rps},
+            "num_sessions": num_sessions, "turns": turns,
+            "think_time": {"dist": "fixed", "value": think_time_s},
+            "message_tokens": {"dist": "fixed", "value": 10},
+            "answer_tokens": {"dist": "fixed", "value": answer_tokens}}
+
+
 def key(reqs):
     return [(r.arrival_time_s, r.session_id, r.turn_index) for r in reqs]
 
@@ -78,11 +89,7 @@ def test_shares_label_whole_sessions_in_exact_proportions(trace):
 
 
 def test_synthetic_sessions_get_exact_session_shares():
-    sessions = {"arrival": {"process": "poisson", "rate_rps": 1.0}, "num_sessions": 40,
-                "turns": {"dist": "uniform", "low": 1, "high": 5},
-                "think_time": {"dist": "fixed", "value": 1.0},
-                "message_tokens": {"dist": "fixed", "value": 10},
-                "answer_tokens": {"dist": "fixed", "value": 5}}
+    sessions = synthetic_sessions(1.0, 40, {"dist": "uniform", "low": 1, "high": 5}, 1.0, 5)
     reqs = load_workload(WorkloadConfig.model_validate(
         {"synthetic_sessions": sessions, "tenants": {"a": 0.25, "b": 0.75}}), 4)
     by = {}
@@ -112,11 +119,7 @@ def test_a_declared_max_tokens_that_would_clip_a_turn_is_refused(trace):
 
 
 def test_a_max_tokens_below_synthetic_answers_names_the_answer_bound():
-    sessions = {"arrival": {"process": "poisson", "rate_rps": 1.0}, "num_sessions": 1,
-                "turns": {"dist": "fixed", "value": 3},
-                "think_time": {"dist": "fixed", "value": 1.0},
-                "message_tokens": {"dist": "fixed", "value": 10},
-                "answer_tokens": {"dist": "fixed", "value": 30}}
+    sessions = synthetic_sessions(1.0, 1, {"dist": "fixed", "value": 3}, 1.0, 30)
     with pytest.raises(WorkloadError, match=r"^synthetic sessions: workload.max_tokens=20 would "
                                             r"clip the answer of 3 session turns .*bound "
                                             r"workload.synthetic_sessions.answer_tokens.max"):
@@ -153,11 +156,7 @@ def test_closed_loop_warns_about_later_turns_without_think_time(write):
 
 
 def test_a_synthetic_window_keeps_whole_sessions():
-    sessions = {"arrival": {"process": "poisson", "rate_rps": 2.0}, "num_sessions": 30,
-                "turns": {"dist": "fixed", "value": 3},
-                "think_time": {"dist": "fixed", "value": 10.0},
-                "message_tokens": {"dist": "fixed", "value": 10},
-                "answer_tokens": {"dist": "fixed", "value": 5}}
+    sessions = synthetic_sessions(2.0, 30, {"dist": "fixed", "value": 3}, 10.0, 5)
     reqs = load_workload(WorkloadConfig.model_validate(
         {"synthetic_sessions": sessions, "start_s": 2.0, "end_s": 6.0}), 1)
     starts = [r.arrival_time_s for r in reqs if r.turn_index == 0]
