@@ -16,8 +16,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulator.metrics.summary import cost_fields
-
 
 class ReplicaSpan(NamedTuple):
     """One replica's life (seconds on the simulation clock).
@@ -139,20 +137,6 @@ def during_cold_starts(spans: Sequence[ReplicaSpan], times_s: np.ndarray) -> np.
         if math.isfinite(s.provisioned_s) and s.serving_s > s.provisioned_s:
             during |= (t >= s.provisioned_s) & (t < min(s.serving_s, s.released_s))
     return during
-
-
-def held_cost(spans: Sequence[ReplicaSpan], gpus_per_replica: int, usd_per_gpu_hour: float,
-              summary: dict) -> dict:
-    """The summary's cost keys for an autoscaled fleet (they replace those of a fleet held
-    throughout): ``gpu_hours`` = GPU-seconds held within the summary's window / 3600,
-    ``num_gpus`` = the most GPUs held at once, ``cost_usd`` and the costs per 1M tokens
-    (:func:`simulator.metrics.summary.cost_fields`)."""
-    t0, t1 = summary["window_start_s"], summary["window_end_s"]
-    _, held, _ = replica_counts(spans, t0, t1)
-    gpu_h = replica_seconds(spans, t0, t1) * gpus_per_replica / 3600.0
-    return cost_fields(int(held.max()) * gpus_per_replica if len(held) else 0, gpu_h,
-                       gpu_h * float(usd_per_gpu_hour), summary.get("num_input_tokens") or 0,
-                       summary.get("num_output_tokens") or 0)
 
 
 def autoscale_summary(spans: Sequence[ReplicaSpan], outputs: dict, arrival_s: np.ndarray,

@@ -32,13 +32,13 @@ from simulator.kv.stages import stage_rows
 from simulator.metrics.bounds import run_bounds
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
-from simulator.metrics.fleet import autoscale_summary, fixed_fleet_spans, held_cost
+from simulator.metrics.fleet import autoscale_summary, fixed_fleet_spans
 from simulator.metrics.hourly import HOUR_S, hourly_rows, wants_by_hour
 from simulator.metrics.latency import slo_mask
 from simulator.metrics.offload import offload_summary
 from simulator.metrics.speculative import speculative_summary
 from simulator.metrics.step_stats import kv_and_batching_stats
-from simulator.metrics.summary import json_safe, summarize
+from simulator.metrics.summary import cost_fields, json_safe, summarize
 from simulator.metrics.tables_io import TABLE_FORMATS, check_table_format, write_run_tables
 from simulator.report.day import DAY_FIGURE
 from simulator.report.figures import FIGURE_FILES
@@ -190,13 +190,18 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
                         usd_per_gpu_hour=setup.usd_per_gpu_hour, num_gpus=scenario.num_gpus,
                         sim_wall_s=sim.sim_wall_s)
     if sim.replica_spans is not None:  # an autoscaled pool: GPUs paid while held
-        summary.update(held_cost(sim.replica_spans, scenario.gpus_per_replica,
-                                 setup.usd_per_gpu_hour, summary))
-        summary["autoscale"] = json_safe(autoscale_summary(
+        g = scenario.gpus_per_replica
+        a = autoscale_summary(
             sim.replica_spans, sim.autoscale or {},
             requests["arrival_time_s"].to_numpy(dtype=float), slo_mask(requests, slo),
-            (summary["window_start_s"], summary["window_end_s"]), scenario.gpus_per_replica,
-            setup.usd_per_gpu_hour, scenario.cluster.autoscale.model_dump(mode="json")))
+            (summary["window_start_s"], summary["window_end_s"]), g, setup.usd_per_gpu_hour,
+            scenario.cluster.autoscale.model_dump(mode="json"))
+        # the summary's cost keys are the block's integrals (they replace a fleet held
+        # throughout's); num_gpus: the most GPUs held at once
+        summary.update(cost_fields(a["peak_replicas_held"] * g, a["gpu_hours"], a["cost_usd"],
+                                   summary.get("num_input_tokens") or 0,
+                                   summary.get("num_output_tokens") or 0))
+        summary["autoscale"] = json_safe(a)
     summary["num_gpu_blocks"] = setup.num_gpu_blocks
     summary["kv_cache_tokens"] = setup.num_gpu_blocks * setup.block_size
     if setup.memory is not None and setup.memory.stages:  # PP: every stage's memory plan
