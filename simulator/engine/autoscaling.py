@@ -36,17 +36,19 @@ class Fleet:
         The router's replicas (the fleet adds and removes; sorted by id).
     start : callable
         ``start(rep)`` starts a new replica's SimPy process.
+    router : Router
+        The pool's router: a drained replica's queued requests go where it sends them.
     shared_store : OffloadStore or None
         The pool's shared KV offload store (LMCache ``shared``), given to new replicas.
     """
 
     def __init__(self, env: simpy.Environment, scenario: Scenario, setup, rec,
-                 replicas: list, serving: list, start: Callable, shared_store=None):
+                 replicas: list, serving: list, start: Callable, router, shared_store=None):
         self.env, self.scenario, self.setup, self.rec = env, scenario, setup, rec
         self.cfg = scenario.cluster.autoscale
         assert self.cfg is not None
         self.replicas, self.serving, self.start = replicas, serving, start
-        self.shared_store = shared_store
+        self.router, self.shared_store = router, shared_store
         self.controller = AutoscaleController(self.cfg, scenario.slo.attainment_target)
         self.cold = cold_start(self.cfg.cold_start,
                                setup.model.weight_bytes(setup.weight_dtype))
@@ -57,9 +59,6 @@ class Fleet:
         self.starting: list[Replica] = []  # cold start in progress
         self.events: list[dict] = []
         self._finished = [0, 0]  # requests finished since the last sample: met SLOs, all
-        #: the pool's router (set by :func:`start_fleet`): a drained replica's queued
-        #: requests go where it sends them
-        self.router = None
 
     # ------------------------------------------------------------------ observation
     def committed(self) -> int:
@@ -216,8 +215,7 @@ def start_fleet(env: simpy.Environment, scenario: Scenario, setup, rec, replicas
     on ``rec`` counts them and feeds the ``slo_attainment`` metric)."""
     off = scenario.kv_cache.offload_tiers
     shared = replicas[0].kv.offload if off is not None and off.shared else None
-    fleet = Fleet(env, scenario, setup, rec, replicas, serving, start, shared)
-    fleet.router = router
+    fleet = Fleet(env, scenario, setup, rec, replicas, serving, start, router, shared)
     done = env.event()
     finish = rec.finish
 
