@@ -35,18 +35,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simulator.metrics.columns import labels, numeric
-from simulator.metrics.fleet import (
-    ReplicaSpan,
-    during_cold_starts,
-    replica_seconds,
-    serving_seconds,
-)
+from simulator.metrics.fleet import ReplicaSpan, replica_seconds, serving_seconds
 from simulator.metrics.latency import latency_stats, output_tokens, per_request_latencies, slo_mask
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-__all__ = ["HOUR_S", "ROW_KEYS", "cold_start_violations", "hourly_rows", "wants_by_hour"]
+__all__ = ["HOUR_S", "ROW_KEYS", "hourly_rows", "wants_by_hour"]
 
 #: The default bin of ``by_hour`` (s).
 HOUR_S = 3600.0
@@ -139,24 +134,3 @@ def hourly_rows(requests: pd.DataFrame, spans: Sequence[ReplicaSpan], *,
             "gpu_hours": gpu_h, "cost_usd": gpu_h * float(usd_per_gpu_hour),
         })
     return rows
-
-
-def cold_start_violations(requests: pd.DataFrame, spans: Sequence[ReplicaSpan],
-                          slo: Mapping[str, Any] | None = None) -> int:
-    """Requests that missed an SLO while a scale-up's cold start was pending.
-
-    A request counts when it did not meet every SLO (:func:`~simulator.metrics.latency.slo_mask`:
-    rejected, cancelled and unfinished requests are misses) and it arrived while at least one
-    replica added during the run was in its cold start
-    (:func:`simulator.metrics.fleet.during_cold_starts`). A fixed fleet has none (its
-    replicas exist before the run). The autoscale block's ``cold_start_slo_misses`` is the
-    same count over the whole run.
-
-    Returns
-    -------
-    int
-    """
-    if not len(requests):
-        return 0
-    during = during_cold_starts(spans, numeric(requests, "arrival_time_s"))
-    return int((during & ~slo_mask(requests, slo)).sum()) if during.any() else 0

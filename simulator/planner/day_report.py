@@ -144,7 +144,7 @@ def write_day_plan(plan: dict, out: Path, *, figures: bool = True) -> dict[str, 
              "GPU-hours (the integral of the replicas held) times the price; $ per 1M output "
              "tokens divides it by the output tokens of the day's completions. A cold-start "
              "violation is a request that missed an SLO while a replica added by the "
-             "autoscaler was in its cold start (simulator/metrics/hourly.py). Energy: the GPUs' busy "
+             "autoscaler was in its cold start (simulator/metrics/fleet.py). Energy: the GPUs' busy "
              "power per step and idle power while held (simulator/metrics/energy.py; n/a for "
              "a GPU without a sourced power model, or a windowed day); the peak is the largest "
              "mean over one second.\n").format(
