@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.metrics.fleet import ReplicaSpan
+from simulator.metrics.fleet import ReplicaSpan, replica_seconds
 from simulator.perf.power import PowerModel, StepWork, step_power_w, step_utilisation, step_work
 
 __all__ = ["EnergyParams", "EnergyProfile", "energy_profile", "energy_summary",
@@ -187,7 +187,9 @@ def _add_busy(prof: EnergyProfile, bins_j: np.ndarray, edges: np.ndarray, steps,
                                   params.peak_flops_per_s, params.hbm_bytes_per_s)
         p_rep = step_power_w(params.power, uc, um, params.limit_w) * g  # W per replica
         dur = e - s
-        prof.busy_j += float(np.dot(p_rep, dur))
+        # a pairwise sum, not np.dot: BLAS splits a long dot product over threads, so its
+        # last bits would depend on the machine's core count (byte-identical outputs)
+        prof.busy_j += float(np.sum(p_rep * dur))
         prof.busy_s += float(dur.sum())
         _spread(bins_j, edges, s, e, p_rep)
         _spread(busy_bins, edges, s, e, np.ones_like(s))
@@ -244,11 +246,11 @@ def energy_profile(steps, spans: Sequence[ReplicaSpan], window: tuple[float, flo
     if note:
         prof.notes.append(note)
     busy_bins = _add_busy(prof, bins_j, edges, steps, params, (lo, hi), known)
+    prof.held_s = replica_seconds(spans, t0, t1)
     held_bins = np.zeros(len(edges) - 1)
     for sp in spans:
         a, b = max(sp.provisioned_s, t0), min(sp.released_s, t1)
         if b > a:
-            prof.held_s += b - a
             _spread(held_bins, edges, np.array([a]), np.array([b]), np.ones(1))
     over = max(0.0, prof.busy_s - prof.held_s)
     if pp > 1:
