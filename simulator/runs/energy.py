@@ -50,20 +50,16 @@ def energy_params(scenario: Scenario, setup, gpu: GPUSpec | None = None) -> Ener
         limit_w=hw.power_cap_w, idle_w=idle, idle_stated=hw.idle_power_w is not None)
 
 
-def _spans(sim):
-    """The run's replica spans: its own (autoscaled runs) or a fixed fleet of its replicas."""
-    return sim.replica_spans or fixed_fleet_spans(len(sim.replicas))
-
-
 def _profile(scenario: Scenario, setup, sim, steps, window) -> tuple[EnergyProfile,
                                                                        EnergyParams]:
     """The energy profile of one run's replicas (a degrade fallback set with its own
     set-up, when it has one)."""
     params = energy_params(scenario, setup)
-    spans = _spans(sim)
-    n_primary = getattr(sim, "num_primary_replicas", len(sim.replicas))
+    # the run's replica spans: its own (autoscaled) or a fixed fleet of its replicas
+    spans = sim.replica_spans or fixed_fleet_spans(len(sim.replicas))
+    n_primary = sim.num_primary_replicas
     prof = energy_profile(steps, spans, window, params, replica_ids=(0, n_primary))
-    fb = setup.extra.get("fallback") if getattr(setup, "extra", None) else None
+    fb = setup.extra.get("fallback")
     if n_primary < len(sim.replicas):
         if fb is None:
             raise NoPowerModelError("the degrade fallback replicas have no set-up to price")
