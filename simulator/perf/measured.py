@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.perf.decode_steps import DecodeAttention
 from simulator.perf.roofline import ACT_BYTES, RooflinePerfModel
 
 #: vLLM custom all-reduce buffer size (bytes): larger messages go to NCCL
@@ -103,6 +104,14 @@ class MeasuredOps(RooflinePerfModel):
         self._has_ew = (not self._moe and ts.has("elementwise")
                         and not ts.nearest_note("elementwise", **self._ew_key))
         self._prefill_cache: dict = {}
+        self._decode_attn: DecodeAttention | None = None
+        if self._has_decode:
+            tg = ts.attention_decode_grid(**self._akey)
+            if sorted(tg.names) == ["batch", "ctx_mean"]:
+                self._decode_attn = DecodeAttention(
+                    tg.point, tg.names.index("ctx_mean"), tg.names.index("batch"),
+                    [(0 if w is None else int(w), int(n)) for w, n in self.attn_groups],
+                    self._decode_beyond)
         self._prov = self._build_provenance()
 
     # ---------------------------------------------------------------- provenance
@@ -203,6 +212,23 @@ class MeasuredOps(RooflinePerfModel):
             if len(self._prefill_cache) < 200_000:
                 self._prefill_cache[key] = t
         return t
+
+    def _decode_beyond(self, num_seqs: int, ctx_mean: float) -> float:
+        """One layer's decode attention at a point outside the table's grid (the table set's
+        scalar query: the edge's time carried by the roofline)."""
+        return float(self.tables.attention_decode(num_seqs, ctx_mean, **self._akey))
+
+    def decode_attention(self) -> DecodeAttention | None:
+        """Decode attention of one-token steps from the measured table, point by point in the
+        compiled core (None when the tables have no decode attention for this model)."""
+        return self._decode_attn
+
+    def attention_decode_total(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
+        d = self._decode_attn
+        if (d is not None and q_per_seq == 1 and type(ctx_total) is int
+                and type(num_seqs) is int and num_seqs > 0):
+            return d.total(num_seqs, ctx_total)  # the scalar path below, compiled
+        return super().attention_decode_total(num_seqs, ctx_total, q_per_seq)
 
     def attn_decode_time(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
         if not self._has_decode or num_seqs <= 0:

@@ -288,6 +288,12 @@ class RooflinePerfModel:
             t += n * sub
         return t
 
+    def decode_attention(self):
+        """Decode attention priced point by point in the compiled core
+        (:class:`~simulator.perf.decode_steps.DecodeAttention`), or None: the datasheet
+        roofline has none (a measured table's backend does)."""
+        return None
+
     def attention_decode_total(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
         """Decode attention summed over layers; ``ctx_total`` may be an array (steps). A
         sliding-window layer attends to at most ``num_seqs x window`` tokens in all."""

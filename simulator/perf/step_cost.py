@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base.compiled_core import register_pickling
+from simulator.perf.decode_steps import DecodeStepTimes
 from simulator.perf.pipeline import PipelinePerfModel
 from simulator.perf.step_model import StepTimeModel
 
@@ -193,7 +194,7 @@ class StepPricer:
         The record :meth:`price` fills and returns (one per pricer, reused).
     """
 
-    __slots__ = ("_decode_one", "_decode_run", "_run_model", "_run_parts", "cost", "draft",
+    __slots__ = ("_decode_run", "_decode_times", "_run_model", "_run_parts", "cost", "draft",
                  "host_link_bandwidth_bytes_per_s", "perf")
 
     def __init__(self, perf, *, host_link_bandwidth_bytes_per_s: float | None = None,
@@ -202,10 +203,10 @@ class StepPricer:
         self.host_link_bandwidth_bytes_per_s = host_link_bandwidth_bytes_per_s
         self.draft = draft
         self.cost = StepCost(perf)
-        # one decode step: the memo's list form where the model is a StepTimeModel (its
-        # ``decode_step_times`` of one context is that list as an array: the same value)
-        self._decode_one = perf.decode_step_times_list if isinstance(perf, StepTimeModel) \
-            else None
+        # one decode step and a decode run: a StepTimeModel's remembered pure-decode step
+        # times (compiled; its ``decode_step_times`` of one context is that value as an array)
+        self._decode_times: DecodeStepTimes | None = (
+            perf.decode_times if isinstance(perf, StepTimeModel) else None)
         # a decode run: as the engine has always priced one (any model offering the list)
         self._decode_run = getattr(perf, "decode_step_times_list", None)
         # the model that prices a decode run (a pipeline model's list is its stage model's)
@@ -246,8 +247,8 @@ class StepPricer:
         shape = out.shape
         nd = shape.num_decode
         if decode_memo and nd and not shape.prefill_q and shape.decode_q_per_seq == 1:
-            one = self._decode_one
-            step = (one(nd, [shape.decode_ctx_total])[0] if one is not None else float(
+            times = self._decode_times
+            step = (times.one(nd, shape.decode_ctx_total) if times is not None else float(
                 self.perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0]))
         else:
             step = self.perf.step_time(shape)
@@ -291,6 +292,10 @@ class StepPricer:
         """Seconds of each step of a fast-forwarded decode run (``num_seqs`` one-token decodes
         per step; ``ctx_totals`` the batch's context at each step, a list or an array), as
         Python floats."""
+        times = self._decode_times
+        if times is not None:
+            return times.times(num_seqs, ctx_totals if isinstance(ctx_totals, list)
+                               else ctx_totals.tolist())
         run = self._decode_run
         if run is not None:  # Python floats throughout (the same values)
             return run(num_seqs, ctx_totals if isinstance(ctx_totals, list)

@@ -19,14 +19,27 @@ operator came from where).
 """
 from __future__ import annotations
 
+import bisect
+
 import numpy as np
 
+from simulator.perf.decode_steps import DECODE_MEMO_MAX, DecodeStepTimes, EngineTerms
 from simulator.perf.engine_profile import EngineProfile
 from simulator.perf.step_shape import StepShape
 
-#: pairs (num_seqs, ctx_total) of decode step times remembered before the memo starts afresh
-#: (about 100 bytes each: 20 MB at most)
-DECODE_MEMO_MAX = 200_000
+__all__ = ["DECODE_MEMO_MAX", "GPU_OPS", "ConstantPerfModel", "StepTimeModel", "engine_terms"]
+
+
+def engine_terms(profile) -> EngineTerms | None:
+    """The compiled form of ``profile.step_seconds`` (its linear CPU and sync costs), or None
+    when its CPU term comes from a measured table (``cpu_from_profile``) or it is not an
+    :class:`~simulator.perf.engine_profile.EngineProfile`."""
+    if not isinstance(profile, EngineProfile) or profile.cpu_from_profile:
+        return None
+    c, s = profile.cpu, profile.sync
+    return EngineTerms((c.step_s.value, c.per_seq_s.value, c.per_token_s.value),
+                       (s.step_s.value, s.per_seq_s.value, s.per_token_s.value),
+                       profile.async_scheduling)
 
 #: op-time keys a step reports, in display order
 GPU_OPS = ("qkv_proj", "o_proj", "mlp_gate_up", "mlp_down", "elementwise", "all_reduce",
@@ -57,14 +70,15 @@ class StepTimeModel:
 
     def __init__(self, ops, engine: EngineProfile, capture_sizes: tuple[int, ...] = ()):
         self.ops = ops
-        self._decode_memo: dict[int, dict[int, float]] = {}
-        self._decode_memo_size = 0
+        #: pure-decode step seconds per (num_seqs, ctx_total), remembered (compiled core)
+        self.decode_times = DecodeStepTimes(self._decode_fixed, self._decode_many,
+                                            ops.decode_attention(), None)
+        self._terms: EngineTerms | None = None
         self.engine = engine
         self.model, self.gpu, self.tp = ops.model, ops.gpu, ops.tp
         self.kind = getattr(ops, "kind", "roofline")
         self.capture_sizes = tuple(sorted(int(s) for s in capture_sizes))
-        self._cap = np.array(self.capture_sizes, dtype=np.int64)
-        self.max_capture = int(self._cap[-1]) if len(self._cap) else 0
+        self.max_capture = self.capture_sizes[-1] if self.capture_sizes else 0
         self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
         self._tok: dict = {}
         self._tok_sum: dict = {}
@@ -89,9 +103,8 @@ class StepTimeModel:
     @engine.setter
     def engine(self, profile: EngineProfile) -> None:
         self._engine = profile
-        #: num_seqs -> {ctx_total: decode step seconds} (:meth:`decode_step_times`)
-        self._decode_memo.clear()
-        self._decode_memo_size = 0
+        self._terms = engine_terms(profile)
+        self.decode_times.reset(self._terms)
 
     # ---------------------------------------------------------------- graph padding
     def in_graph(self, num_tokens: int, pure_decode: bool) -> bool:
@@ -107,7 +120,8 @@ class StepTimeModel:
         the next capture size; unchanged for an eager step)."""
         if not self.in_graph(num_tokens, pure_decode):
             return int(num_tokens)
-        return int(self._cap[np.searchsorted(self._cap, num_tokens)])
+        caps = self.capture_sizes
+        return caps[bisect.bisect_left(caps, num_tokens)]
 
     # ---------------------------------------------------------------- per-token terms
     def _token_terms(self, T: int, graph: bool) -> dict[str, float]:
@@ -151,6 +165,10 @@ class StepTimeModel:
         return out
 
     def _engine_seconds(self, gpu_s, num_seqs, num_tokens):
+        terms = self._terms
+        if terms is not None and type(gpu_s) is float and type(num_seqs) is int \
+                and type(num_tokens) is int:   # one step: the same operations, compiled
+            return terms.seconds(gpu_s, num_seqs, num_tokens)
         e = self.engine
         if self._cpu_from_ops:
             cpu = self.ops.cpu_overhead_time(num_seqs, num_tokens)
@@ -239,43 +257,34 @@ class StepTimeModel:
         gpu = self.gpu_decode_step_times(num_seqs, ctx_totals)
         return np.asarray(self._engine_seconds(gpu, num_seqs, num_seqs), dtype=float)
 
+    def _decode_many(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
+        """Seconds of pure-decode steps by the array path (:meth:`_decode_step_times`), for
+        :class:`~simulator.perf.decode_steps.DecodeStepTimes` where no compiled decode
+        attention applies."""
+        return self._decode_step_times(num_seqs, np.array(ctx_totals)).tolist()
+
     def decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
         """Wall-clock seconds of consecutive pure-decode steps, shape ``(K,)``.
 
         A step's time is a function of ``(num_seqs, ctx_total)`` alone, computed element by
-        element (every operator is elementwise in the context; the table interpolation gives
+        element (every operator is elementwise in the context; a table's interpolation gives
         the same bits whatever the batching, :meth:`simulator.perf.tables.grid._Grid.at_array`),
-        so times are remembered per pair: a decode run cut by an arrival and planned again
-        asks for the same steps (most steps of a replay are asked for more than once). Only
-        the pairs not seen yet are computed, in one vectorised call. The memory is bounded:
-        past :data:`DECODE_MEMO_MAX` pairs it starts afresh with the pairs of the call (results
-        are the same either way).
+        so times are remembered per pair (:attr:`decode_times`): a decode run cut by an
+        arrival and planned again asks for the same steps (most steps of a replay are asked
+        for more than once). The memory is bounded: past
+        :data:`~simulator.perf.decode_steps.DECODE_MEMO_MAX` pairs it starts afresh (results
+        are the same either way). Context totals that are not integers are computed without
+        the memory (the same values).
         """
         ctx = np.asarray(ctx_totals)
-        if ctx.ndim != 1:
+        if ctx.ndim != 1 or ctx.dtype.kind not in "iu":
             return self._decode_step_times(num_seqs, ctx)
-        return np.array(self.decode_step_times_list(num_seqs, ctx.tolist()), dtype=float)
+        return np.array(self.decode_times.times(int(num_seqs), ctx.tolist()), dtype=float)
 
     def decode_step_times_list(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
-        """:meth:`decode_step_times` of a list of context totals, as a list of Python floats
-        (the same values: a decode run's pricing without the array round trips)."""
-        memos = self._decode_memo
-        memo = memos.get(num_seqs)
-        if memo is None:
-            memo = memos[num_seqs] = {}
-        got = list(map(memo.get, ctx_totals))
-        if None in got:
-            miss = [c for c, t in zip(ctx_totals, got) if t is None]
-            times = self._decode_step_times(num_seqs, np.array(miss)).tolist()
-            if self._decode_memo_size + len(miss) > DECODE_MEMO_MAX:
-                memos.clear()
-                memo = memos[num_seqs] = {}
-                self._decode_memo_size = 0
-            memo.update(zip(miss, times))
-            self._decode_memo_size += len(miss)
-            fill = iter(times)
-            got = [next(fill) if t is None else t for t in got]
-        return got
+        """:meth:`decode_step_times` of a list of integer context totals, as a list of Python
+        floats (the same values: a decode run's pricing without the array round trips)."""
+        return self.decode_times.times(int(num_seqs), ctx_totals)
 
     # ---------------------------------------------------------------- reporting
     def provenance(self) -> dict[str, str]:

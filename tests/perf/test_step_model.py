@@ -147,16 +147,15 @@ def test_decode_step_times_are_the_same_bits_however_asked():
     assert m.decode_step_times(25, ctx[:3]).tolist() != first[:3].tolist()  # keyed by batch
 
 
-def test_decode_step_memo_is_bounded(monkeypatch):
-    from simulator.perf import step_model
-    monkeypatch.setattr(step_model, "DECODE_MEMO_MAX", 8)
+def test_decode_step_memo_is_bounded():
     prof = get_engine_profile("vllm-v1")
     m = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
     fresh = build_perf_model(MODEL, GPU, 1, source="roofline", engine=prof)
+    m.decode_times.memo_max = 8
     ctx = np.arange(100, 112) * 24
     a = m.decode_step_times(24, ctx[:6])   # 6 remembered
-    b = m.decode_step_times(24, ctx[4:10])  # 4 new: 10 > 8, starts afresh with these 4
-    assert m._decode_memo_size == 4
+    b = m.decode_step_times(24, ctx[4:10])  # 2 hits, then 4 new: the 9th starts afresh
+    assert m.decode_times.remembered == 2
     alone = [float(fresh.decode_step_times(24, np.array([c]))[0]) for c in ctx]
     assert a.tolist() == alone[:6] and b.tolist() == alone[4:10]
 

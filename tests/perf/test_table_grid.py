@@ -1,12 +1,12 @@
 """_Grid.at_array: bilinear interpolation in u = log2(size), the same value whether a point
-is queried alone, in a small query (plain-Python path) or in a large one (numpy path)."""
+is queried alone, in a small query (point by point) or in a large one (array path)."""
 import math
 
 import numpy as np
 import pytest
 from helpers import small_grid
 
-from simulator.perf.tables.grid import _LINE_QUERY, _SMALL_QUERY, FILL_METHODS, _Grid
+from simulator.perf.tables.grid import _POINT_QUERY, FILL_METHODS, _Grid
 
 _grid = small_grid  # axes a = (1, 4), b = (2, 8, 32): tests/helpers.py
 
@@ -25,14 +25,31 @@ def test_bilinear_value_by_hand():
 def test_scalar_axis_and_small_and_large_queries_agree():
     g = _grid()
     rng = np.random.default_rng(3)
-    b = rng.uniform(0.5, 50.0, size=max(_SMALL_QUERY, _LINE_QUERY) * 2)
-    big = g.at_array([3.0, b])                      # numpy path
+    b = rng.uniform(0.5, 50.0, size=_POINT_QUERY * 2)
+    big = g.at_array([3.0, b])                      # array path
     for k in range(len(b)):
-        alone = g.at_array([3.0, b[k:k + 1]])[0]     # plain-Python path, remembered a = 3
+        alone = g.at_array([3.0, b[k:k + 1]])[0]     # point by point
         assert alone == big[k]
-        assert math.isclose(alone, g.at([3.0, b[k]]), rel_tol=1e-12, abs_tol=1e-12)
-    small = g.at_array([np.full(_SMALL_QUERY, 3.0), b[:_SMALL_QUERY]])
-    assert np.array_equal(small, big[:_SMALL_QUERY])
+        assert alone == g.at([3.0, b[k]])           # the same bits as the scalar query
+    small = g.at_array([np.full(_POINT_QUERY, 3.0), b[:_POINT_QUERY]])
+    assert np.array_equal(small, big[:_POINT_QUERY])
+
+
+def test_array_path_equals_point_queries_on_three_axes_inside_and_beyond():
+    # three axes, one of them holding 0 (u = log2(1 + size)); sizes inside, on nodes, below
+    # and above every axis: each value of a large query is the point query's, to the bit
+    rng = np.random.default_rng(11)
+    vals = [np.array([1.0, 4.0, 16.0, 64.0]), np.array([0.0, 8.0, 512.0]),
+            np.array([2.0, 32.0])]
+    raw = rng.normal(size=(4, 3, 2))
+    g = _Grid.from_cells(["a", "b", "c"], vals, [False, True, False], raw)
+    n = 3 * _POINT_QUERY
+    xs = [rng.choice([0.5, 1.0, 4.0, 7.3, 64.0, 90.0], n) * rng.uniform(0.9, 1.1, n),
+          rng.choice([0.0, 3.0, 8.0, 100.0, 700.0], n),
+          rng.uniform(0.0, 40.0, n)]
+    big = g.at_array(xs)
+    for k in range(n):
+        assert big[k] == g.at([xs[0][k], xs[1][k], xs[2][k]])
 
 
 # ---------------------------------------------------------------------- the fill of empty cells

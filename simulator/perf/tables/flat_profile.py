@@ -48,6 +48,7 @@ from simulator.base.resources import not_text_reason, not_yaml_reason, safe_load
 from simulator.catalog.hardware import GPUSpec
 from simulator.catalog.models import ModelSpec
 from simulator.perf.roofline import ACT_BYTES, RooflinePerfModel
+from simulator.perf.tables import libm
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
@@ -162,8 +163,9 @@ def _select(df: pd.DataFrame, keys: dict, dtypes: set | None) -> pd.DataFrame:
 
 # ------------------------------------------------------------------------------ interpolants
 def _u(x):
-    """Interpolation coordinate: log2(1 + size)."""
-    return np.log2(1.0 + np.maximum(np.asarray(x, dtype=float), 0.0))
+    """Interpolation coordinate: log2(1 + size) (the C library's ``log2``:
+    :mod:`simulator.perf.tables.libm`)."""
+    return libm.log2(1.0 + np.maximum(np.asarray(x, dtype=float), 0.0))
 
 
 class EfficiencyCurve:

@@ -31,25 +31,27 @@ import math
 
 import numpy as np
 
+from simulator.perf.tables import libm
 from simulator.perf.tables.fill_cache import cached_fill
+from simulator.perf.tables.grid_point import GridPoint, u_coordinate
 
-#: Scalar axis values whose interpolation index and weight a grid remembers (a decode run's
-#: batch size takes at most ``max_num_seqs`` values; the bound only caps memory).
-_AXIS_MEMO_MAX = 4096
-#: Queries of at most this many points are interpolated in plain Python (numpy's per-call
-#: overhead dominates below it; the arithmetic is the same IEEE double either way).
-_SMALL_QUERY = 8
-#: Queries along one grid line (one axis an array, the others scalars) of at most this many
-#: points are interpolated point by point in plain Python (:meth:`_Grid._at_line`).
-_LINE_QUERY = 48
+#: Array queries of at most this many points are answered point by point
+#: (:class:`~simulator.perf.tables.grid_point.GridPoint`: numpy's per-call overhead dominates
+#: below it); larger ones by the same arithmetic on arrays. Either way a point's value is the
+#: same to the bit.
+_POINT_QUERY = 64
 
 
 def _u(x, zero: bool):
     """Interpolation coordinate of a size: ``log2(x)`` (``log2(1 + x)`` on axes that hold 0);
-    sizes below 1 are clipped to 1 (the grid holds its edge there anyway)."""
+    sizes below 1 are clipped to 1 (the grid holds its edge there anyway). The C library's
+    ``log2`` element by element (:mod:`simulator.perf.tables.libm`: numpy's depends on the
+    CPU)."""
     if isinstance(x, np.ndarray):
-        return np.log2(1.0 + np.maximum(x, 0.0)) if zero else np.log2(np.maximum(x, 1.0))
-    return math.log2(1.0 + max(x, 0.0)) if zero else math.log2(max(x, 1.0))
+        flat = x.astype(float).ravel().tolist()
+        return np.fromiter((u_coordinate(v, zero) for v in flat), dtype=float,
+                           count=len(flat)).reshape(x.shape)
+    return u_coordinate(float(x), zero)
 
 
 #: interpolants of the fill along one axis (method names of :func:`_fill`): ``linear`` in
@@ -132,9 +134,9 @@ def _affine_blend(val: np.ndarray, x: np.ndarray, ua: np.ndarray, ok, prev, nxt)
     if not use.any():
         return
     r, i, lo, hi, tl, th = r[use], i[use], lo[use], hi[use], tl[use], th[use]
-    s_lo, s_hi = np.exp2(ua[lo]), np.exp2(ua[hi])
-    w = (np.exp2(ua[i]) - s_lo) / (s_hi - s_lo)
-    aff = np.log(np.exp(tl) * (1.0 - w) + np.exp(th) * w)
+    s_lo, s_hi = libm.exp2(ua[lo]), libm.exp2(ua[hi])
+    w = (libm.exp2(ua[i]) - s_lo) / (s_hi - s_lo)
+    aff = libm.log(libm.exp(tl) * (1.0 - w) + libm.exp(th) * w)
     val[r, i] = 0.5 * (val[r, i] + aff)
 
 
@@ -281,17 +283,19 @@ def _diagonal_estimates(base: np.ndarray, us: list[np.ndarray]) -> list[np.ndarr
 
 
 class _Grid:
-    """Log efficiency on a grid over ``u`` coordinates (filled; a table's: via ``fill_cache``)."""
+    """Log efficiency on a grid over ``u`` coordinates (filled; a table's: via ``fill_cache``).
+
+    Point queries go through :attr:`point` (:class:`~simulator.perf.tables.grid_point.GridPoint`,
+    the one implementation of the interpolation's arithmetic)."""
 
     __slots__ = (
-        "_at_memo",
-        "_axis_memo",
         "flat",
         "le",
         "linear_eff",
         "lr",
         "measured",
         "names",
+        "point",
         "raw",
         "shape",
         "strides",
@@ -317,7 +321,7 @@ class _Grid:
         lr = None
         if bound is not None:
             r = bound(dict(zip(names, np.meshgrid(*vals, indexing="ij"))))
-            lr = np.log(np.maximum(np.broadcast_to(np.asarray(r, float), shape), 1e-300))
+            lr = libm.log(np.maximum(np.broadcast_to(np.asarray(r, float), shape), 1e-300))
         self._setup(names, vals, zero, g.reshape(shape), lr, cache=True)
 
     @classmethod
@@ -339,16 +343,22 @@ class _Grid:
         self.lr = lr
         self.measured = int(np.isfinite(raw).sum())
         self.us = [_u(v, z) for v, z in zip(self.vals, self.zero)]
-        self.le = (cached_fill(raw, self.us, lr, method, _fill) if cache
-                   else _fill(raw, self.us, lr, method))
-        self.flat = self.le.ravel().tolist()
         self.ulists = [u.tolist() for u in self.us]
         st, acc = [], 1
         for d in reversed(self.shape):
             st.append(acc)
             acc *= d
         self.strides = tuple(reversed(st))
-        self._axis_memo, self._at_memo, self.linear_eff = {}, {}, None
+        self.linear_eff = None
+        self._set_values(cached_fill(raw, self.us, lr, method, _fill) if cache
+                         else _fill(raw, self.us, lr, method))
+
+    def _set_values(self, le: np.ndarray) -> None:
+        self.le = le
+        self.flat = le.ravel().tolist()
+        self.point = GridPoint(self.flat, self.ulists, list(self.strides), list(self.zero),
+                               [float(v[0]) for v in self.vals],
+                               [float(v[-1]) for v in self.vals])
 
     def with_values(self, values: np.ndarray) -> _Grid:
         """The same axes carrying other (filled) values, e.g. log time for one query key."""
@@ -356,9 +366,7 @@ class _Grid:
         for a in ("names", "vals", "us", "ulists", "zero", "strides", "shape", "measured"):
             setattr(g, a, getattr(self, a))
         g.raw = g.lr = g.linear_eff = None
-        g._axis_memo, g._at_memo = {}, {}
-        g.le = np.asarray(values, float).reshape(self.shape)
-        g.flat = g.le.ravel().tolist()
+        g._set_values(np.asarray(values, float).reshape(self.shape))
         return g
 
     def nodes(self) -> list[np.ndarray]:
@@ -377,109 +385,34 @@ class _Grid:
         return out if moved else None
 
     def at(self, xs) -> float:
-        """Interpolated value at one point (scalar sizes, one per axis).
-
-        An integer size (a batch, a GEMM's ``n`` and ``k``) has its node offset and weight
-        remembered per axis (``math.log2``, bisect: the same values every time)."""
-        base = 0
-        corners = None   # (offset, weight) per cell corner; None: the one corner (0, 1.0)
-        memo = self._at_memo
-        strides = self.strides
-        for a, x in enumerate(xs):
-            if type(x) is int:
-                hit = memo.get((a, x))
-                if hit is None:
-                    hit = self._at_axis(a, x)
-                    if len(memo) < _AXIS_MEMO_MAX:
-                        memo[(a, x)] = hit
-            else:
-                hit = self._at_axis(a, x)
-            off, w = hit
-            base += off
-            if w is None:
-                continue
-            st = strides[a]
-            if corners is None:   # 1.0 x (1 - w) and 1.0 x w, exactly
-                corners = [(0, 1.0 - w), (st, w)]
-            else:
-                corners = [(o, f * (1.0 - w)) for o, f in corners] + \
-                          [(o + st, f * w) for o, f in corners]
-        flat = self.flat
-        if corners is None:
-            return 0.0 + flat[base]
-        out = 0.0
-        for o, f in corners:
-            out += f * flat[base + o]
-        return out
-
-    def _at_axis(self, a: int, x) -> tuple[int, float | None]:
-        """Node offset and weight of scalar size ``x`` on axis ``a`` for :meth:`at` (weight
-        None: at or beyond an end node, or a one-node axis)."""
-        ul = self.ulists[a]
-        n = len(ul)
-        if n == 1:
-            return 0, None
-        u = math.log2(1.0 + max(x, 0.0)) if self.zero[a] else math.log2(max(x, 1.0))
-        if u <= ul[0]:
-            return 0, None
-        if u >= ul[-1]:
-            return (n - 1) * self.strides[a], None
-        i = bisect.bisect_right(ul, u) - 1
-        return i * self.strides[a], (u - ul[i]) / (ul[i + 1] - ul[i])
+        """Interpolated value at one point (scalar sizes, one per axis):
+        :meth:`GridPoint.at <simulator.perf.tables.grid_point.GridPoint.at>`."""
+        return self.point.at([float(x) for x in xs])
 
     def at_array(self, xs) -> np.ndarray:
         """Interpolated values at many points (arrays broadcast together, one per axis).
 
-        The same arithmetic element by element whatever the broadcast length (``log2`` on
-        numpy; clipping, bracketing and weights in IEEE double either way): an axis given as
-        a scalar (e.g. the batch of a decode run) gets its interpolation index and weight
-        computed once (and remembered), each corner's weight is the product of the per-axis
-        factors in axis order, and queries of at most ``_SMALL_QUERY`` points run in plain
-        Python, so results do not depend on how the query is batched.
+        Each value is :meth:`at`'s at that point, to the bit, whatever the broadcast length:
+        queries of at most :data:`_POINT_QUERY` points are answered point by point, larger
+        ones by the same operations on arrays (``u`` by the C library's ``log2``, clipping,
+        bracketing and weights in IEEE double, each corner's weight the product of the
+        per-axis factors in axis order, corners summed in mask order from ``0.0``; an axis at
+        an end node enters with the factors ``1.0`` and ``0.0``, which leave every product and
+        sum unchanged).
         """
         arrs = [np.asarray(x, float) for x in xs]
-        shapes = [a.shape for a in arrs if a.ndim]
-        if len(shapes) == 1:   # one array among scalars (a decode run): its own shape
-            shape = shapes[0]
-        else:
-            shape = np.broadcast_shapes(*(a.shape for a in arrs))
+        shape = np.broadcast_shapes(*(a.shape for a in arrs))
         size = math.prod(shape)
-        small = size <= _SMALL_QUERY
-        if len(shape) == 1 and size <= _LINE_QUERY:
-            line = self._at_line(arrs)
-            if line is not None:
-                return line
-        parts = []   # (stride, offset, weight, 1 - weight): scalars, lists (small) or arrays
-        for a, (x, u_ax, z, st) in enumerate(zip(arrs, self.us, self.zero, self.strides)):
-            n = len(u_ax)
-            if n == 1:
+        if size <= _POINT_QUERY:
+            cols = [np.broadcast_to(a, shape).ravel().tolist() for a in arrs]
+            at = self.point.at
+            return np.array([at(list(p)) for p in zip(*cols)], dtype=float).reshape(shape)
+        parts = []   # (stride, offset, weight, 1 - weight) per axis of more than one node
+        for a, (x, u_ax, st) in enumerate(zip(arrs, self.us, self.strides)):
+            if len(u_ax) == 1:
                 continue
-            if x.ndim == 0:
-                parts.append((st, *self._scalar_part(a, x)))
-                continue
-            if x.shape != shape:
-                x = np.broadcast_to(x, shape)
-            x = x.ravel()
-            if small:
-                ul = self.ulists[a]
-                u0, u1 = ul[0], ul[-1]
-                offs, ws, oms = [], [], []
-                for u in (np.log2(1.0 + np.maximum(x, 0.0)) if z
-                          else np.log2(np.maximum(x, 1.0))).tolist():
-                    u = min(max(u, u0), u1)
-                    i = min(max(bisect.bisect_right(ul, u) - 1, 0), n - 2)
-                    lo = ul[i]
-                    w = (u - lo) / (ul[i + 1] - lo)
-                    offs.append(i * st)
-                    ws.append(w)
-                    oms.append(1.0 - w)
-                parts.append((st, offs, ws, oms))
-            else:
-                i, w = self._axis_weights(a, x)
-                parts.append((st, i * st, w, 1.0 - w))
-        if small:
-            return np.array([self._corners(parts, e) for e in range(size)],
-                            dtype=float).reshape(shape)
+            i, w = self._axis_weights(a, np.broadcast_to(x, shape).ravel())
+            parts.append((st, i * st, w, 1.0 - w))
         le = self.le.ravel()
         out = np.zeros(size)
         idx = sum(p[1] for p in parts)
@@ -496,104 +429,12 @@ class _Grid:
             out += le[idx + off] if wt is None else wt * le[idx + off]
         return out.reshape(shape)
 
-    def _scalar_part(self, a: int, x: np.ndarray) -> tuple[int, float, float]:
-        """(offset, weight, 1 - weight) of scalar size ``x`` on axis ``a`` (remembered)."""
-        key = (a, float(x))
-        memo = self._axis_memo
-        hit = memo.get(key)
-        if hit is None:
-            i, w = self._axis_weights(a, x.reshape(1))
-            hit = (int(i[0]) * self.strides[a], float(w[0]), float(1.0 - w[0]))
-            if len(memo) < _AXIS_MEMO_MAX:
-                memo[key] = hit   # a scalar axis (a decode run's batch) recurs
-        return hit
-
-    def _at_line(self, arrs) -> np.ndarray | None:
-        """:meth:`at_array` along one line of the grid: one axis given as a 1-d array (a
-        decode run's context), every other axis a scalar, at most two axes of more than one
-        node (None otherwise: the general path answers). Plain Python per point, the same
-        IEEE operations in the same order as :meth:`_corners` (``0.0`` first, corners by
-        mask, each weight the product of the per-axis factors in axis order)."""
-        var = -1
-        fixed = []   # (position among the interpolated axes, stride, offset, w, 1 - w)
-        for a, x in enumerate(arrs):
-            if len(self.us[a]) == 1:
-                continue
-            if x.ndim:
-                if var >= 0:
-                    return None
-                var, pos = a, len(fixed)
-            else:
-                fixed.append((self.strides[a], *self._scalar_part(a, x)))
-        if var < 0 or len(fixed) > 1:
-            return None
-        ul, st = self.ulists[var], self.strides[var]
-        u0, u1, top = ul[0], ul[-1], len(ul) - 2
-        x = arrs[var]
-        us = (np.log2(1.0 + np.maximum(x, 0.0)) if self.zero[var]
-              else np.log2(np.maximum(x, 1.0))).tolist()
-        flat, br = self.flat, bisect.bisect_right
-        out = []
-        if fixed:
-            s1, o1, w1, m1 = fixed[0]
-            s01 = st + s1
-        for u in us:
-            if u < u0:
-                u = u0
-            elif u > u1:
-                u = u1
-            i = br(ul, u) - 1
-            if i < 0:
-                i = 0
-            elif i > top:
-                i = top
-            lo = ul[i]
-            w = (u - lo) / (ul[i + 1] - lo)
-            m = 1.0 - w
-            if not fixed:
-                b = i * st
-                out.append((0.0 + m * flat[b]) + w * flat[b + st])
-            elif pos == 0:   # the varying axis first: its factor leads each product
-                b = i * st + o1
-                out.append((((0.0 + (m * m1) * flat[b]) + (w * m1) * flat[b + st])
-                            + (m * w1) * flat[b + s1]) + (w * w1) * flat[b + s01])
-            else:
-                b = o1 + i * st
-                out.append((((0.0 + (m1 * m) * flat[b]) + (w1 * m) * flat[b + s1])
-                            + (m1 * w) * flat[b + st]) + (w1 * w) * flat[b + s01])
-        return np.array(out, dtype=float)
-
     def _axis_weights(self, a: int, x: np.ndarray):
         """Lower bracketing node index and linear weight in ``u`` along axis ``a`` at sizes
         ``x`` (1-d), clipped to the axis's range."""
         u_ax, n = self.us[a], len(self.us[a])
-        u = np.log2(1.0 + np.maximum(x, 0.0)) if self.zero[a] else np.log2(np.maximum(x, 1.0))
+        u = _u(x, self.zero[a])
         u = np.minimum(np.maximum(u, u_ax[0]), u_ax[-1])   # = np.clip, without its wrapper
         i = np.minimum(np.maximum(np.searchsorted(u_ax, u, side="right") - 1, 0), n - 2)
         lo = u_ax[i]
         return i, (u - lo) / (u_ax[i + 1] - lo)
-
-    def _corners(self, parts, e: int) -> float:
-        """Point ``e`` of a small query: the weighted sum over the cell's corners (the same
-        order and products as the array path)."""
-        base = 0
-        fs = []
-        for st, off, w, om in parts:
-            if isinstance(off, list):
-                off, w, om = off[e], w[e], om[e]
-            base += off
-            fs.append((st, w, om))
-        flat = self.flat
-        out = 0.0
-        for mask in range(1 << len(fs)):
-            wt = None
-            off = base
-            for b, (st, w, om) in enumerate(fs):
-                if mask >> b & 1:
-                    f = w
-                    off += st
-                else:
-                    f = om
-                wt = f if wt is None else wt * f
-            out += flat[off] if wt is None else wt * flat[off]
-        return out

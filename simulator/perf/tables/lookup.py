@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from simulator.perf.tables import libm
 from simulator.perf.tables.bounds import (
     _DTYPE_FAMILY,
     all_reduce_roofline_s,
@@ -309,7 +310,7 @@ class TableLookup(TableFiles):
         ok = np.isfinite(e) & (e > 0)
         if not ok.any():
             raise ValueError(f"table set {self.name}: {fam.op} rows give no finite efficiency")
-        return _Grid(s.grid, [c[ok] for c in coords], np.log(e[ok]),
+        return _Grid(s.grid, [c[ok] for c in coords], libm.log(e[ok]),
                      [c in s.zero for c in s.grid],
                      bound=lambda nodes: self._roofline(fam.op, nodes, numv, rdt, mg))
 
@@ -367,14 +368,14 @@ class TableLookup(TableFiles):
         moved = chosen is not None and any(
             c in num and float(num[c]) != float(v) for c, v in chosen.items())
         if getattr(self, "efficiency_from", "") and self.transfer == "excess":
-            tg = grid.with_values(np.log(self._excess_times(
+            tg = grid.with_values(libm.log(self._excess_times(
                 op, grid, nodes, num, rdt, r, chosen if moved else None)))
         elif moved:
-            tg = grid.with_values(np.log(self._key_transfer(op, grid, nodes, chosen, rdt, r)))
+            tg = grid.with_values(libm.log(self._key_transfer(op, grid, nodes, chosen, rdt, r)))
         else:
-            tg = grid.with_values(np.log(r) - grid.le)
+            tg = grid.with_values(libm.log(r) - grid.le)
         meas = np.isfinite(grid.raw) if grid.raw is not None else None
-        tg.linear_eff = linear_regime_efficiency(np.log(r), np.log(r) - tg.le, meas)
+        tg.linear_eff = linear_regime_efficiency(libm.log(r), libm.log(r) - tg.le, meas)
         if cache:
             self._tgrids[key] = (grid, tg)   # keep grid alive: its id stays unique
         return tg
@@ -387,7 +388,7 @@ class TableLookup(TableFiles):
         set's GPU)."""
         rm = self._roofline(op, nodes, chosen, rdt, gpu)
         rm = np.maximum(np.broadcast_to(np.asarray(rm, float), grid.shape), 1e-300)
-        return affine_transfer(rm * np.exp(-grid.le), rm, r, linear_efficiency(grid))
+        return affine_transfer(rm * libm.exp(-grid.le), rm, r, linear_efficiency(grid))
 
     def _excess_times(self, op: str, grid: _Grid, nodes: dict, num: dict, rdt: tuple,
                       r: np.ndarray, chosen: dict | None = None) -> np.ndarray:
@@ -409,7 +410,7 @@ class TableLookup(TableFiles):
         mg = self.measured_gpu
         rs = self._roofline(op, nodes, num, rdt, mg)
         rs = np.maximum(np.broadcast_to(np.asarray(rs, float), grid.shape), 1e-300)
-        inv_e = np.exp(-grid.le)
+        inv_e = libm.exp(-grid.le)
         if chosen is not None:   # the query key was not measured: its time on the sibling
             inv_e = self._key_transfer(op, grid, nodes, chosen, rdt, rs, mg) / rs
         excess = rs * inv_e - rs
@@ -428,7 +429,7 @@ class TableLookup(TableFiles):
                 arr = True
                 break
         if arr:
-            t = np.exp(tg.at_array(pos))
+            t = libm.exp(tg.at_array(pos))
             if not _outside(pos, tg.vals):
                 return t   # inside the grid: the roofline ratio is exactly 1
             xc = dict(x)
@@ -456,6 +457,26 @@ class TableLookup(TableFiles):
             tg = self._tgrid(op, grid, num, rdt, chosen=chosen)
             self._res[key] = tg
         return tg
+
+    def attention_decode_grid(self, *, q_heads, kv_heads, head_dim, kv_dtype="bf16",
+                              dtype="bf16", window=0, kernel=None) -> _Grid:
+        """The log-time grid :meth:`attention_decode` answers these keys from inside its
+        range (:class:`~simulator.perf.decode_steps.DecodeAttention` queries it)."""
+        return self._decode_key(q_heads, kv_heads, head_dim, kv_dtype, dtype, window, kernel)[0]
+
+    def _decode_key(self, q_heads, kv_heads, head_dim, kv_dtype, dtype, window, kernel):
+        """(time grid, numeric keys, dtypes) of a decode key, remembered (every step asks)."""
+        qk = ("attention_decode/keys", q_heads, kv_heads, head_dim, kv_dtype, dtype, window,
+              kernel)
+        hit = self._res.get(qk)
+        if hit is None:
+            num = {"q_heads": float(q_heads), "kv_heads": float(kv_heads),
+                   "head_dim": float(head_dim), "window": float(window)}
+            rdt = (str(dtype).lower(), str(kv_dtype).lower())
+            cat = {"dtype": rdt[0], "kv_dtype": rdt[1]}
+            hit = (self._time_grid("attention_decode", cat, num, kernel, rdt), num, rdt)
+            self._res[qk] = hit
+        return hit
 
     def _time(self, op: str, cat: dict, num: dict, kernel, rdt: tuple, x: dict):
         return self._eval(op, self._time_grid(op, cat, num, kernel, rdt), x, num, rdt)

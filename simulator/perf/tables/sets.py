@@ -334,20 +334,10 @@ class TableSet(TableLookup):
         ValueError
             No decode table, or no rows for these dtypes / that kernel.
         """
-        # the resolved log-time grid per key set, remembered (every decode step asks)
-        qk = ("attention_decode/keys", q_heads, kv_heads, head_dim, kv_dtype, dtype, window,
-              kernel)
-        hit = self._res.get(qk)
-        if hit is None:
-            num = {"q_heads": float(q_heads), "kv_heads": float(kv_heads),
-                   "head_dim": float(head_dim), "window": float(window)}
-            rdt = (str(dtype).lower(), str(kv_dtype).lower())
-            cat = {"dtype": rdt[0], "kv_dtype": rdt[1]}
-            hit = (self._time_grid("attention_decode", cat, num, kernel, rdt), num, rdt)
-            self._res[qk] = hit
         if isinstance(ctx_mean, (list, tuple)):
             ctx_mean = np.asarray(ctx_mean, float)
-        tg, num, rdt = hit
+        tg, num, rdt = self._decode_key(q_heads, kv_heads, head_dim, kv_dtype, dtype, window,
+                                        kernel)
         return self._eval("attention_decode", tg, {"batch": batch, "ctx_mean": ctx_mean}, num,
                           rdt)
 

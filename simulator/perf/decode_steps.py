@@ -1,0 +1,245 @@
+"""Pure-decode step times in the compiled core: the decode memo, decode attention from a
+measured table, and the engine's linear terms.
+
+A pure-decode step (every sequence of the batch decodes one token) costs, on a
+:class:`~simulator.perf.step_model.StepTimeModel` (DESIGN.md section 3)::
+
+    gpu_s  = fixed(num_seqs) + sum over attention layer groups of layers x attn(num_seqs, ctx)
+    step_s = max(gpu_s, cpu_s) + sync_s        (async scheduling; else gpu_s + cpu_s + sync_s)
+
+where ``fixed`` holds the terms that depend on the batch alone (GEMMs and collectives at the
+padded token count, LM head, sampler), ``attn`` is one layer's decode attention at
+``ctx_mean = ctx / num_seqs`` tokens per sequence (a sliding-window group attends to at most
+``num_seqs x window`` tokens in all), and ``cpu_s``/``sync_s`` are the engine profile's linear
+costs (:class:`~simulator.perf.engine_profile.LinearCost`). A step's time is a function of
+``(num_seqs, ctx)`` alone, so :class:`DecodeStepTimes` remembers it per pair: a decode run cut
+by an arrival and planned again asks for the same steps.
+
+Where the operator backend answers decode attention from a measured table
+(:class:`DecodeAttention`), every step is computed here, one point at a time, with the
+C library's ``exp`` and the grid's own point query
+(:class:`~simulator.perf.tables.grid_point.GridPoint`): the same operations in the same order
+as the backend's scalar path (a mixed step's decode attention), so a value is the same whether
+the step was stepped, fast-forwarded or mixed in with a prefill chunk. A point beyond the
+table's grid, a backend without such a table (roofline, fitted) and an engine whose CPU term
+comes from a measured table are answered by the Python model (``fallback``).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from simulator.base.compiled_core import register_pickling
+from simulator.perf.tables.grid_point import GridPoint
+
+__all__ = ["DECODE_MEMO_MAX", "DecodeAttention", "DecodeStepTimes", "EngineTerms"]
+
+#: pairs (num_seqs, ctx_total) of decode step times remembered before the memo starts afresh
+#: (about 100 bytes each: 20 MB at most)
+DECODE_MEMO_MAX = 200_000
+
+
+class EngineTerms:
+    """The engine profile's step seconds, ``max(gpu_s, cpu_s) + sync_s`` (async scheduling)
+    or ``gpu_s + cpu_s + sync_s``, with ``cpu_s`` and ``sync_s`` linear in the step's
+    sequences and tokens (:meth:`simulator.perf.engine_profile.EngineProfile.step_seconds`,
+    the same operations in the same order).
+
+    Parameters
+    ----------
+    cpu, sync : tuple of float
+        ``(step_s, per_seq_s, per_token_s)`` of each linear cost (seconds).
+    async_scheduling : bool
+        Whether the engine overlaps its CPU work with the GPU's (vLLM V1).
+    """
+
+    __slots__ = ("async_scheduling", "cpu_seq", "cpu_step", "cpu_tok", "sync_seq", "sync_step",
+                 "sync_tok")
+
+    def __init__(self, cpu: tuple[float, float, float], sync: tuple[float, float, float],
+                 async_scheduling: bool) -> None:
+        self.cpu_step: float = float(cpu[0])
+        self.cpu_seq: float = float(cpu[1])
+        self.cpu_tok: float = float(cpu[2])
+        self.sync_step: float = float(sync[0])
+        self.sync_seq: float = float(sync[1])
+        self.sync_tok: float = float(sync[2])
+        self.async_scheduling: bool = bool(async_scheduling)
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return ((self.cpu_step, self.cpu_seq, self.cpu_tok),
+                (self.sync_step, self.sync_seq, self.sync_tok), self.async_scheduling), {}
+
+    def seconds(self, gpu_s: float, num_seqs: int, num_tokens: int) -> float:
+        """Wall-clock seconds of a step whose kernels take ``gpu_s`` seconds."""
+        cpu = self.cpu_step + self.cpu_seq * num_seqs + self.cpu_tok * num_tokens
+        sync = self.sync_step + self.sync_seq * num_seqs + self.sync_tok * num_tokens
+        if self.async_scheduling:
+            return (cpu if cpu > gpu_s else gpu_s) + sync
+        return gpu_s + cpu + sync
+
+
+class DecodeAttention:
+    """One replica's decode attention summed over its layers, from a measured table's grid.
+
+    Parameters
+    ----------
+    point : GridPoint
+        The log-time grid of the resolved decode-attention key (seconds of one layer).
+    ctx_axis, batch_axis : int
+        Positions of the ``ctx_mean`` and ``batch`` axes in the grid.
+    groups : list of tuple of int
+        ``(window, layers)`` per attention layer group (window 0: full attention).
+    beyond : callable
+        ``beyond(num_seqs, ctx_mean) -> seconds`` of one layer at a point outside the grid
+        (the table set's scalar query, which transfers the edge's time by the roofline).
+    """
+
+    __slots__ = ("batch_axis", "beyond", "ctx_axis", "groups", "point")
+
+    def __init__(self, point: GridPoint, ctx_axis: int, batch_axis: int,
+                 groups: list[tuple[int, int]], beyond: Callable[[int, float], float]) -> None:
+        self.point: GridPoint = point
+        self.ctx_axis: int = ctx_axis
+        self.batch_axis: int = batch_axis
+        self.groups: list[tuple[int, int]] = [(int(w), int(n)) for w, n in groups]
+        self.beyond: Callable[[int, float], float] = beyond
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.point, self.ctx_axis, self.batch_axis, self.groups, self.beyond), {}
+
+    def layer_seconds(self, num_seqs: int, ctx_total: int) -> float:
+        """Seconds of one layer's decode attention of ``num_seqs`` sequences attending
+        ``ctx_total`` tokens in all (``num_seqs >= 1``)."""
+        mean = float(ctx_total) / num_seqs
+        xs = [0.0, 0.0]
+        xs[self.ctx_axis] = mean
+        xs[self.batch_axis] = float(num_seqs)
+        point = self.point
+        if point.inside(xs):
+            return math.exp(point.at(xs))
+        return self.beyond(num_seqs, mean)
+
+    def total(self, num_seqs: int, ctx_total: int) -> float:
+        """Seconds of the step's decode attention summed over the layers."""
+        out = 0.0
+        for w, layers in self.groups:
+            c = ctx_total if w == 0 else min(ctx_total, num_seqs * w)
+            out = out + layers * self.layer_seconds(num_seqs, c)
+        return out
+
+
+class DecodeStepTimes:
+    """Seconds of pure-decode steps ``(num_seqs, ctx_total)``, remembered (module docstring).
+
+    Parameters
+    ----------
+    fixed : callable
+        ``fixed(num_seqs) -> seconds`` of the step's batch-only kernels (remembered here).
+    many : callable
+        ``many(num_seqs, ctx_totals) -> list of seconds``: the Python model's step times
+        (used for every step when ``attention`` or ``engine`` is None).
+    attention : DecodeAttention or None
+    engine : EngineTerms or None
+    memo_max : int
+        Pairs remembered before the memo starts afresh (the values are the same either way).
+    """
+
+    __slots__ = ("_fixed", "_memo", "_size", "attention", "engine", "fixed", "many",
+                 "memo_max")
+
+    def __init__(self, fixed: Callable[[int], float],
+                 many: Callable[[int, list[int]], list[float]],
+                 attention: DecodeAttention | None, engine: EngineTerms | None,
+                 memo_max: int = DECODE_MEMO_MAX) -> None:
+        self.fixed: Callable[[int], float] = fixed
+        self.many: Callable[[int, list[int]], list[float]] = many
+        self.attention: DecodeAttention | None = attention
+        self.engine: EngineTerms | None = engine
+        self.memo_max: int = memo_max
+        self._memo: dict[int, dict[int, float]] = {}
+        self._fixed: dict[int, float] = {}
+        self._size: int = 0
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.fixed, self.many, self.attention, self.engine), {"memo_max": self.memo_max}
+
+    def reset(self, engine: EngineTerms | None) -> None:
+        """Price with another engine's terms from now on (forgets every remembered step)."""
+        self.engine = engine
+        self._memo.clear()
+        self._fixed.clear()
+        self._size = 0
+
+    @property
+    def remembered(self) -> int:
+        """Pairs remembered now."""
+        return self._size
+
+    def _compute(self, num_seqs: int, ctx_total: int) -> float:
+        attention = self.attention
+        engine = self.engine
+        if attention is None or engine is None:
+            return self.many(num_seqs, [ctx_total])[0]
+        f = self._fixed.get(num_seqs)
+        if f is None:
+            f = self._fixed[num_seqs] = self.fixed(num_seqs)
+        return engine.seconds(f + attention.total(num_seqs, ctx_total), num_seqs, num_seqs)
+
+    def _row(self, num_seqs: int) -> dict[int, float]:
+        row = self._memo.get(num_seqs)
+        if row is None:
+            row = self._memo[num_seqs] = {}
+        return row
+
+    def _store(self, row: dict[int, float], num_seqs: int, ctx_total: int,
+               t: float) -> dict[int, float]:
+        """Remember one step in ``row`` (``num_seqs``'s); when :attr:`memo_max` pairs are
+        remembered already, start afresh first. Returns the row to go on with."""
+        if self._size >= self.memo_max:
+            self._memo.clear()
+            self._size = 0
+            row = self._memo[num_seqs] = {}
+        row[ctx_total] = t
+        self._size += 1
+        return row
+
+    def one(self, num_seqs: int, ctx_total: int) -> float:
+        """Seconds of one pure-decode step."""
+        row = self._row(num_seqs)
+        t = row.get(ctx_total)
+        if t is None:
+            t = self._compute(num_seqs, ctx_total)
+            self._store(row, num_seqs, ctx_total, t)
+        return t
+
+    def times(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
+        """Seconds of consecutive pure-decode steps of ``num_seqs`` sequences, one per entry
+        of ``ctx_totals`` (the batch's context at each step, tokens)."""
+        row = self._row(num_seqs)
+        out: list[float] = []
+        if self.attention is not None and self.engine is not None:
+            for c in ctx_totals:
+                t = row.get(c)
+                if t is None:
+                    t = self._compute(num_seqs, c)
+                    row = self._store(row, num_seqs, c, t)
+                out.append(t)
+            return out
+        got = [row.get(c) for c in ctx_totals]
+        miss = [c for c, t in zip(ctx_totals, got) if t is None]
+        if not miss:
+            return [t for t in got if t is not None]
+        new = self.many(num_seqs, miss)
+        for c, t in zip(miss, new):
+            row = self._store(row, num_seqs, c, t)
+        fill = iter(new)
+        for t in got:
+            out.append(next(fill) if t is None else t)
+        return out
+
+
+register_pickling(EngineTerms, DecodeAttention, DecodeStepTimes)
