@@ -44,7 +44,7 @@ CORE_MODULES: tuple[str, ...] = (
     "simulator.kv.tiers",
     "simulator.scheduling.kv_loads",
     "simulator.perf.tables.grid_point",
-    "simulator.perf.decode_steps",
+    "simulator.perf.step_times",
     "simulator.perf.step_cost",
     "simulator.engine.step_rows",
     "simulator.engine.idle",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.perf.decode_steps import DecodeAttention
+from simulator.perf.step_times import DecodeAttention
 from simulator.perf.roofline import ACT_BYTES, RooflinePerfModel
 
 #: vLLM custom all-reduce buffer size (bytes): larger messages go to NCCL

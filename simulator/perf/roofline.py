@@ -290,7 +290,7 @@ class RooflinePerfModel:
 
     def decode_attention(self):
         """Decode attention priced point by point in the compiled core
-        (:class:`~simulator.perf.decode_steps.DecodeAttention`), or None: the datasheet
+        (:class:`~simulator.perf.step_times.DecodeAttention`), or None: the datasheet
         roofline has none (a measured table's backend does)."""
         return None
 

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base.compiled_core import register_pickling
-from simulator.perf.decode_steps import DecodeStepTimes
+from simulator.perf.step_times import DecodeStepTimes, StepKernels
 from simulator.perf.pipeline import PipelinePerfModel
 from simulator.perf.step_model import StepTimeModel
 
@@ -194,8 +194,8 @@ class StepPricer:
         The record :meth:`price` fills and returns (one per pricer, reused).
     """
 
-    __slots__ = ("_decode_run", "_decode_times", "_run_model", "_run_parts", "cost", "draft",
-                 "host_link_bandwidth_bytes_per_s", "perf")
+    __slots__ = ("_decode_run", "_decode_times", "_kernels", "_run_model", "_run_parts", "cost",
+                 "draft", "host_link_bandwidth_bytes_per_s", "perf")
 
     def __init__(self, perf, *, host_link_bandwidth_bytes_per_s: float | None = None,
                  draft=None) -> None:
@@ -207,6 +207,10 @@ class StepPricer:
         # times (compiled; its ``decode_step_times`` of one context is that value as an array)
         self._decode_times: DecodeStepTimes | None = (
             perf.decode_times if isinstance(perf, StepTimeModel) else None)
+        # any other step: a StepTimeModel's kernels and engine terms (compiled; its
+        # ``step_time``), where the engine's CPU term is linear
+        self._kernels: StepKernels | None = (
+            perf.kernels if isinstance(perf, StepTimeModel) else None)
         # a decode run: as the engine has always priced one (any model offering the list)
         self._decode_run = getattr(perf, "decode_step_times_list", None)
         # the model that prices a decode run (a pipeline model's list is its stage model's)
@@ -251,7 +255,9 @@ class StepPricer:
             step = (times.one(nd, shape.decode_ctx_total) if times is not None else float(
                 self.perf.decode_step_times(nd, np.array([shape.decode_ctx_total]))[0]))
         else:
-            step = self.perf.step_time(shape)
+            kernels = self._kernels
+            step = (kernels.seconds(shape) if kernels is not None and kernels.engine is not None
+                    else self.perf.step_time(shape))
         swap = 0.0
         transfers = out.swap_transfers
         if transfers is not None:

@@ -19,11 +19,14 @@ operator came from where).
 """
 from __future__ import annotations
 
-import bisect
-
 import numpy as np
 
-from simulator.perf.decode_steps import DECODE_MEMO_MAX, DecodeStepTimes, EngineTerms
+from simulator.perf.step_times import (
+    DECODE_MEMO_MAX,
+    DecodeStepTimes,
+    EngineTerms,
+    StepKernels,
+)
 from simulator.perf.engine_profile import EngineProfile
 from simulator.perf.step_shape import StepShape
 
@@ -70,11 +73,6 @@ class StepTimeModel:
 
     def __init__(self, ops, engine: EngineProfile, capture_sizes: tuple[int, ...] = ()):
         self.ops = ops
-        #: pure-decode step seconds per (num_seqs, ctx_total), remembered (compiled core)
-        self.decode_times = DecodeStepTimes(self._decode_fixed, self._decode_many,
-                                            ops.decode_attention(), None)
-        self._terms: EngineTerms | None = None
-        self.engine = engine
         self.model, self.gpu, self.tp = ops.model, ops.gpu, ops.tp
         self.kind = getattr(ops, "kind", "roofline")
         self.capture_sizes = tuple(sorted(int(s) for s in capture_sizes))
@@ -83,8 +81,6 @@ class StepTimeModel:
         self._tok: dict = {}
         self._tok_sum: dict = {}
         self._fixed_decode: dict = {}
-        #: rows sampled -> LM head seconds (rows <= max_num_seqs x (1 + lookahead): bounded)
-        self._lm_head: dict = {}
         self._layers = int(self.model.num_layers)
         # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:
         # vLLM gathers the TP-sharded logits before sampling)
@@ -93,6 +89,20 @@ class StepTimeModel:
                                    / (self.gpu.hbm_bandwidth_bytes_per_s
                                       * ops.params.memory_efficiency)) if bpl else 0.0
         self._cpu_from_ops = bool(getattr(engine, "cpu_from_profile", False))
+        attention = ops.decode_attention()
+        #: one step's kernel seconds, and with the engine's terms its wall-clock seconds
+        #: (compiled core; the LM head is remembered there per row count)
+        self.kernels = StepKernels(
+            list(self.capture_sizes), self.graph_mode, self._token_sum, self._op_sum,
+            ops.attn_prefill_time, ops.attention_decode_total, attention,
+            ops.mla_extra_time if ops.mla else None, ops.lm_head_time,
+            self._sampler_s_per_row,
+            [(0 if w is None else int(w), int(n)) for w, n in ops.attn_groups])
+        #: pure-decode step seconds per (num_seqs, ctx_total), remembered (compiled core)
+        self.decode_times = DecodeStepTimes(self._decode_fixed, self._decode_many, attention,
+                                            None)
+        self._terms: EngineTerms | None = None
+        self.engine = engine
 
     @property
     def engine(self) -> EngineProfile:
@@ -104,24 +114,20 @@ class StepTimeModel:
     def engine(self, profile: EngineProfile) -> None:
         self._engine = profile
         self._terms = engine_terms(profile)
+        self.kernels.engine = self._terms
         self.decode_times.reset(self._terms)
 
     # ---------------------------------------------------------------- graph padding
     def in_graph(self, num_tokens: int, pure_decode: bool) -> bool:
         """Whether a step of ``num_tokens`` tokens replays a captured CUDA graph."""
-        if not self.max_capture or num_tokens <= 0 or num_tokens > self.max_capture:
-            return False
-        if self.graph_mode == "full":
-            return pure_decode
-        return self.graph_mode in ("full_and_piecewise", "piecewise")
+        return self.kernels.in_graph(int(num_tokens), bool(pure_decode))
 
     def padded_tokens(self, num_tokens: int, pure_decode: bool = True) -> int:
         """Tokens the graph-captured operators of the step run at (``num_tokens`` rounded up to
         the next capture size; unchanged for an eager step)."""
         if not self.in_graph(num_tokens, pure_decode):
             return int(num_tokens)
-        caps = self.capture_sizes
-        return caps[bisect.bisect_left(caps, num_tokens)]
+        return self.kernels.padded(int(num_tokens))
 
     # ---------------------------------------------------------------- per-token terms
     def _token_terms(self, T: int, graph: bool) -> dict[str, float]:
@@ -156,11 +162,7 @@ class StepTimeModel:
         if ops.mla:
             out["mla"] = ops.mla_extra_time(shape.prefill_q, shape.prefill_start,
                                             shape.num_decode * shape.decode_q_per_seq)
-        rows = shape.num_sampled
-        lm = self._lm_head.get(rows)
-        if lm is None:  # a function of the row count alone: remembered per count
-            lm = self._lm_head[rows] = ops.lm_head_time(rows)
-        out["lm_head"] = lm
+        out["lm_head"] = self.kernels.lm_head_seconds(shape.num_sampled)
         out["sampler"] = self.sampler_time(shape.num_sampled)
         return out
 
@@ -187,27 +189,13 @@ class StepTimeModel:
     def gpu_step_time(self, shape: StepShape) -> float:
         """Seconds of one step's kernels (no engine CPU or sync time): the values of
         :meth:`gpu_op_times` summed in their order, the token terms' share as one remembered
-        prefix sum (the same additions in the same order, without building the dict)."""
-        T = shape.num_tokens
-        pure = not shape.prefill_q
-        graph = self.in_graph(T, pure)
-        Tp = self.padded_tokens(T, pure) if graph else T
-        tok = self._token_sum(Tp, graph) if Tp else None
-        if tok is None:
-            return float(sum(self.gpu_op_times(shape).values()))
-        ops = self.ops
-        t = tok + ops.attention_prefill_total(shape.prefill_q, shape.prefill_start)
-        t = t + (float(ops.attention_decode_total(shape.num_decode, shape.decode_ctx_total,
-                                                  shape.decode_q_per_seq))
-                 if shape.num_decode else 0.0)
-        if ops.mla:
-            t = t + ops.mla_extra_time(shape.prefill_q, shape.prefill_start,
-                                       shape.num_decode * shape.decode_q_per_seq)
-        rows = shape.num_sampled
-        lm = self._lm_head.get(rows)
-        if lm is None:
-            lm = self._lm_head[rows] = self.ops.lm_head_time(rows)
-        return float(t + lm + self.sampler_time(rows))
+        prefix sum (the same additions in the same order, without building the dict:
+        :meth:`StepKernels.gpu_seconds <simulator.perf.step_times.StepKernels.gpu_seconds>`)."""
+        return self.kernels.gpu_seconds(shape)
+
+    def _op_sum(self, shape: StepShape) -> float:
+        """The sum of :meth:`gpu_op_times` (the general path of :meth:`gpu_step_time`)."""
+        return float(sum(self.gpu_op_times(shape).values()))
 
     def _token_sum(self, T: int, graph: bool):
         """``sum`` of the token terms of ``(T, graph)`` in their order (remembered), or None
@@ -224,6 +212,8 @@ class StepTimeModel:
 
     def step_time(self, shape: StepShape) -> float:
         """Wall-clock seconds of one engine iteration of ``shape``."""
+        if self._terms is not None:
+            return self.kernels.seconds(shape)
         gpu = self.gpu_step_time(shape)
         return float(self._engine_seconds(gpu, shape.num_seqs, shape.num_tokens))
 
@@ -235,7 +225,7 @@ class StepTimeModel:
             Tp = self.padded_tokens(num_seqs, True) if graph else num_seqs
             c = (float(sum(self._token_terms(Tp, graph).values()))
                  + self.ops.mla_extra_time((), (), num_seqs)
-                 + self.ops.lm_head_time(num_seqs) + self.sampler_time(num_seqs))
+                 + self.kernels.lm_head_seconds(num_seqs) + self.sampler_time(num_seqs))
             self._fixed_decode[num_seqs] = c
         return c
 
@@ -259,7 +249,7 @@ class StepTimeModel:
 
     def _decode_many(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
         """Seconds of pure-decode steps by the array path (:meth:`_decode_step_times`), for
-        :class:`~simulator.perf.decode_steps.DecodeStepTimes` where no compiled decode
+        :class:`~simulator.perf.step_times.DecodeStepTimes` where no compiled decode
         attention applies."""
         return self._decode_step_times(num_seqs, np.array(ctx_totals)).tolist()
 
@@ -272,7 +262,7 @@ class StepTimeModel:
         so times are remembered per pair (:attr:`decode_times`): a decode run cut by an
         arrival and planned again asks for the same steps (most steps of a replay are asked
         for more than once). The memory is bounded: past
-        :data:`~simulator.perf.decode_steps.DECODE_MEMO_MAX` pairs it starts afresh (results
+        :data:`~simulator.perf.step_times.DECODE_MEMO_MAX` pairs it starts afresh (results
         are the same either way). Context totals that are not integers are computed without
         the memory (the same values).
         """

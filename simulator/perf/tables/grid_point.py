@@ -6,7 +6,7 @@ answer a query at one point: the node coordinates ``u`` of every axis (``log2(si
 the one implementation of a point query: :meth:`_Grid.at` and every array query
 (:meth:`_Grid.at_array`, element by element) call it, so a value does not depend on how the
 queries were batched, and the step pricer calls it directly from the compiled core
-(:mod:`simulator.perf.decode_steps`).
+(:mod:`simulator.perf.step_times`).
 
 The interpolation is multilinear in ``u`` between the cell's corner nodes; a size at or beyond
 an end node takes that node (the caller decides what happens beyond the grid). Its logarithm

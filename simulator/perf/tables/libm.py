@@ -19,39 +19,58 @@ import numpy as np
 __all__ = ["exp", "exp2", "log", "log2"]
 
 
-def _apply(fn, x) -> np.ndarray:
+def _apply(fn, x, safe=None) -> np.ndarray:
+    """``fn`` element by element; ``safe`` (numpy's answer where ``fn`` raises: ``log`` of
+    0 or a negative) for every element when ``fn`` would raise on any."""
     a = np.asarray(x, dtype=float)
     flat = a.ravel().tolist()
-    return np.fromiter(map(fn, flat), dtype=float, count=len(flat)).reshape(a.shape)
+    try:
+        out = np.fromiter(map(fn, flat), dtype=float, count=len(flat))
+    except (ValueError, OverflowError):
+        if safe is None:
+            raise
+        out = np.fromiter(map(safe, flat), dtype=float, count=len(flat))
+    return out.reshape(a.shape)
 
 
 def exp(x) -> np.ndarray:
-    """``e**x`` elementwise (``math.exp``)."""
-    return _apply(math.exp, x)
+    """``e**x`` elementwise (``math.exp``; ``inf`` past the largest float, as numpy)."""
+    return _apply(math.exp, x, _safe_exp)
 
 
 def exp2(x) -> np.ndarray:
     """``2**x`` elementwise (``math.pow(2.0, x)``; exact at integers)."""
-    return _apply(lambda v: math.pow(2.0, v), x)
+    return _apply(_exp2, x)
 
 
 def log(x) -> np.ndarray:
     """Natural logarithm elementwise (``math.log``; ``-inf`` at 0, NaN below 0, as numpy)."""
-    return _apply(_safe_log, x)
+    return _apply(math.log, x, _safe_log)
 
 
 def log2(x) -> np.ndarray:
     """Base-2 logarithm elementwise (``math.log2``; ``-inf`` at 0, NaN below 0, as numpy)."""
-    return _apply(_safe_log2, x)
+    return _apply(math.log2, x, _safe_log2)
+
+
+def _exp2(v: float) -> float:
+    return math.pow(2.0, v)
+
+
+def _safe_exp(v: float) -> float:
+    try:
+        return math.exp(v)
+    except OverflowError:
+        return math.inf
 
 
 def _safe_log(v: float) -> float:
-    if v > 0.0:
+    if v > 0.0 or v != v:
         return math.log(v)
     return -math.inf if v == 0.0 else math.nan
 
 
 def _safe_log2(v: float) -> float:
-    if v > 0.0:
+    if v > 0.0 or v != v:
         return math.log2(v)
     return -math.inf if v == 0.0 else math.nan

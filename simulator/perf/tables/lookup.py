@@ -461,7 +461,7 @@ class TableLookup(TableFiles):
     def attention_decode_grid(self, *, q_heads, kv_heads, head_dim, kv_dtype="bf16",
                               dtype="bf16", window=0, kernel=None) -> _Grid:
         """The log-time grid :meth:`attention_decode` answers these keys from inside its
-        range (:class:`~simulator.perf.decode_steps.DecodeAttention` queries it)."""
+        range (:class:`~simulator.perf.step_times.DecodeAttention` queries it)."""
         return self._decode_key(q_heads, kv_heads, head_dim, kv_dtype, dtype, window, kernel)[0]
 
     def _decode_key(self, q_heads, kv_heads, head_dim, kv_dtype, dtype, window, kernel):

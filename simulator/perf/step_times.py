@@ -1,5 +1,14 @@
-"""Pure-decode step times in the compiled core: the decode memo, decode attention from a
-measured table, and the engine's linear terms.
+"""Step times in the compiled core: a step's kernels (:class:`StepKernels`), the pure-decode
+memo (:class:`DecodeStepTimes`), decode attention from a measured table
+(:class:`DecodeAttention`) and the engine's linear terms (:class:`EngineTerms`).
+
+:class:`StepKernels` sums one step's kernel seconds in the order of
+:meth:`simulator.perf.step_model.StepTimeModel.gpu_op_times` (token terms at the padded token
+count as one remembered sum, prefill attention per chunk and attention layer group, decode
+attention, MLA's extra GEMMs, LM head, sampler): the same values to the bit, without the dict.
+The operator backend's own functions answer what is not computed here (through callables:
+token terms, one chunk's prefill attention, the LM head; decode attention with draft tokens
+to verify or without a measured table).
 
 A pure-decode step (every sequence of the batch decodes one token) costs, on a
 :class:`~simulator.perf.step_model.StepTimeModel` (DESIGN.md section 3)::
@@ -32,7 +41,8 @@ from collections.abc import Callable
 from simulator.base.compiled_core import register_pickling
 from simulator.perf.tables.grid_point import GridPoint
 
-__all__ = ["DECODE_MEMO_MAX", "DecodeAttention", "DecodeStepTimes", "EngineTerms"]
+__all__ = ["DECODE_MEMO_MAX", "DecodeAttention", "DecodeStepTimes", "EngineTerms",
+           "StepKernels"]
 
 #: pairs (num_seqs, ctx_total) of decode step times remembered before the memo starts afresh
 #: (about 100 bytes each: 20 MB at most)
@@ -242,4 +252,158 @@ class DecodeStepTimes:
         return out
 
 
-register_pickling(EngineTerms, DecodeAttention, DecodeStepTimes)
+class StepKernels:
+    """Kernel seconds of any step (module docstring) and, with the engine's terms, its
+    wall-clock seconds.
+
+    Parameters
+    ----------
+    capture_sizes : list of int
+        CUDA-graph capture sizes (tokens), increasing; empty: no graphs.
+    graph_mode : str
+        ``full`` (pure-decode steps replay a graph), ``piecewise`` or ``full_and_piecewise``
+        (every step up to the largest size), or ``none``.
+    token_sum : callable
+        ``token_sum(tokens, graph) -> seconds or None``: the token-only terms summed (None: a
+        token term shares a name with a per-step term; :meth:`gpu_seconds` then answers by
+        ``op_sum``).
+    op_sum : callable
+        ``op_sum(shape) -> seconds``: the sum of the model's ``gpu_op_times`` (the general
+        path).
+    prefill_time : callable
+        ``prefill_time(q, start) -> seconds`` of one chunk's prefill attention, one layer
+        (remembered here per pair).
+    decode_total : callable
+        ``decode_total(num_seqs, ctx_total, q_per_seq) -> seconds`` over the layers (the
+        backend's, where ``attention`` does not apply).
+    attention : DecodeAttention or None
+    mla_extra : callable or None
+        ``mla_extra(prefill_q, prefill_start, decode_tokens) -> seconds`` (MLA models only).
+    lm_head : callable
+        ``lm_head(rows) -> seconds`` (remembered here per row count).
+    sampler_s_per_row : float
+        Sampler seconds per sampled row.
+    groups : list of tuple of int
+        ``(window, layers)`` per attention layer group (window 0: full attention).
+    """
+
+    __slots__ = ("_lm", "_prefill", "attention", "capture_sizes", "decode_total", "engine",
+                 "graph_mode", "groups", "lm_head", "max_capture", "mla_extra", "op_sum",
+                 "prefill_time", "sampler_s_per_row", "token_sum")
+
+    def __init__(self, capture_sizes: list[int], graph_mode: str,
+                 token_sum: Callable[[int, bool], float | None],
+                 op_sum: Callable[[object], float],
+                 prefill_time: Callable[[int, int], float],
+                 decode_total: Callable[[int, int, int], float],
+                 attention: DecodeAttention | None,
+                 mla_extra: Callable[[list, list, int], float] | None,
+                 lm_head: Callable[[int], float], sampler_s_per_row: float,
+                 groups: list[tuple[int, int]]) -> None:
+        self.capture_sizes: list[int] = sorted(int(c) for c in capture_sizes)
+        self.max_capture: int = self.capture_sizes[-1] if self.capture_sizes else 0
+        self.graph_mode: str = graph_mode if self.max_capture else "none"
+        self.token_sum: Callable[[int, bool], float | None] = token_sum
+        self.op_sum: Callable[[object], float] = op_sum
+        self.prefill_time: Callable[[int, int], float] = prefill_time
+        self.decode_total: Callable[[int, int, int], float] = decode_total
+        self.attention: DecodeAttention | None = attention
+        self.mla_extra: Callable[[list, list, int], float] | None = mla_extra
+        self.lm_head: Callable[[int], float] = lm_head
+        self.sampler_s_per_row: float = float(sampler_s_per_row)
+        self.groups: list[tuple[int, int]] = [(int(w), int(n)) for w, n in groups]
+        self.engine: EngineTerms | None = None
+        self._prefill: dict[tuple[int, int], float] = {}
+        self._lm: dict[int, float] = {}
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self.capture_sizes, self.graph_mode, self.token_sum, self.op_sum,
+                self.prefill_time, self.decode_total, self.attention, self.mla_extra,
+                self.lm_head, self.sampler_s_per_row, self.groups), {}
+
+    def in_graph(self, num_tokens: int, pure_decode: bool) -> bool:
+        """Whether a step of ``num_tokens`` tokens replays a captured CUDA graph."""
+        if not self.max_capture or num_tokens <= 0 or num_tokens > self.max_capture:
+            return False
+        mode = self.graph_mode
+        if mode == "full":
+            return pure_decode
+        return mode == "full_and_piecewise" or mode == "piecewise"
+
+    def padded(self, num_tokens: int) -> int:
+        """The smallest capture size >= ``num_tokens`` (``num_tokens`` <= the largest)."""
+        for c in self.capture_sizes:
+            if c >= num_tokens:
+                return c
+        return num_tokens
+
+    def lm_head_seconds(self, rows: int) -> float:
+        """LM head seconds of ``rows`` sampled rows (a function of the count: remembered)."""
+        lm = self._lm.get(rows)
+        if lm is None:
+            lm = self._lm[rows] = self.lm_head(rows)
+        return lm
+
+    def prefill_total(self, prefill_q: list, prefill_start: list) -> float:
+        """Prefill attention of a step's chunks summed over the layers (a sliding-window
+        layer attends to at most ``window`` keys)."""
+        t = 0.0
+        memo = self._prefill
+        for w, layers in self.groups:
+            sub = 0.0
+            for j in range(len(prefill_q)):
+                q = int(prefill_q[j])
+                s = int(prefill_start[j])
+                if w:
+                    s = min(s, max(w - q, 0))
+                key = (q, s)
+                p = memo.get(key)
+                if p is None:
+                    p = memo[key] = self.prefill_time(q, s)
+                sub += p
+            t += layers * sub
+        return t
+
+    def gpu_seconds(self, shape: object) -> float:
+        """Seconds of one step's kernels, ``shape`` a
+        :class:`~simulator.perf.step_shape.StepShape`."""
+        prefill_q: list = shape.prefill_q  # type: ignore[attr-defined]
+        prefill_start: list = shape.prefill_start  # type: ignore[attr-defined]
+        nd: int = shape.num_decode  # type: ignore[attr-defined]
+        qd: int = shape.decode_q_per_seq  # type: ignore[attr-defined]
+        num_tokens: int = shape.num_tokens  # type: ignore[attr-defined]
+        pure = not prefill_q
+        graph = self.in_graph(num_tokens, pure)
+        tp = self.padded(num_tokens) if graph else num_tokens
+        tok = self.token_sum(tp, graph) if tp else None
+        if tok is None:
+            return self.op_sum(shape)
+        t = tok + self.prefill_total(prefill_q, prefill_start)
+        if nd:
+            ctx = shape.decode_ctx_total  # type: ignore[attr-defined]
+            attention = self.attention
+            if attention is not None and qd == 1 and type(ctx) is int:
+                t = t + attention.total(nd, ctx)
+            else:
+                t = t + float(self.decode_total(nd, ctx, qd))
+        else:
+            t = t + 0.0
+        mla = self.mla_extra
+        if mla is not None:
+            t = t + mla(prefill_q, prefill_start, nd * qd)
+        rows: int = shape.num_sampled  # type: ignore[attr-defined]
+        return t + self.lm_head_seconds(rows) + self.sampler_s_per_row * rows
+
+    def seconds(self, shape: object) -> float:
+        """Wall-clock seconds of one step (``engine`` set: the kernels and the engine's
+        terms)."""
+        engine = self.engine
+        gpu = self.gpu_seconds(shape)
+        if engine is None:
+            raise ValueError("StepKernels.seconds needs the engine's terms")
+        num_seqs = len(shape.prefill_q) + shape.num_decode  # type: ignore[attr-defined]
+        return engine.seconds(gpu, num_seqs, shape.num_tokens)  # type: ignore[attr-defined]
+
+
+register_pickling(EngineTerms, DecodeAttention, DecodeStepTimes, StepKernels)
