@@ -41,12 +41,15 @@ from collections.abc import Callable
 from simulator.base.compiled_core import register_pickling
 from simulator.perf.tables.grid_point import GridPoint
 
-__all__ = ["DECODE_MEMO_MAX", "DecodeAttention", "DecodeStepTimes", "EngineTerms",
+__all__ = ["DECODE_MEMO_MAX", "PREFILL_MEMO_MAX", "DecodeAttention", "DecodeStepTimes", "EngineTerms",
            "StepKernels"]
 
 #: pairs (num_seqs, ctx_total) of decode step times remembered before the memo starts afresh
 #: (about 100 bytes each: 20 MB at most)
 DECODE_MEMO_MAX = 200_000
+#: pairs (chunk tokens, cached tokens) of prefill attention remembered before that memo starts
+#: afresh (about 200 bytes each: 13 MB at most; a million-request run meets a million pairs)
+PREFILL_MEMO_MAX = 65_536
 
 
 class EngineTerms:
@@ -360,7 +363,10 @@ class StepKernels:
                 key = (q, s)
                 p = memo.get(key)
                 if p is None:
-                    p = memo[key] = self.prefill_time(q, s)
+                    p = self.prefill_time(q, s)
+                    if len(memo) >= PREFILL_MEMO_MAX:
+                        memo.clear()   # bounded (the values are the same either way)
+                    memo[key] = p
                 sub += p
             t += layers * sub
         return t
