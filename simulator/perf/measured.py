@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.perf.step_times import DecodeAttention
 from simulator.perf.roofline import ACT_BYTES, RooflinePerfModel
+from simulator.perf.step_times import DecodeAttention
 
 #: vLLM custom all-reduce buffer size (bytes): larger messages go to NCCL
 #: (vllm/distributed/device_communicators/custom_all_reduce.py, ``max_size=8192 * 1024``)

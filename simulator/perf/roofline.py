@@ -292,7 +292,6 @@ class RooflinePerfModel:
         """Decode attention priced point by point in the compiled core
         (:class:`~simulator.perf.step_times.DecodeAttention`), or None: the datasheet
         roofline has none (a measured table's backend does)."""
-        return None
 
     def attention_decode_total(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
         """Decode attention summed over layers; ``ctx_total`` may be an array (steps). A

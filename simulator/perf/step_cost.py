@@ -42,9 +42,9 @@ from typing import Any
 import numpy as np
 
 from simulator.base.compiled_core import register_pickling
-from simulator.perf.step_times import DecodeStepTimes, StepKernels
 from simulator.perf.pipeline import PipelinePerfModel
 from simulator.perf.step_model import StepTimeModel
+from simulator.perf.step_times import DecodeStepTimes, StepKernels
 
 __all__ = ["COMMUNICATION_OPS", "StepCost", "StepPricer", "step_parts"]
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.perf.engine_profile import EngineProfile
+from simulator.perf.step_shape import StepShape
 from simulator.perf.step_times import (
     DECODE_MEMO_MAX,
     DecodeStepTimes,
     EngineTerms,
     StepKernels,
 )
-from simulator.perf.engine_profile import EngineProfile
-from simulator.perf.step_shape import StepShape
 
 __all__ = ["DECODE_MEMO_MAX", "GPU_OPS", "ConstantPerfModel", "StepTimeModel", "engine_terms"]
 

@@ -89,7 +89,7 @@ class EngineTerms:
         cpu = self.cpu_step + self.cpu_seq * num_seqs + self.cpu_tok * num_tokens
         sync = self.sync_step + self.sync_seq * num_seqs + self.sync_tok * num_tokens
         if self.async_scheduling:
-            return (cpu if cpu > gpu_s else gpu_s) + sync
+            return (cpu if cpu > gpu_s else gpu_s) + sync  # noqa: FURB136 - compiled compare
         return gpu_s + cpu + sync
 
 

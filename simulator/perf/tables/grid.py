@@ -26,7 +26,6 @@ cell, by the held-out error of every shipped table (``benchmarks/bench_tables_lo
 """
 from __future__ import annotations
 
-import bisect
 import math
 
 import numpy as np

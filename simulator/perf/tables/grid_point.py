@@ -34,8 +34,8 @@ def u_coordinate(x: float, zero: bool) -> float:
     """Interpolation coordinate of a size: ``log2(max(x, 1))``, or ``log2(1 + max(x, 0))``
     on an axis that holds 0 (sizes below the axis's floor are clipped to it)."""
     if zero:
-        return math.log2(1.0 + (x if x > 0.0 else 0.0))
-    return math.log2(x if x > 1.0 else 1.0)
+        return math.log2(1.0 + (x if x > 0.0 else 0.0))  # noqa: FURB136 - a C compare, compiled
+    return math.log2(x if x > 1.0 else 1.0)  # noqa: FURB136
 
 
 class GridPoint:

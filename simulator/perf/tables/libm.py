@@ -65,12 +65,12 @@ def _safe_exp(v: float) -> float:
 
 
 def _safe_log(v: float) -> float:
-    if v > 0.0 or v != v:
+    if v > 0.0 or math.isnan(v):
         return math.log(v)
     return -math.inf if v == 0.0 else math.nan
 
 
 def _safe_log2(v: float) -> float:
-    if v > 0.0 or v != v:
+    if v > 0.0 or math.isnan(v):
         return math.log2(v)
     return -math.inf if v == 0.0 else math.nan
