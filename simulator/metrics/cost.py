@@ -95,11 +95,13 @@ def _col(steps: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
 
 
 def log2_bucket(x: np.ndarray) -> np.ndarray:
-    """0 for 0, else ``1 + floor(log2(x))`` (1, 2-3, 4-7, ...)."""
-    out = np.zeros(x.shape, dtype=np.int64)
-    pos = x > 0
-    out[pos] = 1 + np.floor(np.log2(x[pos])).astype(np.int64)
-    return out
+    """0 for 0 (and below), else ``1 + floor(log2(x))`` (1, 2-3, 4-7, ...).
+
+    Computed exactly as the binary exponent of ``x`` (``numpy.frexp``: ``x = m 2**e`` with
+    ``m`` in [0.5, 1), so ``floor(log2 x) = e - 1``), with no logarithm whose last bit could
+    depend on the CPU's instruction set, in one pass."""
+    e = np.frexp(np.asarray(x, dtype=float))[1].astype(np.int64)
+    return np.where(x > 0, e, 0)
 
 
 def step_prefill_fraction(op_times: Mapping[str, float], *, prefill_tokens: float,

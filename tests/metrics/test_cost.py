@@ -7,7 +7,12 @@ import pandas as pd
 import pytest
 from helpers import make_scenario, synthetic_workload
 
-from simulator.metrics.cost import phase_cost, phase_gpu_seconds, step_prefill_fraction
+from simulator.metrics.cost import (
+    log2_bucket,
+    phase_cost,
+    phase_gpu_seconds,
+    step_prefill_fraction,
+)
 from simulator.runs.scenario import run_scenario
 
 
@@ -135,3 +140,10 @@ def test_run_with_an_operator_model_uses_the_operator_split():
     assert 0 < pc["prefill_share"] < 1
     assert pc["prefill_cost_usd"] + pc["decode_cost_usd"] == pytest.approx(s["cost_usd"])
     assert np.isfinite(s["price_per_1m_output_tokens_usd"])
+
+
+def test_log2_bucket_by_hand():
+    # 0 and below: bucket 0; then 1 | 2-3 | 4-7 | ... : 1 + floor(log2 x), exactly at the
+    # powers of two (where a logarithm's last bit would decide) and just below them
+    x = np.array([0, -3, 1, 2, 3, 4, 7, 8, 1023, 1024, 2.0**40 - 1, 2.0**40])
+    assert log2_bucket(x).tolist() == [0, 0, 1, 2, 2, 3, 3, 4, 10, 11, 40, 41]
