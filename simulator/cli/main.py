@@ -523,10 +523,16 @@ def _main(argv: list[str]) -> int:
     rc = 1  # until the command returns: an exception leaves no empty output folder behind
     hold_output_folders()  # one run per output folder until the command ends (outdir.py)
     try:
-        with warnings.catch_warnings():
-            warnings.showwarning = _show_warning
-            rc = int(args.func(args) or 0)
-            return rc
+        try:
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                rc = int(args.func(args) or 0)
+                return rc
+        except Exception as e:
+            stop = _stop_exception(e)
+            if stop is None:
+                raise
+            raise stop from e
     except (ValueError, FileNotFoundError, KeyError) as e:
         if os.environ.get("SERVESIM_DEBUG"):
             raise
@@ -574,22 +580,56 @@ class _Terminated(BaseException):
     """SIGTERM arrived: unwind like Ctrl-C so temporary files (the step spool) are removed."""
 
 
+#: the stop signal received while ``main`` runs (SIGINT or SIGTERM; None: none)
+_STOP_SIGNAL: list[int | None] = [None]
+
+
+def _stop_exception(e: Exception) -> BaseException | None:
+    """The exception a stop signal raised, when C code turned it into ``e``: a
+    ``KeyboardInterrupt`` that lands inside an extension module's initialisation (pandas'
+    parser imports ``pandas`` from C) comes out as that module's ``ImportError``, and the
+    command would end as an internal error instead of an interruption. None when no stop
+    signal arrived. The new exception keeps ``e``'s notes (how many points finished)."""
+    sig = _STOP_SIGNAL[0]
+    if sig is None:
+        return None
+    stop: BaseException = _Terminated() if sig == signal.SIGTERM else KeyboardInterrupt()
+    for note in getattr(e, "__notes__", None) or []:
+        stop.add_note(note)
+    return stop
+
+
 def _exit_cleanly_on_sigterm():
     """Turn SIGTERM (``kill``, ``timeout``, batch schedulers) into :class:`_Terminated` while
-    ``main`` runs, where the default action would kill the process before its clean-up;
-    returns the function that restores the previous handler. A no-op off the main thread or
-    where another handler is installed."""
+    ``main`` runs, where the default action would kill the process before its clean-up, and
+    note SIGINT (Ctrl-C's ``KeyboardInterrupt``, when Python's default handler is in place) in
+    :data:`_STOP_SIGNAL`; returns the function that restores the previous handlers. A no-op
+    off the main thread; a signal whose handler is not the default is left alone."""
+    _STOP_SIGNAL[0] = None
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
-    previous = signal.getsignal(signal.SIGTERM)
-    if previous is not signal.SIG_DFL:
-        return lambda: None
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
     def _raise(signum, frame):
+        _STOP_SIGNAL[0] = signum
         raise _Terminated()
 
-    signal.signal(signal.SIGTERM, _raise)
-    return lambda: signal.signal(signal.SIGTERM, previous)
+    def _interrupt(signum, frame):
+        _STOP_SIGNAL[0] = signum
+        raise KeyboardInterrupt
+
+    changed = []
+    if previous[signal.SIGTERM] is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _raise)
+        changed.append(signal.SIGTERM)
+    if previous[signal.SIGINT] is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
+        changed.append(signal.SIGINT)
+
+    def restore() -> None:
+        for s in changed:
+            signal.signal(s, previous[s])
+    return restore
 
 
 if __name__ == "__main__":  # pragma: no cover

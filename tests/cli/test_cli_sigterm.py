@@ -75,3 +75,43 @@ def test_a_closed_stdout_pipe_ends_quietly(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     assert cli.main(["trace", "x.csv"]) == 1
     assert capsys.readouterr().err == ""
+
+
+def _command_parser(monkeypatch, command):
+    class Parser:
+        def parse_args(self, argv):
+            return type("A", (), {"func": staticmethod(command)})()
+
+    monkeypatch.setattr(cli, "build_parser", lambda first: Parser())
+
+
+def test_an_interrupt_that_c_code_turned_into_an_import_error_is_an_interruption(
+        monkeypatch, capsys):
+    """Ctrl-C landing while an extension module initialises (CI saw pandas' parser turn the
+    KeyboardInterrupt into ``ImportError: pd_parser.c could not import module pandas``) ends
+    as an interruption (130, one line, the run's notes kept), not as an internal error."""
+    def command(args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)   # Python's handler raises here
+        except KeyboardInterrupt:
+            e = ImportError("pd_parser.c could not import module pandas")
+            e.add_note("1 of 3 compare variants finished")
+            raise e from None
+        raise AssertionError("SIGINT did not interrupt the command")
+
+    _command_parser(monkeypatch, command)
+    before = signal.getsignal(signal.SIGINT)
+    assert before is signal.default_int_handler
+    assert cli.main(["run"]) == 130
+    assert capsys.readouterr().err.strip() == \
+        "servesim: interrupted: 1 of 3 compare variants finished"
+    assert signal.getsignal(signal.SIGINT) is before        # handler restored
+
+
+def test_an_import_error_without_a_signal_stays_an_internal_error(monkeypatch, capsys):
+    def command(args):
+        raise ImportError("no module named nowhere")
+
+    _command_parser(monkeypatch, command)
+    assert cli.main(["run"]) == 1
+    assert "internal error: ImportError" in capsys.readouterr().err
