@@ -20,9 +20,7 @@ import json
 import math
 import os
 import re
-import signal
 import sys
-import threading
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -54,6 +52,12 @@ from simulator.cli.args import (
     whole_number,
 )
 from simulator.cli.day import add_day_arguments, cmd_run_day
+from simulator.cli.stops import (
+    Terminated,
+    exit_cleanly_on_stop_signals,
+    stop_exception,
+    stop_notes,
+)
 from simulator.cluster.setup import check_replica
 from simulator.metrics.tables_io import TABLE_FORMATS
 from simulator.perf.tables.sets import table_sets
@@ -519,7 +523,7 @@ def _main(argv: list[str]) -> int:
         print(f"servesim: error: {_first_line(e)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     args = parser.parse_args(argv)
-    restore = _exit_cleanly_on_sigterm()
+    restore = exit_cleanly_on_stop_signals()
     rc = 1  # until the command returns: an exception leaves no empty output folder behind
     hold_output_folders()  # one run per output folder until the command ends (outdir.py)
     try:
@@ -529,7 +533,7 @@ def _main(argv: list[str]) -> int:
                 rc = int(args.func(args) or 0)
                 return rc
         except Exception as e:
-            stop = _stop_exception(e)
+            stop = stop_exception(e)
             if stop is None:
                 raise
             raise stop from e
@@ -552,10 +556,10 @@ def _main(argv: list[str]) -> int:
         print(f"servesim: error: {describe_os_error(e)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as e:
-        print(f"servesim: interrupted{_stop_notes(e)}", file=sys.stderr)
+        print(f"servesim: interrupted{stop_notes(e)}", file=sys.stderr)
         return 130
-    except _Terminated as e:
-        print(f"servesim: terminated{_stop_notes(e)}", file=sys.stderr)
+    except Terminated as e:
+        print(f"servesim: terminated{stop_notes(e)}", file=sys.stderr)
         return 143
     except Exception as e:
         if os.environ.get("SERVESIM_DEBUG"):
@@ -566,70 +570,6 @@ def _main(argv: list[str]) -> int:
     finally:
         discard_empty_created(remove=bool(rc))
         restore()
-
-
-def _stop_notes(e: BaseException) -> str:
-    """``: NOTE; NOTE`` from the notes a stopped run's exception carries (how many points of
-    a sweep finished and are cached: :func:`simulator.experiments.executor.add_note`), on the
-    same line; empty without notes."""
-    notes = [" ".join(str(n).split()) for n in getattr(e, "__notes__", None) or []]
-    return f": {'; '.join(notes)}" if notes else ""
-
-
-class _Terminated(BaseException):
-    """SIGTERM arrived: unwind like Ctrl-C so temporary files (the step spool) are removed."""
-
-
-#: the stop signal received while ``main`` runs (SIGINT or SIGTERM; None: none)
-_STOP_SIGNAL: list[int | None] = [None]
-
-
-def _stop_exception(e: Exception) -> BaseException | None:
-    """The exception a stop signal raised, when C code turned it into ``e``: a
-    ``KeyboardInterrupt`` that lands inside an extension module's initialisation (pandas'
-    parser imports ``pandas`` from C) comes out as that module's ``ImportError``, and the
-    command would end as an internal error instead of an interruption. None when no stop
-    signal arrived. The new exception keeps ``e``'s notes (how many points finished)."""
-    sig = _STOP_SIGNAL[0]
-    if sig is None:
-        return None
-    stop: BaseException = _Terminated() if sig == signal.SIGTERM else KeyboardInterrupt()
-    for note in getattr(e, "__notes__", None) or []:
-        stop.add_note(note)
-    return stop
-
-
-def _exit_cleanly_on_sigterm():
-    """Turn SIGTERM (``kill``, ``timeout``, batch schedulers) into :class:`_Terminated` while
-    ``main`` runs, where the default action would kill the process before its clean-up, and
-    note SIGINT (Ctrl-C's ``KeyboardInterrupt``, when Python's default handler is in place) in
-    :data:`_STOP_SIGNAL`; returns the function that restores the previous handlers. A no-op
-    off the main thread; a signal whose handler is not the default is left alone."""
-    _STOP_SIGNAL[0] = None
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
-
-    def _raise(signum, frame):
-        _STOP_SIGNAL[0] = signum
-        raise _Terminated()
-
-    def _interrupt(signum, frame):
-        _STOP_SIGNAL[0] = signum
-        raise KeyboardInterrupt
-
-    changed = []
-    if previous[signal.SIGTERM] is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _raise)
-        changed.append(signal.SIGTERM)
-    if previous[signal.SIGINT] is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _interrupt)
-        changed.append(signal.SIGINT)
-
-    def restore() -> None:
-        for s in changed:
-            signal.signal(s, previous[s])
-    return restore
 
 
 if __name__ == "__main__":  # pragma: no cover
