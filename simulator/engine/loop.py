@@ -42,6 +42,7 @@ from simulator.engine.step_rows import (
     tier_bytes_since_last_row,
 )
 from simulator.metrics.records import RunRecorder
+from simulator.perf.pipeline import PipelinePerfModel
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
 from simulator.scheduling.state import REJECTED, ReqState
@@ -83,6 +84,12 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
     sch = rep.sched
     pricer = sch.step_pricer(rep.perf)
     lag = async_admission_lag(rep.perf)
+    if isinstance(rep.perf, PipelinePerfModel):
+        # a pipeline-parallel replica steps every iteration: its decode step is priced as a
+        # PP cycle and counted in the bubble's tallies (PipelinePerfModel.decode_step_times),
+        # which a planned run, whose steps an arrival may cut, cannot do (a fast-forwarded run
+        # priced on the stage model alone differed from stepping: review of session 16)
+        fast_forward = False
     record = record_step
     if rec.step_cost:  # the step table records each step's breakdown (perf.record_step_cost)
         record = record_step_cost

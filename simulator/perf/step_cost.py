@@ -28,8 +28,7 @@ asked for (nothing of it is computed on the simulation's hot path). The three ad
 the step's price (the cycle; activation hops count as compute; nothing of it counts toward
 the pipeline bubble), and a model without ``op_times`` (a constant or a test stub) puts all
 of ``step_s`` in ``compute_s``. A decode run's steps split on the model that priced them (a
-pipeline-parallel replica prices its decode runs on its stage model, without the pipeline:
-the split follows).
+pipeline-parallel replica never fast-forwards: :func:`simulator.engine.loop._replica_process`).
 
 The pricer reuses one :class:`StepCost` per replica: a cost is valid until the pricer prices
 the replica's next step (:meth:`StepCost.as_dict` keeps one).

@@ -118,3 +118,11 @@ def test_speculative_is_vetoed_and_unchanged():
                                         "acceptance": {"model": "iid", "acceptance_rate": 0.7}}},
                        workload=synthetic_workload(80, 8))
     _assert_equivalent(sc, _specs(sc), expect_jumps=False)
+
+
+def test_pipeline_parallel_steps_every_iteration():
+    # a PP replica's decode step is a PP cycle counted in the bubble's tallies: it never
+    # jumps, so the run equals stepping (a run once priced on the stage model alone did not)
+    sc = make_scenario({"cluster": {"pipeline_parallel_size": 2}},
+                       workload=synthetic_workload(120, 15, output_median=150))
+    _assert_equivalent(sc, _specs(sc), expect_jumps=False)
