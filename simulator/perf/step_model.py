@@ -33,6 +33,20 @@ from simulator.perf.step_times import (
 __all__ = ["DECODE_MEMO_MAX", "GPU_OPS", "ConstantPerfModel", "StepTimeModel", "engine_terms"]
 
 
+def _plain(shape: StepShape) -> StepShape:
+    """``shape`` with Python ints for its counts where a caller passed numpy integers (the
+    compiled step kernels take Python ints; the simulator's schedulers build them so:
+    unchanged). The decode context total is kept as given (the kernels price any number)."""
+    if (type(shape.num_decode) is int and type(shape.decode_q_per_seq) is int
+            and type(shape.num_sampled) is int):
+        return shape
+    return StepShape(prefill_q=list(shape.prefill_q), prefill_start=list(shape.prefill_start),
+                     num_decode=int(shape.num_decode),
+                     decode_ctx_total=shape.decode_ctx_total,
+                     decode_q_per_seq=int(shape.decode_q_per_seq),
+                     num_sampled=int(shape.num_sampled))
+
+
 def engine_terms(profile) -> EngineTerms | None:
     """The compiled form of ``profile.step_seconds`` (its linear CPU and sync costs), or None
     when its CPU term comes from a measured table (``cpu_from_profile``) or it is not an
@@ -77,26 +91,18 @@ class StepTimeModel:
         self.kind = getattr(ops, "kind", "roofline")
         self.capture_sizes = tuple(sorted(int(s) for s in capture_sizes))
         self.max_capture = self.capture_sizes[-1] if self.capture_sizes else 0
-        self.graph_mode = engine.cuda_graphs.mode if self.max_capture else "none"
         self._tok: dict = {}
         self._tok_sum: dict = {}
         self._fixed_decode: dict = {}
         self._layers = int(self.model.num_layers)
-        # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:
-        # vLLM gathers the TP-sharded logits before sampling)
-        bpl = engine.sampler.bytes_per_logit.value
-        self._sampler_s_per_row = (bpl * self.model.vocab_size
-                                   / (self.gpu.hbm_bandwidth_bytes_per_s
-                                      * ops.params.memory_efficiency)) if bpl else 0.0
-        self._cpu_from_ops = bool(getattr(engine, "cpu_from_profile", False))
         attention = ops.decode_attention()
         #: one step's kernel seconds, and with the engine's terms its wall-clock seconds
-        #: (compiled core; the LM head is remembered there per row count)
+        #: (compiled core; the LM head is remembered there per row count; the graph mode and
+        #: the sampler's cost are the engine's, set with it)
         self.kernels = StepKernels(
-            list(self.capture_sizes), self.graph_mode, self._token_sum, self._op_sum,
+            list(self.capture_sizes), "none", self._token_sum, self._op_sum,
             ops.attn_prefill_time, ops.attention_decode_total, attention,
-            ops.mla_extra_time if ops.mla else None, ops.lm_head_time,
-            self._sampler_s_per_row,
+            ops.mla_extra_time if ops.mla else None, ops.lm_head_time, 0.0,
             [(0 if w is None else int(w), int(n)) for w, n in ops.attn_groups])
         #: pure-decode step seconds per (num_seqs, ctx_total), remembered (compiled core)
         self.decode_times = DecodeStepTimes(self._decode_fixed, self._decode_many, attention,
@@ -107,14 +113,28 @@ class StepTimeModel:
     @property
     def engine(self) -> EngineProfile:
         """The engine profile; setting another one (``fit-engine`` tries candidates on one
-        model) forgets the remembered decode step times, which include its CPU and sync."""
+        model) takes its CPU and sync terms, CUDA-graph mode, sampler cost and CPU source, and
+        forgets the remembered step times that include them (the capture sizes stay those
+        given at construction: they follow the scheduler's settings)."""
         return self._engine
 
     @engine.setter
     def engine(self, profile: EngineProfile) -> None:
         self._engine = profile
+        self.graph_mode = profile.cuda_graphs.mode if self.max_capture else "none"
+        # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:
+        # vLLM gathers the TP-sharded logits before sampling)
+        bpl = profile.sampler.bytes_per_logit.value
+        self._sampler_s_per_row = (bpl * self.model.vocab_size
+                                   / (self.gpu.hbm_bandwidth_bytes_per_s
+                                      * self.ops.params.memory_efficiency)) if bpl else 0.0
+        self._cpu_from_ops = bool(getattr(profile, "cpu_from_profile", False))
         self._terms = engine_terms(profile)
-        self.kernels.engine = self._terms
+        k = self.kernels
+        k.graph_mode = self.graph_mode
+        k.sampler_s_per_row = self._sampler_s_per_row
+        k.engine = self._terms
+        self._fixed_decode.clear()
         self.decode_times.reset(self._terms)
 
     # ---------------------------------------------------------------- graph padding
@@ -191,7 +211,7 @@ class StepTimeModel:
         :meth:`gpu_op_times` summed in their order, the token terms' share as one remembered
         prefix sum (the same additions in the same order, without building the dict:
         :meth:`StepKernels.gpu_seconds <simulator.perf.step_times.StepKernels.gpu_seconds>`)."""
-        return self.kernels.gpu_seconds(shape)
+        return self.kernels.gpu_seconds(_plain(shape))
 
     def _op_sum(self, shape: StepShape) -> float:
         """The sum of :meth:`gpu_op_times` (the general path of :meth:`gpu_step_time`)."""
@@ -213,7 +233,7 @@ class StepTimeModel:
     def step_time(self, shape: StepShape) -> float:
         """Wall-clock seconds of one engine iteration of ``shape``."""
         if self._terms is not None:
-            return self.kernels.seconds(shape)
+            return self.kernels.seconds(_plain(shape))
         gpu = self.gpu_step_time(shape)
         return float(self._engine_seconds(gpu, shape.num_seqs, shape.num_tokens))
 
@@ -273,7 +293,11 @@ class StepTimeModel:
 
     def decode_step_times_list(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
         """:meth:`decode_step_times` of a list of integer context totals, as a list of Python
-        floats (the same values: a decode run's pricing without the array round trips)."""
+        floats (the same values: a decode run's pricing without the array round trips).
+        Other sequences (an array, numpy integers, fractional totals) are answered by
+        :meth:`decode_step_times`."""
+        if type(ctx_totals) is not list or not all(type(c) is int for c in ctx_totals):
+            return self.decode_step_times(num_seqs, np.asarray(ctx_totals)).tolist()
         return self.decode_times.times(int(num_seqs), ctx_totals)
 
     # ---------------------------------------------------------------- reporting

@@ -253,3 +253,49 @@ def test_reserve_full_isl_and_null_block_reach_the_replica():
     sc0 = sc.model_copy(update={"perf": sc.perf.model_copy(update={"engine": "vllm-v0"})})
     setup0 = build_setup(sc0)
     assert setup0.limits.reserve_full_isl is False and setup0.num_usable_blocks == 100
+
+
+def test_numpy_counts_give_the_values_of_python_ints():
+    # the Python API takes numpy integers (and arrays of context totals) as the pure build
+    # always did; the compiled step kernels take Python ints: the model converts
+    m = build_perf_model(MODEL, GPU, 1, engine=get_engine_profile("vllm-v1"))
+    ref = build_perf_model(MODEL, GPU, 1, engine=get_engine_profile("vllm-v1"))
+    plain = StepShape(prefill_q=[100], prefill_start=[0], num_decode=8, decode_ctx_total=8000,
+                      num_sampled=9)
+    numpy_shape = StepShape(prefill_q=[np.int64(100)], prefill_start=[np.int64(0)],
+                            num_decode=np.int64(8), decode_ctx_total=np.int64(8000),
+                            decode_q_per_seq=np.int64(1), num_sampled=np.int64(9))
+    assert m.step_time(numpy_shape) == ref.step_time(plain)
+    assert m.gpu_step_time(numpy_shape) == ref.gpu_step_time(plain)
+    want = ref.decode_step_times_list(8, [8000, 8001])
+    assert m.decode_step_times_list(8, np.array([8000, 8001])) == want
+    assert m.decode_step_times_list(np.int64(8), [np.int64(8000), np.int64(8001)]) == want
+    frac = m.decode_step_times_list(8, [8000.5])
+    assert frac == ref.decode_step_times(8, np.array([8000.5])).tolist()
+
+
+def test_a_new_engine_profile_gives_the_model_a_fresh_build_gives():
+    # fit-engine and what-ifs set another profile on a built model: its graph mode, sampler,
+    # CPU and sync terms follow (not only the linear terms); the capture sizes stay (the same
+    # rule here: they follow the scheduler's settings)
+    shapes = [StepShape(prefill_q=[700], prefill_start=[0], num_decode=12,
+                        decode_ctx_total=12_345, num_sampled=13),
+              StepShape(num_decode=24, decode_ctx_total=24 * 1500, num_sampled=24)]
+    v1 = get_engine_profile("vllm-v1")
+    other = v1.model_copy(update={
+        "cuda_graphs": v1.cuda_graphs.model_copy(update={"mode": "full"}),
+        "sampler": v1.sampler.model_copy(update={
+            "bytes_per_logit": v1.sampler.bytes_per_logit.model_copy(update={"value": 40.0})}),
+        "async_scheduling": False})
+    ctx = np.array([36_000, 36_024])
+    for prof in (get_engine_profile("none"), other):
+        m = build_perf_model(MODEL, GPU, 1, engine=v1)
+        for s in shapes:
+            m.step_time(s)
+        m.decode_step_times(24, ctx)
+        m.engine = prof
+        fresh = build_perf_model(MODEL, GPU, 1, engine=prof)
+        for s in shapes:
+            assert m.step_time(s) == fresh.step_time(s), prof.name
+        assert m.decode_step_times(24, ctx).tolist() == \
+            fresh.decode_step_times(24, ctx).tolist(), prof.name

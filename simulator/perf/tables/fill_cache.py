@@ -10,7 +10,7 @@ so results do not depend on whether the cache was hit.
 Key: SHA-256 of everything the fill reads and of the code that computes it: the raw grid
 (shape and bytes, NaN = not measured), the ``u`` coordinates of every axis, the log roofline
 bound at the nodes (or its absence), the fill method, the bytes of ``grid.py`` (the fill
-code), and the numpy and scipy versions (the interpolants). A changed table, roofline, fill
+code) and ``libm.py`` (the C-library functions it calls), and the numpy and scipy versions (the interpolants). A changed table, roofline, fill
 code or library gives another key, so an entry is never stale. An entry carries the SHA-256
 of its grid's bytes next to the grid; one whose grid does not match that digest (a damaged
 file: a flipped bit in a filled cell would otherwise change results silently), or does not
@@ -57,13 +57,14 @@ def cache_dir() -> Path | None:
 
 
 def _code_key() -> bytes:
-    """Digest of the fill code (``grid.py``) and the library versions it depends on
+    """Digest of the fill code (``grid.py``, ``libm.py``) and the library versions it depends on
     (computed once per process)."""
     global _CODE_KEY
     if _CODE_KEY is None:
         import scipy  # the package alone (its submodules load lazily): milliseconds
         h = hashlib.sha256(f"format {CACHE_FORMAT}\n".encode())
-        h.update((Path(__file__).parent / "grid.py").read_bytes())
+        for name in ("grid.py", "libm.py"):  # the fill and the functions it calls
+            h.update((Path(__file__).parent / name).read_bytes())
         h.update(f"\nnumpy {np.__version__} scipy {scipy.__version__}".encode())
         _CODE_KEY = h.digest()
     return _CODE_KEY
