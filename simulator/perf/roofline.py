@@ -387,6 +387,10 @@ class RooflinePerfModel:
         byts = h * v * self.wb + num_rows * (h + v) * ACT_BYTES
         return max(flops / self.gemm_peak, byts / self.mem_bw) + 2 * self.params.kernel_overhead_s
 
+    #: whether the GPU profile measured the engine's CPU time per step (a ``cpu_overhead``
+    #: table, which an engine profile with ``cpu_from_profile`` reads): not the datasheet's
+    has_cpu_overhead_table = False
+
     def cpu_overhead_time(self, num_seqs: int) -> float:
         """Per-iteration engine CPU time (scheduling, input preparation, sampling)."""
         return self.params.cpu_overhead_base_s + self.params.cpu_overhead_per_seq_s * num_seqs

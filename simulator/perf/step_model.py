@@ -120,6 +120,12 @@ class StepTimeModel:
 
     @engine.setter
     def engine(self, profile: EngineProfile) -> None:
+        if getattr(profile, "cpu_from_profile", False) and not self.ops.has_cpu_overhead_table:
+            raise ValueError(
+                f"engine profile '{profile.name}' takes its CPU time per step from the GPU "
+                f"profile's measured cpu_overhead table (cpu_from_profile: true), and "
+                f"{self.gpu.name} has none: use a profile with linear cpu terms (cpu.step_s, "
+                "cpu.per_seq_s, cpu.per_token_s)")
         self._engine = profile
         self.graph_mode = profile.cuda_graphs.mode if self.max_capture else "none"
         # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:

@@ -299,3 +299,17 @@ def test_a_new_engine_profile_gives_the_model_a_fresh_build_gives():
             assert m.step_time(s) == fresh.step_time(s), prof.name
         assert m.decode_step_times(24, ctx).tolist() == \
             fresh.decode_step_times(24, ctx).tolist(), prof.name
+
+
+def test_cpu_from_profile_needs_a_measured_cpu_table():
+    # an engine profile that reads the GPU profile's measured CPU time per step: refused with
+    # the reason on a GPU whose tables have none (before: an internal TypeError mid-run),
+    # accepted where the profile measured it (the CPU harness's flat profile)
+    prof = get_engine_profile("vllm-v1").model_copy(update={"cpu_from_profile": True})
+    with pytest.raises(ValueError, match="cpu_overhead table .* h100-sxm has none"):
+        build_perf_model(MODEL, GPU, 1, engine=prof)
+    cpu = get_gpu("cpu-amd-epyc-1t")
+    m = build_perf_model(get_model("servesim-tiny-llama"), cpu, 1, engine=prof)
+    assert m.ops.has_cpu_overhead_table
+    s = StepShape(num_decode=4, decode_ctx_total=400, num_sampled=4)
+    assert m.step_time(s) > m.gpu_step_time(s) > 0

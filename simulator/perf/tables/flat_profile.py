@@ -410,6 +410,11 @@ class TablePerfModel(RooflinePerfModel):
         byts = num_tokens * self.model.hidden_size * ACT_BYTES
         return RooflinePerfModel.all_reduce_time(self, num_tokens) / float(self._ar(byts))
 
+    @property
+    def has_cpu_overhead_table(self) -> bool:
+        """Whether this profile measured the engine's CPU time per step (``cpu_overhead``)."""
+        return self._cpu is not None
+
     def cpu_overhead_time(self, num_seqs: int, num_tokens: int | None = None) -> float:
         """Engine CPU time per step: ``a + b * num_seqs + c * num_tokens`` (seconds)."""
         if self._cpu is None:
