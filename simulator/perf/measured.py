@@ -223,13 +223,6 @@ class MeasuredOps(RooflinePerfModel):
         compiled core (None when the tables have no decode attention for this model)."""
         return self._decode_attn
 
-    def attention_decode_total(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
-        d = self._decode_attn
-        if (d is not None and q_per_seq == 1 and type(ctx_total) is int
-                and type(num_seqs) is int and num_seqs > 0):
-            return d.total(num_seqs, ctx_total)  # the scalar path below, compiled
-        return super().attention_decode_total(num_seqs, ctx_total, q_per_seq)
-
     def attn_decode_time(self, num_seqs: int, ctx_total, q_per_seq: int = 1):
         if not self._has_decode or num_seqs <= 0:
             return self.fallback.attn_decode_time(num_seqs, ctx_total, q_per_seq)

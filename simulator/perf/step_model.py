@@ -38,7 +38,8 @@ def _plain(shape: StepShape) -> StepShape:
     compiled step kernels take Python ints; the simulator's schedulers build them so:
     unchanged). The decode context total is kept as given (the kernels price any number)."""
     if (type(shape.num_decode) is int and type(shape.decode_q_per_seq) is int
-            and type(shape.num_sampled) is int):
+            and type(shape.num_sampled) is int and type(shape.prefill_q) is list
+            and type(shape.prefill_start) is list):
         return shape
     return StepShape(prefill_q=list(shape.prefill_q), prefill_start=list(shape.prefill_start),
                      num_decode=int(shape.num_decode),
@@ -90,10 +91,8 @@ class StepTimeModel:
         self.model, self.gpu, self.tp = ops.model, ops.gpu, ops.tp
         self.kind = getattr(ops, "kind", "roofline")
         self.capture_sizes = tuple(sorted(int(s) for s in capture_sizes))
-        self.max_capture = self.capture_sizes[-1] if self.capture_sizes else 0
         self._tok: dict = {}
         self._tok_sum: dict = {}
-        self._fixed_decode: dict = {}
         self._layers = int(self.model.num_layers)
         attention = ops.decode_attention()
         #: one step's kernel seconds, and with the engine's terms its wall-clock seconds
@@ -104,11 +103,22 @@ class StepTimeModel:
             ops.attn_prefill_time, ops.attention_decode_total, attention,
             ops.mla_extra_time if ops.mla else None, ops.lm_head_time, 0.0,
             [(0 if w is None else int(w), int(n)) for w, n in ops.attn_groups])
-        #: pure-decode step seconds per (num_seqs, ctx_total), remembered (compiled core)
+        #: pure-decode step seconds per (num_seqs, ctx_total), and their batch-only kernels
+        #: per num_seqs, remembered (compiled core)
         self.decode_times = DecodeStepTimes(self._decode_fixed, self._decode_many, attention,
                                             None)
         self._terms: EngineTerms | None = None
         self.engine = engine
+
+    @property
+    def max_capture(self) -> int:
+        """The largest CUDA-graph capture size (tokens; 0: none)."""
+        return self.kernels.max_capture
+
+    @property
+    def graph_mode(self) -> str:
+        """The engine's CUDA-graph mode (``none`` without capture sizes)."""
+        return self.kernels.graph_mode
 
     @property
     def engine(self) -> EngineProfile:
@@ -127,20 +137,16 @@ class StepTimeModel:
                 f"{self.gpu.name} has none: use a profile with linear cpu terms (cpu.step_s, "
                 "cpu.per_seq_s, cpu.per_token_s)")
         self._engine = profile
-        self.graph_mode = profile.cuda_graphs.mode if self.max_capture else "none"
+        k = self.kernels
+        k.graph_mode = profile.cuda_graphs.mode if k.max_capture else "none"
         # sampler: memory-bound passes over the logits of the sampled rows (full vocabulary:
         # vLLM gathers the TP-sharded logits before sampling)
         bpl = profile.sampler.bytes_per_logit.value
-        self._sampler_s_per_row = (bpl * self.model.vocab_size
-                                   / (self.gpu.hbm_bandwidth_bytes_per_s
-                                      * self.ops.params.memory_efficiency)) if bpl else 0.0
+        k.sampler_s_per_row = (bpl * self.model.vocab_size
+                               / (self.gpu.hbm_bandwidth_bytes_per_s
+                                  * self.ops.params.memory_efficiency)) if bpl else 0.0
         self._cpu_from_ops = bool(getattr(profile, "cpu_from_profile", False))
-        self._terms = engine_terms(profile)
-        k = self.kernels
-        k.graph_mode = self.graph_mode
-        k.sampler_s_per_row = self._sampler_s_per_row
-        k.engine = self._terms
-        self._fixed_decode.clear()
+        self._terms = k.engine = engine_terms(profile)
         self.decode_times.reset(self._terms)
 
     # ---------------------------------------------------------------- graph padding
@@ -168,11 +174,12 @@ class StepTimeModel:
 
     def sampler_time(self, num_rows: int) -> float:
         """Sampler seconds for ``num_rows`` sampled positions (engine profile bytes/logit)."""
-        return self._sampler_s_per_row * num_rows
+        return self.kernels.sampler_s_per_row * num_rows
 
     # ---------------------------------------------------------------- one step
     def gpu_op_times(self, shape: StepShape) -> dict[str, float]:
         """Seconds per operator class of one step's kernels (summed over layers)."""
+        shape = _plain(shape)
         T = shape.num_tokens
         pure = not shape.prefill_q
         graph = self.in_graph(T, pure)
@@ -180,23 +187,19 @@ class StepTimeModel:
         ops = self.ops
         out = dict(self._token_terms(Tp, graph)) if Tp else {
             k: 0.0 for k in self._token_terms(1, False)}
-        out["attention_prefill"] = ops.attention_prefill_total(shape.prefill_q,
-                                                               shape.prefill_start)
-        out["attention_decode"] = (float(ops.attention_decode_total(
-            shape.num_decode, shape.decode_ctx_total, shape.decode_q_per_seq))
+        kern = self.kernels   # the same terms as gpu_step_time's, by the same code
+        out["attention_prefill"] = kern.prefill_total(shape.prefill_q, shape.prefill_start)
+        out["attention_decode"] = (kern.decode_attention(
+            shape.num_decode, shape.decode_ctx_total, shape.decode_q_per_seq)
             if shape.num_decode else 0.0)
         if ops.mla:
             out["mla"] = ops.mla_extra_time(shape.prefill_q, shape.prefill_start,
                                             shape.num_decode * shape.decode_q_per_seq)
-        out["lm_head"] = self.kernels.lm_head_seconds(shape.num_sampled)
+        out["lm_head"] = kern.lm_head_seconds(shape.num_sampled)
         out["sampler"] = self.sampler_time(shape.num_sampled)
         return out
 
     def _engine_seconds(self, gpu_s, num_seqs, num_tokens):
-        terms = self._terms
-        if terms is not None and type(gpu_s) is float and type(num_seqs) is int \
-                and type(num_tokens) is int:   # one step: the same operations, compiled
-            return terms.seconds(gpu_s, num_seqs, num_tokens)
         e = self.engine
         if self._cpu_from_ops:
             cpu = self.ops.cpu_overhead_time(num_seqs, num_tokens)
@@ -245,15 +248,14 @@ class StepTimeModel:
 
     # ---------------------------------------------------------------- decode runs
     def _decode_fixed(self, num_seqs: int) -> float:
-        c = self._fixed_decode.get(num_seqs)
-        if c is None:
-            graph = self.in_graph(num_seqs, True)
-            Tp = self.padded_tokens(num_seqs, True) if graph else num_seqs
-            c = (float(sum(self._token_terms(Tp, graph).values()))
-                 + self.ops.mla_extra_time((), (), num_seqs)
-                 + self.kernels.lm_head_seconds(num_seqs) + self.sampler_time(num_seqs))
-            self._fixed_decode[num_seqs] = c
-        return c
+        """Seconds of a pure-decode step's batch-only kernels (remembered by
+        :attr:`decode_times`: :meth:`DecodeStepTimes.fixed_seconds
+        <simulator.perf.step_times.DecodeStepTimes.fixed_seconds>`)."""
+        graph = self.in_graph(num_seqs, True)
+        Tp = self.padded_tokens(num_seqs, True) if graph else num_seqs
+        return (float(sum(self._token_terms(Tp, graph).values()))
+                + self.ops.mla_extra_time((), (), num_seqs)
+                + self.kernels.lm_head_seconds(num_seqs) + self.sampler_time(num_seqs))
 
     def gpu_decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
         """Kernel seconds of consecutive pure-decode steps (one token per sequence).
@@ -266,7 +268,7 @@ class StepTimeModel:
             Total attended context of the batch at each step.
         """
         ctx = np.asarray(ctx_totals)
-        return self._decode_fixed(num_seqs) + np.asarray(
+        return self.decode_times.fixed_seconds(int(num_seqs)) + np.asarray(
             self.ops.attention_decode_total(num_seqs, ctx), dtype=float)
 
     def _decode_step_times(self, num_seqs: int, ctx_totals) -> np.ndarray:
@@ -321,7 +323,7 @@ class StepTimeModel:
         prov["engine_overhead"] = ("; ".join(src) if src else "none")
         prov["cuda_graphs"] = (f"{self.graph_mode}, tokens padded to capture sizes up to "
                                f"{self.max_capture}" if self.max_capture else "none")
-        prov["sampler"] = (e.sampler.bytes_per_logit.source if self._sampler_s_per_row
+        prov["sampler"] = (e.sampler.bytes_per_logit.source if self.kernels.sampler_s_per_row
                            else "none")
         return prov
 

@@ -30,8 +30,9 @@ C library's ``exp`` and the grid's own point query
 (:class:`~simulator.perf.tables.grid_point.GridPoint`): the same operations in the same order
 as the backend's scalar path (a mixed step's decode attention), so a value is the same whether
 the step was stepped, fast-forwarded or mixed in with a prefill chunk. A point beyond the
-table's grid, a backend without such a table (roofline, fitted) and an engine whose CPU term
-comes from a measured table are answered by the Python model (``fallback``).
+table's grid (``DecodeAttention.beyond``), a backend without such a table (roofline,
+fitted) and an engine whose CPU term comes from a measured table
+(``DecodeStepTimes.many``) are answered by the Python model.
 """
 from __future__ import annotations
 
@@ -150,7 +151,8 @@ class DecodeStepTimes:
     Parameters
     ----------
     fixed : callable
-        ``fixed(num_seqs) -> seconds`` of the step's batch-only kernels (remembered here).
+        ``fixed(num_seqs) -> seconds`` of the step's batch-only kernels (remembered here:
+        :meth:`fixed_seconds`).
     many : callable
         ``many(num_seqs, ctx_totals) -> list of seconds``: the Python model's step times
         (used for every step when ``attention`` or ``engine`` is None).
@@ -192,15 +194,21 @@ class DecodeStepTimes:
         """Pairs remembered now."""
         return self._size
 
+    def fixed_seconds(self, num_seqs: int) -> float:
+        """Seconds of a pure-decode step's batch-only kernels (``fixed``, remembered per
+        ``num_seqs``; forgotten with the engine, whose graph mode and sampler they include)."""
+        f = self._fixed.get(num_seqs)
+        if f is None:
+            f = self._fixed[num_seqs] = self.fixed(num_seqs)
+        return f
+
     def _compute(self, num_seqs: int, ctx_total: int) -> float:
         attention = self.attention
         engine = self.engine
         if attention is None or engine is None:
             return self.many(num_seqs, [ctx_total])[0]
-        f = self._fixed.get(num_seqs)
-        if f is None:
-            f = self._fixed[num_seqs] = self.fixed(num_seqs)
-        return engine.seconds(f + attention.total(num_seqs, ctx_total), num_seqs, num_seqs)
+        return engine.seconds(self.fixed_seconds(num_seqs) + attention.total(num_seqs, ctx_total),
+                              num_seqs, num_seqs)
 
     def _row(self, num_seqs: int) -> dict[int, float]:
         row = self._memo.get(num_seqs)
@@ -371,6 +379,15 @@ class StepKernels:
             t += layers * sub
         return t
 
+    def decode_attention(self, num_decode: int, ctx_total: object, q_per_seq: int) -> float:
+        """Seconds of a step's decode attention summed over the layers: the measured table's
+        point by point (:class:`DecodeAttention`) for one-token decodes over an integer
+        context, else the backend's ``decode_total`` (the same value where both apply)."""
+        attention = self.attention
+        if attention is not None and q_per_seq == 1 and type(ctx_total) is int:
+            return attention.total(num_decode, ctx_total)  # type: ignore[arg-type]
+        return float(self.decode_total(num_decode, ctx_total, q_per_seq))  # type: ignore
+
     def gpu_seconds(self, shape: object) -> float:
         """Seconds of one step's kernels, ``shape`` a
         :class:`~simulator.perf.step_shape.StepShape`."""
@@ -387,12 +404,7 @@ class StepKernels:
             return self.op_sum(shape)
         t = tok + self.prefill_total(prefill_q, prefill_start)
         if nd:
-            ctx = shape.decode_ctx_total  # type: ignore[attr-defined]
-            attention = self.attention
-            if attention is not None and qd == 1 and type(ctx) is int:
-                t = t + attention.total(nd, ctx)
-            else:
-                t = t + float(self.decode_total(nd, ctx, qd))
+            t = t + self.decode_attention(nd, shape.decode_ctx_total, qd)  # type: ignore
         else:
             t = t + 0.0
         mla = self.mla_extra
