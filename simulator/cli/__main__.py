@@ -1,6 +1,4 @@
 """``python -m simulator.cli ...``: the same as the ``servesim`` command."""
-import sys
+from simulator.cli.main import console
 
-from simulator.cli.main import main
-
-sys.exit(main())
+console()

@@ -23,7 +23,7 @@ import re
 import sys
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
@@ -52,6 +52,7 @@ from simulator.cli.args import (
     whole_number,
 )
 from simulator.cli.day import add_day_arguments, cmd_run_day
+from simulator.cli.process_exit import exit_process
 from simulator.cli.stops import (
     Terminated,
     exit_cleanly_on_stop_signals,
@@ -514,6 +515,13 @@ def main(argv: list[str] | None = None) -> int:
     return _main(list(argv))
 
 
+def console() -> NoReturn:
+    """The ``servesim`` script and ``python -m simulator.cli``: :func:`main` on the process's
+    arguments, then the process ends (:func:`simulator.cli.process_exit.exit_process`: exit
+    functions run, no teardown of the run's objects)."""
+    exit_process(main())
+
+
 def _main(argv: list[str]) -> int:
     try:
         parser = build_parser(argv[0] if argv else None)
@@ -573,4 +581,4 @@ def _main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()

@@ -1,9 +1,16 @@
 """``servesim`` as the process's own command (``main()`` without arguments, as the console
 script and ``python -m simulator.cli`` call it) freezes the garbage collector when its command
 ends, so the interpreter's shutdown skips its collections; ``main(argv)`` (tests, scripts)
-leaves the collector as it is. The output is the same either way."""
+leaves the collector as it is. The output is the same either way. The console script then
+ends the process with ``exit_process``: exit functions run, the interpreter's teardown is
+skipped (``simulator.cli.process_exit``)."""
+import contextlib
 import gc
+import io
+import os
+import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -36,3 +43,106 @@ def test_frozen_after_a_failed_command(monkeypatch, capsys):
     assert main() == 2
     assert capsys.readouterr().err.startswith("servesim: error: ")
     assert gc.get_freeze_count() > 0
+
+
+# ---------------------------------------------------------------- the process's end
+# ``exit_process`` (the console script's end) runs the exit functions and leaves without the
+# interpreter's teardown; each case runs in a child process of its own.
+
+
+def _child(code: str, tmp_path, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False,
+                          capture_output=True, text=True, env=env, timeout=120, **kw)
+
+
+def test_exit_functions_run_and_buffers_flush(tmp_path):
+    marker = tmp_path / "atexit.txt"
+    p = _child(f"""
+        import atexit, sys
+        from simulator.cli.process_exit import exit_process
+        atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
+        sys.stdout.write("no newline yet")   # still in the buffer
+        sys.stderr.write("err line")
+        exit_process(3)
+        print("never")
+        """, tmp_path)
+    assert p.returncode == 3
+    assert p.stdout == "no newline yet"
+    assert p.stderr == "err line"
+    assert marker.read_text() == "ran"
+
+
+def test_a_step_spool_is_removed_at_the_exit(tmp_path):
+    # a spool's folder is removed by a weakref.finalize callback, an exit function
+    p = _child("""
+        import numpy as np
+        from simulator.metrics.step_table import ColumnSpool
+        from simulator.cli.process_exit import exit_process
+        spool = ColumnSpool(["a"], frozenset())
+        spool.append({"a": np.arange(5)})
+        print(spool.folder)
+        exit_process(0)
+        """, tmp_path)
+    assert p.returncode == 0, p.stderr
+    folder = p.stdout.strip()
+    assert folder.startswith(str(tmp_path))
+    assert not os.path.exists(folder)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_live_thread_keeps_the_normal_shutdown(tmp_path):
+    # a non-daemon thread still working when the command ends finishes before the exit
+    p = _child("""
+        import threading, time, sys
+        from simulator.cli.process_exit import exit_process
+        def late():
+            time.sleep(0.3)
+            print("thread done", flush=True)
+        threading.Thread(target=late).start()
+        exit_process(5)
+        """, tmp_path)
+    assert p.returncode == 5
+    assert p.stdout == "thread done\n"
+
+
+def test_an_unflushable_stdout_gives_status_120(tmp_path):
+    p = _child("""
+        import sys
+        from simulator.cli.process_exit import exit_process
+        class Broken:
+            def write(self, s): return len(s)
+            def flush(self): raise BrokenPipeError(32, "Broken pipe")
+        sys.stdout = Broken()
+        exit_process(0)
+        """, tmp_path)
+    assert p.returncode == 120
+    p = _child("""
+        import sys
+        from simulator.cli.process_exit import exit_process
+        class Broken:
+            def write(self, s): return len(s)
+            def flush(self): raise OSError(28, "No space left on device")
+        sys.stdout = Broken()
+        exit_process(2)
+        """, tmp_path)
+    assert p.returncode == 2   # a failing command keeps its own status
+
+
+def test_the_module_command_exits_with_mains_status(tmp_path):
+    ok = subprocess.run([sys.executable, "-m", "simulator.cli", *ARGV], check=False,
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0
+    assert ok.stdout.split() == _as_library(ARGV).split()  # (wrapped to the terminal)
+    bad = subprocess.run([sys.executable, "-m", "simulator.cli", "spec", "--acceptance-rate",
+                          "2", "--num-speculative-tokens", "3", "--draft-cost", "0"],
+                         check=False, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("servesim: error: ") and bad.stderr.count("\n") == 1
+
+
+def _as_library(argv):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(list(argv)) == 0
+    return buf.getvalue()
