@@ -52,7 +52,7 @@ from simulator.cli.args import (
     whole_number,
 )
 from simulator.cli.day import add_day_arguments, cmd_run_day
-from simulator.cli.process_exit import exit_process
+from simulator.cli.process import exit_process, start_process
 from simulator.cli.stops import (
     Terminated,
     exit_cleanly_on_stop_signals,
@@ -516,9 +516,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> NoReturn:
-    """The ``servesim`` script and ``python -m simulator.cli``: :func:`main` on the process's
-    arguments, then the process ends (:func:`simulator.cli.process_exit.exit_process`: exit
+    """The ``servesim`` script and ``python -m simulator.cli``: the process is set up
+    (:func:`simulator.cli.process.start_process`: Arrow's allocator), :func:`main` runs on its
+    arguments, then the process ends (:func:`simulator.cli.process.exit_process`: exit
     functions run, no teardown of the run's objects)."""
+    start_process()
     exit_process(main())
 
 

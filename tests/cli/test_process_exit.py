@@ -3,7 +3,7 @@ script and ``python -m simulator.cli`` call it) freezes the garbage collector wh
 ends, so the interpreter's shutdown skips its collections; ``main(argv)`` (tests, scripts)
 leaves the collector as it is. The output is the same either way. The console script then
 ends the process with ``exit_process``: exit functions run, the interpreter's teardown is
-skipped (``simulator.cli.process_exit``)."""
+skipped (``simulator.cli.process``)."""
 import contextlib
 import gc
 import io
@@ -60,7 +60,7 @@ def test_exit_functions_run_and_buffers_flush(tmp_path):
     marker = tmp_path / "atexit.txt"
     p = _child(f"""
         import atexit, sys
-        from simulator.cli.process_exit import exit_process
+        from simulator.cli.process import exit_process
         atexit.register(lambda: open({str(marker)!r}, "w").write("ran"))
         sys.stdout.write("no newline yet")   # still in the buffer
         sys.stderr.write("err line")
@@ -78,7 +78,7 @@ def test_a_step_spool_is_removed_at_the_exit(tmp_path):
     p = _child("""
         import numpy as np
         from simulator.metrics.step_table import ColumnSpool
-        from simulator.cli.process_exit import exit_process
+        from simulator.cli.process import exit_process
         spool = ColumnSpool(["a"], frozenset())
         spool.append({"a": np.arange(5)})
         print(spool.folder)
@@ -95,7 +95,7 @@ def test_a_live_thread_keeps_the_normal_shutdown(tmp_path):
     # a non-daemon thread still working when the command ends finishes before the exit
     p = _child("""
         import threading, time, sys
-        from simulator.cli.process_exit import exit_process
+        from simulator.cli.process import exit_process
         def late():
             time.sleep(0.3)
             print("thread done", flush=True)
@@ -109,7 +109,7 @@ def test_a_live_thread_keeps_the_normal_shutdown(tmp_path):
 def test_an_unflushable_stdout_gives_status_120(tmp_path):
     p = _child("""
         import sys
-        from simulator.cli.process_exit import exit_process
+        from simulator.cli.process import exit_process
         class Broken:
             def write(self, s): return len(s)
             def flush(self): raise BrokenPipeError(32, "Broken pipe")
@@ -119,7 +119,7 @@ def test_an_unflushable_stdout_gives_status_120(tmp_path):
     assert p.returncode == 120
     p = _child("""
         import sys
-        from simulator.cli.process_exit import exit_process
+        from simulator.cli.process import exit_process
         class Broken:
             def write(self, s): return len(s)
             def flush(self): raise OSError(28, "No space left on device")
@@ -146,3 +146,23 @@ def _as_library(argv):
     with contextlib.redirect_stdout(buf):
         assert main(list(argv)) == 0
     return buf.getvalue()
+
+
+def test_the_process_uses_the_c_librarys_allocator_for_arrow(tmp_path):
+    code = """
+        import os
+        from simulator.cli.process import start_process
+        start_process()
+        import pyarrow as pa
+        pa.array(range(1000))
+        print(pa.default_memory_pool().backend_name, os.environ["ARROW_DEFAULT_MEMORY_POOL"])
+        """
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False,
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.stdout.split() == ["system", "system"], p.stderr
+    # a pool the user names is kept
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], check=False,
+                       capture_output=True, text=True, timeout=120,
+                       env={**env, "ARROW_DEFAULT_MEMORY_POOL": "mimalloc"})
+    assert p.stdout.split() == ["mimalloc", "mimalloc"], p.stderr
