@@ -108,7 +108,9 @@ def test_sliced_writes_have_the_bytes_of_one_write(monkeypatch, tmp_path, n):
         rec.add_step(_row(i))
     t = rec.step_table()
     arrow = pa.Table.from_pandas(t.to_pandas(), preserve_index=False)
-    pq.write_table(arrow, tmp_path / "one.parquet", compression="zstd", row_group_size=7)
+    # the step table has no text column: no dictionary pages (tables_io's choice)
+    pq.write_table(arrow, tmp_path / "one.parquet", compression="zstd", row_group_size=7,
+                   use_dictionary=[])
     pcsv.write_csv(arrow, tmp_path / "one.csv")
     (tmp_path / "s").mkdir()
     got_pq = write_table(t, tmp_path / "s", "steps", "parquet")
@@ -244,3 +246,20 @@ def test_interrupted_table_write_leaves_no_table(tmp_path, table_format):
     assert list(tmp_path.iterdir()) == [path]
     assert pd.read_parquet(path)["a"].tolist() == [1, 2] if table_format == "parquet" else \
         pd.read_csv(path)["a"].tolist() == [1, 2]
+
+
+def test_parquet_dictionary_pages_only_for_text_columns(tmp_path):
+    import pandas as pd
+
+    df = pd.DataFrame({"n": np.arange(1000, dtype=np.int64) % 7,
+                       "t": np.linspace(0.0, 1.0, 1000),
+                       "status": ["completed", "rejected"] * 500})
+    path = write_table(df, tmp_path, "t", "parquet")
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    enc = {meta.column(i).path_in_schema: set(meta.column(i).encodings)
+           for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" in enc["status"]
+    assert "RLE_DICTIONARY" not in enc["n"] and "RLE_DICTIONARY" not in enc["t"]
+    back = pq.read_table(path).to_pandas()
+    assert back["n"].tolist() == df["n"].tolist() and back["t"].tolist() == df["t"].tolist()
+    assert back["status"].tolist() == df["status"].tolist()
