@@ -140,3 +140,58 @@ def test_note_advice_follows_the_numbers(perf):
     old = _row({"compute_bound": 0.01, "memory_bound": 0.82, "overhead": 0.17})
     note = _bottleneck_note(old)
     assert note["shares"] is None and "--no-cache" in note["text"]
+
+
+def test_bins_read_in_chunks_equal_a_sort_by_key(monkeypatch):
+    """The bins' sums (read a few rows at a time, from a spooled table too) are those of
+    grouping the steps by key in table order (a stable sort), to the bit; missing cells
+    (NaN) are left out of the decode-token and context sums."""
+    from simulator.metrics import records
+    from simulator.metrics import step_bottleneck as sb
+    from simulator.metrics.cost import log2_bucket
+    from simulator.metrics.records import STEP_COLUMNS, RunRecorder
+
+    rng = np.random.default_rng(3)
+    n = 500
+    cols = {c: np.zeros(n, dtype=np.int64) for c in STEP_COLUMNS}
+    cols["replica_id"] = np.zeros(n, dtype=np.int64)
+    cols["step_index"] = np.arange(n)
+    cols["num_prefill_tokens"] = np.where(rng.random(n) < 0.3, rng.integers(1, 9000, n), 0)
+    cols["num_prefill_seqs"] = np.where(cols["num_prefill_tokens"] > 0, rng.integers(1, 4, n), 0)
+    cols["num_decode_seqs"] = rng.integers(0, 300, n)
+    cols["num_decode_tokens"] = cols["num_decode_seqs"] * rng.integers(1, 3, n)
+    cols["kv_tokens_used"] = rng.integers(0, 2_000_000, n)
+    times = rng.random(n) * 0.05
+    for c in ("start_time_s", "end_time_s"):
+        cols[c] = np.zeros(n)
+    cols["step_time_s"] = times
+    # by hand: a stable sort by key, each bin's values added in table order
+    pf = cols["num_prefill_tokens"].astype(float)
+    nd = cols["num_decode_seqs"].astype(float)
+    key = log2_bucket(pf) * 64 + log2_bucket(nd)
+    want_keys = sorted(set(key.tolist()))
+    want_time = [0.0] * len(want_keys)
+    for i in range(n):
+        want_time[want_keys.index(key[i])] += float(times[i])
+    want_ctx = [0.0] * len(want_keys)
+    for i in range(n):
+        want_ctx[want_keys.index(key[i])] += max(float(cols["kv_tokens_used"][i]) - pf[i], nd[i])
+
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 64)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    rec = RunRecorder()
+    rec.add_step_chunk(cols)
+    table = rec.step_table()
+    assert table.is_spooled
+    frame = table.to_pandas()
+    for rows in (1 << 20, 37):
+        monkeypatch.setattr(sb, "CHUNK_ROWS", rows)
+        for steps in (table, frame):
+            b = sb._Bins.of(steps)
+            assert b.count.sum() == n
+            assert b.time.tolist() == want_time
+            assert b.ctx_sum.tolist() == want_ctx
+            assert b.prefill.tolist() == [k >= 64 for k in want_keys]
+    frame.loc[frame.index[:10], "kv_tokens_used"] = np.nan  # unknown context: not counted
+    b = sb._Bins.of(frame)
+    assert b.ctx_num.sum() == n - 10
