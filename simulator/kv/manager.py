@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -41,6 +42,9 @@ from simulator.base.compiled_core import register_pickling
 from simulator.kv.block_pool import BlockPool
 from simulator.kv.cow import blocks_saved, parallel_sampling_blocks
 from simulator.kv.tiers import OffloadStore
+
+if TYPE_CHECKING:  # pragma: no cover (the scheduler's request state imports this module)
+    from simulator.scheduling.state import ReqState
 
 
 class KVHandle:
@@ -163,7 +167,7 @@ class KVCacheManager:
         """Blocks needed to hold ``num_tokens`` tokens: ceil(num_tokens / block_size)."""
         return -(-num_tokens // self.block_size)
 
-    def blocks_needed(self, req, num_tokens: int) -> int:
+    def blocks_needed(self, req: ReqState, num_tokens: int) -> int:
         """Blocks ``req`` holds with ``num_tokens`` tokens of KV per sequence (its
         ``num_seqs`` sequences sharing the prompt copy-on-write)."""
         if req.num_seqs == 1:
@@ -171,20 +175,20 @@ class KVCacheManager:
         return parallel_sampling_blocks(req.num_prompt_tokens, num_tokens, req.num_seqs,
                                         self.block_size)
 
-    def reserve_tokens(self, req) -> int:
+    def reserve_tokens(self, req: ReqState) -> int:
         """Tokens reserved for ``req`` in contiguous mode (reads the declared max_tokens only)."""
         mt = req.spec.max_tokens
         if mt is not None:
             return min(self.max_model_len, req.num_prompt_tokens + mt)
         return self.max_model_len
 
-    def max_tokens_ever(self, req) -> int:
+    def max_tokens_ever(self, req: ReqState) -> int:
         """The tokens a request must be able to hold to make any progress (for rejection)."""
         if self.allocation == "contiguous":
             return self.reserve_tokens(req)
         return req.num_prompt_tokens + 1
 
-    def can_ever_fit(self, req) -> bool:
+    def can_ever_fit(self, req: ReqState) -> bool:
         """Whether ``req`` could be admitted into an empty pool (watermark included)."""
         return (self.blocks_needed(req, self.max_tokens_ever(req))
                 <= self.num_gpu_blocks - self.watermark_blocks)
@@ -198,7 +202,7 @@ class KVCacheManager:
         return self.pool.num_used_blocks
 
     # ------------------------------------------------------------------ prefix keys
-    def _prefix_keys(self, req) -> list:
+    def _prefix_keys(self, req: ReqState) -> list:
         keys = req.prefix_keys
         if keys is not None:
             return keys
@@ -242,7 +246,7 @@ class KVCacheManager:
         req.prefix_keys = keys
         return keys
 
-    def get_computed_blocks(self, req) -> list[int]:
+    def get_computed_blocks(self, req: ReqState) -> list[int]:
         """Cached blocks matching ``req``'s prefix (longest chain), without taking them.
 
         At most ``(prompt - 1) // block_size`` blocks hit, so at least one prompt token is
@@ -263,7 +267,7 @@ class KVCacheManager:
             out.append(b)
         return out
 
-    def cached_prefix(self, req) -> tuple[list[int], int]:
+    def cached_prefix(self, req: ReqState) -> tuple[list[int], int]:
         """The cached blocks a request about to be admitted can share and the tokens they
         hold: ``(get_computed_blocks(req), len(blocks) x block_size)`` for a request with
         nothing computed, else ``([], num_computed_tokens)`` (a preempted-by-swap or chunked
@@ -274,7 +278,7 @@ class KVCacheManager:
         return hits, len(hits) * self.block_size
 
     # ------------------------------------------------------------------ allocation
-    def allocate(self, req, num_tokens: int, new_request: bool = False,
+    def allocate(self, req: ReqState, num_tokens: int, new_request: bool = False,
                  hit_blocks: list[int] | None = None,
                  full_sequence_tokens: int | None = None) -> bool:
         """Make ``req`` hold blocks for its first ``num_tokens`` tokens.
@@ -336,7 +340,7 @@ class KVCacheManager:
             self._count_cow(req, num_tokens)
         return True
 
-    def _count_cow(self, req, num_tokens: int) -> None:
+    def _count_cow(self, req: ReqState, num_tokens: int) -> None:
         """Update the copy-on-write counters of a parallel-sampling request."""
         bs = self.block_size
         p = req.num_prompt_tokens
@@ -349,7 +353,7 @@ class KVCacheManager:
         self._cow_saved[rid] = saved
         self.cow_blocks_saved_peak = max(self.cow_blocks_saved_peak, self.cow_blocks_saved)
 
-    def trim(self, req, num_tokens: int) -> None:
+    def trim(self, req: ReqState, num_tokens: int) -> None:
         """Release blocks beyond what ``num_tokens`` tokens need (paged mode; rollback)."""
         if self.allocation == "contiguous":
             return
@@ -361,7 +365,7 @@ class KVCacheManager:
             extra.reverse()
             self.pool.free(extra)
 
-    def free(self, req) -> None:
+    def free(self, req: ReqState) -> None:
         """Release every block ``req`` holds (tail first, so its tail is evicted first)."""
         h = req.kv_handle
         blocks = h.block_ids
@@ -375,7 +379,7 @@ class KVCacheManager:
             self.cow_blocks_saved -= self._cow_saved.pop(req.request_id, 0)
             self._cow_copied.discard(req.request_id)  # recomputed after preemption: copied again
 
-    def cache_full_blocks(self, req) -> None:
+    def cache_full_blocks(self, req: ReqState) -> None:
         """Register the hashes of ``req``'s newly computed full shareable blocks."""
         keys = req.prefix_keys
         if not keys:
@@ -393,18 +397,19 @@ class KVCacheManager:
         if off is not None:
             self.store_blocks(req, off.store_end(done, req.num_prompt_tokens // self.block_size))
 
-    def store_blocks(self, req, end: int) -> None:
+    def store_blocks(self, req: ReqState, end: int) -> None:
         """Write ``req``'s blocks from its first not yet stored one up to block ``end`` to the
         offload tiers (:meth:`simulator.kv.tiers.OffloadStore.store`; nothing when they are)."""
         h = req.kv_handle
         if end > h.num_stored_blocks:
             off = self.offload
-            assert off is not None
-            n = off.store(req.prefix_keys[h.num_stored_blocks:end])
+            keys = req.prefix_keys
+            assert off is not None and keys is not None
+            n = off.store(keys[h.num_stored_blocks:end])
             self.tier_store_bytes += n * self.replica_block_bytes
             h.num_stored_blocks = end
 
-    def keys_extend_past_prompt(self, req) -> bool:
+    def keys_extend_past_prompt(self, req: ReqState) -> bool:
         """Whether decode steps of ``req`` register or store blocks: its declared content goes
         on past its prompt (a session turn's answer), or the tiers store answers."""
         keys = req.prefix_keys
@@ -417,7 +422,7 @@ class KVCacheManager:
         off = self.offload
         return off is not None and off.store_decode and len(keys) * bs > past
 
-    def cache_decode_run(self, reqs, k: int) -> None:
+    def cache_decode_run(self, reqs: list[ReqState], k: int) -> None:
         """Register (and offload) the blocks a committed ``k``-step decode run completed, in
         the order stepping registers them: step by step, each step in batch order (the tiers'
         LRU order depends on it). ``reqs`` have their computed tokens already advanced."""
@@ -443,14 +448,14 @@ class KVCacheManager:
             r.num_computed_tokens = c
 
     # ------------------------------------------------------------------ decode runs
-    def has_slots(self, req, num_tokens: int) -> bool:
+    def has_slots(self, req: ReqState, num_tokens: int) -> bool:
         """Whether ``req`` already holds KV slots for its first ``num_tokens`` tokens (per
         sequence, its ``num_seqs`` sequences sharing the prompt copy-on-write)."""
         if req.num_seqs > 1:
             return self.blocks_needed(req, num_tokens) <= len(req.kv_handle.block_ids)
         return num_tokens <= len(req.kv_handle.block_ids) * self.block_size
 
-    def blocks_held(self, reqs) -> np.ndarray:
+    def blocks_held(self, reqs: list[ReqState]) -> np.ndarray:
         """Blocks held by each request of ``reqs`` (int64 array, batch order)."""
         return np.fromiter((len(r.kv_handle.block_ids) for r in reqs), dtype=np.int64,
                            count=len(reqs))
@@ -491,7 +496,7 @@ class KVCacheManager:
                 hi = mid
         return lo
 
-    def plan_decode_run_blocks(self, reqs, k_max: int) -> tuple[int, list[int]]:
+    def plan_decode_run_blocks(self, reqs: list[ReqState], k_max: int) -> tuple[int, list[int]]:
         """:meth:`max_decode_run_steps` and :meth:`decode_run_blocks_used` of its answer at
         once, for the decode batch ``reqs`` (before the run's first step, whose blocks the
         scheduler already allocated).
@@ -543,7 +548,7 @@ class KVCacheManager:
         need = -(-(computed[None, :] + j[:, None] + 1) // self.block_size) - held[None, :]
         return used0 + np.maximum(need, 0).sum(axis=1)
 
-    def grow_decode_run(self, reqs) -> None:
+    def grow_decode_run(self, reqs: list[ReqState]) -> None:
         """Give every request of a committed decode run the blocks its computed tokens now
         need (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
         if self.allocation != "paged":

@@ -40,9 +40,12 @@ more blocks than its capacity; bytes moved = blocks moved x block bytes.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simulator.base.compiled_core import register_pickling
+
+if TYPE_CHECKING:  # pragma: no cover (the request state's module imports the KV manager)
+    from simulator.scheduling.state import ReqState
 
 #: connectors whose semantics the tiers follow
 CONNECTORS = ("vllm", "lmcache")
@@ -304,7 +307,7 @@ def attach_offload(kv: Any, store: OffloadStore, block_bytes_per_gpu: float,
     kv.host_bytes_per_s = float(host_bytes_per_s)
 
 
-def tier_prefix(kv: Any, req, start: int) -> list[int]:
+def tier_prefix(kv: Any, req: ReqState, start: int) -> list[int]:
     """The tier of each block a waiting request (nothing computed) can load after its
     ``start`` GPU-cached blocks (:meth:`OffloadStore.match`; at most ``(tokens - 1) //
     block_size`` blocks in all, its prompt and any tokens it emitted before a preemption, so
@@ -319,7 +322,7 @@ def tier_prefix(kv: Any, req, start: int) -> list[int]:
     return off.match(keys, start, limit)
 
 
-def take_load(kv: Any, req, start: int, where: list[int]) -> float:
+def take_load(kv: Any, req: ReqState, start: int, where: list[int]) -> float:
     """Take blocks ``start .. start + len(where)`` of ``req`` from the tiers ``where`` and
     count them; returns the copy's own seconds (:meth:`OffloadStore.load_seconds`)."""
     off = kv.offload
@@ -341,7 +344,7 @@ def take_load(kv: Any, req, start: int, where: list[int]) -> float:
     return busy
 
 
-def begin_load(kv: Any, req, start: int, where: list[int], now: float) -> float:
+def begin_load(kv: Any, req: ReqState, start: int, where: list[int], now: float) -> float:
     """Start an asynchronous load of blocks ``start .. start + len(where)`` of ``req`` from
     the tiers ``where`` (its GPU blocks already allocated); loads queue on the replica's
     host-to-device link. Returns the time the copy lands, seconds."""

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base.compiled_core import register_pickling
-from simulator.scheduling.state import COMPLETED, REJECTED
+from simulator.scheduling.state import COMPLETED, REJECTED, ReqState
 
 #: Step features that veto a fast-forward jump (``StepOutput.veto`` names the first found):
 #:
@@ -94,8 +94,8 @@ def _step_gaps(ends, k_steps: int) -> list:
     return gaps
 
 
-def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
-            max_model_len: int, tokens=None) -> list:
+def advance(batch: list[ReqState], k_steps: int, step_end_times, *, start_s: float,
+            recorder, max_model_len: int, tokens=None) -> list[ReqState]:
     """Emit the tokens of ``k_steps`` consecutive steps for every request of ``batch``.
 
     Each request emits at the end of every step: one token, or ``tokens[i]`` (only with
@@ -139,9 +139,11 @@ def advance(batch, k_steps: int, step_end_times, *, start_s: float, recorder,
     add_itl = recorder.add_itl
     same = 0
     num_seqs = 0
-    finished = []
+    finished: list[ReqState] = []
     if tokens is None:
         tokens = (k_steps,) * len(batch)
+    r: ReqState
+    e: int
     for r, e in zip(batch, tokens):
         ns = r.num_seqs
         num_seqs += ns

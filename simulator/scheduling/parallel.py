@@ -8,8 +8,13 @@ helpers hold that arithmetic so the continuous scheduler's loops stay one line p
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 
-def kv_tokens_per_seq(r, scheduled: int) -> int:
+if TYPE_CHECKING:  # pragma: no cover (the request state's module imports the KV manager)
+    from simulator.scheduling.state import ReqState
+
+
+def kv_tokens_per_seq(r: ReqState, scheduled: int) -> int:
     """Tokens of KV each sequence of ``r`` holds after a step scheduling ``scheduled`` tokens
     of it (a decode schedules ``num_seqs`` tokens: one each)."""
     if scheduled == r.num_seqs and r.is_decoding:
@@ -17,7 +22,7 @@ def kv_tokens_per_seq(r, scheduled: int) -> int:
     return r.num_computed_tokens + scheduled
 
 
-def kv_tokens_held(r, scheduled: int) -> int:
+def kv_tokens_held(r: ReqState, scheduled: int) -> int:
     """Tokens of KV ``r`` holds after the step, over all its sequences: the prompt once, each
     sequence's generated tokens apart (``P + n x (L - P)`` past the prompt, ``L`` before)."""
     per_seq = kv_tokens_per_seq(r, scheduled)
@@ -25,6 +30,6 @@ def kv_tokens_held(r, scheduled: int) -> int:
     return per_seq if per_seq <= p else p + r.num_seqs * (per_seq - p)
 
 
-def extra_seqs(running) -> int:
+def extra_seqs(running: list[ReqState]) -> int:
     """Sequences beyond one per running request (what ``max_num_seqs`` counts on top)."""
     return sum(r.num_seqs - 1 for r in running if r.num_seqs > 1)
