@@ -184,6 +184,17 @@ class RunRecorder:
         if len(self._itl_vals) >= STEP_CHUNK_ROWS:
             self._pack_itl()
 
+    def add_itls(self, values: list[float], weights: list[int]) -> None:
+        """Several single gaps (seconds) with their multiplicities, as :meth:`add_itl` one
+        after the other (one call from a step that emitted for many requests; the buffer
+        is packed at the same sample as by single calls)."""
+        if len(self._itl_vals) + len(values) < STEP_CHUNK_ROWS:
+            self._itl_vals.extend(values)
+            self._itl_w.extend(weights)
+            return
+        for v, w in zip(values, weights):
+            self.add_itl(v, w)
+
     def add_itl_array(self, values, weight: int) -> None:
         """Several gaps (seconds; a sequence of floats), each seen ``weight`` times (a
         decode run's steps, each a gap of every sequence of the batch)."""

@@ -52,6 +52,10 @@ DECODE_MEMO_MAX = 200_000
 #: afresh (about 200 bytes each: 13 MB at most; a million-request run meets a million pairs)
 PREFILL_MEMO_MAX = 65_536
 
+#: token counts (x graph or not) whose token-only seconds :class:`StepKernels` remembers before
+#: that memo starts afresh (as the performance model's own memo of them: 65,536 entries)
+TOKEN_MEMO_MAX = 65_536
+
 
 class EngineTerms:
     """The engine profile's step seconds, ``max(gpu_s, cpu_s) + sync_s`` (async scheduling)
@@ -298,9 +302,9 @@ class StepKernels:
         ``(window, layers)`` per attention layer group (window 0: full attention).
     """
 
-    __slots__ = ("_lm", "_prefill", "attention", "capture_sizes", "decode_total", "engine",
-                 "graph_mode", "groups", "lm_head", "max_capture", "mla_extra", "op_sum",
-                 "prefill_time", "sampler_s_per_row", "token_sum")
+    __slots__ = ("_lm", "_no_tok", "_prefill", "_tok", "attention", "capture_sizes",
+                 "decode_total", "engine", "graph_mode", "groups", "lm_head", "max_capture",
+                 "mla_extra", "op_sum", "prefill_time", "sampler_s_per_row", "token_sum")
 
     def __init__(self, capture_sizes: list[int], graph_mode: str,
                  token_sum: Callable[[int, bool], float | None],
@@ -326,6 +330,10 @@ class StepKernels:
         self.engine: EngineTerms | None = None
         self._prefill: dict[tuple[int, int], float] = {}
         self._lm: dict[int, float] = {}
+        #: ``token_sum``'s answers by ``2 x tokens + graph`` (a step priced without a Python
+        #: call; the keys it answered None for apart)
+        self._tok: dict[int, float] = {}
+        self._no_tok: set[int] = set()
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments (:func:`simulator.base.compiled_core.register_pickling`)."""
@@ -348,6 +356,25 @@ class StepKernels:
             if c >= num_tokens:
                 return c
         return num_tokens
+
+    def token_seconds(self, tokens: int, graph: bool) -> float | None:
+        """``token_sum(tokens, graph)``, remembered (:data:`TOKEN_MEMO_MAX` entries at most:
+        the memo starts afresh when full; the values are the same either way)."""
+        key = 2 * tokens + (1 if graph else 0)
+        t = self._tok.get(key)
+        if t is not None:
+            return t
+        if key in self._no_tok:
+            return None
+        got = self.token_sum(tokens, graph)
+        if len(self._tok) + len(self._no_tok) >= TOKEN_MEMO_MAX:
+            self._tok.clear()
+            self._no_tok.clear()
+        if got is None:
+            self._no_tok.add(key)
+        else:
+            self._tok[key] = got
+        return got
 
     def lm_head_seconds(self, rows: int) -> float:
         """LM head seconds of ``rows`` sampled rows (a function of the count: remembered)."""
@@ -395,11 +422,11 @@ class StepKernels:
         prefill_start: list = shape.prefill_start  # type: ignore[attr-defined]
         nd: int = shape.num_decode  # type: ignore[attr-defined]
         qd: int = shape.decode_q_per_seq  # type: ignore[attr-defined]
-        num_tokens: int = shape.num_tokens  # type: ignore[attr-defined]
+        num_tokens = _num_tokens(prefill_q, nd, qd)
         pure = not prefill_q
         graph = self.in_graph(num_tokens, pure)
         tp = self.padded(num_tokens) if graph else num_tokens
-        tok = self.token_sum(tp, graph) if tp else None
+        tok = self.token_seconds(tp, graph) if tp else None
         if tok is None:
             return self.op_sum(shape)
         t = tok + self.prefill_total(prefill_q, prefill_start)
@@ -420,8 +447,17 @@ class StepKernels:
         gpu = self.gpu_seconds(shape)
         if engine is None:
             raise ValueError("StepKernels.seconds needs the engine's terms")
-        num_seqs = len(shape.prefill_q) + shape.num_decode  # type: ignore[attr-defined]
-        return engine.seconds(gpu, num_seqs, shape.num_tokens)  # type: ignore[attr-defined]
+        prefill_q: list = shape.prefill_q  # type: ignore[attr-defined]
+        nd: int = shape.num_decode  # type: ignore[attr-defined]
+        num_seqs = len(prefill_q) + nd
+        return engine.seconds(gpu, num_seqs, _num_tokens(
+            prefill_q, nd, shape.decode_q_per_seq))  # type: ignore[attr-defined]
+
+
+def _num_tokens(prefill_q: list, num_decode: int, q_per_seq: int) -> int:
+    """:attr:`StepShape.num_tokens <simulator.perf.step_shape.StepShape.num_tokens>` of a
+    shape's fields (the same sum, in compiled code: no call of the property)."""
+    return int(sum(prefill_q)) + num_decode * q_per_seq
 
 
 register_pickling(EngineTerms, DecodeAttention, DecodeStepTimes, StepKernels)

@@ -136,7 +136,8 @@ def advance(batch: list[ReqState], k_steps: int, step_end_times, *, start_s: flo
         raise ValueError("advance: per-request tokens need k_steps == 1")
     first_end = float(step_end_times[0])
     end = float(step_end_times[k_steps - 1]) if k_steps > 1 else first_end
-    add_itl = recorder.add_itl
+    gaps: list[float] = []     # single gaps, in batch order (one recorder call at the end)
+    gap_w: list[int] = []
     same = 0
     num_seqs = 0
     finished: list[ReqState] = []
@@ -155,14 +156,18 @@ def advance(batch: list[ReqState], k_steps: int, step_end_times, *, start_s: flo
             if last == start_s:
                 same += ns  # one gap per sequence
             else:
-                add_itl(first_end - last, ns)
+                gaps.append(first_end - last)
+                gap_w.append(ns)
         emitted += e
         r.num_emitted = emitted
         r.last_token_time_s = end
         if emitted >= r.num_output_tokens or r.num_prompt_tokens + emitted >= max_model_len:
             finished.append(r)
     if same:
-        add_itl(first_end - start_s, same)
+        gaps.append(first_end - start_s)
+        gap_w.append(same)
+    if gaps:
+        recorder.add_itls(gaps, gap_w)
     if k_steps > 1:
         recorder.add_itl_array(_step_gaps(step_end_times, k_steps), num_seqs)
     for r in finished:

@@ -89,3 +89,35 @@ def test_empty_recorder_gives_empty_tables():
     assert rec.steps_frame().empty and list(rec.steps_frame().columns) == STEP_COLUMNS
     v, w = rec.itl_samples()
     assert v.size == 0 and w.size == 0
+
+
+@pytest.mark.parametrize("batch", [1, 3, 7])
+def test_batched_single_gaps_pack_as_single_calls(monkeypatch, batch):
+    """``add_itls`` (a step's gaps in one call) leaves the samples in the order, and packed at
+    the same sample, as ``add_itl`` called once per gap: the packed arrays are equal to the
+    bit, also when a batch crosses the buffer's limit."""
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 5)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 2)
+    rng = np.random.default_rng(batch)
+    gaps = (rng.random(40) * 0.05).tolist()
+    weights = rng.integers(1, 4, 40).tolist()
+    one, many = RunRecorder(), RunRecorder()
+    for i, (g, w) in enumerate(zip(gaps, weights)):
+        one.add_itl(g, w)
+        if i % 9 == 4:   # decode runs' gaps between the single ones
+            one.add_itl_array([g, g / 2], w)
+    for a in range(0, 40, batch):
+        vals, ws = gaps[a:a + batch], weights[a:a + batch]
+        for j in range(len(vals)):   # the same decode runs, after the same single gaps
+            if (a + j) % 9 == 4:
+                many.add_itls(vals[:j + 1], ws[:j + 1])
+                many.add_itl_array([vals[j], vals[j] / 2], ws[j])
+                vals, ws = vals[j + 1:], ws[j + 1:]
+                break
+        if vals:
+            many.add_itls(vals, ws)
+    v1, w1 = one.itl_samples()
+    v2, w2 = many.itl_samples()
+    assert v1.tobytes() == v2.tobytes() and w1.tolist() == w2.tolist()
+    assert sorted(v1.tolist()) == sorted(gaps + [g for i, g in enumerate(gaps) if i % 9 == 4]
+                                         + [g / 2 for i, g in enumerate(gaps) if i % 9 == 4])
