@@ -9,10 +9,10 @@ prefix block ids, each replica's cached block hashes and its outstanding request
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import replace
 
-from simulator.kv.manager import KVHandle
 from simulator.scenario.config import DEFAULT_LOAD_GUARD
+from simulator.scheduling.state import ReqState
 
 
 def cached_prefix_blocks(kv, probe) -> int:
@@ -47,12 +47,9 @@ def prefix_affinity_pick(spec, replicas, load_guard: int = DEFAULT_LOAD_GUARD) -
     guard = max(0, int(load_guard))
     # what a router can read of the request: its declared prompt content (the keys up to its
     # prompt; never its answer, which a session turn's own keys would go on into)
-    declared = SimpleNamespace(prefix_hash_ids=spec.prefix_hash_ids,
-                               prefix_block_tokens=spec.prefix_block_tokens, session_id=None,
-                               num_output_tokens=0)
-    probe = SimpleNamespace(spec=declared, num_prompt_tokens=spec.num_prompt_tokens,
-                            num_tokens=spec.num_prompt_tokens, num_seqs=1, request_id=-1,
-                            prefix_keys=None, kv_handle=KVHandle())
+    # (a request state of its own: the KV manager's compiled methods take no other object)
+    probe = ReqState(replace(spec, request_id=-1, num_output_tokens=0, session_id=None, n=1,
+                             use_beam_search=False))
     best, best_key = 0, None
     for i, rep in enumerate(replicas):
         if loads[i] > lo + guard:
