@@ -49,16 +49,31 @@ def start_process() -> None:
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
-def _flush() -> bool:
-    """Flush ``stdout`` and ``stderr``; False when one of them could not be flushed."""
-    ok = True
-    for stream in (sys.stdout, sys.stderr):
+def _flush() -> tuple[str, BaseException] | None:
+    """Flush ``stdout`` and ``stderr``; the first that could not be flushed (its name and the
+    error), or None."""
+    failed = None
+    for name, stream in (("standard output", sys.stdout), ("standard error", sys.stderr)):
         try:
             if stream is not None:
                 stream.flush()
-        except (OSError, ValueError):
-            ok = False
-    return ok
+        except (OSError, ValueError) as e:
+            failed = failed or (name, e)
+    return failed
+
+
+def _say_unwritten(name: str, e: BaseException) -> None:
+    """One line on ``stderr`` for output that could not be written at the end (a full disk);
+    nothing for a reader that went away (``servesim trace F | head -1``: a broken pipe ends
+    quietly, as the commands' own handler ends it) or when ``stderr`` is what failed."""
+    if isinstance(e, BrokenPipeError) or name == "standard error":
+        return
+    reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    try:
+        sys.stderr.write(f"servesim: error: cannot write to {name} ({reason})\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def exit_process(code: int) -> NoReturn:
@@ -73,12 +88,15 @@ def exit_process(code: int) -> NoReturn:
     Parameters
     ----------
     code : int
-        Exit status, 0-255. A stream that cannot be flushed turns a status of 0 into
-        :data:`EXIT_FLUSH_FAILED` (as CPython's shutdown does).
+        Exit status, 0-255. Output that cannot be flushed (a full disk, a closed pipe) turns a
+        status of 0 into :data:`EXIT_FLUSH_FAILED` (as CPython's shutdown does) and is said
+        in one line on ``stderr`` (:func:`_say_unwritten`; not for a closed pipe).
     """
     if threading.active_count() > 1:
         sys.exit(code)
-    ok = _flush()
+    failed = _flush()
     atexit._run_exitfuncs()
-    ok = _flush() and ok
-    os._exit(code if code or ok else EXIT_FLUSH_FAILED)
+    failed = _flush() or failed
+    if failed is not None:
+        _say_unwritten(*failed)
+    os._exit(code if code or failed is None else EXIT_FLUSH_FAILED)

@@ -117,6 +117,7 @@ def test_an_unflushable_stdout_gives_status_120(tmp_path):
         exit_process(0)
         """, tmp_path)
     assert p.returncode == 120
+    assert p.stderr == ""   # a reader that went away: quiet, as the commands end it
     p = _child("""
         import sys
         from simulator.cli.process import exit_process
@@ -127,6 +128,23 @@ def test_an_unflushable_stdout_gives_status_120(tmp_path):
         exit_process(2)
         """, tmp_path)
     assert p.returncode == 2   # a failing command keeps its own status
+    assert p.stderr == "servesim: error: cannot write to standard output (No space left on device)\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_a_full_disk_at_the_end_is_said_in_one_line(tmp_path):
+    # the output still buffered when the command ends cannot be written: status 120 (as
+    # CPython's own shutdown) and one line that says why (review: it ended silently)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    trace = tmp_path / "t.csv"
+    trace.write_text("arrival_time_s,num_prompt_tokens,num_output_tokens\n0,10,5\n1,20,6\n")
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, "-m", "simulator.cli", "trace", str(trace)],
+                           check=False, stdout=full, stderr=subprocess.PIPE, text=True,
+                           env=env, timeout=120)
+    assert p.returncode == 120
+    assert p.stderr == ("servesim: error: cannot write to standard output "
+                        "(No space left on device)\n")
 
 
 def test_the_module_command_exits_with_mains_status(tmp_path):
