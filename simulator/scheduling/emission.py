@@ -170,12 +170,18 @@ def advance(batch: list[ReqState], k_steps: int, step_end_times, *, start_s: flo
         recorder.add_itls(gaps, gap_w)
     if k_steps > 1:
         recorder.add_itl_array(_step_gaps(step_end_times, k_steps), num_seqs)
+    _finish(finished, end, recorder)
+    return finished
+
+
+def _finish(finished: list[ReqState], end: float, recorder) -> None:
+    """Finish each request of ``finished`` at ``end`` (seconds): ``completed`` when it
+    emitted its output length, else ``rejected`` (``max_model_len_reached``)."""
     for r in finished:
         if r.num_emitted >= r.num_output_tokens:
             recorder.finish(r, end, COMPLETED, "")
         else:
             recorder.finish(r, end, REJECTED, "max_model_len_reached")
-    return finished
 
 
 register_pickling(Jump)
