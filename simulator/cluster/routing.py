@@ -9,8 +9,7 @@ prefix block ids, each replica's cached block hashes and its outstanding request
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
+from simulator.base.request import RequestSpec
 from simulator.scenario.config import DEFAULT_LOAD_GUARD
 from simulator.scheduling.state import ReqState
 
@@ -47,9 +46,12 @@ def prefix_affinity_pick(spec, replicas, load_guard: int = DEFAULT_LOAD_GUARD) -
     guard = max(0, int(load_guard))
     # what a router can read of the request: its declared prompt content (the keys up to its
     # prompt; never its answer, which a session turn's own keys would go on into)
-    # (a request state of its own: the KV manager's compiled methods take no other object)
-    probe = ReqState(replace(spec, request_id=-1, num_output_tokens=0, session_id=None, n=1,
-                             use_beam_search=False))
+    # (a request state of its own: the KV manager's compiled methods take no other object;
+    # built from the fields a router may read, never the output length: invariant 8)
+    probe = ReqState(RequestSpec(
+        request_id=-1, arrival_time_s=0.0, num_prompt_tokens=spec.num_prompt_tokens,
+        num_output_tokens=0, prefix_hash_ids=spec.prefix_hash_ids,
+        prefix_block_tokens=spec.prefix_block_tokens))
     best, best_key = 0, None
     for i, rep in enumerate(replicas):
         if loads[i] > lo + guard:
