@@ -92,7 +92,6 @@ class StepTimeModel:
         self.kind = getattr(ops, "kind", "roofline")
         self.capture_sizes = tuple(sorted(int(s) for s in capture_sizes))
         self._tok: dict = {}
-        self._tok_sum: dict = {}
         self._layers = int(self.model.num_layers)
         attention = ops.decode_attention()
         #: one step's kernel seconds, and with the engine's terms its wall-clock seconds
@@ -227,17 +226,12 @@ class StepTimeModel:
         return float(sum(self.gpu_op_times(shape).values()))
 
     def _token_sum(self, T: int, graph: bool):
-        """``sum`` of the token terms of ``(T, graph)`` in their order (remembered), or None
-        when a token term shares a name with a per-step term (:meth:`gpu_op_times` would
-        overwrite it in place)."""
-        key = (T, graph)
-        hit = self._tok_sum.get(key, False)
-        if hit is False:
-            terms = self._token_terms(T, graph)
-            hit = sum(terms.values()) if _STEP_TERMS.isdisjoint(terms) else None
-            if len(self._tok_sum) < 65536:
-                self._tok_sum[key] = hit
-        return hit
+        """``sum`` of the token terms of ``(T, graph)`` in their order, or None when a token
+        term shares a name with a per-step term (:meth:`gpu_op_times` would overwrite it in
+        place). Remembered by its one caller, :meth:`StepKernels.token_seconds
+        <simulator.perf.step_times.StepKernels.token_seconds>`."""
+        terms = self._token_terms(T, graph)
+        return sum(terms.values()) if _STEP_TERMS.isdisjoint(terms) else None
 
     def step_time(self, shape: StepShape) -> float:
         """Wall-clock seconds of one engine iteration of ``shape``."""
