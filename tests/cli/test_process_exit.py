@@ -106,29 +106,25 @@ def test_a_live_thread_keeps_the_normal_shutdown(tmp_path):
     assert p.stdout == "thread done\n"
 
 
-def test_an_unflushable_stdout_gives_status_120(tmp_path):
-    p = _child("""
+@pytest.mark.parametrize(("error", "code", "status", "stderr"), [
+    # a reader that went away: status 120, quiet (as the commands end a closed pipe)
+    ('BrokenPipeError(32, "Broken pipe")', 0, 120, ""),
+    # a full disk: a failing command keeps its own status; one line says why
+    ('OSError(28, "No space left on device")', 2, 2,
+     "servesim: error: cannot write to standard output (No space left on device)\n"),
+])
+def test_an_unflushable_stdout_at_the_end(tmp_path, error, code, status, stderr):
+    p = _child(f"""
         import sys
         from simulator.cli.process import exit_process
         class Broken:
             def write(self, s): return len(s)
-            def flush(self): raise BrokenPipeError(32, "Broken pipe")
+            def flush(self): raise {error}
         sys.stdout = Broken()
-        exit_process(0)
+        exit_process({code})
         """, tmp_path)
-    assert p.returncode == 120
-    assert p.stderr == ""   # a reader that went away: quiet, as the commands end it
-    p = _child("""
-        import sys
-        from simulator.cli.process import exit_process
-        class Broken:
-            def write(self, s): return len(s)
-            def flush(self): raise OSError(28, "No space left on device")
-        sys.stdout = Broken()
-        exit_process(2)
-        """, tmp_path)
-    assert p.returncode == 2   # a failing command keeps its own status
-    assert p.stderr == "servesim: error: cannot write to standard output (No space left on device)\n"
+    assert p.returncode == status
+    assert p.stderr == stderr
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
