@@ -22,6 +22,9 @@ larger chunks but the table is the same.
 """
 from __future__ import annotations
 
+from array import array
+from typing import Any
+
 import numpy as np
 
 
@@ -98,6 +101,9 @@ def record_step_tiers(rec, rep, out, start_s: float, step_s: float, cost=None) -
     rep.step_index += 1
 
 
+#: Integer constants recorded per run (:meth:`DecodeRunRows.add`)
+RUN_CONSTS = 11
+
 #: Rows gathered before they go to the recorder (bounded memory: ~16 runs' worth of
 #: columns per thousand rows; the recorder packs chunks of 65,536 rows itself).
 FLUSH_ROWS = 8192
@@ -120,11 +126,13 @@ class DecodeRunRows:
         #: per run, the KV offload bytes since the replica's last row (None: no tiers); a
         #: run's first row carries them, its other rows 0
         self._tiers: list[tuple[float, float]] | None = [] if recorder.offload else None
-        self._consts: list[tuple] = []   # per run: the integer columns' run constants
+        # typed C buffers (``array.array``): numpy reads them without converting each value
+        # (np.array of Python lists was a third of the flush)
+        self._consts: Any = array("q")  # per run: RUN_CONSTS integer column constants
         self._nows: list[float] = []     # per run: its first step's start (seconds)
-        self._times: list[float] = []    # per step, every run's steps in order (flat)
-        self._ends: list[float] = []
-        self._kv_used: list[int] = []
+        self._times: Any = array("d")    # per step, every run's steps in order (flat)
+        self._ends: Any = array("d")
+        self._kv_used: Any = array("q")
         self._rows = 0
 
     def add_tier_bytes(self, loaded: float, stored: float) -> None:
@@ -142,7 +150,7 @@ class DecodeRunRows:
         :class:`DecodeRunCostRows` only."""
         B = len(out.reqs)
         npad = out.num_padding_seqs
-        self._consts.append((k, replica_id, step_index, B, out.num_decode_tokens,
+        self._consts.extend((k, replica_id, step_index, B, out.num_decode_tokens,
                              out.num_decode_seqs, out.num_waiting, num_gpu_blocks, npad,
                              out.kv_tokens, B - npad))
         self._nows.append(start_s)
@@ -157,13 +165,13 @@ class DecodeRunRows:
         """Hand every gathered row to the recorder (nothing when none is gathered)."""
         if not self._rows:
             return
-        c = np.array(self._consts, dtype=np.int64)
+        c = np.frombuffer(self._consts, dtype=np.int64).reshape(-1, RUN_CONSTS)
         ks = c[:, 0]
         first = np.cumsum(ks) - ks                 # row of each run's first step
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
         col = [np.repeat(c[:, i], ks) for i in range(1, c.shape[1])]
         rid, s0, bsz, ndt, nds, nw, ngpu, npad, kv0, kvstep = col
-        ends = np.array(self._ends, dtype=np.float64)
+        ends = np.frombuffer(self._ends, dtype=np.float64)
         starts = np.empty_like(ends)
         starts[1:] = ends[:-1]
         starts[first] = self._nows                 # a run starts at its own clock
@@ -172,10 +180,10 @@ class DecodeRunRows:
         rec = self.recorder
         chunk = self._more_columns({
             "replica_id": rid, "step_index": s0 + j, "start_time_s": starts,
-            "step_time_s": np.array(self._times, dtype=np.float64), "end_time_s": ends,
+            "step_time_s": np.frombuffer(self._times, dtype=np.float64), "end_time_s": ends,
             "batch_size": bsz, "num_prefill_tokens": zero, "num_decode_tokens": ndt,
             "num_prefill_seqs": zero, "num_decode_seqs": nds, "num_waiting": nw,
-            "kv_blocks_used": np.array(self._kv_used, dtype=np.int64),
+            "kv_blocks_used": np.frombuffer(self._kv_used, dtype=np.int64),
             "num_gpu_blocks": ngpu, "num_preempted": zero,
             "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad})
         tiers = self._tiers
@@ -188,7 +196,9 @@ class DecodeRunRows:
         rec.add_step_chunk(chunk)
         # the recorder counts decode runs recorded this way (one chunk held n_runs of them)
         rec.num_step_chunks += n_runs - 1
-        self._consts, self._nows, self._times, self._ends, self._kv_used = [], [], [], [], []
+        # fresh buffers: the chunk's columns are views of these
+        self._consts, self._times, self._ends = array("q"), array("d"), array("d")
+        self._kv_used, self._nows = array("q"), []
         self._rows = 0
 
     def _more_columns(self, chunk: dict) -> dict:

@@ -126,15 +126,16 @@ class BlockPool:
         self._hash: dict = {}            # blocks carrying a prefix hash
         self.hash_to_block: dict = {}
         self.num_evictions = 0
+        #: with caching: blocks freed without a hash, the most recent last (popped first: the
+        #: front of the queue is this list's end)
+        self._front: list[int] = []
         # OrderedDict[int, None] with caching, None without (Any: mypyc, see compiled_core)
-        self._front: Any = None
         self._back: Any = None
         #: never-used ids taken out of order (a prefix hit on a block hashed while free)
         self._holes: set[int] = set()
         #: without caching: returned blocks, top of the stack = end; below them the never-used ids
         self._stack: list[int] | None = None
         if enable_caching:
-            self._front = OrderedDict()
             self._back = OrderedDict()
         else:
             self._stack = []
@@ -142,7 +143,7 @@ class BlockPool:
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
         (:func:`simulator.base.compiled_core.register_pickling`)."""
-        return (self.num_blocks, self._front is not None), {}
+        return (self.num_blocks, self._back is not None), {}
 
     # ------------------------------------------------------------------ views
     @property
@@ -185,7 +186,7 @@ class BlockPool:
         O(num_blocks)."""
         if self._stack is not None:
             return self._stack[::-1] + list(range(self.fresh, self.num_blocks))
-        return list(self._front) + list(self._never_used()) + list(self._back)
+        return self._front[::-1] + list(self._never_used()) + list(self._back)
 
     # ------------------------------------------------------------------ operations
     def _take_fresh(self) -> int:
@@ -233,7 +234,7 @@ class BlockPool:
         out = []
         for _ in range(n):
             if front:
-                b, _v = front.popitem(last=False)
+                b = front.pop()
             elif self.fresh < self.num_blocks and len(self._holes) < self.num_blocks - self.fresh:
                 b = self._take_fresh()
             else:
@@ -249,19 +250,19 @@ class BlockPool:
 
     def touch(self, blocks: list[int]) -> None:
         """Add a reference to each (cached) block; a free one leaves the free queue."""
-        front = self._front
-        if front is None:
+        back = self._back
+        if back is None:
             raise BlockPoolError("touch() needs a pool built with enable_caching=True")
-        ref, back = self._ref, self._back
+        ref, front = self._ref, self._front
         for b in blocks:
             c = ref.get(b, 0)
             if c == 0:
-                if b in front:
-                    del front[b]
-                elif b in back:
+                if b in back:
                     del back[b]
                 elif self.fresh <= b < self.num_blocks and b not in self._holes:
                     self._holes.add(b)  # a never-used block, taken out of order
+                elif b in front:  # a block freed without a hash (a list scan: rare)
+                    front.remove(b)
                 else:
                     raise BlockPoolError(f"touch() of block {b}, which is not in the pool")
             ref[b] = c + 1
@@ -302,12 +303,11 @@ class BlockPool:
             if b in bh:
                 back[b] = None
             else:
-                front[b] = None
-                front.move_to_end(b, last=False)
+                front.append(b)
 
     def cache_block(self, block: int, block_hash) -> None:
         """Register a full block's prefix hash so later requests can share it."""
-        if self._front is None:
+        if self._back is None:
             return
         if block in self._hash:
             return

@@ -135,13 +135,13 @@ def _spread(bins: np.ndarray, edges: np.ndarray, s: np.ndarray, e: np.ndarray,
 
 
 def _chunks(steps, rows: int | None = None) -> Iterator:
-    """Row chunks of a step table (a spooled :class:`StepTable` read a slice at a time) of
-    ``rows`` rows (default :data:`CHUNK_ROWS`)."""
+    """Row chunks of a step table (a spooled :class:`StepTable` read a slice at a time, its
+    columns of :data:`_COLS` only) of ``rows`` rows (default :data:`CHUNK_ROWS`)."""
     if steps is None or len(steps) == 0:
         return
     rows = CHUNK_ROWS if rows is None else rows
     if hasattr(steps, "iter_frames"):
-        yield from steps.iter_frames(rows)
+        yield from steps.iter_frames(rows, columns=_COLS)
         return
     for a in range(0, len(steps), rows):
         yield steps.iloc[a:a + rows]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.metrics.latency import latency_stats
-from simulator.metrics.step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
+from simulator.metrics.step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable, key_order
 from simulator.scheduling.state import FINAL, LEGAL_TRANSITIONS
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -320,7 +320,7 @@ class RunRecorder:
             self._packed = [merged]
         data = self._packed[0] if self._packed else {}
         if data:
-            order = np.lexsort((data["step_index"], data["replica_id"]))
+            order = key_order(data["replica_id"], data["step_index"])
             if np.any(order[1:] < order[:-1]):  # not sorted yet: sort in place of the chunk
                 for c in columns:
                     data[c] = data[c][order]

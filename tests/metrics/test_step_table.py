@@ -263,3 +263,32 @@ def test_parquet_dictionary_pages_only_for_text_columns(tmp_path):
     back = pq.read_table(path).to_pandas()
     assert back["n"].tolist() == df["n"].tolist() and back["t"].tolist() == df["t"].tolist()
     assert back["status"].tolist() == df["status"].tolist()
+
+
+@pytest.mark.parametrize("case", ["steps", "repeated", "gap", "negative", "big_ids", "empty"])
+def test_key_order_is_lexsort(case):
+    """The counting placement of (replica_id, step_index) gives numpy.lexsort's permutation
+    where each replica's steps are numbered 0..n-1 (rows interleaved as a run appends them),
+    and the other keys fall back to the sort with the same answer."""
+    rng = np.random.default_rng(7)
+    rid = rng.integers(0, 5, 2_000)
+    step = np.zeros_like(rid)
+    for r in range(5):
+        where = np.flatnonzero(rid == r)
+        step[where] = rng.permutation(len(where))  # every step once, out of order
+    if case == "repeated":
+        rid[10] = rid[11]  # row 10 takes row 11's (replica, step): one pair twice
+        step[10] = step[11]
+    elif case == "gap":
+        step[rid == 2] += 1  # replica 2's steps start at 1
+    elif case == "negative":
+        step[0] = -1
+    elif case == "big_ids":
+        rid = rid * 10_000
+    elif case == "empty":
+        rid, step = rid[:0], step[:0]
+    got = step_table.key_order(rid, step)
+    want = np.lexsort((step, rid))
+    assert got.tolist() == want.tolist()
+    if case == "steps":  # the counting placement answered (int32), not the sort (int64)
+        assert got.dtype == np.int32
