@@ -14,7 +14,9 @@ Memory is proportional to the blocks that have ever been used, not to ``num_bloc
 never-used blocks are the id range ``[fresh, num_blocks)`` (a counter), ref counts and hashes
 live in dicts keyed by the blocks that have them, and only blocks that were freed after use
 sit in an explicit queue. A replica with 10^6 blocks that serves one short request costs a few
-hundred bytes. The free queue is, front to back::
+hundred bytes. Ref counts live in a list indexed by block id, as long as the highest id handed
+out (a list read and written by index: a dict of held blocks cost a hash, and resizes as blocks
+came and went, on every block of every decode step). The free queue is, front to back::
 
     front (blocks freed without a hash, most recent first)
     never-used ids fresh, fresh + 1, ..., num_blocks - 1
@@ -86,6 +88,59 @@ class _DenseView:
         return f"{list(self)!r}"
 
 
+class _RefView:
+    """A list-like, read-write view of the pool's ref counts (``ref_cnt``): ``view[b]`` is
+    block ``b``'s count (0 past the ids handed out). For tests and debugging."""
+
+    __slots__ = ("_n", "_ref")
+
+    def __init__(self, ref: list[int], n: int) -> None:
+        self._ref, self._n = ref, n
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`)."""
+        return (self._ref, self._n), {}
+
+    def __len__(self) -> int:
+        return self._n
+
+    def _index(self, b) -> int:
+        b = int(b)
+        if b < 0:
+            b += self._n
+        if not 0 <= b < self._n:
+            raise IndexError(f"block {b} out of range 0..{self._n - 1}")
+        return b
+
+    def __getitem__(self, b):
+        ref = self._ref
+        if isinstance(b, slice):
+            return [ref[i] if i < len(ref) else 0 for i in range(*b.indices(self._n))]
+        i = self._index(b)
+        return ref[i] if i < len(ref) else 0
+
+    def __setitem__(self, b, value) -> None:
+        i = self._index(b)
+        ref = self._ref
+        if i >= len(ref):
+            ref.extend([0] * (i + 1 - len(ref)))
+        ref[i] = int(value)
+
+    def __iter__(self):
+        ref = self._ref
+        return (ref[i] if i < len(ref) else 0 for i in range(self._n))
+
+    def __eq__(self, other) -> bool:
+        try:
+            return len(other) == self._n and all(a == b for a, b in zip(self, other))
+        except TypeError:
+            return NotImplemented
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"{list(self)!r}"
+
+
 class BlockPool:
     """A fixed set of KV blocks, allocated lazily.
 
@@ -122,7 +177,8 @@ class BlockPool:
         self.num_blocks = int(num_blocks)
         #: the lowest never-used block id; ids >= fresh are free and never used
         self.fresh = 0
-        self._ref: dict[int, int] = {}   # held blocks only (ref count >= 1)
+        #: ref count per block id ``b < len(_ref)`` (0: free); ids past the list: free
+        self._ref: list[int] = []
         self._hash: dict = {}            # blocks carrying a prefix hash
         self.hash_to_block: dict = {}
         self.num_evictions = 0
@@ -147,9 +203,9 @@ class BlockPool:
 
     # ------------------------------------------------------------------ views
     @property
-    def ref_cnt(self) -> _DenseView:
+    def ref_cnt(self) -> _RefView:
         """Ref count per block id (list-like view; 0 for free blocks)."""
-        return _DenseView(self._ref, self.num_blocks, 0)
+        return _RefView(self._ref, self.num_blocks)
 
     @property
     def block_hash(self) -> _DenseView:
@@ -158,7 +214,8 @@ class BlockPool:
 
     def ref_count(self, block: int) -> int:
         """Ref count of one block (0 when free)."""
-        return self._ref.get(block, 0)
+        ref = self._ref
+        return ref[block] if 0 <= block < len(ref) else 0
 
     # ------------------------------------------------------------------ queries
     @property
@@ -197,6 +254,9 @@ class BlockPool:
             holes.discard(b)
             b += 1
         self.fresh = b + 1
+        ref = self._ref
+        if b >= len(ref):
+            ref.extend([0] * (b + 1 - len(ref)))
         return b
 
     def allocate(self, n: int) -> list[int]:
@@ -222,11 +282,18 @@ class BlockPool:
             out = st[have - k:]
             del st[have - k:]
             out.reverse()
+            for b in out:  # blocks from the stack: ids below fresh
+                ref[b] = 1
             if k < n:
                 f = self.fresh
                 out.extend(range(f, f + n - k))
                 self.fresh = f + n - k
-            ref.update(dict.fromkeys(out, 1))  # free blocks: no ref count yet
+                if len(ref) == f:  # never-used ids: the list ends at ``fresh``
+                    ref.extend([1] * (n - k))
+                else:  # (a count set past them through ``ref_cnt``: tests)
+                    ref.extend([0] * max(0, f + n - k - len(ref)))
+                    for b in range(f, f + n - k):
+                        ref[b] = 1
             return out
         if n > self.num_free_blocks:
             raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free blocks")
@@ -255,7 +322,7 @@ class BlockPool:
             raise BlockPoolError("touch() needs a pool built with enable_caching=True")
         ref, front = self._ref, self._front
         for b in blocks:
-            c = ref.get(b, 0)
+            c = ref[b] if 0 <= b < len(ref) else 0
             if c == 0:
                 if b in back:
                     del back[b]
@@ -265,6 +332,8 @@ class BlockPool:
                     front.remove(b)
                 else:
                     raise BlockPoolError(f"touch() of block {b}, which is not in the pool")
+            if b >= len(ref):  # a never-used block, taken out of order
+                ref.extend([0] * (b + 1 - len(ref)))
             ref[b] = c + 1
 
     def free(self, blocks: list[int]) -> None:
@@ -277,29 +346,26 @@ class BlockPool:
         """
         ref = self._ref
         st = self._stack
+        n = len(ref)
         if st is not None:
-            try:  # bulk (C-level) pop: ref counts are 1 unless a block is shared
-                counts = list(map(ref.pop, blocks))
-            except KeyError as e:
-                raise BlockPoolError(f"block {e.args[0]} freed with ref count 0") from None
-            if counts.count(1) == len(counts):
-                st.extend(blocks)
-                return
-            for b, c in zip(blocks, counts):
-                if c > 1:
+            for b in blocks:
+                c = ref[b] if 0 <= b < n else 0
+                if c == 1:
+                    ref[b] = 0
+                    st.append(b)
+                elif c > 1:
                     ref[b] = c - 1
                 else:
-                    st.append(b)
+                    raise BlockPoolError(f"block {b} freed with ref count 0")
             return
         front, back, bh = self._front, self._back, self._hash
         for b in blocks:
-            c = ref.get(b, 0) - 1
+            c = (ref[b] if 0 <= b < n else 0) - 1
             if c < 0:
                 raise BlockPoolError(f"block {b} freed with ref count 0")
+            ref[b] = c
             if c:
-                ref[b] = c
                 continue
-            del ref[b]
             if b in bh:
                 back[b] = None
             else:
@@ -324,17 +390,17 @@ class BlockPool:
         """Raise :class:`BlockPoolError` if free + held != total, a ref count is negative, or
         a block is both free and held (DESIGN.md invariant 4)."""
         ref = self._ref
-        if any(c < 0 for c in ref.values()):
+        if any(c < 0 for c in ref):
             raise BlockPoolError("negative ref count")
-        held = sum(1 for c in ref.values() if c > 0)
+        held = sum(1 for c in ref if c > 0)
         free = self.free_block_ids()
         if len(set(free)) != len(free):
             raise BlockPoolError("a block appears twice in the free queue")
         if held + len(free) != self.num_blocks:
             raise BlockPoolError(f"free {len(free)} + held {held} != {self.num_blocks}")
         for b in free:
-            if ref.get(b, 0) != 0:
+            if self.ref_count(b) != 0:
                 raise BlockPoolError(f"block {b} is free but has ref count {ref[b]}")
 
 
-register_pickling(_DenseView, BlockPool)
+register_pickling(_DenseView, _RefView, BlockPool)
