@@ -61,22 +61,26 @@ class _DenseView:
             raise IndexError(f"block {b} out of range 0..{self._n - 1}")
         return b
 
-    def __getitem__(self, b):
-        if isinstance(b, slice):
-            return [self._d.get(i, self._default) for i in range(*b.indices(self._n))]
-        return self._d.get(self._index(b), self._default)
+    def _get(self, i: int):
+        return self._d.get(i, self._default)
 
-    def __setitem__(self, b, value) -> None:
-        b = self._index(b)
+    def _set(self, i: int, value) -> None:
         default = self._default
         if value is None if default is None else value == default:
-            self._d.pop(b, None)
+            self._d.pop(i, None)
         else:
-            self._d[b] = value
+            self._d[i] = value
+
+    def __getitem__(self, b):
+        if isinstance(b, slice):
+            return [self._get(i) for i in range(*b.indices(self._n))]
+        return self._get(self._index(b))
+
+    def __setitem__(self, b, value) -> None:
+        self._set(self._index(b), value)
 
     def __iter__(self):
-        get, default = self._d.get, self._default
-        return (get(i, default) for i in range(self._n))
+        return (self._get(i) for i in range(self._n))
 
     def __eq__(self, other) -> bool:
         try:
@@ -88,57 +92,30 @@ class _DenseView:
         return f"{list(self)!r}"
 
 
-class _RefView:
-    """A list-like, read-write view of the pool's ref counts (``ref_cnt``): ``view[b]`` is
-    block ``b``'s count (0 past the ids handed out). For tests and debugging."""
+class _RefView(_DenseView):
+    """:class:`_DenseView` of the pool's ref counts (``ref_cnt``), a list by block id:
+    ``view[b]`` is block ``b``'s count (0 past the ids handed out)."""
 
-    __slots__ = ("_n", "_ref")
+    __slots__ = ("_ref",)
 
     def __init__(self, ref: list[int], n: int) -> None:
-        self._ref, self._n = ref, n
+        super().__init__({}, n, 0)
+        self._ref = ref
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
         (:func:`simulator.base.compiled_core.register_pickling`)."""
         return (self._ref, self._n), {}
 
-    def __len__(self) -> int:
-        return self._n
-
-    def _index(self, b) -> int:
-        b = int(b)
-        if b < 0:
-            b += self._n
-        if not 0 <= b < self._n:
-            raise IndexError(f"block {b} out of range 0..{self._n - 1}")
-        return b
-
-    def __getitem__(self, b):
+    def _get(self, i: int):
         ref = self._ref
-        if isinstance(b, slice):
-            return [ref[i] if i < len(ref) else 0 for i in range(*b.indices(self._n))]
-        i = self._index(b)
         return ref[i] if i < len(ref) else 0
 
-    def __setitem__(self, b, value) -> None:
-        i = self._index(b)
+    def _set(self, i: int, value) -> None:
         ref = self._ref
         if i >= len(ref):
             ref.extend([0] * (i + 1 - len(ref)))
         ref[i] = int(value)
-
-    def __iter__(self):
-        ref = self._ref
-        return (ref[i] if i < len(ref) else 0 for i in range(self._n))
-
-    def __eq__(self, other) -> bool:
-        try:
-            return len(other) == self._n and all(a == b for a, b in zip(self, other))
-        except TypeError:
-            return NotImplemented
-
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"{list(self)!r}"
 
 
 class BlockPool:
@@ -348,15 +325,23 @@ class BlockPool:
         st = self._stack
         n = len(ref)
         if st is not None:
+            shared = False
             for b in blocks:
                 c = ref[b] if 0 <= b < n else 0
-                if c == 1:
-                    ref[b] = 0
-                    st.append(b)
-                elif c > 1:
-                    ref[b] = c - 1
-                else:
+                if c <= 0:
                     raise BlockPoolError(f"block {b} freed with ref count 0")
+                ref[b] = c - 1
+                shared = shared or c > 1
+            if not shared:  # every block is free now: one C-level extend (no boxing per id)
+                st.extend(blocks)
+                return
+            for b in blocks:  # a shared block: undo, then one block at a time
+                ref[b] += 1
+            for b in blocks:
+                c = ref[b] - 1
+                ref[b] = c
+                if c == 0:
+                    st.append(b)
             return
         front, back, bh = self._front, self._back, self._hash
         for b in blocks:

@@ -61,6 +61,13 @@ def _dtype(name: str, float_columns: frozenset) -> np.dtype:
     return np.dtype(np.float64 if name in float_columns else np.int64)
 
 
+#: How a spool stores an int64 column while every value fits: half the bytes to write and to
+#: gather back (a million-request run spools 20 million steps; its int64 columns were
+#: 2.1 GB of page-cache writes, 9% of the run's time in ``perf``). Read back as int64.
+NARROW_INT = np.dtype(np.int32)
+_NARROW_MIN, _NARROW_MAX = np.iinfo(NARROW_INT).min, np.iinfo(NARROW_INT).max
+
+
 def _dense_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray | None:
     """The permutation of :func:`key_order` placed by counting, or None when ``secondary``
     does not number each ``primary`` group's rows ``0 .. n-1`` exactly once."""
@@ -115,7 +122,9 @@ class ColumnSpool:
     columns : list of str
         Column names, in table order.
     float_columns : frozenset of str
-        Columns stored as float64 (the others int64).
+        Float64 columns (the others int64: on disk as :data:`NARROW_INT` while every value
+        appended fits, the file widened to int64 for good at the first that does not; read
+        back as int64 either way).
     folder : Path, optional
         Parent of the spool folder (default: the system temporary folder, ``TMPDIR``).
     """
@@ -129,6 +138,8 @@ class ColumnSpool:
         self.num_rows = 0
         #: the rows' canonical order (:meth:`sort_by`; None: as appended)
         self._order: np.ndarray | None = None
+        #: each column's dtype on disk (set by the first append)
+        self._stored: dict[str, np.dtype] = {}
 
     def path(self, name: str) -> Path:
         return self.folder / f"{name}.bin"
@@ -151,25 +162,37 @@ class ColumnSpool:
         n = len(chunk[self.columns[0]])
         try:
             for c in self.columns:
+                values = np.asarray(chunk[c])
                 with open(self.path(c), "ab") as f:
-                    np.ascontiguousarray(chunk[c], dtype=_dtype(c, self.float_columns)).tofile(f)
+                    np.ascontiguousarray(values, dtype=self._storage(c, values)).tofile(f)
         except OSError as e:  # e.g. a full disk: say where the spool lives and how to move it
             raise OSError(f"cannot write the run's step spool in {self.folder.parent} "
                           f"({e.strerror or e}); point TMPDIR at a folder with more free "
                           "space") from None
         self.num_rows += n
 
-    def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Rows ``start:stop`` of one column (a fresh array).
+    def _storage(self, name: str, values: np.ndarray) -> np.dtype:
+        """The dtype ``values`` are appended as to column ``name``'s file: float64, int64, or
+        :data:`NARROW_INT` while every value so far fits it (a file written narrow is rewritten
+        as int64 when ``values`` do not fit)."""
+        full = _dtype(name, self.float_columns)
+        stored = self._stored.get(name)
+        if full.kind == "f" or stored == full:
+            self._stored[name] = full
+            return full
+        if not values.size or (values.min() >= _NARROW_MIN and values.max() <= _NARROW_MAX):
+            self._stored[name] = NARROW_INT
+            return NARROW_INT
+        if stored is not None:  # widen what was written narrow
+            np.fromfile(self.path(name), dtype=stored).astype(full).tofile(self.path(name))
+        self._stored[name] = full
+        return full
 
-        Raises
-        ------
-        ClosedTableError
-            If the spool was closed.
-        """
+    def _raw(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Rows ``start:stop`` of one column in its dtype on disk (a fresh array)."""
         self._check_open()
         stop = self.num_rows if stop is None else min(stop, self.num_rows)
-        dt = _dtype(name, self.float_columns)
+        dt = self._stored.get(name, _dtype(name, self.float_columns))
         if stop <= start:
             return np.zeros(0, dtype=dt)
         order = self._order
@@ -182,6 +205,18 @@ class ColumnSpool:
         finally:
             del col   # unmapped now (the gather is a fresh array)
 
+    def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
+        """Rows ``start:stop`` of one column (a fresh array: float64 or int64).
+
+        Raises
+        ------
+        ClosedTableError
+            If the spool was closed.
+        """
+        out = self._raw(name, start, stop)
+        full = _dtype(name, self.float_columns)
+        return out if out.dtype == full else out.astype(full)
+
     def read_float(self, name: str) -> np.ndarray:
         """One whole column as float64 (an int64 column cast exactly below 2**53), read and
         cast :data:`WRITE_ROWS` rows at a time: no int64 copy of the column exists."""
@@ -189,7 +224,7 @@ class ColumnSpool:
             return self.read(name)
         out = np.empty(self.num_rows, dtype=np.float64)
         for a in range(0, self.num_rows, WRITE_ROWS):
-            out[a:a + WRITE_ROWS] = self.read(name, a, a + WRITE_ROWS)
+            out[a:a + WRITE_ROWS] = self._raw(name, a, a + WRITE_ROWS)
         return out
 
     def sort_by(self, primary: str, secondary: str) -> None:
@@ -201,7 +236,7 @@ class ColumnSpool:
         # int32 keys where the values fit (half the memory; the same order)
         keys = []
         for name in (secondary, primary):
-            k = self.read(name)
+            k = self._raw(name)
             if k.size and k.dtype.kind == "i" and k.min() >= 0 and k.max() < 2**31:
                 k = k.astype(np.int32)
             keys.append(k)

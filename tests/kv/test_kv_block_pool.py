@@ -135,3 +135,30 @@ def test_check_invariants_detects_corruption():
     q._stack.append(3)  # a block twice in the free stack
     with pytest.raises(BlockPoolError):
         q.check_invariants()
+
+
+@pytest.mark.parametrize("caching", [True, False])
+def test_free_of_shared_and_repeated_blocks(caching):
+    """Dropping references one block at a time: a block listed twice loses two references,
+    a shared block goes back to the free queue only at its last reference, and a block
+    freed once too often is refused. Counts and queue derived by hand."""
+    p = BlockPool(6, enable_caching=caching)
+    a = p.allocate(3)                       # [0, 1, 2], each count 1
+    if caching:
+        p.touch([1])
+    else:
+        p.ref_cnt[1] = 2                    # block 1 shared by two holders
+    p.free([2, 1])                          # 2 -> 0 (free), 1 -> 1 (still held)
+    assert p.ref_cnt[:3] == [1, 1, 0]
+    assert p.free_block_ids()[0] == 2       # the freed block is reused first
+    p.free([1, 0])
+    assert p.ref_cnt[:3] == [0, 0, 0] and p.num_free_blocks == 6
+    assert p.free_block_ids()[:3] == [0, 1, 2]  # most recently freed first
+    b = p.allocate(1)[0]
+    assert b == 0
+    p.ref_cnt[b] = 2
+    p.free([b, b])                          # listed twice: both references dropped
+    assert p.ref_cnt[b] == 0 and p.free_block_ids()[0] == b
+    with pytest.raises(BlockPoolError):
+        p.free([b])                         # no reference left
+    assert a == [0, 1, 2]

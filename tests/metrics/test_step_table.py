@@ -69,8 +69,10 @@ def test_spool_folder_is_removed_with_the_table(monkeypatch):
     t = rec.step_table()
     folder = t._spool.folder
     assert folder.is_dir() and len(list(folder.glob("*.bin"))) == len(STEP_COLUMNS)
-    # 10 rows x 8 bytes per column file
-    assert all(p.stat().st_size == 80 for p in folder.glob("*.bin"))
+    # 10 rows x 8 bytes per float64 column file, x 4 for the int64 columns (stored narrow:
+    # every value fits int32)
+    sizes = {p.stem: p.stat().st_size for p in folder.glob("*.bin")}
+    assert sizes == {c: 80 if c in STEP_FLOAT_COLUMNS else 40 for c in STEP_COLUMNS}
     del rec, t
     gc.collect()
     assert not folder.exists()
@@ -292,3 +294,25 @@ def test_key_order_is_lexsort(case):
     assert got.tolist() == want.tolist()
     if case == "steps":  # the counting placement answered (int32), not the sort (int64)
         assert got.dtype == np.int32
+
+
+def test_spool_widens_a_narrow_column_when_a_value_does_not_fit():
+    """An int64 column is stored as int32 while its values fit; the first chunk with a value
+    beyond int32 rewrites the file as int64, and every read (as appended, sorted, as
+    float64) gives back exactly the values appended."""
+    spool = step_table.ColumnSpool(["k", "v", "x"], frozenset({"x"}))
+    first = {"k": np.array([1, 0, 1]), "v": np.array([5, -7, 2**31 - 1]),
+             "x": np.array([0.5, 1.5, 2.5])}
+    spool.append(first)
+    assert spool.path("v").stat().st_size == 3 * 4
+    big = {"k": np.array([0, 1]), "v": np.array([-(2**40), 3]), "x": np.array([3.5, 4.5])}
+    spool.append(big)
+    assert spool.path("v").stat().st_size == 5 * 8 and spool.path("k").stat().st_size == 5 * 4
+    want = [5, -7, 2**31 - 1, -(2**40), 3]
+    assert spool.read("v").dtype == np.int64 and spool.read("v").tolist() == want
+    assert spool.read("v", 1, 4).tolist() == want[1:4]
+    assert spool.read_float("v").tolist() == [float(x) for x in want]
+    spool.sort_by("k", "v")  # by (k, v): rows 3, 1 (k = 0), then 4, 0, 2 (k = 1)
+    assert spool.read("v").tolist() == [-(2**40), -7, 3, 5, 2**31 - 1]
+    assert spool.read("k").dtype == np.int64 and spool.read("k").tolist() == [0, 0, 1, 1, 1]
+    spool.close()
