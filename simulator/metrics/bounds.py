@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulator.metrics.columns import labels, numeric
+from simulator.metrics.columns import labels, nansum, numeric
 from simulator.metrics.step_bottleneck import step_bottleneck
 from simulator.metrics.step_stats import divide_by_column
 
@@ -128,8 +128,8 @@ def _kv_full_time_share(steps: pd.DataFrame) -> float | None:
     full = usage >= KV_FULL_USAGE  # NaN (no blocks) compares False
     del usage
     t = numeric(steps, "step_time_s", 0.0)
-    busy = float(np.nansum(t))
-    return float(np.nansum(t[full])) / busy if busy > 0 else None
+    busy = nansum(t)
+    return nansum(t[full]) / busy if busy > 0 else None
 
 
 def _kv_capacity(summary: Mapping[str, Any], steps: pd.DataFrame) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
 
-__all__ = ["Labels", "labels", "numeric"]
+__all__ = ["Labels", "finite_or", "labels", "nansum", "numeric"]
 
 
 def numeric(df: pd.DataFrame, col: str, default: float = np.nan, *,
@@ -25,6 +25,25 @@ def numeric(df: pd.DataFrame, col: str, default: float = np.nan, *,
             return df.float_column(col, copy=copy)
         return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, copy=copy)
     return np.full(len(df), default, dtype=float)
+
+
+def finite_or(x: np.ndarray, default: float = 0.0) -> np.ndarray:
+    """``numpy.nan_to_num(x, copy=False, nan=default)``: ``x`` itself, NaN replaced by
+    ``default`` and infinities by the largest finite floats, in place. A column with no
+    such value (the usual case) costs one pass instead of numpy's three with their three
+    masks (a 20-million-step column: one 20 MB mask instead of three)."""
+    if np.isfinite(x).all():
+        return x
+    return np.nan_to_num(x, copy=False, nan=default)
+
+
+def nansum(x: np.ndarray) -> float:
+    """``numpy.nansum(x)`` as a Python float, the same bits: ``numpy.sum`` of ``x`` itself
+    when nothing is NaN (``nansum`` always sums a copy with NaN replaced by 0, which holds
+    the same values in the same order)."""
+    if not np.isnan(x).any():
+        return float(np.sum(x))
+    return float(np.nansum(x))
 
 
 class Labels:

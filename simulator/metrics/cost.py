@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simulator.metrics.columns import finite_or
 from simulator.perf.step_shape import StepShape
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -90,7 +91,7 @@ def _col(steps: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
             x = steps.float_column(name, copy=True)
         else:
             x = pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float, copy=True)
-        return np.nan_to_num(x, copy=False, nan=default)
+        return finite_or(x, default)
     return np.full(len(steps), default, dtype=float)
 
 

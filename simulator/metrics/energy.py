@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.metrics.columns import finite_or
 from simulator.metrics.fleet import ReplicaSpan, replica_seconds
 from simulator.perf.power import PowerModel, StepWork, step_power_w, step_utilisation, step_work
 
@@ -149,7 +150,7 @@ def _chunks(steps, rows: int | None = None) -> Iterator:
 
 def _col(df, name: str) -> np.ndarray:
     if name in df.columns:
-        return np.nan_to_num(df[name].to_numpy(dtype=float), nan=0.0)
+        return finite_or(df[name].to_numpy(dtype=float, copy=True))
     if name == "kv_tokens_used":
         raise ValueError("the step table lacks kv_tokens_used: energy needs the KV tokens "
                          "each step reads")

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.metrics.columns import numeric
+from simulator.metrics.columns import finite_or, numeric
 from simulator.metrics.cost import log2_bucket
 from simulator.perf.step_shape import StepShape
 
@@ -108,7 +108,7 @@ def _col(steps, name: str, default: float = 0.0) -> np.ndarray:
     is read a column at a time, cast without an int copy:
     :func:`~simulator.metrics.columns.numeric`)."""
     if name in steps.columns:
-        return np.nan_to_num(numeric(steps, name, copy=True), copy=False, nan=default)
+        return finite_or(numeric(steps, name, copy=True), default)
     return np.full(len(steps), default, dtype=float)
 
 

@@ -3,14 +3,14 @@
 A run appends its per-step rows in packed chunks (:class:`~simulator.metrics.records.
 RunRecorder`, :data:`~simulator.metrics.records.STEP_CHUNK_ROWS` rows a chunk). The first
 chunks stay in memory; once a run has packed :data:`SPOOL_AFTER_CHUNKS` chunks every chunk is
-appended to one raw file per column in a spool folder instead (native-endian int64 /
-float64, no header: a column of ``n`` rows is ``8 n`` bytes, appended with one ``write``),
-so the loop holds at most one chunk of steps. At the end the spool takes the table's
-canonical order, ``(replica_id, step_index)``: the permutation is computed from those two
-columns and kept (4 bytes a row), and every read gathers its rows in that order from the
-column files as appended (memory-mapped), so the resulting :class:`StepTable` reads a
-column back whole, exactly as it was recorded, or writes the table to Parquet / CSV in row
-slices, without the spool ever being rewritten.
+appended to one raw file per column in a spool folder instead (native-endian float64, and
+int64 columns as int32 while every value fits: :data:`NARROW_INT`; no header, appended with
+one ``write``), so the loop holds at most one chunk of steps. At the end the spool takes the
+table's canonical order, ``(replica_id, step_index)``: the permutation is computed from those
+two columns (:func:`key_order`) and kept (4 bytes a row), and every read gathers its rows in
+that order from the column files as appended (memory-mapped), so the resulting
+:class:`StepTable` reads a column back whole, exactly as it was recorded, or writes the table
+to Parquet / CSV in row slices, without the spool ever being rewritten.
 
 Why raw columns and not a Parquet spool: the rows arrive in completion order, interleaved
 over replicas (and a fast-forwarded decode run lands after steps of other replicas that
@@ -76,13 +76,12 @@ def _dense_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray | Non
         return None
     if primary.min() < 0 or primary.max() >= n or secondary.min() < 0:
         return None
-    counts = np.bincount(primary)
-    size = counts[primary]
-    if np.any(secondary >= size):
+    index_type = np.int32 if n < 2**31 else np.int64  # places (int32: half the memory)
+    counts = np.bincount(primary).astype(index_type)
+    if np.any(secondary >= counts[primary]):
         return None
-    del size
-    dest = (np.cumsum(counts) - counts)[primary] + secondary  # row's place in the order
-    index_type = np.int32 if n < 2**31 else np.int64
+    dest = (np.cumsum(counts, dtype=index_type) - counts)[primary]  # the group's first place
+    dest += secondary.astype(index_type, copy=False)                # ... plus its step
     order = np.full(n, -1, dtype=index_type)
     order[dest] = np.arange(n, dtype=index_type)
     if np.any(order < 0):  # a (primary, secondary) pair twice: some place stayed empty

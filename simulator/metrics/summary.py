@@ -81,7 +81,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simulator.base.quantiles import weighted_percentiles
-from simulator.metrics.columns import Labels, labels, numeric
+from simulator.metrics.columns import Labels, labels, nansum, numeric
 from simulator.metrics.latency import (
     latency_stats,
     output_tokens,
@@ -145,8 +145,8 @@ def _ratio(num: float, den: float) -> float | None:
 
 
 def _nansum(x: np.ndarray) -> float:
-    """Sum ignoring NaN, as a Python float."""
-    return float(np.nansum(x))
+    """Sum ignoring NaN, as a Python float (:func:`~simulator.metrics.columns.nansum`)."""
+    return nansum(x)
 
 
 def _time_weighted(values: np.ndarray, durations: np.ndarray) -> float | None:

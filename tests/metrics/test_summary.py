@@ -317,3 +317,20 @@ def test_summary_all_rejected():
     assert s["slo_attainment"] == 0.0 and s["goodput_rps"] == 0.0
     assert s["cost_per_1m_output_tokens_usd"] is None
     assert s["ttft_s"]["count"] == 0
+
+
+# inf + -inf in the sums: numpy warns of the NaN it makes, in both functions alike
+@pytest.mark.filterwarnings("ignore:invalid value encountered in reduce:RuntimeWarning")
+@pytest.mark.parametrize("values", [[1.5, 2.25, -3.0], [1.5, np.nan, 2.0],
+                                    [np.inf, -np.inf, np.nan, 4.0], []])
+def test_finite_or_and_nansum_are_numpys(values):
+    """The column helpers give numpy's nan_to_num and nansum, bit for bit, with and without
+    non-finite values (a long column of random values: the pairwise sum's blocks too)."""
+    from simulator.metrics.columns import finite_or, nansum
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.normal(size=20_000) * 1e3, np.asarray(values, dtype=float)])
+    assert np.float64(nansum(x)).tobytes() == np.float64(np.nansum(x)).tobytes()
+    want = np.nan_to_num(x.copy(), nan=-1.0)
+    got = finite_or(x.copy(), -1.0)
+    assert got.tobytes() == want.tobytes()
