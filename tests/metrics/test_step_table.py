@@ -147,7 +147,12 @@ def _small_scenario():
                          workload=synthetic_workload(n=120, rate_rps=30.0))
 
 
-def test_spooled_run_equals_the_in_memory_run(monkeypatch, tmp_path):
+# narrow_max 200: the spool's int columns widen mid-run (step indices, KV tokens pass 200 in
+# later chunks), as a real run's would past int32
+@pytest.mark.parametrize("narrow_max", [None, 200])
+def test_spooled_run_equals_the_in_memory_run(monkeypatch, tmp_path, narrow_max):
+    if narrow_max is not None:
+        monkeypatch.setattr(step_table, "_NARROW_MAX", narrow_max)
     sc = _small_scenario()
     # the same chunk size both ways (it orders the ITL samples, hence the ITL mean's sum)
     monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 64)
@@ -159,6 +164,9 @@ def test_spooled_run_equals_the_in_memory_run(monkeypatch, tmp_path):
     spooled = run_scenario(sc, outdir=tmp_path / "disk", figures=False)
     assert spooled.step_table.is_spooled
     assert len(spooled.step_table) > 64
+    if narrow_max is not None:  # some columns widened on the way, some stayed narrow
+        stored = set(spooled.step_table._spool._stored.values())
+        assert {np.dtype(np.int64), np.dtype(np.int32)} <= stored
     assert summary_without_wall(spooled.summary) == summary_without_wall(mem.summary)
     for f in ("steps.parquet", "requests.parquet", "report.md"):
         assert _md5(tmp_path / "mem" / f) == _md5(tmp_path / "disk" / f), f
