@@ -11,12 +11,13 @@ hash goes to the back, so allocation evicts cached blocks in LRU order. A fresh 
 is ``0, 1, ..., num_blocks - 1``, so the lowest never-used id is allocated first.
 
 Memory is proportional to the blocks that have ever been used, not to ``num_blocks``: the
-never-used blocks are the id range ``[fresh, num_blocks)`` (a counter), ref counts and hashes
-live in dicts keyed by the blocks that have them, and only blocks that were freed after use
-sit in an explicit queue. A replica with 10^6 blocks that serves one short request costs a few
-hundred bytes. Ref counts live in a list indexed by block id, as long as the highest id handed
-out (a list read and written by index: a dict of held blocks cost a hash, and resizes as blocks
-came and went, on every block of every decode step). The free queue is, front to back::
+never-used blocks are the id range ``[fresh, num_blocks)`` (a counter), ref counts live in a
+list indexed by block id, as long as the highest id handed out (ids are handed out lowest
+first; a list read and written by index: a dict of held blocks cost a hash, and resizes as
+blocks came and went, on every block of every decode step), hashes in a dict keyed by the
+blocks that have them, and only blocks that were freed after use sit in an explicit queue. A
+replica with 10^6 blocks that serves one short request costs a few hundred bytes. The free
+queue is, front to back::
 
     front (blocks freed without a hash, most recent first)
     never-used ids fresh, fresh + 1, ..., num_blocks - 1
