@@ -67,9 +67,12 @@ def smooth_max(a, b, p):
     scalars (its scalar power is the C library's ``pow``, as Python's), the same bits (checked
     on 300,000 random triples), at a seventh of the cost of numpy's per-call overhead.
     """
-    if type(a) is float and type(b) is float:
+    if type(a) is float and type(b) is float and a >= 0.0 and b >= 0.0:
         m = max(a, b, 1e-300)
-        return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
+        try:
+            return m * ((a / m) ** p + (b / m) ** p) ** (1.0 / p)
+        except OverflowError:  # a tiny p: numpy's answer (inf) below
+            pass
     a = np.asarray(a, dtype=float)
     b = np.asarray(b, dtype=float)
     m = np.maximum(np.maximum(a, b), 1e-300)
@@ -132,7 +135,7 @@ def elementwise_bytes(model: ModelSpec, tp: int, num_tokens, act_bytes: float = 
 
 def elementwise_form(prm: dict, byts, bw: float):
     """Fitted time of one elementwise kernel moving ``byts`` bytes (``t0``, ``e``, ``p``)."""
-    if type(byts) is float:  # one kernel: Python floats (smooth_max)
+    if type(byts) is float and bw * prm["e"] > 0:  # one kernel: Python floats (smooth_max)
         return smooth_max(float(prm["t0"]), byts / (bw * prm["e"]), prm["p"])
     return smooth_max(np.full_like(np.asarray(byts, dtype=float), prm["t0"]),
                       np.asarray(byts, dtype=float) / (bw * prm["e"]), prm["p"])

@@ -125,3 +125,21 @@ def test_fit_vidur_without_data_exits_2(tmp_path, capsys):
     from calibration.fit_vidur import main
     assert main(["--vidur-dir", str(tmp_path), "-o", str(tmp_path / "out")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow / invalid-value warnings
+@pytest.mark.parametrize(("a", "b", "p"), [
+    (2.5e-6, 7.0e-6, 2.7),     # the fitted forms' domain: Python floats, the same bits
+    (0.0, 3.0e-5, 11.5),
+    (0.0, 0.0, 0.82),
+    (1.0, 1.0, 1e-4),          # 2 ** 10,000 overflows: inf, as numpy gives
+    (-1.0, 2.0, 1.5),          # outside the domain: NaN, as numpy gives (not a complex)
+    (float("nan"), 1.0, 2.0),
+])
+def test_smooth_max_of_two_floats_is_numpys(a, b, p):
+    """Two Python floats take the scalar path; its answer is numpy's, bit for bit, in the
+    forms' domain and outside it."""
+    want = smooth_max(np.asarray(a), np.asarray(b), p)
+    got = smooth_max(a, b, p)
+    assert type(got) is not complex
+    assert np.float64(got).tobytes() == np.float64(want).tobytes()
