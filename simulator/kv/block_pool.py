@@ -266,12 +266,9 @@ class BlockPool:
                 f = self.fresh
                 out.extend(range(f, f + n - k))
                 self.fresh = f + n - k
-                if len(ref) == f:  # never-used ids: the list ends at ``fresh``
-                    ref.extend([1] * (n - k))
-                else:  # (a count set past them through ``ref_cnt``: tests)
-                    ref.extend([0] * max(0, f + n - k - len(ref)))
-                    for b in range(f, f + n - k):
-                        ref[b] = 1
+                # never-used ids: the list reaches ``fresh`` (appended; counts set past it
+                # through ``ref_cnt`` are overwritten)
+                ref[f:f + n - k] = [1] * (n - k)
             return out
         if n > self.num_free_blocks:
             raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free blocks")

@@ -12,7 +12,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
 
-__all__ = ["Labels", "finite_or", "labels", "nansum", "numeric"]
+__all__ = ["Labels", "finite_column", "finite_or", "labels", "nansum", "numeric"]
 
 
 def numeric(df: pd.DataFrame, col: str, default: float = np.nan, *,
@@ -35,6 +35,16 @@ def finite_or(x: np.ndarray, default: float = 0.0) -> np.ndarray:
     if np.isfinite(x).all():
         return x
     return np.nan_to_num(x, copy=False, nan=default)
+
+
+def finite_column(df: pd.DataFrame, col: str, default: float = 0.0) -> np.ndarray:
+    """Column ``col`` as a fresh float64 array, NaN read as ``default`` and infinities as the
+    largest finite floats (:func:`finite_or` of :func:`numeric`); ``default`` everywhere when
+    the column is missing. A spooled step table's int column is cast a slice at a time: one
+    column-sized array, not three."""
+    if col in df.columns:
+        return finite_or(numeric(df, col, copy=True), default)
+    return np.full(len(df), default, dtype=float)
 
 
 def nansum(x: np.ndarray) -> float:

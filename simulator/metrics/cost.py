@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simulator.metrics.columns import finite_or
+from simulator.metrics.columns import finite_column
 from simulator.perf.step_shape import StepShape
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,20 +79,6 @@ _PREFILL_OPS = ("attention_prefill",)
 _DECODE_OPS = ("attention_decode",)
 #: Operator keys split by sampled rows (one per prefill chunk, q per decode sequence).
 _ROW_OPS = ("lm_head", "sampler")
-
-
-def _col(steps: pd.DataFrame, name: str, default: float = 0.0) -> np.ndarray:
-    """Column ``name`` as a fresh float64 array, NaN replaced by ``default`` (a spooled
-    :class:`~simulator.metrics.step_table.StepTable` int column is cast a slice at a time:
-    one column-sized array, not three)."""
-    import pandas as pd
-    if name in steps.columns:
-        if hasattr(steps, "float_column"):
-            x = steps.float_column(name, copy=True)
-        else:
-            x = pd.to_numeric(steps[name], errors="coerce").to_numpy(dtype=float, copy=True)
-        return finite_or(x, default)
-    return np.full(len(steps), default, dtype=float)
 
 
 def log2_bucket(x: np.ndarray) -> np.ndarray:
@@ -180,11 +166,11 @@ def _split_mixed(steps, perf, idx_all: np.ndarray, pf_m: np.ndarray, ndt_m: np.n
                  frac: np.ndarray) -> tuple[str, int]:
     """Set ``frac`` (prefill fraction per step) of the mixed steps ``idx_all`` bin by bin from
     operator times; returns (method, bins evaluated). Reads only the mixed rows' columns."""
-    nps_m = _col(steps, "num_prefill_seqs")[idx_all]
-    nd_m = (_col(steps, "num_decode_seqs")[idx_all] if "num_decode_seqs" in steps.columns
-            else ndt_m.copy())
-    kvt_m = (_col(steps, "kv_tokens_used")[idx_all] if "kv_tokens_used" in steps.columns
-             else None)
+    nps_m = finite_column(steps, "num_prefill_seqs")[idx_all]
+    nd_m = (finite_column(steps, "num_decode_seqs")[idx_all]
+            if "num_decode_seqs" in steps.columns else ndt_m.copy())
+    kvt_m = (finite_column(steps, "kv_tokens_used")[idx_all]
+             if "kv_tokens_used" in steps.columns else None)
     key = log2_bucket(pf_m) * 64 + log2_bucket(nd_m)
     order = np.argsort(key, kind="stable")
     cuts = np.flatnonzero(np.diff(key[order])) + 1
@@ -242,10 +228,10 @@ def phase_gpu_seconds(steps: pd.DataFrame, perf=None, *,
                 "mixed_time_share": None, "phase_split_method": "token_share", "num_bins": 0}
     # Memory: columns are read one at a time and freed (a 10^7-step table is 80 MB a
     # column); the mixed steps' bins read only the mixed rows of the per-bin columns.
-    if (_col(steps, "step_time_s") < 0).any():
+    if (finite_column(steps, "step_time_s") < 0).any():
         raise ValueError("steps: negative step_time_s")
-    pf = _col(steps, "num_prefill_tokens")
-    ndt = _col(steps, "num_decode_tokens")
+    pf = finite_column(steps, "num_prefill_tokens")
+    ndt = finite_column(steps, "num_decode_tokens")
     mixed = (pf > 0) & (ndt > 0)
     idx_all = np.flatnonzero(mixed)
     pf_m, ndt_m = pf[idx_all], ndt[idx_all]
@@ -258,7 +244,7 @@ def phase_gpu_seconds(steps: pd.DataFrame, perf=None, *,
     method, n_bins = "token_share", 0
     if perf is not None and hasattr(perf, "op_times") and idx_all.size:
         method, n_bins = _split_mixed(steps, perf, idx_all, pf_m, ndt_m, frac)
-    t = _col(steps, "step_time_s")
+    t = finite_column(steps, "step_time_s")
     pre = float(np.sum(t * frac)) * gpus_per_replica
     busy = float(t.sum()) * gpus_per_replica
     dec = busy - pre

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.metrics.columns import finite_or, numeric
+from simulator.metrics.columns import finite_column
 from simulator.metrics.cost import log2_bucket
 from simulator.perf.step_shape import StepShape
 
@@ -67,7 +67,7 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     """
     if steps is None or len(steps) == 0 or not hasattr(perf, "bottleneck_shares"):
         return None
-    busy = float(_col(steps, "step_time_s").sum())
+    busy = float(finite_column(steps, "step_time_s").sum())
     if not busy > 0:
         return None
     bins = _Bins.of(steps)
@@ -103,15 +103,6 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     return out
 
 
-def _col(steps, name: str, default: float = 0.0) -> np.ndarray:
-    """Column ``name`` as a fresh float64 array, NaN read as ``default`` (a spooled step table
-    is read a column at a time, cast without an int copy:
-    :func:`~simulator.metrics.columns.numeric`)."""
-    if name in steps.columns:
-        return finite_or(numeric(steps, name, copy=True), default)
-    return np.full(len(steps), default, dtype=float)
-
-
 #: Columns the bins read (those a table has), and their value where a cell is missing (NaN:
 #: not counted in its sum, as :func:`_col` reads them).
 _BIN_DEFAULTS = {"num_prefill_tokens": 0.0, "num_decode_seqs": 0.0, "num_prefill_seqs": 0.0,
@@ -142,7 +133,7 @@ def _column_chunks(steps, names: list[str]):
         return
     for a in range(0, n, CHUNK_ROWS):
         part = steps.iloc[a:a + CHUNK_ROWS]
-        yield _fill({c: _col(part, c, _BIN_DEFAULTS[c]) for c in names}, len(part))
+        yield _fill({c: finite_column(part, c, _BIN_DEFAULTS[c]) for c in names}, len(part))
 
 
 def _fill(chunk: dict, rows: int) -> dict:

@@ -237,7 +237,7 @@ class ColumnSpool:
         for name in (secondary, primary):
             k = self._raw(name)
             if k.size and k.dtype.kind == "i" and k.min() >= 0 and k.max() < 2**31:
-                k = k.astype(np.int32)
+                k = k.astype(np.int32, copy=False)  # (stored narrow: already int32)
             keys.append(k)
         order = key_order(keys[1], keys[0])
         del keys
@@ -465,8 +465,8 @@ class StepTable:
 
         self._check_open()
         rows = WRITE_ROWS if rows is None else rows
-        names = self._columns if columns is None else [c for c in self._columns
-                                                       if c in set(columns)]
+        wanted = None if columns is None else set(columns)
+        names = self._columns if wanted is None else [c for c in self._columns if c in wanted]
         if self._mask is not None or self._spool is None or self._len == 0:
             df = self.to_pandas()
             if columns is not None:

@@ -144,11 +144,6 @@ def _ratio(num: float, den: float) -> float | None:
     return float(num) / float(den)
 
 
-def _nansum(x: np.ndarray) -> float:
-    """Sum ignoring NaN, as a Python float (:func:`~simulator.metrics.columns.nansum`)."""
-    return nansum(x)
-
-
 def _time_weighted(values: np.ndarray, durations: np.ndarray) -> float | None:
     """Mean of ``values`` weighted by ``durations`` (plain mean if all durations are 0)."""
     keep = ~np.isnan(values)
@@ -306,7 +301,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, itl_values_s=None, it
         **_latencies(a.lat, itl_values_s, itl_weights, itl_stats),
         **f.throughput(duration_s),
         **_slo_attainment(a, slo),
-        "num_preemptions": int(_nansum(numeric(a.req, "num_preemptions", 0.0))),
+        "num_preemptions": int(nansum(numeric(a.req, "num_preemptions", 0.0))),
         **_busy_time_means(steps, start_s, end_s),
         "window_start_s": start_s,
         "window_end_s": end_s,
@@ -376,9 +371,9 @@ class _Finished:
             met = a.met if len(requests) else np.zeros(0, dtype=bool)
         # the completions' columns, row-selected (the same values in the same order as the
         # rows of ``requests.loc[done]``, without copying the table)
-        n_in = _nansum(numeric(requests, "num_prompt_tokens", 0.0)[done])
-        n_out = _nansum(output_tokens(requests)[done])
-        n_cached = _nansum(numeric(requests, "num_cached_prompt_tokens", 0.0)[done])
+        n_in = nansum(numeric(requests, "num_prompt_tokens", 0.0)[done])
+        n_out = nansum(output_tokens(requests)[done])
+        n_cached = nansum(numeric(requests, "num_cached_prompt_tokens", 0.0)[done])
         return cls(done, met, n_in, n_out, n_cached)
 
     def throughput(self, duration_s: float) -> dict[str, Any]:
