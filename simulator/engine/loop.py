@@ -29,6 +29,7 @@ from simulator.base.request import RequestSpec
 from simulator.cluster.replica import Replica, ReplicaSetup, Router, build_offload_store
 from simulator.cluster.setup import fallback_scenario
 from simulator.engine.autoscaling import start_fleet
+from simulator.engine.event_slots import reserve, trigger_at
 from simulator.engine.idle import idle_wait
 from simulator.engine.lockstep import dp_lockstep_process
 from simulator.engine.output import SimOutput
@@ -46,6 +47,13 @@ from simulator.perf.pipeline import PipelinePerfModel
 from simulator.scenario.config import Scenario
 from simulator.scheduling.degrade import DegradeController, RoundRobinTarget, observe_replicas
 from simulator.scheduling.state import REJECTED, ReqState
+
+#: steps of a fast-forwarded decode run priced when it starts (:func:`_run_jump`); each later
+#: segment is twice the one before. Measured on the planned and run steps of every decode run
+#: of the Llama-3.1-8B/H100 Azure hour and of ten minutes of the ServeGen day: 16 prices 71% and
+#: 63% of the planned steps for 0.25 and 0.96 extra wake-ups per run (8: 66% / 60%, 0.62 /
+#: 1.52; 32: 81% / 67%, 0.06 / 0.53)
+FIRST_SEGMENT_STEPS = 16
 
 #: a replica reports progress once every this many scheduler iterations (a cheap counter;
 #: the reporter itself rate-limits what it prints)
@@ -169,27 +177,36 @@ def _idle(env: simpy.Environment, rep: Replica, rec: RunRecorder, now: float):
 def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now: float,
               pricer):
     """Price a fast-forwarded decode run, sleep through it (an arrival cuts it at the end of
-    the step in progress) and commit the steps that ran."""
-    times = pricer.decode_run_times(jump.step.num_decode_seqs, jump.ctx_totals)
-    # sequential sums from ``now``, as stepping accumulates the clock (not now + cumsum);
-    # plain floats: the run is ~10 steps, where numpy's per-call cost dominates
-    e = now
-    el = []
-    for dt in times:
-        e += dt
-        el.append(e)
-    jump.start_s, jump.step_times_s, jump.step_end_times_s = now, times, el
+    the step in progress) and commit the steps that ran.
+
+    A run longer than :data:`FIRST_SEGMENT_STEPS` steps is priced a segment at a time
+    (:class:`_PricedRun`): about half of a run's planned steps never run (an arrival cuts it
+    first: 664,000 steps planned, 351,000 run in the Llama-3.1-8B/H100 Azure hour; 1.49M and
+    0.81M in ten minutes of the ServeGen day), and their pricing is most of a run's cost. The
+    run's end keeps its place among events at the same time (:mod:`simulator.engine.event_slots`),
+    so the outputs are those of pricing every step at the start."""
     k = jump.k_steps
-    rep.jump = jump
     # sleep on the wake-up event alone: the run's end triggers it too (a callback on its
     # time-out), so no ``timeout | wake`` condition is built per run; an arrival that cuts
     # the run triggers it earlier and the time-out then finds it triggered
     wake = rep.wake = env.event()
-    env.timeout(_delay_to(now, e)).callbacks.append(_wake_at_end(wake))
+    slot = reserve(env) if k > FIRST_SEGMENT_STEPS else None
+    run = _PricedRun(env, rep, jump, pricer, wake, now)
+    if slot is None:  # the whole run now
+        run.price(k)
+        env.timeout(_delay_to(now, run.end_s)).callbacks.append(_wake_at_end(wake))
+    else:
+        jump.cover = run.cover
+        run.slot = slot
+        run.price(FIRST_SEGMENT_STEPS)
+        run.schedule()
+    rep.jump = jump
     yield wake
     rep.wake = None
-    if env.now < e:
-        t = env.now
+    t = env.now
+    run.cover(t)
+    el = jump.step_end_times_s
+    if t < el[-1]:  # cut (el reaches past t, or it is the whole run)
         done = bisect_right(el, t)  # steps ended by t
         kk = done if (done and el[done - 1] == t) else done + 1  # the step in progress
         kk = max(1, min(kk, k))
@@ -197,7 +214,80 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
             yield env.timeout(_delay_to(t, el[kk - 1]))
         k = kk
     rep.jump = None
+    jump.cover = None
     _commit_run(rep, rec, jump, k)
+
+
+class _PricedRun:
+    """The steps of a fast-forwarded decode run priced so far (``jump.step_times_s``,
+    ``jump.step_end_times_s``), and its wake-up at their end.
+
+    The clock sums step by step from the run's start (as stepping accumulates it; not
+    ``start + cumsum``). Unless the run is cut, the wake-up at the end of a segment prices the
+    next one, twice as long (:data:`FIRST_SEGMENT_STEPS`, 32, 64, ... steps), and the run's end
+    is scheduled in the event order kept for it when it started (``slot``,
+    :func:`~simulator.engine.event_slots.reserve`). Whatever reads the steps' times before the
+    run ends asks for them first (:meth:`cover`: the engine at a cut or a stop, the KV blocks a
+    router or autoscaler sees, :meth:`~simulator.scheduling.emission.Jump.kv_blocks_at`): a
+    step's price does not depend on when it was asked for (the memo and the table grid answer
+    element by element), so the outputs are those of pricing the whole run at once."""
+
+    __slots__ = ("end_s", "env", "jump", "pricer", "rep", "size", "slot", "wake")
+
+    def __init__(self, env: simpy.Environment, rep: Replica, jump, pricer, wake: simpy.Event,
+                 now: float) -> None:
+        self.env = env
+        self.rep = rep
+        self.jump = jump
+        self.pricer = pricer
+        self.wake = wake
+        self.slot: int = -1
+        self.size: int = FIRST_SEGMENT_STEPS
+        self.end_s: float = now
+        jump.start_s, jump.step_times_s, jump.step_end_times_s = now, [], []
+
+    def price(self, n: int) -> None:
+        """Price the next ``n`` steps (at most to the run's last)."""
+        jump = self.jump
+        ends: list = jump.step_end_times_s
+        i = len(ends)
+        j = min(i + n, jump.k_steps)
+        if j <= i:
+            return
+        times = self.pricer.decode_run_times(jump.step.num_decode_seqs, jump.ctx_totals[i:j])
+        # plain floats: a segment is 16 or more steps, where numpy's per-call cost dominates
+        e = self.end_s
+        for dt in times:
+            e += dt
+            ends.append(e)
+        jump.step_times_s.extend(times)
+        self.end_s = e
+
+    def cover(self, t: float) -> None:
+        """Price segments until one ends after clock ``t`` or the run is priced whole."""
+        k = self.jump.k_steps
+        ends: list = self.jump.step_end_times_s
+        while len(ends) < k and self.end_s <= t:
+            self.size *= 2
+            self.price(self.size)
+
+    def schedule(self) -> None:
+        """Wake at the end of the steps priced: the run's end in its kept slot when every
+        step is priced, else the next segment's pricing."""
+        env = self.env
+        if len(self.jump.step_end_times_s) >= self.jump.k_steps:
+            trigger_at(env, self.slot, self.end_s, _wake_at_end(self.wake))
+        else:
+            env.timeout(_delay_to(env.now, self.end_s)).callbacks.append(self.segment_end)
+
+    def segment_end(self, _ev: simpy.Event) -> None:
+        """The callback at a segment's end: price the next unless the run was cut (its
+        process prices what it reads itself, :meth:`cover`)."""
+        if self.wake.triggered or self.rep.jump is not self.jump:
+            return
+        self.size *= 2
+        self.price(self.size)
+        self.schedule()
 
 
 def _wake_at_end(wake: simpy.Event):
@@ -306,6 +396,8 @@ def _run_to_end(env: simpy.Environment, rec: RunRecorder, replicas: list, until_
         for rep in replicas:  # credit the steps of a decode run that ended before the stop
             jump = rep.jump
             if jump is not None:
+                if jump.cover is not None:  # the steps priced so far reach past the stop
+                    jump.cover(end_s)
                 done = int(np.searchsorted(jump.step_end_times_s, end_s, side="left"))
                 rep.jump = None
                 if done:

@@ -16,6 +16,7 @@ time; a new feature that makes consecutive steps differ must add its name there 
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,9 +58,13 @@ class Jump:
         Pool blocks in use during each step.
     start_s : float
         Clock at the first step's start (seconds); set by the engine.
-    step_times_s, step_end_times_s : list of float, shape (k_steps,)
+    step_times_s, step_end_times_s : list of float, shape (<= k_steps,)
         Each step's duration and end time (seconds); set by the engine from the
-        performance model (Python floats: a run is ~10 steps).
+        performance model (Python floats), the steps priced so far: a long run is priced a
+        segment at a time (:func:`simulator.engine.loop._run_jump`).
+    cover : callable or None
+        ``cover(t)``: price steps until the last one priced ends after clock ``t`` (or the
+        run is priced whole); None once the run is over or when it was priced whole at once.
     """
 
     step: Any  # a StepOutput (scheduling.continuous imports this module)
@@ -69,6 +74,7 @@ class Jump:
     start_s: float = 0.0
     step_times_s: list | None = None
     step_end_times_s: list | None = None
+    cover: Callable[[float], None] | None = None
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments that rebuild this object when unpickled
@@ -77,9 +83,11 @@ class Jump:
 
     def kv_blocks_at(self, t: float) -> int:
         """Blocks in use at clock ``t`` (those of the step in progress)."""
+        if self.cover is not None:
+            self.cover(t)
         ends = self.step_end_times_s
         assert ends is not None, "the engine sets step_end_times_s before a run starts"
-        i = min(int(np.searchsorted(ends, t, side="right")), len(ends) - 1)
+        i = min(int(np.searchsorted(ends, t, side="right")), self.k_steps - 1)
         return int(self.kv_blocks_used[i])
 
 
