@@ -114,7 +114,7 @@ class DecodeAttention:
         (the table set's scalar query, which transfers the edge's time by the roofline).
     """
 
-    __slots__ = ("batch_axis", "beyond", "ctx_axis", "groups", "point")
+    __slots__ = ("batch_axis", "beyond", "ctx_axis", "ctx_first", "groups", "point", "two")
 
     def __init__(self, point: GridPoint, ctx_axis: int, batch_axis: int,
                  groups: list[tuple[int, int]], beyond: Callable[[int, float], float]) -> None:
@@ -123,6 +123,10 @@ class DecodeAttention:
         self.batch_axis: int = batch_axis
         self.groups: list[tuple[int, int]] = [(int(w), int(n)) for w, n in groups]
         self.beyond: Callable[[int, float], float] = beyond
+        #: a two-axis grid (the decode-attention tables): queried without lists
+        #: (:meth:`GridPoint.at2`, the same bits as :meth:`GridPoint.at`)
+        self.two: bool = point.naxes == 2 and {ctx_axis, batch_axis} == {0, 1}
+        self.ctx_first: bool = ctx_axis == 0
 
     def _init_args(self) -> tuple[tuple, dict]:
         """Constructor arguments (:func:`simulator.base.compiled_core.register_pickling`)."""
@@ -132,10 +136,17 @@ class DecodeAttention:
         """Seconds of one layer's decode attention of ``num_seqs`` sequences attending
         ``ctx_total`` tokens in all (``num_seqs >= 1``)."""
         mean = float(ctx_total) / num_seqs
+        point = self.point
+        if self.two:
+            b = float(num_seqs)
+            x0 = mean if self.ctx_first else b
+            x1 = b if self.ctx_first else mean
+            if point.inside2(x0, x1):
+                return math.exp(point.at2(x0, x1))
+            return self.beyond(num_seqs, mean)
         xs = [0.0, 0.0]
         xs[self.ctx_axis] = mean
         xs[self.batch_axis] = float(num_seqs)
-        point = self.point
         if point.inside(xs):
             return math.exp(point.at(xs))
         return self.beyond(num_seqs, mean)

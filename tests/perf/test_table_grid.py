@@ -161,3 +161,25 @@ def test_hybrid_fills_unbracketed_cells_along_diagonals_then_by_mean_hold():
     old = _Grid.from_cells(["a", "b"], [np.array([1.0, 2.0, 4.0])] * 2, [False, False], raw,
                            method="akima")
     assert old.le[0, 0] == 2.0 and old.le[0, 2] == 0.0
+
+
+@pytest.mark.parametrize("zero", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("nodes", [(4, 3), (1, 3), (4, 1), (1, 1), (2, 17)])
+def test_two_axis_point_query_is_the_general_one_to_the_bit(zero, nodes):
+    # GridPoint.at2 / inside2 (the decode-attention query without lists) against at / inside:
+    # inside and on nodes, below and above each axis, one-node axes, axes holding 0, NaN
+    rng = np.random.default_rng(sum(nodes) + 7 * sum(zero))
+    vals = [np.cumsum(rng.uniform(1.0, 3.0, n)) * 2.0 ** np.arange(n) for n in nodes]
+    for a, z in enumerate(zero):
+        if z:
+            vals[a][0] = 0.0
+    g = _Grid.from_cells(["a", "b"], vals, list(zero), rng.normal(size=nodes))
+    p = g.point
+    picks = [np.concatenate([v, rng.uniform(-1.0, 1.5 * v[-1] + 2.0, 60), [np.nan, 0.5]])
+             for v in vals]
+    for x0 in picks[0]:
+        for x1 in picks[1]:
+            want = p.at([float(x0), float(x1)])
+            got = p.at2(float(x0), float(x1))
+            assert got == want or (math.isnan(got) and math.isnan(want)), (x0, x1)
+            assert p.inside2(float(x0), float(x1)) == p.inside([float(x0), float(x1)])

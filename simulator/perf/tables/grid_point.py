@@ -124,5 +124,74 @@ class GridPoint:
             out += wts[j] * flat[base + offs[j]]
         return out
 
+    def inside2(self, x0: float, x1: float) -> bool:
+        """:meth:`inside` of a two-axis grid's point ``(x0, x1)``, without a list."""
+        lo = self.lo
+        hi = self.hi
+        return not (x0 < lo[0] or x0 > hi[0] or x1 < lo[1] or x1 > hi[1])
+
+    def at2(self, x0: float, x1: float) -> float:
+        """:meth:`at` of a two-axis grid's point ``(x0, x1)``: the same operations in the same
+        order (so the same bits), with the weights in local floats instead of lists (the
+        decode-attention table's query, once per priced decode step)."""
+        ul = self.ulists[0]
+        n = len(ul)
+        st0 = self.strides[0]
+        base = 0
+        w0 = 0.0
+        in0 = False
+        if n > 1:
+            u = u_coordinate(x0, self.zero[0])
+            if u <= ul[0]:
+                pass
+            elif u >= ul[n - 1]:
+                base = (n - 1) * st0
+            else:
+                i = 1
+                while ul[i] <= u:
+                    i += 1
+                lo = ul[i - 1]
+                w0 = (u - lo) / (ul[i] - lo)
+                base = (i - 1) * st0
+                in0 = True
+        ul = self.ulists[1]
+        n = len(ul)
+        st1 = self.strides[1]
+        w1 = 0.0
+        in1 = False
+        if n > 1:
+            u = u_coordinate(x1, self.zero[1])
+            if u <= ul[0]:
+                pass
+            elif u >= ul[n - 1]:
+                base += (n - 1) * st1
+            else:
+                i = 1
+                while ul[i] <= u:
+                    i += 1
+                lo = ul[i - 1]
+                w1 = (u - lo) / (ul[i] - lo)
+                base += (i - 1) * st1
+                in1 = True
+        flat = self.flat
+        out = 0.0
+        if in0 and in1:  # corners in mask order, weights multiplied in axis order
+            a = 1.0 - w0
+            b = 1.0 - w1
+            out += (a * b) * flat[base]
+            out += (w0 * b) * flat[base + st0]
+            out += (a * w1) * flat[base + st1]
+            out += (w0 * w1) * flat[base + (st0 + st1)]
+            return out
+        if in0:
+            out += (1.0 - w0) * flat[base]
+            out += w0 * flat[base + st0]
+            return out
+        if in1:
+            out += (1.0 - w1) * flat[base]
+            out += w1 * flat[base + st1]
+            return out
+        return 0.0 + flat[base]
+
 
 register_pickling(GridPoint)
