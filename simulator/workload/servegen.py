@@ -86,6 +86,12 @@ _MM_PARTS = (("image_count", "image_tokens"), ("audio_count", "audio_tokens"),
 #: Tolerance on the sum of a length table's probabilities (the published tables sum to 1
 #: within 2e-13; ServeGen's own loader checks 1e-6, ``servegen/clientpool.py``).
 PDF_SUM_TOLERANCE = 1e-6
+#: a length table's usual form, ``{number: number, ...}``: read by :func:`_fast_pdf` (a
+#: number literal here means what Python's means: the same dict as ``ast.literal_eval``)
+_NUM = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
+_PAIR = rf"({_NUM})[ ]*:[ ]*({_NUM})"
+_PDF_RE = re.compile(rf"\{{(?:[ ]*{_PAIR}[ ]*(?:,[ ]*{_PAIR}[ ]*)*,?)?[ ]*\}}")
+_PDF_PAIR_RE = re.compile(_PAIR)
 
 
 @dataclass
@@ -214,10 +220,12 @@ def _parse_pdf(text, shown: str, where: str) -> tuple[np.ndarray, np.ndarray] | 
     """``{value: probability}`` (a dict literal in a string) -> (values, cdf); None if empty."""
     if not isinstance(text, str):
         raise WorkloadError(f"{shown}: {where}: expected a string holding a dict literal")
-    try:
-        pdf = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        raise WorkloadError(f"{shown}: {where}: not a Python dict literal") from None
+    pdf = _fast_pdf(text)
+    if pdf is None:
+        try:
+            pdf = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            raise WorkloadError(f"{shown}: {where}: not a Python dict literal") from None
     if not isinstance(pdf, dict):
         raise WorkloadError(f"{shown}: {where}: not a dict of value -> probability")
     if not pdf:
@@ -239,6 +247,28 @@ def _parse_pdf(text, shown: str, where: str) -> tuple[np.ndarray, np.ndarray] | 
     v = np.asarray(vals)[order]
     cdf = np.cumsum(np.asarray(probs)[order])
     return v, cdf / cdf[-1]
+
+
+def _fast_pdf(text: str) -> dict | None:
+    """``ast.literal_eval(text)`` of a dict of numbers written as ServeGen writes them
+    (``{45: 0.0096..., 46: ...}``), without compiling it (a day's 73 clients hold 860,000
+    entries: 1.3 s in Python's compiler); None for any other text (the caller then evaluates
+    it). A number is ``int(token)`` without a point or exponent, else ``float(token)``, as
+    Python reads those literals, inserted in order (a repeated key keeps its first place and
+    its last value, as in a dict display)."""
+    if _PDF_RE.fullmatch(text) is None:
+        return None
+    out: dict = {}
+    for k, v in _PDF_PAIR_RE.findall(text):
+        out[_number(k)] = _number(v)
+    return out
+
+
+def _number(token: str) -> int | float:
+    """A number literal's value (``_NUM``'s form)."""
+    if "." in token or "e" in token or "E" in token:
+        return float(token)
+    return int(token)
 
 
 def _read_dataset(path: Path) -> dict[int, dict]:

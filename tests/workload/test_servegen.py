@@ -144,6 +144,45 @@ def test_malformed_dataset(tmp_path):
         read_columns(p)
 
 
+@pytest.mark.parametrize("text", [
+    "{}", "{ }", "{1: 0.5, 2: 0.5,}", "{1: 1, 1: 0.5}", "{1: 1, 1.0: 0.5}", "{-1: 1e-3}",
+    "{1:0.5,2:5E-1}", "{1: 1e999}", "{1: -0.5}", "{0.25: 1, 3: 0.0}",
+    "{12345678901234567890123: 0.1}", "{1: 0.30000000000000004, 2: 0.7}"])
+def test_length_tables_read_without_the_compiler_as_literal_eval_reads_them(text):
+    import ast
+
+    from simulator.workload.servegen import _fast_pdf
+    fast, slow = _fast_pdf(text), ast.literal_eval(text)
+    assert list(fast.items()) == list(slow.items())
+    assert [type(k) for k in fast] == [type(k) for k in slow]
+    assert [type(v) for v in fast.values()] == [type(v) for v in slow.values()]
+
+
+@pytest.mark.parametrize("text", ["{01: 0.5}", "{1: .5}", "{1: 0.5", " {1: 0.5}", "{1: 0.5} x",
+                                  "{,}", "{1: 0.5}\n", "{1: True}", "{'a': 1}", "[1, 2]"])
+def test_other_forms_go_to_literal_eval(text):
+    from simulator.workload.servegen import _fast_pdf
+    assert _fast_pdf(text) is None
+
+
+def test_published_length_tables_read_as_literal_eval_reads_them():
+    import ast
+
+    from helpers import shared_path
+
+    from simulator.workload.servegen import _fast_pdf
+    root = shared_path("traces/servegen", kind="dir")
+    n = 0
+    for f in sorted(root.glob("*/*/chunk-*-dataset.json"))[::7]:
+        for fields in json.loads(f.read_text()).values():
+            for text in fields.values():
+                if isinstance(text, str):
+                    fast, slow = _fast_pdf(text), ast.literal_eval(text)
+                    assert fast is not None and list(fast.items()) == list(slow.items()), f
+                    n += 1
+    assert n >= 50
+
+
 def test_workload_config_and_loader_window(tmp_path):
     _client(tmp_path, 4, ["0,0.1,1.0,Gamma,1,10", "600,0.2,1.0,Gamma,1,5"], LEN)
     cfg = WorkloadConfig.model_validate({"trace": str(tmp_path), "format": "servegen",
