@@ -69,6 +69,20 @@ class IllegalTransition(RuntimeError):
     """A request moved between statuses in a way DESIGN.md invariant 2 forbids."""
 
 
+def _by_replica(chunk: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A packed step chunk with each replica's rows together (a stable sort by
+    ``replica_id``), as it goes to the spool. The table read back is the same (it is sorted
+    by ``(replica_id, step_index)`` as a whole), but its reads gather a replica's rows from a
+    few places per chunk instead of one stepped row in every ``num_replicas`` (the stepped
+    rows of every replica are packed in the order they ran): a cache miss per row on a
+    52-replica run."""
+    rid = chunk["replica_id"]
+    if rid.size < 2 or not np.any(rid[1:] < rid[:-1]):
+        return chunk
+    order = np.argsort(rid, kind="stable")
+    return {c: v[order] for c, v in chunk.items()}
+
+
 class RunRecorder:
     """Collects everything a run reports.
 
@@ -298,7 +312,7 @@ class RunRecorder:
             self._spool = ColumnSpool(columns, floats, self.spool_dir)
         if self._spool is not None:
             for p in self._packed:
-                self._spool.append(p)
+                self._spool.append(_by_replica(p))
             self._packed = []
 
     def step_table(self) -> StepTable:
@@ -312,7 +326,7 @@ class RunRecorder:
         columns, floats = self.step_columns, self.step_float_columns
         if self._spool is not None:
             for p in self._packed:
-                self._spool.append(p)
+                self._spool.append(_by_replica(p))
             self._packed = []
             self._spool.sort_by("replica_id", "step_index")
             self._table = StepTable(columns, floats, spool=self._spool)

@@ -121,3 +121,30 @@ def test_batched_single_gaps_pack_as_single_calls(monkeypatch, batch):
     assert v1.tobytes() == v2.tobytes() and w1.tolist() == w2.tolist()
     assert sorted(v1.tolist()) == sorted(gaps + [g for i, g in enumerate(gaps) if i % 9 == 4]
                                          + [g / 2 for i, g in enumerate(gaps) if i % 9 == 4])
+
+
+def test_spooled_chunks_hold_each_replicas_rows_together(monkeypatch):
+    # the spool is appended one packed chunk at a time, each chunk's rows grouped by replica,
+    # so reads gather from few places; the table read back is sorted whatever the appended
+    # order (test above)
+    from simulator.metrics.step_table import ColumnSpool
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 12)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    appended = []
+    append = ColumnSpool.append
+
+    def spy(self, chunk):
+        appended.append((chunk["replica_id"].copy(), chunk["step_index"].copy()))
+        append(self, chunk)
+
+    monkeypatch.setattr(ColumnSpool, "append", spy)
+    rec = RunRecorder()
+    _fill(rec)
+    rec.step_table()
+    assert len(appended) >= 4
+    for rid, _ in appended:
+        assert list(rid) == sorted(rid)
+        assert set(rid.tolist()) == {0, 1}  # both replicas interleaved in every chunk
+    # every row once
+    rows = sorted((r, i) for rid, idx in appended for r, i in zip(rid.tolist(), idx.tolist()))
+    assert rows == [(r, i) for r in (0, 1) for i in range(30)]
