@@ -79,6 +79,8 @@ def _by_replica(chunk: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     rid = chunk["replica_id"]
     if rid.size < 2 or not np.any(rid[1:] < rid[:-1]):
         return chunk
+    if rid.min() >= 0 and rid.max() < 2**16:  # the same order, by radix sort
+        rid = rid.astype(np.uint16)
     order = np.argsort(rid, kind="stable")
     return {c: v[order] for c, v in chunk.items()}
 
