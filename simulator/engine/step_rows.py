@@ -151,9 +151,12 @@ class DecodeRunRows:
                              out.num_decode_seqs, out.num_waiting, num_gpu_blocks, npad,
                              out.kv_tokens, B - npad))
         self._nows.append(start_s)
-        self._times.extend(times[:k])  # flat: one conversion per flush, not one per run
-        self._ends.extend(ends[:k])
-        self._kv_used.extend(kv_blocks_used[:k])
+        # flat: one conversion per flush, not one per run; a run's steps priced are often
+        # exactly the ones run (no slice copied then)
+        self._times.extend(times if len(times) == k else times[:k])
+        self._ends.extend(ends if len(ends) == k else ends[:k])
+        self._kv_used.extend(kv_blocks_used if len(kv_blocks_used) == k
+                             else kv_blocks_used[:k])
         self._rows += k
         if self._rows >= FLUSH_ROWS:
             self.flush()
