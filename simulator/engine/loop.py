@@ -272,13 +272,15 @@ class _PricedRun:
             self.price(self.size)
 
     def schedule(self) -> None:
-        """Wake at the end of the steps priced: the run's end in its kept slot when every
-        step is priced, else the next segment's pricing."""
-        env = self.env
+        """Wake at the end of the steps priced, in the event order kept for the run's end
+        (a segment's wake-up too: when the steps after it take no time, the run ends at that
+        very instant, and must end where it would had it been priced whole): the run's end
+        when every step is priced, else the next segment's pricing. One wake-up at a time
+        holds the slot (each is scheduled by the one before)."""
         if len(self.jump.step_end_times_s) >= self.jump.k_steps:
-            trigger_at(env, self.slot, self.end_s, _wake_at_end(self.wake))
+            trigger_at(self.env, self.slot, self.end_s, _wake_at_end(self.wake))
         else:
-            env.timeout(_delay_to(env.now, self.end_s)).callbacks.append(self.segment_end)
+            trigger_at(self.env, self.slot, self.end_s, self.segment_end)
 
     def segment_end(self, _ev: simpy.Event) -> None:
         """The callback at a segment's end: price the next unless the run was cut (its
@@ -398,6 +400,7 @@ def _run_to_end(env: simpy.Environment, rec: RunRecorder, replicas: list, until_
             if jump is not None:
                 if jump.cover is not None:  # the steps priced so far reach past the stop
                     jump.cover(end_s)
+                    jump.cover = None
                 done = int(np.searchsorted(jump.step_end_times_s, end_s, side="left"))
                 rep.jump = None
                 if done:

@@ -127,3 +127,25 @@ def test_ties_on_a_binary_clock_keep_the_order_of_whole_runs(monkeypatch):
         pd.testing.assert_frame_equal(lazy.requests(), other.requests(), check_exact=True)
         assert lazy.autoscale["events"] == other.autoscale["events"]
     pd.testing.assert_frame_equal(_tables(lazy)[1], _tables(whole)[1], check_exact=True)
+
+
+def test_a_run_whose_last_steps_take_no_time_ends_where_a_whole_run_would(monkeypatch):
+    # steps of one ulp below 4096 s: the clock stops advancing at 4096 s, so every later step
+    # of a run takes no time and the run ends at the instant its last segment's wake-up
+    # runs; a cancellation due at that instant (cancel_after_s = 0 for a request arriving
+    # then) must come after the run's end, as when the run is priced whole or stepped (found
+    # by review: the segments' wake-ups had ids of their own, later than the run's slot)
+    from helpers import specs_from_rows
+    u, t = 2.0 ** -41, 4096.0
+    sc = make_scenario({"perf": {"source": "constant", "constant": {"step_s": u}},
+                        "cluster": {"num_replicas": 2, "router": "round_robin"}})
+    specs = specs_from_rows([(t - 49 * u, 100, 120), (t - 47 * u, 8, 100),
+                             (t, 8, 10, {"cancel_after_s": 0.0})])
+    lazy = run_sim(sc, specs)
+    stepped = run_sim(sc, specs, fast_forward=False)
+    monkeypatch.setattr(loop, "reserve", lambda env: None)
+    whole = run_sim(sc, specs)
+    assert whole.requests().loc[2, "first_scheduled_time_s"] == t  # not cancelled before
+    for other in (whole, stepped):
+        pd.testing.assert_frame_equal(lazy.requests(), other.requests(), check_exact=True)
+    pd.testing.assert_frame_equal(_tables(lazy)[1], _tables(whole)[1], check_exact=True)
