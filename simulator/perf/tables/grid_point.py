@@ -38,6 +38,21 @@ def u_coordinate(x: float, zero: bool) -> float:
     return math.log2(x if x > 1.0 else 1.0)  # noqa: FURB136
 
 
+def _cell(ul: list[float], u: float) -> int:
+    """Where coordinate ``u`` falls among an axis's nodes ``ul`` (increasing): -1 at or
+    below the first node (or a one-node axis), ``len(ul) - 1`` at or above the last, else the
+    index of the node below it (a NaN falls in cell 0, as the comparisons have it)."""
+    n = len(ul)
+    if n == 1 or u <= ul[0]:
+        return -1
+    if u >= ul[n - 1]:
+        return n - 1
+    i = 1
+    while ul[i] <= u:   # bisect_right over <= 17 nodes: the first node above u
+        i += 1
+    return i - 1
+
+
 class GridPoint:
     """Point queries of one filled grid (module docstring).
 
@@ -95,17 +110,13 @@ class GridPoint:
                 continue
             st = self.strides[a]
             u = u_coordinate(xs[a], self.zero[a])
-            if u <= ul[0]:
+            c = _cell(ul, u)
+            if c < 0:
                 continue
-            if u >= ul[n - 1]:
-                base += (n - 1) * st
+            base += c * st
+            if c == n - 1:
                 continue
-            i = 1
-            while ul[i] <= u:   # bisect_right over <= 17 nodes: the first node above u
-                i += 1
-            lo = ul[i - 1]
-            w = (u - lo) / (ul[i] - lo)
-            base += (i - 1) * st
+            w = (u - ul[c]) / (ul[c + 1] - ul[c])
             if not offs:   # 1.0 x (1 - w) and 1.0 x w, exactly
                 offs = [0, st]
                 wts = [1.0 - w, w]
@@ -135,44 +146,19 @@ class GridPoint:
         order (so the same bits), with the weights in local floats instead of lists (the
         decode-attention table's query, once per priced decode step)."""
         ul = self.ulists[0]
-        n = len(ul)
         st0 = self.strides[0]
-        base = 0
-        w0 = 0.0
-        in0 = False
-        if n > 1:
-            u = u_coordinate(x0, self.zero[0])
-            if u <= ul[0]:
-                pass
-            elif u >= ul[n - 1]:
-                base = (n - 1) * st0
-            else:
-                i = 1
-                while ul[i] <= u:
-                    i += 1
-                lo = ul[i - 1]
-                w0 = (u - lo) / (ul[i] - lo)
-                base = (i - 1) * st0
-                in0 = True
+        u = u_coordinate(x0, self.zero[0])
+        c = _cell(ul, u)
+        base = c * st0 if c > 0 else 0
+        in0 = 0 <= c < len(ul) - 1
+        w0 = (u - ul[c]) / (ul[c + 1] - ul[c]) if in0 else 0.0
         ul = self.ulists[1]
-        n = len(ul)
         st1 = self.strides[1]
-        w1 = 0.0
-        in1 = False
-        if n > 1:
-            u = u_coordinate(x1, self.zero[1])
-            if u <= ul[0]:
-                pass
-            elif u >= ul[n - 1]:
-                base += (n - 1) * st1
-            else:
-                i = 1
-                while ul[i] <= u:
-                    i += 1
-                lo = ul[i - 1]
-                w1 = (u - lo) / (ul[i] - lo)
-                base += (i - 1) * st1
-                in1 = True
+        u = u_coordinate(x1, self.zero[1])
+        c = _cell(ul, u)
+        base += c * st1 if c > 0 else 0
+        in1 = 0 <= c < len(ul) - 1
+        w1 = (u - ul[c]) / (ul[c + 1] - ul[c]) if in1 else 0.0
         flat = self.flat
         out = 0.0
         if in0 and in1:  # corners in mask order, weights multiplied in axis order
