@@ -154,6 +154,8 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
     if len(tasks) > len(todo):  # cache hits count as done (a fully cached plan runs nothing)
         report_cached(prog, done0, run["total"], run["cached"])
 
+    kept = [0]  # candidates of this phase whose results are stored (a stop's note counts them)
+
     def keep(j: int, r: dict) -> None:
         # stored as each candidate finishes: an interrupted plan resumes from the cache
         for k, v in (r.pop("new_cache", None) or {}).items():
@@ -161,6 +163,7 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
         r["cached"] = False
         if r.get("failed_gates") != ["error"]:
             cache.put(todo_keys[j], r)
+        kept[0] += 1  # finished once stored, even if a stop comes before the executor counts it
         results_by_key[todo_keys[j]] = r
         reemit(r.get("warnings"), run["shown"])
 
@@ -171,8 +174,8 @@ def _run_phase(tasks: list[dict], keys: list[str], results_by_key: dict, run: di
                                                  run["cached"])),
                     order=longest_first([run["all_cfg"][t["index"]] for t in todo]),
                     on_result=keep,
-                    stop_note=lambda d, _n: (
-                        f"{done0 + d} of {run['total']} plan candidates finished "
+                    stop_note=lambda _d, _n: (
+                        f"{done0 + kept[0]} of {run['total']} plan candidates finished "
                         f"({run['cached']} of them from the cache); the finished ones are "
                         f"cached in {cache.folder}: a rerun uses them"))
     run["done"] += len(todo)

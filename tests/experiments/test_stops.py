@@ -178,6 +178,10 @@ def test_plan_sigterm_stops_at_once_keeps_finished_candidates_cached(tmp_path):
     args = ["plan", str(tmp_path / "plan.yaml"), "-j", "2", "--no-figures", "-o", str(out)]
     p = _start(args + ["-q"], tmp_path / "tmp")
     _wait_for(p, lambda: bool(_cache_entries(out)))
+    # the first entries appear while the first finished candidate's results are being stored
+    # (its simulations', then its own): let that finish (milliseconds; a candidate takes
+    # seconds) so that the stop comes after at least one candidate counts as finished
+    time.sleep(0.3)
     rc, err = _stop(p, signal.SIGTERM)
     assert rc == 143, err
     line = _one_line(err)
