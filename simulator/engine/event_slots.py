@@ -10,9 +10,9 @@ way). :func:`reserve` takes the next event id when the run starts; :func:`trigge
 schedules the run's end with it once the time is known.
 
 Both read SimPy's environment internals (``Environment._eid``, its event-id counter, and
-``Environment._queue``, the heap of ``(time, priority, id, event)``; SimPy 4.1). Where they are
-not there (another SimPy), :func:`reserve` returns None and the caller prices the whole run at
-its start instead (the same outputs, more work).
+``Environment._queue``, the heap of ``(time, priority, id, event)``; SimPy 4.1). Under another
+major version of SimPy, or where they are not there, :func:`reserve` returns None and the
+caller prices the whole run at its start instead (the same outputs, more work).
 """
 from __future__ import annotations
 
@@ -24,12 +24,16 @@ from simpy.events import NORMAL
 
 __all__ = ["reserve", "trigger_at"]
 
+#: whether the installed SimPy keeps its event order as this module reads it (SimPy 4)
+KNOWN_SIMPY = simpy.__version__.split(".")[0] == "4"
+
 
 def reserve(env: simpy.Environment) -> int | None:
     """The event id the next event scheduled on ``env`` would take, taken now for
     :func:`trigger_at` (None: this SimPy keeps its event order otherwise)."""
     counter = getattr(env, "_eid", None)
-    if counter is None or not isinstance(getattr(env, "_queue", None), list):
+    if (not KNOWN_SIMPY or counter is None
+            or not isinstance(getattr(env, "_queue", None), list)):
         return None
     return next(counter)
 

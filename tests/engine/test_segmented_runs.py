@@ -53,6 +53,15 @@ def test_trigger_at_refuses_a_time_before_the_clock_and_reserve_needs_simpy_4():
     assert reserve(object()) is None
 
 
+def test_another_simpy_major_version_prices_runs_whole(monkeypatch):
+    import simulator.engine.event_slots as slots
+    assert slots.KNOWN_SIMPY  # the SimPy this project installs (4.x)
+    env = simpy.Environment()
+    assert reserve(env) is not None
+    monkeypatch.setattr(slots, "KNOWN_SIMPY", False)
+    assert reserve(env) is None
+
+
 # ------------------------------------------------------------------ the engine
 def _tables(out):
     v, w = out.recorder.itl_samples()
