@@ -191,13 +191,12 @@ def _run_jump(env: simpy.Environment, rep: Replica, rec: RunRecorder, jump, now:
     # the run triggers it earlier and the time-out then finds it triggered
     wake = rep.wake = env.event()
     slot = reserve(env) if k > FIRST_SEGMENT_STEPS else None
-    run = _PricedRun(env, rep, jump, pricer, wake, now)
+    run = _PricedRun(env, rep, jump, pricer, wake, now, -1 if slot is None else slot)
     if slot is None:  # the whole run now
         run.price(k)
         env.timeout(_delay_to(now, run.end_s)).callbacks.append(_wake_at_end(wake))
     else:
         jump.cover = run.cover
-        run.slot = slot
         run.price(FIRST_SEGMENT_STEPS)
         run.schedule()
     rep.jump = jump
@@ -235,13 +234,13 @@ class _PricedRun:
     __slots__ = ("end_s", "env", "jump", "pricer", "rep", "size", "slot", "wake")
 
     def __init__(self, env: simpy.Environment, rep: Replica, jump, pricer, wake: simpy.Event,
-                 now: float) -> None:
+                 now: float, slot: int) -> None:
         self.env = env
         self.rep = rep
         self.jump = jump
         self.pricer = pricer
         self.wake = wake
-        self.slot: int = -1
+        self.slot: int = slot  # -1: priced whole at the start (no wake-up of its own)
         self.size: int = FIRST_SEGMENT_STEPS
         self.end_s: float = now
         jump.start_s, jump.step_times_s, jump.step_end_times_s = now, [], []
@@ -268,8 +267,12 @@ class _PricedRun:
         k = self.jump.k_steps
         ends: list = self.jump.step_end_times_s
         while len(ends) < k and self.end_s <= t:
-            self.size *= 2
-            self.price(self.size)
+            self._next_segment()
+
+    def _next_segment(self) -> None:
+        """Price the next segment, twice as long as the one before."""
+        self.size *= 2
+        self.price(self.size)
 
     def schedule(self) -> None:
         """Wake at the end of the steps priced, in the event order kept for the run's end
@@ -287,8 +290,7 @@ class _PricedRun:
         process prices what it reads itself, :meth:`cover`)."""
         if self.wake.triggered or self.rep.jump is not self.jump:
             return
-        self.size *= 2
-        self.price(self.size)
+        self._next_segment()
         self.schedule()
 
 

@@ -98,6 +98,12 @@ def record_step_tiers(rec, rep, out, start_s: float, step_s: float, cost=None) -
     rep.step_index += 1
 
 
+def _head(values, k: int):
+    """The first ``k`` of ``values`` (a list or an array): ``values`` itself when it holds
+    exactly ``k`` (a run's priced steps are often exactly the ones run: no slice copied)."""
+    return values if len(values) == k else values[:k]
+
+
 #: Integer constants recorded per run (:meth:`DecodeRunRows.add`)
 RUN_CONSTS = 11
 
@@ -151,12 +157,10 @@ class DecodeRunRows:
                              out.num_decode_seqs, out.num_waiting, num_gpu_blocks, npad,
                              out.kv_tokens, B - npad))
         self._nows.append(start_s)
-        # flat: one conversion per flush, not one per run; a run's steps priced are often
-        # exactly the ones run (no slice copied then)
-        self._times.extend(times if len(times) == k else times[:k])
-        self._ends.extend(ends if len(ends) == k else ends[:k])
-        self._kv_used.extend(kv_blocks_used if len(kv_blocks_used) == k
-                             else kv_blocks_used[:k])
+        # flat: one conversion per flush, not one per run
+        self._times.extend(_head(times, k))
+        self._ends.extend(_head(ends, k))
+        self._kv_used.extend(_head(kv_blocks_used, k))
         self._rows += k
         if self._rows >= FLUSH_ROWS:
             self.flush()

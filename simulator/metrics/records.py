@@ -313,9 +313,14 @@ class RunRecorder:
         if self._spool is None and len(self._packed) > SPOOL_AFTER_CHUNKS:
             self._spool = ColumnSpool(columns, floats, self.spool_dir)
         if self._spool is not None:
-            for p in self._packed:
-                self._spool.append(_by_replica(p))
-            self._packed = []
+            self._spool_packed()
+
+    def _spool_packed(self) -> None:
+        """Append the packed chunks to the spool, each with its replicas' rows together
+        (:func:`_by_replica`), and drop them from memory."""
+        for p in self._packed:
+            self._spool.append(_by_replica(p))
+        self._packed = []
 
     def step_table(self) -> StepTable:
         """All steps as a :class:`~simulator.metrics.step_table.StepTable` sorted by
@@ -327,9 +332,7 @@ class RunRecorder:
         self._pack_steps()
         columns, floats = self.step_columns, self.step_float_columns
         if self._spool is not None:
-            for p in self._packed:
-                self._spool.append(_by_replica(p))
-            self._packed = []
+            self._spool_packed()
             self._spool.sort_by("replica_id", "step_index")
             self._table = StepTable(columns, floats, spool=self._spool)
             return self._table
