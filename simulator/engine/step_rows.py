@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.kv.manager import RunBlocks
+
 
 def _row(rep, out, start_s: float, step_s: float) -> tuple:
     """One stepped iteration's columns of :data:`~simulator.metrics.records.STEP_COLUMNS`, in
@@ -99,8 +101,11 @@ def record_step_tiers(rec, rep, out, start_s: float, step_s: float, cost=None) -
 
 
 def _head(values, k: int):
-    """The first ``k`` of ``values`` (a list or an array): ``values`` itself when it holds
-    exactly ``k`` (a run's priced steps are often exactly the ones run: no slice copied)."""
+    """The first ``k`` of ``values`` (a list, an array or a
+    :class:`~simulator.kv.manager.RunBlocks`): ``values`` itself when it holds exactly ``k``
+    (a run's priced steps are often exactly the ones run: no slice copied)."""
+    if isinstance(values, RunBlocks):
+        return values.head(k)
     return values if len(values) == k else values[:k]
 
 

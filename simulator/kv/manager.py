@@ -32,8 +32,6 @@ requests, now and at its peak (``cow_blocks_saved``, ``cow_blocks_saved_peak``).
 """
 from __future__ import annotations
 
-from bisect import bisect_right
-from itertools import accumulate
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -83,6 +81,96 @@ class KVHandle:
 
     def __len__(self) -> int:
         return len(self.block_ids)
+
+
+class RunBlocks:
+    """Pool blocks in use during each step of a planned decode run
+    (:meth:`KVCacheManager.plan_decode_run_blocks`), listed only as far as they are asked for.
+
+    Request ``r`` of the batch takes one more block at steps ``start_r``,
+    ``start_r + block_size``, ... (1-based; ``start_r >= 2``), and the batch ``first`` blocks at
+    step 1, so by the end of step ``s`` the run has taken ``growth(s) = first + sum_r
+    max(0, (s - start_r) // block_size + 1)`` blocks (integers: the same counts however they
+    are summed).
+
+    Parameters
+    ----------
+    used0 : int
+        Blocks in use before the run (blocks).
+    first : int
+        Blocks the first step takes.
+    starts : list of int
+        Per request, the first step after which it needs another block.
+    block_size : int
+        Tokens per block.
+    k_max : int
+        Steps planned at most (the list never grows past them).
+    """
+
+    __slots__ = ("block_size", "first", "k_max", "level", "starts", "used")
+
+    def __init__(self, used0: int, first: int, starts: list[int], block_size: int,
+                 k_max: int) -> None:
+        self.first: int = first
+        self.starts: list[int] = starts
+        self.block_size: int = block_size
+        self.k_max: int = k_max
+        #: blocks in use during step ``i + 1`` for every step listed so far
+        self.used: list[int] = []
+        self.level: int = used0  # blocks in use during the last step listed
+
+    def _init_args(self) -> tuple[tuple, dict]:
+        """Constructor arguments that rebuild this object when unpickled
+        (:func:`simulator.base.compiled_core.register_pickling`); the steps listed so far
+        are listed again when asked for."""
+        return (self.level - self.growth(len(self.used)), self.first, self.starts, self.block_size, self.k_max), {}
+
+    def growth(self, s: int) -> int:
+        """Blocks the run has taken by the end of step ``s`` (0 for ``s = 0``)."""
+        if s <= 0:
+            return 0
+        bs = self.block_size
+        g = self.first
+        for start in self.starts:
+            if s >= start:
+                g += (s - start) // bs + 1
+        return g
+
+    def head(self, n: int) -> list[int]:
+        """Blocks in use during each of the first ``n`` steps (at most ``k_max``): the list
+        itself when it holds exactly that many (treat as read-only), else a copy."""
+        self.extend_to(n)
+        used = self.used
+        return used if len(used) == n else used[:n]
+
+    def at(self, i: int) -> int:
+        """Blocks in use during step ``i + 1`` (0-based ``i < k_max``)."""
+        if i >= len(self.used):
+            self.extend_to(i + 1)
+        return self.used[i]
+
+    def extend_to(self, n: int) -> None:
+        """List the steps up to ``n`` (at most ``k_max``): each request's block boundaries
+        in the new steps counted, then summed step by step from the last level."""
+        n = min(n, self.k_max)
+        used = self.used
+        a = len(used) + 1   # first new step (1-based)
+        if n < a:
+            return
+        bs = self.block_size
+        inc = [0] * (n - a + 1)
+        if a == 1:
+            inc[0] = self.first
+        for start in self.starts:
+            t = start if start >= a else start + ((a - start + bs - 1) // bs) * bs
+            while t <= n:
+                inc[t - a] += 1
+                t += bs
+        g = self.level
+        for x in inc:
+            g += x
+            used.append(g)
+        self.level = g
 
 
 class KVCacheManager:
@@ -496,46 +584,53 @@ class KVCacheManager:
                 hi = mid
         return lo
 
-    def plan_decode_run_blocks(self, reqs: list[ReqState], k_max: int) -> tuple[int, list[int]]:
+    def plan_decode_run_blocks(self, reqs: list[ReqState], k_max: int) -> tuple[int, RunBlocks]:
         """:meth:`max_decode_run_steps` and :meth:`decode_run_blocks_used` of its answer at
         once, for the decode batch ``reqs`` (before the run's first step, whose blocks the
         scheduler already allocated).
 
         Request ``i`` (``c`` tokens computed, ``h`` blocks held) needs ``ceil((c + s) / bs)``
         blocks at step ``s``: one more than it holds first at step ``h x bs - c + 1``, then
-        every ``block_size`` steps. Counting those steps per request (integers, plain Python:
-        a batch is tens of requests) gives the run's growth after each step without the
-        ``(k_max, batch)`` arrays.
+        every ``block_size`` steps (:class:`RunBlocks`). The run's growth by step ``s`` is a
+        sum over the batch in closed form, so the longest run the free pool supplies is found
+        without listing every step: ``O(batch)`` (``O(batch x log k_max)`` when the pool runs
+        short), whatever ``k_max`` (a run is planned to its first finish, often thousands of
+        steps, and an arrival cuts it after tens).
 
         Returns
         -------
         k : int
             The longest run, at most ``k_max`` steps, whose block growth the free pool supplies.
-        blocks_used : list of int, length k_max
-            Pool blocks in use during each of the first ``k_max`` steps (use ``[:k]``; a
-            list: a run is ~10 steps, where numpy's per-call cost dominates).
+        blocks_used : RunBlocks
+            Pool blocks in use during each of the first ``k_max`` steps, listed as far as
+            they are asked for (:meth:`RunBlocks.head`).
         """
         used0 = self.num_used_blocks
         if self.allocation == "contiguous":
-            return k_max, [used0] * k_max
+            return k_max, RunBlocks(used0, 0, [], self.block_size, k_max)
         bs = self.block_size
-        inc = [0] * (k_max + 1)  # inc[s]: blocks first needed at step s (1-based)
+        first = 0      # blocks the first step takes beyond those held
+        starts: list[int] = []
         for r in reqs:
             c = r.num_computed_tokens
             h = len(r.kv_handle.block_ids)
             nb = -(-(c + 1) // bs)  # blocks the first step needs
             if nb > h:
-                inc[1] += nb - h
+                first += nb - h
                 h = nb
-            s = h * bs - c + 1
-            while s <= k_max:
-                inc[s] += 1
-                s += bs
-        growth = list(accumulate(inc))
-        del growth[0]  # growth[s - 1]: blocks taken by the end of step s (nondecreasing)
+            starts.append(h * bs - c + 1)
+        blocks = RunBlocks(used0, first, starts, bs, k_max)
         free = self.num_free_blocks
-        k = k_max if growth[-1] <= free else max(1, bisect_right(growth, free))
-        return k, [g + used0 for g in growth]
+        if blocks.growth(k_max) <= free:
+            return k_max, blocks
+        lo, hi = 0, k_max  # growth(lo) <= free (growth(0) = 0), growth(hi) > free
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if blocks.growth(mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return max(1, lo), blocks
 
     def decode_run_blocks_used(self, computed: np.ndarray, held: np.ndarray,
                                k: int) -> np.ndarray:
@@ -572,4 +667,4 @@ class KVCacheManager:
             at += need
 
 
-register_pickling(KVHandle, KVCacheManager)
+register_pickling(KVHandle, KVCacheManager, RunBlocks)

@@ -295,16 +295,18 @@ class StepPricer:
 
     def decode_run_times(self, num_seqs: int, ctx_totals) -> list[float]:
         """Seconds of each step of a fast-forwarded decode run (``num_seqs`` one-token decodes
-        per step; ``ctx_totals`` the batch's context at each step, a list or an array), as
+        per step; ``ctx_totals`` the batch's context at each step, a list, range or array), as
         Python floats."""
         times = self._decode_times
-        if times is not None:
-            return times.times(num_seqs, ctx_totals if isinstance(ctx_totals, list)
-                               else ctx_totals.tolist())
-        run = self._decode_run
-        if run is not None:  # Python floats throughout (the same values)
-            return run(num_seqs, ctx_totals if isinstance(ctx_totals, list)
-                       else ctx_totals.tolist())
+        if times is not None or self._decode_run is not None:
+            ctx: list[int] = (ctx_totals if isinstance(ctx_totals, list)
+                              else list(ctx_totals) if isinstance(ctx_totals, range)
+                              else ctx_totals.tolist())
+            if times is not None:
+                return times.times(num_seqs, ctx)
+            run = self._decode_run
+            if run is not None:  # Python floats throughout (the same values)
+                return run(num_seqs, ctx)
         return np.asarray(self.perf.decode_step_times(num_seqs, np.asarray(ctx_totals)),
                           dtype=float).tolist()
 

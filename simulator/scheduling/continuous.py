@@ -738,26 +738,30 @@ class ContinuousScheduler:
         return k
 
     def decode_run_arrays(self, out: StepOutput, k: int):
-        """Per-step total context and KV blocks used for ``k`` decode steps.
+        """Per-step total context and KV blocks used for ``k`` decode steps, as lazy
+        sequences (a run is planned to its first finish and usually cut after tens of steps:
+        the engine reads the steps it prices).
 
         Returns
         -------
-        ctx_totals : list of int (k,)
-            Attended tokens summed over the batch at each step (a list: the perf model's
-            memo reads Python ints; ``decode_step_times_list``).
-        blocks_used : list of int or ndarray of int64 (k,)
-            Blocks held in the pool during each step.
+        ctx_totals : range (k,)
+            Attended tokens summed over the batch at each step (Python ints, as the perf
+            model's memo reads them; ``decode_step_times_list``).
+        blocks_used : RunBlocks, or ndarray of int64 (k,)
+            Blocks held in the pool during each step (:class:`~simulator.kv.manager.RunBlocks`
+            from :meth:`plan_decode_run`, at this very state; an array when the run was not
+            planned through it).
         """
         B = len(out.reqs)
         # the first step's decode context, counted by the scheduler: sum(computed + 1), every
         # request of an unvetoed step being a one-token decode
         c0 = out.shape.decode_ctx_total
-        ctx_totals = list(range(c0, c0 + k * B, B))  # c0 + j * B
+        ctx_totals = range(c0, c0 + k * B, B)  # c0 + j * B
         used = out.run_blocks  # from plan_decode_run, at this very state
-        if used is None or len(used) < k:
+        if used is None or used.k_max < k:
             c, held = self._run_arrays(out)
             return ctx_totals, self.kv.decode_run_blocks_used(c, held, k)
-        return ctx_totals, used[:k]
+        return ctx_totals, used
 
     def commit_decode_run(self, out: StepOutput, k: int, start: float, ends) -> None:
         """Apply ``k`` consecutive decode steps of ``out`` (ends: their end times).

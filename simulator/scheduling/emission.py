@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base.compiled_core import register_pickling
+from simulator.kv.manager import RunBlocks
 from simulator.scheduling.state import COMPLETED, REJECTED, ReqState
 
 #: Step features that veto a fast-forward jump (``StepOutput.veto`` names the first found):
@@ -52,10 +53,11 @@ class Jump:
         The first step (every step of the run has its batch and shape but for context).
     k_steps : int
         Steps planned (>= 2).
-    ctx_totals : list of int or ndarray of int64, shape (k_steps,)
+    ctx_totals : range, list of int or ndarray of int64, shape (k_steps,)
         Attended context summed over the batch at each step (tokens).
-    kv_blocks_used : list of int or ndarray of int64, shape (k_steps,)
-        Pool blocks in use during each step.
+    kv_blocks_used : RunBlocks or ndarray of int64, shape (k_steps,)
+        Pool blocks in use during each step (a :class:`~simulator.kv.manager.RunBlocks`
+        lists them as far as they are read).
     start_s : float
         Clock at the first step's start (seconds); set by the engine.
     step_times_s, step_end_times_s : list of float, shape (<= k_steps,)
@@ -69,8 +71,8 @@ class Jump:
 
     step: Any  # a StepOutput (scheduling.continuous imports this module)
     k_steps: int
-    ctx_totals: list | np.ndarray
-    kv_blocks_used: list | np.ndarray
+    ctx_totals: Any  # range, list or ndarray
+    kv_blocks_used: Any  # RunBlocks or ndarray
     start_s: float = 0.0
     step_times_s: list | None = None
     step_end_times_s: list | None = None
@@ -88,7 +90,10 @@ class Jump:
         ends = self.step_end_times_s
         assert ends is not None, "the engine sets step_end_times_s before a run starts"
         i = min(int(np.searchsorted(ends, t, side="right")), self.k_steps - 1)
-        return int(self.kv_blocks_used[i])
+        used = self.kv_blocks_used
+        if isinstance(used, RunBlocks):
+            return used.at(i)
+        return int(used[i])
 
 
 def _step_gaps(ends, k_steps: int) -> list:

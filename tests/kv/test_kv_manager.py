@@ -182,8 +182,44 @@ def test_plan_decode_run_blocks_counts_block_boundaries():
     a.num_computed_tokens, b.num_computed_tokens = 5, 2
     k, used = kv.plan_decode_run_blocks([a, b], 6)
     assert k == 3  # 1 block free: step 3 takes it, step 4 would need another
-    assert used == [3, 3, 4, 5, 5, 5]  # 3 held + growth
+    assert used.head(6) == [3, 3, 4, 5, 5, 5]  # 3 held + growth
     # the same answers as the one-at-a-time methods
     c, held = np.array([5, 2]), kv.blocks_held([a, b])
     assert kv.max_decode_run_steps(c, held, 6) == k
-    assert kv.decode_run_blocks_used(c, held, 6).tolist() == used
+    assert kv.decode_run_blocks_used(c, held, 6).tolist() == used.head(6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_run_blocks_listed_lazily_match_every_step_counted(seed):
+    # random batches (block_size 4 or 16; some requests holding more blocks than they need):
+    # the closed-form growth, the longest run the pool supplies, and the blocks listed a few
+    # steps at a time equal decode_run_blocks_used's (k, batch) count and a bisect over it
+    rng = np.random.default_rng(seed)
+    bs = int(rng.choice([4, 16]))
+    kv = KVCacheManager(4000, bs)
+    reqs = []
+    for i in range(int(rng.integers(1, 40))):
+        r = req(i, prompt=int(rng.integers(1, 200)), output=10_000)
+        extra = int(rng.integers(0, 3)) if rng.random() < 0.3 else 0
+        assert kv.allocate(r, r.num_prompt_tokens + 1 + extra * bs)
+        r.num_computed_tokens = r.num_prompt_tokens
+        reqs.append(r)
+    # leave a pool that runs short within the run (or not)
+    kv.pool.allocate(int(rng.integers(0, kv.num_free_blocks + 1)))
+    k_max = int(rng.integers(1, 300))
+    k, blocks = kv.plan_decode_run_blocks(reqs, k_max)
+    c = np.array([r.num_computed_tokens for r in reqs])
+    held = kv.blocks_held(reqs)
+    every = kv.decode_run_blocks_used(c, held, k_max)
+    assert k == kv.max_decode_run_steps(c, held, k_max)
+    assert k == max(1, int(np.searchsorted(every - kv.num_used_blocks, kv.num_free_blocks,
+                                           side="right")))
+    assert [blocks.growth(s) for s in range(k_max + 1)] == \
+        [0] + (every - kv.num_used_blocks).tolist()
+    got, n = [], 0
+    while n < k_max:  # listed in uneven pieces, read back as one list
+        n = min(k_max, n + int(rng.integers(1, 40)))
+        got = list(blocks.head(n))
+        assert blocks.at(n - 1) == every[n - 1]
+    assert got == every.tolist()
+    assert blocks.head(k_max + 5) == every.tolist()  # never past k_max

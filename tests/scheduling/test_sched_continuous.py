@@ -260,7 +260,7 @@ def test_decode_run_planning_hand_computed():
     assert k == 4
     ctx, used = s.decode_run_arrays(out, k)
     assert list(ctx) == [15, 17, 19, 21]  # (9 + 6) then + 2 per step
-    assert list(used) == [5, 5, 5, 6]  # B's third block from the 4th step
+    assert used.head(k) == [5, 5, 5, 6]  # B's third block from the 4th step
     s.commit_decode_run(out, k, 1.0, [2.0, 3.0, 4.0, 5.0])
     assert (a.num_computed_tokens, a.num_emitted, len(a.blocks)) == (12, 5, 3)
     assert (b.num_computed_tokens, b.num_emitted, len(b.blocks)) == (9, 5, 3)
