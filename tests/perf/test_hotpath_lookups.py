@@ -4,14 +4,19 @@ a query along one grid line answered point by point against the array path,
 ``StepTimeModel.gpu_step_time`` against the sum of ``gpu_op_times``."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import pytest
 from helpers import small_grid
 
 from simulator.catalog.hardware import get_gpu
 from simulator.catalog.models import get_model
 from simulator.perf import build_perf_model, get_engine_profile
 from simulator.perf.step_shape import StepShape
+from simulator.perf.step_times import DecodeAttention, DecodeStepTimes, EngineTerms
 from simulator.perf.tables.grid import _POINT_QUERY
+from simulator.perf.tables.grid_point import GridPoint
 
 _grid = small_grid  # axes a = (1, 4), b = (2, 8, 32): tests/helpers.py
 
@@ -81,3 +86,49 @@ def test_compiled_decode_steps_equal_the_array_path_inside_and_beyond_the_grid()
             assert m.decode_times.one(n, c) == w
             # a mixed step's decode attention (compiled) is the backend's scalar sum
             assert m.kernels.decode_attention(n, c, 1) == m.ops.attention_decode_total(n, c)
+
+
+@pytest.mark.parametrize("ctx_first", [True, False])
+@pytest.mark.parametrize("async_scheduling", [True, False])
+def test_decode_run_times_equal_the_list_point_query_by_hand(ctx_first, async_scheduling):
+    # DecodeStepTimes.times computes the batch axis's part of a run once (batch_part) and
+    # each step's ctx part (total_inside), unremembered: the same bits as GridPoint.at's list
+    # query, step by step, with a full and a sliding-window layer group, either axis order,
+    # batches and contexts inside, on the edges of and beyond the grid (beyond: ``beyond``)
+    rng = np.random.default_rng(11)
+    ctx_sizes, batch_sizes = [2.0, 8.0, 64.0, 512.0, 4096.0], [1.0, 2.0, 4.0, 16.0, 32.0]
+    sizes = [ctx_sizes, batch_sizes] if ctx_first else [batch_sizes, ctx_sizes]
+    flat = rng.uniform(-12.0, -6.0, 25).tolist()
+    point = GridPoint(flat, [[math.log2(x) for x in s] for s in sizes], [5, 1], [False, False],
+                      [s[0] for s in sizes], [s[-1] for s in sizes])
+    ca, ba = (0, 1) if ctx_first else (1, 0)
+
+    def beyond(n, mean):
+        return 1e-6 * mean + 1e-5 * n
+
+    groups = [(0, 3), (64, 2)]
+    att = DecodeAttention(point, ca, ba, groups, beyond)
+    eng = EngineTerms((1e-3, 2e-6, 1e-7), (1e-4, 3e-7, 0.0), async_scheduling)
+
+    def fixed(n):
+        return 1e-4 * n + 2e-3
+
+    times = DecodeStepTimes(fixed, None, att, eng)
+    for b in (1, 3, 16, 32, 40):
+        ctx = sorted(rng.integers(1, 6_000 * b, 30).tolist()) + [2 * b, 4096 * b, 4097 * b]
+        want = []
+        for c in ctx:
+            total = 0.0
+            for w, layers in groups:
+                cc = c if w == 0 else min(c, b * w)
+                xs = [0.0, 0.0]
+                xs[ca], xs[ba] = float(cc) / b, float(b)
+                v = math.exp(point.at(xs)) if point.inside(xs) else beyond(b, xs[ca])
+                total = total + layers * v
+            gpu = fixed(b) + total
+            cpu = 1e-3 + 2e-6 * b + 1e-7 * b
+            sync = 1e-4 + 3e-7 * b + 0.0 * b
+            want.append(((cpu if cpu > gpu else gpu) + sync) if async_scheduling
+                        else gpu + cpu + sync)
+        assert times.times(b, ctx) == want
+        assert [times.one(b, c) for c in ctx] == want   # the remembered path: the same

@@ -145,23 +145,30 @@ class GridPoint:
         """:meth:`at` of a two-axis grid's point ``(x0, x1)``: the same operations in the same
         order (so the same bits), with the weights in local floats instead of lists (the
         decode-attention table's query, once per priced decode step)."""
-        ul = self.ulists[0]
-        st0 = self.strides[0]
-        u = u_coordinate(x0, self.zero[0])
+        b0, in0, w0 = self.axis2(0, x0)
+        b1, in1, w1 = self.axis2(1, x1)
+        return self.corners2(b0 + b1, in0, w0, in1, w1)
+
+    def axis2(self, a: int, x: float) -> tuple[int, bool, float]:
+        """One axis's part of :meth:`at2` at size ``x``: the cell's offset in ``flat``,
+        whether ``x`` lies inside a cell (not at or beyond an end node) and its weight there
+        (0.0 when not). A caller asking many points along the other axis computes it once."""
+        ul = self.ulists[a]
+        u = u_coordinate(x, self.zero[a])
         c = _cell(ul, u)
-        base = c * st0 if c > 0 else 0
-        in0 = 0 <= c < len(ul) - 1
-        w0 = (u - ul[c]) / (ul[c + 1] - ul[c]) if in0 else 0.0
-        ul = self.ulists[1]
-        st1 = self.strides[1]
-        u = u_coordinate(x1, self.zero[1])
-        c = _cell(ul, u)
-        base += c * st1 if c > 0 else 0
-        in1 = 0 <= c < len(ul) - 1
-        w1 = (u - ul[c]) / (ul[c + 1] - ul[c]) if in1 else 0.0
+        base = c * self.strides[a] if c > 0 else 0
+        inside = 0 <= c < len(ul) - 1
+        w = (u - ul[c]) / (ul[c + 1] - ul[c]) if inside else 0.0
+        return base, inside, w
+
+    def corners2(self, base: int, in0: bool, w0: float, in1: bool, w1: float) -> float:
+        """:meth:`at2`'s sum over the cell's corners (from :meth:`axis2` of both axes; ``base``
+        the sum of their offsets)."""
         flat = self.flat
         out = 0.0
         if in0 and in1:  # corners in mask order, weights multiplied in axis order
+            st0 = self.strides[0]
+            st1 = self.strides[1]
             a = 1.0 - w0
             b = 1.0 - w1
             out += (a * b) * flat[base]
@@ -171,11 +178,11 @@ class GridPoint:
             return out
         if in0:
             out += (1.0 - w0) * flat[base]
-            out += w0 * flat[base + st0]
+            out += w0 * flat[base + self.strides[0]]
             return out
         if in1:
             out += (1.0 - w1) * flat[base]
-            out += w1 * flat[base + st1]
+            out += w1 * flat[base + self.strides[1]]
             return out
         return 0.0 + flat[base]
 
