@@ -728,10 +728,17 @@ class ContinuousScheduler:
         if out.veto:
             return 1
         reqs = out.reqs
-        k_max = min([r.num_output_tokens - r.num_emitted for r in reqs])
+        left = -1      # the fewest output tokens any request has left
+        computed = 0   # the most tokens any request has computed
+        for r in reqs:  # one pass, no lists (a batch is tens to hundreds of requests)
+            n = r.num_output_tokens - r.num_emitted
+            if left < 0 or n < left:
+                left = n
+            if r.num_computed_tokens > computed:
+                computed = r.num_computed_tokens
         # num_tokens of each request is computed + 1 (a decode step)
-        k_len = self.limits.max_model_len - 1 - max([r.num_computed_tokens for r in reqs])
-        k_max = max(1, min(k_max, k_len))
+        k_len = self.limits.max_model_len - 1 - computed
+        k_max = max(1, min(left, k_len))
         if k_max <= 1:
             return 1
         k, out.run_blocks = self.kv.plan_decode_run_blocks(reqs, k_max)

@@ -4,6 +4,7 @@ docstring (unhashed freed blocks to the front, hashed ones to the back, allocate
 front), worked out by hand below."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simulator.kv.block_pool import BlockPool, BlockPoolError
@@ -162,3 +163,43 @@ def test_free_of_shared_and_repeated_blocks(caching):
     with pytest.raises(BlockPoolError):
         p.free([b])                         # no reference left
     assert a == [0, 1, 2]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_uncounted_stack_hands_out_what_the_counted_one_does(seed):
+    """A pool without caching keeps no ref counts until one is read (freed lists pushed
+    whole): on random allocations and frees of held lists (whole, tails, single blocks), it
+    hands out the same ids in the same order, reports the same free blocks and queue, and its
+    counts once read are those of a pool that counted from the start."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 80))
+    fast, counted = BlockPool(n, enable_caching=False), BlockPool(n, enable_caching=False)
+    counted.ref_cnt  # noqa: B018 - reading a count keeps every count from then on
+    held_fast, held_counted = [], []
+    for _ in range(300):
+        if held_fast and rng.random() < 0.45:
+            i = int(rng.integers(len(held_fast)))
+            cut = int(rng.integers(len(held_fast[i])))  # free the tail from ``cut``
+            for held, pool in ((held_fast, fast), (held_counted, counted)):
+                tail = held[i][cut:]
+                del held[i][cut:]
+                tail.reverse()
+                pool.free(tail)
+                if not held[i]:
+                    del held[i]
+        else:
+            k = int(rng.integers(0, 6))
+            if k > counted.num_free_blocks:
+                with pytest.raises(BlockPoolError):
+                    fast.allocate(k)
+                continue
+            a, b = fast.allocate(k), counted.allocate(k)
+            assert a == b
+            if a:
+                held_fast.append(a)
+                held_counted.append(list(b))
+        assert fast.num_free_blocks == counted.num_free_blocks
+        assert fast.free_block_ids() == counted.free_block_ids()
+    assert fast._chunks is not None and not fast._ref  # never counted so far
+    assert fast.ref_cnt == counted.ref_cnt
+    fast.check_invariants()

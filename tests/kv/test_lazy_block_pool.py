@@ -24,10 +24,12 @@ def test_block_pool_memory_follows_blocks_used_not_owned(caching):
     p = BlockPool(n, enable_caching=caching)
     assert p.num_free_blocks == n
     assert p.allocate(3) == [0, 1, 2]
-    assert len(p._ref) == 3 and p.fresh == 3
+    # without caching no count is kept until one is read (BlockPool.free)
+    counts = 3 if caching else 0
+    assert len(p._ref) == counts and p.fresh == 3
     assert p.num_free_blocks == n - 3 and p.num_used_blocks == 3
     p.free([2, 1, 0])
-    assert len(p._ref) == 3 and not any(p._ref) and p.num_free_blocks == n
+    assert len(p._ref) == counts and not any(p._ref) and p.num_free_blocks == n
     assert p.allocate(3) == [0, 1, 2]
     assert p.fresh == 3  # nothing beyond the 3 ids ever used
 
@@ -39,7 +41,10 @@ def test_scheduler_on_a_huge_pool_allocates_nothing_per_block():
     out = s.schedule(0.0)
     s.update(out, 0.0, 0.01)
     # 100 prompt tokens + the first output need ceil(100 / 16) = 7 blocks after the prefill
-    assert len(r.blocks) == 7 and s.kv.pool.fresh == 7 and len(s.kv.pool._ref) == 7
+    pool = s.kv.pool
+    assert len(r.blocks) == 7 and pool.fresh == 7
+    assert len(pool._ref) == (7 if pool._chunks is None else 0)  # counts kept, or none
+    assert pool.ref_cnt[:8] == [1] * 7 + [0] and len(pool._ref) == 7  # counted when read
 
 
 def test_thousands_of_replicas_touch_only_the_blocks_their_requests_need():
