@@ -11,14 +11,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from simulator.base.outdir import OutputWriteError
+from simulator.metrics import step_table
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
     from simulator.metrics.step_table import StepTable
+
+T = TypeVar("T")
 
 #: Valid values of ``table_format`` (``servesim run --table-format``).
 TABLE_FORMATS: tuple[str, ...] = ("parquet", "csv")
@@ -71,9 +74,38 @@ def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
     """
     check_table_format(table_format)
     path = Path(folder) / f"{stem}.{table_format}"
-    frames = df.iter_frames() if hasattr(df, "iter_frames") else iter([df])
+    if hasattr(df, "iter_frames"):
+        frames = df.iter_frames()
+        if len(df) > step_table.WRITE_ROWS:  # several slices: read the next while this one is written
+            frames = read_ahead(frames)
+    else:
+        frames = iter([df])
     write_frames(frames, path, table_format)
     return path
+
+
+def read_ahead(items: Iterator[T]) -> Iterator[T]:
+    """``items``, each one taken (in a second thread) while the one before is used: the
+    slices of a spooled step table are gathered from its memory-mapped files (numpy, which
+    lets go of the interpreter lock) while the one before is encoded and compressed (Arrow,
+    which does too), so a long table's two halves of the work share the machine's cores.
+    The same items in the same order; an exception raised taking one is raised where it
+    would have been; one item is held ahead at most (one slice's memory)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    done = object()
+
+    def take():
+        return next(items, done)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="servesim-read-ahead") as pool:
+        ahead = pool.submit(take)
+        while True:
+            item = ahead.result()
+            if item is done:
+                return
+            ahead = pool.submit(take)
+            yield item
 
 
 def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) -> None:

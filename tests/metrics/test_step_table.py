@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -256,6 +257,27 @@ def test_interrupted_table_write_leaves_no_table(tmp_path, table_format):
     assert list(tmp_path.iterdir()) == [path]
     assert pd.read_parquet(path)["a"].tolist() == [1, 2] if table_format == "parquet" else \
         pd.read_csv(path)["a"].tolist() == [1, 2]
+
+
+def test_read_ahead_keeps_order_errors_and_one_item_ahead():
+    from simulator.metrics.tables_io import read_ahead
+
+    taken = []
+
+    def items():
+        for i in range(5):
+            taken.append(i)
+            yield i
+        raise OSError("disk gone")
+
+    got = []
+    with pytest.raises(OSError, match="disk gone"):
+        for x in read_ahead(items()):
+            got.append(x)
+            time.sleep(0.01)  # let the reader run ahead if it would
+            assert len(taken) <= x + 2  # the item used and at most one more taken
+    assert got == [0, 1, 2, 3, 4]  # every item before the error, in order
+    assert list(read_ahead(iter([]))) == []
 
 
 def test_parquet_dictionary_pages_only_for_text_columns(tmp_path):
