@@ -317,7 +317,11 @@ def _commit_run(rep: Replica, rec: RunRecorder, jump, k: int) -> None:
              jump.step_end_times_s, jump.step, jump.kv_blocks_used, rep.kv.num_gpu_blocks,
              jump.ctx_totals)
     rep.step_index += k
-    rep.sched.commit_jump(jump, k)
+    rec.itl_rows = rows  # the run's gaps go with its rows (RunRecorder.add_itl_run)
+    try:
+        rep.sched.commit_jump(jump, k)
+    finally:
+        rec.itl_rows = None
 
 
 def simulate(scenario: Scenario, setup: ReplicaSetup, specs: Sequence[RequestSpec], *,

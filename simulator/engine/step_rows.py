@@ -126,8 +126,8 @@ class DecodeRunRows:
         Receives the rows (``add_step_chunk``, one chunk per flush).
     """
 
-    __slots__ = ("_consts", "_ends", "_kv_used", "_nows", "_rows", "_tiers", "_times",
-                 "recorder")
+    __slots__ = ("_consts", "_ends", "_itl_n", "_itl_runs", "_itl_w", "_kv_used", "_nows",
+                 "_rows", "_tiers", "_times", "recorder")
 
     def __init__(self, recorder) -> None:
         self.recorder = recorder
@@ -142,6 +142,11 @@ class DecodeRunRows:
         self._ends: list[float] = []
         self._kv_used: list[int] = []
         self._rows = 0
+        # the runs' inter-token gaps, per layer (:meth:`add_itl_gaps`): the run (its place
+        # among the runs gathered), how many of its gaps, and their weight
+        self._itl_runs: list[int] = []
+        self._itl_n: list[int] = []
+        self._itl_w: list[int] = []
 
     def add_tier_bytes(self, loaded: float, stored: float) -> None:
         """The KV offload bytes of the run :meth:`add` records next (runs with tiers)."""
@@ -156,6 +161,8 @@ class DecodeRunRows:
         or arrays) of at least ``k`` values (step durations and end times in seconds, pool
         blocks in use); ``ctx_totals``, the batch's context at each step, is read by
         :class:`DecodeRunCostRows` only."""
+        if self._rows >= FLUSH_ROWS:  # before this run: its gaps come after this call
+            self.flush()
         B = len(out.reqs)
         npad = out.num_padding_seqs
         self._consts.extend((k, replica_id, step_index, B, out.num_decode_tokens,
@@ -167,8 +174,17 @@ class DecodeRunRows:
         self._ends.extend(_head(ends, k))
         self._kv_used.extend(_head(kv_blocks_used, k))
         self._rows += k
-        if self._rows >= FLUSH_ROWS:
-            self.flush()
+
+    def add_itl_gaps(self, n: int, weight: int) -> None:
+        """The first ``n`` inter-token gaps of the run :meth:`add` recorded last (between its
+        consecutive steps' ends), each seen ``weight`` times (the sequences that emitted in
+        both steps): given to the recorder at the flush, computed from the run's step ends
+        (the same subtractions as :func:`~simulator.scheduling.emission.advance` made one
+        float at a time). A run cut while some of its requests were cancelled has two layers
+        (those requests' gaps, then the others')."""
+        self._itl_runs.append(len(self._nows) - 1)
+        self._itl_n.append(n)
+        self._itl_w.append(weight)
 
     def flush(self) -> None:
         """Hand every gathered row to the recorder (nothing when none is gathered)."""
@@ -207,8 +223,24 @@ class DecodeRunRows:
         rec.add_step_chunk(chunk)
         # the recorder counts decode runs recorded this way (one chunk held n_runs of them)
         rec.num_step_chunks += n_runs - 1
+        if self._itl_n:
+            self._flush_itl(ends, first)
         self._consts, self._nows, self._times, self._ends, self._kv_used = [], [], [], [], []
         self._rows = 0
+
+    def _flush_itl(self, ends: np.ndarray, first: np.ndarray) -> None:
+        """Hand the gathered runs' inter-token gaps to the recorder: gap ``i`` (1-based) of a
+        run is ``ends[first + i] - ends[first + i - 1]`` (float64 subtractions, as in
+        ``advance``), layer by layer in the order they were given."""
+        n = np.fromiter(self._itl_n, dtype=np.int64, count=len(self._itl_n))
+        total = int(n.sum())
+        if total:
+            runs = np.fromiter(self._itl_runs, dtype=np.int64, count=len(self._itl_runs))
+            w = np.fromiter(self._itl_w, dtype=np.int64, count=len(self._itl_w))
+            pos = (np.repeat(first[runs] + 1, n)
+                   + np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n))
+            self.recorder.add_itl_packed(ends[pos] - ends[pos - 1], np.repeat(w, n))
+        self._itl_runs, self._itl_n, self._itl_w = [], [], []
 
     def _more_columns(self, chunk: dict) -> dict:
         """The chunk to record (a subclass adds its columns)."""

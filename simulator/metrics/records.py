@@ -135,6 +135,12 @@ class RunRecorder:
         self._itl_run_vals: list[float] = []
         self._itl_run_w: list[int] = []
         self._itl_packed: list[tuple[np.ndarray, np.ndarray]] = []
+        #: decode runs' samples handed over packed (:meth:`add_itl_packed`), after the lists
+        self._itl_run_arrays: list[tuple[np.ndarray, np.ndarray]] = []
+        self._itl_run_arrays_n = 0
+        #: the step rows of the decode run being committed (the engine sets it around the
+        #: commit): :meth:`add_itl_run` gives them the run's gaps (None: no run committing)
+        self.itl_rows = None
         self._steps: list[tuple] = []
         self._step_chunks: list[dict] = []
         self._pending_rows = 0
@@ -212,6 +218,29 @@ class RunRecorder:
         for v, w in zip(values, weights):
             self.add_itl(v, w)
 
+    def add_itl_run(self, n: int, weight: int) -> bool:
+        """The first ``n`` gaps between the consecutive steps of the decode run being
+        committed, each seen ``weight`` times: left to the run's step rows
+        (:attr:`itl_rows`, :meth:`~simulator.engine.step_rows.DecodeRunRows.add_itl_gaps`),
+        which compute them from the steps' end times when they are packed, so a run's
+        per-step gaps are never Python floats. Returns False when no run is being committed
+        (the caller then gives the gaps themselves, :meth:`add_itl_array`)."""
+        rows = self.itl_rows
+        if rows is None:
+            return False
+        if n > 0:
+            rows.add_itl_gaps(n, weight)
+        return True
+
+    def add_itl_packed(self, values: np.ndarray, weights: np.ndarray) -> None:
+        """Decode runs' gaps (seconds, float64) and their weights (int64), packed by their
+        step rows (:meth:`add_itl_run`); they follow the single samples in the next chunk."""
+        if len(values):
+            self._itl_run_arrays.append((values, weights))
+            self._itl_run_arrays_n += len(values)
+            if self._itl_run_arrays_n + len(self._itl_run_vals) >= STEP_CHUNK_ROWS:
+                self._pack_itl()
+
     def add_itl_array(self, values, weight: int) -> None:
         """Several gaps (seconds; a sequence of floats), each seen ``weight`` times (a
         decode run's steps, each a gap of every sequence of the batch)."""
@@ -219,19 +248,23 @@ class RunRecorder:
         if n:
             self._itl_run_vals.extend(values)
             self._itl_run_w.extend([weight] * n)
-            if len(self._itl_run_vals) >= STEP_CHUNK_ROWS:
+            if len(self._itl_run_vals) + self._itl_run_arrays_n >= STEP_CHUNK_ROWS:
                 self._pack_itl()
 
     def _pack_itl(self) -> None:
         """Pack the buffered ITL samples into one (values, weights) pair of arrays: the
-        single samples (:meth:`add_itl`) first, then the decode runs' (:meth:`add_itl_array`),
-        each in the order they came."""
+        single samples (:meth:`add_itl`) first, then the decode runs' (:meth:`add_itl_array`,
+        then :meth:`add_itl_packed`), each in the order they came."""
         # numpy.fromiter reads the lists' values as they are (numpy.array of one joined list
         # first discovers every value's type: twice the time)
         n = len(self._itl_vals) + len(self._itl_run_vals)
-        self._itl_packed.append((
-            np.fromiter(chain(self._itl_vals, self._itl_run_vals), dtype=float, count=n),
-            np.fromiter(chain(self._itl_w, self._itl_run_w), dtype=np.int64, count=n)))
+        vals = np.fromiter(chain(self._itl_vals, self._itl_run_vals), dtype=float, count=n)
+        ws = np.fromiter(chain(self._itl_w, self._itl_run_w), dtype=np.int64, count=n)
+        if self._itl_run_arrays:
+            vals = np.concatenate([vals, *(v for v, _ in self._itl_run_arrays)])
+            ws = np.concatenate([ws, *(w for _, w in self._itl_run_arrays)])
+            self._itl_run_arrays, self._itl_run_arrays_n = [], 0
+        self._itl_packed.append((vals, ws))
         self._itl_vals, self._itl_w, self._itl_run_vals, self._itl_run_w = [], [], [], []
         if self._itl_spool is None and len(self._itl_packed) > SPOOL_AFTER_CHUNKS:
             self._itl_spool = ColumnSpool(["value", "weight"], frozenset({"value"}),

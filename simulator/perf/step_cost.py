@@ -298,6 +298,9 @@ class StepPricer:
         per step; ``ctx_totals`` the batch's context at each step, a list, range or array), as
         Python floats."""
         times = self._decode_times
+        if times is not None and isinstance(ctx_totals, range):
+            return times.times_arith(num_seqs, ctx_totals.start, ctx_totals.step,
+                                     len(ctx_totals))
         if times is not None or self._decode_run is not None:
             ctx: list[int] = (ctx_totals if isinstance(ctx_totals, list)
                               else list(ctx_totals) if isinstance(ctx_totals, range)

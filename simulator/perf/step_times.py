@@ -306,6 +306,27 @@ class DecodeStepTimes:
             self._store(row, num_seqs, ctx_total, t)
         return t
 
+    def times_arith(self, num_seqs: int, first: int, step: int, n: int) -> list[float]:
+        """:meth:`times` of the ``n`` contexts ``first + i * step`` (a decode run's: every
+        step adds one token per sequence), without listing them: the same values."""
+        attention = self.attention
+        engine = self.engine
+        if attention is None or engine is None or n <= 0:
+            return self.times(num_seqs, list(range(first, first + n * step, step)))
+        inside, b_off, b_in, b_w = attention.batch_part(num_seqs)
+        if not inside:
+            return self.times(num_seqs, list(range(first, first + n * step, step)))
+        f = self.fixed_seconds(num_seqs)
+        cpu = engine.cpu_seconds(num_seqs, num_seqs)
+        sync = engine.sync_seconds(num_seqs, num_seqs)
+        out: list[float] = []
+        c = first
+        for _ in range(n):
+            a = attention.total_inside(num_seqs, c, b_off, b_in, b_w)
+            out.append(engine.combine(f + a, cpu, sync) if a >= 0.0 else self.one(num_seqs, c))
+            c += step
+        return out
+
     def times(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
         """Seconds of consecutive pure-decode steps of ``num_seqs`` sequences, one per entry
         of ``ctx_totals`` (the batch's context at each step, tokens)."""

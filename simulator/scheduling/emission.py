@@ -181,7 +181,7 @@ def advance(batch: list[ReqState], k_steps: int, step_end_times, *, start_s: flo
         gap_w.append(same)
     if gaps:
         recorder.add_itls(gaps, gap_w)
-    if k_steps > 1:
+    if k_steps > 1 and not recorder.add_itl_run(k_steps - 1, num_seqs):
         recorder.add_itl_array(_step_gaps(step_end_times, k_steps), num_seqs)
     _finish(finished, end, recorder)
     return finished
