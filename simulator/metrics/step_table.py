@@ -212,9 +212,19 @@ class ColumnSpool:
         ClosedTableError
             If the spool was closed.
         """
-        out = self._raw(name, start, stop)
         full = _dtype(name, self.float_columns)
-        return out if out.dtype == full else out.astype(full)
+        stored = self._stored.get(name, full)
+        if stored == full:
+            return self._raw(name, start, stop)
+        # a narrow column: gathered and widened a slice at a time into the one int64 array
+        # (a whole narrow copy then its cast made two column-sized arrays: each new page of
+        # them zeroed by the kernel, the largest part of a long run's summary time)
+        stop = self.num_rows if stop is None else min(stop, self.num_rows)
+        out = np.empty(max(0, stop - start), dtype=full)
+        for a in range(start, stop, WRITE_ROWS):
+            b = min(a + WRITE_ROWS, stop)
+            out[a - start:b - start] = self._raw(name, a, b)
+        return out
 
     def read_float(self, name: str) -> np.ndarray:
         """One whole column as float64 (an int64 column cast exactly below 2**53), read and

@@ -24,18 +24,25 @@ part in the products.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from simulator.base.compiled_core import register_pickling
 
 __all__ = ["GridPoint", "u_coordinate"]
 
 
+#: the C library's ``log2`` (``math.log2``), held once: the compiled core calls it without
+#: looking the name up in the ``math`` module at every call (mypyc keeps a ``Final`` name in
+#: a C variable; it has no native ``log2``)
+_LOG2: Final = math.log2
+
+
 def u_coordinate(x: float, zero: bool) -> float:
     """Interpolation coordinate of a size: ``log2(max(x, 1))``, or ``log2(1 + max(x, 0))``
     on an axis that holds 0 (sizes below the axis's floor are clipped to it)."""
     if zero:
-        return math.log2(1.0 + (x if x > 0.0 else 0.0))  # noqa: FURB136 - a C compare, compiled
-    return math.log2(x if x > 1.0 else 1.0)  # noqa: FURB136
+        return _LOG2(1.0 + (x if x > 0.0 else 0.0))  # noqa: FURB136 - a C compare, compiled
+    return _LOG2(x if x > 1.0 else 1.0)  # noqa: FURB136
 
 
 def _cell(ul: list[float], u: float) -> int:
