@@ -41,6 +41,7 @@ CORE_MODULES: tuple[str, ...] = (
     "simulator.scheduling.parallel",
     "simulator.kv.block_pool",
     "simulator.kv.manager",
+    "simulator.kv.run_blocks",
     "simulator.kv.tiers",
     "simulator.scheduling.kv_loads",
     "simulator.perf.tables.grid_point",

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.kv.manager import RunBlocks
+from simulator.kv.run_blocks import RunBlocks
 
 
 def _row(rep, out, start_s: float, step_s: float) -> tuple:
@@ -150,6 +150,8 @@ class DecodeRunRows:
 
     def add_tier_bytes(self, loaded: float, stored: float) -> None:
         """The KV offload bytes of the run :meth:`add` records next (runs with tiers)."""
+        if self._rows >= FLUSH_ROWS:  # the rows gathered so far go first (as in add)
+            self.flush()
         if self._tiers is not None:
             self._tiers.append((loaded, stored))
 

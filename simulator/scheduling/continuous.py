@@ -28,7 +28,7 @@ of as many such steps as can run back to back (:meth:`plan_decode_run` counts th
 results identical to stepping one by one. Tokens, ITL and finishes of both paths go through
 :func:`~simulator.scheduling.emission.advance`; blocks through the KV manager only.
 
-size: 790 lines, functions 95 lines: one scheduler class on the hot path, as vLLM v1's Scheduler is one class (KV loads from offload tiers live in scheduling/kv_loads.py); _schedule_running is the running-batch pass of its schedule(), kept whole so its decisions read in vLLM's order (parallel sampling lives in scheduling/parallel.py, the fast-forward in scheduling/emission.py).
+size: 798 lines, functions 95 lines: one scheduler class on the hot path, as vLLM v1's Scheduler is one class (KV loads from offload tiers live in scheduling/kv_loads.py); _schedule_running is the running-batch pass of its schedule(), kept whole so its decisions read in vLLM's order (parallel sampling lives in scheduling/parallel.py, the fast-forward in scheduling/emission.py).
 """
 from __future__ import annotations
 
@@ -745,19 +745,16 @@ class ContinuousScheduler:
         return k
 
     def decode_run_arrays(self, out: StepOutput, k: int):
-        """Per-step total context and KV blocks used for ``k`` decode steps, as lazy
-        sequences (a run is planned to its first finish and usually cut after tens of steps:
-        the engine reads the steps it prices).
+        """Per-step total context and KV blocks used for ``k`` decode steps, lazily (a run is
+        cut after tens of its planned steps: the engine reads those it prices).
 
         Returns
         -------
         ctx_totals : range (k,)
-            Attended tokens summed over the batch at each step (Python ints, as the perf
-            model's memo reads them; ``decode_step_times_list``).
+            Attended tokens summed over the batch at each step.
         blocks_used : RunBlocks, or ndarray of int64 (k,)
-            Blocks held in the pool during each step (:class:`~simulator.kv.manager.RunBlocks`
-            from :meth:`plan_decode_run`, at this very state; an array when the run was not
-            planned through it).
+            Blocks held in the pool during each step (:class:`~simulator.kv.run_blocks.RunBlocks`
+            from :meth:`plan_decode_run`, at this state; an array when not planned through it).
         """
         B = len(out.reqs)
         # the first step's decode context, counted by the scheduler: sum(computed + 1), every

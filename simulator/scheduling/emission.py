@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from simulator.base.compiled_core import register_pickling
-from simulator.kv.manager import RunBlocks
+from simulator.kv.run_blocks import RunBlocks
 from simulator.scheduling.state import COMPLETED, REJECTED, ReqState
 
 #: Step features that veto a fast-forward jump (``StepOutput.veto`` names the first found):
