@@ -361,7 +361,7 @@ class ContinuousScheduler:
         (:meth:`_count_shape`'s accumulator, counted on the way; None when a request with
         several sequences or ``prefill_first`` asks for the general count)."""
         cfg, kv = self.cfg, self.kv
-        budget = cfg.max_num_batched_tokens
+        budget: int = cfg.max_num_batched_tokens  # typed: native int arithmetic when compiled
         running = self.running
         la = self.num_lookahead_tokens
         prefill_only = False
@@ -369,7 +369,7 @@ class ContinuousScheduler:
             budget = self._admit_waiting(now, out, sched, budget)
             prefill_only = bool(sched)
         i = len(running) if prefill_only else 0  # a prefill-only step skips the decodes
-        bs = kv.block_size
+        bs: int = kv.block_size
         # _count_shape inlined for one-sequence requests: decodes, decode context, sampled
         # rows, prefill tokens, KV tokens after the step, parallel sampling seen
         nd = ctx = nsamp = ntok_p = kvt = 0
