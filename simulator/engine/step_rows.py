@@ -150,8 +150,7 @@ class DecodeRunRows:
 
     def add_tier_bytes(self, loaded: float, stored: float) -> None:
         """The KV offload bytes of the run :meth:`add` records next (runs with tiers)."""
-        if self._rows >= FLUSH_ROWS:  # the rows gathered so far go first (as in add)
-            self.flush()
+        self._before_run()
         if self._tiers is not None:
             self._tiers.append((loaded, stored))
 
@@ -163,8 +162,7 @@ class DecodeRunRows:
         or arrays) of at least ``k`` values (step durations and end times in seconds, pool
         blocks in use); ``ctx_totals``, the batch's context at each step, is read by
         :class:`DecodeRunCostRows` only."""
-        if self._rows >= FLUSH_ROWS:  # before this run: its gaps come after this call
-            self.flush()
+        self._before_run()
         B = len(out.reqs)
         npad = out.num_padding_seqs
         self._consts.extend((k, replica_id, step_index, B, out.num_decode_tokens,
@@ -176,6 +174,13 @@ class DecodeRunRows:
         self._ends.extend(_head(ends, k))
         self._kv_used.extend(_head(kv_blocks_used, k))
         self._rows += k
+
+    def _before_run(self) -> None:
+        """Flush the rows gathered so far when they are enough, before anything of the next
+        run is gathered (its tier bytes, breakdown or rows; its gaps come after :meth:`add`,
+        so the flush is never between a run's rows and its gaps)."""
+        if self._rows >= FLUSH_ROWS:
+            self.flush()
 
     def add_itl_gaps(self, n: int, weight: int) -> None:
         """The first ``n`` inter-token gaps of the run :meth:`add` recorded last (between its
@@ -277,6 +282,7 @@ class DecodeRunCostRows(DecodeRunRows):
             ends, out, kv_blocks_used, num_gpu_blocks: int, ctx_totals=None) -> None:
         if ctx_totals is None:
             raise ValueError("a decode run's step breakdown needs its ctx_totals")
+        self._before_run()  # the rows gathered so far go with their own breakdown
         compute, comm, overhead = self.pricer.decode_run_parts(out.shape, ctx_totals[:k], times[:k])
         self._compute.extend(compute)
         self._comm.extend(comm)

@@ -387,15 +387,16 @@ class BlockPool:
         pool (the caller hands it over and must not use it again), without reading a block
         id: freeing a finished request's few hundred blocks cost a memory access per id (the
         ids are objects, last touched when allocated), 12% of the ServeGen day's loop. Such a
-        free checks the count alone (never more blocks free than handed out); a block freed
-        twice while others are held shows at the next :meth:`check_invariants` (it is twice
-        in the free queue).
+        free checks the count (never more blocks free than handed out) and the list's first
+        and last ids (handed out before); a block freed twice while others are held shows at
+        the next :meth:`check_invariants` (it is twice in the free queue), an id never handed
+        out inside the list does not: the manager frees only the lists it was given.
 
         Raises
         ------
         BlockPoolError
-            On a block whose ref count is already 0 (where counts are kept), or more blocks
-            freed than are held.
+            On a block whose ref count is already 0 (where counts are kept), more blocks
+            freed than are held, or a list whose first or last id was never handed out.
         """
         chunks = self._chunks
         if chunks is not None:
@@ -406,6 +407,9 @@ class BlockPool:
                 if n > self.fresh:  # more free than ever handed out: a block freed twice
                     raise BlockPoolError(f"{len(blocks)} blocks freed with only "
                                          f"{self.fresh - n + len(blocks)} held")
+                for b in (blocks[0], blocks[-1]):  # the ends only: O(1)
+                    if not 0 <= b < self.fresh:
+                        raise BlockPoolError(f"block {b} freed but never handed out")
                 chunks.append(blocks)
                 self._stacked += len(blocks)
             return

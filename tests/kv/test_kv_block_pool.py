@@ -203,3 +203,15 @@ def test_uncounted_stack_hands_out_what_the_counted_one_does(seed):
     assert fast._chunks is not None and not fast._ref  # never counted so far
     assert fast.ref_cnt == counted.ref_cnt
     fast.check_invariants()
+
+
+def test_uncounted_free_refuses_ids_never_handed_out():
+    """Review finding: a pool keeping no counts took back an id it never handed out (then
+    handed it out while it was still among the never-used ids). The ends of a freed list are
+    checked: the same errors as a counting pool for a single id or a stray list."""
+    for bad in ([7], [99], [-1], [2, 1, 7], [7, 1]):
+        p = BlockPool(8, enable_caching=False)
+        p.allocate(3)
+        with pytest.raises(BlockPoolError):
+            p.free(bad)
+        assert p.num_free_blocks == 5 and p.allocate(2) == [3, 4]  # nothing was taken back
