@@ -734,7 +734,7 @@ class ContinuousScheduler:
             n = r.num_output_tokens - r.num_emitted
             if left < 0 or n < left:
                 left = n
-            if r.num_computed_tokens > computed:
+            if r.num_computed_tokens > computed:  # noqa: PLR1730 - a C compare, compiled
                 computed = r.num_computed_tokens
         # num_tokens of each request is computed + 1 (a decode step)
         k_len = self.limits.max_model_len - 1 - computed

@@ -128,7 +128,7 @@ def test_decode_run_times_equal_the_list_point_query_by_hand(ctx_first, async_sc
             gpu = fixed(b) + total
             cpu = 1e-3 + 2e-6 * b + 1e-7 * b
             sync = 1e-4 + 3e-7 * b + 0.0 * b
-            want.append(((cpu if cpu > gpu else gpu) + sync) if async_scheduling
+            want.append(((cpu if cpu > gpu else gpu) + sync) if async_scheduling  # noqa: FURB136
                         else gpu + cpu + sync)
         assert times.times(b, ctx) == want
         assert [times.one(b, c) for c in ctx] == want   # the remembered path: the same
