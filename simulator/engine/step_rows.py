@@ -102,7 +102,7 @@ def record_step_tiers(rec, rep, out, start_s: float, step_s: float, cost=None) -
 
 def _head(values, k: int):
     """The first ``k`` of ``values`` (a list, an array or a
-    :class:`~simulator.kv.manager.RunBlocks`): ``values`` itself when it holds exactly ``k``
+    :class:`~simulator.kv.run_blocks.RunBlocks`): ``values`` itself when it holds exactly ``k``
     (a run's priced steps are often exactly the ones run: no slice copied)."""
     if isinstance(values, RunBlocks):
         return values.head(k)

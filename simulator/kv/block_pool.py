@@ -327,7 +327,7 @@ class BlockPool:
         """:meth:`allocate` without caching while no ref count is kept: the same ids in the
         same order (the top of the stack first, then never-used ids lowest first), taken a
         freed list at a time."""
-        if n > self._stacked + self.num_blocks - self.fresh:
+        if n > self.num_free_blocks:
             raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free blocks")
         chunks = self._chunks
         assert chunks is not None
@@ -401,12 +401,9 @@ class BlockPool:
         chunks = self._chunks
         if chunks is not None:
             if blocks:
-                st = self._stack
-                assert st is not None
-                n = self._stacked + len(st) + len(blocks)
-                if n > self.fresh:  # more free than ever handed out: a block freed twice
-                    raise BlockPoolError(f"{len(blocks)} blocks freed with only "
-                                         f"{self.fresh - n + len(blocks)} held")
+                held = self.num_used_blocks
+                if len(blocks) > held:  # more free than ever handed out: a block freed twice
+                    raise BlockPoolError(f"{len(blocks)} blocks freed with only {held} held")
                 for b in (blocks[0], blocks[-1]):  # the ends only: O(1)
                     if not 0 <= b < self.fresh:
                         raise BlockPoolError(f"block {b} freed but never handed out")

@@ -53,7 +53,8 @@ class RunBlocks:
         """Constructor arguments that rebuild this object when unpickled
         (:func:`simulator.base.compiled_core.register_pickling`); the steps listed so far
         are listed again when asked for."""
-        return (self.level - self.growth(len(self.used)), self.first, self.starts, self.block_size, self.k_max), {}
+        return (self.level - self.growth(len(self.used)), self.first, self.starts,
+                self.block_size, self.k_max), {}
 
     def growth(self, s: int) -> int:
         """Blocks the run has taken by the end of step ``s`` (0 for ``s = 0``)."""

@@ -213,27 +213,28 @@ class ColumnSpool:
             If the spool was closed.
         """
         full = _dtype(name, self.float_columns)
-        stored = self._stored.get(name, full)
-        if stored == full:
+        if self._stored.get(name, full) == full:
             return self._raw(name, start, stop)
-        # a narrow column: gathered and widened a slice at a time into the one int64 array
-        # (a whole narrow copy then its cast made two column-sized arrays: each new page of
-        # them zeroed by the kernel, the largest part of a long run's summary time)
-        stop = self.num_rows if stop is None else min(stop, self.num_rows)
-        out = np.empty(max(0, stop - start), dtype=full)
-        for a in range(start, stop, WRITE_ROWS):
-            b = min(a + WRITE_ROWS, stop)
-            out[a - start:b - start] = self._raw(name, a, b)
-        return out
+        # a narrow column: widened a slice at a time into the one int64 array (a whole narrow
+        # copy then its cast made two column-sized arrays: each new page of them zeroed by
+        # the kernel, the largest part of a long run's summary time)
+        return self._cast(name, full, start, stop)
 
     def read_float(self, name: str) -> np.ndarray:
         """One whole column as float64 (an int64 column cast exactly below 2**53), read and
         cast :data:`WRITE_ROWS` rows at a time: no int64 copy of the column exists."""
         if _dtype(name, self.float_columns) == np.float64:
             return self.read(name)
-        out = np.empty(self.num_rows, dtype=np.float64)
-        for a in range(0, self.num_rows, WRITE_ROWS):
-            out[a:a + WRITE_ROWS] = self._raw(name, a, a + WRITE_ROWS)
+        return self._cast(name, np.dtype(np.float64), 0, None)
+
+    def _cast(self, name: str, dtype: np.dtype, start: int, stop: int | None) -> np.ndarray:
+        """Rows ``start:stop`` of one column as ``dtype``, read and cast :data:`WRITE_ROWS`
+        rows at a time into one fresh array."""
+        stop = self.num_rows if stop is None else min(stop, self.num_rows)
+        out = np.empty(max(0, stop - start), dtype=dtype)
+        for a in range(start, stop, WRITE_ROWS):
+            b = min(a + WRITE_ROWS, stop)
+            out[a - start:b - start] = self._raw(name, a, b)
         return out
 
     def sort_by(self, primary: str, secondary: str) -> None:

@@ -298,18 +298,14 @@ class StepPricer:
         per step; ``ctx_totals`` the batch's context at each step, a list, range or array), as
         Python floats."""
         times = self._decode_times
-        if times is not None and isinstance(ctx_totals, range):
-            return times.times_arith(num_seqs, ctx_totals.start, ctx_totals.step,
-                                     len(ctx_totals))
-        if times is not None or self._decode_run is not None:
-            ctx: list[int] = (ctx_totals if isinstance(ctx_totals, list)
-                              else list(ctx_totals) if isinstance(ctx_totals, range)
-                              else ctx_totals.tolist())
-            if times is not None:
-                return times.times(num_seqs, ctx)
-            run = self._decode_run
-            if run is not None:  # Python floats throughout (the same values)
-                return run(num_seqs, ctx)
+        if times is not None:
+            if isinstance(ctx_totals, range):  # a run's contexts, never listed
+                return times.times_arith(num_seqs, ctx_totals.start, ctx_totals.step,
+                                         len(ctx_totals))
+            return times.times(num_seqs, _int_list(ctx_totals))
+        run = self._decode_run
+        if run is not None:  # Python floats throughout (the same values)
+            return run(num_seqs, _int_list(ctx_totals))
         return np.asarray(self.perf.decode_step_times(num_seqs, np.asarray(ctx_totals)),
                           dtype=float).tolist()
 
@@ -358,6 +354,15 @@ class StepPricer:
             comm.append(m)
             overhead.append(o)
         return compute, comm, overhead
+
+
+def _int_list(values) -> list[int]:
+    """``values`` (a list, range or integer array) as a list of Python ints."""
+    if isinstance(values, list):
+        return values
+    if isinstance(values, range):
+        return list(values)
+    return values.tolist()
 
 
 register_pickling(StepCost, StepPricer)

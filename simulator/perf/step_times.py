@@ -306,51 +306,59 @@ class DecodeStepTimes:
             self._store(row, num_seqs, ctx_total, t)
         return t
 
+    def _run_terms(self, num_seqs: int) -> tuple[bool, int, bool, float, float, float, float]:
+        """What every step of a pure-decode batch of ``num_seqs`` shares, for
+        :meth:`_run_step`: whether its batch lies within the attention grid (False without a
+        table or engine terms: ask :meth:`one`), the batch axis's part of the query
+        (:meth:`DecodeAttention.batch_part`), the batch-only kernels' seconds and the
+        engine's CPU and sync seconds."""
+        attention = self.attention
+        engine = self.engine
+        if attention is None or engine is None:
+            return False, 0, False, 0.0, 0.0, 0.0, 0.0
+        inside, b_off, b_in, b_w = attention.batch_part(num_seqs)
+        if not inside:
+            return False, 0, False, 0.0, 0.0, 0.0, 0.0
+        return (True, b_off, b_in, b_w, self.fixed_seconds(num_seqs),
+                engine.cpu_seconds(num_seqs, num_seqs), engine.sync_seconds(num_seqs, num_seqs))
+
+    def _run_step(self, num_seqs: int, c: int, b_off: int, b_in: bool, b_w: float, f: float,
+                  cpu: float, sync: float) -> float:
+        """One step of a batch inside the grid (:meth:`_run_terms`): computed, not remembered
+        (as cheap as the memo, and never missed); a step whose context lies beyond the grid
+        goes through :meth:`one` (remembered). The same value as :meth:`one` either way."""
+        attention = self.attention
+        engine = self.engine
+        assert attention is not None and engine is not None
+        a = attention.total_inside(num_seqs, c, b_off, b_in, b_w)
+        if a < 0.0:
+            return self.one(num_seqs, c)
+        return engine.combine(f + a, cpu, sync)
+
     def times_arith(self, num_seqs: int, first: int, step: int, n: int) -> list[float]:
         """:meth:`times` of the ``n`` contexts ``first + i * step`` (a decode run's: every
         step adds one token per sequence), without listing them: the same values."""
-        attention = self.attention
-        engine = self.engine
-        if attention is None or engine is None or n <= 0:
-            return self.times(num_seqs, list(range(first, first + n * step, step)))
-        inside, b_off, b_in, b_w = attention.batch_part(num_seqs)
+        inside, b_off, b_in, b_w, f, cpu, sync = self._run_terms(num_seqs)
         if not inside:
             return self.times(num_seqs, list(range(first, first + n * step, step)))
-        f = self.fixed_seconds(num_seqs)
-        cpu = engine.cpu_seconds(num_seqs, num_seqs)
-        sync = engine.sync_seconds(num_seqs, num_seqs)
         out: list[float] = []
         c = first
         for _ in range(n):
-            a = attention.total_inside(num_seqs, c, b_off, b_in, b_w)
-            out.append(engine.combine(f + a, cpu, sync) if a >= 0.0 else self.one(num_seqs, c))
+            out.append(self._run_step(num_seqs, c, b_off, b_in, b_w, f, cpu, sync))
             c += step
         return out
 
     def times(self, num_seqs: int, ctx_totals: list[int]) -> list[float]:
         """Seconds of consecutive pure-decode steps of ``num_seqs`` sequences, one per entry
         of ``ctx_totals`` (the batch's context at each step, tokens)."""
-        row = self._row(num_seqs)
         out: list[float] = []
-        attention = self.attention
-        engine = self.engine
-        if attention is not None and engine is not None:
-            inside, b_off, b_in, b_w = attention.batch_part(num_seqs)
-            if inside:  # computed, not remembered: as cheap as the memo, and never missed
-                f = self.fixed_seconds(num_seqs)
-                cpu = engine.cpu_seconds(num_seqs, num_seqs)
-                sync = engine.sync_seconds(num_seqs, num_seqs)
-                for c in ctx_totals:
-                    a = attention.total_inside(num_seqs, c, b_off, b_in, b_w)
-                    if a < 0.0:  # beyond the grid: the general path (remembered)
-                        t = row.get(c)
-                        if t is None:
-                            t = self._compute(num_seqs, c)
-                            row = self._store(row, num_seqs, c, t)
-                    else:
-                        t = engine.combine(f + a, cpu, sync)
-                    out.append(t)
-                return out
+        inside, b_off, b_in, b_w, f, cpu, sync = self._run_terms(num_seqs)
+        if inside:
+            for c in ctx_totals:
+                out.append(self._run_step(num_seqs, c, b_off, b_in, b_w, f, cpu, sync))
+            return out
+        row = self._row(num_seqs)
+        if self.attention is not None and self.engine is not None:
             for c in ctx_totals:
                 t = row.get(c)
                 if t is None:

@@ -56,7 +56,7 @@ class Jump:
     ctx_totals : range, list of int or ndarray of int64, shape (k_steps,)
         Attended context summed over the batch at each step (tokens).
     kv_blocks_used : RunBlocks or ndarray of int64, shape (k_steps,)
-        Pool blocks in use during each step (a :class:`~simulator.kv.manager.RunBlocks`
+        Pool blocks in use during each step (a :class:`~simulator.kv.run_blocks.RunBlocks`
         lists them as far as they are read).
     start_s : float
         Clock at the first step's start (seconds); set by the engine.
