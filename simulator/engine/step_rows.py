@@ -22,6 +22,8 @@ larger chunks but the table is the same.
 """
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 
 from simulator.kv.run_blocks import RunBlocks
@@ -134,13 +136,17 @@ class DecodeRunRows:
         #: per run, the KV offload bytes since the replica's last row (None: no tiers); a
         #: run's first row carries them, its other rows 0
         self._tiers: list[tuple[float, float]] | None = [] if recorder.offload else None
-        # flat lists, read by numpy.fromiter at the flush (numpy.array of a list of tuples
-        # or floats first discovers their shape and types, value by value: twice the time)
+        # per run: flat lists, read by numpy.fromiter at the flush
         self._consts: list[int] = []     # per run: its RUN_CONSTS integer column constants
         self._nows: list[float] = []     # per run: its first step's start (seconds)
-        self._times: list[float] = []    # per step, every run's steps in order (flat)
-        self._ends: list[float] = []
-        self._kv_used: list[int] = []
+        # per step, every run's steps in order: C arrays (``array.array``) filled at the
+        # run's commit, while its float and int objects are fresh in the cache (kept in
+        # lists until the flush, thousands of runs later, reading them back was a cache miss
+        # a value and freeing them another: 14% of the ServeGen day's loop); the flush reads
+        # their buffers
+        self._times = array("d")
+        self._ends = array("d")
+        self._kv_used = array("q")
         self._rows = 0
         # the runs' inter-token gaps, per layer (:meth:`add_itl_gaps`): the run (its place
         # among the runs gathered), how many of its gaps, and their weight
@@ -169,7 +175,7 @@ class DecodeRunRows:
                              out.num_decode_seqs, out.num_waiting, num_gpu_blocks, npad,
                              out.kv_tokens, B - npad))
         self._nows.append(start_s)
-        # flat: one conversion per flush, not one per run
+        # each value converted to C now (hot); one numpy conversion per flush
         self._times.extend(_head(times, k))
         self._ends.extend(_head(ends, k))
         self._kv_used.extend(_head(kv_blocks_used, k))
@@ -204,7 +210,8 @@ class DecodeRunRows:
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
         col = [np.repeat(c[:, i], ks) for i in range(1, c.shape[1])]
         rid, s0, bsz, ndt, nds, nw, ngpu, npad, kv0, kvstep = col
-        ends = np.fromiter(self._ends, dtype=np.float64, count=self._rows)
+        # views of the C arrays' buffers (each flush starts new arrays)
+        ends = np.frombuffer(self._ends, dtype=np.float64)
         starts = np.empty_like(ends)
         starts[1:] = ends[:-1]
         starts[first] = self._nows                 # a run starts at its own clock
@@ -213,11 +220,11 @@ class DecodeRunRows:
         rec = self.recorder
         chunk = self._more_columns({
             "replica_id": rid, "step_index": s0 + j, "start_time_s": starts,
-            "step_time_s": np.fromiter(self._times, dtype=np.float64, count=self._rows),
+            "step_time_s": np.frombuffer(self._times, dtype=np.float64),
             "end_time_s": ends,
             "batch_size": bsz, "num_prefill_tokens": zero, "num_decode_tokens": ndt,
             "num_prefill_seqs": zero, "num_decode_seqs": nds, "num_waiting": nw,
-            "kv_blocks_used": np.fromiter(self._kv_used, dtype=np.int64, count=self._rows),
+            "kv_blocks_used": np.frombuffer(self._kv_used, dtype=np.int64),
             "num_gpu_blocks": ngpu, "num_preempted": zero,
             "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad})
         tiers = self._tiers
@@ -232,7 +239,8 @@ class DecodeRunRows:
         rec.num_step_chunks += n_runs - 1
         if self._itl_n:
             self._flush_itl(ends, first)
-        self._consts, self._nows, self._times, self._ends, self._kv_used = [], [], [], [], []
+        self._consts, self._nows = [], []
+        self._times, self._ends, self._kv_used = array("d"), array("d"), array("q")
         self._rows = 0
 
     def _flush_itl(self, ends: np.ndarray, first: np.ndarray) -> None:
