@@ -221,7 +221,7 @@ def _text(bound: str | None, kv: dict, req: dict, exe: dict,
 
 
 def run_bounds(summary: Mapping[str, Any], requests: pd.DataFrame, steps: pd.DataFrame,
-               perf: Any) -> dict[str, Any]:
+               perf: Any, binned: tuple | None = None) -> dict[str, Any]:
     """What bounds a run, by the rule of this module's docstring.
 
     Parameters
@@ -240,6 +240,9 @@ def run_bounds(summary: Mapping[str, Any], requests: pd.DataFrame, steps: pd.Dat
     perf : object
         The run's performance model (``bottleneck_shares`` and ``op_times`` where it has
         operators; anything else gives no execution split).
+    binned : tuple, optional
+        :func:`~simulator.metrics.step_bottleneck.step_bins` of ``steps``, when computed
+        already.
 
     Returns
     -------
@@ -258,7 +261,7 @@ def run_bounds(summary: Mapping[str, Any], requests: pd.DataFrame, steps: pd.Dat
         :func:`~simulator.metrics.step_bottleneck.step_bottleneck` returns it (None without
         operators).
     """
-    b = step_bottleneck(steps, perf)
+    b = step_bottleneck(steps, perf, binned)
     req = _request_time(requests)
     exe = _execution_split(b)
     kv = _kv_capacity(summary, steps)

@@ -22,7 +22,7 @@ from simulator.metrics.columns import finite_column
 from simulator.metrics.cost import log2_bucket
 from simulator.perf.step_shape import StepShape
 
-__all__ = ["BOTTLENECK_KEYS", "OVERHEAD_TERMS", "step_bottleneck"]
+__all__ = ["BOTTLENECK_KEYS", "OVERHEAD_TERMS", "step_bins", "step_bottleneck"]
 
 #: Shares :meth:`RooflinePerfModel.bottleneck_shares` returns (they sum to 1).
 BOTTLENECK_KEYS = ("compute_bound", "memory_bound", "overhead")
@@ -31,7 +31,21 @@ BOTTLENECK_KEYS = ("compute_bound", "memory_bound", "overhead")
 OVERHEAD_TERMS = ("all_reduce", "ep_comm", "engine_overhead", "cpu_overhead")
 
 
-def step_bottleneck(steps, perf) -> dict[str, Any] | None:
+def step_bins(steps) -> tuple[float, _Bins] | None:
+    """The step table's part of :func:`step_bottleneck`: its busy time (seconds, the sum of
+    ``step_time_s``) and the steps' bins, or None without steps or step time. Reads the
+    table only (no performance model): a long run's summary computes it on a second thread
+    (:class:`~simulator.metrics.lanes.Lane`) while other parts of the summary are computed."""
+    if steps is None or len(steps) == 0:
+        return None
+    busy = float(finite_column(steps, "step_time_s").sum())
+    if not busy > 0:
+        return None
+    return busy, _Bins.of(steps)
+
+
+def step_bottleneck(steps, perf, binned: tuple[float, _Bins] | None = None,
+                    ) -> dict[str, Any] | None:
     """Compute-bound / memory-bound / overhead shares of a run's busy time, step by step.
 
     Each step is classified on a representative :class:`~simulator.perf.step_shape.StepShape`
@@ -50,6 +64,8 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
         ``num_decode_seqs``; ``num_decode_tokens`` and ``kv_tokens_used`` when present).
     perf : object
         A performance model with ``bottleneck_shares(StepShape) -> dict``.
+    binned : (float, _Bins), optional
+        :func:`step_bins` of ``steps``, when computed already.
 
     Returns
     -------
@@ -67,10 +83,11 @@ def step_bottleneck(steps, perf) -> dict[str, Any] | None:
     """
     if steps is None or len(steps) == 0 or not hasattr(perf, "bottleneck_shares"):
         return None
-    busy = float(finite_column(steps, "step_time_s").sum())
-    if not busy > 0:
+    if binned is None:
+        binned = step_bins(steps)
+    if binned is None:
         return None
-    bins = _Bins.of(steps)
+    busy, bins = binned
     acc = {"all": np.zeros(3), "prefill": np.zeros(3), "decode": np.zeros(3)}
     terms: dict[str, float] = {}
     for b in range(bins.num_bins):

@@ -9,6 +9,7 @@ field. pyarrow is imported on first use (it costs ~0.1 s of start-up).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -41,8 +42,12 @@ def check_table_format(table_format: str) -> str:
     return table_format
 
 
+class WriteCancelled(Exception):
+    """A table write stopped by its ``stop`` event (:func:`write_table`): no file is left."""
+
+
 def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
-                table_format: str = "parquet") -> Path:
+                table_format: str = "parquet", stop: threading.Event | None = None) -> Path:
     """Write ``df`` to ``folder / (stem + "." + table_format)`` and return that path.
 
     A :class:`~simulator.metrics.step_table.StepTable` is written in row slices of
@@ -61,6 +66,9 @@ def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
     table_format : {"parquet", "csv"}
         Parquet (zstd-compressed, one file) or CSV (header row, ``,`` separated, strings
         quoted, shortest round-trip float text).
+    stop : threading.Event, optional
+        Checked before each slice of a step table: once set, the write stops (a write on a
+        second thread whose run failed, :class:`~simulator.runs.scenario.StepsWriter`).
 
     Returns
     -------
@@ -71,17 +79,29 @@ def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
     ------
     ValueError
         If ``table_format`` is not one of :data:`TABLE_FORMATS`.
+    WriteCancelled
+        When ``stop`` was set (nothing is left under the table's name or its ``.part``).
     """
     check_table_format(table_format)
     path = Path(folder) / f"{stem}.{table_format}"
     if hasattr(df, "iter_frames"):
         frames = df.iter_frames()
+        if stop is not None:
+            frames = _until(frames, stop)
         if len(df) > step_table.WRITE_ROWS:  # several slices: read the next while this one is written
             frames = read_ahead(frames)
     else:
         frames = iter([df])
     write_frames(frames, path, table_format)
     return path
+
+
+def _until(items: Iterator[T], stop: threading.Event) -> Iterator[T]:
+    """``items`` while ``stop`` is not set; :class:`WriteCancelled` once it is."""
+    for item in items:
+        if stop.is_set():
+            raise WriteCancelled("the table write was stopped")
+        yield item
 
 
 def read_ahead(items: Iterator[T]) -> Iterator[T]:
@@ -167,7 +187,8 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
             part.unlink(missing_ok=True)
 
 
-def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet") -> None:
+def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet",
+                     stop: threading.Event | None = None) -> None:
     """Write each ``{stem: DataFrame}`` of a run with :func:`write_table` and delete the same
     stem in the other format (left by an earlier run into the same folder), so a folder never
     holds two disagreeing copies of a table.
@@ -176,9 +197,11 @@ def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet") 
     ------
     ValueError
         If ``table_format`` is not one of :data:`TABLE_FORMATS`.
+    WriteCancelled
+        When ``stop`` (:func:`write_table`) was set.
     """
     for stem, df in tables.items():
-        write_table(df, folder, stem, table_format)
+        write_table(df, folder, stem, table_format, stop)
         for other in (f for f in TABLE_FORMATS if f != table_format):
             (Path(folder) / f"{stem}.{other}").unlink(missing_ok=True)
 

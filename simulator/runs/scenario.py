@@ -7,11 +7,14 @@ resolved scenario), ``report.md`` / ``report.html`` and its PNG figures.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 import numpy as np
 import yaml
@@ -34,9 +37,11 @@ from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
 from simulator.metrics.fleet import autoscale_summary, fixed_fleet_spans
 from simulator.metrics.hourly import HOUR_S, hourly_rows, wants_by_hour
+from simulator.metrics.lanes import LANE_MIN_ROWS, Lane
 from simulator.metrics.latency import slo_mask
 from simulator.metrics.offload import offload_summary
 from simulator.metrics.speculative import speculative_summary
+from simulator.metrics.step_bottleneck import step_bins
 from simulator.metrics.step_stats import kv_and_batching_stats
 from simulator.metrics.summary import cost_fields, json_safe, summarize
 from simulator.metrics.tables_io import TABLE_FORMATS, check_table_format, write_run_tables
@@ -167,11 +172,69 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
             setup = build_setup(scenario, base_dir)
     sim = simulate(scenario, setup, specs, stop_when=stop_when, check_transitions=check_transitions,
                    progress=progress)
-    with gc_frozen():
+    with gc_frozen(), StepsWriter.start(scenario, sim, outdir, table_format, write) as early:
         res = summarize_run(scenario, setup, sim)
         if write:
-            res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format)
+            res.outdir = write_outputs(res, outdir, figures=figures, table_format=table_format,
+                                       steps_written=early)
     return res
+
+
+class StepsWriter:
+    """A long run's steps table written on a second thread while its summary is computed.
+
+    The folder is cleared of an earlier run's outputs first (as :func:`write_run_folder`
+    does), then ``steps.{table_format}`` is written (the same bytes as written afterwards:
+    :func:`~simulator.metrics.tables_io.write_table`); :func:`write_outputs` writes the rest
+    once it is done (``summary.json`` last, as always). Leaving the context on an exception
+    stops the write between two slices and waits for it (no ``.part`` file is left).
+
+    Parameters
+    ----------
+    out : Path
+        The output folder (exists, cleared).
+    steps : StepTable
+        The run's step table.
+    table_format : {"parquet", "csv"}
+    """
+
+    def __init__(self, out: Path, steps, table_format: str) -> None:
+        self.out = out
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="servesim-steps")
+        self._done = self._pool.submit(write_run_tables, out, {"steps": steps}, table_format,
+                                       self._stop)
+
+    @classmethod
+    def start(cls, scenario: Scenario, sim: SimOutput, outdir: str | Path | None,
+              table_format: str, write: bool) -> StepsWriter | contextlib.nullcontext:
+        """A writer for a run that writes its outputs and has at least
+        :data:`~simulator.metrics.lanes.LANE_MIN_ROWS` steps; else a context that is None."""
+        if not write:
+            return contextlib.nullcontext()
+        steps = sim.step_table()
+        if len(steps) < LANE_MIN_ROWS:
+            return contextlib.nullcontext()
+        out = make_output_folder(resolve_outdir(scenario, outdir))
+        clear_outputs(out, run_output_names())
+        return cls(out, steps, table_format)
+
+    def wait(self) -> None:
+        """Wait until the table is written (raises the write's error)."""
+        self._done.result()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, *exc: object) -> None:
+        if exc_type is not None:
+            self._stop.set()
+        self._pool.shutdown(wait=True)
+
+
+
+#: The summary keys :func:`~simulator.runs.energy.run_energy` reads.
+_ENERGY_KEYS = ("window_start_s", "window_end_s", "num_output_tokens")
 
 
 def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> RunResult:
@@ -183,6 +246,24 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
     # memory: each transient peaks while little else is held: the spool's sort, the ITL
     # statistics (samples read and freed; RunResult rereads them if asked), the requests
     steps = sim.step_table()
+    # a long run's passes over the step table that need nothing else go to a second thread
+    # (simulator.metrics.lanes); each result is read where it was computed before
+    with Lane(len(steps) >= LANE_MIN_ROWS) as lane:
+        binned = (lane.submit(step_bins, steps) if hasattr(setup.perf, "bottleneck_shares")
+                  else None)
+        kv_stats = lane.submit(kv_and_batching_stats, steps, setup.block_size,
+                               _kv_bytes_by_replica(sim))
+        summary, requests = _summary_body(scenario, setup, sim, steps, lane, kv_stats)
+        summary["bounds"] = json_safe(run_bounds(summary, requests, steps, setup.perf,
+                                                 binned.result() if binned else None))
+    add_by_hour(summary, scenario, sim, requests, setup.usd_per_gpu_hour)
+    return RunResult(scenario, setup, summary, requests, steps, None, None, sim)
+
+
+def _summary_body(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput, steps, lane: Lane,
+                  kv_stats) -> tuple[dict, pd.DataFrame]:
+    """The summary of :func:`summarize_run` up to its ``bounds`` (``kv_stats``: the lane's
+    job computing :func:`kv_and_batching_stats`), and the request table."""
     itl_stats = sim.recorder.itl_stats()
     requests = sim.requests()
     slo = scenario.slo.model_dump()
@@ -202,6 +283,9 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
                                    summary.get("num_input_tokens") or 0,
                                    summary.get("num_output_tokens") or 0))
         summary["autoscale"] = json_safe(a)
+    # the energy block reads the window and the output tokens only (set by now)
+    energy = lane.submit(run_energy, scenario, setup, sim, steps,
+                         {k: summary.get(k) for k in _ENERGY_KEYS})
     summary["num_gpu_blocks"] = setup.num_gpu_blocks
     summary["kv_cache_tokens"] = setup.num_gpu_blocks * setup.block_size
     if setup.memory is not None and setup.memory.stages:  # PP: every stage's memory plan
@@ -212,7 +296,7 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
     summary["num_steps"] = len(steps)
     if scenario.speculative is not None:
         summary["speculative"] = speculative_summary(sim)
-    summary.update(kv_and_batching_stats(steps, setup.block_size, _kv_bytes_by_replica(sim)))
+    summary.update(kv_stats.result())
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     if scenario.kv_cache.offload_tiers is not None:
         summary["kv_offload"] = offload_summary(sim.replicas, requests, sim.end_time_s)
@@ -230,10 +314,10 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
                                                     requests["request_id"].to_numpy())
     if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
         summary.update(setup.perf.summary_extras())
-    summary["energy"] = json_safe(run_energy(scenario, setup, sim, steps, summary))
-    # what bounds the run; after summary_extras: a PP model's op_times tallies its bubble
-    summary["bounds"] = json_safe(run_bounds(summary, requests, steps, setup.perf))
-    add_by_hour(summary, scenario, sim, requests, setup.usd_per_gpu_hour)
+    summary["energy"] = json_safe(energy.result())
+    # what bounds the run (summarize_run); after summary_extras: a PP model's op_times
+    # tallies its bubble
+    return summary, requests
     return RunResult(scenario, setup, summary, requests, steps, None, None, sim)
 
 
@@ -428,7 +512,8 @@ def scenario_inputs(scenarios, base_dir: Path | None, files=(), folders=()) -> l
 
 
 def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: bool = True,
-                  table_format: str = "parquet") -> Path:
+                  table_format: str = "parquet", steps_written: StepsWriter | None = None
+                  ) -> Path:
     """Write summary.json, the requests and steps tables, scenario.yaml and the report.
 
     ``summary.json`` is written last, after an earlier run's is removed: a folder holding it
@@ -437,8 +522,13 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     The tables are ``requests.{table_format}`` and ``steps.{table_format}`` (full float
     precision, pyarrow's writers); a table file of the other format left by an earlier run
     in the same folder is removed so the folder never holds two versions of a table.
+    ``steps_written``: the :class:`StepsWriter` writing the steps table into the same
+    folder (:func:`run_scenario`; the folder is cleared already).
     """
-    out = make_output_folder(resolve_outdir(res.scenario, outdir))
+    if steps_written is not None:
+        out = steps_written.out
+    else:
+        out = make_output_folder(resolve_outdir(res.scenario, outdir))
     sd = scenario_dict(res.scenario)
     summary = dict(res.summary)
     summary.pop("sim_wall_s_note", None)
@@ -447,20 +537,26 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     sd_report["provenance"] = res.summary.get("provenance", {})
     write_run_folder(out, summary, res.requests, steps, sd, sd_report,
                      title=f"servesim run: {res.scenario.name}", figures=figures,
-                     table_format=table_format)
+                     table_format=table_format, steps_written=steps_written)
     return out
 
 
 def write_run_folder(out: Path, summary: dict, requests, steps, sd: dict, sd_report: dict, *,
-                     title: str, figures: bool, table_format: str) -> None:
+                     title: str, figures: bool, table_format: str,
+                     steps_written: StepsWriter | None = None) -> None:
     """The files of a run folder ``out``: the requests and steps tables, ``scenario.yaml``
     (``sd``), the report (``sd_report``: the scenario as the report shows it) and
     ``summary.json`` last, after an earlier run's is removed: a folder holding it is complete,
     one without it was interrupted (Ctrl-C, a full disk) while its files were written. Every
     file an earlier run left under the names of :func:`run_output_names` goes first (a
-    ``--no-figures`` run leaves no stale figure); other files stay."""
-    clear_outputs(out, run_output_names())
-    write_run_tables(out, {"requests": requests, "steps": steps}, table_format)
+    ``--no-figures`` run leaves no stale figure); other files stay. ``steps_written``: the
+    steps table is being written by it (the folder was cleared when it started)."""
+    if steps_written is None:
+        clear_outputs(out, run_output_names())
+        write_run_tables(out, {"requests": requests, "steps": steps}, table_format)
+    else:
+        write_run_tables(out, {"requests": requests}, table_format)
+        steps_written.wait()
     (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     write_run_report(out, summary, requests, steps, sd_report, title=title, figures=figures)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
