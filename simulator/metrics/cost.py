@@ -245,7 +245,8 @@ def phase_gpu_seconds(steps: pd.DataFrame, perf=None, *,
     if perf is not None and hasattr(perf, "op_times") and idx_all.size:
         method, n_bins = _split_mixed(steps, perf, idx_all, pf_m, ndt_m, frac)
     t = finite_column(steps, "step_time_s")
-    pre = float(np.sum(t * frac)) * gpus_per_replica
+    # the products in frac's own array (no third column-sized array; the same products)
+    pre = float(np.sum(np.multiply(t, frac, out=frac))) * gpus_per_replica
     busy = float(t.sum()) * gpus_per_replica
     dec = busy - pre
     return {"prefill_gpu_s": pre, "decode_gpu_s": dec, "busy_gpu_s": busy,

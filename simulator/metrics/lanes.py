@@ -6,7 +6,9 @@ independent passes over them (the busy-time bins of
 :func:`~simulator.metrics.step_bottleneck.step_bins`, the KV and batching statistics, the
 energy profile, the request statistics, the phase cost): 58 s on one core for the ServeGen
 day. The passes are numpy over column-sized arrays and gathers from the memory-mapped spool,
-which release the GIL, so two lanes use the machine's second core.
+which release the GIL, so two lanes use the machine's second core. The lane takes the passes
+that read the step table in slices (little memory of their own); those holding several
+whole columns at once stay on the main thread (:data:`LANE_MIN_ROWS` says why).
 
 Determinism: each job is a function of the step table (read only) and its arguments, computed
 whole on one thread, and its result is read where the sequential code computed it, so the
@@ -22,9 +24,15 @@ from typing import Any, Self
 
 __all__ = ["LANE_MIN_ROWS", "Lane"]
 
-#: Step rows from which a summary uses the background lane: below them its passes take
-#: tens of milliseconds, less than a thread's start and hand-offs are worth.
-LANE_MIN_ROWS = 1 << 20
+#: Step rows from which a run's summary uses the background lane and writes its steps table
+#: while the summary is computed (:class:`~simulator.runs.scenario.StepsWriter`): 2**25. Each
+#: concurrent pass holds its own column-sized arrays and memory-maps the spool's column files
+#: it gathers from, so the peak memory grows with the passes at once: measured on the
+#: million-request run (20 million steps), 1.46 GiB sequential and 1.83 to 2.11 GiB with the
+#: lanes, for a summary and write of ~17 s that they shorten by a few seconds (within the
+#: run's noise); on the ServeGen day (90 million steps) they cut ~40 s of its ~80 s summary
+#: and write.
+LANE_MIN_ROWS = 1 << 25
 
 
 class _Deferred:

@@ -144,18 +144,23 @@ def _ratio(num: float, den: float) -> float | None:
     return float(num) / float(den)
 
 
-def _time_weighted(values: np.ndarray, durations: np.ndarray) -> float | None:
-    """Mean of ``values`` weighted by ``durations`` (plain mean if all durations are 0)."""
+def _time_weighted(values: np.ndarray, durations: np.ndarray, *,
+                   own: bool = False) -> float | None:
+    """Mean of ``values`` weighted by ``durations`` (plain mean if all durations are 0).
+    ``own``: ``values`` is the caller's to overwrite (a fresh array: the products are formed
+    in it, no third column-sized array; the same products and sum)."""
     keep = ~np.isnan(values)
     if not keep.all():  # copies only when something is dropped or replaced (long tables)
         values, durations = values[keep], durations[keep]
+        own = True
     if np.isnan(durations).any():
         durations = np.nan_to_num(durations, nan=0.0)
     if values.size == 0:
         return None
     total = durations.sum()
     if total > 0:
-        return float(np.sum(values * durations) / total)
+        prod = np.multiply(values, durations, out=values if own else None)
+        return float(np.sum(prod) / total)
     return float(values.mean())
 
 
@@ -448,14 +453,16 @@ def _busy_time_means(steps: pd.DataFrame, start_s: float, end_s: float) -> dict[
     divide_by_column(usage, st, "num_gpu_blocks")
     usage[~np.isfinite(usage)] = np.nan
     dt = numeric(st, "step_time_s", 0.0)  # memory: read after the division's column went
-    mean_usage = _time_weighted(usage, dt)
     max_usage = float(np.nanmax(usage)) if np.any(~np.isnan(usage)) else None
+    # memory: each mean forms its products in its values' own array (two columns at a time)
+    mean_usage = _time_weighted(usage, dt, own=True)
     del usage  # memory: before the next columns are read
     return {
         "mean_kv_cache_usage": mean_usage,
         "max_kv_cache_usage": max_usage,
-        "mean_batch_size": _time_weighted(numeric(st, "batch_size"), dt),
-        "mean_num_waiting": _time_weighted(numeric(st, "num_waiting"), dt),
+        "mean_batch_size": _time_weighted(numeric(st, "batch_size", copy=True), dt, own=True),
+        "mean_num_waiting": _time_weighted(numeric(st, "num_waiting", copy=True), dt,
+                                           own=True),
         "num_steps": len(st),
     }
 

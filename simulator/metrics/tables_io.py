@@ -47,7 +47,8 @@ class WriteCancelled(Exception):
 
 
 def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
-                table_format: str = "parquet", stop: threading.Event | None = None) -> Path:
+                table_format: str = "parquet", stop: threading.Event | None = None,
+                ahead: bool = True) -> Path:
     """Write ``df`` to ``folder / (stem + "." + table_format)`` and return that path.
 
     A :class:`~simulator.metrics.step_table.StepTable` is written in row slices of
@@ -69,6 +70,9 @@ def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
     stop : threading.Event, optional
         Checked before each slice of a step table: once set, the write stops (a write on a
         second thread whose run failed, :class:`~simulator.runs.scenario.StepsWriter`).
+    ahead : bool
+        Read a step table's next slice on a second thread while one is written
+        (:func:`read_ahead`; only with several slices).
 
     Returns
     -------
@@ -88,7 +92,7 @@ def write_table(df: pd.DataFrame | StepTable, folder: Path, stem: str,
         frames = df.iter_frames()
         if stop is not None:
             frames = _until(frames, stop)
-        if len(df) > step_table.WRITE_ROWS:  # several slices: read the next while this one is written
+        if ahead and len(df) > step_table.WRITE_ROWS:  # read the next while this one is written
             frames = read_ahead(frames)
     else:
         frames = iter([df])
@@ -188,7 +192,7 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
 
 
 def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet",
-                     stop: threading.Event | None = None) -> None:
+                     stop: threading.Event | None = None, ahead: bool = True) -> None:
     """Write each ``{stem: DataFrame}`` of a run with :func:`write_table` and delete the same
     stem in the other format (left by an earlier run into the same folder), so a folder never
     holds two disagreeing copies of a table.
@@ -201,7 +205,7 @@ def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet",
         When ``stop`` (:func:`write_table`) was set.
     """
     for stem, df in tables.items():
-        write_table(df, folder, stem, table_format, stop)
+        write_table(df, folder, stem, table_format, stop, ahead)
         for other in (f for f in TABLE_FORMATS if f != table_format):
             (Path(folder) / f"{stem}.{other}").unlink(missing_ok=True)
 

@@ -202,8 +202,10 @@ class StepsWriter:
         self.out = out
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="servesim-steps")
+        # no read-ahead thread: the summary's lanes use the cores meanwhile (and each slice
+        # read ahead would be ~100 MB more held at once)
         self._done = self._pool.submit(write_run_tables, out, {"steps": steps}, table_format,
-                                       self._stop)
+                                       self._stop, False)
 
     @classmethod
     def start(cls, scenario: Scenario, sim: SimOutput, outdir: str | Path | None,
@@ -251,19 +253,17 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
     with Lane(len(steps) >= LANE_MIN_ROWS) as lane:
         binned = (lane.submit(step_bins, steps) if hasattr(setup.perf, "bottleneck_shares")
                   else None)
-        kv_stats = lane.submit(kv_and_batching_stats, steps, setup.block_size,
-                               _kv_bytes_by_replica(sim))
-        summary, requests = _summary_body(scenario, setup, sim, steps, lane, kv_stats)
+        summary, requests = _summary_body(scenario, setup, sim, steps, lane)
         summary["bounds"] = json_safe(run_bounds(summary, requests, steps, setup.perf,
                                                  binned.result() if binned else None))
     add_by_hour(summary, scenario, sim, requests, setup.usd_per_gpu_hour)
     return RunResult(scenario, setup, summary, requests, steps, None, None, sim)
 
 
-def _summary_body(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput, steps, lane: Lane,
-                  kv_stats) -> tuple[dict, pd.DataFrame]:
-    """The summary of :func:`summarize_run` up to its ``bounds`` (``kv_stats``: the lane's
-    job computing :func:`kv_and_batching_stats`), and the request table."""
+def _summary_body(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput, steps, lane: Lane
+                  ) -> tuple[dict, pd.DataFrame]:
+    """The summary of :func:`summarize_run` up to its ``bounds`` (the energy profile computed
+    on ``lane``), and the request table."""
     itl_stats = sim.recorder.itl_stats()
     requests = sim.requests()
     slo = scenario.slo.model_dump()
@@ -296,7 +296,7 @@ def _summary_body(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput, steps
     summary["num_steps"] = len(steps)
     if scenario.speculative is not None:
         summary["speculative"] = speculative_summary(sim)
-    summary.update(kv_stats.result())
+    summary.update(kv_and_batching_stats(steps, setup.block_size, _kv_bytes_by_replica(sim)))
     summary["num_swap_outs"] = int(sum(getattr(r.sched, "num_swap_outs", 0) for r in sim.replicas))
     if scenario.kv_cache.offload_tiers is not None:
         summary["kv_offload"] = offload_summary(sim.replicas, requests, sim.end_time_s)

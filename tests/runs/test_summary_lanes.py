@@ -113,9 +113,9 @@ def test_a_failed_summary_stops_the_steps_write_and_leaves_no_table(monkeypatch,
     (out / "summary.json").write_text("{}")  # an earlier run's: cleared first
     real = run_mod.write_run_tables
 
-    def after_stop(folder, tables, fmt, stop=None):
+    def after_stop(folder, tables, fmt, stop=None, ahead=True):
         assert stop is not None and stop.wait(30)  # starts once the run has failed
-        return real(folder, tables, fmt, stop)
+        return real(folder, tables, fmt, stop, ahead)
 
     def failing(*_a, **_k):
         raise RuntimeError("summary failed")
