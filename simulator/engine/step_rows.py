@@ -22,7 +22,7 @@ larger chunks but the table is the same.
 """
 from __future__ import annotations
 
-from array import array
+from struct import Struct
 
 import numpy as np
 
@@ -111,6 +111,22 @@ def _head(values, k: int):
     return values if len(values) == k else values[:k]
 
 
+#: ``struct.Struct`` packers of ``k`` native doubles or int64s, by ``(k, code)``
+_PACKERS: dict[tuple[int, str], Struct] = {}
+
+
+def _packer(k: int, code: str) -> Struct:
+    """The packer of ``k`` values of struct type ``code`` (``d``: float64, ``q``: int64, native
+    byte order: what ``numpy.frombuffer`` reads as float64 / int64): one C conversion a value,
+    ~10 ns, where ``array.array.extend`` parsed each (~50 ns)."""
+    p = _PACKERS.get((k, code))
+    if p is None:
+        if len(_PACKERS) >= 4096:  # bounded (run lengths vary; most are short)
+            _PACKERS.clear()
+        p = _PACKERS[(k, code)] = Struct(f"{k}{code}")
+    return p
+
+
 #: Integer constants recorded per run (:meth:`DecodeRunRows.add`)
 RUN_CONSTS = 11
 
@@ -139,14 +155,13 @@ class DecodeRunRows:
         # per run: flat lists, read by numpy.fromiter at the flush
         self._consts: list[int] = []     # per run: its RUN_CONSTS integer column constants
         self._nows: list[float] = []     # per run: its first step's start (seconds)
-        # per step, every run's steps in order: C arrays (``array.array``) filled at the
-        # run's commit, while its float and int objects are fresh in the cache (kept in
-        # lists until the flush, thousands of runs later, reading them back was a cache miss
-        # a value and freeing them another: 14% of the ServeGen day's loop); the flush reads
-        # their buffers
-        self._times = array("d")
-        self._ends = array("d")
-        self._kv_used = array("q")
+        # per step, every run's steps in order: C doubles and int64s packed at the run's
+        # commit, while its float and int objects are fresh in the cache (kept in lists until
+        # the flush, thousands of runs later, reading them back was a cache miss a value and
+        # freeing them another: 14% of the ServeGen day's loop); the flush reads the buffers
+        self._times = bytearray()
+        self._ends = bytearray()
+        self._kv_used = bytearray()
         self._rows = 0
         # the runs' inter-token gaps, per layer (:meth:`add_itl_gaps`): the run (its place
         # among the runs gathered), how many of its gaps, and their weight
@@ -175,10 +190,11 @@ class DecodeRunRows:
                              out.num_decode_seqs, out.num_waiting, num_gpu_blocks, npad,
                              out.kv_tokens, B - npad))
         self._nows.append(start_s)
-        # each value converted to C now (hot); one numpy conversion per flush
-        self._times.extend(_head(times, k))
-        self._ends.extend(_head(ends, k))
-        self._kv_used.extend(_head(kv_blocks_used, k))
+        # each value converted to C now (hot); one numpy view per flush
+        doubles = _packer(k, "d")
+        self._times += doubles.pack(*_head(times, k))
+        self._ends += doubles.pack(*_head(ends, k))
+        self._kv_used += _packer(k, "q").pack(*_head(kv_blocks_used, k))
         self._rows += k
 
     def _before_run(self) -> None:
@@ -210,7 +226,7 @@ class DecodeRunRows:
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
         col = [np.repeat(c[:, i], ks) for i in range(1, c.shape[1])]
         rid, s0, bsz, ndt, nds, nw, ngpu, npad, kv0, kvstep = col
-        # views of the C arrays' buffers (each flush starts new arrays)
+        # views of the packed buffers (each flush starts new ones)
         ends = np.frombuffer(self._ends, dtype=np.float64)
         starts = np.empty_like(ends)
         starts[1:] = ends[:-1]
@@ -240,7 +256,7 @@ class DecodeRunRows:
         if self._itl_n:
             self._flush_itl(ends, first)
         self._consts, self._nows = [], []
-        self._times, self._ends, self._kv_used = array("d"), array("d"), array("q")
+        self._times, self._ends, self._kv_used = bytearray(), bytearray(), bytearray()
         self._rows = 0
 
     def _flush_itl(self, ends: np.ndarray, first: np.ndarray) -> None:
