@@ -331,6 +331,13 @@ class BlockPool:
             raise BlockPoolError(f"allocate({n}) with only {self.num_free_blocks} free blocks")
         chunks = self._chunks
         assert chunks is not None
+        if n == 1 and chunks:  # one block (a decode step's growth): the top id, no slice
+            top = chunks[-1]
+            b = top.pop()
+            if not top:
+                chunks.pop()
+            self._stacked -= 1
+            return [b]
         out: list[int] = []
         need = n
         while need and chunks:
