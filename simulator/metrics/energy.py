@@ -115,19 +115,28 @@ def _bin_edges(t0: float, t1: float, resolution_s: float) -> np.ndarray:
     return edges
 
 
-def _spread(bins: np.ndarray, edges: np.ndarray, s: np.ndarray, e: np.ndarray,
-            rate: np.ndarray) -> None:
-    """Add ``rate x |[s, e] ∩ bin|`` to each bin (``s <= e`` inside ``[edges[0], edges[-1]]``)."""
-    if not len(s):
-        return
+def _bin_places(edges: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple:
+    """Where the intervals ``[s, e]`` fall among the bins of ``edges`` (:func:`_spread`'s
+    input, shared by the spreads of the same intervals): each one's first and last bin, the
+    mask of those inside one bin, their first bins, and the positions of the others."""
+    nb = len(edges) - 1
     a = np.searchsorted(edges, s, side="right") - 1
     b = np.searchsorted(edges, e, side="right") - 1
-    nb = len(bins)
     np.clip(a, 0, nb - 1, out=a)
     np.clip(b, 0, nb - 1, out=b)
     one = a == b
-    np.add.at(bins, a[one], rate[one] * (e[one] - s[one]))
-    for i in np.flatnonzero(~one):  # steps crossing a bin edge (few: steps are ms long)
+    return a, b, one, a[one], np.flatnonzero(~one)
+
+
+def _spread(bins: np.ndarray, edges: np.ndarray, s: np.ndarray, e: np.ndarray,
+            rate: np.ndarray, places: tuple | None = None) -> None:
+    """Add ``rate x |[s, e] ∩ bin|`` to each bin (``s <= e`` inside ``[edges[0], edges[-1]]``);
+    ``places``: :func:`_bin_places` of the same intervals, when computed already."""
+    if not len(s):
+        return
+    a, b, one, a_one, cross = _bin_places(edges, s, e) if places is None else places
+    np.add.at(bins, a_one, rate[one] * (e[one] - s[one]))
+    for i in cross:  # steps crossing a bin edge (few: steps are ms long)
         ai, bi, r = a[i], b[i], rate[i]
         bins[ai] += r * (edges[ai + 1] - s[i])
         bins[bi] += r * (e[i] - edges[bi])
@@ -192,8 +201,9 @@ def _add_busy(prof: EnergyProfile, bins_j: np.ndarray, edges: np.ndarray, steps,
         # last bits would depend on the machine's core count (byte-identical outputs)
         prof.busy_j += float(np.sum(p_rep * dur))
         prof.busy_s += float(dur.sum())
-        _spread(bins_j, edges, s, e, p_rep)
-        _spread(busy_bins, edges, s, e, np.ones_like(s))
+        places = _bin_places(edges, s, e)  # the same steps' bins for both spreads
+        _spread(bins_j, edges, s, e, p_rep, places)
+        _spread(busy_bins, edges, s, e, np.ones_like(s), places)
     return busy_bins
 
 
