@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -44,7 +45,12 @@ from simulator.metrics.speculative import speculative_summary
 from simulator.metrics.step_bottleneck import step_bins
 from simulator.metrics.step_stats import kv_and_batching_stats
 from simulator.metrics.summary import cost_fields, json_safe, summarize
-from simulator.metrics.tables_io import TABLE_FORMATS, check_table_format, write_run_tables
+from simulator.metrics.tables_io import (
+    TABLE_FORMATS,
+    check_table_format,
+    write_run_tables,
+    write_table,
+)
 from simulator.report.day import DAY_FIGURE
 from simulator.report.figures import FIGURE_FILES
 from simulator.report.run import HTML_FILE, REPORT_FILE, write_run_report
@@ -183,29 +189,36 @@ def run_scenario(scenario: Scenario, base_dir: Path | None = None, *,
 class StepsWriter:
     """A long run's steps table written on a second thread while its summary is computed.
 
-    The folder is cleared of an earlier run's outputs first (as :func:`write_run_folder`
-    does), then ``steps.{table_format}`` is written (the same bytes as written afterwards:
-    :func:`~simulator.metrics.tables_io.write_table`); :func:`write_outputs` writes the rest
-    once it is done (``summary.json`` last, as always). Leaving the context on an exception
-    stops the write between two slices and waits for it (no ``.part`` file is left).
+    The table is written into the output folder under a hidden name (:data:`INFLIGHT_STEM`;
+    the same bytes as written afterwards: :func:`~simulator.metrics.tables_io.write_table`),
+    and :func:`write_run_folder` renames it to ``steps.{table_format}`` once it has cleared
+    the folder of an earlier run's outputs and written the requests table (``summary.json``
+    last, as always). An earlier run's outputs are therefore left as they were until the
+    summary is made. Leaving the context on an exception stops the write between two slices,
+    waits for it and removes what it wrote (no ``.part`` file, no table).
 
     Parameters
     ----------
     out : Path
-        The output folder (exists, cleared).
+        The output folder (exists).
     steps : StepTable
         The run's step table.
     table_format : {"parquet", "csv"}
     """
 
+    #: File stem of the table while it is written (renamed by :meth:`install`)
+    INFLIGHT_STEM = ".steps-inflight"
+
     def __init__(self, out: Path, steps, table_format: str) -> None:
         self.out = out
+        self.table_format = table_format
+        self._path = out / f"{self.INFLIGHT_STEM}.{table_format}"
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="servesim-steps")
         # no read-ahead thread: the summary's lanes use the cores meanwhile (and each slice
         # read ahead would be ~100 MB more held at once)
-        self._done = self._pool.submit(write_run_tables, out, {"steps": steps}, table_format,
-                                       self._stop, False)
+        self._done = self._pool.submit(write_table, steps, out, self.INFLIGHT_STEM,
+                                       table_format, self._stop, False)
 
     @classmethod
     def start(cls, scenario: Scenario, sim: SimOutput, outdir: str | Path | None,
@@ -217,13 +230,15 @@ class StepsWriter:
         steps = sim.step_table()
         if len(steps) < LANE_MIN_ROWS:
             return contextlib.nullcontext()
-        out = make_output_folder(resolve_outdir(scenario, outdir))
-        clear_outputs(out, run_output_names())
-        return cls(out, steps, table_format)
+        return cls(make_output_folder(resolve_outdir(scenario, outdir)), steps, table_format)
 
-    def wait(self) -> None:
-        """Wait until the table is written (raises the write's error)."""
+    def install(self) -> None:
+        """Wait until the table is written (raises the write's error) and give it its name,
+        ``steps.{table_format}`` (a table of the other format left by an earlier run goes)."""
         self._done.result()
+        os.replace(self._path, self.out / f"steps.{self.table_format}")
+        for other in (f for f in TABLE_FORMATS if f != self.table_format):
+            (self.out / f"steps.{other}").unlink(missing_ok=True)
 
     def __enter__(self) -> Self:
         return self
@@ -232,7 +247,8 @@ class StepsWriter:
         if exc_type is not None:
             self._stop.set()
         self._pool.shutdown(wait=True)
-
+        if exc_type is not None:  # the run failed: nothing of it stays
+            self._path.unlink(missing_ok=True)
 
 
 #: The summary keys :func:`~simulator.runs.energy.run_energy` reads.
@@ -318,7 +334,6 @@ def _summary_body(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput, steps
     # what bounds the run (summarize_run); after summary_extras: a PP model's op_times
     # tallies its bubble
     return summary, requests
-    return RunResult(scenario, setup, summary, requests, steps, None, None, sim)
 
 
 def add_by_hour(summary: dict, scenario: Scenario, sim: SimOutput, requests,
@@ -523,7 +538,7 @@ def write_outputs(res: RunResult, outdir: str | Path | None = None, *, figures: 
     precision, pyarrow's writers); a table file of the other format left by an earlier run
     in the same folder is removed so the folder never holds two versions of a table.
     ``steps_written``: the :class:`StepsWriter` writing the steps table into the same
-    folder (:func:`run_scenario`; the folder is cleared already).
+    folder under another name (:func:`run_scenario`).
     """
     if steps_written is not None:
         out = steps_written.out
@@ -550,13 +565,14 @@ def write_run_folder(out: Path, summary: dict, requests, steps, sd: dict, sd_rep
     one without it was interrupted (Ctrl-C, a full disk) while its files were written. Every
     file an earlier run left under the names of :func:`run_output_names` goes first (a
     ``--no-figures`` run leaves no stale figure); other files stay. ``steps_written``: the
-    steps table is being written by it (the folder was cleared when it started)."""
+    steps table, being written by it under another name, is given its name after the
+    requests table."""
+    clear_outputs(out, run_output_names())
     if steps_written is None:
-        clear_outputs(out, run_output_names())
         write_run_tables(out, {"requests": requests, "steps": steps}, table_format)
     else:
         write_run_tables(out, {"requests": requests}, table_format)
-        steps_written.wait()
+        steps_written.install()
     (out / "scenario.yaml").write_text(yaml.safe_dump(sd, sort_keys=False))
     write_run_report(out, summary, requests, steps, sd_report, title=title, figures=figures)
     (out / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -86,12 +86,12 @@ def test_summary_and_files_are_the_same_with_the_second_threads(monkeypatch, tmp
     seq = run_scenario_at(sc, tmp_path / "seq", fmt)
     bins = _threads(monkeypatch, "step_bins")
     energy = _threads(monkeypatch, "run_energy")
-    tables = _threads(monkeypatch, "write_run_tables")
+    tables = _threads(monkeypatch, "write_table")  # the background steps write
     monkeypatch.setattr(run_mod, "LANE_MIN_ROWS", 0)  # every pass that can goes to the lanes
     par = run_scenario_at(sc, tmp_path / "par", fmt)
     assert par.step_table.is_spooled
     assert bins == ["servesim-summary_0"] and energy == ["servesim-summary_0"]
-    assert sorted(tables) == ["MainThread", "servesim-steps_0"]  # requests here, steps there
+    assert tables == ["servesim-steps_0"]
     assert summary_without_wall(par.summary) == summary_without_wall(seq.summary)
     for f in (f"steps.{fmt}", f"requests.{fmt}", "report.md", "summary.json"):
         if f == "summary.json":
@@ -105,26 +105,63 @@ def run_scenario_at(sc, out, fmt):
     return run_mod.run_scenario(sc, outdir=out, figures=False, table_format=fmt)
 
 
-def test_a_failed_summary_stops_the_steps_write_and_leaves_no_table(monkeypatch, tmp_path):
-    sc = _spooled(monkeypatch)
+def _earlier_run(monkeypatch, sc, out) -> dict[str, str]:
+    """Run ``sc`` into ``out`` (sequentially) and return its files' digests."""
+    monkeypatch.setattr(run_mod, "LANE_MIN_ROWS", 10**12)
+    run_mod.run_scenario(sc, outdir=out, figures=False)
     monkeypatch.setattr(run_mod, "LANE_MIN_ROWS", 0)
+    return {p.name: _md5(p) for p in out.iterdir()}
+
+
+def _failing_summary(*_a, **_k):
+    raise RuntimeError("summary failed")
+
+
+def test_a_failed_summary_stops_the_steps_write_and_keeps_the_earlier_run(monkeypatch,
+                                                                          tmp_path):
+    sc = _spooled(monkeypatch)
     out = tmp_path / "o"
-    out.mkdir()
-    (out / "summary.json").write_text("{}")  # an earlier run's: cleared first
-    real = run_mod.write_run_tables
+    before = _earlier_run(monkeypatch, sc, out)
+    assert "summary.json" in before and "steps.parquet" in before
+    real = run_mod.write_table
 
-    def after_stop(folder, tables, fmt, stop=None, ahead=True):
+    def after_stop(df, folder, stem, fmt, stop=None, ahead=True):
         assert stop is not None and stop.wait(30)  # starts once the run has failed
-        return real(folder, tables, fmt, stop, ahead)
+        return real(df, folder, stem, fmt, stop, ahead)
 
-    def failing(*_a, **_k):
-        raise RuntimeError("summary failed")
-
-    monkeypatch.setattr(run_mod, "write_run_tables", after_stop)
-    monkeypatch.setattr(run_mod, "summarize_run", failing)
+    monkeypatch.setattr(run_mod, "write_table", after_stop)
+    monkeypatch.setattr(run_mod, "summarize_run", _failing_summary)
     with pytest.raises(RuntimeError, match="summary failed"):
         run_mod.run_scenario(sc, outdir=out, figures=False)
-    assert list(out.iterdir()) == []  # no table, no .part, no summary.json
+    # the earlier run's files as they were; nothing of the failed run (no table, no .part)
+    assert {p.name: _md5(p) for p in out.iterdir()} == before
+
+
+def test_a_written_table_of_a_failed_run_is_removed(monkeypatch, tmp_path):
+    """Review finding: the write done before the summary failed left a lone steps table (and
+    the folder had been cleared of the earlier run's outputs before the summary)."""
+    sc = _spooled(monkeypatch)
+    out = tmp_path / "o"
+    before = _earlier_run(monkeypatch, sc, out)
+    written = threading.Event()
+    real = run_mod.write_table
+
+    def signal(*a, **k):
+        try:
+            return real(*a, **k)
+        finally:
+            written.set()
+
+    def failing_after_write(*_a, **_k):
+        assert written.wait(30)
+        assert (out / f"{run_mod.StepsWriter.INFLIGHT_STEM}.parquet").is_file()
+        raise RuntimeError("summary failed")
+
+    monkeypatch.setattr(run_mod, "write_table", signal)
+    monkeypatch.setattr(run_mod, "summarize_run", failing_after_write)
+    with pytest.raises(RuntimeError, match="summary failed"):
+        run_mod.run_scenario(sc, outdir=out, figures=False)
+    assert {p.name: _md5(p) for p in out.iterdir()} == before
 
 
 def test_a_stopped_table_write_raises_and_leaves_nothing(monkeypatch, tmp_path):
