@@ -117,6 +117,17 @@ def _failing_summary(*_a, **_k):
     raise RuntimeError("summary failed")
 
 
+def _fails_and_keeps(monkeypatch, sc, out, before: dict, write_table, summarize_run) -> None:
+    """Run ``sc`` into ``out`` with these stand-ins: it raises the summary's error and leaves
+    the earlier run's files as they were (``before``), nothing of its own (no table, no
+    ``.part``)."""
+    monkeypatch.setattr(run_mod, "write_table", write_table)
+    monkeypatch.setattr(run_mod, "summarize_run", summarize_run)
+    with pytest.raises(RuntimeError, match="summary failed"):
+        run_mod.run_scenario(sc, outdir=out, figures=False)
+    assert {p.name: _md5(p) for p in out.iterdir()} == before
+
+
 def test_a_failed_summary_stops_the_steps_write_and_keeps_the_earlier_run(monkeypatch,
                                                                           tmp_path):
     sc = _spooled(monkeypatch)
@@ -129,12 +140,7 @@ def test_a_failed_summary_stops_the_steps_write_and_keeps_the_earlier_run(monkey
         assert stop is not None and stop.wait(30)  # starts once the run has failed
         return real(df, folder, stem, fmt, stop, ahead)
 
-    monkeypatch.setattr(run_mod, "write_table", after_stop)
-    monkeypatch.setattr(run_mod, "summarize_run", _failing_summary)
-    with pytest.raises(RuntimeError, match="summary failed"):
-        run_mod.run_scenario(sc, outdir=out, figures=False)
-    # the earlier run's files as they were; nothing of the failed run (no table, no .part)
-    assert {p.name: _md5(p) for p in out.iterdir()} == before
+    _fails_and_keeps(monkeypatch, sc, out, before, after_stop, _failing_summary)
 
 
 def test_a_written_table_of_a_failed_run_is_removed(monkeypatch, tmp_path):
@@ -157,11 +163,7 @@ def test_a_written_table_of_a_failed_run_is_removed(monkeypatch, tmp_path):
         assert (out / f"{run_mod.StepsWriter.INFLIGHT_STEM}.parquet").is_file()
         raise RuntimeError("summary failed")
 
-    monkeypatch.setattr(run_mod, "write_table", signal)
-    monkeypatch.setattr(run_mod, "summarize_run", failing_after_write)
-    with pytest.raises(RuntimeError, match="summary failed"):
-        run_mod.run_scenario(sc, outdir=out, figures=False)
-    assert {p.name: _md5(p) for p in out.iterdir()} == before
+    _fails_and_keeps(monkeypatch, sc, out, before, signal, failing_after_write)
 
 
 def test_a_stopped_table_write_raises_and_leaves_nothing(monkeypatch, tmp_path):
