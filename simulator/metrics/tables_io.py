@@ -191,8 +191,7 @@ def write_frames(frames: Iterator[pd.DataFrame], path: Path, table_format: str) 
             part.unlink(missing_ok=True)
 
 
-def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet",
-                     stop: threading.Event | None = None, ahead: bool = True) -> None:
+def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet") -> None:
     """Write each ``{stem: DataFrame}`` of a run with :func:`write_table` and delete the same
     stem in the other format (left by an earlier run into the same folder), so a folder never
     holds two disagreeing copies of a table.
@@ -201,13 +200,17 @@ def write_run_tables(folder: Path, tables: dict, table_format: str = "parquet",
     ------
     ValueError
         If ``table_format`` is not one of :data:`TABLE_FORMATS`.
-    WriteCancelled
-        When ``stop`` (:func:`write_table`) was set.
     """
     for stem, df in tables.items():
-        write_table(df, folder, stem, table_format, stop, ahead)
-        for other in (f for f in TABLE_FORMATS if f != table_format):
-            (Path(folder) / f"{stem}.{other}").unlink(missing_ok=True)
+        write_table(df, folder, stem, table_format)
+        drop_other_formats(folder, stem, table_format)
+
+
+def drop_other_formats(folder: Path, stem: str, table_format: str) -> None:
+    """Delete ``stem`` in every format but ``table_format`` from ``folder`` (a table an earlier
+    run left there), so the folder never holds two disagreeing copies of a table."""
+    for other in (f for f in TABLE_FORMATS if f != table_format):
+        (Path(folder) / f"{stem}.{other}").unlink(missing_ok=True)
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

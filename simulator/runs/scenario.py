@@ -48,6 +48,7 @@ from simulator.metrics.summary import cost_fields, json_safe, summarize
 from simulator.metrics.tables_io import (
     TABLE_FORMATS,
     check_table_format,
+    drop_other_formats,
     write_run_tables,
     write_table,
 )
@@ -237,8 +238,7 @@ class StepsWriter:
         ``steps.{table_format}`` (a table of the other format left by an earlier run goes)."""
         self._done.result()
         os.replace(self._path, self.out / f"steps.{self.table_format}")
-        for other in (f for f in TABLE_FORMATS if f != self.table_format):
-            (self.out / f"steps.{other}").unlink(missing_ok=True)
+        drop_other_formats(self.out, "steps", self.table_format)
 
     def __enter__(self) -> Self:
         return self
@@ -270,6 +270,8 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
         binned = (lane.submit(step_bins, steps) if hasattr(setup.perf, "bottleneck_shares")
                   else None)
         summary, requests = _summary_body(scenario, setup, sim, steps, lane)
+        # what bounds the run; after summary_extras (in _summary_body): a PP model's op_times
+        # tallies its bubble
         summary["bounds"] = json_safe(run_bounds(summary, requests, steps, setup.perf,
                                                  binned.result() if binned else None))
     add_by_hour(summary, scenario, sim, requests, setup.usd_per_gpu_hour)
@@ -331,8 +333,6 @@ def _summary_body(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput, steps
     if hasattr(setup.perf, "summary_extras"):  # e.g. the pipeline bubble (issue 11)
         summary.update(setup.perf.summary_extras())
     summary["energy"] = json_safe(energy.result())
-    # what bounds the run (summarize_run); after summary_extras: a PP model's op_times
-    # tallies its bubble
     return summary, requests
 
 
