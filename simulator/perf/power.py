@@ -46,7 +46,7 @@ import numpy as np
 import yaml
 
 from simulator.base.input_limits import InputLimitError
-from simulator.base.resources import safe_load_yaml
+from simulator.base.resources import data_dir, safe_load_yaml
 from simulator.catalog.hardware import GPUSpec
 
 __all__ = ["NoPowerModelError", "PowerModel", "StepWork", "apply_power_cap", "cap_slowdown", "capped_gpu", "fit_power_constants",
@@ -96,7 +96,18 @@ class PowerModel:
     fit: Mapping = field(default_factory=dict, compare=False)
 
 
-def _num(raw: dict, key: str, p: Path, *, required: bool = True) -> float | None:
+def _shown(p: Path) -> str:
+    """``p`` as messages name it: a file of the shipped GPU profiles from that folder
+    (``hardware_profiles/a100-sxm-80gb/power.yaml``), so a reason recorded in a run's summary is
+    the same whichever folder servesim runs from; any other file as given."""
+    try:
+        return str(Path("hardware_profiles") / p.resolve().relative_to(
+            data_dir("hardware_profiles").resolve()))
+    except (ValueError, OSError):  # outside the shipped profiles (or no such folder)
+        return str(p)
+
+
+def _num(raw: dict, key: str, p: str, *, required: bool = True) -> float | None:
     v = raw.get(key)
     if v is None:
         if required:
@@ -126,13 +137,14 @@ def load_power_model(gpu: GPUSpec) -> PowerModel:
         >= 0 (the message names the file and the key).
     """
     folder = gpu.profile_dir
-    p = (folder / POWER_FILE) if folder is not None else Path(POWER_FILE)
-    if folder is None or not p.is_file():
+    path = (folder / POWER_FILE) if folder is not None else Path(POWER_FILE)
+    if folder is None or not path.is_file():
         raise NoPowerModelError(
             f"no sourced power figures for GPU {gpu.name!r} (no {POWER_FILE} beside its "
             "spec.yaml): energy is not modelled for it")
+    p = _shown(path)
     try:
-        raw = safe_load_yaml(p.read_text(encoding="utf-8")) or {}
+        raw = safe_load_yaml(path.read_text(encoding="utf-8")) or {}
     except (InputLimitError, yaml.YAMLError, UnicodeDecodeError, OSError) as e:
         raise ValueError(f"{p}: cannot read the power model ({str(e).splitlines()[0]})") from None
     if not isinstance(raw, dict):

@@ -77,11 +77,25 @@ def test_a_gpu_without_sourced_figures_has_no_model():
 
 
 
+def test_a_shipped_profile_is_named_from_its_folder_in_the_reason(tmp_path, monkeypatch):
+    """The reason a run's summary records for a GPU without busy-power figures names a
+    shipped profile's file from the profiles folder, whatever folder servesim runs from (the
+    summary of the same run is the same in any checkout)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(NoPowerModelError) as e:
+        load_power_model(get_gpu("a100-sxm-80gb"))
+    msg = str(e.value)
+    assert "hardware_profiles/a100-sxm-80gb/power.yaml: static_w is not given" in msg
+    assert str(REPO_ROOT) not in msg
+
+
 def test_power_yaml_errors_name_the_file_and_key(tmp_path):
     gpu = replace(H100, profile_dir=tmp_path)
     (tmp_path / "power.yaml").write_text("static_w: 1\ncompute_w: 2\nmemory_w: 3\n"
                                          "limit_w: 4\nwatts: 5\n")
-    with pytest.raises(ValueError, match=r"power\.yaml: unknown power model key\(s\) watts"):
+    # a profile of the user's own is named as given (where it is)
+    with pytest.raises(ValueError, match=rf"{tmp_path}/power\.yaml: unknown power model key"
+                                         r"\(s\) watts"):
         load_power_model(gpu)
     (tmp_path / "power.yaml").write_text("static_w: -1\ncompute_w: 2\nmemory_w: 3\n"
                                          "limit_w: 4\n")
