@@ -98,11 +98,12 @@ class PowerModel:
 
 def _shown(p: Path) -> str:
     """``p`` as messages name it: a file of the shipped GPU profiles from that folder
-    (``hardware_profiles/a100-sxm-80gb/power.yaml``), so a reason recorded in a run's summary is
-    the same whichever folder servesim runs from; any other file as given."""
+    (``hardware_profiles/a100-sxm-80gb/power.yaml``, ``/`` on every system), so a reason
+    recorded in a run's summary is the same whichever folder servesim runs from; any other file
+    as given."""
     try:
-        return str(Path("hardware_profiles") / p.resolve().relative_to(
-            data_dir("hardware_profiles").resolve()))
+        return (Path("hardware_profiles") / p.resolve().relative_to(
+            data_dir("hardware_profiles").resolve())).as_posix()
     except (ValueError, OSError):  # outside the shipped profiles (or no such folder)
         return str(p)
 
