@@ -130,6 +130,12 @@ def _packer(k: int, code: str) -> Struct:
 #: Integer constants recorded per run (:meth:`DecodeRunRows.add`)
 RUN_CONSTS = 11
 
+#: A run's record: its :data:`RUN_CONSTS` integer constants and its first step's start
+#: (seconds), packed as native int64s and a float64 at the run's commit
+_RUN_RECORD = Struct(f"{RUN_CONSTS}qd")
+#: ... and how ``numpy.frombuffer`` reads the packed records at the flush
+_RUN_DTYPE = np.dtype([("consts", np.int64, (RUN_CONSTS,)), ("start_s", np.float64)])
+
 #: Rows gathered before they go to the recorder (bounded memory: ~16 runs' worth of
 #: columns per thousand rows; the recorder packs chunks of 65,536 rows itself).
 FLUSH_ROWS = 8192
@@ -144,21 +150,21 @@ class DecodeRunRows:
         Receives the rows (``add_step_chunk``, one chunk per flush).
     """
 
-    __slots__ = ("_consts", "_ends", "_itl_n", "_itl_runs", "_itl_w", "_kv_used", "_nows",
-                 "_rows", "_tiers", "_times", "recorder")
+    __slots__ = ("_ends", "_itl_n", "_itl_runs", "_itl_w", "_kv_used", "_records", "_rows",
+                 "_runs", "_tiers", "_times", "recorder")
 
     def __init__(self, recorder) -> None:
         self.recorder = recorder
         #: per run, the KV offload bytes since the replica's last row (None: no tiers); a
         #: run's first row carries them, its other rows 0
         self._tiers: list[tuple[float, float]] | None = [] if recorder.offload else None
-        # per run: flat lists, read by numpy.fromiter at the flush
-        self._consts: list[int] = []     # per run: its RUN_CONSTS integer column constants
-        self._nows: list[float] = []     # per run: its first step's start (seconds)
-        # per step, every run's steps in order: C doubles and int64s packed at the run's
-        # commit, while its float and int objects are fresh in the cache (kept in lists until
-        # the flush, thousands of runs later, reading them back was a cache miss a value and
-        # freeing them another: 14% of the ServeGen day's loop); the flush reads the buffers
+        # per run, its record (_RUN_RECORD), and per step, every run's steps in order: C
+        # doubles and int64s packed at the run's commit, while its float and int objects are
+        # fresh in the cache (kept in lists until the flush, thousands of runs later, reading
+        # them back was a cache miss a value and freeing them another: 14% of the ServeGen
+        # day's loop for the steps' values, ~2% more for the runs'); the flush reads the buffers
+        self._records = bytearray()
+        self._runs = 0
         self._times = bytearray()
         self._ends = bytearray()
         self._kv_used = bytearray()
@@ -186,10 +192,10 @@ class DecodeRunRows:
         self._before_run()
         B = len(out.reqs)
         npad = out.num_padding_seqs
-        self._consts.extend((k, replica_id, step_index, B, out.num_decode_tokens,
-                             out.num_decode_seqs, out.num_waiting, num_gpu_blocks, npad,
-                             out.kv_tokens, B - npad))
-        self._nows.append(start_s)
+        self._records += _RUN_RECORD.pack(k, replica_id, step_index, B, out.num_decode_tokens,
+                                          out.num_decode_seqs, out.num_waiting, num_gpu_blocks,
+                                          npad, out.kv_tokens, B - npad, start_s)
+        self._runs += 1
         # each value converted to C now (hot); one numpy view per flush
         doubles = _packer(k, "d")
         self._times += doubles.pack(*_head(times, k))
@@ -211,7 +217,7 @@ class DecodeRunRows:
         (the same subtractions as :func:`~simulator.scheduling.emission.advance` made one
         float at a time). A run cut while some of its requests were cancelled has two layers
         (those requests' gaps, then the others')."""
-        self._itl_runs.append(len(self._nows) - 1)
+        self._itl_runs.append(self._runs - 1)
         self._itl_n.append(n)
         self._itl_w.append(weight)
 
@@ -219,8 +225,8 @@ class DecodeRunRows:
         """Hand every gathered row to the recorder (nothing when none is gathered)."""
         if not self._rows:
             return
-        c = np.fromiter(self._consts, dtype=np.int64,
-                        count=len(self._consts)).reshape(-1, RUN_CONSTS)
+        runs = np.frombuffer(self._records, dtype=_RUN_DTYPE)
+        c = runs["consts"]
         ks = c[:, 0]
         first = np.cumsum(ks) - ks                 # row of each run's first step
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
@@ -230,7 +236,7 @@ class DecodeRunRows:
         ends = np.frombuffer(self._ends, dtype=np.float64)
         starts = np.empty_like(ends)
         starts[1:] = ends[:-1]
-        starts[first] = self._nows                 # a run starts at its own clock
+        starts[first] = runs["start_s"]            # a run starts at its own clock
         zero = np.zeros(self._rows, dtype=np.int64)
         n_runs = len(ks)
         rec = self.recorder
@@ -255,7 +261,7 @@ class DecodeRunRows:
         rec.num_step_chunks += n_runs - 1
         if self._itl_n:
             self._flush_itl(ends, first)
-        self._consts, self._nows = [], []
+        self._records, self._runs = bytearray(), 0
         self._times, self._ends, self._kv_used = bytearray(), bytearray(), bytearray()
         self._rows = 0
 

@@ -187,25 +187,36 @@ class DecodeAttention:
         b = float(num_seqs)
         if b < point.lo[a] or b > point.hi[a]:
             return False, 0, False, 0.0
-        off, inside, w = point.axis2(a, b)
+        off, inside, w, _ = point.axis2(a, b)
         return True, off, inside, w
 
     def total_inside(self, num_seqs: int, ctx_total: int, b_off: int, b_in: bool,
-                     b_w: float) -> float:
+                     b_w: float, cells: list[int] | None = None) -> float:
         """:meth:`total` given the batch axis's part (:meth:`batch_part`, whose batch lies
         within the grid): the same operations in the same order (so the same bits), or -1.0
-        when a layer group's ``ctx_mean`` lies outside the grid (ask :meth:`total`)."""
+        when a layer group's ``ctx_mean`` lies outside the grid (ask :meth:`total`).
+
+        ``cells``: per layer group, the context axis's cell of a step of the same batch with
+        at most this context (-1: none), updated to this step's: consecutive steps of a
+        decode run search the axis's nodes from there (:func:`~simulator.perf.tables.
+        grid_point._cell`'s ``below``: the same cells)."""
         point = self.point
         ca = self.ctx_axis
         lo = point.lo[ca]
         hi = point.hi[ca]
         out = 0.0
+        g = 0
         for w, layers in self.groups:
             c = ctx_total if w == 0 else min(ctx_total, num_seqs * w)
             mean = float(c) / num_seqs
             if mean < lo or mean > hi:
                 return -1.0
-            off, inside, wt = point.axis2(ca, mean)
+            if cells is None:
+                off, inside, wt, _ = point.axis2(ca, mean)
+            else:
+                off, inside, wt, cell = point.axis2(ca, mean, cells[g])
+                cells[g] = cell
+                g += 1
             if self.ctx_first:
                 v = point.corners2(off + b_off, inside, wt, b_in, b_w)
             else:
@@ -323,14 +334,15 @@ class DecodeStepTimes:
                 engine.cpu_seconds(num_seqs, num_seqs), engine.sync_seconds(num_seqs, num_seqs))
 
     def _run_step(self, num_seqs: int, c: int, b_off: int, b_in: bool, b_w: float, f: float,
-                  cpu: float, sync: float) -> float:
+                  cpu: float, sync: float, cells: list[int] | None = None) -> float:
         """One step of a batch inside the grid (:meth:`_run_terms`): computed, not remembered
         (as cheap as the memo, and never missed); a step whose context lies beyond the grid
-        goes through :meth:`one` (remembered). The same value as :meth:`one` either way."""
+        goes through :meth:`one` (remembered). The same value as :meth:`one` either way.
+        ``cells``: as :meth:`DecodeAttention.total_inside` (steps asked in growing context)."""
         attention = self.attention
         engine = self.engine
         assert attention is not None and engine is not None
-        a = attention.total_inside(num_seqs, c, b_off, b_in, b_w)
+        a = attention.total_inside(num_seqs, c, b_off, b_in, b_w, cells)
         if a < 0.0:
             return self.one(num_seqs, c)
         return engine.combine(f + a, cpu, sync)
@@ -343,8 +355,13 @@ class DecodeStepTimes:
             return self.times(num_seqs, list(range(first, first + n * step, step)))
         out: list[float] = []
         c = first
+        # the contexts grow (step > 0: a token per sequence), so each layer group's cell on
+        # the context axis is searched from the last step's
+        attention = self.attention
+        assert attention is not None  # inside: a table and engine terms
+        cells = [-1] * len(attention.groups) if step > 0 else None
         for _ in range(n):
-            out.append(self._run_step(num_seqs, c, b_off, b_in, b_w, f, cpu, sync))
+            out.append(self._run_step(num_seqs, c, b_off, b_in, b_w, f, cpu, sync, cells))
             c += step
         return out
 

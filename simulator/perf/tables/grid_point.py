@@ -45,16 +45,20 @@ def u_coordinate(x: float, zero: bool) -> float:
     return _LOG2(x if x > 1.0 else 1.0)  # noqa: FURB136
 
 
-def _cell(ul: list[float], u: float) -> int:
+def _cell(ul: list[float], u: float, below: int = -1) -> int:
     """Where coordinate ``u`` falls among an axis's nodes ``ul`` (increasing): -1 at or
     below the first node (or a one-node axis), ``len(ul) - 1`` at or above the last, else the
-    index of the node below it (a NaN falls in cell 0, as the comparisons have it)."""
+    index of the node below it (a NaN falls in cell 0, as the comparisons have it).
+
+    ``below``: the cell of a coordinate known to be at most ``u`` (a decode run's steps ask
+    for growing contexts), where the search starts: the same answer, without passing the
+    nodes below it again."""
     n = len(ul)
     if n == 1 or u <= ul[0]:
         return -1
     if u >= ul[n - 1]:
         return n - 1
-    i = 1
+    i = below + 1 if below > 0 else 1
     while ul[i] <= u:   # bisect_right over <= 17 nodes: the first node above u
         i += 1
     return i - 1
@@ -152,21 +156,23 @@ class GridPoint:
         """:meth:`at` of a two-axis grid's point ``(x0, x1)``: the same operations in the same
         order (so the same bits), with the weights in local floats instead of lists (the
         decode-attention table's query, once per priced decode step)."""
-        b0, in0, w0 = self.axis2(0, x0)
-        b1, in1, w1 = self.axis2(1, x1)
+        b0, in0, w0, _ = self.axis2(0, x0)
+        b1, in1, w1, _ = self.axis2(1, x1)
         return self.corners2(b0 + b1, in0, w0, in1, w1)
 
-    def axis2(self, a: int, x: float) -> tuple[int, bool, float]:
+    def axis2(self, a: int, x: float, below: int = -1) -> tuple[int, bool, float, int]:
         """One axis's part of :meth:`at2` at size ``x``: the cell's offset in ``flat``,
-        whether ``x`` lies inside a cell (not at or beyond an end node) and its weight there
-        (0.0 when not). A caller asking many points along the other axis computes it once."""
+        whether ``x`` lies inside a cell (not at or beyond an end node), its weight there
+        (0.0 when not) and the cell (:func:`_cell`; ``below``: the cell of a size at most
+        ``x``, where its search starts). A caller asking many points along the other axis
+        computes it once."""
         ul = self.ulists[a]
         u = u_coordinate(x, self.zero[a])
-        c = _cell(ul, u)
+        c = _cell(ul, u, below)
         base = c * self.strides[a] if c > 0 else 0
         inside = 0 <= c < len(ul) - 1
         w = (u - ul[c]) / (ul[c + 1] - ul[c]) if inside else 0.0
-        return base, inside, w
+        return base, inside, w, c
 
     def corners2(self, base: int, in0: bool, w0: float, in1: bool, w1: float) -> float:
         """:meth:`at2`'s sum over the cell's corners (from :meth:`axis2` of both axes; ``base``
