@@ -560,21 +560,33 @@ class KVCacheManager:
         if self.allocation != "paged":
             return
         bs = self.block_size
-        grow, total = [], 0
+        grow: list[list[int]] = []  # the block lists that grow, in batch order,
+        needs: list[int] = []       # and how many blocks each takes
+        total = 0
         for r in reqs:
             blocks = r.kv_handle.block_ids
             need = -(-r.num_computed_tokens // bs) - len(blocks)
             if need > 0:
-                grow.append((blocks, need))
+                grow.append(blocks)
+                needs.append(need)
                 total += need
         if not total:
             return
         # one pool call: the free queue hands out blocks front first, so taking them all at
         # once and splitting in batch order gives every request the ids it would get alone
         new = self.pool.allocate(total)
+        n = len(grow)
+        if total == n:  # a block each (a run shorter than a block): no slices
+            for i in range(n):
+                grow[i].append(new[i])
+            return
         at = 0
-        for blocks, need in grow:
-            blocks.extend(new[at:at + need])
+        for i in range(n):
+            need = needs[i]
+            if need == 1:
+                grow[i].append(new[at])
+            else:
+                grow[i].extend(new[at:at + need])
             at += need
 
 

@@ -28,6 +28,7 @@ table raises :class:`ClosedTableError` when read.
 """
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 import weakref
@@ -113,6 +114,22 @@ def key_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     return order
 
 
+def _close_files(fds: dict[str, int]) -> None:
+    """Close a spool's append descriptors (each once)."""
+    while fds:
+        _, fd = fds.popitem()
+        try:
+            os.close(fd)
+        except OSError:  # pragma: no cover - already closed
+            pass
+
+
+def _remove_spool(folder: str, fds: dict[str, int]) -> None:
+    """A spool's finalizer: its files closed, then its folder removed."""
+    _close_files(fds)
+    shutil.rmtree(folder, True)
+
+
 class ColumnSpool:
     """Append-only raw column files in a temporary folder (removed with the object).
 
@@ -133,7 +150,12 @@ class ColumnSpool:
         self.columns = list(columns)
         self.float_columns = float_columns
         self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
-        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        #: per column, its file's descriptor while rows are appended (opened at the first
+        #: append, closed by :meth:`sort_by` and :meth:`close`): a decode-run chunk of a few
+        #: thousand rows is appended at a time, and opening every column's file for each cost
+        #: more than writing it
+        self._fds: dict[str, int] = {}
+        self._finalizer = weakref.finalize(self, _remove_spool, str(self.folder), self._fds)
         self.num_rows = 0
         #: the rows' canonical order (:meth:`sort_by`; None: as appended)
         self._order: np.ndarray | None = None
@@ -159,11 +181,18 @@ class ColumnSpool:
         if self._order is not None:
             raise ValueError("a sorted step spool takes no more rows")
         n = len(chunk[self.columns[0]])
+        fds = self._fds
         try:
             for c in self.columns:
                 values = np.asarray(chunk[c])
-                with open(self.path(c), "ab") as f:
-                    np.ascontiguousarray(values, dtype=self._storage(c, values)).tofile(f)
+                data = memoryview(np.ascontiguousarray(values, dtype=self._storage(c, values)))
+                fd = fds.get(c)
+                if fd is None:
+                    fd = fds[c] = os.open(self.path(c), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                          0o666)
+                data = data.cast("B")
+                while data:  # one write, unless the system takes part of it
+                    data = data[os.write(fd, data):]
         except OSError as e:  # e.g. a full disk: say where the spool lives and how to move it
             raise OSError(f"cannot write the run's step spool in {self.folder.parent} "
                           f"({e.strerror or e}); point TMPDIR at a folder with more free "
@@ -243,6 +272,7 @@ class ColumnSpool:
         memory, 4 bytes a row; the files are not rewritten: the rewrite was 15 s of a profiled
         35 s summary of a million-request run, 2.6 GB of spool, on this project's machine)."""
         self._check_open()
+        _close_files(self._fds)  # no more rows
         # int32 keys where the values fit (half the memory; the same order)
         keys = []
         for name in (secondary, primary):

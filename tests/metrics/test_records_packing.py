@@ -124,7 +124,8 @@ def test_batched_single_gaps_pack_as_single_calls(monkeypatch, batch):
 
 
 def test_spooled_chunks_hold_each_replicas_rows_together(monkeypatch):
-    # the spool is appended one packed chunk at a time, each chunk's rows grouped by replica,
+    # once the run spools, a decode-run chunk is appended as it comes (one replica's
+    # consecutive steps) and the single steps a packed chunk at a time, grouped by replica,
     # so reads gather from few places; the table read back is sorted whatever the appended
     # order (test above)
     from simulator.metrics.step_table import ColumnSpool
@@ -144,7 +145,13 @@ def test_spooled_chunks_hold_each_replicas_rows_together(monkeypatch):
     assert len(appended) >= 4
     for rid, _ in appended:
         assert list(rid) == sorted(rid)
-        assert set(rid.tolist()) == {0, 1}  # both replicas interleaved in every chunk
+    # the first packed chunk (12 rows, before the spool existed) holds both replicas; after
+    # it, each decode-run chunk of _fill (2 rows, steps i + 1 and i + 2) goes alone
+    assert set(appended[0][0].tolist()) == {0, 1}
+    alone = [(rid.tolist(), idx.tolist()) for rid, idx in appended[1:] if len(rid) == 2]
+    assert len(alone) >= 4
+    for rid, idx in alone:
+        assert rid[0] == rid[1] and idx[1] == idx[0] + 1 and idx[0] % 3 == 1
     # every row once
     rows = sorted((r, i) for rid, idx in appended for r, i in zip(rid.tolist(), idx.tolist()))
     assert rows == [(r, i) for r in (0, 1) for i in range(30)]
