@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import math
+import os
 import time
 
 import numpy as np
@@ -324,6 +325,33 @@ def test_key_order_is_lexsort(case):
     assert got.tolist() == want.tolist()
     if case == "steps":  # the counting placement answered (int32), not the sort (int64)
         assert got.dtype == np.int32
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("end", ["sort", "close", "collect"])
+def test_spool_closes_its_column_files(end):
+    """A spool keeps each column file open while rows are appended (one descriptor per
+    column) and closes them all when sorted, closed or collected: no descriptor is left."""
+    before = _open_fds()
+    spool = step_table.ColumnSpool(["k", "v", "x"], frozenset({"x"}))
+    for i in range(3):
+        spool.append({"k": np.array([1, 0]), "v": np.array([i, -i]), "x": np.array([0.5, i])})
+    assert _open_fds() == before + 3
+    if end == "sort":
+        spool.sort_by("k", "v")
+        assert _open_fds() == before
+        assert spool.read("v").tolist() == [-2, -1, 0, 0, 1, 2]
+        spool.close()
+    elif end == "close":
+        spool.close()
+    else:
+        del spool
+        gc.collect()
+    assert _open_fds() == before
 
 
 def test_spool_widens_a_narrow_column_when_a_value_does_not_fit():
