@@ -137,7 +137,8 @@ _RUN_RECORD = Struct(f"{RUN_CONSTS}qd")
 _RUN_DTYPE = np.dtype([("consts", np.int64, (RUN_CONSTS,)), ("start_s", np.float64)])
 
 #: Rows gathered before they go to the recorder (bounded memory: ~16 runs' worth of
-#: columns per thousand rows; the recorder packs chunks of 65,536 rows itself).
+#: columns per thousand rows; the recorder packs them into chunks of 65,536 rows until the run
+#: spools, then appends each to the spool as it comes).
 FLUSH_ROWS = 8192
 
 
