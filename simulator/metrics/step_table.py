@@ -114,20 +114,19 @@ def key_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     return order
 
 
-def _close_files(fds: dict[str, int]) -> None:
-    """Close a spool's append descriptors (each once)."""
-    while fds:
-        _, fd = fds.popitem()
-        try:
-            os.close(fd)
-        except OSError:  # pragma: no cover - already closed
-            pass
+#: Flags of a spool file opened to append (binary on every system)
+_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
 
 
-def _remove_spool(folder: str, fds: dict[str, int]) -> None:
-    """A spool's finalizer: its files closed, then its folder removed."""
-    _close_files(fds)
-    shutil.rmtree(folder, True)
+def _append_bytes(path: str, data: memoryview) -> None:
+    """Append ``data`` to the file at ``path`` (created if missing): one ``write`` unless the
+    system takes part of it."""
+    fd = os.open(path, _APPEND, 0o666)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 class ColumnSpool:
@@ -150,12 +149,10 @@ class ColumnSpool:
         self.columns = list(columns)
         self.float_columns = float_columns
         self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
-        #: per column, its file's descriptor while rows are appended (opened at the first
-        #: append, closed by :meth:`sort_by` and :meth:`close`): a decode-run chunk of a few
-        #: thousand rows is appended at a time, and opening every column's file for each cost
-        #: more than writing it
-        self._fds: dict[str, int] = {}
-        self._finalizer = weakref.finalize(self, _remove_spool, str(self.folder), self._fds)
+        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        #: per column, its file's path (a decode-run chunk of a few thousand rows is appended
+        #: at a time: ``pathlib`` and a buffered file object for each cost more than the write)
+        self._paths = {c: str(self.path(c)) for c in self.columns}
         self.num_rows = 0
         #: the rows' canonical order (:meth:`sort_by`; None: as appended)
         self._order: np.ndarray | None = None
@@ -180,19 +177,15 @@ class ColumnSpool:
         self._check_open()
         if self._order is not None:
             raise ValueError("a sorted step spool takes no more rows")
+        missing = [c for c in self.columns if c not in chunk]
+        if missing:  # before any file is written
+            raise KeyError(f"a step chunk lacks column(s) {', '.join(missing)}")
         n = len(chunk[self.columns[0]])
-        fds = self._fds
         try:
             for c in self.columns:
                 values = np.asarray(chunk[c])
                 data = memoryview(np.ascontiguousarray(values, dtype=self._storage(c, values)))
-                fd = fds.get(c)
-                if fd is None:
-                    fd = fds[c] = os.open(self.path(c), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                                          0o666)
-                data = data.cast("B")
-                while data:  # one write, unless the system takes part of it
-                    data = data[os.write(fd, data):]
+                _append_bytes(self._paths[c], data.cast("B"))
         except OSError as e:  # e.g. a full disk: say where the spool lives and how to move it
             raise OSError(f"cannot write the run's step spool in {self.folder.parent} "
                           f"({e.strerror or e}); point TMPDIR at a folder with more free "
@@ -272,7 +265,6 @@ class ColumnSpool:
         memory, 4 bytes a row; the files are not rewritten: the rewrite was 15 s of a profiled
         35 s summary of a million-request run, 2.6 GB of spool, on this project's machine)."""
         self._check_open()
-        _close_files(self._fds)  # no more rows
         # int32 keys where the values fit (half the memory; the same order)
         keys = []
         for name in (secondary, primary):

@@ -332,26 +332,29 @@ def _open_fds() -> int:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc (Linux)")
-@pytest.mark.parametrize("end", ["sort", "close", "collect"])
-def test_spool_closes_its_column_files(end):
-    """A spool keeps each column file open while rows are appended (one descriptor per
-    column) and closes them all when sorted, closed or collected: no descriptor is left."""
+def test_spool_appends_leave_no_file_open():
+    """Each append opens a column's file, writes the chunk's bytes and closes it: a spool
+    holds no descriptor between appends (a process may hold many spooled results)."""
+    gc.collect()
     before = _open_fds()
     spool = step_table.ColumnSpool(["k", "v", "x"], frozenset({"x"}))
     for i in range(3):
         spool.append({"k": np.array([1, 0]), "v": np.array([i, -i]), "x": np.array([0.5, i])})
-    assert _open_fds() == before + 3
-    if end == "sort":
-        spool.sort_by("k", "v")
         assert _open_fds() == before
-        assert spool.read("v").tolist() == [-2, -1, 0, 0, 1, 2]
-        spool.close()
-    elif end == "close":
-        spool.close()
-    else:
-        del spool
-        gc.collect()
+    spool.sort_by("k", "v")
+    assert spool.read("v").tolist() == [-2, -1, 0, 0, 1, 2]
+    spool.close()
     assert _open_fds() == before
+
+
+def test_a_chunk_without_a_column_is_refused_before_any_write():
+    spool = step_table.ColumnSpool(["k", "v"], frozenset())
+    spool.append({"k": np.array([1]), "v": np.array([2])})
+    with pytest.raises(KeyError, match="lacks column"):
+        spool.append({"k": np.array([3])})
+    assert spool.num_rows == 1
+    assert spool.read("k").tolist() == [1] and spool.read("v").tolist() == [2]
+    spool.close()
 
 
 def test_spool_widens_a_narrow_column_when_a_value_does_not_fit():

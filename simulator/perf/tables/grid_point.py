@@ -48,7 +48,8 @@ def u_coordinate(x: float, zero: bool) -> float:
 def _cell(ul: list[float], u: float, below: int = -1) -> int:
     """Where coordinate ``u`` falls among an axis's nodes ``ul`` (increasing): -1 at or
     below the first node (or a one-node axis), ``len(ul) - 1`` at or above the last, else the
-    index of the node below it (a NaN falls in cell 0, as the comparisons have it).
+    index of the node below it (a NaN falls in the cell the search starts from: 0 without
+    ``below``, as the comparisons have it).
 
     ``below``: the cell of a coordinate known to be at most ``u`` (a decode run's steps ask
     for growing contexts), where the search starts: the same answer, without passing the
