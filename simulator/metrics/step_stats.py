@@ -34,13 +34,26 @@ def divide_by_column(x: np.ndarray, steps: pd.DataFrame, col: str) -> None:
             np.divide(x[a:b], d, out=x[a:b])
 
 
-def _num_distinct(col: pd.Series) -> int:
-    """``col.nunique()``; for small non-negative integers (replica ids) by counting, which
-    needs no hash table over a long step table."""
-    x = col.to_numpy()
-    if x.dtype.kind in "iu" and x.size and x.min() >= 0 and x.max() < 1 << 24:
-        return int(np.count_nonzero(np.bincount(x)))
-    return int(col.nunique())
+def _num_distinct(steps: pd.DataFrame, col: str) -> int:
+    """``steps[col].nunique()``; for small non-negative integers (replica ids) by counting,
+    which needs no hash table over a long step table, a slice of a spooled table at a time
+    (``StepTable.column_slices``: no whole column read, no column-sized copy as the intp
+    ``bincount`` counts in: 2.6 s of the ServeGen day's summary)."""
+    slices = (steps.column_slices(col) if hasattr(steps, "column_slices")
+              else [(0, len(steps), steps[col].to_numpy())])
+    seen = np.zeros(0, dtype=bool)
+    for _, _, x in slices:
+        if not x.size:
+            continue
+        if x.dtype.kind not in "iu" or x.min() < 0 or x.max() >= 1 << 24:
+            return int(steps[col].nunique())
+        here = np.bincount(x) > 0
+        if here.size > seen.size:
+            here[:seen.size] |= seen
+            seen = here
+        else:
+            seen[:here.size] |= here
+    return int(np.count_nonzero(seen))
 
 
 def _step_bytes_per_token(steps: pd.DataFrame,
@@ -93,7 +106,7 @@ def kv_and_batching_stats(steps: pd.DataFrame, block_size: int,
     # Each product below is formed in a buffer that is not needed afterwards, in the order
     # that keeps three columns alive at most (float casts of int columns are made a slice
     # at a time on a spooled table: ``_num``); every sum is over the same array as before.
-    n_rep = max(1, _num_distinct(steps["replica_id"]))
+    n_rep = max(1, _num_distinct(steps, "replica_id"))
     w = numeric(steps, "step_time_s")
     wsum = w.sum() or 1.0
     reserved = numeric(steps, "kv_blocks_used", copy=True)

@@ -144,6 +144,32 @@ def test_kv_stats_of_a_spooled_table_match_the_hand_formula(monkeypatch):
     assert got["num_replicas_with_steps"] == 3
 
 
+def test_replica_count_and_window_end_read_a_spooled_table_by_slices(monkeypatch):
+    """The replicas counted and the last step end of a spooled table read a slice at a time
+    (slices of 7 rows, replicas 0, 1, 2 first seen in different slices) equal those of the
+    same table in memory: 3 replicas, the largest end by hand."""
+    from simulator.metrics.summary import _measurement_window
+
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 8)
+    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
+    monkeypatch.setattr(step_table, "WRITE_ROWS", 7)
+    rec = RunRecorder()
+    n = 30
+    for i in range(n):
+        rec.add_step(_row(i))
+    table = rec.step_table()
+    assert table.is_spooled
+    frame = table.to_pandas()
+    got = kv_and_batching_stats(table, block_size=16, kv_bytes_per_token=2.0)
+    assert got["num_replicas_with_steps"] == 3
+    assert got == kv_and_batching_stats(frame, block_size=16, kv_bytes_per_token=2.0)
+    import pandas as pd
+    requests = pd.DataFrame({"arrival_time_s": [1.0], "finish_time_s": [np.nan]})
+    end = 0.25 * (n - 1) + 0.125  # the last step's end
+    assert _measurement_window(requests, table, None) == (1.0, end)
+    assert _measurement_window(requests, frame, None) == (1.0, end)
+
+
 def _small_scenario():
     return make_scenario({"cluster": {"num_replicas": 2}},
                          workload=synthetic_workload(n=120, rate_rps=30.0))
