@@ -124,14 +124,20 @@ def test_sliced_writes_have_the_bytes_of_one_write(monkeypatch, tmp_path, n):
     assert pq.ParquetFile(got_pq).metadata.num_row_groups == max(1, math.ceil(n / 7))
 
 
-def test_kv_stats_of_a_spooled_table_match_the_hand_formula(monkeypatch):
+def _spooled_table(monkeypatch, n: int):
+    """The step table of ``n`` rows of :func:`_row`, spooled (chunks of 8 rows)."""
     monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 8)
     monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
     rec = RunRecorder()
-    n = 30
     for i in range(n):
         rec.add_step(_row(i))
-    got = kv_and_batching_stats(rec.step_table(), block_size=16, kv_bytes_per_token=2.0)
+    return rec.step_table()
+
+
+def test_kv_stats_of_a_spooled_table_match_the_hand_formula(monkeypatch):
+    n = 30
+    got = kv_and_batching_stats(_spooled_table(monkeypatch, n), block_size=16,
+                                kv_bytes_per_token=2.0)
     # by hand: every step lasts 0.125 s, so time weights are equal; blocks i % 9, tokens
     # min(3 i, 16 blocks); padding i % 2 of batch i % 5
     i = np.arange(n)
@@ -150,14 +156,9 @@ def test_replica_count_and_window_end_read_a_spooled_table_by_slices(monkeypatch
     same table in memory: 3 replicas, the largest end by hand."""
     from simulator.metrics.summary import _measurement_window
 
-    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 8)
-    monkeypatch.setattr(records, "SPOOL_AFTER_CHUNKS", 0)
     monkeypatch.setattr(step_table, "WRITE_ROWS", 7)
-    rec = RunRecorder()
     n = 30
-    for i in range(n):
-        rec.add_step(_row(i))
-    table = rec.step_table()
+    table = _spooled_table(monkeypatch, n)
     assert table.is_spooled
     frame = table.to_pandas()
     got = kv_and_batching_stats(table, block_size=16, kv_bytes_per_token=2.0)
