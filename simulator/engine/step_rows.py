@@ -163,7 +163,8 @@ class DecodeRunRows:
         # doubles and int64s packed at the run's commit, while its float and int objects are
         # fresh in the cache (kept in lists until the flush, thousands of runs later, reading
         # them back was a cache miss a value and freeing them another: 14% of the ServeGen
-        # day's loop for the steps' values, ~2% more for the runs'); the flush reads the buffers
+        # day's loop for the steps' values; the runs' are packed the same way); the flush reads
+        # the buffers
         self._records = bytearray()
         self._runs = 0
         self._times = bytearray()

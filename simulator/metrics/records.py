@@ -316,8 +316,9 @@ class RunRecorder:
         Once the run spools, a chunk goes to the spool as it is (a decode-run chunk holds one
         replica's rows, together: :class:`~simulator.engine.step_rows.DecodeRunRows`): packing
         it with others first copied every value twice more (the concatenation and the sort by
-        replica), ~40% of the time the rows took on the ServeGen day. The table is the same:
-        it is sorted by ``(replica_id, step_index)`` as a whole."""
+        replica): the recorder's packing took 0.56 s of ServeGen hours 10 to 12 on 12 replicas
+        (5.6 million steps, 11.4 s simulated), about 0.3 s this way. The table is the same: it
+        is sorted by ``(replica_id, step_index)`` as a whole."""
         self.num_step_chunks += 1
         if self._spool is not None:
             self._spool.append(chunk)
