@@ -575,15 +575,10 @@ class KVCacheManager:
         # one pool call: the free queue hands out blocks front first, so taking them all at
         # once and splitting in batch order gives every request the ids it would get alone
         new = self.pool.allocate(total)
-        n = len(grow)
-        if total == n:  # a block each (a run shorter than a block): no slices
-            for i in range(n):
-                grow[i].append(new[i])
-            return
         at = 0
-        for i in range(n):
+        for i in range(len(grow)):
             need = needs[i]
-            if need == 1:
+            if need == 1:  # a block (a run shorter than a block): no slice
                 grow[i].append(new[at])
             else:
                 grow[i].extend(new[at:at + need])

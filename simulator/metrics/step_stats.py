@@ -47,12 +47,9 @@ def _num_distinct(steps: pd.DataFrame, col: str) -> int:
             continue
         if x.dtype.kind not in "iu" or x.min() < 0 or x.max() >= 1 << 24:
             return int(steps[col].nunique())
-        here = np.bincount(x) > 0
-        if here.size > seen.size:
-            here[:seen.size] |= seen
-            seen = here
-        else:
-            seen[:here.size] |= here
+        here = np.bincount(x, minlength=seen.size) > 0  # at least as long as seen
+        here[:seen.size] |= seen
+        seen = here
     return int(np.count_nonzero(seen))
 
 
