@@ -21,6 +21,7 @@ import simpy
 from simulator.base.request import RequestSpec
 from simulator.metrics.records import RunRecorder
 from simulator.scheduling.state import ReqState
+from simulator.workload.loader import RequestStream
 
 #: the reject reason of the turns after a turn that did not complete
 SESSION_ABANDONED = "session_abandoned"
@@ -36,7 +37,10 @@ def split_session_turns(scenario, specs: Sequence[RequestSpec]
     wl = getattr(scenario, "workload", None)
     if getattr(wl, "session_arrival", "closed") != "closed":
         return specs, {}
-    present = {(s.session_id, s.turn_index) for s in specs if s.session_id is not None}
+    if isinstance(specs, RequestStream):  # from the columns (no spec built twice)
+        present = specs.session_turns()
+    else:
+        present = {(s.session_id, s.turn_index) for s in specs if s.session_id is not None}
     if not present:
         return specs, {}
     first: list[RequestSpec] = []

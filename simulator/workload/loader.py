@@ -408,6 +408,19 @@ class RequestStream(Sequence):
             raise IndexError(f"request index {i} out of range for {n} requests")
         return self._apply(self.cols.to_specs(j, j + 1)[0])
 
+    def session_turns(self) -> set[tuple[int, int]]:
+        """``(session_id, turn_index)`` of every request that is a session turn, read from the
+        columns: the same set as from the specs, without building one (1.4 million specs
+        took 2.5 s of the ServeGen day, whose trace has no sessions)."""
+        c = self.cols
+        if c.session_id is None or c.turn_index is None:
+            return set()
+        has = c.session_id >= 0
+        if not has.any():
+            return set()
+        turns = np.maximum(c.turn_index[has], 0)  # as :meth:`TraceColumns.to_specs` reads it
+        return set(zip(c.session_id[has].tolist(), turns.tolist()))
+
     def slices(self) -> set[str]:
         """The slice names that occur."""
         return set(self.cols.slice) if self.cols.slice else ({"default"} if len(self) else set())

@@ -299,3 +299,30 @@ def test_a_turn_column_of_a_file_without_sessions_is_not_read(write, tmp_path):
     r = write("s.csv", "arrival_time_s,num_prompt_tokens,num_output_tokens,session_id,turn\n"
                        "0,5,5,3,0\n1,15,5,3,1\n")
     assert [(x.session_id, x.turn_index) for x in read_trace(r)] == [(3, 0), (3, 1)]
+
+
+def test_request_stream_session_turns_from_columns(write):
+    """The turns the engine holds back (``split_session_turns``) are read from a lazy
+    workload's columns without building its specs: the same set as the specs give, by hand
+    {(7, 0), (7, 1), (7, 2), (3, 0), (3, 1)}; a trace without sessions gives none."""
+    from simulator.engine.sessions import split_session_turns
+    from simulator.workload import WorkloadConfig, load_workload
+
+    p = write("t.csv", HEAD + "\n".join(ROWS) + "\n")
+    cfg = WorkloadConfig(trace=str(p), format="generic_csv")
+    lazy = load_workload(cfg, 0, lazy=True)
+    turns = lazy.session_turns()
+    assert turns == {(7, 0), (7, 1), (7, 2), (3, 0), (3, 1)}
+    assert turns == {(s.session_id, s.turn_index) for s in lazy if s.session_id is not None}
+
+    class Sc:  # only the workload's session arrival is read
+        workload = cfg
+
+    first, follow = split_session_turns(Sc, lazy)
+    eager_first, eager_follow = split_session_turns(Sc, list(lazy))
+    assert first == eager_first and follow == eager_follow and sorted(follow) == [
+        (3, 1), (7, 1), (7, 2)]
+    plain = write("p.csv", "arrival_time_s,num_prompt_tokens,num_output_tokens\n0,5,1\n1,6,2\n")
+    alone = load_workload(WorkloadConfig(trace=str(plain), format="generic_csv"), 0, lazy=True)
+    assert alone.session_turns() == set()
+    assert split_session_turns(Sc, alone) == (alone, {})
