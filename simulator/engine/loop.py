@@ -37,8 +37,8 @@ from simulator.engine.sessions import install_session_turns, split_session_turns
 from simulator.engine.step_rows import (
     DecodeRunCostRows,
     DecodeRunRows,
-    record_step,
     record_step_cost,
+    record_step_row,
     record_step_tiers,
     tier_bytes_since_last_row,
 )
@@ -98,7 +98,7 @@ def _replica_process(env: simpy.Environment, rep: Replica, rec: RunRecorder, tic
         # which a planned run, whose steps an arrival may cut, cannot do (a fast-forwarded run
         # priced on the stage model alone differed from stepping: review of session 16)
         fast_forward = False
-    record = record_step
+    record = record_step_row
     if rec.step_cost:  # the step table records each step's breakdown (perf.record_step_cost)
         record = record_step_cost
         rep.run_rows = DecodeRunCostRows(rec, pricer)

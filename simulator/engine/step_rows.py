@@ -1,7 +1,9 @@
 """The step table's rows, built here only: one row per stepped iteration (:func:`record_step`,
 the replica process and lockstep DP ranks alike) and the rows of committed fast-forwarded
 decode runs (:class:`DecodeRunRows`), gathered per replica and handed to the recorder many
-runs at a time.
+runs at a time. A replica whose rows carry neither the breakdown nor offload columns gathers
+its stepped rows there too (:func:`record_step_row`, runs of one step), so all its rows reach
+the recorder in step order.
 
 A row's ``step_time_s`` is the step's ``total_s``
 (:class:`~simulator.perf.step_cost.StepCost`). Its breakdown (``compute_s``,
@@ -53,6 +55,19 @@ def record_step(rec, rep, out, start_s: float, step_s: float) -> None:
         Its start and duration (seconds; it ends at ``start_s + step_s``).
     """
     rec.add_step(_row(rep, out, start_s, step_s))
+    rep.step_index += 1
+
+
+def record_step_row(rec, rep, out, start_s: float, step_s: float) -> None:
+    """:func:`record_step` through the replica's :class:`DecodeRunRows` (made here at its
+    first row), the engine's way when a run records neither the breakdown nor offload
+    columns: a replica's stepped rows and its decode runs' reach the recorder together, in
+    step order, so the spooled step table is read back in long pieces
+    (:meth:`~simulator.metrics.step_table.ColumnSpool.sort_by`). The same row."""
+    rows = rep.run_rows
+    if rows is None:
+        rows = rep.run_rows = DecodeRunRows(rec)
+    rows.add_step_row(rep, out, start_s, step_s)
     rep.step_index += 1
 
 
@@ -127,8 +142,11 @@ def _packer(k: int, code: str) -> Struct:
     return p
 
 
-#: Integer constants recorded per run (:meth:`DecodeRunRows.add`)
-RUN_CONSTS = 11
+#: Integer constants recorded per run (:meth:`DecodeRunRows.add`; a stepped row is a run of
+#: one step, :meth:`DecodeRunRows.add_step_row`): the step count, then the integer columns of
+#: :data:`~simulator.metrics.records.STEP_COLUMNS` constant over a run, in table order, then
+#: the KV tokens of the run's first step and their growth per step
+RUN_CONSTS = 14
 
 #: A run's record: its :data:`RUN_CONSTS` integer constants and its first step's start
 #: (seconds), packed as native int64s and a float64 at the run's commit
@@ -136,10 +154,21 @@ _RUN_RECORD = Struct(f"{RUN_CONSTS}qd")
 #: ... and how ``numpy.frombuffer`` reads the packed records at the flush
 _RUN_DTYPE = np.dtype([("consts", np.int64, (RUN_CONSTS,)), ("start_s", np.float64)])
 
+#: One float64 / int64 (a stepped row's time, end and blocks in use)
+_ONE_DOUBLE = Struct("d")
+_ONE_INT = Struct("q")
+
 #: Rows gathered before they go to the recorder (bounded memory: ~16 runs' worth of
 #: columns per thousand rows; the recorder packs them into chunks of 65,536 rows until the run
 #: spools, then appends each to the spool as it comes).
 FLUSH_ROWS = 8192
+
+#: Rows gathered at most, stepped rows included (:meth:`DecodeRunRows.add_step_row`): the
+#: decode runs' rows flush at :data:`FLUSH_ROWS` as if the stepped rows were not there (the
+#: runs' inter-token gaps reach the recorder at the same moments, among the stepped steps'
+#: gaps, so the gap samples keep their order), and any rows at this bound (a replica that
+#: mostly steps: ~2.4 MB of gathered rows at most)
+MAX_GATHERED_ROWS = 2 * FLUSH_ROWS
 
 
 class DecodeRunRows:
@@ -151,8 +180,8 @@ class DecodeRunRows:
         Receives the rows (``add_step_chunk``, one chunk per flush).
     """
 
-    __slots__ = ("_ends", "_itl_n", "_itl_runs", "_itl_w", "_kv_used", "_records", "_rows",
-                 "_runs", "_tiers", "_times", "recorder")
+    __slots__ = ("_decode_runs", "_ends", "_itl_n", "_itl_runs", "_itl_w", "_kv_used",
+                 "_records", "_rows", "_run_rows", "_runs", "_tiers", "_times", "recorder")
 
     def __init__(self, recorder) -> None:
         self.recorder = recorder
@@ -167,10 +196,12 @@ class DecodeRunRows:
         # the buffers
         self._records = bytearray()
         self._runs = 0
+        self._decode_runs = 0  # of the runs, those of :meth:`add` (not stepped rows)
         self._times = bytearray()
         self._ends = bytearray()
         self._kv_used = bytearray()
         self._rows = 0
+        self._run_rows = 0  # of the rows, those of decode runs (:meth:`add`)
         # the runs' inter-token gaps, per layer (:meth:`add_itl_gaps`): the run (its place
         # among the runs gathered), how many of its gaps, and their weight
         self._itl_runs: list[int] = []
@@ -194,22 +225,54 @@ class DecodeRunRows:
         self._before_run()
         B = len(out.reqs)
         npad = out.num_padding_seqs
-        self._records += _RUN_RECORD.pack(k, replica_id, step_index, B, out.num_decode_tokens,
-                                          out.num_decode_seqs, out.num_waiting, num_gpu_blocks,
-                                          npad, out.kv_tokens, B - npad, start_s)
+        # a decode run prefills nothing and preempts nobody (either vetoes a fast-forward)
+        self._records += _RUN_RECORD.pack(k, replica_id, step_index, B, 0, out.num_decode_tokens,
+                                          0, out.num_decode_seqs, out.num_waiting,
+                                          num_gpu_blocks, 0, npad, out.kv_tokens, B - npad,
+                                          start_s)
         self._runs += 1
+        self._decode_runs += 1
         # each value converted to C now (hot); one numpy view per flush
         doubles = _packer(k, "d")
         self._times += doubles.pack(*_head(times, k))
         self._ends += doubles.pack(*_head(ends, k))
         self._kv_used += _packer(k, "q").pack(*_head(kv_blocks_used, k))
         self._rows += k
+        self._run_rows += k
+
+    def add_step_row(self, rep, out, start_s: float, step_s: float) -> None:
+        """One stepped iteration of replica ``rep`` (its ``idx``, ``step_index`` and ``kv``
+        after the scheduling of ``out``), started at ``start_s`` and lasting ``step_s``
+        seconds: :func:`record_step`'s row, gathered as a run of one step.
+
+        Raises
+        ------
+        ValueError
+            When the rows carry the KV offload columns (:func:`record_step_tiers` records
+            those rows).
+        """
+        if self._tiers is not None:
+            raise ValueError("a stepped row with KV offload columns goes through "
+                             "record_step_tiers")
+        if self._rows >= MAX_GATHERED_ROWS:
+            self.flush()
+        kv = rep.kv
+        self._records += _RUN_RECORD.pack(
+            1, rep.idx, rep.step_index, out.batch_size, out.num_prefill_tokens,
+            out.num_decode_tokens, out.num_prefill_seqs, out.num_decode_seqs, out.num_waiting,
+            kv.num_gpu_blocks, len(out.preempted), out.num_padding_seqs, out.kv_tokens, 0,
+            start_s)
+        self._runs += 1
+        self._times += _ONE_DOUBLE.pack(step_s)
+        self._ends += _ONE_DOUBLE.pack(start_s + step_s)
+        self._kv_used += _ONE_INT.pack(kv.num_used_blocks)
+        self._rows += 1
 
     def _before_run(self) -> None:
         """Flush the rows gathered so far when they are enough, before anything of the next
         run is gathered (its tier bytes, breakdown or rows; its gaps come after :meth:`add`,
         so the flush is never between a run's rows and its gaps)."""
-        if self._rows >= FLUSH_ROWS:
+        if self._run_rows >= FLUSH_ROWS or self._rows >= MAX_GATHERED_ROWS:
             self.flush()
 
     def add_itl_gaps(self, n: int, weight: int) -> None:
@@ -233,23 +296,21 @@ class DecodeRunRows:
         first = np.cumsum(ks) - ks                 # row of each run's first step
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
         col = [np.repeat(c[:, i], ks) for i in range(1, c.shape[1])]
-        rid, s0, bsz, ndt, nds, nw, ngpu, npad, kv0, kvstep = col
+        rid, s0, bsz, npt, ndt, nps, nds, nw, ngpu, npre, npad, kv0, kvstep = col
         # views of the packed buffers (each flush starts new ones)
         ends = np.frombuffer(self._ends, dtype=np.float64)
         starts = np.empty_like(ends)
         starts[1:] = ends[:-1]
         starts[first] = runs["start_s"]            # a run starts at its own clock
-        zero = np.zeros(self._rows, dtype=np.int64)
-        n_runs = len(ks)
         rec = self.recorder
         chunk = self._more_columns({
             "replica_id": rid, "step_index": s0 + j, "start_time_s": starts,
             "step_time_s": np.frombuffer(self._times, dtype=np.float64),
             "end_time_s": ends,
-            "batch_size": bsz, "num_prefill_tokens": zero, "num_decode_tokens": ndt,
-            "num_prefill_seqs": zero, "num_decode_seqs": nds, "num_waiting": nw,
+            "batch_size": bsz, "num_prefill_tokens": npt, "num_decode_tokens": ndt,
+            "num_prefill_seqs": nps, "num_decode_seqs": nds, "num_waiting": nw,
             "kv_blocks_used": np.frombuffer(self._kv_used, dtype=np.int64),
-            "num_gpu_blocks": ngpu, "num_preempted": zero,
+            "num_gpu_blocks": ngpu, "num_preempted": npre,
             "kv_tokens_used": kv0 + j * kvstep, "num_padding_seqs": npad})
         tiers = self._tiers
         if tiers is not None:  # the offload columns: a run's bytes on its first row
@@ -259,13 +320,14 @@ class DecodeRunRows:
                 chunk[name] = v
             self._tiers = []
         rec.add_step_chunk(chunk)
-        # the recorder counts decode runs recorded this way (one chunk held n_runs of them)
-        rec.num_step_chunks += n_runs - 1
+        # the recorder counts decode runs recorded this way (the chunk held that many of them,
+        # and the stepped rows of runs of one step, which are not decode runs)
+        rec.num_step_chunks += self._decode_runs - 1
         if self._itl_n:
             self._flush_itl(ends, first)
-        self._records, self._runs = bytearray(), 0
+        self._records, self._runs, self._decode_runs = bytearray(), 0, 0
         self._times, self._ends, self._kv_used = bytearray(), bytearray(), bytearray()
-        self._rows = 0
+        self._rows = self._run_rows = 0
 
     def _flush_itl(self, ends: np.ndarray, first: np.ndarray) -> None:
         """Hand the gathered runs' inter-token gaps to the recorder: gap ``i`` (1-based) of a

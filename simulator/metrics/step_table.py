@@ -8,7 +8,10 @@ int64 columns as int32 while every value fits: :data:`NARROW_INT`; no header, ap
 one ``write``), so the loop holds at most one chunk of steps. At the end the spool takes the
 table's canonical order, ``(replica_id, step_index)``: the permutation is computed from those
 two columns (:func:`key_order`) and kept (4 bytes a row), and every read gathers its rows in
-that order from the column files as appended (memory-mapped), so the resulting
+that order from the column files as appended (memory-mapped); when the rows came in long runs
+of consecutive steps (each replica's rows together and in step order, thousands a chunk:
+:class:`~simulator.engine.step_rows.DecodeRunRows`), the permutation is kept as those pieces
+instead (:func:`pieces_of`) and a read copies one slice per piece. The resulting
 :class:`StepTable` reads a column back whole, exactly as it was recorded, or writes the table
 to Parquet / CSV in row slices, without the spool ever being rewritten.
 
@@ -32,6 +35,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,6 +118,30 @@ def key_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     return order
 
 
+#: Mean rows of a piece (rows consecutive in both the files and the table's order) from which
+#: a sorted spool is read a piece at a time (one slice copy each) instead of gathered row by
+#: row through its permutation: a replica's rows reach the spool together, in step order
+#: (:class:`~simulator.engine.step_rows.DecodeRunRows`), thousands of rows a chunk, while a
+#: Python loop step costs about what a gather of a thousand rows does.
+MIN_PIECE_ROWS = 1024
+
+
+def pieces_of(order: np.ndarray) -> tuple[list[int], list[int]] | None:
+    """The permutation ``order`` (table row ``i`` is file row ``order[i]``) as pieces of
+    consecutive rows: ``(starts, sources)`` where table rows ``starts[p]:starts[p + 1]`` are
+    file rows ``sources[p]`` onward (``starts`` ends with ``len(order)``), or None when the
+    pieces average fewer than :data:`MIN_PIECE_ROWS` rows."""
+    n = order.size
+    ends = np.flatnonzero(np.diff(order) != 1)  # the last row of every piece but the last
+    m = ends.size + 1
+    if m * MIN_PIECE_ROWS > n:
+        return None
+    starts = np.empty(m + 1, dtype=np.int64)
+    starts[0], starts[m] = 0, n
+    starts[1:m] = ends + 1
+    return starts.tolist(), order[starts[:m]].tolist()
+
+
 #: Flags of a spool file opened to append (binary on every system)
 _APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
 
@@ -154,8 +182,10 @@ class ColumnSpool:
         #: at a time: ``pathlib`` and a buffered file object for each cost more than the write)
         self._paths = {c: str(self.path(c)) for c in self.columns}
         self.num_rows = 0
-        #: the rows' canonical order (:meth:`sort_by`; None: as appended)
+        #: the rows' canonical order (:meth:`sort_by`; None: as appended or in pieces)
         self._order: np.ndarray | None = None
+        #: ... or that order as pieces of consecutive rows (:func:`pieces_of`)
+        self._pieces: tuple[list[int], list[int]] | None = None
         #: each column's dtype on disk (set by the first append)
         self._stored: dict[str, np.dtype] = {}
 
@@ -175,7 +205,7 @@ class ColumnSpool:
     def append(self, chunk: dict[str, np.ndarray]) -> None:
         """Append one packed chunk (every column, equal lengths, the spool's dtypes)."""
         self._check_open()
-        if self._order is not None:
+        if self._order is not None or self._pieces is not None:
             raise ValueError("a sorted step spool takes no more rows")
         missing = [c for c in self.columns if c not in chunk]
         if missing:  # before any file is written
@@ -216,6 +246,8 @@ class ColumnSpool:
         dt = self._stored.get(name, _dtype(name, self.float_columns))
         if stop <= start:
             return np.zeros(0, dtype=dt)
+        if self._pieces is not None:
+            return self._copy_pieces(name, dt, dt, start, stop)
         order = self._order
         if order is None:
             return np.fromfile(self.path(name), dtype=dt, count=stop - start,
@@ -225,6 +257,26 @@ class ColumnSpool:
             return col[order[start:stop]]
         finally:
             del col   # unmapped now (the gather is a fresh array)
+
+    def _copy_pieces(self, name: str, stored: np.dtype, dtype: np.dtype, start: int,
+                     stop: int) -> np.ndarray:
+        """Rows ``start:stop`` (``start < stop <= num_rows``) of a spool sorted in pieces, as
+        ``dtype``: one slice copy (and cast) per piece from the memory-mapped file."""
+        assert self._pieces is not None
+        starts, sources = self._pieces
+        out = np.empty(stop - start, dtype=dtype)
+        col = np.memmap(self._paths[name], dtype=stored, mode="r",
+                        shape=(self.num_rows,)).view(np.ndarray)
+        p = bisect_right(starts, start) - 1
+        a = start
+        while a < stop:
+            b = min(starts[p + 1], stop)
+            src = sources[p] + a - starts[p]
+            out[a - start:b - start] = col[src:src + b - a]
+            a = b
+            p += 1
+        del col  # unmapped now
+        return out
 
     def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Rows ``start:stop`` of one column (a fresh array: float64 or int64).
@@ -253,6 +305,10 @@ class ColumnSpool:
         """Rows ``start:stop`` of one column as ``dtype``, read and cast :data:`WRITE_ROWS`
         rows at a time into one fresh array."""
         stop = self.num_rows if stop is None else min(stop, self.num_rows)
+        if self._pieces is not None and stop > start:  # cast on the pieces' copies
+            self._check_open()
+            return self._copy_pieces(name, self._stored.get(name, _dtype(name, self.float_columns)),
+                                     dtype, start, stop)
         out = np.empty(max(0, stop - start), dtype=dtype)
         for a in range(start, stop, WRITE_ROWS):
             b = min(a + WRITE_ROWS, stop)
@@ -276,6 +332,9 @@ class ColumnSpool:
         del keys
         if not np.any(order[1:] < order[:-1]):
             return  # already in order (a single replica, or runs that never interleave)
+        self._pieces = pieces_of(order)
+        if self._pieces is not None:
+            return  # read in pieces: the permutation is not kept
         if order.size < 2**31:
             order = order.astype(np.int32, copy=False)  # half the memory; the same permutation
         self._order = order

@@ -1,11 +1,13 @@
 """DecodeRunRows: the step rows of several committed decode runs, built at once, are the rows
 of each run written out by hand (constant columns repeated, step index, clock, blocks and KV
-tokens per step), and the recorder still counts one decode run per run."""
+tokens per step), and the recorder still counts one decode run per run; stepped rows gathered
+with them are the rows recorded one by one."""
 from __future__ import annotations
 
 import numpy as np
 
-from simulator.engine.step_rows import DecodeRunRows
+from simulator.engine import step_rows
+from simulator.engine.step_rows import DecodeRunRows, record_step, record_step_row
 from simulator.metrics.records import STEP_COLUMNS, RunRecorder
 from simulator.scheduling.continuous import StepOutput
 
@@ -55,3 +57,74 @@ def test_flush_without_rows_records_nothing():
     rec = RunRecorder()
     DecodeRunRows(rec).flush()
     assert rec.num_steps == 0 and rec.num_step_chunks == 0
+
+
+class _Kv:
+    def __init__(self, used: int) -> None:
+        self.num_used_blocks, self.num_gpu_blocks = used, 64
+
+
+class _Rep:
+    def __init__(self, idx: int, step_index: int) -> None:
+        self.idx, self.step_index, self.kv, self.run_rows = idx, step_index, _Kv(0), None
+
+
+def _stepped(prefill: int, decodes: int, waiting: int, kv_tokens: int,
+             preempted: int = 0) -> StepOutput:
+    out = _out(decodes + (1 if prefill else 0), waiting, kv_tokens)
+    out.num_decode_tokens = out.num_decode_seqs = decodes
+    out.num_prefill_tokens, out.num_prefill_seqs = prefill, 1 if prefill else 0
+    out.preempted = [object()] * preempted
+    return out
+
+
+def test_stepped_rows_gathered_with_the_runs_are_the_rows_recorded_one_by_one():
+    """A stepped row gathered as a run of one step (``record_step_row``) is
+    ``record_step``'s row, column for column; the replica's rows reach the recorder together,
+    in step order, and only decode runs are counted as such."""
+    steps = [(_stepped(512, 3, 2, 900, preempted=1), 10, 0.0, 0.25),
+             (_stepped(0, 4, 0, 904), 11, 0.25, 0.125),
+             (_stepped(64, 4, 5, 972), 12, 0.375, 0.5)]
+    by_row, by_one = RunRecorder(), RunRecorder()
+    rep_a, rep_b = _Rep(2, 0), _Rep(2, 0)
+    for out, used, start, dt in steps:
+        rep_a.kv.num_used_blocks = rep_b.kv.num_used_blocks = used
+        record_step_row(by_row, rep_a, out, start, dt)
+        record_step(by_one, rep_b, out, start, dt)
+    assert rep_a.step_index == rep_b.step_index == 3
+    assert by_row.num_steps == 0  # gathered by the replica's rows
+    # a decode run after the stepped rows: replica 2, steps 3..4
+    rep_a.run_rows.add(2, 3, 2, 0.875, [0.125, 0.125], [1.0, 1.125], _out(4, 0, 1000),
+                       [13, 13], 64)
+    rep_a.run_rows.flush()
+    a, b = by_row.step_table(), by_one.step_table()
+    for c in STEP_COLUMNS:
+        assert a.column(c)[:3].tolist() == b.column(c).tolist(), c
+    assert a.column("step_index").tolist() == [0, 1, 2, 3, 4]
+    assert a.column("num_prefill_tokens").tolist() == [512, 0, 64, 0, 0]
+    assert a.column("num_preempted").tolist() == [1, 0, 0, 0, 0]
+    assert a.column("kv_tokens_used").tolist() == [900, 904, 972, 1000, 1004]
+    assert a.column("end_time_s").tolist() == [0.25, 0.375, 0.875, 1.0, 1.125]
+    assert by_row.num_step_chunks == 1 and by_one.num_step_chunks == 0  # one decode run
+
+
+def test_stepped_rows_flush_at_the_bound_and_runs_at_theirs(monkeypatch):
+    """Stepped rows alone flush at ``MAX_GATHERED_ROWS``; decode runs' rows flush at
+    ``FLUSH_ROWS`` of their own (the stepped rows gathered meanwhile not counted)."""
+    monkeypatch.setattr(step_rows, "FLUSH_ROWS", 4)
+    monkeypatch.setattr(step_rows, "MAX_GATHERED_ROWS", 6)
+    rec = RunRecorder()
+    rep = _Rep(0, 0)
+    for i in range(6):
+        record_step_row(rec, rep, _stepped(0, 1, 0, 10 + i), 0.5 * i, 0.5)
+    assert rec.num_steps == 0
+    record_step_row(rec, rep, _stepped(0, 1, 0, 16), 3.0, 0.5)  # the seventh: six flushed
+    assert rec.num_steps == 6
+    rows = rep.run_rows
+    rows.add(0, 7, 3, 3.5, [0.5] * 3, [4.0, 4.5, 5.0], _out(1, 0, 17), [1] * 3, 64)
+    rows.add(0, 10, 1, 5.0, [0.5], [5.5], _out(1, 0, 20), [1], 64)  # 4 rows gathered (+1)
+    assert rec.num_steps == 6
+    rows.add(0, 11, 1, 5.5, [0.5], [6.0], _out(1, 0, 21), [1], 64)  # run rows >= 4: flushed
+    assert rec.num_steps == 11
+    rows.flush()
+    assert rec.step_table().column("step_index").tolist() == list(range(12))

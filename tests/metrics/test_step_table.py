@@ -404,3 +404,57 @@ def test_spool_widens_a_narrow_column_when_a_value_does_not_fit():
     assert spool.read("v").tolist() == [-(2**40), -7, 3, 5, 2**31 - 1]
     assert spool.read("k").dtype == np.int64 and spool.read("k").tolist() == [0, 0, 1, 1, 1]
     spool.close()
+
+
+@pytest.mark.parametrize("min_piece_rows", [3, 10**9])  # read in pieces / gathered row by row
+def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows):
+    """A spool whose rows came a replica's steps at a time, in step order (the engine's
+    DecodeRunRows), keeps its order as pieces of consecutive rows and copies a slice per piece;
+    every read (whole, any row range, as float64, a narrow and a widened int column) gives the
+    rows of ``numpy.lexsort`` of what was appended, as the row-by-row gather does."""
+    monkeypatch.setattr(step_table, "MIN_PIECE_ROWS", min_piece_rows)
+    spool = step_table.ColumnSpool(["rid", "step", "x", "big"], frozenset({"x"}))
+    appended = []
+    # (replica, first step, rows): replica 1 first, runs of 3 to 6 rows, the two interleaved
+    for rid, first, n in [(1, 0, 5), (0, 0, 4), (1, 5, 3), (0, 4, 6), (0, 10, 3), (1, 8, 4)]:
+        step = np.arange(first, first + n)
+        chunk = {"rid": np.full(n, rid), "step": step, "x": 0.5 * step + 100 * rid,
+                 "big": step * 2**33 + rid}  # past int32: stored as int64
+        spool.append(chunk)
+        appended.append(chunk)
+    every = {c: np.concatenate([a[c] for a in appended]) for c in spool.columns}
+    order = np.lexsort((every["step"], every["rid"]))
+    want = {c: v[order] for c, v in every.items()}
+    spool.sort_by("rid", "step")
+    if min_piece_rows == 3:  # 25 rows in 5 pieces: the chunks, replica 0's last two adjacent
+        assert spool._order is None and spool._pieces is not None
+        assert spool._pieces == ([0, 4, 13, 18, 21, 25], [5, 12, 0, 9, 21])
+    else:
+        assert spool._order is not None and spool._pieces is None
+    assert spool.path("step").stat().st_size == 25 * 4  # narrow on disk
+    n = spool.num_rows
+    for c in spool.columns:
+        got = spool.read(c)
+        assert got.dtype == (np.float64 if c == "x" else np.int64)
+        assert got.tolist() == want[c].tolist(), c
+        assert spool.read_float(c).tolist() == want[c].astype(np.float64).tolist(), c
+        for a in range(0, n + 1, 3):
+            for b in range(a, n + 2, 4):
+                assert spool.read(c, a, b).tolist() == want[c][a:b].tolist(), (c, a, b)
+    with pytest.raises(ValueError, match="sorted step spool"):
+        spool.append(appended[0])
+    spool.close()
+
+
+def test_pieces_of_a_permutation():
+    """The pieces of consecutive rows of a permutation, by hand; None when they are short."""
+    order = np.array([4, 5, 6, 0, 1, 2, 3, 7], dtype=np.int32)
+    assert step_table.pieces_of(order) is None  # 3 pieces of 8 rows: below 1,024 a piece
+    old = step_table.MIN_PIECE_ROWS
+    try:
+        step_table.MIN_PIECE_ROWS = 2
+        assert step_table.pieces_of(order) == ([0, 3, 7, 8], [4, 0, 7])
+        step_table.MIN_PIECE_ROWS = 3  # 3 pieces x 3 rows > 8 rows
+        assert step_table.pieces_of(order) is None
+    finally:
+        step_table.MIN_PIECE_ROWS = old
