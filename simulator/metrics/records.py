@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.metrics.latency import latency_stats
-from simulator.metrics.step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable, key_order
+from simulator.metrics.step_order import key_order
+from simulator.metrics.step_table import SPOOL_AFTER_CHUNKS, ColumnSpool, StepTable
 from simulator.scheduling.state import FINAL, LEGAL_TRANSITIONS
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -42,6 +42,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simulator.metrics.step_order import key_order, key_pieces, pieces_of
+
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
@@ -71,75 +73,6 @@ def _dtype(name: str, float_columns: frozenset) -> np.dtype:
 #: 2.1 GB of page-cache writes, 9% of the run's time in ``perf``). Read back as int64.
 NARROW_INT = np.dtype(np.int32)
 _NARROW_MIN, _NARROW_MAX = np.iinfo(NARROW_INT).min, np.iinfo(NARROW_INT).max
-
-
-def _dense_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray | None:
-    """The permutation of :func:`key_order` placed by counting, or None when ``secondary``
-    does not number each ``primary`` group's rows ``0 .. n-1`` exactly once."""
-    n = primary.size
-    if n == 0 or primary.dtype.kind not in "iu" or secondary.dtype.kind not in "iu":
-        return None
-    if primary.min() < 0 or primary.max() >= n or secondary.min() < 0:
-        return None
-    index_type = np.int32 if n < 2**31 else np.int64  # places (int32: half the memory)
-    counts = np.bincount(primary).astype(index_type)
-    if np.any(secondary >= counts[primary]):
-        return None
-    dest = (np.cumsum(counts, dtype=index_type) - counts)[primary]  # the group's first place
-    dest += secondary.astype(index_type, copy=False)                # ... plus its step
-    order = np.full(n, -1, dtype=index_type)
-    order[dest] = np.arange(n, dtype=index_type)
-    if np.any(order < 0):  # a (primary, secondary) pair twice: some place stayed empty
-        return None
-    return order
-
-
-def key_order(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
-    """Row indices that sort by ``(primary, secondary)``, equal keys in row order:
-    ``numpy.lexsort((secondary, primary))``.
-
-    A step table's keys, ``(replica_id, step_index)``, number each replica's steps
-    ``0 .. n-1``: then every row's place is its replica's first place plus its step index
-    (a counting placement, O(n) instead of the sort's O(n log n): 0.3 s instead of 3.7 s for
-    the 20 million steps of a million-request run on this project's machine); any other keys
-    (a repeated or missing step index, negative keys) are sorted.
-
-    Parameters
-    ----------
-    primary, secondary : ndarray of int, shape (n,)
-
-    Returns
-    -------
-    ndarray of int32 (n < 2**31) or int64, shape (n,)
-    """
-    order = _dense_order(primary, secondary)
-    if order is None:
-        order = np.lexsort((secondary, primary))
-    return order
-
-
-#: Mean rows of a piece (rows consecutive in both the files and the table's order) from which
-#: a sorted spool is read a piece at a time (one slice copy each) instead of gathered row by
-#: row through its permutation: a replica's rows reach the spool together, in step order
-#: (:class:`~simulator.engine.step_rows.DecodeRunRows`), thousands of rows a chunk, while a
-#: Python loop step costs about what a gather of a thousand rows does.
-MIN_PIECE_ROWS = 1024
-
-
-def pieces_of(order: np.ndarray) -> tuple[list[int], list[int]] | None:
-    """The permutation ``order`` (table row ``i`` is file row ``order[i]``) as pieces of
-    consecutive rows: ``(starts, sources)`` where table rows ``starts[p]:starts[p + 1]`` are
-    file rows ``sources[p]`` onward (``starts`` ends with ``len(order)``), or None when the
-    pieces average fewer than :data:`MIN_PIECE_ROWS` rows."""
-    n = order.size
-    ends = np.flatnonzero(np.diff(order) != 1)  # the last row of every piece but the last
-    m = ends.size + 1
-    if m * MIN_PIECE_ROWS > n:
-        return None
-    starts = np.empty(m + 1, dtype=np.int64)
-    starts[0], starts[m] = 0, n
-    starts[1:m] = ends + 1
-    return starts.tolist(), order[starts[:m]].tolist()
 
 
 #: Flags of a spool file opened to append (binary on every system)
@@ -319,7 +252,9 @@ class ColumnSpool:
         """Put the rows in ``(primary, secondary)`` order (stable): from now on every read
         gathers its rows in that order from the files as appended (a permutation held in
         memory, 4 bytes a row; the files are not rewritten: the rewrite was 15 s of a profiled
-        35 s summary of a million-request run, 2.6 GB of spool, on this project's machine)."""
+        35 s summary of a million-request run, 2.6 GB of spool, on this project's machine),
+        or copies them a piece at a time when the rows came in long runs of consecutive keys
+        (:func:`~simulator.metrics.step_order.key_pieces`: no permutation is computed)."""
         self._check_open()
         # int32 keys where the values fit (half the memory; the same order)
         keys = []
@@ -328,6 +263,12 @@ class ColumnSpool:
             if k.size and k.dtype.kind == "i" and k.min() >= 0 and k.max() < 2**31:
                 k = k.astype(np.int32, copy=False)  # (stored narrow: already int32)
             keys.append(k)
+        pieces = key_pieces(keys[1], keys[0])
+        if pieces is not None:
+            del keys
+            if len(pieces[1]) > 1 or pieces[1][0] != 0:  # else in order already
+                self._pieces = pieces
+            return
         order = key_order(keys[1], keys[0])
         del keys
         if not np.any(order[1:] < order[:-1]):

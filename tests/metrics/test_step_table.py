@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import make_scenario, summary_without_wall, synthetic_workload
 
-from simulator.metrics import records, step_table
+from simulator.metrics import records, step_order, step_table
 from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
 from simulator.metrics.step_stats import kv_and_batching_stats
 from simulator.metrics.tables_io import write_table
@@ -347,7 +347,7 @@ def test_key_order_is_lexsort(case):
         rid = rid * 10_000
     elif case == "empty":
         rid, step = rid[:0], step[:0]
-    got = step_table.key_order(rid, step)
+    got = step_order.key_order(rid, step)
     want = np.lexsort((step, rid))
     assert got.tolist() == want.tolist()
     if case == "steps":  # the counting placement answered (int32), not the sort (int64)
@@ -412,7 +412,7 @@ def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows):
     DecodeRunRows), keeps its order as pieces of consecutive rows and copies a slice per piece;
     every read (whole, any row range, as float64, a narrow and a widened int column) gives the
     rows of ``numpy.lexsort`` of what was appended, as the row-by-row gather does."""
-    monkeypatch.setattr(step_table, "MIN_PIECE_ROWS", min_piece_rows)
+    monkeypatch.setattr(step_order, "MIN_PIECE_ROWS", min_piece_rows)
     spool = step_table.ColumnSpool(["rid", "step", "x", "big"], frozenset({"x"}))
     appended = []
     # (replica, first step, rows): replica 1 first, runs of 3 to 6 rows, the two interleaved
@@ -449,12 +449,68 @@ def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows):
 def test_pieces_of_a_permutation():
     """The pieces of consecutive rows of a permutation, by hand; None when they are short."""
     order = np.array([4, 5, 6, 0, 1, 2, 3, 7], dtype=np.int32)
-    assert step_table.pieces_of(order) is None  # 3 pieces of 8 rows: below 1,024 a piece
-    old = step_table.MIN_PIECE_ROWS
+    assert step_order.pieces_of(order) is None  # 3 pieces of 8 rows: below 1,024 a piece
+    old = step_order.MIN_PIECE_ROWS
     try:
-        step_table.MIN_PIECE_ROWS = 2
-        assert step_table.pieces_of(order) == ([0, 3, 7, 8], [4, 0, 7])
-        step_table.MIN_PIECE_ROWS = 3  # 3 pieces x 3 rows > 8 rows
-        assert step_table.pieces_of(order) is None
+        step_order.MIN_PIECE_ROWS = 2
+        assert step_order.pieces_of(order) == ([0, 3, 7, 8], [4, 0, 7])
+        step_order.MIN_PIECE_ROWS = 3  # 3 pieces x 3 rows > 8 rows
+        assert step_order.pieces_of(order) is None
     finally:
-        step_table.MIN_PIECE_ROWS = old
+        step_order.MIN_PIECE_ROWS = old
+
+
+@pytest.mark.parametrize("case", ["runs", "one_run", "sorted", "repeated", "gap", "overlap",
+                                  "negative", "big_ids", "empty"])
+def test_key_pieces_are_the_pieces_of_the_key_order(monkeypatch, case):
+    """The pieces found from runs of consecutive keys are those of ``numpy.lexsort``'s
+    permutation (:func:`pieces_of`) wherever each replica's steps are numbered 0..n-1 once,
+    rows appended a run at a time in any interleaving; any other keys give None (the spool
+    then sorts them)."""
+    monkeypatch.setattr(step_order, "MIN_PIECE_ROWS", 1)
+    rng = np.random.default_rng(11)
+    runs = []  # (replica, first step, length), each replica's runs in step order
+    for r in range(5):
+        step = 0
+        for length in rng.integers(1, 40, 12):
+            runs.append((r, step, int(length)))
+            step += int(length)
+    if case == "one_run":
+        runs = [(3, 0, 50)]
+    if case != "sorted":  # appended interleaved, each replica's runs still in step order
+        by_replica = {r: [x for x in runs if x[0] == r] for r in range(5)}
+        runs, left = [], {r: list(v) for r, v in by_replica.items() if v}
+        while left:
+            r = int(rng.choice(sorted(left)))
+            runs.append(left[r].pop(0))
+            if not left[r]:
+                del left[r]
+    rid = np.concatenate([np.full(n, r) for r, _, n in runs]).astype(np.int32)
+    step = np.concatenate([np.arange(s, s + n) for _, s, n in runs]).astype(np.int32)
+    valid = True
+    if case == "repeated":    # one (replica, step) twice (and one missing)
+        step[len(step) // 2] = step[len(step) // 2 - 1]
+        valid = False
+    elif case == "gap":       # replica 2's steps start at 1
+        step[rid == 2] += 1
+        valid = False
+    elif case == "overlap":   # a run of replica 1 restarts one step early
+        i = np.flatnonzero((rid == 1) & (step > 0))[5]
+        step[i:][rid[i:] == 1] -= 1
+        valid = False
+    elif case == "negative":
+        step[rid == 4] -= 7
+        valid = False
+    elif case == "big_ids":   # replicas numbered sparsely: the same pieces
+        rid = rid * 10_000
+    elif case == "empty":
+        rid, step = rid[:0], step[:0]
+        valid = False
+    got = step_order.key_pieces(rid, step)
+    if not valid:
+        assert got is None
+        return
+    want = step_order.pieces_of(np.lexsort((step, rid)))
+    assert got == want
+    if case in ("sorted", "one_run"):  # already in key order: one piece from row 0
+        assert got == ([0, len(rid)], [0])
