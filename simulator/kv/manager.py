@@ -554,18 +554,23 @@ class KVCacheManager:
         need = -(-(computed[None, :] + j[:, None] + 1) // self.block_size) - held[None, :]
         return used0 + np.maximum(need, 0).sum(axis=1)
 
-    def grow_decode_run(self, reqs: list[ReqState]) -> None:
-        """Give every request of a committed decode run the blocks its computed tokens now
-        need (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
+    def grow_decode_run(self, reqs: list[ReqState], k: int = 0) -> None:
+        """Advance every request of a committed ``k``-step decode run by ``k`` computed tokens
+        (one pass over the batch for both) and give it the blocks its computed tokens now need
+        (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
         if self.allocation != "paged":
+            for r in reqs:
+                r.num_computed_tokens += k
             return
         bs = self.block_size
         grow: list[list[int]] = []  # the block lists that grow, in batch order,
         needs: list[int] = []       # and how many blocks each takes
         total = 0
         for r in reqs:
+            c = r.num_computed_tokens + k
+            r.num_computed_tokens = c
             blocks = r.kv_handle.block_ids
-            need = -(-r.num_computed_tokens // bs) - len(blocks)
+            need = -(-c // bs) - len(blocks)
             if need > 0:
                 grow.append(blocks)
                 needs.append(need)

@@ -780,11 +780,9 @@ class ContinuousScheduler:
         reqs = out.reqs
         if self.num_cancels_requested and any(r.cancel_requested for r in reqs):
             reqs = self._leave_cancelled_run(reqs, k, start, ends)
-        for r in reqs:
-            r.num_computed_tokens += k
-        # every request takes its blocks before any finishes (as stepping does: frees happen
-        # at the end of the last step, after that step's allocations)
-        self.kv.grow_decode_run(reqs)
+        # every request advances and takes its blocks before any finishes (as stepping does:
+        # frees happen at the end of the last step, after that step's allocations)
+        self.kv.grow_decode_run(reqs, k)
         if self.kv.decode_blocks_keyed:  # session answers / offload: register their blocks
             self.kv.cache_decode_run(reqs, k)
         finished = advance(reqs, k, ends, start_s=start, recorder=self.rec,
