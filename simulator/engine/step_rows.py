@@ -295,7 +295,10 @@ class DecodeRunRows:
         ks = c[:, 0]
         first = np.cumsum(ks) - ks                 # row of each run's first step
         j = np.arange(self._rows, dtype=np.int64) - np.repeat(first, ks)  # step within run
-        col = [np.repeat(c[:, i], ks) for i in range(1, c.shape[1])]
+        zero = np.zeros(self._rows, dtype=np.int64)
+        # a constant that is 0 for every run gathered (the prefill and preemption counts
+        # unless stepped rows came with prefills) is the one zero column, not repeated
+        col = [np.repeat(v, ks) if v.any() else zero for v in c[:, 1:].T]
         rid, s0, bsz, npt, ndt, nps, nds, nw, ngpu, npre, npad, kv0, kvstep = col
         # views of the packed buffers (each flush starts new ones)
         ends = np.frombuffer(self._ends, dtype=np.float64)
