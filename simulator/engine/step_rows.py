@@ -33,7 +33,8 @@ from simulator.kv.run_blocks import RunBlocks
 
 def _row(rep, out, start_s: float, step_s: float) -> tuple:
     """One stepped iteration's columns of :data:`~simulator.metrics.records.STEP_COLUMNS`, in
-    their order (the one place a stepped row is made)."""
+    their order (a stepped row as a tuple; :meth:`DecodeRunRows.add_step_row` packs the same
+    values as a run of one step, ``tests/engine/test_step_rows.py`` compares the two)."""
     kv = rep.kv
     return (rep.idx, rep.step_index, start_s, step_s, start_s + step_s, out.batch_size,
             out.num_prefill_tokens, out.num_decode_tokens, out.num_prefill_seqs,
@@ -164,10 +165,10 @@ _ONE_INT = Struct("q")
 FLUSH_ROWS = 8192
 
 #: Rows gathered at most, stepped rows included (:meth:`DecodeRunRows.add_step_row`): the
-#: decode runs' rows flush at :data:`FLUSH_ROWS` as if the stepped rows were not there (the
-#: runs' inter-token gaps reach the recorder at the same moments, among the stepped steps'
-#: gaps, so the gap samples keep their order), and any rows at this bound (a replica that
-#: mostly steps: ~2.4 MB of gathered rows at most)
+#: rows flush at this bound (a replica that mostly steps: ~2.4 MB of gathered rows at most),
+#: and with the decode runs' inter-token gaps at :data:`FLUSH_ROWS` of the runs' own rows, as
+#: if the stepped rows were not there (the gaps reach the recorder at the same moments among
+#: the stepped steps' gaps, so the gap samples keep their order)
 MAX_GATHERED_ROWS = 2 * FLUSH_ROWS
 
 
@@ -180,8 +181,9 @@ class DecodeRunRows:
         Receives the rows (``add_step_chunk``, one chunk per flush).
     """
 
-    __slots__ = ("_decode_runs", "_ends", "_itl_n", "_itl_runs", "_itl_w", "_kv_used",
-                 "_records", "_rows", "_run_rows", "_runs", "_tiers", "_times", "recorder")
+    __slots__ = ("_decode_runs", "_ends", "_itl_n", "_itl_parts", "_itl_runs", "_itl_w",
+                 "_kv_used", "_records", "_rows", "_run_rows", "_runs", "_tiers", "_times",
+                 "recorder")
 
     def __init__(self, recorder) -> None:
         self.recorder = recorder
@@ -207,6 +209,8 @@ class DecodeRunRows:
         self._itl_runs: list[int] = []
         self._itl_n: list[int] = []
         self._itl_w: list[int] = []
+        #: the gaps computed at flushes of the rows alone, for the next flush with them
+        self._itl_parts: list[tuple[np.ndarray, np.ndarray]] = []
 
     def add_tier_bytes(self, loaded: float, stored: float) -> None:
         """The KV offload bytes of the run :meth:`add` records next (runs with tiers)."""
@@ -255,7 +259,7 @@ class DecodeRunRows:
             raise ValueError("a stepped row with KV offload columns goes through "
                              "record_step_tiers")
         if self._rows >= MAX_GATHERED_ROWS:
-            self.flush()
+            self.flush(itl=False)
         kv = rep.kv
         self._records += _RUN_RECORD.pack(
             1, rep.idx, rep.step_index, out.batch_size, out.num_prefill_tokens,
@@ -271,9 +275,12 @@ class DecodeRunRows:
     def _before_run(self) -> None:
         """Flush the rows gathered so far when they are enough, before anything of the next
         run is gathered (its tier bytes, breakdown or rows; its gaps come after :meth:`add`,
-        so the flush is never between a run's rows and its gaps)."""
-        if self._run_rows >= FLUSH_ROWS or self._rows >= MAX_GATHERED_ROWS:
+        so the flush is never between a run's rows and its gaps): with the runs' gaps at
+        :data:`FLUSH_ROWS` runs' rows, the rows alone at :data:`MAX_GATHERED_ROWS` rows."""
+        if self._run_rows >= FLUSH_ROWS:
             self.flush()
+        elif self._rows >= MAX_GATHERED_ROWS:
+            self.flush(itl=False)
 
     def add_itl_gaps(self, n: int, weight: int) -> None:
         """The first ``n`` inter-token gaps of the run :meth:`add` recorded last (between its
@@ -286,10 +293,26 @@ class DecodeRunRows:
         self._itl_n.append(n)
         self._itl_w.append(weight)
 
-    def flush(self) -> None:
-        """Hand every gathered row to the recorder (nothing when none is gathered)."""
-        if not self._rows:
-            return
+    def flush(self, itl: bool = True) -> None:
+        """Hand every gathered row to the recorder (nothing when none is gathered) and, with
+        ``itl``, the runs' inter-token gaps gathered since the last such flush, in one array:
+        at the moments the runs' rows alone would have flushed, so the recorder's ITL samples
+        (whose chunks put the single gaps before the runs') keep their order whatever the
+        stepped rows gathered meanwhile."""
+        if self._rows:
+            self._flush_rows()
+        if itl:
+            self._run_rows = 0
+            parts = self._itl_parts
+            if parts:
+                self._itl_parts = []
+                if len(parts) > 1:
+                    parts = [(np.concatenate([v for v, _ in parts]),
+                              np.concatenate([w for _, w in parts]))]
+                self.recorder.add_itl_packed(*parts[0])
+
+    def _flush_rows(self) -> None:
+        """Hand the gathered rows to the recorder as one chunk; keep their runs' gaps."""
         runs = np.frombuffer(self._records, dtype=_RUN_DTYPE)
         c = runs["consts"]
         ks = c[:, 0]
@@ -330,12 +353,12 @@ class DecodeRunRows:
             self._flush_itl(ends, first)
         self._records, self._runs, self._decode_runs = bytearray(), 0, 0
         self._times, self._ends, self._kv_used = bytearray(), bytearray(), bytearray()
-        self._rows = self._run_rows = 0
+        self._rows = 0
 
     def _flush_itl(self, ends: np.ndarray, first: np.ndarray) -> None:
-        """Hand the gathered runs' inter-token gaps to the recorder: gap ``i`` (1-based) of a
-        run is ``ends[first + i] - ends[first + i - 1]`` (float64 subtractions, as in
-        ``advance``), layer by layer in the order they were given."""
+        """Compute the gathered runs' inter-token gaps for the next :meth:`flush` with them:
+        gap ``i`` (1-based) of a run is ``ends[first + i] - ends[first + i - 1]`` (float64
+        subtractions, as in ``advance``), layer by layer in the order they were given."""
         n = np.fromiter(self._itl_n, dtype=np.int64, count=len(self._itl_n))
         total = int(n.sum())
         if total:
@@ -343,7 +366,7 @@ class DecodeRunRows:
             w = np.fromiter(self._itl_w, dtype=np.int64, count=len(self._itl_w))
             pos = (np.repeat(first[runs] + 1, n)
                    + np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(n) - n, n))
-            self.recorder.add_itl_packed(ends[pos] - ends[pos - 1], np.repeat(w, n))
+            self._itl_parts.append((ends[pos] - ends[pos - 1], np.repeat(w, n)))
         self._itl_runs, self._itl_n, self._itl_w = [], [], []
 
     def _more_columns(self, chunk: dict) -> dict:
@@ -386,6 +409,16 @@ class DecodeRunCostRows(DecodeRunRows):
         self._overhead.extend(overhead)
         super().add(replica_id, step_index, k, start_s, times, ends, out, kv_blocks_used,
                     num_gpu_blocks)
+
+    def add_step_row(self, rep, out, start_s: float, step_s: float) -> None:
+        """Refused: a stepped row with the breakdown goes through :func:`record_step_cost`.
+
+        Raises
+        ------
+        ValueError
+            Always.
+        """
+        raise ValueError("a stepped row with the step breakdown goes through record_step_cost")
 
     def _more_columns(self, chunk: dict) -> dict:
         zero = np.zeros(len(self._compute), dtype=np.float64)

@@ -554,10 +554,18 @@ class KVCacheManager:
         need = -(-(computed[None, :] + j[:, None] + 1) // self.block_size) - held[None, :]
         return used0 + np.maximum(need, 0).sum(axis=1)
 
-    def grow_decode_run(self, reqs: list[ReqState], k: int = 0) -> None:
+    def grow_decode_run(self, reqs: list[ReqState], k: int) -> None:
         """Advance every request of a committed ``k``-step decode run by ``k`` computed tokens
-        (one pass over the batch for both) and give it the blocks its computed tokens now need
-        (paged mode; the run was planned with :meth:`max_decode_run_steps`)."""
+        and give it the blocks its computed tokens then need (paged mode; the run was planned
+        with :meth:`max_decode_run_steps`): one pass over the batch for both.
+
+        Parameters
+        ----------
+        reqs : list of ReqState
+            The run's batch, in batch order (the order the blocks are handed out in).
+        k : int
+            Steps committed: tokens each request computed (one a step).
+        """
         if self.allocation != "paged":
             for r in reqs:
                 r.num_computed_tokens += k

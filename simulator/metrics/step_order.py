@@ -65,9 +65,20 @@ MIN_PIECE_ROWS = 1024
 
 def pieces_of(order: np.ndarray) -> tuple[list[int], list[int]] | None:
     """The permutation ``order`` (table row ``i`` is file row ``order[i]``) as pieces of
-    consecutive rows: ``(starts, sources)`` where table rows ``starts[p]:starts[p + 1]`` are
-    file rows ``sources[p]`` onward (``starts`` ends with ``len(order)``), or None when the
-    pieces average fewer than :data:`MIN_PIECE_ROWS` rows."""
+    consecutive rows.
+
+    Parameters
+    ----------
+    order : ndarray of int, shape (n,)
+        A permutation of ``0 .. n-1``.
+
+    Returns
+    -------
+    (starts, sources) or None
+        Table rows ``starts[p]:starts[p + 1]`` are file rows ``sources[p]`` onward (lists of
+        int; ``starts`` ends with ``n``); None when the pieces average fewer than
+        :data:`MIN_PIECE_ROWS` rows.
+    """
     n = order.size
     ends = np.flatnonzero(np.diff(order) != 1)  # the last row of every piece but the last
     m = ends.size + 1

@@ -172,11 +172,22 @@ class ColumnSpool:
         self._stored[name] = full
         return full
 
+    def _stored_dtype(self, name: str) -> np.dtype:
+        """Column ``name``'s dtype on disk (its full dtype before the first append)."""
+        return self._stored.get(name, _dtype(name, self.float_columns))
+
+    def _bounds(self, start: int, stop: int | None) -> int:
+        """The end of rows ``start:stop`` (at most :attr:`num_rows`), after checking that the
+        spool is open and ``start`` is not negative."""
+        self._check_open()
+        if start < 0:
+            raise ValueError(f"rows {start}:{stop} of a step spool: start must be >= 0")
+        return self.num_rows if stop is None else min(stop, self.num_rows)
+
     def _raw(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Rows ``start:stop`` of one column in its dtype on disk (a fresh array)."""
-        self._check_open()
-        stop = self.num_rows if stop is None else min(stop, self.num_rows)
-        dt = self._stored.get(name, _dtype(name, self.float_columns))
+        stop = self._bounds(start, stop)
+        dt = self._stored_dtype(name)
         if stop <= start:
             return np.zeros(0, dtype=dt)
         if self._pieces is not None:
@@ -212,15 +223,18 @@ class ColumnSpool:
         return out
 
     def read(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:
-        """Rows ``start:stop`` of one column (a fresh array: float64 or int64).
+        """Rows ``start:stop`` of one column (a fresh array: float64 or int64; ``stop`` past
+        :attr:`num_rows` reads to the end).
 
         Raises
         ------
         ClosedTableError
             If the spool was closed.
+        ValueError
+            If ``start`` is negative.
         """
         full = _dtype(name, self.float_columns)
-        if self._stored.get(name, full) == full:
+        if self._stored_dtype(name) == full:
             return self._raw(name, start, stop)
         # a narrow column: widened a slice at a time into the one int64 array (a whole narrow
         # copy then its cast made two column-sized arrays: each new page of them zeroed by
@@ -237,11 +251,9 @@ class ColumnSpool:
     def _cast(self, name: str, dtype: np.dtype, start: int, stop: int | None) -> np.ndarray:
         """Rows ``start:stop`` of one column as ``dtype``, read and cast :data:`WRITE_ROWS`
         rows at a time into one fresh array."""
-        stop = self.num_rows if stop is None else min(stop, self.num_rows)
+        stop = self._bounds(start, stop)
         if self._pieces is not None and stop > start:  # cast on the pieces' copies
-            self._check_open()
-            return self._copy_pieces(name, self._stored.get(name, _dtype(name, self.float_columns)),
-                                     dtype, start, stop)
+            return self._copy_pieces(name, self._stored_dtype(name), dtype, start, stop)
         out = np.empty(max(0, stop - start), dtype=dtype)
         for a in range(start, stop, WRITE_ROWS):
             b = min(a + WRITE_ROWS, stop)

@@ -411,7 +411,13 @@ class RequestStream(Sequence):
     def session_turns(self) -> set[tuple[int, int]]:
         """``(session_id, turn_index)`` of every request that is a session turn, read from the
         columns: the same set as from the specs, without building one (1.4 million specs
-        took 2.5 s of the ServeGen day, whose trace has no sessions)."""
+        took 2.5 s of the ServeGen day, whose trace has no sessions).
+
+        Returns
+        -------
+        set of (int, int)
+            Empty when the workload has no sessions.
+        """
         c = self.cols
         if c.session_id is None or c.turn_index is None:
             return set()

@@ -5,9 +5,11 @@ with them are the rows recorded one by one."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from simulator.engine import step_rows
 from simulator.engine.step_rows import DecodeRunRows, record_step, record_step_row
+from simulator.metrics import records
 from simulator.metrics.records import STEP_COLUMNS, RunRecorder
 from simulator.scheduling.continuous import StepOutput
 
@@ -128,3 +130,50 @@ def test_stepped_rows_flush_at_the_bound_and_runs_at_theirs(monkeypatch):
     assert rec.num_steps == 11
     rows.flush()
     assert rec.step_table().column("step_index").tolist() == list(range(12))
+
+
+def test_stepped_rows_leave_the_order_of_the_itl_samples_as_it_was(monkeypatch):
+    """The runs' gaps reach the recorder at the flushes their own rows make, also when the
+    stepped rows gathered with them flush the rows earlier (``MAX_GATHERED_ROWS``): the ITL
+    samples (single gaps and runs' gaps, packed in small chunks here) come out in the order of
+    a recorder that takes the stepped rows one by one (``record_step``)."""
+    monkeypatch.setattr(step_rows, "FLUSH_ROWS", 6)
+    monkeypatch.setattr(step_rows, "MAX_GATHERED_ROWS", 4)
+    monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 5)
+    gathered, one_by_one = RunRecorder(), RunRecorder()
+    rep_a, rep_b = _Rep(0, 0), _Rep(0, 0)
+    rep_b.run_rows = DecodeRunRows(one_by_one)
+    t = 0.0
+    for i in range(40):
+        out = _stepped(8, 2, 1, 100 + i)
+        record_step_row(gathered, rep_a, out, t, 0.25)
+        record_step(one_by_one, rep_b, out, t, 0.25)
+        for rec in (gathered, one_by_one):
+            rec.add_itl(0.001 * i, 1 + i % 3)
+        t += 0.25
+        if i % 3 == 0:  # a run of 3 steps and its 2 gaps between them, seen by 2 sequences
+            ends = [t + 0.1 * (1 + j) + 0.001 * i for j in range(3)]
+            for rep, rec in ((rep_a, gathered), (rep_b, one_by_one)):
+                rep.run_rows.add(0, rep.step_index, 3, t, [0.1] * 3, ends, _out(2, 0, 50),
+                                 [5] * 3, 64)
+                rep.run_rows.add_itl_gaps(2, 2)
+                rep.step_index += 3
+            t = ends[-1]
+    for rep in (rep_a, rep_b):
+        rep.run_rows.flush()
+    va, wa = gathered.itl_samples()
+    vb, wb = one_by_one.itl_samples()
+    assert len(va) == 40 + 14 * 2 and va.tolist() == vb.tolist() and wa.tolist() == wb.tolist()
+    a, b = gathered.step_table(), one_by_one.step_table()
+    for c in STEP_COLUMNS:
+        assert a.column(c).tolist() == b.column(c).tolist(), c
+
+
+def test_the_breakdown_rows_refuse_stepped_rows():
+    """A run that records the steps' breakdown records its stepped rows with
+    ``record_step_cost``; its gathered runs refuse a stepped row without it."""
+    from simulator.engine.step_rows import DecodeRunCostRows
+
+    rows = DecodeRunCostRows(RunRecorder(step_cost=True), pricer=None)
+    with pytest.raises(ValueError, match="record_step_cost"):
+        rows.add_step_row(_Rep(0, 0), _stepped(8, 1, 0, 9), 0.0, 0.5)

@@ -514,3 +514,21 @@ def test_key_pieces_are_the_pieces_of_the_key_order(monkeypatch, case):
     assert got == want
     if case in ("sorted", "one_run"):  # already in key order: one piece from row 0
         assert got == ([0, len(rid)], [0])
+
+
+def test_a_negative_start_is_refused(monkeypatch):
+    """A read from a negative row is an error (not rows counted from the end), in pieces or
+    gathered or as appended."""
+    monkeypatch.setattr(step_order, "MIN_PIECE_ROWS", 1)
+    spool = step_table.ColumnSpool(["k", "s", "v"], frozenset({"v"}))
+    spool.append({"k": np.array([1, 1, 0, 0]), "s": np.array([0, 1, 0, 1]),
+                  "v": np.array([0.5, 1.5, 2.5, 3.5])})
+    for sort in (False, True):
+        if sort:
+            spool.sort_by("k", "s")
+            assert spool._pieces == ([0, 2, 4], [2, 0])
+        for read in (lambda: spool.read("v", -2), lambda: spool.read("k", -1, 3)):
+            with pytest.raises(ValueError, match="start must be >= 0"):
+                read()
+        assert spool.read("v", 1, 9).tolist() == ([3.5, 0.5, 1.5] if sort else [1.5, 2.5, 3.5])
+    spool.close()
