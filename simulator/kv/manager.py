@@ -555,17 +555,10 @@ class KVCacheManager:
         return used0 + np.maximum(need, 0).sum(axis=1)
 
     def grow_decode_run(self, reqs: list[ReqState], k: int) -> None:
-        """Advance every request of a committed ``k``-step decode run by ``k`` computed tokens
-        and give it the blocks its computed tokens then need (paged mode; the run was planned
-        with :meth:`max_decode_run_steps`): one pass over the batch for both.
-
-        Parameters
-        ----------
-        reqs : list of ReqState
-            The run's batch, in batch order (the order the blocks are handed out in).
-        k : int
-            Steps committed: tokens each request computed (one a step).
-        """
+        """Advance every request of a committed ``k``-step decode run (``reqs``, in batch
+        order: the order blocks are handed out in) by ``k`` computed tokens, one a step, and
+        give it the blocks its computed tokens then need (paged mode; the run was planned with
+        :meth:`max_decode_run_steps`): one pass over the batch for both."""
         if self.allocation != "paged":
             for r in reqs:
                 r.num_computed_tokens += k
