@@ -72,7 +72,8 @@ Figures (targets of issue 29; where two, compiled / pure):
     Opt-in: the day takes about that long on 2 cores (the whole day: 203 s on the compiled
     core at commit ``e03958b``; 187 s at ``7a56308`` and 193 s at ``cc9b784``, one after the
     other on a noisy day; 210 s at ``4c8e361`` and 187 s at ``f3cc9d0``, one after the other
-    later that day, ``f3cc9d0`` 175 to 190 s alone; 280 s at ``a5edfdf``, 405 s at
+    later that day, then 203 s and 195 s at ``4c8e361`` and ``e0cd8d6``; those two later
+    commits alone 175 to 211 s as the machine slowed; 280 s at ``a5edfdf``, 405 s at
     ``237a51a``, 484 s at ``1ecbed0``; hours 6 to 12 alone, 18% of the requests, 183 s at an
     earlier commit and a load of 3); ``--servegen-end-s S`` runs the first ``S`` s only: a
     check of the code path, reported without a verdict.
