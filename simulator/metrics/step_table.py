@@ -10,8 +10,9 @@ table's canonical order, ``(replica_id, step_index)``: the permutation is comput
 two columns (:func:`key_order`) and kept (4 bytes a row), and every read gathers its rows in
 that order from the column files as appended (memory-mapped); when the rows came in long runs
 of consecutive steps (each replica's rows together and in step order, thousands a chunk:
-:class:`~simulator.engine.step_rows.DecodeRunRows`), the permutation is kept as those pieces
-instead (:func:`pieces_of`) and a read copies one slice per piece. The resulting
+:class:`~simulator.engine.step_rows.DecodeRunRows`), the order is kept as those pieces instead,
+found from the keys without a permutation (:func:`~simulator.metrics.step_order.key_pieces`),
+and a read copies one slice per piece. The resulting
 :class:`StepTable` reads a column back whole, exactly as it was recorded, or writes the table
 to Parquet / CSV in row slices, without the spool ever being rewritten.
 
@@ -249,8 +250,8 @@ class ColumnSpool:
         return self._cast(name, np.dtype(np.float64), 0, None)
 
     def _cast(self, name: str, dtype: np.dtype, start: int, stop: int | None) -> np.ndarray:
-        """Rows ``start:stop`` of one column as ``dtype``, read and cast :data:`WRITE_ROWS`
-        rows at a time into one fresh array."""
+        """Rows ``start:stop`` of one column as ``dtype``, read and cast into one fresh array
+        a piece at a time (a spool sorted in pieces) or :data:`WRITE_ROWS` rows at a time."""
         stop = self._bounds(start, stop)
         if self._pieces is not None and stop > start:  # cast on the pieces' copies
             return self._copy_pieces(name, self._stored_dtype(name), dtype, start, stop)
