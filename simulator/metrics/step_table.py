@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simulator.metrics.column_buffers import empty
 from simulator.metrics.step_order import key_order, key_pieces, pieces_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -194,14 +195,19 @@ class ColumnSpool:
         if self._pieces is not None:
             return self._copy_pieces(name, dt, dt, start, stop)
         order = self._order
+        out = empty(stop - start, dt)  # (a pooled buffer in a summary: column_buffers)
         if order is None:
-            return np.fromfile(self.path(name), dtype=dt, count=stop - start,
-                               offset=start * dt.itemsize)
+            with open(self.path(name), "rb") as f:
+                f.seek(start * dt.itemsize)
+                if f.readinto(memoryview(out).cast("B")) != out.nbytes:
+                    raise OSError(f"the step spool file {f.name} is shorter than its "
+                                  f"{self.num_rows} rows (changed under the spool)")
+            return out
         col = np.memmap(self.path(name), dtype=dt, mode="r", shape=(self.num_rows,))
-        try:
-            return col[order[start:stop]]
+        try:  # (indices in range: a permutation of the rows; "clip" writes ``out`` directly)
+            return np.take(col, order[start:stop], out=out, mode="clip")
         finally:
-            del col   # unmapped now (the gather is a fresh array)
+            del col   # unmapped now
 
     def _copy_pieces(self, name: str, stored: np.dtype, dtype: np.dtype, start: int,
                      stop: int) -> np.ndarray:
@@ -209,7 +215,7 @@ class ColumnSpool:
         ``dtype``: one slice copy (and cast) per piece from the memory-mapped file."""
         assert self._pieces is not None
         starts, sources = self._pieces
-        out = np.empty(stop - start, dtype=dtype)
+        out = empty(stop - start, dtype)
         col = np.memmap(self._paths[name], dtype=stored, mode="r",
                         shape=(self.num_rows,)).view(np.ndarray)
         p = bisect_right(starts, start) - 1
@@ -255,7 +261,7 @@ class ColumnSpool:
         stop = self._bounds(start, stop)
         if self._pieces is not None and stop > start:  # cast on the pieces' copies
             return self._copy_pieces(name, self._stored_dtype(name), dtype, start, stop)
-        out = np.empty(max(0, stop - start), dtype=dtype)
+        out = empty(max(0, stop - start), dtype)
         for a in range(start, stop, WRITE_ROWS):
             b = min(a + WRITE_ROWS, stop)
             out[a - start:b - start] = self._raw(name, a, b)

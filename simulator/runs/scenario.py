@@ -34,6 +34,7 @@ from simulator.cluster.setup import build_setup
 from simulator.engine.loop import SimOutput, simulate
 from simulator.kv.stages import stage_rows
 from simulator.metrics.bounds import run_bounds
+from simulator.metrics.column_buffers import reusing_buffers
 from simulator.metrics.cost import phase_cost
 from simulator.metrics.degrade import degrade_column, degrade_effects
 from simulator.metrics.fleet import autoscale_summary, fixed_fleet_spans
@@ -265,8 +266,9 @@ def summarize_run(scenario: Scenario, setup: ReplicaSetup, sim: SimOutput) -> Ru
     # statistics (samples read and freed; RunResult rereads them if asked), the requests
     steps = sim.step_table()
     # a long run's passes over the step table that need nothing else go to a second thread
-    # (simulator.metrics.lanes); each result is read where it was computed before
-    with Lane(len(steps) >= LANE_MIN_ROWS) as lane:
+    # (simulator.metrics.lanes); each result is read where it was computed before; a long
+    # run's whole-column reads reuse column-sized buffers (simulator.metrics.column_buffers)
+    with reusing_buffers(), Lane(len(steps) >= LANE_MIN_ROWS) as lane:
         binned = (lane.submit(step_bins, steps) if hasattr(setup.perf, "bottleneck_shares")
                   else None)
         summary, requests = _summary_body(scenario, setup, sim, steps, lane)

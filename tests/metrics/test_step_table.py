@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from helpers import make_scenario, summary_without_wall, synthetic_workload
 
-from simulator.metrics import records, step_order, step_table
+from simulator.metrics import column_buffers, records, step_order, step_table
 from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
 from simulator.metrics.step_stats import kv_and_batching_stats
 from simulator.metrics.tables_io import write_table
@@ -178,10 +178,12 @@ def _small_scenario():
 
 # narrow_max 200: the spool's int columns widen mid-run (step indices, KV tokens pass 200 in
 # later chunks), as a real run's would past int32
-@pytest.mark.parametrize("narrow_max", [None, 200])
-def test_spooled_run_equals_the_in_memory_run(monkeypatch, tmp_path, narrow_max):
+@pytest.mark.parametrize("narrow_max, pooled", [(None, False), (200, False), (None, True)])
+def test_spooled_run_equals_the_in_memory_run(monkeypatch, tmp_path, narrow_max, pooled):
     if narrow_max is not None:
         monkeypatch.setattr(step_table, "_NARROW_MAX", narrow_max)
+    if pooled:  # the summary's reads all through reused buffers (column_buffers)
+        monkeypatch.setattr(column_buffers, "MIN_POOLED_BYTES", 0)
     sc = _small_scenario()
     # the same chunk size both ways (it orders the ITL samples, hence the ITL mean's sum)
     monkeypatch.setattr(records, "STEP_CHUNK_ROWS", 64)
