@@ -355,7 +355,8 @@ class RunRecorder:
             for c, v in cols.items()})
         self._steps, self._step_chunks, self._pending_rows = [], [], 0
         if self._spool is None and len(self._packed) > SPOOL_AFTER_CHUNKS:
-            self._spool = ColumnSpool(columns, floats, self.spool_dir)
+            self._spool = ColumnSpool(columns, floats, self.spool_dir,
+                                      keys=("replica_id", "step_index"))
         if self._spool is not None:
             self._spool_packed()
 

@@ -11,8 +11,9 @@ two columns (:func:`key_order`) and kept (4 bytes a row), and every read gathers
 that order from the column files as appended (memory-mapped); when the rows came in long runs
 of consecutive steps (each replica's rows together and in step order, thousands a chunk:
 :class:`~simulator.engine.step_rows.DecodeRunRows`), the order is kept as those pieces instead,
-found from the keys without a permutation (:func:`~simulator.metrics.step_order.key_pieces`),
-and a read copies one slice per piece. The resulting
+found from the keys without a permutation (:func:`~simulator.metrics.step_order.key_pieces`,
+as the chunks are appended: :class:`~simulator.metrics.step_order.KeyRuns`), and a read copies
+one slice per piece. The resulting
 :class:`StepTable` reads a column back whole, exactly as it was recorded, or writes the table
 to Parquet / CSV in row slices, without the spool ever being rewritten.
 
@@ -44,7 +45,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.metrics.column_buffers import empty
-from simulator.metrics.step_order import key_order, key_pieces, pieces_of
+from simulator.metrics.step_order import KeyRuns, key_order, key_pieces, pieces_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -105,11 +106,17 @@ class ColumnSpool:
         back as int64 either way).
     folder : Path, optional
         Parent of the spool folder (default: the system temporary folder, ``TMPDIR``).
+    keys : (str, str), optional
+        The order :meth:`sort_by` will be asked for (``(primary, secondary)``): its pieces
+        are then found as the chunks are appended (:class:`KeyRuns`), and the sort reads no
+        key column back when they give the order.
     """
 
     def __init__(self, columns: list[str], float_columns: frozenset,
-                 folder: Path | None = None):
+                 folder: Path | None = None, keys: tuple[str, str] | None = None):
         self.columns = list(columns)
+        self._keys = keys
+        self._runs: KeyRuns | None = None if keys is None else KeyRuns()
         self.float_columns = float_columns
         self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
         self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
@@ -156,6 +163,8 @@ class ColumnSpool:
                           f"({e.strerror or e}); point TMPDIR at a folder with more free "
                           "space") from None
         self.num_rows += n
+        if self._runs is not None and self._keys is not None:
+            self._runs.add(chunk[self._keys[0]], chunk[self._keys[1]])
 
     def _storage(self, name: str, values: np.ndarray) -> np.dtype:
         """The dtype ``values`` are appended as to column ``name``'s file: float64, int64, or
@@ -275,6 +284,12 @@ class ColumnSpool:
         or copies them a piece at a time when the rows came in long runs of consecutive keys
         (:func:`~simulator.metrics.step_order.key_pieces`: no permutation is computed)."""
         self._check_open()
+        if self._runs is not None and self._keys == (primary, secondary):
+            found = self._runs.pieces()  # key_pieces of the columns, found as appended
+            self._runs = None
+            if found is not None:
+                self._use_pieces(found)
+                return
         # int32 keys where the values fit (half the memory; the same order)
         keys = []
         for name in (secondary, primary):
@@ -285,8 +300,7 @@ class ColumnSpool:
         pieces = key_pieces(keys[1], keys[0])
         if pieces is not None:
             del keys
-            if len(pieces[1]) > 1 or pieces[1][0] != 0:  # else in order already
-                self._pieces = pieces
+            self._use_pieces(pieces)
             return
         order = key_order(keys[1], keys[0])
         del keys
@@ -298,6 +312,12 @@ class ColumnSpool:
         if order.size < 2**31:
             order = order.astype(np.int32, copy=False)  # half the memory; the same permutation
         self._order = order
+
+    def _use_pieces(self, pieces: tuple[list[int], list[int]]) -> None:
+        """Read in ``pieces`` (:func:`key_pieces`) from now on, unless they are the rows in
+        the order appended."""
+        if len(pieces[1]) > 1 or pieces[1][0] != 0:
+            self._pieces = pieces
 
     def close(self) -> None:
         """Remove the spool folder now."""

@@ -408,14 +408,17 @@ def test_spool_widens_a_narrow_column_when_a_value_does_not_fit():
     spool.close()
 
 
+@pytest.mark.parametrize("tracked", [False, True])  # pieces found as appended (keys=)
 @pytest.mark.parametrize("min_piece_rows", [3, 10**9])  # read in pieces / gathered row by row
-def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows):
+def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows, tracked):
     """A spool whose rows came a replica's steps at a time, in step order (the engine's
     DecodeRunRows), keeps its order as pieces of consecutive rows and copies a slice per piece;
     every read (whole, any row range, as float64, a narrow and a widened int column) gives the
-    rows of ``numpy.lexsort`` of what was appended, as the row-by-row gather does."""
+    rows of ``numpy.lexsort`` of what was appended, as the row-by-row gather does. A spool told
+    its keys finds the same pieces as the chunks arrive and its sort reads no column."""
     monkeypatch.setattr(step_order, "MIN_PIECE_ROWS", min_piece_rows)
-    spool = step_table.ColumnSpool(["rid", "step", "x", "big"], frozenset({"x"}))
+    spool = step_table.ColumnSpool(["rid", "step", "x", "big"], frozenset({"x"}),
+                                   keys=("rid", "step") if tracked else None)
     appended = []
     # (replica, first step, rows): replica 1 first, runs of 3 to 6 rows, the two interleaved
     for rid, first, n in [(1, 0, 5), (0, 0, 4), (1, 5, 3), (0, 4, 6), (0, 10, 3), (1, 8, 4)]:
@@ -427,7 +430,11 @@ def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows):
     every = {c: np.concatenate([a[c] for a in appended]) for c in spool.columns}
     order = np.lexsort((every["step"], every["rid"]))
     want = {c: v[order] for c, v in every.items()}
+    raw, reads = spool._raw, []
+    monkeypatch.setattr(spool, "_raw", lambda *a: reads.append(a) or raw(*a))
     spool.sort_by("rid", "step")
+    assert bool(reads) == (not tracked or min_piece_rows > 3)  # tracked: no key read back
+    monkeypatch.setattr(spool, "_raw", raw)
     if min_piece_rows == 3:  # 25 rows in 5 pieces: the chunks, replica 0's last two adjacent
         assert spool._order is None and spool._pieces is not None
         assert spool._pieces == ([0, 4, 13, 18, 21, 25], [5, 12, 0, 9, 21])
@@ -446,6 +453,15 @@ def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows):
     with pytest.raises(ValueError, match="sorted step spool"):
         spool.append(appended[0])
     spool.close()
+
+
+def test_key_runs_refuse_keys_that_are_not_integers():
+    """Float keys give no pieces (as :func:`key_pieces`): the spool sorts them itself."""
+    found = step_order.KeyRuns()
+    found.add(np.zeros(4, dtype=np.int64), np.arange(4))
+    found.add(np.zeros(2), np.arange(4.0, 6.0))
+    assert found.pieces() is None and not found.valid
+    assert step_order.key_pieces(np.zeros(6), np.arange(6.0)) is None
 
 
 def test_pieces_of_a_permutation():
@@ -509,6 +525,16 @@ def test_key_pieces_are_the_pieces_of_the_key_order(monkeypatch, case):
         rid, step = rid[:0], step[:0]
         valid = False
     got = step_order.key_pieces(rid, step)
+    # the same rows appended in chunks cut anywhere (runs going on from one chunk into the
+    # next): KeyRuns finds the same pieces as the chunks arrive
+    for trial in range(3):
+        k = min(3 * trial + 1, max(len(rid) - 1, 0))
+        cuts = sorted(rng.choice(np.arange(1, len(rid)), size=k, replace=False).tolist()) \
+            if k else []
+        runs_found = step_order.KeyRuns()
+        for a, b in zip([0, *cuts], [*cuts, len(rid)]):
+            runs_found.add(rid[a:b], step[a:b])
+        assert runs_found.pieces() == got, (trial, cuts)
     if not valid:
         assert got is None
         return
