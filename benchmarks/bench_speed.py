@@ -69,13 +69,10 @@ Figures (targets of issue 29; where two, compiled / pure):
     needs 11.2 replicas before any margin; 12 carry hours 6 to 12 with 94.8% attainment
     (the scenario's target: 90%), TTFT p99 6.1 s and 4,303 preemptions (1.8% of the
     requests: the longest sequences, up to 55,000 + 32,768 tokens). Target 180 s.
-    Opt-in: the day takes about that long on 2 cores (the whole day: 203 s on the compiled
-    core at commit ``e03958b``; 187 s at ``7a56308`` and 193 s at ``cc9b784``, one after the
-    other on a noisy day; 210 s at ``4c8e361`` and 187 s at ``f3cc9d0``, one after the other
-    later that day, then 203 s and 195 s at ``4c8e361`` and ``e0cd8d6``; those two later
-    commits alone 175 to 211 s as the machine slowed; 280 s at ``a5edfdf``, 405 s at
-    ``237a51a``, 484 s at ``1ecbed0``; hours 6 to 12 alone, 18% of the requests, 183 s at an
-    earlier commit and a load of 3); ``--servegen-end-s S`` runs the first ``S`` s only: a
+    Opt-in: the day takes about that long on 2 cores (186 s at commit ``7117b26`` and 188 s
+    at ``634c4c3`` on 2026-12-07, the simulation 137 to 163 s of a run as the machine's speed
+    varied; 203 s at ``e03958b``, 280 s at ``a5edfdf``, 484 s at ``1ecbed0``; the history in
+    ``docs/results/day.md``); ``--servegen-end-s S`` runs the first ``S`` s only: a
     check of the code path, reported without a verdict.
 
 ``--page`` writes the docs site's results page (Markdown, ``speed_page.page``): the table
