@@ -12,13 +12,15 @@ the kernel) over 35.4 to 36.8 s; the same reads into reused buffers: 7.0 to 7.8 
 of CPU (16 to 18 s in the kernel) over 31.0 to 32.6 s, the outputs byte-identical.
 
 While a :func:`reusing_buffers` scope is open, a read of at least :data:`MIN_POOLED_BYTES`
-takes its array from a pool (:func:`empty`): a buffer no array read before still uses (an
-array made from a buffer, and every view of it, holds a reference to it: the buffer is free
-when the pool's reference is the only one left), else a new buffer the pool keeps. So the
-pool holds at most as many buffers as such reads' arrays were alive at once, and gives them
-back to the allocator when the outermost scope closes (arrays still alive keep theirs).
-Outside a scope, and for smaller reads (the allocator reuses those itself), :func:`empty` is
-``numpy.empty``.
+takes its array from a pool (:func:`empty`): the smallest buffer that holds it and that no
+array read before still uses (an array made from a buffer, and every view of it, holds a
+reference to it: the buffer is free when the pool's reference is the only one left), else a
+new buffer the pool keeps, dropping the free buffers too small for it. So the pool holds the
+buffers of the reads' arrays alive at once, plus at most one free buffer of each size larger
+than the last new one; it gives them back to the allocator when the outermost scope closes
+(arrays still alive keep theirs). Outside a scope, for smaller reads (the allocator reuses
+those itself), and on an interpreter whose reference counts differ from CPython 3.10-3.13's
+(checked at import: :data:`REUSE`), :func:`empty` is ``numpy.empty``.
 """
 from __future__ import annotations
 
@@ -34,9 +36,28 @@ import numpy as np
 #: above which every block is mapped fresh and unmapped when freed
 MIN_POOLED_BYTES = 32 * 1024 * 1024
 
-#: References to a free buffer seen by ``sys.getrefcount(self._buffers[i])``: the pool's
-#: list and the call's argument
+#: References to a free buffer seen by ``sys.getrefcount(bufs[i])``: the pool's list and
+#: the call's argument (CPython 3.10 to 3.13; :func:`_counts_as_expected` checks it)
 _FREE_REFS = 2
+
+
+def _counts_as_expected() -> bool:
+    """Whether this interpreter counts a pooled buffer's references as :meth:`_Pool.take`
+    expects: :data:`_FREE_REFS` when free, one more while a view of it is alive (reference
+    counts are not a stable interface between Python versions; PyPy has none)."""
+    getrefcount = getattr(sys, "getrefcount", None)
+    if getrefcount is None:
+        return False
+    bufs = [np.empty(16, dtype=np.uint8)]
+    free = getrefcount(bufs[0])
+    view = bufs[0][:8].view(np.int64)
+    used = getrefcount(bufs[0])
+    del view
+    return free == _FREE_REFS and used == _FREE_REFS + 1 and getrefcount(bufs[0]) == free
+
+
+#: Whether reads reuse buffers at all (this interpreter's reference counts as expected)
+REUSE = _counts_as_expected()
 
 
 class _Pool:
@@ -52,13 +73,18 @@ class _Pool:
         holds them, else a new buffer the pool keeps."""
         nbytes = n * dtype.itemsize
         with self.lock:
+            if not self.scopes:  # the last scope closed since the caller looked
+                return np.empty(n, dtype=dtype)
             best = -1
             bufs = self.buffers
             for i in range(len(bufs)):
                 if (bufs[i].nbytes >= nbytes and sys.getrefcount(bufs[i]) == _FREE_REFS
                         and (best < 0 or bufs[i].nbytes < bufs[best].nbytes)):
                     best = i
-            if best < 0:
+            if best < 0:  # a new buffer; the free ones too small for it go
+                self.buffers = bufs = [bufs[i] for i in range(len(bufs))
+                                       if bufs[i].nbytes >= nbytes
+                                       or sys.getrefcount(bufs[i]) != _FREE_REFS]
                 bufs.append(np.empty(nbytes, dtype=np.uint8))
                 best = len(bufs) - 1
             return bufs[best][:nbytes].view(dtype)
@@ -80,7 +106,7 @@ def empty(n: int, dtype: np.dtype | type) -> np.ndarray:
     if n < 0:
         raise ValueError(f"an array of {n} values")
     dt = np.dtype(dtype)
-    if not _POOL.scopes or n * dt.itemsize < MIN_POOLED_BYTES:
+    if not REUSE or not _POOL.scopes or n * dt.itemsize < MIN_POOLED_BYTES:
         return np.empty(n, dtype=dt)
     return _POOL.take(n, dt)
 

@@ -166,6 +166,11 @@ def pieces_of_runs(src: np.ndarray, p: np.ndarray, s: np.ndarray,
     return starts[np.append(joined, True)].tolist(), src[joined].tolist()
 
 
+#: Runs of consecutive keys :class:`KeyRuns` holds before it gives up when they average fewer
+#: than :data:`MIN_PIECE_ROWS` rows (a spool of short runs is sorted from its keys instead)
+KEY_RUNS_GIVE_UP = 4096
+
+
 class KeyRuns:
     """:func:`key_pieces` of rows appended a chunk at a time, its runs of consecutive keys
     found as each chunk arrives (a run that goes on into the next chunk stays one run), so
@@ -174,16 +179,18 @@ class KeyRuns:
     and writes could start; found chunk by chunk, the same pieces cost a few microseconds a
     chunk while the run is simulated (11,000 chunks)."""
 
-    __slots__ = ("_next", "_p", "_rows", "_s", "_src", "valid")
+    __slots__ = ("_next", "_num_runs", "_p", "_rows", "_s", "_src", "valid")
 
     def __init__(self) -> None:
         self._src: list[np.ndarray] = []
         self._p: list[np.ndarray] = []
         self._s: list[np.ndarray] = []
         self._rows = 0
+        self._num_runs = 0
         #: the key a row continuing the last run would have (None: no row yet)
         self._next: tuple[int, int] | None = None
-        #: False once a chunk's keys were not integers (:meth:`pieces` is then None)
+        #: False once a chunk's keys were not integers, or the runs so far were too many
+        #: and short (:data:`KEY_RUNS_GIVE_UP`): :meth:`pieces` is then None
         self.valid = True
 
     def add(self, primary: np.ndarray, secondary: np.ndarray) -> None:
@@ -202,7 +209,14 @@ class KeyRuns:
         self._p.append(primary[src])
         self._s.append(secondary[src])
         self._rows += n
+        self._num_runs += src.size
         self._next = (int(primary[-1]), int(secondary[-1]) + 1)
+        if (self._num_runs > KEY_RUNS_GIVE_UP
+                and self._num_runs * MIN_PIECE_ROWS > self._rows):
+            # short runs so far: the spool sorts by reading its keys (the same order); the
+            # runs are not held on (24 bytes each, a row each at worst)
+            self.valid = False
+            self._src, self._p, self._s = [], [], []
 
     def pieces(self) -> tuple[list[int], list[int]] | None:
         """:func:`key_pieces` of every row added (None as it would be, or when a chunk's

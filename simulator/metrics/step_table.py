@@ -115,7 +115,11 @@ class ColumnSpool:
     def __init__(self, columns: list[str], float_columns: frozenset,
                  folder: Path | None = None, keys: tuple[str, str] | None = None):
         self.columns = list(columns)
+        if keys is not None and not set(keys) <= set(self.columns):
+            raise ValueError(f"spool keys {keys} are not among its columns {self.columns}")
         self._keys = keys
+        #: the keys of :meth:`sort_by` once called
+        self._sorted_by: tuple[str, str] | None = None
         self._runs: KeyRuns | None = None if keys is None else KeyRuns()
         self.float_columns = float_columns
         self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
@@ -147,7 +151,7 @@ class ColumnSpool:
     def append(self, chunk: dict[str, np.ndarray]) -> None:
         """Append one packed chunk (every column, equal lengths, the spool's dtypes)."""
         self._check_open()
-        if self._order is not None or self._pieces is not None:
+        if self._sorted_by is not None:
             raise ValueError("a sorted step spool takes no more rows")
         missing = [c for c in self.columns if c not in chunk]
         if missing:  # before any file is written
@@ -282,8 +286,21 @@ class ColumnSpool:
         memory, 4 bytes a row; the files are not rewritten: the rewrite was 15 s of a profiled
         35 s summary of a million-request run, 2.6 GB of spool, on this project's machine),
         or copies them a piece at a time when the rows came in long runs of consecutive keys
-        (:func:`~simulator.metrics.step_order.key_pieces`: no permutation is computed)."""
+        (:func:`~simulator.metrics.step_order.key_pieces`: no permutation is computed).
+        Sorting again by the same keys does nothing.
+
+        Raises
+        ------
+        ValueError
+            If the spool was sorted by other keys already.
+        """
         self._check_open()
+        if self._sorted_by is not None:
+            if self._sorted_by != (primary, secondary):
+                raise ValueError(f"the step spool is sorted by {self._sorted_by} already; "
+                                 f"it cannot be sorted by {(primary, secondary)}")
+            return
+        self._sorted_by = (primary, secondary)
         if self._runs is not None and self._keys == (primary, secondary):
             found = self._runs.pieces()  # key_pieces of the columns, found as appended
             self._runs = None

@@ -125,3 +125,29 @@ def test_spool_reads_through_the_pool_equal_plain_reads(pool_all, tmp_path, orde
         held = [sp.read(c) for c in sp.columns]  # all alive at once: distinct buffers
         assert all(np.array_equal(h, plain[c]) for h, c in zip(held, sp.columns))
     sp.close()
+
+
+def test_free_buffers_too_small_go_when_a_larger_one_is_made(pool_all):
+    """The pool keeps no free buffer a later, larger read cannot use (one array alive at a
+    time: one buffer held), and keeps a small buffer that is still in use."""
+    with cb.reusing_buffers():
+        for n in (100, 200, 400, 800):
+            a = cb.empty(n, np.float64)
+            del a
+        assert cb.pooled_bytes() == 800 * 8
+        small = cb.empty(10, np.float64)  # the 800-value buffer (the only one)
+        big = cb.empty(1000, np.float64)   # new: the small one is in use and stays
+        assert cb.pooled_bytes() == 800 * 8 + 1000 * 8
+        del small, big
+
+
+def test_no_pooling_once_the_scope_closed_or_without_expected_counts(pool_all, monkeypatch):
+    """A take after the last scope closed (a thread that looked before) pools nothing; an
+    interpreter whose reference counts differ never pools."""
+    assert cb._POOL.take(100, np.dtype(np.float64)).shape == (100,)
+    assert cb.pooled_bytes() == 0
+    assert cb.REUSE  # this interpreter counts as the pool expects
+    monkeypatch.setattr(cb, "REUSE", False)
+    with cb.reusing_buffers():
+        cb.empty(100, np.float64)
+        assert cb.pooled_bytes() == 0

@@ -464,6 +464,40 @@ def test_key_runs_refuse_keys_that_are_not_integers():
     assert step_order.key_pieces(np.zeros(6), np.arange(6.0)) is None
 
 
+def test_key_runs_give_up_on_short_runs(monkeypatch, tmp_path):
+    """Runs averaging fewer than MIN_PIECE_ROWS rows, more than KEY_RUNS_GIVE_UP of them: the
+    runs are dropped (not held for the whole run) and the spool sorts by reading its keys."""
+    monkeypatch.setattr(step_order, "KEY_RUNS_GIVE_UP", 8)
+    monkeypatch.setattr(step_order, "MIN_PIECE_ROWS", 4)
+    spool = step_table.ColumnSpool(["rid", "step", "x"], frozenset({"x"}), folder=tmp_path,
+                                   keys=("rid", "step"))
+    for i in range(6):  # 12 rows, alternating replicas: 12 runs of one row
+        spool.append({"rid": np.array([0, 1]), "step": np.array([i, i]),
+                      "x": np.array([i, 10.0 + i])})
+    assert spool._runs is not None and not spool._runs.valid and not spool._runs._src
+    spool.sort_by("rid", "step")
+    assert spool.read("x").tolist() == [0, 1, 2, 3, 4, 5, 10, 11, 12, 13, 14, 15]
+    spool.close()
+
+
+def test_a_spool_sorts_once(tmp_path):
+    """Sorting again by the same keys does nothing; by others is refused (the second order
+    would be applied to the rows as appended); no rows after a sort, even one that found the
+    rows in order; keys that are not columns are refused."""
+    spool = step_table.ColumnSpool(["k", "s"], frozenset(), folder=tmp_path, keys=("k", "s"))
+    spool.append({"k": np.array([0, 0, 1]), "s": np.array([0, 1, 0])})
+    spool.sort_by("k", "s")
+    spool.sort_by("k", "s")
+    with pytest.raises(ValueError, match="sorted by"):
+        spool.sort_by("s", "k")
+    with pytest.raises(ValueError, match="takes no more rows"):
+        spool.append({"k": np.array([2]), "s": np.array([0])})
+    assert spool.read("k").tolist() == [0, 0, 1]
+    spool.close()
+    with pytest.raises(ValueError, match="not among its columns"):
+        step_table.ColumnSpool(["k", "s"], frozenset(), folder=tmp_path, keys=("k", "t"))
+
+
 def test_pieces_of_a_permutation():
     """The pieces of consecutive rows of a permutation, by hand; None when they are short."""
     order = np.array([4, 5, 6, 0, 1, 2, 3, 7], dtype=np.int32)
