@@ -109,10 +109,15 @@ def key_pieces(primary: np.ndarray, secondary: np.ndarray) -> tuple[list[int], l
         As :func:`pieces_of`: table rows ``starts[p]:starts[p + 1]`` are rows ``sources[p]``
         onward (``starts`` ends with ``n``).
     """
-    if primary.size == 0 or primary.dtype.kind not in "iu" or secondary.dtype.kind not in "iu":
+    if primary.size == 0 or not _integer_keys(primary, secondary):
         return None
     src = _run_firsts(primary, secondary)
     return pieces_of_runs(src, primary[src], secondary[src], primary.size)
+
+
+def _integer_keys(primary: np.ndarray, secondary: np.ndarray) -> bool:
+    """Whether both key columns are integers (the only keys pieces are found for)."""
+    return primary.dtype.kind in "iu" and secondary.dtype.kind in "iu"
 
 
 def _run_firsts(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
@@ -199,7 +204,7 @@ class KeyRuns:
         if not n or not self.valid:
             return
         primary, secondary = np.asarray(primary), np.asarray(secondary)
-        if primary.dtype.kind not in "iu" or secondary.dtype.kind not in "iu":
+        if not _integer_keys(primary, secondary):
             self.valid = False
             return
         src = _run_firsts(primary, secondary)
@@ -224,5 +229,4 @@ class KeyRuns:
         if not self.valid or not self._rows:
             return None
         cat = np.concatenate
-        return pieces_of_runs(cat(self._src), cat(self._p).astype(np.int64),
-                              cat(self._s).astype(np.int64), self._rows)
+        return pieces_of_runs(cat(self._src), cat(self._p), cat(self._s), self._rows)

@@ -301,9 +301,11 @@ class ColumnSpool:
                                  f"it cannot be sorted by {(primary, secondary)}")
             return
         self._sorted_by = (primary, secondary)
-        if self._runs is not None and self._keys == (primary, secondary):
-            found = self._runs.pieces()  # key_pieces of the columns, found as appended
-            self._runs = None
+        runs, self._runs = self._runs, None
+        tracked = False  # whether key_pieces of these keys is known (found as appended)
+        if runs is not None and runs.valid and self._keys == (primary, secondary):
+            tracked = True
+            found = runs.pieces()
             if found is not None:
                 self._use_pieces(found)
                 return
@@ -314,7 +316,8 @@ class ColumnSpool:
             if k.size and k.dtype.kind == "i" and k.min() >= 0 and k.max() < 2**31:
                 k = k.astype(np.int32, copy=False)  # (stored narrow: already int32)
             keys.append(k)
-        pieces = key_pieces(keys[1], keys[0])
+        # (tracked: key_pieces of these keys is already known to be None)
+        pieces = None if tracked else key_pieces(keys[1], keys[0])
         if pieces is not None:
             del keys
             self._use_pieces(pieces)

@@ -432,8 +432,12 @@ def test_a_spool_of_long_runs_reads_in_pieces(monkeypatch, min_piece_rows, track
     want = {c: v[order] for c, v in every.items()}
     raw, reads = spool._raw, []
     monkeypatch.setattr(spool, "_raw", lambda *a: reads.append(a) or raw(*a))
+    scans: list = []
+    monkeypatch.setattr(step_table, "key_pieces",
+                        lambda *a: scans.append(a) or step_order.key_pieces(*a))
     spool.sort_by("rid", "step")
     assert bool(reads) == (not tracked or min_piece_rows > 3)  # tracked: no key read back
+    assert bool(scans) == (not tracked)  # tracked: the pieces (or None) known already
     monkeypatch.setattr(spool, "_raw", raw)
     if min_piece_rows == 3:  # 25 rows in 5 pieces: the chunks, replica 0's last two adjacent
         assert spool._order is None and spool._pieces is not None
