@@ -4,8 +4,9 @@ A run appends its per-step rows in packed chunks (:class:`~simulator.metrics.rec
 RunRecorder`, :data:`~simulator.metrics.records.STEP_CHUNK_ROWS` rows a chunk). The first
 chunks stay in memory; once a run has packed :data:`SPOOL_AFTER_CHUNKS` chunks every chunk is
 appended to one raw file per column in a spool folder instead (native-endian float64, and
-int64 columns as int32 while every value fits: :data:`NARROW_INT`; no header, appended with
-one ``write``), so the loop holds at most one chunk of steps. At the end the spool takes the
+int64 columns as int32 while every value fits: :data:`NARROW_INT`; no header, written in
+batches by a thread of their own: :mod:`~simulator.metrics.spool_appends`), so the loop holds
+a few chunks of steps at most. At the end the spool takes the
 table's canonical order, ``(replica_id, step_index)``: the permutation is computed from those
 two columns (:func:`key_order`) and kept (4 bytes a row), and every read gathers its rows in
 that order from the column files as appended (memory-mapped); when the rows came in long runs
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.metrics.column_buffers import empty
+from simulator.metrics.spool_appends import SpoolAppends
 from simulator.metrics.step_order import KeyRuns, key_order, key_pieces, pieces_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -78,19 +80,10 @@ NARROW_INT = np.dtype(np.int32)
 _NARROW_MIN, _NARROW_MAX = np.iinfo(NARROW_INT).min, np.iinfo(NARROW_INT).max
 
 
-#: Flags of a spool file opened to append (binary on every system)
-_APPEND = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_BINARY", 0)
-
-
-def _append_bytes(path: str, data: memoryview) -> None:
-    """Append ``data`` to the file at ``path`` (created if missing): one ``write`` unless the
-    system takes part of it."""
-    fd = os.open(path, _APPEND, 0o666)
-    try:
-        while data:
-            data = data[os.write(fd, data):]
-    finally:
-        os.close(fd)
+def _remove(folder: str, appends: SpoolAppends) -> None:
+    """A spool's finalizer: stop its appends' thread, then remove its folder."""
+    appends.close()
+    shutil.rmtree(folder, True)
 
 
 class ColumnSpool:
@@ -123,10 +116,12 @@ class ColumnSpool:
         self._runs: KeyRuns | None = None if keys is None else KeyRuns()
         self.float_columns = float_columns
         self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
-        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
+        #: the appends, written on a thread of their own (every read waits for them first)
+        self._appends = SpoolAppends()
+        self._finalizer = weakref.finalize(self, _remove, str(self.folder), self._appends)
         #: per column, its file's path (a decode-run chunk of a few thousand rows is appended
         #: at a time: ``pathlib`` and a buffered file object for each cost more than the write)
-        self._paths = {c: str(self.path(c)) for c in self.columns}
+        self._paths = {c: str(self.folder / f"{c}.bin") for c in self.columns}
         self.num_rows = 0
         #: the rows' canonical order (:meth:`sort_by`; None: as appended or in pieces)
         self._order: np.ndarray | None = None
@@ -136,7 +131,23 @@ class ColumnSpool:
         self._stored: dict[str, np.dtype] = {}
 
     def path(self, name: str) -> Path:
+        """Column ``name``'s file, every row appended so far written to it."""
+        self._settle()
         return self.folder / f"{name}.bin"
+
+    def _settle(self) -> None:
+        """Wait for the appends in flight (:class:`~simulator.metrics.spool_appends.
+        SpoolAppends`): every read of the files does."""
+        try:
+            self._appends.wait()
+        except OSError as e:
+            raise self._write_error(e) from None
+
+    def _write_error(self, e: OSError) -> OSError:
+        """A failed write, saying where the spool lives and how to move it (e.g. a full
+        disk)."""
+        return OSError(f"cannot write the run's step spool in {self.folder.parent} "
+                       f"({e.strerror or e}); point TMPDIR at a folder with more free space")
 
     @property
     def closed(self) -> bool:
@@ -149,7 +160,16 @@ class ColumnSpool:
                                    "removed); read it before StepTable.close()")
 
     def append(self, chunk: dict[str, np.ndarray]) -> None:
-        """Append one packed chunk (every column, equal lengths, the spool's dtypes)."""
+        """Append one packed chunk (every column, equal lengths, the spool's dtypes). The
+        arrays are written to the files later, on the appends' thread: they must not be
+        changed afterwards (the recorder hands over arrays it drops).
+
+        Raises
+        ------
+        OSError
+            A write of earlier rows failed (e.g. a full disk; this or the next read says
+            where the spool lives).
+        """
         self._check_open()
         if self._sorted_by is not None:
             raise ValueError("a sorted step spool takes no more rows")
@@ -157,15 +177,13 @@ class ColumnSpool:
         if missing:  # before any file is written
             raise KeyError(f"a step chunk lacks column(s) {', '.join(missing)}")
         n = len(chunk[self.columns[0]])
-        try:
-            for c in self.columns:
-                values = np.asarray(chunk[c])
-                data = memoryview(np.ascontiguousarray(values, dtype=self._storage(c, values)))
-                _append_bytes(self._paths[c], data.cast("B"))
-        except OSError as e:  # e.g. a full disk: say where the spool lives and how to move it
-            raise OSError(f"cannot write the run's step spool in {self.folder.parent} "
-                          f"({e.strerror or e}); point TMPDIR at a folder with more free "
-                          "space") from None
+        for c in self.columns:
+            values = np.asarray(chunk[c])
+            data = np.ascontiguousarray(values, dtype=self._storage(c, values))
+            try:
+                self._appends.add(self._paths[c], data)
+            except OSError as e:  # an earlier batch's write failed (e.g. a full disk)
+                raise self._write_error(e) from None
         self.num_rows += n
         if self._runs is not None and self._keys is not None:
             self._runs.add(chunk[self._keys[0]], chunk[self._keys[1]])
@@ -182,7 +200,7 @@ class ColumnSpool:
         if not values.size or (values.min() >= _NARROW_MIN and values.max() <= _NARROW_MAX):
             self._stored[name] = NARROW_INT
             return NARROW_INT
-        if stored is not None:  # widen what was written narrow
+        if stored is not None:  # widen what was written narrow (after the writes in flight)
             np.fromfile(self.path(name), dtype=stored).astype(full).tofile(self.path(name))
         self._stored[name] = full
         return full
@@ -197,6 +215,7 @@ class ColumnSpool:
         self._check_open()
         if start < 0:
             raise ValueError(f"rows {start}:{stop} of a step spool: start must be >= 0")
+        self._settle()
         return self.num_rows if stop is None else min(stop, self.num_rows)
 
     def _raw(self, name: str, start: int = 0, stop: int | None = None) -> np.ndarray:

@@ -6,6 +6,7 @@ import os
 import signal
 
 import numpy as np
+import pytest
 
 from simulator.cli import main as cli
 from simulator.metrics.step_table import ColumnSpool
@@ -36,14 +37,17 @@ def test_sigterm_exits_143_and_removes_the_spool(monkeypatch, tmp_path, capsys):
 
 def test_spool_write_error_names_the_folder_and_tmpdir(tmp_path):
     spool = ColumnSpool(["x"], frozenset(), tmp_path)
-    spool.path("x").mkdir()                                   # opening it for append fails
+    (spool.folder / "x.bin").mkdir()                          # opening it for append fails
     try:
         spool.append({"x": np.arange(3)})
+        spool.read("x")  # written on the appends' thread: the error comes at the read
     except OSError as e:
         msg = str(e)
     else:  # pragma: no cover
         raise AssertionError("no error")
-    assert str(tmp_path) in msg and "TMPDIR" in msg
+    assert str(tmp_path) in msg and "TMPDIR" in msg and "Is a directory" in msg
+    with pytest.raises(OSError, match="TMPDIR"):  # and again: the rows are not all there
+        spool.read("x")
     spool.close()
     assert not spool.folder.exists()
 
