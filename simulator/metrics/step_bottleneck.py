@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.metrics.columns import finite_column
+from simulator.metrics.columns import finite_column, finite_or
 from simulator.metrics.cost import log2_bucket
 from simulator.perf.step_shape import StepShape
 
@@ -144,8 +144,8 @@ def _column_chunks(steps, names: list[str]):
         slices = [steps.column_slices(c, CHUNK_ROWS) for c in names]
         for parts in zip(*slices):
             a, b = parts[0][0], parts[0][1]
-            out = {c: np.nan_to_num(np.array(v, dtype=np.float64), copy=False,
-                                    nan=_BIN_DEFAULTS[c]) for c, (_, _, v) in zip(names, parts)}
+            out = {c: finite_or(np.array(v, dtype=np.float64), _BIN_DEFAULTS[c])
+                   for c, (_, _, v) in zip(names, parts)}
             yield _fill(out, b - a)
         return
     for a in range(0, n, CHUNK_ROWS):
