@@ -19,7 +19,7 @@ from helpers import make_scenario, summary_without_wall, synthetic_workload
 from simulator.metrics import column_buffers, records, step_order, step_table
 from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
 from simulator.metrics.step_stats import kv_and_batching_stats
-from simulator.metrics.tables_io import write_table
+from simulator.metrics.tables_io import dictionary_columns, write_table
 from simulator.runs.scenario import run_scenario
 
 
@@ -112,9 +112,9 @@ def test_sliced_writes_have_the_bytes_of_one_write(monkeypatch, tmp_path, n):
         rec.add_step(_row(i))
     t = rec.step_table()
     arrow = pa.Table.from_pandas(t.to_pandas(), preserve_index=False)
-    # the step table has no text column: no dictionary pages (tables_io's choice)
+    # dictionary pages as tables_io chooses them (tested on their own below)
     pq.write_table(arrow, tmp_path / "one.parquet", compression="zstd", row_group_size=7,
-                   use_dictionary=[])
+                   use_dictionary=dictionary_columns(arrow.schema))
     pcsv.write_csv(arrow, tmp_path / "one.csv")
     (tmp_path / "s").mkdir()
     got_pq = write_table(t, tmp_path / "s", "steps", "parquet")
@@ -310,21 +310,24 @@ def test_read_ahead_keeps_order_errors_and_one_item_ahead():
     assert list(read_ahead(iter([]))) == []
 
 
-def test_parquet_dictionary_pages_only_for_text_columns(tmp_path):
+def test_parquet_dictionary_pages_for_text_and_few_valued_count_columns(tmp_path):
     import pandas as pd
 
     df = pd.DataFrame({"n": np.arange(1000, dtype=np.int64) % 7,
                        "t": np.linspace(0.0, 1.0, 1000),
-                       "status": ["completed", "rejected"] * 500})
+                       "status": ["completed", "rejected"] * 500,
+                       "batch_size": np.arange(1000, dtype=np.int64) % 5,
+                       "replica_id": np.repeat(np.arange(4, dtype=np.int64), 250)})
     path = write_table(df, tmp_path, "t", "parquet")
     meta = pq.ParquetFile(path).metadata.row_group(0)
     enc = {meta.column(i).path_in_schema: set(meta.column(i).encodings)
            for i in range(meta.num_columns)}
     assert "RLE_DICTIONARY" in enc["status"]
+    assert "RLE_DICTIONARY" in enc["batch_size"] and "RLE_DICTIONARY" in enc["replica_id"]
     assert "RLE_DICTIONARY" not in enc["n"] and "RLE_DICTIONARY" not in enc["t"]
     back = pq.read_table(path).to_pandas()
-    assert back["n"].tolist() == df["n"].tolist() and back["t"].tolist() == df["t"].tolist()
-    assert back["status"].tolist() == df["status"].tolist()
+    for c in df.columns:
+        assert back[c].tolist() == df[c].tolist()
 
 
 @pytest.mark.parametrize("case", ["steps", "repeated", "gap", "negative", "big_ids", "empty"])
