@@ -33,9 +33,11 @@ __all__ = ["BATCH_BYTES", "MAX_QUEUED", "SpoolAppends"]
 #: Bytes gathered before a batch goes to the writing thread. The thread takes the interpreter
 #: lock back after each system call, which can take a switch interval (5 ms) while the
 #: simulation runs: a batch's one ``writev`` per column keeps those waits few (16 columns: 80
-#: ms a batch at most, while the simulation takes about 300 ms to gather the next on this
-#: project's machine).
-BATCH_BYTES = 16 << 20
+#: ms a batch at most, while the ServeGen day's simulation gathers 8 MiB in about 160 ms on
+#: this project's machine). Small enough that the batches held (24 MiB at most) stay a small
+#: part of a run's peak memory (the million-request run: 1.36 GiB with 16 MiB batches, 1.30
+#: before).
+BATCH_BYTES = 8 << 20
 
 #: Full batches handed to the thread and not written yet (the one it writes included) before
 #: :meth:`SpoolAppends.add` waits for it.
