@@ -40,6 +40,7 @@ SELECT_MIN_SAMPLES = 1 << 16
 _CHUNK = 1 << 20          # values per pass step: 8 MB temporaries
 _BUCKET_BITS = 16         # 65,536 buckets
 _EXACT_INT = float(2**53)
+_FEW_BUCKETS = 8          # up to this many buckets, _gather compares keys one bucket at a time
 
 
 def select_percentiles(v: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarray | None:
@@ -112,9 +113,15 @@ def _gather(bits, v, w, lo: int, shift: int, buckets: np.ndarray):
     """The bucket keys, values and weights of the samples in ``buckets``, in one pass over
     the chunks."""
     ks, vs, ws = [], [], []
+    few = buckets.size <= _FEW_BUCKETS
     for s in range(0, v.size, _CHUNK):
         key = (bits[s:s + _CHUNK] - lo) >> shift
-        m = np.isin(key, buckets)
+        if few:  # a comparison a bucket (np.isin: 11 ms a chunk of 2**20, this 1 to 3 ms)
+            m = key == buckets[0]
+            for b in buckets[1:]:
+                m |= key == b
+        else:
+            m = np.isin(key, buckets)
         ks.append(key[m])
         vs.append(v[s:s + _CHUNK][m])
         ws.append(w[s:s + _CHUNK][m])
