@@ -34,7 +34,6 @@ table raises :class:`ClosedTableError` when read.
 """
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import weakref

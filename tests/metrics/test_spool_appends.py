@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ def test_files_hold_what_was_added_in_order(tmp_path):
     appends.wait()
     for p in paths:
         expect = b"".join(added[p])
-        got = open(p, "rb").read() if os.path.exists(p) else b""
+        got = Path(p).read_bytes() if os.path.exists(p) else b""
         assert got == expect
 
 

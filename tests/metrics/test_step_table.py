@@ -601,3 +601,20 @@ def test_a_negative_start_is_refused(monkeypatch):
                 read()
         assert spool.read("v", 1, 9).tolist() == ([3.5, 0.5, 1.5] if sort else [1.5, 2.5, 3.5])
     spool.close()
+
+
+def test_a_slice_given_as_arrays_is_the_table_from_pandas_makes():
+    """tables_io writes a step table's later slices straight into the first slice's schema;
+    the Arrow table is the one ``from_pandas`` makes of the same columns (NaN read as null,
+    the pandas metadata kept)."""
+    import pandas as pd
+
+    from simulator.metrics.tables_io import _arrow_table
+
+    d = {"replica_id": np.array([0, 0, 1], dtype=np.int64),
+         "t": np.array([0.5, np.nan, 2.0]), "n": np.array([3, 4, 5], dtype=np.int64)}
+    first = _arrow_table(dict(d), None)
+    want = pa.Table.from_pandas(pd.DataFrame(d), preserve_index=False)
+    got = _arrow_table(d, first.schema)
+    assert got.equals(want) and got.schema.equals(want.schema, check_metadata=True)
+    assert got["t"].null_count == 1
