@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.base.request import RequestSpec
+from simulator.base.request import RequestSpec, request_spec
 
 __all__ = ["MOONCAKE_BLOCK_TOKENS", "TraceColumns"]
 
@@ -216,13 +216,13 @@ class TraceColumns:
             think = np.nan_to_num(self.think_time_s[sl], nan=0.0).tolist()
         else:
             sid, turn, think = [None] * k, [0] * k, [0.0] * k
+        # positionally, every field in order (request_spec: half the time of the dataclass's
+        # keyword __init__; use_beam_search, num_kv_transferred_tokens, handoff_token_time_s,
+        # cancel_when_streaming take their defaults)
         return [
-            RequestSpec(request_id=start + i, arrival_time_s=arr[i], num_prompt_tokens=pr[i],
-                        num_output_tokens=out[i], max_tokens=mt[i], tenant=tenant[i],
-                        priority=prio[i], slice=slc[i], cancel_after_s=cancel[i],
-                        prefix_hash_ids=pref[i], prefix_block_tokens=bt[i], source_line=lines[i],
-                        n=seqs[i], session_id=sid[i], turn_index=turn[i],
-                        think_time_s=think[i])
+            request_spec(start + i, arr[i], pr[i], out[i], mt[i], tenant[i], prio[i], slc[i],
+                         cancel[i], pref[i], bt[i], lines[i], seqs[i], False, 0, None, False,
+                         sid[i], turn[i], think[i])
             for i in range(k)
         ]
 
