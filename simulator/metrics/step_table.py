@@ -34,7 +34,6 @@ table raises :class:`ClosedTableError` when read.
 """
 from __future__ import annotations
 
-import shutil
 import tempfile
 import weakref
 from bisect import bisect_right
@@ -45,7 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.metrics.column_buffers import empty
-from simulator.metrics.spool_appends import SpoolAppends
+from simulator.metrics.spool_appends import SpoolAppends, remove_spool
 from simulator.metrics.step_order import KeyRuns, key_order, key_pieces, pieces_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,12 +76,6 @@ def _dtype(name: str, float_columns: frozenset) -> np.dtype:
 #: 2.1 GB of page-cache writes, 9% of the run's time in ``perf``). Read back as int64.
 NARROW_INT = np.dtype(np.int32)
 _NARROW_MIN, _NARROW_MAX = np.iinfo(NARROW_INT).min, np.iinfo(NARROW_INT).max
-
-
-def _remove(folder: str, appends: SpoolAppends) -> None:
-    """A spool's finalizer: stop its appends' thread, then remove its folder."""
-    appends.close()
-    shutil.rmtree(folder, True)
 
 
 class ColumnSpool:
@@ -117,7 +110,7 @@ class ColumnSpool:
         self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
         #: the appends, written on a thread of their own (every read waits for them first)
         self._appends = SpoolAppends()
-        self._finalizer = weakref.finalize(self, _remove, str(self.folder), self._appends)
+        self._finalizer = weakref.finalize(self, remove_spool, str(self.folder), self._appends)
         #: per column, its file's path (a decode-run chunk of a few thousand rows is appended
         #: at a time: ``pathlib`` and a buffered file object for each cost more than the write)
         self._paths = {c: str(self.folder / f"{c}.bin") for c in self.columns}

@@ -171,3 +171,17 @@ def test_spool_reads_see_every_append(tmp_path, monkeypatch):
     folder = spool.folder
     spool.close()
     assert not folder.exists()
+
+
+def test_remove_spool_removes_every_file_and_the_folder(tmp_path):
+    folder = tmp_path / "spool"
+    folder.mkdir()
+    appends = SpoolAppends(batch_bytes=8)
+    for i in range(5):
+        appends.add(str(folder / f"c{i}.bin"), np.arange(10))
+    (folder / "sub").mkdir()  # not a spool file: rmtree takes it
+    sa.remove_spool(str(folder), appends)
+    assert not folder.exists()
+    with pytest.raises(ValueError, match="closed"):
+        appends.add(str(folder / "c0.bin"), np.arange(1))
+    sa.remove_spool(str(folder), appends)  # again: nothing raised
