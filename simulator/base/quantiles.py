@@ -113,7 +113,7 @@ def _gather(bits, v, w, lo: int, shift: int, buckets: np.ndarray):
     """The bucket keys, values and weights of the samples in ``buckets``, in one pass over
     the chunks."""
     ks, vs, ws = [], [], []
-    few = buckets.size <= _FEW_BUCKETS
+    few = 0 < buckets.size <= _FEW_BUCKETS
     for s in range(0, v.size, _CHUNK):
         key = (bits[s:s + _CHUNK] - lo) >> shift
         if few:  # a comparison a bucket (np.isin: 11 ms a chunk of 2**20, this 1 to 3 ms)

@@ -33,6 +33,9 @@ __all__ = ["EnergyParams", "EnergyProfile", "energy_profile", "energy_summary",
 DEFAULT_RESOLUTION_S = 1.0
 #: rows of the step table read at a time
 CHUNK_ROWS = 1 << 18
+#: most bin additions :func:`_spread` gathers at once for the steps crossing a bin edge (16
+#: bytes each: fine bins under long steps add a whole bin each)
+SPREAD_ADDS = 1 << 20
 #: most power bins of a profile (8 MiB an array); a longer window gets longer bins (the
 #: summary's ``peak_power_resolution_s`` and a note say so): 1 s bins cover 12 days
 MAX_BINS = 1 << 20
@@ -135,16 +138,32 @@ def _spread(bins: np.ndarray, edges: np.ndarray, s: np.ndarray, e: np.ndarray,
 
     The intervals inside one bin are added first, in order; then each interval that crosses
     a bin edge adds its part in its first bin, its part in its last, then each whole bin
-    between, interval after interval: one ``numpy.add.at`` over that sequence (it adds
-    element by element, in sequence order), the additions a loop over the crossing
-    intervals made one at a time (2.7 million in the ServeGen day, 1 s bins: 4.3 s of its
-    summary), so every bin's sum is the same to the bit."""
+    between, interval after interval: ``numpy.add.at`` over that sequence (it adds element
+    by element, in sequence order; consecutive groups of at most about :data:`SPREAD_ADDS`
+    additions), the additions a loop over the crossing intervals made one at a time (2.7
+    million in the ServeGen day, 1 s bins: 4.3 s of its summary), so every bin's sum is the
+    same to the bit."""
     if not len(s):
         return
     a, b, one, a_one, cross = _bin_places(edges, s, e) if places is None else places
     np.add.at(bins, a_one, rate[one] * (e[one] - s[one]))
     if not cross.size:  # steps crossing a bin edge (few: steps are ms long)
         return
+    # consecutive groups of crossing intervals, each adding at most about SPREAD_ADDS values
+    # at once (fine bins under long steps: a whole bin each), in order: the same additions
+    ends = np.cumsum(b[cross] - a[cross] + 1)
+    i = 0
+    while i < cross.size:
+        j = int(np.searchsorted(ends, (ends[i - 1] if i else 0) + SPREAD_ADDS, side="right"))
+        j = max(j, i + 1)
+        _add_crossing(bins, edges, s, e, rate, a, b, cross[i:j])
+        i = j
+
+
+def _add_crossing(bins: np.ndarray, edges: np.ndarray, s: np.ndarray, e: np.ndarray,
+                  rate: np.ndarray, a: np.ndarray, b: np.ndarray, cross: np.ndarray) -> None:
+    """:func:`_spread`'s additions of the intervals ``cross`` (each crossing a bin edge), in
+    order: one ``numpy.add.at`` over them."""
     ai, bi, r = a[cross], b[cross], rate[cross]
     mid = bi - ai - 1  # whole bins between an interval's first and last
     per = mid + 2      # additions of each interval

@@ -14,8 +14,11 @@ to files it keeps open.
 The files end up with the same bytes in the same order: one thread writes every batch, in
 the order they were handed over, and a column's arrays in the order they were added. A
 reader waits for every write first (:meth:`SpoolAppends.wait`), and a write that failed (a
-full disk) raises its ``OSError`` there and at every :meth:`SpoolAppends.add` after it: the
-run stops with it, as it did at the failing write before (a few chunks later). At most :data:`MAX_QUEUED` full
+full disk) raises its ``OSError`` there and at every :meth:`SpoolAppends.add` after it (any
+other error of the thread too): the run stops with it, as it did at the failing write before
+(a few chunks later). Several threads may read at once (a long run's summary lane and steps
+writer): they wait together. A forked child forgets the parent's thread and locks; the
+parent's writes in flight are not waited for there. At most :data:`MAX_QUEUED` full
 batches wait for the thread (the simulation waits for it beyond that), so the memory held is
 bounded: ``(MAX_QUEUED + 1) x BATCH_BYTES`` at most (the batches handed over, the one being
 gathered).
@@ -80,13 +83,14 @@ class SpoolAppends:
         Bytes gathered before a batch is handed to the thread (default :data:`BATCH_BYTES`).
     """
 
-    def __init__(self, batch_bytes: int = BATCH_BYTES) -> None:
-        self.batch_bytes = batch_bytes
+    def __init__(self, batch_bytes: int | None = None) -> None:
+        self.batch_bytes = BATCH_BYTES if batch_bytes is None else batch_bytes
         self._batch: dict[str, list[np.ndarray]] = {}
         self._gathered = 0
         self._cond = threading.Condition()
+        self._waiting = threading.Lock()  # wait() from several reading threads at once
         self._queue: deque[dict[str, list[np.ndarray]]] = deque()
-        self._error: OSError | None = None
+        self._error: BaseException | None = None
         self._closed = False
         self._stopping = False        # the thread ends once the queue is empty
         self._thread: threading.Thread | None = None
@@ -100,12 +104,14 @@ class SpoolAppends:
         Raises
         ------
         OSError
-            A write of an earlier batch failed.
+            A write of an earlier batch failed (or whatever else the writing thread raised).
         ValueError
             After :meth:`close`.
         """
         if self._closed:
             raise ValueError("the spool's appends are closed")
+        if self._pid != os.getpid():  # a forked child: the parent's locks may be held
+            self._forked()
         self._raise_error()
         self._batch.setdefault(path, []).append(data)
         self._gathered += data.nbytes
@@ -120,11 +126,14 @@ class SpoolAppends:
         Raises
         ------
         OSError
-            A write failed.
+            A write failed (or whatever else the writing thread raised).
         """
-        if self._batch:
-            self._hand_over()
-        self._stop_thread()
+        if self._pid != os.getpid():  # a forked child: the parent's locks may be held
+            self._forked()
+        with self._waiting:
+            if self._batch:
+                self._hand_over()
+            self._stop_thread()
         self._raise_error()
 
     def close(self) -> None:
@@ -133,6 +142,8 @@ class SpoolAppends:
             return
         self._closed = True
         self._batch, self._gathered = {}, 0
+        if self._pid != os.getpid():  # the parent's lock may be held by its (absent) thread
+            self._forked()
         with self._cond:
             self._queue.clear()
         self._stop_thread()
@@ -174,6 +185,7 @@ class SpoolAppends:
         """Forget the parent's thread and lock (held by threads that do not exist here)."""
         self._pid = os.getpid()
         self._cond = threading.Condition()
+        self._waiting = threading.Lock()
         self._queue, self._thread = deque(), None
 
     def _run(self) -> None:
@@ -190,8 +202,8 @@ class SpoolAppends:
                 if self._error is None:
                     for path, arrays in batch.items():
                         _write_all(self._fd(path), arrays)
-            except OSError as e:  # raised by the next add or wait
-                self._error = e
+            except BaseException as e:  # noqa: BLE001 - raised by the next add or wait (a dead
+                self._error = e            # thread would leave add waiting for it for ever)
             finally:
                 with cond:  # (close may have emptied the queue meanwhile)
                     if self._queue and self._queue[0] is batch:
@@ -214,13 +226,17 @@ class SpoolAppends:
                 pass
 
 
-def remove_spool(folder: str, appends: SpoolAppends) -> None:
+def remove_spool(folder: str, appends: SpoolAppends, pid: int | None = None) -> None:
     """A spool's finalizer: stop its appends' thread, then remove its folder, its files
     unlinked two at a time (the kernel frees a file's page cache as it is unlinked, without
     the interpreter lock: the ServeGen day's 7 GB of spool took 1.2 s to remove at the end of
     its run, about half that on two threads; 1.9 GB in 8 files: 0.27-0.33 s, 0.14 s).
     Nothing is raised: a file already gone, or no thread to be had at the interpreter's
-    shutdown, leaves the rest to ``shutil.rmtree``."""
+    shutdown, leaves the rest to ``shutil.rmtree``. ``pid``: the process that made the spool;
+    in another (a forked child dropping its copy) nothing is removed: the folder is the
+    parent's."""
+    if pid is not None and pid != os.getpid():
+        return
     appends.close()
     try:
         files = [e.path for e in os.scandir(folder) if e.is_file(follow_symlinks=False)]

@@ -34,6 +34,7 @@ table raises :class:`ClosedTableError` when read.
 """
 from __future__ import annotations
 
+import os
 import tempfile
 import weakref
 from bisect import bisect_right
@@ -110,7 +111,8 @@ class ColumnSpool:
         self.folder = Path(tempfile.mkdtemp(prefix="servesim-steps-", dir=folder))
         #: the appends, written on a thread of their own (every read waits for them first)
         self._appends = SpoolAppends()
-        self._finalizer = weakref.finalize(self, remove_spool, str(self.folder), self._appends)
+        self._finalizer = weakref.finalize(self, remove_spool, str(self.folder), self._appends,
+                                           os.getpid())
         #: per column, its file's path (a decode-run chunk of a few thousand rows is appended
         #: at a time: ``pathlib`` and a buffered file object for each cost more than the write)
         self._paths = {c: str(self.folder / f"{c}.bin") for c in self.columns}
@@ -193,7 +195,11 @@ class ColumnSpool:
             self._stored[name] = NARROW_INT
             return NARROW_INT
         if stored is not None:  # widen what was written narrow (after the writes in flight)
-            np.fromfile(self.path(name), dtype=stored).astype(full).tofile(self.path(name))
+            path = self.path(name)
+            try:
+                np.fromfile(path, dtype=stored).astype(full).tofile(path)
+            except OSError as e:  # e.g. a full disk: said as an append's failure is
+                raise self._write_error(e) from None
         self._stored[name] = full
         return full
 

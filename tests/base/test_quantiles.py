@@ -54,3 +54,11 @@ def test_not_applicable_returns_none():
 def test_single_value():
     got = select_percentiles(np.array([0.25]), np.array([3], dtype=np.int64), QS)
     np.testing.assert_array_equal(got, np.full(QS.shape, 0.25))
+
+
+def test_no_percentiles_asked_of_a_long_sample_gives_none():
+    """An empty ``qs`` of a sample long enough to select (review finding: the few-buckets
+    path indexed the first of no buckets)."""
+    v = np.linspace(0.0, 1.0, 1 << 17)
+    got = weighted_percentiles(v, np.ones_like(v), [])
+    assert got.shape == (0,)

@@ -164,7 +164,7 @@ def _spread_one_at_a_time(bins, edges, s, e, rate):
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_spread_adds_as_one_interval_at_a_time_to_the_bit(seed):
+def test_spread_adds_as_one_interval_at_a_time_to_the_bit(seed, monkeypatch):
     """The vectorised spread (one add.at over the crossing intervals' additions in order)
     gives every bin the same float sum as adding interval by interval: short steps, long
     ones over many bins, steps starting on an edge, the window's last (shorter) bin."""
@@ -180,6 +180,8 @@ def test_spread_adds_as_one_interval_at_a_time_to_the_bit(seed):
         s[: n // 3] = edges[rng.integers(0, len(edges), n // 3)]
     e = np.minimum(s + rng.exponential(float(rng.choice([0.01, 0.5, 3.0])), n), t1)
     rate = rng.random(n) * 500
+    if seed % 4 == 1:  # the crossing intervals' additions in groups of a few
+        monkeypatch.setattr(energy_mod, "SPREAD_ADDS", int(rng.integers(1, 9)))
     want = rng.random(len(edges) - 1)
     got = want.copy()
     _spread_one_at_a_time(want, edges, s, e, rate)

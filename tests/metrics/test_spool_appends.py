@@ -185,3 +185,70 @@ def test_remove_spool_removes_every_file_and_the_folder(tmp_path):
     with pytest.raises(ValueError, match="closed"):
         appends.add(str(folder / "c0.bin"), np.arange(1))
     sa.remove_spool(str(folder), appends)  # again: nothing raised
+
+
+def test_reading_threads_wait_together(tmp_path):
+    """Several threads reading a spool with appends pending (a long run's summary lane and
+    steps writer read it first at once): every one waits for the writes (review finding: an
+    unlocked wait joined a thread not started yet, or returned before the write)."""
+    for trial in range(30):
+        spool = ColumnSpool(["v"], frozenset({"v"}), tmp_path)
+        spool._appends.batch_bytes = 1 << 30  # pending until the first read
+        for i in range(20):
+            spool.append({"v": np.arange(i * 10, i * 10 + 10, dtype=float)})
+        errors, got = [], []
+
+        def read(spool=spool, got=got, errors=errors):
+            try:
+                got.append(spool.read("v").sum())
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and got == [float(np.arange(200).sum())] * 4, trial
+        spool.close()
+
+
+def test_any_error_of_the_thread_is_raised_not_waited_for(tmp_path, monkeypatch):
+    """An error other than OSError in the writing thread (memory) is raised by the next call,
+    not left to hang the next add behind a dead thread."""
+    def fail(fd, arrays):
+        raise MemoryError("no memory for the write")
+
+    monkeypatch.setattr(sa, "_write_all", fail)
+    appends = SpoolAppends(batch_bytes=8)
+    for i in range(sa.MAX_QUEUED + 2):  # more batches than may wait
+        try:
+            appends.add(str(tmp_path / "a.bin"), np.arange(2))
+        except MemoryError:
+            break
+    with pytest.raises(MemoryError):
+        appends.wait()
+    appends.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this system")
+def test_a_forked_child_neither_hangs_nor_removes_the_parents_spool(tmp_path):
+    spool = ColumnSpool(["v"], frozenset({"v"}), tmp_path)
+    spool.append({"v": np.arange(5.0)})
+    spool._appends._cond.acquire()  # as the parent's thread may hold it at the fork
+    pid = os.fork()
+    if pid == 0:  # the child: close its copy (its finalizer) and leave
+        import signal
+        signal.alarm(20)  # a hang ends the child with SIGALRM
+        try:
+            spool.close()
+            code = 0
+        except BaseException:  # noqa: BLE001 - any failure is the child's exit code
+            code = 3
+        os._exit(code)
+    spool._appends._cond.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert spool.folder.is_dir()  # the parent's folder stays
+    assert np.array_equal(spool.read("v"), np.arange(5.0))
+    spool.close()
