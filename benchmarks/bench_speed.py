@@ -69,11 +69,12 @@ Figures (targets of issue 29; where two, compiled / pure):
     needs 11.2 replicas before any margin; 12 carry hours 6 to 12 with 94.8% attainment
     (the scenario's target: 90%), TTFT p99 6.1 s and 4,303 preemptions (1.8% of the
     requests: the longest sequences, up to 55,000 + 32,768 tokens). Target 180 s.
-    Opt-in: the day takes about that long on 2 cores (186 s at commit ``7117b26`` and 188 s
-    at ``634c4c3`` on 2026-12-07, the simulation 137 to 163 s of a run as the machine's speed
-    varied; 203 s at ``e03958b``, 280 s at ``a5edfdf``, 484 s at ``1ecbed0``; the history in
-    ``docs/results/day.md``); ``--servegen-end-s S`` runs the first ``S`` s only: a
-    check of the code path, reported without a verdict.
+    Opt-in: the day takes close to that on 2 cores (158 to 165 s at commits ``352addb``,
+    ``87e9405`` and ``8ac8bca`` on 2026-12-07, the simulation 132 to 144 s of a run; 190 s
+    once in a slow spell of the shared machine, when the same code's simulation took ~159 s;
+    186 to 188 s at ``7117b26`` / ``634c4c3``, 203 s at ``e03958b``, 484 s at ``1ecbed0``;
+    the history in ``docs/results/day.md``); ``--servegen-end-s S`` runs the first ``S`` s
+    only: a check of the code path, reported without a verdict.
 
 ``--page`` writes the docs site's results page (Markdown, ``speed_page.page``): the table
 (one row per figure, a column group per build: measured, target, met), the builds, the

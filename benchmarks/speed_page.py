@@ -306,7 +306,8 @@ def servegen_section(window_s: float | None) -> list[str]:
          "the Llama-3.1-8B / H100 scenario, enough to carry its heaviest hours (the long "
          "reasoning outputs of hours 6 to 12) within the scenario's 90% SLO attainment target "
          "(`benchmarks/bench_speed.py`'s docstring gives the runs). It runs only when asked "
-         "for (`--only servegen_day`): the day takes far longer than its target on 2 cores."),
+         "for (`--only servegen_day`): a whole day is close to its 180 s target on 2 cores, "
+         "about three minutes a run (`docs/results/day.md` lists the runs)."),
         "",
         "```bash",
         "servesim run scenarios/azure_conv_llama3_8b_h100.yaml "
