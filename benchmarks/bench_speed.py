@@ -70,8 +70,8 @@ Figures (targets of issue 29; where two, compiled / pure):
     (the scenario's target: 90%), TTFT p99 6.1 s and 4,303 preemptions (1.8% of the
     requests: the longest sequences, up to 55,000 + 32,768 tokens). Target 180 s.
     Opt-in: the day takes close to that on 2 cores (158 to 165 s at commits ``352addb``,
-    ``87e9405`` and ``8ac8bca`` on 2026-12-07, the simulation 132 to 144 s of a run; 190 s
-    once in a slow spell of the shared machine, when the same code's simulation took ~159 s;
+    ``87e9405`` and ``8ac8bca`` on 2026-12-07, the simulation 132 to 144 s of a run; 185 and
+    190 s in slow spells of the shared machine, the same code's simulation 154 to 159 s;
     186 to 188 s at ``7117b26`` / ``634c4c3``, 203 s at ``e03958b``, 484 s at ``1ecbed0``;
     the history in ``docs/results/day.md``); ``--servegen-end-s S`` runs the first ``S`` s
     only: a check of the code path, reported without a verdict.
