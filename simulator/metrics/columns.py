@@ -5,6 +5,7 @@ as its default everywhere.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,7 +13,8 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd  # heavy: imported where used, after the simulation
 
-__all__ = ["Labels", "finite_column", "finite_or", "labels", "nansum", "numeric"]
+__all__ = ["Labels", "column_chunks", "finite_column", "finite_or", "labels", "nansum",
+           "numeric"]
 
 
 def numeric(df: pd.DataFrame, col: str, default: float = np.nan, *,
@@ -25,6 +27,17 @@ def numeric(df: pd.DataFrame, col: str, default: float = np.nan, *,
             return df.float_column(col, copy=copy)
         return pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float, copy=copy)
     return np.full(len(df), default, dtype=float)
+
+
+def column_chunks(table, names: Sequence[str],
+                  rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """Consecutive row slices of the columns ``names`` (at least one) of a
+    :class:`~simulator.metrics.step_table.StepTable`, each ``{column: array}``, ``rows`` rows
+    at a time (default the table's :data:`~simulator.metrics.step_table.WRITE_ROWS`): read a
+    slice at a time from a spooled table (:meth:`~simulator.metrics.step_table.StepTable.
+    column_slices`), no DataFrame built for a slice."""
+    for parts in zip(*(table.column_slices(c, rows) for c in names)):
+        yield {c: v for c, (_, _, v) in zip(names, parts)}
 
 
 def finite_or(x: np.ndarray, default: float = 0.0) -> np.ndarray:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.metrics.columns import finite_or
+from simulator.metrics.columns import column_chunks, finite_or
 from simulator.metrics.fleet import ReplicaSpan, replica_seconds
 from simulator.perf.power import PowerModel, StepWork, step_power_w, step_utilisation, step_work
 
@@ -192,8 +192,7 @@ def _chunks(steps, rows: int | None = None) -> Iterator[dict[str, np.ndarray]]:
     rows = CHUNK_ROWS if rows is None else rows
     names = [c for c in _COLS if c in steps.columns]
     if hasattr(steps, "column_slices"):
-        for parts in zip(*(steps.column_slices(c, rows) for c in names)):
-            yield {c: v for c, (_, _, v) in zip(names, parts)}
+        yield from column_chunks(steps, names, rows)
         return
     for a in range(0, len(steps), rows):
         part = steps.iloc[a:a + rows]

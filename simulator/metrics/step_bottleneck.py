@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.metrics.columns import finite_column, finite_or
+from simulator.metrics.columns import column_chunks, finite_column, finite_or
 from simulator.metrics.cost import log2_bucket
 from simulator.perf.step_shape import StepShape
 
@@ -141,12 +141,10 @@ def _column_chunks(steps, names: list[str]):
     spooled :class:`~simulator.metrics.step_table.StepTable` read a slice at a time)."""
     n = len(steps)
     if hasattr(steps, "column_slices"):
-        slices = [steps.column_slices(c, CHUNK_ROWS) for c in names]
-        for parts in zip(*slices):
-            a, b = parts[0][0], parts[0][1]
+        for chunk in column_chunks(steps, names, CHUNK_ROWS):
             out = {c: finite_or(np.array(v, dtype=np.float64), _BIN_DEFAULTS[c])
-                   for c, (_, _, v) in zip(names, parts)}
-            yield _fill(out, b - a)
+                   for c, v in chunk.items()}
+            yield _fill(out, len(out[names[0]]))
         return
     for a in range(0, n, CHUNK_ROWS):
         part = steps.iloc[a:a + CHUNK_ROWS]

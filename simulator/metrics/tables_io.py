@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from simulator.base.outdir import OutputWriteError
 from simulator.metrics import step_table
+from simulator.metrics.columns import column_chunks
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -108,9 +109,7 @@ def _slices(table) -> Iterator:
     if len(table) == 0:
         yield from table.iter_frames()
         return
-    names = list(table.columns)
-    for parts in zip(*(table.column_slices(c) for c in names)):
-        yield {c: v for c, (_, _, v) in zip(names, parts)}
+    yield from column_chunks(table, list(table.columns))
 
 
 def _arrow_table(frame, schema):
