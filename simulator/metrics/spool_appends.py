@@ -110,8 +110,6 @@ class SpoolAppends:
         """
         if self._closed:
             raise ValueError("the spool's appends are closed")
-        if self._pid != os.getpid():  # a forked child: the parent's locks may be held
-            self._forked()
         self._raise_error()
         self._batch.setdefault(path, []).append(data)
         self._gathered += data.nbytes
@@ -128,8 +126,7 @@ class SpoolAppends:
         OSError
             A write failed (or whatever else the writing thread raised).
         """
-        if self._pid != os.getpid():  # a forked child: the parent's locks may be held
-            self._forked()
+        self._own_locks()
         with self._waiting:
             if self._batch:
                 self._hand_over()
@@ -142,16 +139,15 @@ class SpoolAppends:
             return
         self._closed = True
         self._batch, self._gathered = {}, 0
-        if self._pid != os.getpid():  # the parent's lock may be held by its (absent) thread
-            self._forked()
+        self._own_locks()
         with self._cond:
             self._queue.clear()
         self._stop_thread()
 
     def _stop_thread(self) -> None:
         """Let the thread write what is queued, end it and close the files."""
-        thread = self._thread
-        if thread is not None and self._pid == os.getpid():
+        thread = self._thread  # (this process's: every caller took its own locks first)
+        if thread is not None:
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
@@ -168,8 +164,7 @@ class SpoolAppends:
         """Queue the gathered batch for the thread, waiting while :data:`MAX_QUEUED` are
         queued already."""
         batch, self._batch, self._gathered = self._batch, {}, 0
-        if self._pid != os.getpid():  # a forked child: its own thread and files
-            self._forked()
+        self._own_locks()
         with self._cond:
             while len(self._queue) >= MAX_QUEUED and self._error is None:
                 self._cond.wait()
@@ -181,12 +176,15 @@ class SpoolAppends:
                                             daemon=True)
             self._thread.start()
 
-    def _forked(self) -> None:
-        """Forget the parent's thread and lock (held by threads that do not exist here)."""
-        self._pid = os.getpid()
-        self._cond = threading.Condition()
-        self._waiting = threading.Lock()
-        self._queue, self._thread = deque(), None
+    def _own_locks(self) -> None:
+        """In a forked child, forget the parent's thread, queue and locks (held, maybe, by
+        threads that do not exist here) before any is used: :meth:`add` takes none, the
+        batch's hand-over, :meth:`wait` and :meth:`close` call this first."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._cond = threading.Condition()
+            self._waiting = threading.Lock()
+            self._queue, self._thread = deque(), None
 
     def _run(self) -> None:
         """The thread: write the queued batches in order until told to stop."""

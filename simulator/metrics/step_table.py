@@ -227,13 +227,13 @@ class ColumnSpool:
         order = self._order
         out = empty(stop - start, dt)  # (a pooled buffer in a summary: column_buffers)
         if order is None:
-            with open(self.path(name), "rb") as f:
+            with open(self._paths[name], "rb") as f:
                 f.seek(start * dt.itemsize)
                 if f.readinto(memoryview(out).cast("B")) != out.nbytes:
                     raise OSError(f"the step spool file {f.name} is shorter than its "
                                   f"{self.num_rows} rows (changed under the spool)")
             return out
-        col = np.memmap(self.path(name), dtype=dt, mode="r", shape=(self.num_rows,))
+        col = np.memmap(self._paths[name], dtype=dt, mode="r", shape=(self.num_rows,))
         try:  # (indices in range: a permutation of the rows; "clip" writes ``out`` directly)
             return np.take(col, order[start:stop], out=out, mode="clip")
         finally:
