@@ -7,8 +7,8 @@ over replicas, with ``P_busy`` from :mod:`simulator.perf.power` and the held tim
 replica's :class:`~simulator.metrics.fleet.ReplicaSpan` (provisioned to released) clipped to
 the window. Power over time is the energy of each ``resolution_s`` bin of the window over the
 bin's length (``peak_power_w`` is the largest, so it is a mean over ``resolution_s``, not an
-instantaneous peak). The step table is read in row chunks (:meth:`~simulator.metrics.
-step_table.StepTable.iter_frames`), never whole.
+instantaneous peak). The step table is read in row chunks of arrays
+(:func:`~simulator.metrics.columns.column_chunks`), never whole.
 
 Glossary (DESIGN.md section 4): ``joules_per_output_token`` = GPU energy over the window /
 output tokens of the requests finishing in it.
