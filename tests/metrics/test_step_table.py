@@ -19,7 +19,7 @@ from helpers import make_scenario, summary_without_wall, synthetic_workload
 from simulator.metrics import column_buffers, records, step_order, step_table
 from simulator.metrics.records import STEP_COLUMNS, STEP_FLOAT_COLUMNS, RunRecorder
 from simulator.metrics.step_stats import kv_and_batching_stats
-from simulator.metrics.tables_io import dictionary_columns, write_table
+from simulator.metrics.tables_io import parquet_options, write_table
 from simulator.runs.scenario import run_scenario
 
 
@@ -112,9 +112,9 @@ def test_sliced_writes_have_the_bytes_of_one_write(monkeypatch, tmp_path, n):
         rec.add_step(_row(i))
     t = rec.step_table()
     arrow = pa.Table.from_pandas(t.to_pandas(), preserve_index=False)
-    # dictionary pages as tables_io chooses them (tested on their own below)
-    pq.write_table(arrow, tmp_path / "one.parquet", compression="zstd", row_group_size=7,
-                   use_dictionary=dictionary_columns(arrow.schema))
+    # dictionary pages and encodings as tables_io chooses them (tested on their own below)
+    pq.write_table(arrow, tmp_path / "one.parquet", row_group_size=7,
+                   **parquet_options(arrow.schema))
     pcsv.write_csv(arrow, tmp_path / "one.csv")
     (tmp_path / "s").mkdir()
     got_pq = write_table(t, tmp_path / "s", "steps", "parquet")
@@ -328,6 +328,28 @@ def test_parquet_dictionary_pages_for_text_and_few_valued_count_columns(tmp_path
     back = pq.read_table(path).to_pandas()
     for c in df.columns:
         assert back[c].tolist() == df[c].tolist()
+
+
+def test_parquet_delta_and_split_encodings_by_column_name_and_type(tmp_path):
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame({"step_index": np.arange(1000, dtype=np.int64),
+                       "kv_blocks_used": np.cumsum(rng.integers(-1, 3, 1000)),
+                       "start_time_s": np.cumsum(rng.random(1000)),
+                       "step_time_s": np.where(np.arange(1000) % 9 == 0, np.nan, rng.random(1000)),
+                       "end_time_s": np.arange(1000, dtype=np.int64),  # not floating: plain
+                       "t": rng.random(1000)})                          # not named: plain
+    path = write_table(df, tmp_path, "t", "parquet")
+    meta = pq.ParquetFile(path).metadata.row_group(0)
+    enc = {meta.column(i).path_in_schema: set(meta.column(i).encodings)
+           for i in range(meta.num_columns)}
+    assert "DELTA_BINARY_PACKED" in enc["step_index"] and "DELTA_BINARY_PACKED" in enc["kv_blocks_used"]
+    assert "BYTE_STREAM_SPLIT" in enc["start_time_s"] and "BYTE_STREAM_SPLIT" in enc["step_time_s"]
+    for c in ("end_time_s", "t"):
+        assert not enc[c] & {"DELTA_BINARY_PACKED", "BYTE_STREAM_SPLIT", "RLE_DICTIONARY"}
+    back = pq.read_table(path).to_pandas()
+    pd.testing.assert_frame_equal(back, df)  # NaN read back as NaN, every value equal
 
 
 @pytest.mark.parametrize("case", ["steps", "repeated", "gap", "negative", "big_ids", "empty"])
