@@ -187,3 +187,15 @@ def test_spread_adds_as_one_interval_at_a_time_to_the_bit(seed, monkeypatch):
     _spread_one_at_a_time(want, edges, s, e, rate)
     energy_mod._spread(got, edges, s, e, rate)
     assert np.array_equal(got.view(np.int64), want.view(np.int64))
+
+
+def test_missing_replica_ids_are_those_numpy_unique_finds():
+    # the shortcut (every id from the least to the largest known) against the set of
+    # numpy.unique's ids less the known ones, on ids with gaps, unknown ids and float ids
+    rng = np.random.default_rng(3)
+    cases = [(np.array([0, 1, 1, 0]), {0, 1}), (np.array([0, 3]), {0, 1, 3}),
+             (np.array([2, 2]), {0, 1, 3}), (np.array([0, 5]), {0, 1}),
+             (np.array([0.0, 1.5]), {0, 1}), (np.array([1.0, 1.0]), {1})]
+    cases += [(rng.integers(0, 9, 50), set(rng.integers(0, 9, 6).tolist())) for _ in range(40)]
+    for rid, known in cases:
+        assert energy_mod._missing_ids(rid, known) == set(np.unique(rid).tolist()) - known
