@@ -37,7 +37,8 @@ Figures (targets of issue 29; where two, compiled / pure):
 ``llama8b_h100_hour`` / ``llama8b_h100_hour_figures``
     ``scenarios/azure_conv_llama3_8b_h100.yaml`` on the same trace, without / with figures.
     Without: at least 1,500x / 800x real time on the 3,600 s hour (2.4 s / 4.5 s); the page
-    prints the real-time factor. With figures: 3 s.
+    prints the real-time factor. With figures: 0.6 s more than that build's target (3 s / 5.1 s;
+    ``speed_page.FIGURES_ALLOWANCE_S``: this project's bound, the issue sets none).
 ``startup_first_event``
     From spawning ``servesim run`` (10 requests, no figures) to its first simulated event
     (the child patches ``simpy.Environment.step`` to print the time and exit). Target 0.5 s.

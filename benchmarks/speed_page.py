@@ -32,6 +32,11 @@ VIDUR_SPEEDUP_TARGETS = {"compiled": 20.0, "pure": 12.0}
 AZURE_HOUR_S = 3600.0
 #: issue 29's real-time factor on the Azure hour (Llama-3.1-8B, one H100), per build
 REAL_TIME_TARGETS = {"compiled": 1500.0, "pure": 800.0}
+#: seconds the figures may add to the Azure hour (``llama8b_h100_hour_figures``): issue 29
+#: asks for figures "cut to what they must cost" and sets no number; this project holds them
+#: to 0.6 s over the hour's own target, per build (compiled 2.4 + 0.6 = 3 s; pure 4.5 + 0.6 =
+#: 5.1 s: the hour with figures cannot be held under the hour's own pure target)
+FIGURES_ALLOWANCE_S = 0.6
 #: one ServeGen day, in s (``reason/deepseek-r1``: 1,383,669 requests)
 SERVEGEN_DAY_S = 86_400.0
 #: replicas of the 8B/H100 scenario that carry the ServeGen day (bench_speed.py says why)
@@ -76,7 +81,8 @@ FIGURES: tuple[Figure, ...] = (
     Figure("llama8b_h100_hour", "s",
            {b: AZURE_HOUR_S / x for b, x in REAL_TIME_TARGETS.items()},
            (AZURE_HOUR_S, "real time")),
-    Figure("llama8b_h100_hour_figures", "s", _both(3.0)),
+    Figure("llama8b_h100_hour_figures", "s",
+           {b: AZURE_HOUR_S / x + FIGURES_ALLOWANCE_S for b, x in REAL_TIME_TARGETS.items()}),
     Figure("startup_first_event", "s", _both(0.5)),
     Figure("plan_azure_conv", "s", _both(30.0)),
     Figure("scale_1m", "s", _both(120.0)),
@@ -186,6 +192,9 @@ def targets_text(builds: Sequence[str]) -> list[str]:
          "by the script (the commands to rerun both are below)."),
         (f"- `llama8b_h100_hour`: at least {rt} real time on the {AZURE_HOUR_S:,.0f} s Azure "
          "conv hour."),
+        (f"- `llama8b_h100_hour_figures`: the same hour with its figures, at most "
+         f"{FIGURES_ALLOWANCE_S:g} s over that build's hour target (this project's bound: the "
+         "issue asks for figures cut to what they must cost and sets no number)."),
         "- The other targets are the same for both builds.",
     ]
 

@@ -33,13 +33,18 @@ def _info(sp, cores, **kw):
 
 
 def test_targets_follow_issue_29(sp):
-    """Vidur's 57.6 s over 20x / 12x, the 3,600 s hour over 1,500x / 800x; the rest shared."""
+    """Vidur's 57.6 s over 20x / 12x, the 3,600 s hour over 1,500x / 800x (with figures 0.6 s
+    more); the rest shared."""
     t = {f.name: f.targets for f in sp.FIGURES}
     assert t["side_by_side_34b"]["compiled"] == pytest.approx(2.88)
     assert t["side_by_side_34b"]["pure"] == pytest.approx(4.8)
     assert t["llama8b_h100_hour"]["compiled"] == pytest.approx(2.4)
     assert t["llama8b_h100_hour"]["pure"] == pytest.approx(4.5)
-    shared = {"llama8b_h100_hour_figures": 3.0, "plan_azure_conv": 30.0, "scale_1m": 120.0,
+    # the hour with figures: 0.6 s over each build's hour target (3600 / 1500 + 0.6 = 3.0,
+    # 3600 / 800 + 0.6 = 5.1)
+    assert t["llama8b_h100_hour_figures"]["compiled"] == pytest.approx(3.0)
+    assert t["llama8b_h100_hour_figures"]["pure"] == pytest.approx(5.1)
+    shared = {"plan_azure_conv": 30.0, "scale_1m": 120.0,
               "scale_1m_peak_rss": 1.5, "idle_replicas_10k_rss": 100.0,
               "startup_first_event": 0.5, "servegen_day": 180.0}
     for name, bound in shared.items():
