@@ -112,6 +112,34 @@ def test_unwritable_cache_folder_falls_back_to_computing(monkeypatch, tmp_path):
     assert not list(tmp_path.glob("**/*.npz"))
 
 
+@pytest.mark.parametrize("error", [PermissionError(13, "Permission denied"),
+                                   IsADirectoryError(21, "Is a directory")])
+def test_unreadable_cache_entry_falls_back_to_computing(cache, monkeypatch, error):
+    # a cache folder the user cannot enter (HOME left at /root under sudo): checking or
+    # opening an entry raises (Path.is_file raises PermissionError there on Python 3.11);
+    # the fill is computed, as with no cache
+    want = _table_grid().le  # stored in the cache
+    assert _entries(cache)
+
+    def refuse(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(fill_cache.Path, "is_file", refuse)
+    monkeypatch.setattr(fill_cache.np, "load", refuse)
+    assert _table_grid().le.tobytes() == want.tobytes()
+
+
+def test_no_home_folder_turns_the_cache_off(monkeypatch):
+    def no_home(*args, **kwargs):
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("SERVESIM_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(fill_cache.Path, "home", no_home)
+    g = _table_grid()
+    assert math.isclose(g.le[0, 2], 1.25, rel_tol=1e-12)
+
+
 def _grid(entry):
     with np.load(entry) as z:
         return z["grid"]

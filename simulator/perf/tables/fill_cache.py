@@ -174,11 +174,16 @@ def cached_fill(raw: np.ndarray, us: list[np.ndarray], lr: np.ndarray | None, me
     numpy.ndarray
         The filled grid (``raw``'s shape), bit-identical to ``fill``'s result.
     """
-    folder = cache_dir()
+    try:
+        folder = cache_dir()
+    except RuntimeError:  # no home folder to find (Path.home)
+        folder = None
     if folder is None:
         return fill(raw, us, lr, method)
     path = folder / f"{fill_key(raw, us, lr, method)}.npz"
-    hit = _load(path, raw) if path.is_file() else None
+    # no is_file() first: on a folder the user cannot enter it raises PermissionError (Python
+    # 3.11); _load turns a missing or unreadable entry into None (computed again)
+    hit = _load(path, raw)
     if hit is not None:
         return hit
     grid = fill(raw, us, lr, method)
