@@ -360,7 +360,8 @@ def _same_file(a: Path, b: Path) -> bool:
 def check_outputs_spare_inputs(folder: str | Path, outputs, inputs, *,
                                flag: str | None = None,
                                error: type[Exception] = OutputFolderError) -> None:
-    """Refuse a run whose outputs would overwrite one of its inputs.
+    """Refuse a run whose outputs would overwrite one of its inputs, or that would find a
+    folder where it writes one of its files (it would fail halfway, its outputs half written).
 
     Parameters
     ----------
@@ -379,13 +380,18 @@ def check_outputs_spare_inputs(folder: str | Path, outputs, inputs, *,
     Raises
     ------
     OutputFolderError
-        (or ``error``) one line naming the output, the input and what to do, before any
-        simulation runs.
+        (or ``error``) one line naming the output, the input (or the folder in the way) and
+        what to do, before any simulation runs.
     """
+    base = Path(folder)
+    outputs = list(outputs)
+    for name in outputs:  # a file the run writes, where a folder of that name stands
+        if not name.endswith("/") and (base / name).is_dir():
+            raise error(f"{flag or f'-o {base}'}: {base / name} is a folder, where the run "
+                        "writes a file of that name; remove it or choose another output")
     inputs = [Path(i) for i in inputs]
     if not inputs:
         return
-    base = Path(folder)
     try:
         root = base.resolve()
     except (OSError, ValueError):

@@ -69,6 +69,18 @@ def test_a_trace_named_like_a_run_table_is_not_overwritten(tmp_path, capsys, tab
     assert (tmp_path / "requests.csv").read_text() == TRACE
 
 
+@pytest.mark.parametrize("name", ["report.html", "summary.json", "steps.parquet"])
+def test_a_folder_named_like_an_output_file_is_refused_before_the_run(tmp_path, capsys, name):
+    # it failed halfway before (tables and report.md written, no summary.json), exit 1
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    out = tmp_path / "out"
+    (out / name).mkdir(parents=True)
+    assert main(["run", str(tmp_path / "s.yaml"), "-o", str(out), "-q", "--no-figures"]) == 2
+    line = _one_error_line(capsys)
+    assert f"-o {out}: {out / name} is a folder, where the run writes a file" in line
+    assert sorted(p.name for p in out.iterdir()) == [name]  # nothing ran
+
+
 def test_a_symlinked_or_hard_linked_output_is_the_input(tmp_path):
     (tmp_path / "in.csv").write_text(TRACE)
     out = tmp_path / "out"
