@@ -12,7 +12,8 @@ Each figure runs ``servesim`` (``python -m simulator.cli``) of the checkout meas
 (``--checkout``, default the one holding this script; the child's working directory and
 ``PYTHONPATH``) as a fresh child process, the way a user runs it, and measures that whole
 process: wall seconds (``time.perf_counter`` around the child) and peak resident memory
-(``ru_maxrss`` of the child, from ``os.wait4``). The best of ``--repeat`` runs is reported
+(the child's own ``VmHWM``, which it reports at its end: ``_PEAK_CHILD``; ``ru_maxrss`` from
+``os.wait4`` where it cannot). The best of ``--repeat`` runs is reported
 (the plan, 1M-request and ServeGen figures: ``--repeat-big``, default 1): on a shared machine
 the best run is the one least disturbed by other load.
 
@@ -93,6 +94,7 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -140,6 +142,30 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+#: ``python -m simulator.cli ...`` that also reports its own peak resident memory at the end:
+#: the ``VmHWM`` of ``/proc/self/status`` (Linux), written to stderr by the last exit function
+#: (the command's exit runs them: simulator.cli.process.exit_process). ``ru_maxrss`` from
+#: ``os.wait4`` is not the child's own: Linux keeps the larger of the image's peak and the
+#: peak of the process that forked it (``exec`` records the replaced image's), so after this
+#: script grew (the 1M trace tiled in memory) every small child read as large as this script:
+#: ``idle_replicas_10k_rss`` measured 0.0 MiB on the page's run and 38.8 MiB alone.
+_PEAK_CHILD = r"""
+import atexit, runpy, sys
+def _peak():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    sys.stderr.write("\nPEAK_RSS_KIB " + line.split()[1] + "\n")
+                    sys.stderr.flush()
+    except OSError:
+        pass
+atexit.register(_peak)
+runpy.run_module("simulator.cli", run_name="__main__", alter_sys=True)
+"""
+_PEAK_LINE = re.compile(r"\nPEAK_RSS_KIB (\d+)\n")
+
+
 def _env(build: str | None = None) -> dict[str, str]:
     """The child's environment: ``PYTHONPATH`` = the checkout measured; for ``build`` ``pure``
     ``SERVESIM_PURE_PYTHON=1``, for ``compiled`` without it, for None as inherited."""
@@ -162,6 +188,8 @@ def run_child(argv: list[str], build: str | None = None) -> tuple[float, int, st
     RuntimeError
         If the child exits non-zero (with the tail of its stderr).
     """
+    if argv[:2] == ["-m", "simulator.cli"]:  # the same command, reporting its own peak
+        argv = ["-c", _PEAK_CHILD, *argv[2:]]
     t0 = time.perf_counter()
     p = subprocess.Popen([sys.executable, *argv], cwd=CHECKOUT, env=_env(build),
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -171,6 +199,9 @@ def run_child(argv: list[str], build: str | None = None) -> tuple[float, int, st
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])}... exited {p.returncode}: {err[-1500:]}")
+    peak = _PEAK_LINE.search(err)
+    if peak is not None:  # the child's own (see _PEAK_CHILD)
+        return wall, int(peak.group(1)) * 1024, _PEAK_LINE.sub("", err)
     return wall, ru.ru_maxrss * 1024, err  # ru_maxrss is in KiB on Linux
 
 
