@@ -92,17 +92,25 @@ def parse_vary(item: str) -> tuple[str, list]:
     Raises
     ------
     ScenarioError
-        Without ``=``, with an empty key or an empty value.
+        Without ``=``, with an empty key or an empty value, or a value twice in the list.
     """
     key, raw = split_assignment(item, "--vary", "key.path=value1,value2,...")
     parts = [p.strip() for p in raw.split(",")]
     if not parts or any(p == "" for p in parts):
         raise ScenarioError(f"--vary {clip_text(repr(item))}: empty value in the list")
     try:
-        return key, [parse_yaml_value(p) for p in parts]
+        values = [parse_yaml_value(p) for p in parts]
     except InputLimitError as e:  # a 5,000-digit number, a value nested too deep
         raise ScenarioError(f"--vary {clip_text(item)}: "
                             f"{e.key + ': ' if e.key else ''}{e.problem}") from None
+    seen: set[str] = set()
+    for v in values:  # the same value twice would run the same variant twice
+        text = yaml_value(v)
+        if text in seen:
+            raise ScenarioError(f"--vary {clip_text(repr(item))}: {clip_text(text)} is in the "
+                                "list twice")
+        seen.add(text)
+    return key, values
 
 
 def variant_names(combos: list[list[tuple[str, Any]]]) -> list[str]:

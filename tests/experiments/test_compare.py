@@ -50,6 +50,11 @@ def test_parse_vary_and_expand():
     for bad in ("scheduler.policy", "=a,b", "a.b=x,,y", "a..b=1"):
         with pytest.raises(ScenarioError):
             parse_vary(bad)
+    # the same value twice would run one variant twice (named max_num_seqs=8, max_num_seqs=8-1)
+    for dup, shown in (("scheduler.max_num_seqs=8,8", "8"), ("a.b=x, 1, x", "x")):
+        with pytest.raises(ScenarioError, match=f"{shown} is in the list twice"):
+            parse_vary(dup)
+    assert parse_vary("a.b=1,1.0")[1] == [1, 1.0]  # written differently: two values
     combos = expand_variants([("a.x", [1, 2]), ("b.y", ["p", "q"])])
     assert combos == [[("a.x", 1), ("b.y", "p")], [("a.x", 1), ("b.y", "q")],
                       [("a.x", 2), ("b.y", "p")], [("a.x", 2), ("b.y", "q")]]
