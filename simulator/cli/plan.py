@@ -143,7 +143,7 @@ def cmd_plan(args) -> int:
         rows.append(fb)
     t = Table(title="recommendation, runners-up and fallback (prices: prefill / decode GPU "
                     "time per 1M input / output tokens)")
-    for h in ("cap rps", "GPUs", "$/h", "$/1M in", "$/1M out", "TTFT p99 (s)", "gates"):
+    for h in ("cap rps/replica", "GPUs", "$/h", "$/1M in", "$/1M out", "TTFT p99 (s)", "gates"):
         t.add_column(h, no_wrap=h != "gates")
     t.add_column("configuration", ratio=1)
     for r in rows:
