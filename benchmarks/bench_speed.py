@@ -189,20 +189,25 @@ def run_child(argv: list[str], build: str | None = None) -> tuple[float, int, st
     RuntimeError
         If the child exits non-zero (with the tail of its stderr).
     """
-    if argv[:2] == ["-m", "simulator.cli"]:  # the same command, reporting its own peak
-        argv = ["-c", _PEAK_CHILD, *argv[2:]]
+    wrapped = argv[:2] == ["-m", "simulator.cli"]  # the same command, reporting its peak
     t0 = time.perf_counter()
-    p = subprocess.Popen([sys.executable, *argv], cwd=CHECKOUT, env=_env(build),
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen([sys.executable, *(["-c", _PEAK_CHILD, *argv[2:]] if wrapped
+                                            else argv)],
+                         cwd=CHECKOUT, env=_env(build), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE)
     err = p.stderr.read().decode(errors="replace")
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
+    peak = _PEAK_LINE.search(err)
+    err = _PEAK_LINE.sub("", err)
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(argv[:4])}... exited {p.returncode}: {err[-1500:]}")
-    peak = _PEAK_LINE.search(err)
     if peak is not None:  # the child's own (see _PEAK_CHILD)
-        return wall, int(peak.group(1)) * 1024, _PEAK_LINE.sub("", err)
+        return wall, int(peak.group(1)) * 1024, err
+    if wrapped:  # no /proc (not Linux): ru_maxrss, which may hold this script's own peak
+        print(f"bench_speed: {' '.join(argv[:4])}...: no peak reported by the child; its "
+              "ru_maxrss is used (at least this script's own peak)", file=sys.stderr)
     return wall, ru.ru_maxrss * 1024, err  # ru_maxrss is in KiB on Linux
 
 

@@ -357,6 +357,15 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def _is_folder(p: Path) -> bool:
+    """Whether ``p`` is a folder; False where it cannot be looked at (a parent the user cannot
+    enter: ``Path.is_dir`` raises there on Python 3.11; writing reports that itself)."""
+    try:
+        return p.is_dir()
+    except OSError:
+        return False
+
+
 def check_outputs_spare_inputs(folder: str | Path, outputs, inputs, *,
                                flag: str | None = None,
                                error: type[Exception] = OutputFolderError) -> None:
@@ -386,7 +395,7 @@ def check_outputs_spare_inputs(folder: str | Path, outputs, inputs, *,
     base = Path(folder)
     outputs = list(outputs)
     for name in outputs:  # a file the run writes, where a folder of that name stands
-        if not name.endswith("/") and (base / name).is_dir():
+        if not name.endswith("/") and _is_folder(base / name):
             raise error(f"{flag or f'-o {base}'}: {base / name} is a folder, where the run "
                         "writes a file of that name; remove it or choose another output")
     inputs = [Path(i) for i in inputs]

@@ -81,6 +81,16 @@ def test_a_folder_named_like_an_output_file_is_refused_before_the_run(tmp_path, 
     assert sorted(p.name for p in out.iterdir()) == [name]  # nothing ran
 
 
+def test_an_output_place_that_cannot_be_looked_at_is_left_to_the_write(tmp_path, monkeypatch):
+    # Path.is_dir raises PermissionError under a folder the user cannot enter (Python 3.11):
+    # the check passes it on (the write reports it, one line, exit 2), never an OSError here
+    def refuse(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "is_dir", refuse)
+    check_outputs_spare_inputs(tmp_path / "locked" / "sub", ["out.parquet"], [])
+
+
 def test_a_symlinked_or_hard_linked_output_is_the_input(tmp_path):
     (tmp_path / "in.csv").write_text(TRACE)
     out = tmp_path / "out"

@@ -330,6 +330,14 @@ def test_parquet_dictionary_pages_for_text_and_few_valued_count_columns(tmp_path
         assert back[c].tolist() == df[c].tolist()
 
 
+def test_parquet_encoded_and_dictionary_columns_are_apart():
+    # pyarrow refuses a column with both a dictionary and another encoding ("To use
+    # 'column_encoding' set 'use_dictionary' to False"): every write would fail
+    from simulator.metrics.tables_io import COLUMN_ENCODINGS, DICTIONARY_COLUMNS
+
+    assert not DICTIONARY_COLUMNS & set(COLUMN_ENCODINGS)
+
+
 def test_parquet_delta_and_split_encodings_by_column_name_and_type(tmp_path):
     import pandas as pd
 
