@@ -201,12 +201,13 @@ def run_child(argv: list[str], build: str | None = None) -> tuple[float, int, st
     p.returncode = os.waitstatus_to_exitcode(status)
     peak = _PEAK_LINE.search(err)
     err = _PEAK_LINE.sub("", err)
+    shown = " ".join(argv[:4])
     if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:4])}... exited {p.returncode}: {err[-1500:]}")
+        raise RuntimeError(f"{shown}... exited {p.returncode}: {err[-1500:]}")
     if peak is not None:  # the child's own (see _PEAK_CHILD)
         return wall, int(peak.group(1)) * 1024, err
     if wrapped:  # no /proc (not Linux): ru_maxrss, which may hold this script's own peak
-        print(f"bench_speed: {' '.join(argv[:4])}...: no peak reported by the child; its "
+        print(f"bench_speed: {shown}...: no peak reported by the child; its "
               "ru_maxrss is used (at least this script's own peak)", file=sys.stderr)
     return wall, ru.ru_maxrss * 1024, err  # ru_maxrss is in KiB on Linux
 

@@ -32,6 +32,8 @@ VIDUR_SPEEDUP_TARGETS = {"compiled": 20.0, "pure": 12.0}
 AZURE_HOUR_S = 3600.0
 #: issue 29's real-time factor on the Azure hour (Llama-3.1-8B, one H100), per build
 REAL_TIME_TARGETS = {"compiled": 1500.0, "pure": 800.0}
+#: issue 29's Azure hour target per build, in s (the hour over the real-time factor)
+HOUR_TARGETS_S = {b: AZURE_HOUR_S / x for b, x in REAL_TIME_TARGETS.items()}
 #: seconds the figures may add to the Azure hour (``llama8b_h100_hour_figures``): issue 29
 #: asks for figures "cut to what they must cost" and sets no number; this project holds them
 #: to 0.6 s over the hour's own target, per build (compiled 2.4 + 0.6 = 3 s; pure 4.5 + 0.6 =
@@ -78,11 +80,9 @@ FIGURES: tuple[Figure, ...] = (
     Figure("side_by_side_34b", "s",
            {b: VIDUR_SIDE_BY_SIDE_S / x for b, x in VIDUR_SPEEDUP_TARGETS.items()},
            (VIDUR_SIDE_BY_SIDE_S, "faster than Vidur")),
-    Figure("llama8b_h100_hour", "s",
-           {b: AZURE_HOUR_S / x for b, x in REAL_TIME_TARGETS.items()},
-           (AZURE_HOUR_S, "real time")),
+    Figure("llama8b_h100_hour", "s", HOUR_TARGETS_S, (AZURE_HOUR_S, "real time")),
     Figure("llama8b_h100_hour_figures", "s",
-           {b: AZURE_HOUR_S / x + FIGURES_ALLOWANCE_S for b, x in REAL_TIME_TARGETS.items()}),
+           {b: t + FIGURES_ALLOWANCE_S for b, t in HOUR_TARGETS_S.items()}),
     Figure("startup_first_event", "s", _both(0.5)),
     Figure("plan_azure_conv", "s", _both(30.0)),
     Figure("scale_1m", "s", _both(120.0)),
