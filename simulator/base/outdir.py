@@ -167,14 +167,14 @@ def make_output_folder(path: str | Path, error: type[Exception] = OutputFolderEr
         (see the module docstring: the folder lock).
     """
     out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise error(f"output folder {out}: exists and is not a folder")
-    missing = []  # the folder and those of its parents that do not exist yet
-    p = out.absolute()
-    while not p.exists() and p != p.parent:
-        missing.append(p)
-        p = p.parent
-    try:
+    try:  # (exists / is_dir raise PermissionError under a folder the user cannot enter)
+        if out.exists() and not out.is_dir():
+            raise error(f"output folder {out}: exists and is not a folder")
+        missing = []  # the folder and those of its parents that do not exist yet
+        p = out.absolute()
+        while not p.exists() and p != p.parent:
+            missing.append(p)
+            p = p.parent
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise error(f"output folder {out}: cannot create it ({e.strerror or e})") from None

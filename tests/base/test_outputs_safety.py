@@ -91,6 +91,24 @@ def test_an_output_place_that_cannot_be_looked_at_is_left_to_the_write(tmp_path,
     check_outputs_spare_inputs(tmp_path / "locked" / "sub", ["out.parquet"], [])
 
 
+def test_an_output_folder_that_cannot_be_looked_at_is_one_line(tmp_path, capsys, monkeypatch):
+    # under a folder the user cannot enter, Path.exists raises PermissionError (Python 3.11):
+    # the output folder's own line and exit 2, not the generic OSError line and exit 1
+    (tmp_path / "s.yaml").write_text(SCENARIO)
+    out = tmp_path / "locked" / "sub"
+    real = Path.exists
+
+    def exists(self, *args, **kwargs):
+        if self == out or out in self.parents:
+            raise PermissionError(13, "Permission denied", str(self))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "exists", exists)
+    assert main(["run", str(tmp_path / "s.yaml"), "-o", str(out), "-q", "--no-figures"]) == 2
+    line = _one_error_line(capsys)
+    assert f"output folder {out}: cannot create it (Permission denied)" in line
+
+
 def test_a_symlinked_or_hard_linked_output_is_the_input(tmp_path):
     (tmp_path / "in.csv").write_text(TRACE)
     out = tmp_path / "out"
