@@ -2,7 +2,9 @@
 
 The key of a simulation is the SHA-256 of (what it is, the resolved scenario without its
 ``name``/``output_dir``/``workload`` sections, a fingerprint of the exact request list it
-replays, and the servesim version). The workload enters through the fingerprint of the
+replays, a fingerprint of the files the scenario names (its GPU profile, model and engine
+profile: :func:`simulator.experiments.input_files.inputs_fingerprint`), and the servesim
+version). The workload enters through the fingerprint of the
 requests themselves (arrival times, lengths, labels, patience, prefixes), which is stronger
 than a trace file's size and modification time: editing the trace, its window, its rate
 scale or its share tables changes the key; renaming the file does not.

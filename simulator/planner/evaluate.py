@@ -14,10 +14,11 @@ import json
 from typing import Any
 
 from simulator.base.progress import report_cached
-from simulator.catalog.hardware import get_gpu
+from simulator.catalog.hardware import GPUSpec, get_gpu
 from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from simulator.experiments.executor import run_tasks
 from simulator.experiments.grid import config_label
+from simulator.experiments.input_files import inputs_fingerprint
 from simulator.experiments.runner import factory_id
 from simulator.experiments.warned import reemit
 from simulator.planner.prune import dominance_bound
@@ -27,9 +28,11 @@ from simulator.planner.spec import DEPLOYMENT_GATES, PlanError, PlanSpec
 __all__ = ["evaluate_configurations", "longest_first"]
 
 
-def _price(gpu_name: str, prices: dict[str, float], scenario_price: float | None,
+def _price(g: GPUSpec, prices: dict[str, float], scenario_price: float | None,
            base_gpu: str) -> tuple[float, str]:
-    g = get_gpu(gpu_name)
+    """A configuration's price per GPU-hour and where it comes from, for its GPU ``g`` (as
+    loaded from its ``hardware.gpu``: a catalog name or a spec path, so a profile given by
+    path is priced without being looked up by its name again)."""
     for k, v in prices.items():
         if get_gpu(k).name == g.name:
             return float(v), "plan prices"
@@ -45,8 +48,8 @@ def _who(i: int, n_cand: int, ov: dict) -> str:
             "plan baseline" if i == n_cand else "plan last_known_good")
 
 
-def _gpu_name(cfg: dict, i: int, n_cand: int, ov: dict) -> str:
-    """The catalog name of a configuration's GPU.
+def _gpu_of(cfg: dict, i: int, n_cand: int, ov: dict) -> GPUSpec:
+    """A configuration's GPU (its ``hardware.gpu``: a catalog name or a spec path).
 
     Raises
     ------
@@ -55,7 +58,7 @@ def _gpu_name(cfg: dict, i: int, n_cand: int, ov: dict) -> str:
         known-good) and the key.
     """
     try:
-        return get_gpu(cfg["hardware"]["gpu"]).name
+        return get_gpu(cfg["hardware"]["gpu"])
     except ValueError as e:
         raise PlanError(f"{_who(i, n_cand, ov)}: hardware.gpu: {e}") from None
 
@@ -84,8 +87,9 @@ def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float
     key_to_task: dict[str, int] = {}
     results_by_key: dict[str, dict] = {}
     for i, (ov, cfg) in enumerate(zip(all_ov, all_cfg)):
-        gname = _gpu_name(cfg, i, n_cand, ov)
-        price, price_src = _price(gname, plan.prices, scenario_price, base_gpu)
+        gpu = _gpu_of(cfg, i, n_cand, ov)
+        gname = gpu.name
+        price, price_src = _price(gpu, plan.prices, scenario_price, base_gpu)
         if not price and price_src.endswith(" profile"):
             raise PlanError(
                 f"{_who(i, n_cand, ov)}: hardware.gpu {gname} has no price (its profile "
@@ -98,7 +102,8 @@ def evaluate_configurations(plan: PlanSpec, all_ov, all_cfg, pool, target: float
                      "gpus_per_replica": int(cfg["cluster"]["tensor_parallel_size"])
                      * int(cfg["cluster"].get("pipeline_parallel_size") or 1)})
         key = cache_key("candidate", {
-            "scenario": scenario_identity(cfg), "pool": pool_fp, "search": search_d,
+            "scenario": scenario_identity(cfg), "inputs": inputs_fingerprint(cfg),
+            "pool": pool_fp, "search": search_d,
             "gates": gates_key, "slo": base_dict["slo"], "target": target,
             "headroom": plan.headroom, "max_extra": plan.max_extra_replicas, "setup": fid})
         row_task.append(key)

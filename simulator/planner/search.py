@@ -43,6 +43,7 @@ from typing import Any
 
 from simulator.cluster.setup import build_setup
 from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
+from simulator.experiments.input_files import inputs_fingerprint
 from simulator.experiments.warned import merge, recording
 from simulator.perf import enable_operator_backend_memo
 from simulator.planner.early_stop import ProbeStop
@@ -223,6 +224,7 @@ class SimRunner:
         failed; ``stopped`` is then ``{"stopped_at_s", "gate_failures"}``, else ``None``."""
         stop = stop if (stop is not None and stop.active) else None
         key = cache_key("sim", {"scenario": scenario_identity(scenario),
+                                "inputs": inputs_fingerprint(scenario),
                                 "specs": specs_fingerprint(specs), "setup": self.factory_id,
                                 "early_stop": stop.identity() if stop else None})
         if key in self.new_cache:

@@ -28,6 +28,7 @@ from simulator.experiments.grid import (
     flatten_summary,
     set_path,
 )
+from simulator.experiments.input_files import inputs_fingerprint
 from simulator.experiments.runner import (
     Workloads,
     factory_id,
@@ -153,7 +154,7 @@ def run_sweep(spec: SweepSpec, spec_dir: Path | None = None, *,
     cache = ResultCache(out / ".cache", enabled=use_cache)
     fid = factory_id(setup_factory)
     tasks = [{"key": cache_key("sim", {"scenario": scenario_identity(p), "specs": fps[w],
-                                       "setup": fid}),
+                                       "inputs": inputs_fingerprint(p), "setup": fid}),
               "scenario": p, "workload": w, "setup_factory": setup_factory}
              for p, w in zip(points, wids)]
     keys = [t["key"] for t in tasks]

@@ -31,6 +31,7 @@ from simulator.base.progress import progress as progress_of
 from simulator.base.schema import StrictModel
 from simulator.experiments.cache import ResultCache, cache_key, scenario_identity, specs_fingerprint
 from simulator.experiments.executor import run_tasks
+from simulator.experiments.input_files import inputs_fingerprint
 from simulator.experiments.runner import guard_outputs, spec_file
 from simulator.experiments.warned import recording, reemit
 from simulator.planner.spec import (
@@ -306,12 +307,13 @@ def _search(spec: TopologyPlanSpec, base_raw: dict, base_dir, specs, cache: Resu
     first; the rest run ``ex["jobs"]`` at a time through the executor."""
     cands = _candidates(spec)
     fp = specs_fingerprint(specs)
+    resolved = [json.loads(validate_scenario(_candidate_raw(c, base_raw),
+                                             source=f"{spec.name}: {c['label']}")
+                           .model_dump_json()) for c in cands]
     keys = [cache_key("topology_candidate", {
-        "scenario": scenario_identity(json.loads(validate_scenario(
-            _candidate_raw(c, base_raw), source=f"{spec.name}: {c['label']}")
-            .model_dump_json())),
-        "specs": fp, "candidate": c, "usd_per_gpu_hour": spec.usd_per_gpu_hour})
-        for c in cands]
+        "scenario": scenario_identity(r), "inputs": inputs_fingerprint(r), "specs": fp,
+        "candidate": c, "usd_per_gpu_hour": spec.usd_per_gpu_hour})
+        for c, r in zip(cands, resolved)]
     done: dict[int, dict] = {}
     shown: set = set()
 

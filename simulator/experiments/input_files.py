@@ -1,0 +1,119 @@
+"""What a scenario reads from files outside it, as one hash: part of every cache key.
+
+A cached result is keyed by the resolved scenario and the request list
+(:mod:`simulator.experiments.cache`); both name a GPU, a model and an engine profile only by
+name or path. Their contents are read when the simulation is set up: the GPU profile (its spec,
+its fitted efficiencies, its power model, its measured latency tables, and those of the profile
+named by ``efficiency_tables_from``), the model (a catalog entry or a Hugging Face
+``config.json``) and the engine profile. Editing any of them (a re-calibrated profile folder,
+a spec whose bandwidth was corrected) must not return the results of the old contents:
+:func:`inputs_fingerprint` hashes what was read, so the key changes with the contents and not
+with the file's name or modification time.
+
+File contents are hashed once per ``(path, modification time, size)`` in a process (a plan
+asks for hundreds of keys over a handful of files).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["inputs_fingerprint"]
+
+#: per file, by (path, st_mtime_ns, st_size): the hex SHA-256 of its bytes
+_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+#: files hashed at most before the memo is cleared (bounded memory in a long-lived process)
+_MAX_MEMO = 4096
+
+
+def _file_digest(p: Path) -> str:
+    """Hex SHA-256 of the bytes of file ``p`` (memoised by path, mtime and size)."""
+    st = p.stat()
+    key = (str(p), st.st_mtime_ns, st.st_size)
+    hit = _FILE_DIGESTS.get(key)
+    if hit is None:
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        hit = h.hexdigest()
+        if len(_FILE_DIGESTS) >= _MAX_MEMO:
+            _FILE_DIGESTS.clear()
+        _FILE_DIGESTS[key] = hit
+    return hit
+
+
+def _profile_files(folder: Path) -> list[Path]:
+    """The files of a GPU profile folder the set-up may read: the flat harness tables, the
+    provenance, fitted and power files beside the spec, and everything under ``tables/``."""
+    from simulator.perf.fitted import FITTED_FILE
+    from simulator.perf.power import POWER_FILE
+    from simulator.perf.tables.files import TABLES_DIR
+    from simulator.perf.tables.flat_profile import PROVENANCE_FILE, TABLE_FILES
+    names = [*TABLE_FILES.values(), PROVENANCE_FILE, FITTED_FILE, POWER_FILE]
+    files = [folder / n for n in names]
+    tables = folder / TABLES_DIR
+    if tables.is_dir():
+        files += sorted(tables.rglob("*"))
+    return [p for p in files if p.is_file()]
+
+
+def _gpu_part(h: Any, name_or_path: str, seen: set[str]) -> None:
+    """Add the GPU spec's values and its profile folder's files (then those of the profile
+    named by ``efficiency_tables_from``) to hash ``h``."""
+    from simulator.catalog.hardware import get_gpu
+    gpu = get_gpu(name_or_path)
+    if gpu.name in seen:
+        return
+    seen.add(gpu.name)
+    h.update(repr([(f.name, getattr(gpu, f.name)) for f in dataclasses.fields(gpu)
+                   if f.name != "profile_dir"]).encode())
+    if gpu.profile_dir is not None:
+        folder = Path(gpu.profile_dir)
+        for p in _profile_files(folder):
+            h.update(f"\x1f{p.relative_to(folder).as_posix()}\x1e{_file_digest(p)}".encode())
+    if gpu.efficiency_tables_from:
+        _gpu_part(h, gpu.efficiency_tables_from, seen)
+
+
+def inputs_fingerprint(scenario: Mapping[str, Any]) -> str:
+    """Hex SHA-256 of what the resolved ``scenario`` (a dict: ``Scenario.model_dump()``)
+    reads from outside itself: the GPU profile's spec values and files, the model's (and a
+    speculative draft model's) architecture and the engine profile (module docstring); with
+    ``pools:``, those of every pool too (a pool's own ``model``, ``hardware`` and ``perf``
+    sections, else the scenario's).
+
+    A name or path that does not resolve enters as its error text: the simulation then
+    fails with that error itself, where it always did.
+    """
+    h = hashlib.sha256()
+    _add_view(h, scenario)
+    for pool in scenario.get("pools") or ():
+        h.update(b"\x1dpool\x1d")
+        _add_view(h, {**scenario, **{k: v for k, v in pool.items()
+                                     if k in ("model", "hardware", "perf") and v is not None}})
+    return h.hexdigest()
+
+
+def _add_view(h: Any, scenario: Mapping[str, Any]) -> None:
+    """Add the GPU, model, engine profile and draft model of one scenario (or pool) view."""
+    from simulator.catalog.models import get_model
+    from simulator.perf.engine_profile import get_engine_profile
+    gpu = (scenario.get("hardware") or {}).get("gpu")
+    model = scenario.get("model")
+    engine = (scenario.get("perf") or {}).get("engine")
+    draft = (scenario.get("speculative") or {}).get("draft_model")
+    parts = [("gpu", lambda: _gpu_part(h, str(gpu), set())),
+             ("model", lambda: h.update(repr(get_model(str(model))).encode())),
+             ("engine", lambda: h.update(get_engine_profile(engine).model_dump_json().encode()))]
+    if draft:
+        parts.append(("draft_model", lambda: h.update(repr(get_model(str(draft))).encode())))
+    for what, part in parts:
+        h.update(f"\x1d{what}\x1d".encode())
+        try:
+            part()
+        except (ValueError, OSError) as e:
+            h.update(f"unresolved: {e}".encode())
