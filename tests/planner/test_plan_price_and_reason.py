@@ -80,3 +80,31 @@ def test_a_cheapest_candidate_that_is_the_baseline_says_keep_it(tmp_path):
     res.baseline["probes"][0]["stopped_early"] = True
     cand["probes"][0]["stopped_early"] = True  # the same run, seen through the candidate
     assert _speedups_text(res).startswith(f"1 of {n_runs} probe and confirmation runs stopped")
+
+
+def _spec_copy(tmp_path, name: str, price: float, bandwidth: float | None = None):
+    """A GPU spec file copied from the h100-sxm profile's, renamed (not in the catalog)."""
+    import yaml
+
+    from simulator.base.resources import data_dir
+    raw = yaml.safe_load((data_dir("hardware_profiles") / "h100-sxm" / "spec.yaml").read_text())
+    raw.update(name=name, aliases=[], usd_per_gpu_hour=price)
+    if bandwidth is not None:
+        raw["hbm_bandwidth_bytes_per_s"] = bandwidth
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    (folder / "spec.yaml").write_text(yaml.safe_dump(raw))
+    return folder / "spec.yaml"
+
+
+def test_a_plan_prices_a_gpu_given_by_path_from_its_own_spec(tmp_path):
+    # a profile given by path was looked up again by its name for its price: "unknown GPU"
+    path = _spec_copy(tmp_path, "my-gpu", 1.25)
+    d = tiny_plan(search_space={"hardware.gpu": [str(path), "h100-sxm"]}, prices={})
+    d["base"]["perf"] = {"source": "roofline"}
+    spec = PlanSpec.model_validate(d)
+    spec.search.max_probes = 2
+    res = run_plan(spec, None, outdir=tmp_path / "out", jobs=1, write=False)
+    got = {r["gpu"]: (r["usd_per_gpu_hour"], r["price_source"]) for r in res.candidates}
+    assert got["my-gpu"] == (1.25, "my-gpu profile")
+    assert got["h100-sxm"] == (get_gpu("h100-sxm").usd_per_gpu_hour, "h100-sxm profile")
