@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.experiments.grid import flatten_summary
 from simulator.planner.figures import FIGURE_TITLES, FIGURES, plan_figures
 from simulator.planner.prune import is_skipped
+from simulator.planner.search import is_lower_bound
 from simulator.planner.spec import slo_text
 from simulator.report.degrade import degrade_text
 from simulator.report.escape import Md
@@ -86,7 +87,7 @@ def capacity_text(r: Mapping[str, Any], key: str = "capacity_rps",
     x = r.get(key)
     if x is None or (x == 0 and r.get("capacity_rate_scale") is None):
         return "-"
-    return _f(x, spec)
+    return (">= " if is_lower_bound(r) else "") + _f(x, spec)
 
 
 def _capacity_row(c: Mapping[str, Any]) -> str:
@@ -545,9 +546,14 @@ def _headline(result) -> str:
             fails = ("" if fb.get("passed") else f"; the {_tag(fb).strip('[] ')} fails "
                      f"{', '.join(fb.get('failed_gates') or ['a gate'])}")
             tail += f" at {_usd(fb_usd)}/h (the recommendation {what}{fails})"
+    low = is_lower_bound(c)
+    bound = (" (its capacity is a lower bound: no probed rate up to "
+             f"{_f(c.get('capacity_rps'), '{:.2f}')} requests/s per replica failed; a longer "
+             "trace, or a larger search.max_probes or search.max_rate_scale, brackets it)"
+             ) if low else ""
     return (f"Recommend {who}: {c['replicas']} replica(s) x TP{c['tensor_parallel_size']} "
             f"{c['gpu']} = {c['gpus']} GPU(s), {_usd(c['usd_per_hour'])}/h, {prices}, "
-            f"headroom {_f(c['headroom'], '{:.0%}')}{tail}")
+            f"headroom {'at least ' if low else ''}{_f(c['headroom'], '{:.0%}')}{bound}{tail}")
 
 
 def render_plan_markdown(result, figs: dict[str, Path] | None = None) -> str:

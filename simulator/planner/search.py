@@ -58,6 +58,7 @@ __all__ = [
     "SimRunner",
     "evaluate_candidate",
     "find_capacity",
+    "is_lower_bound",
     "replicas_for",
     "scenario_at",
     "search_capacity",
@@ -82,8 +83,10 @@ def find_capacity(probe: Callable[[float], Mapping[str, Any]], *, start: float =
     -------
     (scale or None, records, note)
         The largest feasible scale found (``None``: none down to ``min_scale``), every
-        probe's record in the order run, and a note: ``converged``, ``max_probes``,
-        ``at_max_scale`` or ``infeasible``.
+        probe's record in the order run, and a note: ``converged``, ``max_probes`` (the
+        probes ran out between a passing and a failing scale), ``lower_bound`` (they ran out
+        before any scale failed: the capacity is at least the one returned), ``at_max_scale``
+        (every scale up to ``max_scale`` passed: a lower bound too) or ``infeasible``.
     """
     records: list[dict] = []
 
@@ -114,8 +117,8 @@ def find_capacity(probe: Callable[[float], Mapping[str, Any]], *, start: float =
         s = lo * growth
         if s > max_scale * (1 + 1e-12):
             return lo, records, "at_max_scale"
-        if len(records) >= max_probes:
-            return lo, records, "max_probes"
+        if len(records) >= max_probes:  # no probe failed: the capacity is at least lo
+            return lo, records, "lower_bound"
         if ev(s):
             lo = s
         else:
@@ -364,6 +367,17 @@ def search_capacity(scenario: Mapping[str, Any], specs: list, *, search=None,
             "probes": sorted(records, key=lambda r: r["rate_scale"]), "search_note": note,
             "last_failed_gates": sorted({g for r in records[-1:] for g in r["failed_gates"]}),
             "last_gate_failures": [f for r in records[-1:] for f in r.get("gate_failures", [])]}
+
+
+#: capacity searches that ended before any probed rate failed (:func:`find_capacity`): the
+#: capacity found is a lower bound, not bracketed
+LOWER_BOUND_NOTES = ("lower_bound", "at_max_scale")
+
+
+def is_lower_bound(r: Mapping[str, Any]) -> bool:
+    """Whether a plan row's (or a capacity search's) capacity is only a lower bound: its
+    ``search_note`` says no probed rate failed."""
+    return r.get("search_note") in LOWER_BOUND_NOTES
 
 
 # ---------------------------------------------------------------------- one candidate

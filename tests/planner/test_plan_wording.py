@@ -57,3 +57,23 @@ def test_capacity_cell_dash_where_there_is_none():
     assert _capacity_row(none_found) == "- (no probed rate meets the SLOs)"
     assert _capacity_row(skipped) == "- (not measured)"
     assert _capacity_row(measured) == "1.23 requests/s (0.62 per GPU)"
+
+
+def test_a_capacity_no_probe_bracketed_reads_as_a_lower_bound():
+    row = {"capacity_rps": 2560.0, "capacity_rps_per_gpu": 2560.0, "capacity_rate_scale": 512.0,
+           "search_note": "lower_bound"}
+    assert capacity_text(row) == ">= 2560.00"
+    assert _capacity_row(row) == ">= 2560.00 requests/s (>= 2560.00 per GPU)"
+    assert capacity_text({**row, "search_note": "at_max_scale"}) == ">= 2560.00"
+    assert capacity_text({**row, "search_note": "max_probes"}) == "2560.00"
+    c = {**row, "label": "a", "passed": True, "is_baseline": False, "replicas": 1,
+         "tensor_parallel_size": 1, "gpu": "h100-sxm", "gpus": 1, "usd_per_hour": 2.99,
+         "price_per_1m_input_tokens_usd": 0.01, "price_per_1m_output_tokens_usd": 0.3,
+         "headroom": 127.0}
+    res = SimpleNamespace(status="ok", recommendation={"config": c}, fallback=None)
+    assert _headline(res).endswith(
+        "headroom at least 12700% (its capacity is a lower bound: no probed rate up to 2560.00 "
+        "requests/s per replica failed; a longer trace, or a larger search.max_probes or "
+        "search.max_rate_scale, brackets it)")
+    res.recommendation["config"] = {**c, "search_note": "converged"}
+    assert _headline(res).endswith("headroom 12700%")

@@ -88,3 +88,14 @@ def test_pareto_front():
     front = pareto_front(pts, "x", "y")
     assert [(p["x"], p["y"]) for p in front] == [(1, 5), (2, 4), (3, 1)]
     assert pareto_front([], "x", "y") == []
+
+
+def test_probes_that_run_out_before_any_failure_say_lower_bound():
+    # every probe passes (1, 2, 4, 8): the capacity is at least 8, not bracketed
+    cap, recs, note = find_capacity(threshold_probe(1e9), start=1.0, max_probes=4)
+    assert cap == 8.0 and note == "lower_bound"
+    assert all(r["feasible"] for r in recs) and len(recs) == 4
+    # bracketed (a probe failed) but not converged: still max_probes
+    cap, recs, note = find_capacity(threshold_probe(5.0), start=1.0, rel_tol=1e-6,
+                                    max_probes=4)
+    assert note == "max_probes" and any(not r["feasible"] for r in recs)
