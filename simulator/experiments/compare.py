@@ -274,6 +274,8 @@ def variant_row(v: Variant) -> dict:
         "num_requests": s.get("num_requests"),
         "num_completed": s.get("num_completed"),
         "num_rejected": s.get("num_rejected"),
+        "num_cancelled": s.get("num_cancelled"),
+        "num_unfinished": s.get("num_unfinished"),
         "ttft_p50_ms": _stat_ms(s, "ttft_s", "p50"),
         "ttft_p99_ms": _stat_ms(s, "ttft_s", "p99"),
         "tpot_p50_ms": _stat_ms(s, "tpot_s", "p50"),

@@ -49,6 +49,9 @@ _FIGURE_TITLES = (("ttft_cdf", "TTFT CDF"), ("e2e_cdf", "E2E latency CDF"),
 #: column per variant.
 TABLE_COLUMNS: tuple[tuple[str, str, str | Callable[[Any], str]], ...] = (
     ("num_completed", "completed requests", "{:,.0f}"),
+    ("num_rejected", "rejected requests", "{:,.0f}"),
+    ("num_cancelled", "cancelled requests", "{:,.0f}"),
+    ("num_unfinished", "unfinished requests (at the end)", "{:,.0f}"),
     ("ttft_p50_ms", "TTFT p50 (ms)", "{:,.1f}"),
     ("ttft_p99_ms", "TTFT p99 (ms)", "{:,.1f}"),
     ("tpot_p50_ms", "TPOT p50 (ms)", "{:,.2f}"),
@@ -83,6 +86,9 @@ _TIER_COLUMNS = frozenset({"tier_hit_pct", "tier_load_wait_mean_ms"})
 #: Rows shown only when some variant autoscales (``cluster.autoscale``): the replicas held on
 #: average and the GPU-hours they cost (every variant's, fixed fleets' too)
 _AUTOSCALE_COLUMNS = frozenset({"mean_replicas_held", "gpu_hours"})
+#: Rows shown only when some variant counts any: the requests that entered the run and did not
+#: complete (with ``completed requests``, every request of the run is accounted for)
+_NONZERO_COLUMNS = frozenset({"num_rejected", "num_cancelled", "num_unfinished"})
 
 #: Most points drawn per CDF line.
 _MAX_CDF_POINTS = 2000
@@ -220,7 +226,8 @@ def _cell(v: Any, spec: str | Callable[[Any], str]) -> str:
 def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Headers and formatted cells of the side-by-side table: one row per metric of
     :data:`TABLE_COLUMNS` (the verdict's rows only when the table has them, the offload tiers'
-    when a variant had tiers), one column per variant."""
+    when a variant had tiers, the rejected, cancelled and unfinished requests when a variant
+    had any), one column per variant."""
     import pandas as pd
 
     recs = table.to_dict(orient="records")
@@ -234,6 +241,8 @@ def table_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             continue  # no variant autoscaled
         if c in _TIER_COLUMNS and (c not in table.columns or table[c].isna().all()):
             continue  # no variant had offload tiers
+        if c in _NONZERO_COLUMNS and (c not in table.columns or not table[c].fillna(0).any()):
+            continue  # no variant has such requests
         rows.append([h] + [_cell(None if pd.isna(r.get(c)) else r.get(c), f) for r in recs])
     return headers, rows
 

@@ -186,3 +186,24 @@ def test_cli_compare_trace(scenario_file, tmp_path, capsys):
     assert rc == 0
     doc = json.loads((out / "compare.json").read_text())
     assert [v["metrics"]["num_requests"] for v in doc["variants"]] == [3, 3]
+
+
+def test_every_request_is_accounted_for_in_the_comparison(tmp_path):
+    # 10 requests, every other one cancelled 1 ms after it arrives (before its first token)
+    trace = tmp_path / "cancel.jsonl"
+    trace.write_text("".join(json.dumps({"arrival_time_s": i, "num_prompt_tokens": 50,
+                                         "num_output_tokens": 10,
+                                         "cancel_after_s": 0.001 if i % 2 else None}) + "\n"
+                             for i in range(10)))
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({**SCENARIO, "workload": {"trace": str(trace)}}))
+    cr = run_compare(p, ["scheduler.max_num_seqs=4,8"], outdir=tmp_path / "out",
+                     figures=False)
+    for r in cr.table.to_dict(orient="records"):
+        assert (r["num_requests"], r["num_completed"], r["num_cancelled"]) == (10, 5, 5)
+        assert r["num_rejected"] == 0 and r["num_unfinished"] == 0
+    csv = pd.read_csv(tmp_path / "out" / "compare.csv")
+    assert list(csv["num_cancelled"]) == [5, 5]
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert rows_starting(md, "cancelled requests") == [["cancelled requests", "5", "5"]]
+    assert not rows_starting(md, "rejected requests")  # none: no row
