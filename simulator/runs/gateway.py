@@ -369,6 +369,26 @@ def _pool_summary(run: PoolRun) -> dict:
     return out
 
 
+def _pool_gpu_seconds(r: PoolRun, t0: float, t1: float) -> float:
+    """GPU-seconds pool ``r`` holds within the merged window ``[t0, t1]``: its replicas over
+    time (autoscaled), else its GPUs throughout."""
+    spans, sc = r.result.sim.replica_spans, r.scenario
+    return (replica_seconds(spans, t0, t1) * sc.gpus_per_replica if spans is not None
+            else sc.num_gpus * (t1 - t0))
+
+
+def _merged_window_cost(summary: dict, runs: dict[str, PoolRun]) -> None:
+    """Each pool's ``gpu_hours`` and ``cost_usd`` over the merged window (in place, in
+    ``summary["pools"]``): the deployment holds every pool's GPUs for the whole run, and the
+    pools' figures then add up to the merged ones (a pool's own run's window starts at its
+    first request and ends at its last, shorter than the deployment's)."""
+    t0, t1 = summary["window_start_s"], summary["window_end_s"]
+    for name, r in runs.items():
+        g = _pool_gpu_seconds(r, t0, t1)
+        summary["pools"][name]["gpu_hours"] = g / 3600.0
+        summary["pools"][name]["cost_usd"] = g / 3600.0 * (r.result.setup.usd_per_gpu_hour or 0.0)
+
+
 def _autoscaled_cost(summary: dict, runs: dict[str, PoolRun]) -> None:
     """With an autoscaled pool, the merged GPU-hours and cost are each pool's GPU-seconds held
     within the merged window (its replicas over time; a fixed pool's GPUs throughout) at its
@@ -380,8 +400,7 @@ def _autoscaled_cost(summary: dict, runs: dict[str, PoolRun]) -> None:
     peak = 0
     for r in runs.values():
         spans, sc = r.result.sim.replica_spans, r.scenario
-        g = (replica_seconds(spans, t0, t1) * sc.gpus_per_replica if spans is not None
-             else sc.num_gpus * (t1 - t0))
+        g = _pool_gpu_seconds(r, t0, t1)
         gpu_s += g
         usd += g / 3600.0 * (r.result.setup.usd_per_gpu_hour or 0.0)
         peak += (r.result.summary.get("num_gpus") or 0) if spans is not None else sc.num_gpus
@@ -410,6 +429,7 @@ def _finish(scenario: Scenario, runs: dict[str, PoolRun], rows: list[pd.DataFram
                         sim_wall_s=sum(r.result.sim.sim_wall_s for r in runs.values()))
     _autoscaled_cost(summary, runs)
     summary["pools"] = {name: _pool_summary(r) for name, r in runs.items()}
+    _merged_window_cost(summary, runs)
     summary["energy"] = json_safe(gateway_energy(scenario, runs, summary))
     degrade = [{**d, "name": f"{name}: {d['name']}"} for name, r in runs.items()
                for d in r.result.summary.get("degrade") or []]  # each pool's own policies

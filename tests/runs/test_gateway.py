@@ -162,6 +162,33 @@ def test_an_autoscaled_decode_pool_scales_alone_and_its_gpus_are_paid_while_held
     t0, t1 = res.summary["window_start_s"], res.summary["window_end_s"]
     held_s = (t1 - t0) + sum(min(t1, s.released_s) - max(t0, s.provisioned_s) for s in d_spans)
     assert res.summary["gpu_hours"] == pytest.approx(held_s / 3600, rel=1e-12)
+    # each pool's share over the same merged window: P's one GPU throughout, D's replicas
+    assert pools["P"]["gpu_hours"] == pytest.approx((t1 - t0) / 3600, rel=1e-12)
+    assert pools["P"]["gpu_hours"] + pools["D"]["gpu_hours"] == pytest.approx(
+        res.summary["gpu_hours"], rel=1e-12)
     assert (res.requests["status"] == "completed").all()
     # the run report has the decode pool's autoscaling section (and only that one)
     assert [s["pool"] for s in autoscale_section(res.summary)] == ["D"]
+
+
+def test_the_pools_gpu_hours_and_cost_add_up_to_the_deployment():
+    # pool B's requests arrive late (its own run's window starts at 5 s): its GPUs are still
+    # held, and paid, over the whole merged window, as the merged figures count them
+    sc = _pools_scenario([
+        {"name": "A", "cluster": {"num_replicas": 2}, "match": {"tenants": ["a"]},
+         "cost": {"usd_per_gpu_hour": 2.0}},
+        {"name": "B", "cluster": {"num_replicas": 1}, "match": {"tenants": ["b"]},
+         "cost": {"usd_per_gpu_hour": 3.0}}])
+    specs = ([spec(i, 0.1 * i, 50, 3, tenant="a") for i in range(6)]
+             + [spec(6 + i, 5.0 + 0.1 * i, 50, 3, tenant="b") for i in range(3)])
+    res = run_gateway(sc, specs=specs, write=False)
+    sm, pools = res.summary, res.summary["pools"]
+    hours = (sm["window_end_s"] - sm["window_start_s"]) / 3600
+    assert pools["A"]["gpu_hours"] == pytest.approx(2 * hours, rel=1e-12)
+    assert pools["B"]["gpu_hours"] == pytest.approx(1 * hours, rel=1e-12)
+    assert pools["A"]["cost_usd"] == pytest.approx(2 * hours * 2.0, rel=1e-12)
+    assert pools["B"]["cost_usd"] == pytest.approx(1 * hours * 3.0, rel=1e-12)
+    assert pools["A"]["cost_usd"] + pools["B"]["cost_usd"] == pytest.approx(sm["cost_usd"],
+                                                                            rel=1e-12)
+    assert pools["A"]["gpu_hours"] + pools["B"]["gpu_hours"] == pytest.approx(sm["gpu_hours"],
+                                                                              rel=1e-12)
