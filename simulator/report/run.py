@@ -569,6 +569,16 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
     for run in (bounds_section(summary) or {}).get("runs", []):
         table.add_row("What bounds the run" + (f" ({run['name']})" if run["name"] else ""),
                       Text(run["verdict"]))
+    energy = summary.get("energy") or {}
+    if energy.get("available"):  # the GPU has a power model (energy.md)
+        cost = energy.get("energy_cost_usd")
+        table.add_row("GPU energy", Text(
+            f"{adaptive(energy.get('energy_kwh'), ' kWh')}, "
+            f"{adaptive(energy.get('joules_per_output_token'), ' J')} per output token, "
+            f"{adaptive(energy.get('mean_power_w'), ' W')} mean / "
+            f"{adaptive(energy.get('peak_power_w'), ' W')} peak"
+            + (f", {adaptive_usd(cost)} at {adaptive_usd(energy.get('usd_per_kwh'))}/kWh"
+               if cost is not None else "")))
     note = synthesised_note(summary, context_mapping(scenario))
     if note:
         table.add_row("[bold red]Note[/bold red]", Text(note))

@@ -94,3 +94,21 @@ def test_print_summary_table(tables):
     for needle in ("Requests", "60 arrived", "TTFT p50", "Goodput", "SLO attainment",
                    "kv_capacity: 6"):
         assert needle in out, needle
+
+
+def test_the_console_table_shows_the_gpu_energy_where_it_is_modelled():
+    energy = {"available": True, "energy_kwh": 0.0225, "joules_per_output_token": 0.42,
+              "mean_power_w": 420.4, "peak_power_w": 432.3, "energy_cost_usd": 0.0027,
+              "usd_per_kwh": 0.12}
+
+    def printed(summary):
+        buf = io.StringIO()
+        print_summary_table(summary, console=Console(file=buf, width=200, color_system=None))
+        return [ln for ln in buf.getvalue().splitlines() if "GPU energy" in ln]
+
+    (row,) = printed({"num_requests": 1, "energy": energy})
+    assert ("0.0225 kWh, 0.42 J per output token, 420 W mean / 432 W peak, $0.0027 at "
+            "$0.1200/kWh") in row
+    (row,) = printed({"num_requests": 1, "energy": {**energy, "energy_cost_usd": None}})
+    assert row.rstrip(" │").endswith("432 W peak")
+    assert printed({"num_requests": 1, "energy": {"available": False}}) == []
