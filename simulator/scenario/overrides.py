@@ -103,7 +103,9 @@ class Override(str):
 def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
                   seed: int | None = None) -> list[str]:
     """The ``--set`` overrides of a CLI call plus those implied by ``--trace`` (replace the
-    scenario's workload source by that trace file, format auto-detected) and ``--seed``.
+    scenario's workload source by that trace file, format auto-detected unless a ``--set``
+    states ``workload.format``, no column map unless one states ``workload.columns``) and
+    ``--seed``.
 
     Returns
     -------
@@ -112,9 +114,15 @@ def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
     """
     out = [Override(s) for s in (sets or [])]
     if trace:
+        # a format or columns the user states with --set are kept: --trace's defaults (detect
+        # the format, no column map) would otherwise replace them silently
+        stated = {str(s).partition("=")[0].strip() for s in out}
         out += [Override(x, f"--trace {trace}") for x in (
             f"workload.trace={trace}", "workload.synthetic=null",
-            "workload.synthetic_sessions=null", "workload.format=auto", "workload.columns=null")]
+            "workload.synthetic_sessions=null", "workload.format=auto", "workload.columns=null")
+            if x.startswith("workload.trace=") or not any(
+                k == x.partition("=")[0] or k.startswith(x.partition("=")[0] + ".")
+                for k in stated)]
     if seed is not None:
         out.append(Override(f"seed={seed}", f"--seed {seed}"))
     return out
