@@ -186,7 +186,7 @@ def run_plan(plan: PlanSpec, spec_dir: Path | None = None, *,
     pool, pool_w, target = _pool(plan, base_dict, base_dir)
     mean_in = float(np.mean([s.num_prompt_tokens for s in pool]))
     mean_out = float(np.mean([s.num_output_tokens for s in pool]))
-    all_ov, all_cfg, n_cand = _configurations(plan, base_raw, (base_dir, spec_dir))
+    all_ov, all_cfg, n_cand = _configurations(plan, base_raw, (base_dir, spec_dir), source)
     quality = (load_quality_table(plan.quality, spec_dir) if plan.quality is not None
                else None)
     if write or use_cache:  # no output over an input (plan, base, trace, quality table ...)
@@ -361,16 +361,20 @@ def _pool(plan: PlanSpec, base_dict: dict, base_dir: Path):
     return pool, pool_w, target
 
 
-def _configurations(plan: PlanSpec, base_raw: dict, folders) -> tuple[list, list, int]:
+def _configurations(plan: PlanSpec, base_raw: dict, folders, source=None
+                    ) -> tuple[list, list, int]:
     """Every configuration evaluated: the candidates, the baseline, the last known-good
-    (overrides and resolved scenarios, in that order) and the number of candidates."""
+    (overrides and resolved scenarios, in that order) and the number of candidates. A bad
+    one is a :class:`PlanError` naming the plan file (``source``, when given) and the
+    configuration."""
     overrides = expand_grid(plan.search_space, plan.candidates)
     lkg = plan.last_known_good
+    at = f"{source}: plan" if source else "plan"
     try:  # every configuration valid and its names known before any is evaluated
-        configs = prepare_points(base_raw, overrides, source="plan candidate", folders=folders)
-        base_configs = prepare_points(base_raw, [plan.baseline.set], source="plan baseline",
+        configs = prepare_points(base_raw, overrides, source=f"{at} candidate", folders=folders)
+        base_configs = prepare_points(base_raw, [plan.baseline.set], source=f"{at} baseline",
                                       folders=folders)
-        lkg_configs = (prepare_points(base_raw, [lkg.set], source="plan last_known_good",
+        lkg_configs = (prepare_points(base_raw, [lkg.set], source=f"{at} last_known_good",
                                       folders=folders) if lkg is not None else [])
     except ScenarioError as e:
         raise e if isinstance(e, PlanError) else PlanError(str(e)) from None

@@ -91,3 +91,5 @@ def test_cli_bad_candidate_names_the_point(tmp_path, capsys):
     assert main(["plan", str(p), "-q", "-o", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "plan candidate point 0 (max_num_seq=1)" in err and "scheduler.max_num_seq" in err
+    # the plan file first, as a sweep's bad point names its sweep file
+    assert err.startswith(f"servesim: error: {p}: plan candidate point 0 ")
