@@ -180,7 +180,23 @@ def find_yaml_file(path: str | os.PathLike, kind: str = "scenarios",
     if bare and p.is_dir():  # nothing but the folder: the caller says what it is
         return p
     assert first is not None
+    if bare:  # a shipped name mistyped: the names it could have meant
+        raise FileNotFoundError(f"{first}; {_shipped_names_hint(text, kind)}") from None
     raise first
+
+
+def _shipped_names_hint(name: str, kind: str) -> str:
+    """``did you mean 'x'?`` (the shipped names closest to ``name``), else every shipped
+    name of folder ``kind``."""
+    import difflib
+    try:
+        names = sorted(f.stem for f in data_dir(kind).glob("*.yaml"))
+    except FileNotFoundError:
+        return "no shipped files to name"
+    close = difflib.get_close_matches(name.removesuffix(".yaml"), names, n=3)
+    if close:
+        return "did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return f"shipped {kind}: " + ", ".join(names)
 
 
 def path_problem(p: Path) -> str | None:
