@@ -112,6 +112,27 @@ def warn_scheduler_budget(scenario: Scenario) -> None:
             stacklevel=2)
 
 
+#: block sizes vLLM's ``CacheConfig`` accepts (``BlockSize``, vllm/config/cache.py, v0.11+;
+#: 256 added after 128 in earlier versions)
+VLLM_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+
+class BlockSizeWarning(UserWarning):
+    """A paged KV cache's ``block_size`` that vLLM's ``CacheConfig`` refuses (not one of
+    :data:`VLLM_BLOCK_SIZES`); servesim simulates it all the same."""
+
+
+def warn_block_size(scenario: Scenario) -> None:
+    """Warn (:class:`BlockSizeWarning`) when a paged KV cache's ``block_size`` is not one of
+    :data:`VLLM_BLOCK_SIZES`."""
+    kvc = scenario.kv_cache
+    if kvc.allocation == "paged" and kvc.block_size not in VLLM_BLOCK_SIZES:
+        warnings.warn(BlockSizeWarning(
+            f"kv_cache.block_size {kvc.block_size} is not one vLLM accepts ("
+            + ", ".join(map(str, VLLM_BLOCK_SIZES)) + "); simulated all the same"),
+            stacklevel=2)
+
+
 class UnpricedGPUWarning(UserWarning):
     """A GPU whose profile has no sourced price (``usd_per_gpu_hour: 0``) and a scenario that
     states none (``cost.usd_per_gpu_hour``): every cost figure of the run is $0."""
@@ -217,6 +238,7 @@ def plan_replica_memory(scenario: Scenario, base_dir: Path | None = None, *,
     if warn:
         warn_link_reach(gpu, tp)
         warn_scheduler_budget(scenario)
+        warn_block_size(scenario)
         warn_unpriced(gpu, scenario)
     kv_dtype = resolve_kv_dtype(scenario)
     wdt = "bf16" if scenario.perf.weight_dtype == "fp16" else scenario.perf.weight_dtype

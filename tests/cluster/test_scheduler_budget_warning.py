@@ -21,3 +21,26 @@ def test_token_budget_below_max_num_seqs_warns_as_vllm_refuses(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", SchedulerBudgetWarning)
         build_setup(sc, base)  # equal is allowed, as in vLLM
+
+
+def test_a_block_size_vllm_does_not_accept_warns():
+    """vLLM's CacheConfig takes block_size 1, 8, 16, 32, 64, 128 or 256; a 100,000-token block
+    ran silently (4 blocks in all, at most 3 sequences at once: helper)."""
+    from simulator.cluster.setup import VLLM_BLOCK_SIZES, BlockSizeWarning, build_setup
+    from simulator.scenario.config import load_scenario
+
+    sc, base = load_scenario("default", ["kv_cache.block_size=100000"])
+    with pytest.warns(BlockSizeWarning, match=r"kv_cache.block_size 100000 is not one vLLM "
+                                              r"accepts \(1, 8, 16, 32, 64, 128, 256\)"):
+        build_setup(sc, base)
+    for bs in VLLM_BLOCK_SIZES[1:]:
+        sc, base = load_scenario("default", [f"kv_cache.block_size={bs}"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", BlockSizeWarning)
+            build_setup(sc, base)
+    # a contiguous reservation has no blocks to size: nothing to say
+    sc, base = load_scenario("default", ["kv_cache.block_size=100",
+                                         "kv_cache.allocation=contiguous"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BlockSizeWarning)
+        build_setup(sc, base)
