@@ -58,15 +58,16 @@ def cmd_sweep(args) -> int:
                         jobs=_jobs(args), backend=args.backend, address=args.address,
                         use_cache=not args.no_cache, outdir=args.output, progress=cb,
                         figures=not args.no_figures, source=args.sweep)
+    n_err = int((res.table["status"] == "error").sum())
     if not args.quiet:
         c = table_console()
         print_sweep_table(res.table, c, title=f"servesim sweep: {spec.name} "
                                               f"({res.num_points} points)")
-        c.print(f"{res.num_simulated} simulated, {res.num_cached} from cache, "
+        failed = f" ({n_err} of them failed)" if n_err else ""
+        c.print(f"{res.num_simulated} simulated{failed}, {res.num_cached} from cache, "
                 f"{res.wall_s:.1f} s; table: {res.files.get('parquet')} and "
                 f"{res.files.get('csv')}; report: {res.files.get('md')}, "
                 f"{res.files.get('html')}", markup=False)  # paths: no rich markup
-    n_err = int((res.table["status"] == "error").sum())
     if n_err:  # also with -q: quiet drops the tables and progress, not the warnings
         print(f"servesim: warning: {n_err} point(s) failed (see the 'error' column)",
               file=sys.stderr)
@@ -148,7 +149,8 @@ def cmd_plan(args) -> int:
     t.add_column("configuration", ratio=1)
     for r in rows:
         t.add_row(capacity_text(r, spec="{:.4g}"),
-                  f"{_cell(r['replicas'])}x{r['tensor_parallel_size']}",
+                  ("-" if r["replicas"] is None
+                   else f"{_cell(r['replicas'])}x{r['tensor_parallel_size']}"),
                   _usd(r["usd_per_hour"]), _usd4(r.get("price_per_1m_input_tokens_usd")),
                   _usd4(r.get("price_per_1m_output_tokens_usd")),
                   _cell(r["ttft_p99_s_at_target"]),
