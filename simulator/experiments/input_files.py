@@ -21,6 +21,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from simulator.catalog.hardware import get_gpu
+from simulator.catalog.models import get_model
+from simulator.perf.engine_profile import get_engine_profile
+from simulator.perf.fitted import FITTED_FILE
+from simulator.perf.power import POWER_FILE
+from simulator.perf.tables.files import TABLES_DIR
+from simulator.perf.tables.flat_profile import PROVENANCE_FILE, TABLE_FILES
+
 __all__ = ["inputs_fingerprint"]
 
 #: per file, by (path, st_mtime_ns, st_size): the hex SHA-256 of its bytes
@@ -49,10 +57,6 @@ def _file_digest(p: Path) -> str:
 def _profile_files(folder: Path) -> list[Path]:
     """The files of a GPU profile folder the set-up may read: the flat harness tables, the
     provenance, fitted and power files beside the spec, and everything under ``tables/``."""
-    from simulator.perf.fitted import FITTED_FILE
-    from simulator.perf.power import POWER_FILE
-    from simulator.perf.tables.files import TABLES_DIR
-    from simulator.perf.tables.flat_profile import PROVENANCE_FILE, TABLE_FILES
     names = [*TABLE_FILES.values(), PROVENANCE_FILE, FITTED_FILE, POWER_FILE]
     files = [folder / n for n in names]
     tables = folder / TABLES_DIR
@@ -64,7 +68,6 @@ def _profile_files(folder: Path) -> list[Path]:
 def _gpu_part(h: Any, name_or_path: str, seen: set[str]) -> None:
     """Add the GPU spec's values and its profile folder's files (then those of the profile
     named by ``efficiency_tables_from``) to hash ``h``."""
-    from simulator.catalog.hardware import get_gpu
     gpu = get_gpu(name_or_path)
     if gpu.name in seen:
         return
@@ -100,8 +103,6 @@ def inputs_fingerprint(scenario: Mapping[str, Any]) -> str:
 
 def _add_view(h: Any, scenario: Mapping[str, Any]) -> None:
     """Add the GPU, model, engine profile and draft model of one scenario (or pool) view."""
-    from simulator.catalog.models import get_model
-    from simulator.perf.engine_profile import get_engine_profile
     gpu = (scenario.get("hardware") or {}).get("gpu")
     model = scenario.get("model")
     engine = (scenario.get("perf") or {}).get("engine")
