@@ -186,17 +186,18 @@ def find_yaml_file(path: str | os.PathLike, kind: str = "scenarios",
 
 
 def _shipped_names_hint(name: str, kind: str) -> str:
-    """``did you mean 'x'?`` (the shipped names closest to ``name``), else every shipped
-    name of folder ``kind``."""
+    """``did you mean 'x'?`` (the names closest to ``name`` in the folder ``kind`` that
+    :func:`data_dir` gives: ``$SERVESIM_HOME``'s or the shipped one), else every name there."""
     import difflib
     try:
-        names = sorted(f.stem for f in data_dir(kind).glob("*.yaml"))
+        folder = data_dir(kind)
     except FileNotFoundError:
-        return "no shipped files to name"
+        return f"no {kind} folder to look in"
+    names = sorted(f.stem for f in folder.glob("*.yaml"))
     close = difflib.get_close_matches(name.removesuffix(".yaml"), names, n=3)
     if close:
         return "did you mean " + " or ".join(repr(c) for c in close) + "?"
-    return f"shipped {kind}: " + ", ".join(names)
+    return f"{folder} holds: " + (", ".join(names) or "no YAML files")
 
 
 def path_problem(p: Path) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from simulator.perf.power import POWER_FILE
 from simulator.perf.tables.files import TABLES_DIR
 from simulator.perf.tables.flat_profile import PROVENANCE_FILE, TABLE_FILES
 
-__all__ = ["inputs_fingerprint"]
+__all__ = ["absolute_spec_path", "inputs_fingerprint"]
 
 #: per file, by (path, st_mtime_ns, st_size): the hex SHA-256 of its bytes
 _FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
@@ -82,34 +82,59 @@ def _gpu_part(h: Any, name_or_path: str, seen: set[str]) -> None:
         _gpu_part(h, gpu.efficiency_tables_from, seen)
 
 
-def inputs_fingerprint(scenario: Mapping[str, Any]) -> str:
+def absolute_spec_path(value: Any, folders: Sequence[Path | None]) -> Any:
+    """``value`` made absolute when it looks like a relative file path (a ``/`` or a
+    ``.yaml`` / ``.yml`` / ``.json`` suffix) that exists under one of ``folders`` (the first
+    that has it); anything else (a catalog name, an absolute path, a path found nowhere) as
+    it is. The rule :func:`simulator.experiments.runner.absolute_spec_paths` applies to every
+    point, and the set-up's lookup next to the scenario file."""
+    if not isinstance(value, str) or Path(value).is_absolute():
+        return value
+    if "/" not in value and not value.endswith((".yaml", ".yml", ".json")):
+        return value
+    for d in folders:
+        if d is not None and (Path(d) / value).exists():
+            return str((Path(d) / value).resolve())
+    return value
+
+
+def inputs_fingerprint(scenario: Mapping[str, Any],
+                       folders: Sequence[Path | None] = ()) -> str:
     """Hex SHA-256 of what the resolved ``scenario`` (a dict: ``Scenario.model_dump()``)
     reads from outside itself: the GPU profile's spec values and files, the model's (and a
     speculative draft model's) architecture and the engine profile (module docstring); with
     ``pools:``, those of every pool too (a pool's own ``model``, ``hardware`` and ``perf``
     sections, else the scenario's).
 
-    A name or path that does not resolve enters as its error text: the simulation then
-    fails with that error itself, where it always did.
+    ``folders``: where a relative path is looked up first (the scenario's folder), as the
+    set-up looks it up. A name or path that does not resolve enters as its error text: the
+    simulation then fails with that error itself, where it always did.
     """
     h = hashlib.sha256()
-    _add_view(h, scenario)
+    _add_view(h, scenario, folders)
     for pool in scenario.get("pools") or ():
         h.update(b"\x1dpool\x1d")
         _add_view(h, {**scenario, **{k: v for k, v in pool.items()
-                                     if k in ("model", "hardware", "perf") and v is not None}})
+                                     if k in ("model", "hardware", "perf") and v is not None}},
+                  folders)
     return h.hexdigest()
 
 
-def _add_view(h: Any, scenario: Mapping[str, Any]) -> None:
-    """Add the GPU, model, engine profile and draft model of one scenario (or pool) view."""
-    gpu = (scenario.get("hardware") or {}).get("gpu")
-    model = scenario.get("model")
-    engine = (scenario.get("perf") or {}).get("engine")
-    draft = (scenario.get("speculative") or {}).get("draft_model")
+def _add_view(h: Any, scenario: Mapping[str, Any], folders: Sequence[Path | None]) -> None:
+    """Add the GPU, model, engine profile and draft model of one scenario (or pool) view
+    (relative paths looked up under ``folders`` first)."""
+    def at(v: Any) -> Any:
+        return absolute_spec_path(v, folders)
+    gpu = at((scenario.get("hardware") or {}).get("gpu"))
+    model = at(scenario.get("model"))
+    engine = at((scenario.get("perf") or {}).get("engine"))
+    draft = at((scenario.get("speculative") or {}).get("draft_model"))
+    # the engine profile's values (its file's location left out: where servesim is installed
+    # is not an input)
     parts = [("gpu", lambda: _gpu_part(h, str(gpu), set())),
              ("model", lambda: h.update(repr(get_model(str(model))).encode())),
-             ("engine", lambda: h.update(get_engine_profile(engine).model_dump_json().encode()))]
+             ("engine", lambda: h.update(get_engine_profile(engine).model_dump_json(
+                 exclude={"path"}).encode()))]
     if draft:
         parts.append(("draft_model", lambda: h.update(repr(get_model(str(draft))).encode())))
     for what, part in parts:

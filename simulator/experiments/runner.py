@@ -33,6 +33,7 @@ from simulator.catalog.models import get_model
 from simulator.experiments.cache import ResultCache
 from simulator.experiments.executor import run_tasks
 from simulator.experiments.grid import config_label, set_path
+from simulator.experiments.input_files import absolute_spec_path
 from simulator.experiments.warned import reemit
 from simulator.perf import get_engine_profile
 from simulator.runs.scenario import scenario_inputs
@@ -101,21 +102,11 @@ def absolute_spec_paths(raw: dict, folders: Sequence[Path | None]) -> None:
     exists relative to one of ``folders`` is replaced by that absolute path; catalog names are
     left alone. ``raw`` is changed in place.
     """
-    def fix(value):
-        if not isinstance(value, str) or Path(value).is_absolute():
-            return value
-        if "/" not in value and not value.endswith((".yaml", ".yml", ".json")):
-            return value
-        for d in folders:
-            if d is not None and (Path(d) / value).exists():
-                return str((Path(d) / value).resolve())
-        return value
-
     if "model" in raw:
-        raw["model"] = fix(raw["model"])
+        raw["model"] = absolute_spec_path(raw["model"], folders)
     hw = raw.get("hardware")
     if isinstance(hw, dict) and "gpu" in hw:
-        hw["gpu"] = fix(hw["gpu"])
+        hw["gpu"] = absolute_spec_path(hw["gpu"], folders)
 
 
 def prepare_points(base_raw: dict, overrides: Sequence[Mapping[str, Any]],

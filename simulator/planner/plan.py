@@ -42,6 +42,7 @@ from simulator.base.outdir import clear_outputs, named_output_folder
 from simulator.catalog.hardware import get_gpu
 from simulator.experiments.cache import ResultCache
 from simulator.experiments.grid import expand_grid, set_path
+from simulator.experiments.input_files import absolute_spec_path
 from simulator.experiments.runner import (
     absolute_spec_paths,
     guard_outputs,
@@ -323,6 +324,8 @@ def _base_scenario(plan: PlanSpec, spec_dir: Path | None, scenario_overrides, tr
         raise PlanError(str(e)) from None
     check_names_up_front(base_raw, (base_dir, spec_dir), "capacity plan",
                          {k for paths in _varied_paths(plan).values() for k in paths})
+    # a key that is a relative spec path resolves as the candidates' paths do
+    plan.prices = {absolute_spec_path(k, (base_dir, spec_dir)): v for k, v in plan.prices.items()}
     for k in plan.prices:
         try:
             get_gpu(k)

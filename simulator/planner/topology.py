@@ -311,7 +311,8 @@ def _search(spec: TopologyPlanSpec, base_raw: dict, base_dir, specs, cache: Resu
                                              source=f"{spec.name}: {c['label']}")
                            .model_dump_json()) for c in cands]
     keys = [cache_key("topology_candidate", {
-        "scenario": scenario_identity(r), "inputs": inputs_fingerprint(r), "specs": fp,
+        "scenario": scenario_identity(r), "inputs": inputs_fingerprint(r, (base_dir,)),
+        "specs": fp,
         "candidate": c, "usd_per_gpu_hour": spec.usd_per_gpu_hour})
         for c, r in zip(cands, resolved)]
     done: dict[int, dict] = {}

@@ -8,6 +8,14 @@ from typing import Any
 from simulator.report.format import NA, adaptive, adaptive_pct, adaptive_usd
 
 
+def kwh_price_text(usd_per_kwh: Any) -> str:
+    """An energy block's ``usd_per_kwh`` as text: ``$0.1200/kWh``, or each pool's price when
+    the pools pay different prices (a mapping ``{pool: price}``)."""
+    if isinstance(usd_per_kwh, Mapping):
+        return ", ".join(f"{name} {adaptive_usd(v)}/kWh" for name, v in usd_per_kwh.items())
+    return f"{adaptive_usd(usd_per_kwh)}/kWh"
+
+
 def _kwh_per_day(e: Mapping[str, Any]) -> str:
     if e.get("kwh_per_day") is not None:
         return adaptive(e["kwh_per_day"], " kWh/day")
@@ -43,7 +51,7 @@ def energy_section(summary: Mapping[str, Any]) -> dict[str, Any] | None:
         ("Busy share of held replica time", adaptive_pct(e.get("busy_share"))),
         ("Energy per day", _kwh_per_day(e)),
         ("Energy cost", (f"{adaptive_usd(e.get('energy_cost_usd'))} at "
-                         f"{adaptive_usd(e.get('usd_per_kwh'))}/kWh"
+                         f"{kwh_price_text(e.get('usd_per_kwh'))}"
                          if e.get("energy_cost_usd") is not None
                          else f"{NA} (no cost.usd_per_kwh)")),
     ]

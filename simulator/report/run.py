@@ -22,7 +22,7 @@ from simulator.report.autoscale import autoscale_headline, autoscale_section
 from simulator.report.bounds import bounds_section
 from simulator.report.day import DAY_FIGURE, day_section, plot_day
 from simulator.report.degrade import degrade_section
-from simulator.report.energy import energy_section
+from simulator.report.energy import energy_section, kwh_price_text
 from simulator.report.escape import md_code
 from simulator.report.figures import FIGURE_FILES, write_figures
 from simulator.report.format import NA, adaptive, adaptive_ms, adaptive_pct, adaptive_usd, fmt, pct
@@ -577,7 +577,7 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
             f"{adaptive(energy.get('joules_per_output_token'), ' J')} per output token, "
             f"{adaptive(energy.get('mean_power_w'), ' W')} mean / "
             f"{adaptive(energy.get('peak_power_w'), ' W')} peak"
-            + (f", {adaptive_usd(cost)} at {adaptive_usd(energy.get('usd_per_kwh'))}/kWh"
+            + (f", {adaptive_usd(cost)} at {kwh_price_text(energy.get('usd_per_kwh'))}"
                if cost is not None else "")))
     note = synthesised_note(summary, context_mapping(scenario))
     if note:

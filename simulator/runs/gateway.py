@@ -43,6 +43,7 @@ from simulator.metrics.tables_io import check_table_format
 from simulator.runs.energy import gateway_energy
 from simulator.runs.scenario import (
     RunResult,
+    add_phase_cost,
     resolve_outdir,
     run_scenario,
     scenario_dict,
@@ -378,15 +379,24 @@ def _pool_gpu_seconds(r: PoolRun, t0: float, t1: float) -> float:
 
 
 def _merged_window_cost(summary: dict, runs: dict[str, PoolRun]) -> None:
-    """Each pool's ``gpu_hours`` and ``cost_usd`` over the merged window (in place, in
-    ``summary["pools"]``): the deployment holds every pool's GPUs for the whole run, and the
-    pools' figures then add up to the merged ones (a pool's own run's window starts at its
-    first request and ends at its last, shorter than the deployment's)."""
+    """Each pool's ``gpu_hours`` and ``cost_usd``, and its ``phase_cost`` split of them, over
+    the merged window (in place, in ``summary["pools"]``): the deployment holds every pool's
+    GPUs for the whole run, and the pools' figures then add up to the merged ones (a pool's
+    own run's window starts at its first request and ends at its last, shorter than the
+    deployment's)."""
     t0, t1 = summary["window_start_s"], summary["window_end_s"]
     for name, r in runs.items():
+        pool = summary["pools"][name]
         g = _pool_gpu_seconds(r, t0, t1)
-        summary["pools"][name]["gpu_hours"] = g / 3600.0
-        summary["pools"][name]["cost_usd"] = g / 3600.0 * (r.result.setup.usd_per_gpu_hour or 0.0)
+        pool["gpu_hours"] = g / 3600.0
+        pool["cost_usd"] = g / 3600.0 * (r.result.setup.usd_per_gpu_hour or 0.0)
+        if pool.get("phase_cost") is not None:  # its split of that cost (prefill / decode)
+            own = {**r.result.summary, "window_start_s": t0, "window_end_s": t1,
+                   "duration_s": t1 - t0, "gpu_hours": pool["gpu_hours"],
+                   "cost_usd": pool["cost_usd"]}
+            add_phase_cost(own, r.result.steps, r.result.setup.perf,
+                           r.scenario.gpus_per_replica)
+            pool["phase_cost"] = own["phase_cost"]
 
 
 def _autoscaled_cost(summary: dict, runs: dict[str, PoolRun]) -> None:

@@ -120,7 +120,7 @@ def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
         out += [Override(x, f"--trace {trace}") for x in (
             f"workload.trace={trace}", "workload.synthetic=null",
             "workload.synthetic_sessions=null", "workload.format=auto", "workload.columns=null")
-            if x.startswith("workload.trace=") or not any(
+            if not x.startswith(("workload.format=", "workload.columns=")) or not any(
                 k == x.partition("=")[0] or k.startswith(x.partition("=")[0] + ".")
                 for k in stated)]
     if seed is not None:

@@ -28,11 +28,11 @@ def test_a_name_like_none_lists_every_shipped_file(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError) as e:
         find_yaml_file("zzzzqqqq", what="plan")
     assert str(e.value).startswith("plan file 'zzzzqqqq' not found (looked in: ")
-    assert str(e.value).endswith("; shipped scenarios: " + ", ".join(_shipped()))
+    assert str(e.value).endswith(f"; {data_dir('scenarios')} holds: " + ", ".join(_shipped()))
 
 
 def test_a_path_says_only_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError) as e:
         find_yaml_file("./defualt")
-    assert "did you mean" not in str(e.value) and "shipped" not in str(e.value)
+    assert "did you mean" not in str(e.value) and "holds" not in str(e.value)

@@ -84,3 +84,26 @@ def test_a_sweep_simulates_again_after_its_gpu_profile_is_edited(tmp_path):
     for col in ("ttft_s_p99", "tpot_s_mean"):
         assert edited.table[col].tolist() == fresh.table[col].tolist()
         assert all(e > f for e, f in zip(edited.table[col], first.table[col]))
+
+
+def test_a_relative_path_is_looked_up_in_the_given_folders_first(tmp_path, monkeypatch):
+    # a topology plan's base names its GPU relative to its own folder (the set-up looks there)
+    base = tmp_path / "plans"
+    base.mkdir()
+    folder = _profile_copy(base)
+    monkeypatch.chdir(tmp_path)  # the working folder has no ./my-gpu
+    sc = {**_scenario(str(folder)), "hardware": {"gpu": "./my-gpu"}}
+    first = inputs_fingerprint(sc, (base,))
+    assert first == inputs_fingerprint(_scenario(str(folder)))
+    _set_bandwidth(folder, 1.0e12)
+    assert inputs_fingerprint(sc, (base,)) != first
+
+
+def test_the_engine_profile_enters_by_its_values_not_its_location(tmp_path):
+    from simulator.perf.engine_profile import engine_profile_dir
+    sc = _scenario("h100-sxm")
+    name = sc["perf"]["engine"]
+    copy = tmp_path / f"{name}.yaml"
+    shutil.copy(engine_profile_dir() / f"{name}.yaml", copy)
+    by_path = {**sc, "perf": {**sc["perf"], "engine": str(copy)}}
+    assert inputs_fingerprint(by_path) == inputs_fingerprint(sc)

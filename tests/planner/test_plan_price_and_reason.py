@@ -108,3 +108,19 @@ def test_a_plan_prices_a_gpu_given_by_path_from_its_own_spec(tmp_path):
     got = {r["gpu"]: (r["usd_per_gpu_hour"], r["price_source"]) for r in res.candidates}
     assert got["my-gpu"] == (1.25, "my-gpu profile")
     assert got["h100-sxm"] == (get_gpu("h100-sxm").usd_per_gpu_hour, "h100-sxm profile")
+
+
+def test_a_price_keyed_by_a_relative_spec_path_resolves_from_the_plan_folder(tmp_path,
+                                                                             monkeypatch):
+    _spec_copy(tmp_path, "my-gpu", 0.0)  # no price of its own: the plan's must be found
+    rel = "./my-gpu/spec.yaml"
+    d = tiny_plan(search_space={"hardware.gpu": [rel, "h100-sxm"]}, prices={rel: 1.5})
+    d["base"]["perf"] = {"source": "roofline"}
+    spec = PlanSpec.model_validate(d)
+    spec.search.max_probes = 2
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the plan's folder is not the working folder
+    res = run_plan(spec, tmp_path, outdir=tmp_path / "out", jobs=1, write=False)
+    got = {r["gpu"]: (r["usd_per_gpu_hour"], r["price_source"]) for r in res.candidates}
+    assert got["my-gpu"] == (1.5, "plan prices")

@@ -112,3 +112,10 @@ def test_the_console_table_shows_the_gpu_energy_where_it_is_modelled():
     (row,) = printed({"num_requests": 1, "energy": {**energy, "energy_cost_usd": None}})
     assert row.rstrip(" │").endswith("432 W peak")
     assert printed({"num_requests": 1, "energy": {"available": False}}) == []
+    # pools paying different electricity prices: each pool's (it raised TypeError)
+    (row,) = printed({"num_requests": 1, "energy": {
+        **energy, "usd_per_kwh": {"chat": 0.1, "batch": 0.2}}})
+    assert "$0.0027 at chat $0.1000/kWh, batch $0.2000/kWh" in row
+    from simulator.report.energy import energy_section
+    sec = energy_section({"energy": {**energy, "usd_per_kwh": {"chat": 0.1, "batch": 0.2}}})
+    assert dict(sec["rows"])["Energy cost"] == "$0.0027 at chat $0.1000/kWh, batch $0.2000/kWh"

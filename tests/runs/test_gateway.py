@@ -192,3 +192,18 @@ def test_the_pools_gpu_hours_and_cost_add_up_to_the_deployment():
                                                                             rel=1e-12)
     assert pools["A"]["gpu_hours"] + pools["B"]["gpu_hours"] == pytest.approx(sm["gpu_hours"],
                                                                               rel=1e-12)
+
+
+def test_a_pools_phase_cost_splits_its_merged_window_cost():
+    sc = make_scenario({"pools": [
+        {"name": "A", "cluster": {"num_replicas": 1}, "match": {"tenants": ["a"]},
+         "cost": {"usd_per_gpu_hour": 2.0}},
+        {"name": "B", "cluster": {"num_replicas": 1}, "match": {"tenants": ["b"]},
+         "cost": {"usd_per_gpu_hour": 3.0}}]})
+    specs = ([spec(i, 0.5 * i, 200, 20, tenant="a") for i in range(6)]
+             + [spec(6 + i, 5.0 + 0.5 * i, 200, 20, tenant="b") for i in range(3)])
+    res = run_gateway(sc, specs=specs, write=False)
+    for name in ("A", "B"):
+        p = res.summary["pools"][name]
+        pc = p["phase_cost"]
+        assert pc["price_check_usd"] == pytest.approx(p["cost_usd"], rel=1e-9)

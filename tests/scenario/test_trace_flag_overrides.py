@@ -37,3 +37,10 @@ def test_a_stated_format_that_does_not_fit_the_file_is_an_error(tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 2
     assert "does not look like the stated format 'mooncake'" in err
+
+
+def test_only_the_format_and_column_map_are_kept_the_trace_replaces_the_rest():
+    # a --set of a synthetic workload's key does not keep that workload beside the trace
+    got = _keys(cli_overrides(["workload.synthetic_sessions.num_sessions=10"], "t.csv"))
+    assert "workload.synthetic_sessions=null" in got and "workload.synthetic=null" in got
+    assert got.index("workload.synthetic_sessions=null") > 0  # after the --set: it wins
