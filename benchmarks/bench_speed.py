@@ -74,11 +74,10 @@ Figures (targets of issue 29; where two, compiled / pure):
     Opt-in: the day takes close to that on 2 cores (169.5 s at ``55ca00f``, 171.4 s at
     ``5373224`` and 171.8 s at ``feae502``, 2026-12-07 19:00, 19:38 and 22:12 UTC; 158 to 165 s
     at commits ``352addb``, ``87e9405`` and ``8ac8bca`` earlier that day, the simulation 132 to
-    144 s of a run; 185 and
-    190 s in slow spells of the shared machine, the same code's simulation 154 to 159 s;
-    186 to 188 s at ``7117b26`` / ``634c4c3``, 203 s at ``e03958b``, 484 s at ``1ecbed0``;
-    the history in ``docs/results/day.md``); ``--servegen-end-s S`` runs the first ``S`` s
-    only: a check of the code path, reported without a verdict.
+    144 s of a run; 185 and 190 s in slow spells of the shared machine, the same code's
+    simulation 154 to 159 s; 186 to 188 s at ``7117b26`` / ``634c4c3``, 203 s at ``e03958b``,
+    484 s at ``1ecbed0``; the history in ``docs/results/day.md``); ``--servegen-end-s S`` runs
+    the first ``S`` s only: a check of the code path, reported without a verdict.
 
 ``--page`` writes the docs site's results page (Markdown, ``speed_page.page``): the table
 (one row per figure, a column group per build: measured, target, met), the builds, the
