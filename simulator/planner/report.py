@@ -66,28 +66,22 @@ def _f(x: Any, spec: str = "{:.3g}", none: str = "-") -> str:
 
 def capacity_text(r: Mapping[str, Any], key: str = "capacity_rps",
                   spec: str = "{:.2f}") -> str:
-    """A configuration's capacity for a table cell: ``-`` where it has none.
-
-    Parameters
-    ----------
-    r : Mapping
-        A candidate, baseline or last known-good row of a plan result.
-    key : str
-        ``capacity_rps`` or ``capacity_rps_per_gpu``.
-    spec : str
-        The format of a measured capacity.
-
-    Returns
-    -------
-    str
-        ``-`` when the capacity was not measured (None: a skipped candidate) or when the
-        search found no feasible rate (stored as 0.0 with no ``capacity_rate_scale``);
-        otherwise the formatted number (a measured value, zero included, is shown as is).
-    """
+    """A configuration's capacity (``key``: ``capacity_rps`` or ``capacity_rps_per_gpu`` of a
+    plan row ``r``) for a table cell, formatted by ``spec``: ``-`` when not measured (None: a
+    skipped candidate) or when the search found no feasible rate (0.0 with no
+    ``capacity_rate_scale``); ``>= X`` when only a lower bound (no probed rate failed); else
+    the number (a measured zero included)."""
     x = r.get(key)
     if x is None or (x == 0 and r.get("capacity_rate_scale") is None):
         return "-"
     return (">= " if is_lower_bound(r) else "") + _f(x, spec)
+
+
+def headroom_text(r: Mapping[str, Any]) -> str:
+    """A configuration's headroom over the target for a table cell (``>= N%`` where its
+    capacity is a lower bound: :func:`~simulator.planner.search.is_lower_bound`)."""
+    x = _f(r.get("headroom"), "{:.0%}")
+    return f">= {x}" if is_lower_bound(r) and r.get("headroom") is not None else x
 
 
 def _capacity_row(c: Mapping[str, Any]) -> str:
@@ -164,7 +158,7 @@ def _cand_cells(r: Mapping[str, Any]) -> list[str]:
                                   ("fallback" if r.get("is_last_known_good") else "-"))),
             _name(r),
             capacity_text(r, "capacity_rps"), _f(r["replicas"], "{}"), _f(r["gpus"], "{}"),
-            _f(r["headroom"], "{:.0%}"), _usd(r["usd_per_hour"]),
+            headroom_text(r), _usd(r["usd_per_hour"]),
             _usd4(r.get("price_per_1m_input_tokens_usd")),
             _usd4(r.get("price_per_1m_output_tokens_usd")),
             _f(r["slo_attainment_at_target"], "{:.3f}"),
@@ -188,7 +182,7 @@ def _chosen_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("capacity per replica", _capacity_row(c)),
         ("replicas", _f(c["replicas"], "{}")),
         ("GPUs needed", _f(c["gpus"], "{}")),
-        ("headroom over the target", _f(c["headroom"], "{:.0%}")),
+        ("headroom over the target", headroom_text(c)),
         ("cost", f"{_usd(c['usd_per_hour'])} per hour"),
         ("price per 1M input tokens (prefill GPU time)",
          (f"{_usd4(c.get('price_per_1m_input_tokens_usd'))} (prefill "

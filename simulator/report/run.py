@@ -535,6 +535,12 @@ def write_run_report(outdir: Path, summary: dict, requests: pd.DataFrame, steps:
     return write_report(out, Path(REPORT_FILE).stem, text)["md"]
 
 
+def _kwh_priced(scenario: Mapping[str, Any]) -> bool:
+    """Whether the scenario (or one of its pools) states an electricity price."""
+    sections = [scenario, *(scenario.get("pools") or [])]
+    return any(((s or {}).get("cost") or {}).get("usd_per_kwh") is not None for s in sections)
+
+
 def print_summary_table(summary: Mapping[str, Any], console=None, *,
                         title: str = "servesim run", scenario: Mapping[str, Any] | None = None):
     """Print the headline metrics as a compact rich table.
@@ -570,6 +576,9 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
         table.add_row("What bounds the run" + (f" ({run['name']})" if run["name"] else ""),
                       Text(run["verdict"]))
     energy = summary.get("energy") or {}
+    sc = context_mapping(scenario)
+    if energy and not energy.get("available") and _kwh_priced(sc):  # asked for, not modelled
+        table.add_row("GPU energy", Text(f"not modelled: {energy.get('reason') or NA}"))
     if energy.get("available"):  # the GPU has a power model (energy.md)
         cost = energy.get("energy_cost_usd")
         table.add_row("GPU energy", Text(
@@ -579,7 +588,7 @@ def print_summary_table(summary: Mapping[str, Any], console=None, *,
             f"{adaptive(energy.get('peak_power_w'), ' W')} peak"
             + (f", {adaptive_usd(cost)} at {kwh_price_text(energy.get('usd_per_kwh'))}"
                if cost is not None else "")))
-    note = synthesised_note(summary, context_mapping(scenario))
+    note = synthesised_note(summary, sc)
     if note:
         table.add_row("[bold red]Note[/bold red]", Text(note))
     reasons = summary.get("reject_reasons") or {}

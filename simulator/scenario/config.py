@@ -549,6 +549,14 @@ def validate_scenario(raw: dict, source: str = "scenario",
         raise ScenarioError(format_validation_error(e, src)) from None
 
 
+#: top-level keys of the files other commands take: (key, the file's kind, what to do)
+_OTHER_FILES = tuple((k, w, f"run it with 'servesim {c}'") for k, w, c in (
+    ("search_space", "capacity plan", "plan"), ("candidates", "capacity plan", "plan"),
+    ("target_rate_rps", "capacity plan", "plan"), ("topology_search", "topology plan", "plan"),
+    ("day", "day plan", "plan"), ("grid", "sweep", "sweep"), ("points", "sweep", "sweep"))
+) + (("scores", "quality table", "a capacity plan names it in its 'quality:' key"),)
+
+
 def load_scenario(path: str | Path, overrides: list[str] | None = None, *,
                   source: str | None = None) -> tuple[Scenario, Path]:
     """Load, override and validate a scenario file.
@@ -570,5 +578,9 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None, *,
     """
     raw = read_scenario_yaml(path)
     base = Path(raw.get("__file__", path)).parent
+    for key, what, how in _OTHER_FILES:
+        if key in raw and "workload" not in raw:  # a sweep or plan file given as a scenario
+            raise ScenarioError(f"{source or path}: a {what} file (it has '{key}'), not a "
+                                f"scenario: {how}")
     raw = apply_overrides(raw, overrides)
     return validate_scenario(raw, source=source or str(path), overrides=overrides), base

@@ -4,7 +4,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from simulator.planner.recommend import recommend
-from simulator.planner.report import _capacity_row, _headline, capacity_text
+from simulator.planner.report import _capacity_row, _headline, capacity_text, headroom_text
 
 
 def _row(label, **kw):
@@ -66,6 +66,9 @@ def test_a_capacity_no_probe_bracketed_reads_as_a_lower_bound():
     assert _capacity_row(row) == ">= 2560.00 requests/s (>= 2560.00 per GPU)"
     assert capacity_text({**row, "search_note": "at_max_scale"}) == ">= 2560.00"
     assert capacity_text({**row, "search_note": "max_probes"}) == "2560.00"
+    assert headroom_text({**row, "headroom": 127.0}) == ">= 12700%"
+    assert headroom_text({**row, "headroom": 127.0, "search_note": "converged"}) == "12700%"
+    assert headroom_text({**row, "headroom": None}) == "-"
     c = {**row, "label": "a", "passed": True, "is_baseline": False, "replicas": 1,
          "tensor_parallel_size": 1, "gpu": "h100-sxm", "gpus": 1, "usd_per_hour": 2.99,
          "price_per_1m_input_tokens_usd": 0.01, "price_per_1m_output_tokens_usd": 0.3,

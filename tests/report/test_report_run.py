@@ -116,6 +116,17 @@ def test_the_console_table_shows_the_gpu_energy_where_it_is_modelled():
     (row,) = printed({"num_requests": 1, "energy": {
         **energy, "usd_per_kwh": {"chat": 0.1, "batch": 0.2}}})
     assert "$0.0027 at chat $0.1000/kWh, batch $0.2000/kWh" in row
+    # an electricity price stated for a GPU without a power model: said, not silently dropped
+    buf = io.StringIO()
+    print_summary_table({"num_requests": 1, "energy": {"available": False, "reason": "no power"}},
+                        console=Console(file=buf, width=200, color_system=None),
+                        scenario={"cost": {"usd_per_kwh": 0.12}})
+    assert "not modelled: no power" in buf.getvalue()
+    buf = io.StringIO()
+    print_summary_table({"num_requests": 1, "energy": {"available": False, "reason": "no power"}},
+                        console=Console(file=buf, width=200, color_system=None),
+                        scenario={"cost": {"usd_per_kwh": None}})
+    assert "GPU energy" not in buf.getvalue()
     from simulator.report.energy import energy_section
     sec = energy_section({"energy": {**energy, "usd_per_kwh": {"chat": 0.1, "batch": 0.2}}})
     assert dict(sec["rows"])["Energy cost"] == "$0.0027 at chat $0.1000/kWh, batch $0.2000/kWh"
