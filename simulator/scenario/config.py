@@ -550,11 +550,16 @@ def validate_scenario(raw: dict, source: str = "scenario",
 
 
 #: top-level keys of the files other commands take: (key, the file's kind, what to do)
-_OTHER_FILES = tuple((k, w, f"run it with 'servesim {c}'") for k, w, c in (
-    ("search_space", "capacity plan", "plan"), ("candidates", "capacity plan", "plan"),
-    ("target_rate_rps", "capacity plan", "plan"), ("topology_search", "topology plan", "plan"),
-    ("day", "day plan", "plan"), ("grid", "sweep", "sweep"), ("points", "sweep", "sweep"))
-) + (("scores", "quality table", "a capacity plan names it in its 'quality:' key"),)
+_OTHER_FILES = (
+    ("search_space", "capacity plan", "run it with 'servesim plan'"),
+    ("candidates", "capacity plan", "run it with 'servesim plan'"),
+    ("target_rate_rps", "capacity plan", "run it with 'servesim plan'"),
+    ("topology_search", "topology plan", "run it with 'servesim plan'"),
+    ("day", "day plan", "run it with 'servesim plan'"),
+    ("grid", "sweep", "run it with 'servesim sweep'"),
+    ("points", "sweep", "run it with 'servesim sweep'"),
+    ("scores", "quality table", "a capacity plan names it in its 'quality:' key"),
+)
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None, *,

@@ -114,15 +114,15 @@ def cli_overrides(sets: list[str] | None = None, trace: str | None = None,
     """
     out = [Override(s) for s in (sets or [])]
     if trace:
-        # a format or columns the user states with --set are kept: --trace's defaults (detect
-        # the format, no column map) would otherwise replace them silently
+        implied = [f"workload.trace={trace}", "workload.synthetic=null",
+                   "workload.synthetic_sessions=null"]
+        # a format or column map the user states with --set (or a key under it) is kept:
+        # --trace's defaults (detect the format, no column map) would replace it silently
         stated = {str(s).partition("=")[0].strip() for s in out}
-        out += [Override(x, f"--trace {trace}") for x in (
-            f"workload.trace={trace}", "workload.synthetic=null",
-            "workload.synthetic_sessions=null", "workload.format=auto", "workload.columns=null")
-            if not x.startswith(("workload.format=", "workload.columns=")) or not any(
-                k == x.partition("=")[0] or k.startswith(x.partition("=")[0] + ".")
-                for k in stated)]
+        for key, default in (("workload.format", "auto"), ("workload.columns", "null")):
+            if not any(k == key or k.startswith(key + ".") for k in stated):
+                implied.append(f"{key}={default}")
+        out += [Override(x, f"--trace {trace}") for x in implied]
     if seed is not None:
         out.append(Override(f"seed={seed}", f"--seed {seed}"))
     return out
